@@ -1,0 +1,11 @@
+//! The wavefuse kernel set (DESIGN.md §3) on the Qwen 3.5 27B decode workload (DESIGN.md §1),
+//! the embedded synthetic data, and the reference report of the `wavefuse` binary.
+
+pub mod report;
+pub mod set;
+pub mod shapes;
+pub mod workload;
+
+pub use set::KernelId;
+pub use shapes::Shapes;
+pub use workload::Workload;

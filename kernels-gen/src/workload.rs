@@ -1,0 +1,162 @@
+//! The embedded default workload: deterministic synthetic data with realistic distributions.
+//!
+//! - Weights ~ N(0, 0.02), quantised to GPTQ INT4 per (group, column) with min/max scaling and an
+//!   integer zero point in 1..=15 (so the v1 convention, which stores z − 1, can represent it);
+//!   FP16 weights are the same draw rounded to FP16.
+//! - Activations and residuals ~ N(0, 1) (RMS ≈ 1), rounded to FP16; partial sums ~ N(0, 1/tp) per
+//!   rank so their sum has RMS ≈ 1.
+//! - RMSNorm weights 1 + N(0, 0.1) (Gemma-style `1 + w` folded in at load).
+//!
+//! Every buffer of every rank has its own ChaCha8 stream seeded from (seed, kernel, buffer, rank);
+//! replicated buffers drop the rank, so all ranks see identical data.
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Normal};
+use wavefuse::ir::reference::{HostData, HostTensor, PackedInt4, RankInputs, round_to};
+use wavefuse::ir::{
+    BufferType, GptqLayout, Kernel, ScalarType, Sharding, Tensor, Weight, WeightFormat, ZeroPoint,
+};
+
+/// Standard deviation of synthetic weights.
+pub const WEIGHT_STD: f64 = 0.02;
+
+/// A seeded source of inputs for any kernel.
+#[derive(Copy, Clone, Debug)]
+pub struct Workload {
+    /// Base seed.
+    pub seed: u64,
+}
+
+impl Workload {
+    /// The embedded default seed.
+    pub const DEFAULT_SEED: u64 = 0x5EED_2026;
+
+    /// A workload with the given seed.
+    pub fn new(seed: u64) -> Self {
+        Workload { seed }
+    }
+
+    /// Inputs for every rank of `kernel`'s TP group.
+    pub fn inputs(&self, kernel: &Kernel) -> Vec<RankInputs> {
+        (0..kernel.tp() as usize)
+            .map(|rank| {
+                kernel
+                    .inputs()
+                    .map(|b| {
+                        let d = kernel.buffer(b).expect("kernel's own buffer");
+                        let shared = d.sharding == Sharding::Replicated;
+                        let stream = [kernel.name(), &d.name];
+                        let mut rng = self.rng(&stream, if shared { None } else { Some(rank) });
+                        (b, generate(&d.local_type(), d.sharding, &mut rng))
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn rng(&self, names: &[&str], rank: Option<usize>) -> ChaCha8Rng {
+        let mut h = fnv1a(self.seed.to_le_bytes().iter().copied(), 0xcbf2_9ce4_8422_2325);
+        for name in names {
+            h = fnv1a(name.bytes().chain([0xff]), h);
+        }
+        let rank_tag = rank.map_or(u64::MAX, |r| r as u64);
+        ChaCha8Rng::seed_from_u64(fnv1a(rank_tag.to_le_bytes().iter().copied(), h))
+    }
+}
+
+/// FNV-1a: a stable hash (std's hasher may change between Rust releases).
+fn fnv1a(bytes: impl IntoIterator<Item = u8>, mut h: u64) -> u64 {
+    for b in bytes {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+fn normal(std: f64) -> Normal<f64> {
+    Normal::new(0.0, std).expect("positive standard deviation")
+}
+
+fn generate(ty: &BufferType, sharding: Sharding, rng: &mut ChaCha8Rng) -> HostData {
+    match ty {
+        BufferType::Tensor(t) => HostData::Tensor(tensor(t, sharding, rng)),
+        BufferType::Weight(w) => weight(w, rng),
+    }
+}
+
+fn tensor(t: &Tensor, sharding: Sharding, rng: &mut ChaCha8Rng) -> HostTensor {
+    let (mean, std) = match (t.shape.len(), sharding) {
+        (1, _) => (1.0, 0.1),
+        (_, Sharding::Partial { tp }) => (0.0, 1.0 / f64::from(tp).sqrt()),
+        _ => (0.0, 1.0),
+    };
+    let dist = normal(std);
+    let values = (0..t.len()).map(|_| mean + dist.sample(rng));
+    HostTensor::rounded(t.dtype, t.shape.clone(), values)
+}
+
+fn weight(w: &Weight, rng: &mut ChaCha8Rng) -> HostData {
+    let dist = normal(WEIGHT_STD);
+    let dense: Vec<f64> = (0..w.k * w.n).map(|_| dist.sample(rng)).collect();
+    match w.format {
+        WeightFormat::F16 => {
+            // Stored [N, K]: transpose the [K, N] draw.
+            let nk = (0..w.n * w.k).map(|i| dense[(i % w.k) * w.n + i / w.k]);
+            HostData::F16Weight(nk.map(|x| round_to(ScalarType::F16, x)).collect())
+        }
+        WeightFormat::Gptq(l) => HostData::Int4(pack_gptq(&dense, w.k, w.n, &l)),
+        WeightFormat::Awq(_) => unreachable!("the kernel set has no AWQ weights"),
+    }
+}
+
+/// Quantise a dense `[K, N]` weight to GPTQ INT4 (no act-order) and pack it per DESIGN.md §2.
+pub fn pack_gptq(dense: &[f64], k: usize, n: usize, l: &GptqLayout) -> PackedInt4 {
+    let g = l.group.rows(k);
+    let groups = k / g;
+    let mut scales = vec![0.0; groups * n];
+    let mut zeros = vec![8i64; groups * n];
+    for gi in 0..groups {
+        for col in 0..n {
+            let column = (gi * g..(gi + 1) * g).map(|r| dense[r * n + col]);
+            let (s, z) = scale_and_zero(column, l.zero);
+            scales[gi * n + col] = round_to(l.scale, s);
+            zeros[gi * n + col] = z;
+        }
+    }
+    let mut qweight = vec![0i32; k / 8 * n];
+    for r in 0..k {
+        for col in 0..n {
+            let gi = r / g;
+            let (s, z) = (scales[gi * n + col], zeros[gi * n + col]);
+            let q = ((dense[r * n + col] / s).round() as i64 + z).clamp(0, 15) as u32;
+            qweight[(r / 8) * n + col] |= (q << (4 * (r % 8))) as i32;
+        }
+    }
+    let qzeros = match l.zero {
+        ZeroPoint::Symmetric => Vec::new(),
+        zp => pack_zeros(&zeros, groups, n, zp),
+    };
+    PackedInt4 { qweight, scales, qzeros, g_idx: None }
+}
+
+/// Scale and integer zero point of one (group, column).
+fn scale_and_zero(column: impl Iterator<Item = f64>, zp: ZeroPoint) -> (f64, i64) {
+    let (lo, hi) = column.fold((0.0f64, 0.0f64), |(lo, hi), x| (lo.min(x), hi.max(x)));
+    if zp == ZeroPoint::Symmetric {
+        let amax = lo.abs().max(hi).max(1e-8);
+        return (2.0 * amax / 15.0, 8);
+    }
+    let s = ((hi - lo) / 15.0).max(1e-8);
+    (s, ((-lo / s).round() as i64).clamp(1, 15))
+}
+
+fn pack_zeros(zeros: &[i64], groups: usize, n: usize, zp: ZeroPoint) -> Vec<i32> {
+    let stored = |z: i64| (if zp == ZeroPoint::V1 { z - 1 } else { z }) as u32 & 0xF;
+    let mut out = vec![0i32; groups * n / 8];
+    for gi in 0..groups {
+        for col in 0..n {
+            out[gi * (n / 8) + col / 8] |= (stored(zeros[gi * n + col]) << (4 * (col % 8))) as i32;
+        }
+    }
+    out
+}
