@@ -1,0 +1,68 @@
+//! The `wavefuse` binary: listing, emitting IR, and clear errors with a non-zero exit.
+
+use std::process::{Command, Output};
+
+fn wavefuse(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wavefuse")).args(args).output().expect("runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn list_prints_the_eight_kernels() {
+    let o = wavefuse(&["list"]);
+    assert!(o.status.success());
+    let names: Vec<String> = stdout(&o).lines().map(|l| l.split_whitespace().next().unwrap().to_owned()).collect();
+    assert_eq!(
+        names,
+        [
+            "gemv_f16",
+            "gemv_int4",
+            "gemv_int4_dual_silu",
+            "gemv_int4_qkv",
+            "allreduce_residual",
+            "allreduce_residual_rmsnorm",
+            "gemv_int4_allreduce_rmsnorm",
+            "allreduce_int8"
+        ]
+    );
+}
+
+#[test]
+fn emit_ir_prints_the_fused_kernel() {
+    let o = wavefuse(&["emit", "gemv_int4_allreduce_rmsnorm", "--ir", "--tp", "4"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.starts_with("kernel gemv_int4_allreduce_rmsnorm(tp=4) {"), "{text}");
+    assert!(text.contains("[k=4352, n=5120] row_parallel(tp=4)"), "{text}");
+    assert!(text.contains("allreduce v2, tp=4"), "{text}");
+}
+
+#[test]
+fn emit_batch_changes_shapes() {
+    let o = wavefuse(&["emit", "gemv_int4", "--ir", "--tp", "2", "--batch", "8"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("f16[8, 5120]"));
+}
+
+#[test]
+fn bad_arguments_fail_clearly() {
+    for (args, needle) in [
+        (&["emit", "gemv_int5", "--ir"][..], "unknown kernel `gemv_int5`"),
+        (&["emit", "gemv_int4", "--ir", "--tp", "3"][..], "TP = 3 is not supported"),
+        (&["emit", "gemv_int4", "--ir", "--tp", "four"][..], "not a TP size"),
+        (&["emit", "gemv_int4", "--ir", "--batch", "9"][..], "9 is not in 1..=8"),
+        (&["emit", "gemv_int4"][..], "pass --ir"),
+        (&["report", "--tp", "16"][..], "TP = 16 is not supported"),
+    ] {
+        let o = wavefuse(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+    }
+}
