@@ -1,7 +1,11 @@
-//! wavefuse code generation: passes over the IR and the C++ back ends.
+//! wavefuse code generation: targets, the lowered level, passes, and the C++ back ends.
 //!
-//! This crate is the home of the lowering passes (collectives, barriers, tiling) and of the C++
-//! writer with its HIP (gfx906) and CUDA (sm_90) dialects. Until those land, it re-exports the IR
-//! so that downstream crates already depend on it in the intended direction.
+//! - [`target`]: the architectures as data (wave size, LDS, CU count, instruction availability).
+//! - [`lowered`]: the lowered level — workgroups, waves, lanes, registers, LDS, global and peer
+//!   memory, atomics and fences with ordering and scope, grid barriers and flags with epochs.
 
+pub mod lowered;
+pub mod target;
+
+pub use target::Arch;
 pub use wavefuse_ir as ir;

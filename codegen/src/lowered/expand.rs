@@ -1,0 +1,180 @@
+//! Expansion of grid barriers and cross-rank flags into primitives.
+//!
+//! Epoch arithmetic (DESIGN.md §5.4): the host passes `epoch` = 1 for the first launch on a set of
+//! counters and flags and increments it by one per launch; nothing is ever reset by a kernel.
+//! - Grid barrier `i` of `B` per launch, over `G` workgroups, waits for the counter to reach
+//!   `((epoch − 1)·B + i + 1)·G`: every workgroup adds 1 per barrier, so after launch e's barrier i
+//!   the counter holds exactly that.
+//! - Flag round `j` of `R` per launch publishes the value `(epoch − 1)·R + j + 1`.
+//!
+//! Comparisons are wrap-safe (`(i32)(value − target) >= 0`), so counters may wrap at 2³².
+
+use wavefuse_ir::{Ordering, Scope};
+
+use super::{
+    AtomicOp, BinOp, Block, Expr, Invariant, LoweredKernel, MemRef, Param, Special, Stmt,
+};
+
+/// Spin budget of a wait, in atomic loads (≈ seconds on a real GPU before the error is reported).
+pub const SPIN_BUDGET: u32 = 1 << 26;
+
+/// Rewrite every [`Stmt::GridBarrier`], [`Stmt::PublishFlag`] and [`Stmt::WaitFlag`] into
+/// primitives, adding the epoch and error-word parameters when needed and counting barriers and
+/// flag rounds for the epoch arithmetic.
+pub fn expand_sync(k: &mut LoweredKernel) {
+    let body = std::mem::take(&mut k.body);
+    let (mut barriers, mut rounds) = (0, 0);
+    count(&body, &mut barriers, &mut rounds);
+    k.barriers_per_launch = barriers;
+    k.flag_rounds_per_launch = rounds;
+    if barriers > 0 {
+        k.coresidency = Some(super::CoResidency { workgroups: k.grid });
+    }
+    let mut cx = Expander { k, next_code: 1 };
+    let body = cx.block(body);
+    k.body = body;
+}
+
+/// Barriers and flag rounds per launch: one more than the largest index used.
+fn count(block: &Block, barriers: &mut u32, rounds: &mut u32) {
+    for s in block {
+        match s {
+            Stmt::For { body, .. } => count(body, barriers, rounds),
+            Stmt::If { then_body, else_body, .. } => {
+                count(then_body, barriers, rounds);
+                count(else_body, barriers, rounds);
+            }
+            Stmt::GridBarrier { index, .. } => *barriers = (*barriers).max(index + 1),
+            Stmt::PublishFlag { round, .. } | Stmt::WaitFlag { round, .. } => {
+                *rounds = (*rounds).max(round + 1)
+            }
+            _ => {}
+        }
+    }
+}
+
+struct Expander<'a> {
+    k: &'a mut LoweredKernel,
+    next_code: u32,
+}
+
+fn lane0() -> Expr {
+    Expr::bin(BinOp::Eq, Expr::Special(Special::LocalId), Expr::u32(0))
+}
+
+fn sub1(e: Expr) -> Expr {
+    Expr::bin(BinOp::Sub, e, Expr::u32(1))
+}
+
+impl Expander<'_> {
+    fn block(&mut self, stmts: Block) -> Block {
+        let mut out = Vec::with_capacity(stmts.len());
+        for s in stmts {
+            self.stmt(s, &mut out);
+        }
+        out
+    }
+
+    fn stmt(&mut self, s: Stmt, out: &mut Block) {
+        match s {
+            Stmt::For { var, start, end, step, body } => {
+                let body = self.block(body);
+                out.push(Stmt::For { var, start, end, step, body });
+            }
+            Stmt::If { cond, then_body, else_body } => {
+                let (then_body, else_body) = (self.block(then_body), self.block(else_body));
+                out.push(Stmt::If { cond, then_body, else_body });
+            }
+            Stmt::GridBarrier { counter, index } => self.grid_barrier(counter, index, out),
+            Stmt::PublishFlag { flag, round } => self.publish(flag, round, out),
+            Stmt::WaitFlag { flag, round } => self.wait_flag(flag, round, out),
+            other => out.push(other),
+        }
+    }
+
+    fn epoch(&mut self) -> Param {
+        self.k.epoch_param()
+    }
+
+    fn error(&mut self) -> MemRef {
+        MemRef { base: super::Base::Param(self.k.error_param()), index: Expr::u32(0) }
+    }
+
+    fn code(&mut self) -> u32 {
+        let c = self.next_code;
+        self.next_code += 1;
+        c
+    }
+
+    fn grid_barrier(&mut self, counter: MemRef, index: u32, out: &mut Block) {
+        let per_launch = Expr::u32(self.k.barriers_per_launch);
+        let epoch = Expr::Param(self.epoch());
+        // ((epoch − 1)·B + index + 1)·G
+        let generation = Expr::add(Expr::mul(sub1(epoch), per_launch), Expr::u32(index + 1));
+        let target = Expr::mul(generation, Expr::Special(Special::NumWorkgroups));
+        let (error, code) = (self.error(), self.code());
+        out.push(Stmt::Comment(format!("grid barrier {index}: every lane of this workgroup is done with its writes")));
+        out.push(Stmt::WorkgroupBarrier);
+        let arrive = Stmt::Atomic {
+            dst: None,
+            op: AtomicOp::Add,
+            mem: counter.clone(),
+            value: Some(Expr::u32(1)),
+            ordering: Ordering::Release,
+            scope: Scope::Agent,
+            why: Invariant::OneArrivalPerWorkgroup,
+        };
+        let wait = Stmt::WaitGe {
+            mem: counter,
+            target,
+            ordering: Ordering::Acquire,
+            scope: Scope::Agent,
+            budget: SPIN_BUDGET,
+            error,
+            code,
+            why: Invariant::MonotonicEpochs,
+        };
+        out.push(Stmt::If { cond: lane0(), then_body: vec![arrive, wait], else_body: vec![] });
+        out.push(Stmt::WorkgroupBarrier);
+    }
+
+    fn flag_value(&mut self, round: u32) -> Expr {
+        let per_launch = Expr::u32(self.k.flag_rounds_per_launch);
+        let epoch = Expr::Param(self.epoch());
+        Expr::add(Expr::mul(sub1(epoch), per_launch), Expr::u32(round + 1))
+    }
+
+    fn publish(&mut self, flag: MemRef, round: u32, out: &mut Block) {
+        let value = self.flag_value(round);
+        out.push(Stmt::Comment(format!("publish flag round {round}: this workgroup's writes are done")));
+        out.push(Stmt::WorkgroupBarrier);
+        let store = Stmt::Atomic {
+            dst: None,
+            op: AtomicOp::Store,
+            mem: flag,
+            value: Some(value),
+            ordering: Ordering::Release,
+            scope: Scope::System,
+            why: Invariant::PeerFlagHandshake,
+        };
+        out.push(Stmt::If { cond: lane0(), then_body: vec![store], else_body: vec![] });
+    }
+
+    fn wait_flag(&mut self, flag: MemRef, round: u32, out: &mut Block) {
+        let target = self.flag_value(round);
+        let (error, code) = (self.error(), self.code());
+        let wait = Stmt::WaitGe {
+            mem: flag,
+            target,
+            ordering: Ordering::Acquire,
+            scope: Scope::System,
+            budget: SPIN_BUDGET,
+            error,
+            code,
+            why: Invariant::PeerFlagHandshake,
+        };
+        out.push(Stmt::If { cond: lane0(), then_body: vec![wait], else_body: vec![] });
+        out.push(Stmt::Comment("the whole workgroup may now read what the peer published".into()));
+        out.push(Stmt::WorkgroupBarrier);
+    }
+}

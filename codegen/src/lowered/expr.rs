@@ -1,0 +1,164 @@
+//! Per-lane expressions: pure, evaluated left to right, no memory access.
+
+use super::{Param, Reg, Ty};
+
+/// Hardware indices and sizes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Special {
+    /// Lane index within the workgroup, `0 .. workgroup_size` (u32).
+    LocalId,
+    /// Workgroup index within the rank's grid, `0 .. grid` (u32, uniform).
+    WorkgroupId,
+    /// Workgroups in the rank's grid (u32, uniform).
+    NumWorkgroups,
+    /// Lane index within the wave, `0 .. wave_size` (u32).
+    LaneId,
+    /// Wave index within the workgroup (u32, uniform per wave).
+    WaveId,
+}
+
+/// Binary operators. Arithmetic operands have equal types; comparisons yield `Bool`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    /// `a + b` (integers wrap).
+    Add,
+    /// `a − b`.
+    Sub,
+    /// `a · b`.
+    Mul,
+    /// `a / b` (integers: truncating; the divisor is never zero in generated code).
+    Div,
+    /// `a % b`.
+    Rem,
+    /// `min(a, b)`.
+    Min,
+    /// `max(a, b)`.
+    Max,
+    /// Bitwise and (or logical and on `Bool`).
+    And,
+    /// Bitwise or (or logical or on `Bool`).
+    Or,
+    /// Bitwise xor.
+    Xor,
+    /// Shift left.
+    Shl,
+    /// Shift right (logical for u32, arithmetic for i32).
+    Shr,
+    /// `a < b`.
+    Lt,
+    /// `a <= b`.
+    Le,
+    /// `a == b`.
+    Eq,
+    /// `a != b`.
+    Ne,
+    /// `a >= b`.
+    Ge,
+    /// `a > b`.
+    Gt,
+}
+
+impl BinOp {
+    /// Whether the result is a `Bool` comparison.
+    pub fn is_comparison(self) -> bool {
+        matches!(self, BinOp::Lt | BinOp::Le | BinOp::Eq | BinOp::Ne | BinOp::Ge | BinOp::Gt)
+    }
+}
+
+/// Unary operators.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum UnOp {
+    /// `−a`.
+    Neg,
+    /// Logical / bitwise not.
+    Not,
+    /// `|a|`.
+    Abs,
+    /// `e^a` (f32).
+    Exp,
+    /// `1 / sqrt(a)` (f32).
+    Rsqrt,
+}
+
+/// An expression.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expr {
+    /// An integer or boolean constant of the given type.
+    Int(i64, Ty),
+    /// A floating-point constant of the given type.
+    Float(f64, Ty),
+    /// A register's current value.
+    Reg(Reg),
+    /// A scalar parameter's value (uniform).
+    Param(Param),
+    /// A hardware index.
+    Special(Special),
+    /// A binary operation.
+    Bin(BinOp, Box<Expr>, Box<Expr>),
+    /// A unary operation.
+    Un(UnOp, Box<Expr>),
+    /// Numeric conversion; float → f16 rounds to nearest even, float → int truncates.
+    Cast(Ty, Box<Expr>),
+    /// `cond ? a : b`.
+    Select(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// Unsigned bitfield extract: `(value >> offset) & ((1 << width) − 1)` on u32.
+    Bfe {
+        /// The u32 word.
+        value: Box<Expr>,
+        /// First bit.
+        offset: Box<Expr>,
+        /// Number of bits (1..=32).
+        width: u32,
+    },
+    /// `a · b + c` with one rounding (f32).
+    Fma(Box<Expr>, Box<Expr>, Box<Expr>),
+}
+
+impl Expr {
+    /// A u32 constant.
+    pub fn u32(v: u32) -> Expr {
+        Expr::Int(i64::from(v), Ty::U32)
+    }
+
+    /// An i32 constant.
+    pub fn i32(v: i32) -> Expr {
+        Expr::Int(i64::from(v), Ty::I32)
+    }
+
+    /// An f32 constant.
+    pub fn f32(v: f32) -> Expr {
+        Expr::Float(f64::from(v), Ty::F32)
+    }
+
+    /// A binary operation.
+    pub fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
+        Expr::Bin(op, Box::new(a), Box::new(b))
+    }
+
+    /// `a + b`.
+    pub fn add(a: Expr, b: Expr) -> Expr {
+        Expr::bin(BinOp::Add, a, b)
+    }
+
+    /// `a · b`.
+    pub fn mul(a: Expr, b: Expr) -> Expr {
+        Expr::bin(BinOp::Mul, a, b)
+    }
+
+    /// A conversion.
+    pub fn cast(ty: Ty, a: Expr) -> Expr {
+        Expr::Cast(ty, Box::new(a))
+    }
+}
+
+impl From<Reg> for Expr {
+    fn from(r: Reg) -> Self {
+        Expr::Reg(r)
+    }
+}
+
+impl From<Special> for Expr {
+    fn from(s: Special) -> Self {
+        Expr::Special(s)
+    }
+}

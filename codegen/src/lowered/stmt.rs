@@ -1,0 +1,255 @@
+//! Statements of the lowered level, and the synchronisation invariants they cite.
+
+use wavefuse_ir::{Ordering, Scope};
+
+use super::{Expr, Lds, Param, Reg};
+
+/// A sequence of statements executed in order by every lane that reaches it.
+pub type Block = Vec<Stmt>;
+
+/// The invariants of DESIGN.md §5. Every synchronisation statement names the one it upholds, and
+/// the C++ writer prints it next to the code.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Invariant {
+    /// §5.1: one arrival per workgroup, by one elected lane after a workgroup barrier.
+    OneArrivalPerWorkgroup,
+    /// §5.2: LDS is workgroup-local; cross-workgroup data goes through global memory.
+    LdsIsWorkgroupLocal,
+    /// §5.3: every cross-device read follows an acquire of the peer's flag for this epoch; every
+    /// publish ends with a release store of the flag.
+    PeerFlagHandshake,
+    /// §5.4: counters and flags are monotonic epoch counters, never reset inside a kernel.
+    MonotonicEpochs,
+    /// §5.5: peers are addressed by one rank rule shared by host and device.
+    OnePeerOrder,
+    /// §5.7: two results go to two outputs; nothing another workgroup may read is overwritten.
+    NoOverwriteOfShared,
+    /// §5.8: no barrier in divergent control flow; tails are masked, not returned.
+    UniformBarriers,
+    /// §5.9: a kernel with a grid barrier runs with all its workgroups co-resident.
+    CoResidentGrid,
+    /// §5.10: every spin is bounded and reports a timeout through the error word.
+    BoundedSpin,
+    /// §5.11: scratch that must start zeroed is initialised by the op or epoch-stamped.
+    ScratchInitialised,
+    /// §5.12: no read-modify-write atomics on peer memory; flags live in uncached memory.
+    NoPeerRmw,
+}
+
+impl Invariant {
+    /// The section number in DESIGN.md §5.
+    pub fn number(self) -> u32 {
+        match self {
+            Invariant::OneArrivalPerWorkgroup => 1,
+            Invariant::LdsIsWorkgroupLocal => 2,
+            Invariant::PeerFlagHandshake => 3,
+            Invariant::MonotonicEpochs => 4,
+            Invariant::OnePeerOrder => 5,
+            Invariant::NoOverwriteOfShared => 7,
+            Invariant::UniformBarriers => 8,
+            Invariant::CoResidentGrid => 9,
+            Invariant::BoundedSpin => 10,
+            Invariant::ScratchInitialised => 11,
+            Invariant::NoPeerRmw => 12,
+        }
+    }
+
+    /// One line for the generated code's comments.
+    pub fn summary(self) -> &'static str {
+        match self {
+            Invariant::OneArrivalPerWorkgroup => "one arrival per workgroup, by an elected lane after a workgroup barrier",
+            Invariant::LdsIsWorkgroupLocal => "LDS is workgroup-local; cross-workgroup data goes through global memory",
+            Invariant::PeerFlagHandshake => "peer data is read only after acquiring the peer's flag for this epoch",
+            Invariant::MonotonicEpochs => "epoch counters only grow; nothing is reset inside the kernel",
+            Invariant::OnePeerOrder => "peer slot = peer rank, the same rule on host and device",
+            Invariant::NoOverwriteOfShared => "no buffer another workgroup or rank may still read is overwritten",
+            Invariant::UniformBarriers => "barrier in uniform control flow; tails are masked",
+            Invariant::CoResidentGrid => "all workgroups co-resident (checked by the runtime before launch)",
+            Invariant::BoundedSpin => "bounded spin; a timeout sets the error word instead of hanging",
+            Invariant::ScratchInitialised => "scratch is initialised by this launch or epoch-stamped",
+            Invariant::NoPeerRmw => "no read-modify-write on peer memory; flags in uncached memory",
+        }
+    }
+}
+
+/// The array a memory access addresses.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Base {
+    /// An array parameter of the executing rank.
+    Param(Param),
+    /// Entry `rank` of a [`ParamKind::PeerArrays`](super::ParamKind::PeerArrays) parameter: that
+    /// rank's array (the executing rank's own when `rank` is its rank).
+    Peer {
+        /// The peer-arrays parameter.
+        param: Param,
+        /// The peer's rank (u32).
+        rank: Expr,
+    },
+    /// A workgroup-local array.
+    Lds(Lds),
+}
+
+/// An element of an array: `base[index]` (index in elements, u32).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemRef {
+    /// The array.
+    pub base: Base,
+    /// Element index.
+    pub index: Expr,
+}
+
+/// Atomic operations.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum AtomicOp {
+    /// Atomic load into `dst`.
+    Load,
+    /// Atomic store of `value`.
+    Store,
+    /// Fetch-and-add of `value`; the old value into `dst` if given.
+    Add,
+    /// Fetch-and-max of `value`.
+    Max,
+}
+
+/// Wave-wide reductions.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceKind {
+    /// Sum (f32).
+    Sum,
+    /// Maximum.
+    Max,
+}
+
+/// A statement.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stmt {
+    /// `dst = value`.
+    Assign {
+        /// Destination.
+        dst: Reg,
+        /// Value.
+        value: Expr,
+    },
+    /// Plain load of `dst.len()` consecutive elements (the vector width) starting at `mem`.
+    Load {
+        /// One register per element.
+        dst: Vec<Reg>,
+        /// First element.
+        mem: MemRef,
+    },
+    /// Plain store of `values.len()` consecutive elements starting at `mem`.
+    Store {
+        /// First element.
+        mem: MemRef,
+        /// One value per element.
+        values: Vec<Expr>,
+    },
+    /// `for (var = start; var < end; var += step) body` (u32).
+    For {
+        /// Induction register.
+        var: Reg,
+        /// First value.
+        start: Expr,
+        /// Exclusive bound.
+        end: Expr,
+        /// Positive step.
+        step: Expr,
+        /// Loop body.
+        body: Block,
+    },
+    /// `if (cond) then_body else else_body`.
+    If {
+        /// Condition (Bool).
+        cond: Expr,
+        /// Taken when true.
+        then_body: Block,
+        /// Taken when false.
+        else_body: Block,
+    },
+    /// All lanes of the workgroup wait here; orders their LDS and global accesses at workgroup
+    /// scope. Must be reached in uniform control flow (§5.8).
+    WorkgroupBarrier,
+    /// An atomic access with an explicit ordering and scope.
+    Atomic {
+        /// Old value (Add, Max) or loaded value (Load).
+        dst: Option<Reg>,
+        /// Operation.
+        op: AtomicOp,
+        /// Location.
+        mem: MemRef,
+        /// Operand (Store, Add, Max).
+        value: Option<Expr>,
+        /// Memory ordering.
+        ordering: Ordering,
+        /// Scope.
+        scope: Scope,
+        /// The invariant this access upholds.
+        why: Invariant,
+    },
+    /// A fence.
+    Fence {
+        /// Memory ordering.
+        ordering: Ordering,
+        /// Scope.
+        scope: Scope,
+        /// The invariant this fence upholds.
+        why: Invariant,
+    },
+    /// Bounded spin: atomically load `mem` (with `ordering`, `scope`) until
+    /// `(i32)(value − target) >= 0` (wrap-safe) or `budget` loads have been made; on timeout,
+    /// atomically store `code` into `error` (relaxed, system scope) and continue.
+    WaitGe {
+        /// The counter or flag.
+        mem: MemRef,
+        /// Value to reach (u32).
+        target: Expr,
+        /// Ordering of each load (acquire).
+        ordering: Ordering,
+        /// Scope of each load.
+        scope: Scope,
+        /// Maximum number of loads.
+        budget: u32,
+        /// The error word.
+        error: MemRef,
+        /// Code written on timeout (identifies the wait site).
+        code: u32,
+        /// The invariant this wait upholds.
+        why: Invariant,
+    },
+    /// Reduce `value` over the lanes of the wave; every lane receives the result in `dst`.
+    WaveReduce {
+        /// Result.
+        dst: Reg,
+        /// Operator.
+        op: ReduceKind,
+        /// Per-lane operand.
+        value: Expr,
+    },
+    /// Grid barrier number `index` of this launch over the rank's workgroups, on a monotonic
+    /// counter. Expanded by [`expand_sync`](super::expand::expand_sync).
+    GridBarrier {
+        /// The counter (u32, agent-visible, never reset).
+        counter: MemRef,
+        /// Which barrier of the launch (0-based).
+        index: u32,
+    },
+    /// Release-store this launch's value of flag round `round` into `flag` (system scope), after
+    /// the workgroup's writes. Expanded by [`expand_sync`](super::expand::expand_sync).
+    PublishFlag {
+        /// The executing rank's flag slot.
+        flag: MemRef,
+        /// Which flag round of the launch (0-based).
+        round: u32,
+    },
+    /// Wait (acquire, system scope, bounded) until `flag` holds this launch's value of `round`;
+    /// the whole workgroup may then read what the flag's owner published. Expanded by
+    /// [`expand_sync`](super::expand::expand_sync).
+    WaitFlag {
+        /// A peer's flag slot.
+        flag: MemRef,
+        /// Which flag round of the launch (0-based).
+        round: u32,
+    },
+    /// A comment for readers of the generated code.
+    Comment(String),
+}

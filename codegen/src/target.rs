@@ -1,0 +1,153 @@
+//! Targets as data: an exhaustive [`Arch`] with capability queries (DESIGN.md §6).
+//!
+//! There is no catch-all variant with default numbers: adding a GPU means adding a variant and
+//! answering every query for it.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A GPU architecture wavefuse generates code for.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Arch {
+    /// AMD Vega 20 (MI50 / MI60): wave64, 60 CUs, no MFMA.
+    Gfx906,
+    /// NVIDIA Hopper (H100 / H200): warp 32, 132 SMs.
+    Sm90,
+}
+
+/// The C++ dialect a target is written in.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Vendor {
+    /// HIP for AMD GPUs.
+    Amd,
+    /// CUDA for NVIDIA GPUs.
+    Nvidia,
+}
+
+impl Arch {
+    /// Every architecture.
+    pub const ALL: [Arch; 2] = [Arch::Gfx906, Arch::Sm90];
+
+    /// The name used on command lines and in snapshot names (`gfx906`, `sm90`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Gfx906 => "gfx906",
+            Arch::Sm90 => "sm90",
+        }
+    }
+
+    /// Vendor, which selects the C++ dialect.
+    pub fn vendor(self) -> Vendor {
+        match self {
+            Arch::Gfx906 => Vendor::Amd,
+            Arch::Sm90 => Vendor::Nvidia,
+        }
+    }
+
+    /// Lanes per wave (warp).
+    pub fn wave_size(self) -> u32 {
+        match self {
+            Arch::Gfx906 => 64,
+            Arch::Sm90 => 32,
+        }
+    }
+
+    /// Compute units (AMD) or streaming multiprocessors (NVIDIA).
+    pub fn compute_units(self) -> u32 {
+        match self {
+            Arch::Gfx906 => 60,
+            Arch::Sm90 => 132,
+        }
+    }
+
+    /// Workgroup-shared memory per CU/SM, in bytes.
+    pub fn lds_bytes_per_cu(self) -> u32 {
+        match self {
+            Arch::Gfx906 => 64 * 1024,
+            Arch::Sm90 => 228 * 1024,
+        }
+    }
+
+    /// Largest LDS allocation of one workgroup, in bytes.
+    pub fn max_lds_per_workgroup(self) -> u32 {
+        match self {
+            Arch::Gfx906 => 64 * 1024,
+            Arch::Sm90 => 227 * 1024,
+        }
+    }
+
+    /// Most threads in one workgroup.
+    pub fn max_workgroup_size(self) -> u32 {
+        1024
+    }
+
+    /// Most resident waves per SIMD (AMD) or warps per SM / 4 sub-partitions (NVIDIA).
+    pub fn max_waves_per_simd(self) -> u32 {
+        match self {
+            Arch::Gfx906 => 10,
+            Arch::Sm90 => 16,
+        }
+    }
+
+    /// SIMDs per CU (AMD) or sub-partitions per SM (NVIDIA).
+    pub fn simds_per_cu(self) -> u32 {
+        4
+    }
+
+    /// Whether a packed 8×INT4 dot product instruction exists (`v_dot8_i32_i4` on gfx906).
+    pub fn has_dot8_i4(self) -> bool {
+        match self {
+            Arch::Gfx906 => true,
+            Arch::Sm90 => false,
+        }
+    }
+
+    /// Whether a packed FP16 dot product into FP32 exists (`v_dot2_f32_f16`; `fma.rn.f32.f16x2`-free
+    /// Hopper has HFMA2 but no f16→f32 dot).
+    pub fn has_dot2_f32_f16(self) -> bool {
+        match self {
+            Arch::Gfx906 => true,
+            Arch::Sm90 => false,
+        }
+    }
+
+    /// Whether FP32 atomic add to global memory is a native instruction (gfx906: no, it becomes a
+    /// CAS loop).
+    pub fn has_global_fadd(self) -> bool {
+        match self {
+            Arch::Gfx906 => false,
+            Arch::Sm90 => true,
+        }
+    }
+
+    /// Whether matrix-core instructions (MFMA / tensor cores) exist.
+    pub fn has_matrix_cores(self) -> bool {
+        match self {
+            Arch::Gfx906 => false,
+            Arch::Sm90 => true,
+        }
+    }
+}
+
+impl fmt::Display for Arch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An unknown architecture name.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown target `{0}`; known targets: gfx906, sm90")]
+pub struct UnknownArch(pub String);
+
+impl FromStr for Arch {
+    type Err = UnknownArch;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "gfx906" => Ok(Arch::Gfx906),
+            "sm90" | "sm_90" => Ok(Arch::Sm90),
+            _ => Err(UnknownArch(s.to_owned())),
+        }
+    }
+}
