@@ -1,8 +1,10 @@
 //! Entity references of the IR.
 //!
 //! Every entity is a dense `u32` index into a `PrimaryMap` owned by a [`Kernel`](crate::Kernel).
-//! Handles are only obtained from a [`Builder`](crate::Builder); a handle from another kernel is a
-//! dangling reference that the validator rejects. Debug output uses the textual IR's prefixes.
+//! Handles are only obtained from a [`Builder`](crate::Builder). Handles are plain indices: a handle
+//! from another kernel that is out of range here is rejected by the validator, but one that happens
+//! to be in range silently names this kernel's entity — never mix builders. Debug output uses the
+//! textual IR's prefixes.
 
 use cranelift_entity::entity_impl;
 

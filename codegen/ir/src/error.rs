@@ -19,8 +19,10 @@ pub enum ValidationError {
         source: KernelError,
     },
     /// A buffer declaration is wrong.
-    #[error("{buffer} `{name}`: {source}")]
+    #[error("kernel `{kernel}`, {buffer} `{name}`: {source}")]
     Buffer {
+        /// Kernel name.
+        kernel: String,
         /// The buffer.
         buffer: Buffer,
         /// Its name.
@@ -29,8 +31,10 @@ pub enum ValidationError {
         source: BufferError,
     },
     /// An op is wrong.
-    #[error("{op} ({mnemonic}): {source}")]
+    #[error("kernel `{kernel}`, {op} ({mnemonic}): {source}")]
     Op {
+        /// Kernel name.
+        kernel: String,
         /// The op.
         op: Op,
         /// Its mnemonic in the textual IR.
@@ -79,11 +83,16 @@ pub enum BufferError {
         space: &'static str,
     },
     /// A dimension is zero.
-    #[error("dimension {axis} is zero")]
+    #[error("{name} is zero")]
     EmptyDim {
-        /// Axis index.
+        /// Axis index (K = 0, N = 1 for weights).
         axis: usize,
+        /// The axis in words.
+        name: &'static str,
     },
+    /// A weight declared as an output.
+    #[error("a weight matrix cannot be an output; declare it as an input")]
+    WeightOutput,
     /// A tensor has an unsupported rank.
     #[error("tensors are [features] or [batch, features]; found rank {rank}")]
     Rank {
@@ -99,7 +108,7 @@ pub enum BufferError {
         found: u32,
     },
     /// A global dimension does not split evenly.
-    #[error("{axis} = {len} does not split evenly over tp={tp}")]
+    #[error("{axis} has length {len}, which does not split evenly over tp={tp}")]
     ShardNotDivisible {
         /// Axis name.
         axis: &'static str,
@@ -120,7 +129,7 @@ pub enum BufferError {
     #[error("{0}")]
     Packing(String),
     /// The group size does not divide K.
-    #[error("group size {group} does not divide the per-rank K = {k}{hint}")]
+    #[error("{}", if *group == 0 { "the group size must be positive".to_owned() } else { format!("group size {group} does not divide the per-rank K = {k}{hint}") })]
     GroupSize {
         /// Group size.
         group: usize,
@@ -192,6 +201,12 @@ pub enum OpError {
         /// Its sharding.
         found: Sharding,
     },
+    /// A store into a weight.
+    #[error("`{name}` is a weight matrix; a kernel never writes weights")]
+    WeightStored {
+        /// The weight's name.
+        name: String,
+    },
     /// A weight read as a tensor.
     #[error("`{name}` is a weight matrix; only gemv reads weights")]
     WeightLoaded {
@@ -229,7 +244,7 @@ pub enum OpError {
     },
     /// A store whose value does not match the buffer's element type.
     #[error(
-        "storing a {found} value into {expected} buffer `{name}`{}",
+        "storing a value of type {found} into the {expected} buffer `{name}`{}",
         if *expected == ScalarType::F16 { ": insert an explicit round_f16 (FP16 stores are rounding points)" } else { "" }
     )]
     StoreType {

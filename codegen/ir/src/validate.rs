@@ -85,6 +85,7 @@ impl<'a> Validator<'a> {
         }
         for (b, data) in self.kernel.buffers.iter() {
             self.check_buffer(b, data).map_err(|source| ValidationError::Buffer {
+                kernel: self.kernel.name.clone(),
                 buffer: b,
                 name: data.name.clone(),
                 source,
@@ -94,7 +95,12 @@ impl<'a> Validator<'a> {
             self.current = op;
             let mnemonic = data.kind.mnemonic();
             self.check_op(op, &data.kind, &data.results)
-                .map_err(|source| ValidationError::Op { op, mnemonic, source })?;
+                .map_err(|source| ValidationError::Op {
+                    kernel: self.kernel.name.clone(),
+                    op,
+                    mnemonic,
+                    source,
+                })?;
         }
         self.check_outputs()?;
         Ok(self.info)
@@ -144,6 +150,9 @@ impl<'a> Validator<'a> {
             }
         }
         check_space(data.space)?;
+        if data.role == Role::Output && matches!(data.ty, BufferType::Weight(_)) {
+            return Err(BufferError::WeightOutput);
+        }
         check_dims(&data.ty)?;
         self.check_sharding(data)?;
         match data.local_type() {
@@ -185,17 +194,18 @@ fn check_space(space: MemorySpace) -> Result<(), BufferError> {
 }
 
 fn check_dims(ty: &BufferType) -> Result<(), BufferError> {
-    let dims: Vec<usize> = match ty {
+    let (dims, names): (Vec<usize>, [&'static str; 2]) = match ty {
         BufferType::Tensor(t) => {
             if !(1..=2).contains(&t.shape.len()) {
                 return Err(BufferError::Rank { rank: t.shape.len() });
             }
-            t.shape.clone()
+            let names = if t.shape.len() == 1 { ["the length", ""] } else { ["the batch", "the feature axis"] };
+            (t.shape.clone(), names)
         }
-        BufferType::Weight(w) => vec![w.k, w.n],
+        BufferType::Weight(w) => (vec![w.k, w.n], ["K", "N"]),
     };
     match dims.iter().position(|&d| d == 0) {
-        Some(axis) => Err(BufferError::EmptyDim { axis }),
+        Some(axis) => Err(BufferError::EmptyDim { axis, name: names[axis] }),
         None => Ok(()),
     }
 }
@@ -222,10 +232,10 @@ fn check_weight_layout(w: &Weight, sharding: Sharding) -> Result<(), BufferError
         WeightFormat::F16 => return Ok(()),
         WeightFormat::Gptq(l) => {
             if w.k % 8 != 0 {
-                return Err(packing(format!("GPTQ packs 8 rows of K per word; K = {} is not a multiple of 8", w.k)));
+                return Err(packing(format!("GPTQ packs 8 rows of K per word; the per-rank K = {} is not a multiple of 8", w.k)));
             }
             if l.zero != ZeroPoint::Symmetric && w.n % 8 != 0 {
-                return Err(packing(format!("qzeros packs 8 columns per word; N = {} is not a multiple of 8", w.n)));
+                return Err(packing(format!("qzeros packs 8 columns per word; the per-rank N = {} is not a multiple of 8", w.n)));
             }
             if l.act_order && matches!(sharding, Sharding::RowParallel { .. }) {
                 return Err(packing("act-order (g_idx) weights cannot be split along K: rows of one group may land on different ranks".into()));
@@ -234,7 +244,7 @@ fn check_weight_layout(w: &Weight, sharding: Sharding) -> Result<(), BufferError
         }
         WeightFormat::Awq(l) => {
             if w.n % 8 != 0 {
-                return Err(packing(format!("AWQ packs 8 columns per word; N = {} is not a multiple of 8", w.n)));
+                return Err(packing(format!("AWQ packs 8 columns per word; the per-rank N = {} is not a multiple of 8", w.n)));
             }
             (l.group, l.scale)
         }

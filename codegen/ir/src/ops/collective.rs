@@ -75,7 +75,7 @@ impl AllReduce {
 /// A quantisation block must be non-empty and divide the feature axis.
 pub(crate) fn check_block(block: usize, features: usize) -> Result<(), OpError> {
     if block == 0 || features % block != 0 {
-        let what = format!("block size {block} does not divide the {features} features");
+        let what = format!("{block} does not divide the {features} features (blocks are non-empty)");
         return Err(OpError::Attribute { operand: "block", what });
     }
     Ok(())

@@ -51,17 +51,11 @@ impl Binary {
             let (expected, found) = (a.shape.clone(), b.shape.clone());
             return Err(OpError::Shape { operand: "rhs", expected, found });
         }
-        let hint = match (self.op, a.dist) {
-            (BinaryOp::Mul, Dist::Partial) => ": a product of partial sums is not a partial sum",
-            _ => "",
-        };
-        if self.op == BinaryOp::Mul && a.dist == Dist::Partial {
-            return Err(OpError::Dist {
-                operand: "lhs",
-                expected: "replicated or sharded",
-                found: a.dist,
-                hint,
-            });
+        if self.op == BinaryOp::Mul && (a.dist == Dist::Partial || b.dist == Dist::Partial) {
+            let (operand, found) = if a.dist == Dist::Partial { ("lhs", a.dist) } else { ("rhs", b.dist) };
+            let hint = ": a product involving partial sums is not a partial sum; allreduce first";
+            let expected = "replicated or sharded";
+            return Err(OpError::Dist { operand, expected, found, hint });
         }
         if a.dist != b.dist {
             let hint = ": both operands must be distributed the same way over the TP group";
@@ -145,9 +139,8 @@ impl Slice {
         let f = x.features();
         if self.len == 0 || self.start.checked_add(self.len).is_none_or(|end| end > f) {
             let what = format!(
-                "columns {}..{} are not a non-empty range within the {f} features of x",
-                self.start,
-                self.start.saturating_add(self.len)
+                "{} column(s) from column {} do not fit in the {f} features of x (a slice is non-empty and in bounds)",
+                self.len, self.start
             );
             return Err(OpError::Attribute { operand: "range", what });
         }

@@ -101,7 +101,8 @@ impl Gemv {
             return Err(OpError::Dtype { operand: "x", expected: "f16", found: x.dtype, hint });
         }
         if x.shape.len() != 2 || x.shape[1] != w.k {
-            let expected = vec![x.shape.first().copied().unwrap_or(1), w.k];
+            let batch = if x.shape.len() == 2 { x.shape[0] } else { 1 };
+            let expected = vec![batch, w.k];
             return Err(OpError::Shape { operand: "x", expected, found: x.shape.clone() });
         }
         let (x_dist, y_dist) = self.parallel.dists();

@@ -61,7 +61,7 @@ impl Store {
             return Err(OpError::WriteInput { name: b.name.clone() });
         }
         let BufferType::Tensor(t) = b.local_type() else {
-            return Err(OpError::WeightLoaded { name: b.name.clone() });
+            return Err(OpError::WeightStored { name: b.name.clone() });
         };
         if v.dtype != t.dtype {
             let (expected, found) = (t.dtype, v.dtype);

@@ -43,7 +43,7 @@ impl RmsNorm {
             return Err(OpError::Shape { operand: "weight", expected, found });
         }
         if !(self.eps.is_finite() && self.eps > 0.0) {
-            let what = format!("eps must be positive and finite, found {}", self.eps);
+            let what = format!("must be positive and finite, found {}", self.eps);
             return Err(OpError::Attribute { operand: "eps", what });
         }
         Ok(ValueType { dtype: ScalarType::F32, ..x.clone() })

@@ -63,6 +63,10 @@ impl DequantizeInt8 {
         if let Some(last) = expected.last_mut() {
             *last /= self.block;
         }
+        if s.dist != q.dist {
+            let hint = ": codes and scales must be distributed the same way";
+            return Err(OpError::Dist { operand: "scales", expected: q.dist.name(), found: s.dist, hint });
+        }
         if s.shape != expected {
             return Err(OpError::Shape { operand: "scales", expected, found: s.shape.clone() });
         }

@@ -47,7 +47,11 @@ impl Reduce {
         expect_float("x", x)?;
         let linear = self.op == ReduceOp::Sum;
         if x.dist == Dist::Sharded || (x.dist == Dist::Partial && !linear) {
-            let hint = ": reduce a replicated value (allreduce partial sums first)";
+            let hint = if x.dist == Dist::Sharded {
+                ": a reduction of one shard is not the reduction of the vector"
+            } else {
+                ": a nonlinear reduction of partial sums is not a partial sum; allreduce first"
+            };
             return Err(OpError::Dist { operand: "x", expected: "replicated", found: x.dist, hint });
         }
         let mut shape = x.shape.clone();
