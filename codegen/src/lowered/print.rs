@@ -108,7 +108,7 @@ fn stmts(out: &mut String, block: &[Stmt], depth: usize) {
             Stmt::For { var, start, end, step, body } => {
                 let _ = writeln!(out, "{pad}for {var} in {}..{} step {} {{", expr(start), expr(end), expr(step));
                 stmts(out, body, depth + 1);
-                format!("}}")
+                "}".to_owned()
             }
             Stmt::If { cond, then_body, else_body } => {
                 let _ = writeln!(out, "{pad}if {} {{", expr(cond));

@@ -114,15 +114,16 @@ impl Evaluator<'_> {
             }
             return;
         }
-        for rank in 0..self.vals.len() {
-            if let OpKind::Store(s) = kind {
-                let dtype = tensor_dtype(self.kernel, s.buffer);
+        if let OpKind::Store(s) = kind {
+            let dtype = tensor_dtype(self.kernel, s.buffer);
+            for (rank, out) in outputs.iter_mut().enumerate() {
                 let v = self.get(rank, s.value);
                 let data = v.data.iter().map(|&x| round_to(dtype, x)).collect();
-                let t = HostTensor { dtype, shape: v.shape.clone(), data };
-                outputs[rank].insert(s.buffer, t);
-                continue;
+                out.insert(s.buffer, HostTensor { dtype, shape: v.shape.clone(), data });
             }
+            return;
+        }
+        for rank in 0..self.vals.len() {
             let rs = self.eval(rank, kind);
             for (&r, val) in results.iter().zip(rs) {
                 self.vals[rank][r.index()] = Some(val);
