@@ -1,0 +1,433 @@
+//! The compile cache: compiled artifacts on disk, keyed by a content hash.
+//!
+//! The key is the SHA-256 of the source, the compiler's id and version, the complete flag list and
+//! the target arch (each length-prefixed, so no two different inputs hash the same bytes). An
+//! unchanged kernel is therefore never recompiled, and any change to what could alter the output —
+//! including upgrading the compiler — misses.
+//!
+//! Each entry is one file `<key>.wfa`: a magic line, the metadata as JSON (with the image's own
+//! SHA-256) and the image. Entries are written to a unique temporary file in the same directory and
+//! renamed into place, so concurrent writers (several test processes, several engineers) never
+//! expose a partial entry: a reader sees either no entry or a complete one. A corrupt entry (bad
+//! magic, bad hash) reads as a miss and is overwritten.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::compile::{Artifact, CompileRequest, Compiler};
+use crate::error::Error;
+
+const MAGIC: &[u8] = b"WAVEFUSE-ARTIFACT-1\n";
+const EXT: &str = "wfa";
+const TEMP_PREFIX: &str = ".tmp-";
+
+/// A failure reading or writing the cache directory.
+#[derive(Debug, thiserror::Error)]
+#[error("compile cache at {}: {what}: {source}", path.display())]
+pub struct CacheError {
+    /// The file or directory involved.
+    pub path: PathBuf,
+    /// What was being done.
+    pub what: &'static str,
+    /// The I/O error.
+    pub source: std::io::Error,
+}
+
+/// The compile cache in one directory.
+#[derive(Clone, Debug)]
+pub struct Cache {
+    dir: PathBuf,
+}
+
+/// The metadata stored in front of the image.
+#[derive(Serialize, Deserialize)]
+struct Entry {
+    artifact: Artifact,
+    image_sha256: String,
+}
+
+impl Cache {
+    /// The cache at `$WAVEFUSE_CACHE_DIR`, else `$HOME/.cache/wavefuse` (falling back to the
+    /// system temporary directory when `HOME` is unset).
+    pub fn from_env() -> Cache {
+        let dir = match std::env::var_os("WAVEFUSE_CACHE_DIR").filter(|v| !v.is_empty()) {
+            Some(dir) => PathBuf::from(dir),
+            None => match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+                Some(home) => PathBuf::from(home).join(".cache").join("wavefuse"),
+                None => std::env::temp_dir().join("wavefuse-cache"),
+            },
+        };
+        Cache { dir }
+    }
+
+    /// The cache in `dir` (created on first write).
+    pub fn at(dir: impl Into<PathBuf>) -> Cache {
+        Cache { dir: dir.into() }
+    }
+
+    /// The cache directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The key of compiling `req` with `compiler`: a hex SHA-256.
+    pub fn key(compiler: &dyn Compiler, req: &CompileRequest) -> Result<String, Error> {
+        let version = compiler.version()?;
+        let flags = compiler.flags(req)?;
+        let mut h = Sha256::new();
+        let mut field = |bytes: &[u8]| {
+            h.update((bytes.len() as u64).to_le_bytes());
+            h.update(bytes);
+        };
+        field(MAGIC);
+        field(compiler.id().name().as_bytes());
+        field(version.as_bytes());
+        field(req.arch.name().as_bytes());
+        field(&(flags.len() as u64).to_le_bytes());
+        for f in &flags {
+            field(f.as_bytes());
+        }
+        field(req.source.as_bytes());
+        Ok(hex(&h.finalize()))
+    }
+
+    /// The artifact compiled from `req` by `compiler`: from the cache when present, else compiled
+    /// now and stored.
+    pub fn compile(
+        &self,
+        compiler: &dyn Compiler,
+        req: &CompileRequest,
+    ) -> Result<Artifact, Error> {
+        let key = Cache::key(compiler, req)?;
+        if let Some(hit) = self.get(&key) {
+            return Ok(hit);
+        }
+        let artifact = compiler.compile(req)?;
+        self.put(&key, &artifact)?;
+        Ok(artifact)
+    }
+
+    fn path(&self, key: &str) -> PathBuf {
+        self.dir.join(format!("{key}.{EXT}"))
+    }
+
+    /// The entry under `key`, if present and intact.
+    pub fn get(&self, key: &str) -> Option<Artifact> {
+        let bytes = std::fs::read(self.path(key)).ok()?;
+        decode(&bytes)
+    }
+
+    /// Stores `artifact` under `key`, atomically.
+    pub fn put(&self, key: &str, artifact: &Artifact) -> Result<(), CacheError> {
+        let err = |path: &Path, what, source| CacheError {
+            path: path.to_owned(),
+            what,
+            source,
+        };
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| err(&self.dir, "creating the directory", e))?;
+        let temp = self.dir.join(temp_name());
+        let write = || -> std::io::Result<()> {
+            let mut f = std::fs::File::create(&temp)?;
+            f.write_all(&encode(artifact))?;
+            f.sync_all()
+        };
+        if let Err(e) = write() {
+            let _ = std::fs::remove_file(&temp);
+            return Err(err(&temp, "writing an entry", e));
+        }
+        let dest = self.path(key);
+        std::fs::rename(&temp, &dest).map_err(|e| {
+            let _ = std::fs::remove_file(&temp);
+            err(&dest, "renaming an entry into place", e)
+        })
+    }
+
+    /// Removes every entry (and any temporary file a crashed writer left); returns how many
+    /// entries were removed. Files that are not the cache's own are left alone.
+    pub fn clear(&self) -> Result<usize, CacheError> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => {
+                return Err(CacheError {
+                    path: self.dir.clone(),
+                    what: "listing",
+                    source: e,
+                });
+            }
+        };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let ours = name.ends_with(&format!(".{EXT}"));
+            if !ours && !name.starts_with(TEMP_PREFIX) {
+                continue;
+            }
+            match std::fs::remove_file(&path) {
+                Ok(()) => removed += usize::from(ours),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {} // another clear() won
+                Err(e) => {
+                    return Err(CacheError {
+                        path,
+                        what: "removing an entry",
+                        source: e,
+                    });
+                }
+            }
+        }
+        Ok(removed)
+    }
+
+    /// The number of entries.
+    pub fn len(&self) -> usize {
+        std::fs::read_dir(&self.dir)
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| {
+                        e.file_name()
+                            .to_string_lossy()
+                            .ends_with(&format!(".{EXT}"))
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
+    /// Whether the cache has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A temporary file name unique across processes and threads.
+fn temp_name() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{TEMP_PREFIX}{}-{nanos}-{n}", std::process::id())
+}
+
+fn encode(artifact: &Artifact) -> Vec<u8> {
+    let entry = Entry {
+        artifact: artifact.clone(),
+        image_sha256: hex(&Sha256::digest(&artifact.image)),
+    };
+    let meta = serde_json::to_vec(&entry).expect("artifact metadata serialises");
+    let mut out = Vec::with_capacity(MAGIC.len() + 8 + meta.len() + artifact.image.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&(meta.len() as u64).to_le_bytes());
+    out.extend_from_slice(&meta);
+    out.extend_from_slice(&artifact.image);
+    out
+}
+
+fn decode(bytes: &[u8]) -> Option<Artifact> {
+    let rest = bytes.strip_prefix(MAGIC)?;
+    let (len, rest) = rest.split_first_chunk::<8>()?;
+    let len = usize::try_from(u64::from_le_bytes(*len)).ok()?;
+    if rest.len() < len {
+        return None;
+    }
+    let (meta, image) = rest.split_at(len);
+    let entry: Entry = serde_json::from_slice(meta).ok()?;
+    if hex(&Sha256::digest(image)) != entry.image_sha256 {
+        return None;
+    }
+    Some(Artifact {
+        image: image.to_vec(),
+        ..entry.artifact
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+    use std::sync::atomic::AtomicUsize;
+
+    use wavefuse_codegen::Arch;
+
+    use super::*;
+    use crate::compile::{ArtifactFormat, CompileError, CompilerId};
+
+    /// A compiler that counts its invocations and echoes the source as the image.
+    struct Counting {
+        calls: AtomicUsize,
+        version: Mutex<String>,
+    }
+
+    impl Counting {
+        fn new() -> Self {
+            Counting {
+                calls: AtomicUsize::new(0),
+                version: Mutex::new("fake 1.0".into()),
+            }
+        }
+        fn calls(&self) -> usize {
+            self.calls.load(Ordering::SeqCst)
+        }
+    }
+
+    impl Compiler for Counting {
+        fn id(&self) -> CompilerId {
+            CompilerId::Nvrtc
+        }
+        fn version(&self) -> Result<String, CompileError> {
+            Ok(self.version.lock().unwrap().clone())
+        }
+        fn flags(&self, req: &CompileRequest) -> Result<Vec<String>, CompileError> {
+            Ok(req.extra_flags.clone())
+        }
+        fn compile(&self, req: &CompileRequest) -> Result<Artifact, CompileError> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            Ok(Artifact {
+                compiler: self.id(),
+                compiler_version: self.version()?,
+                arch: req.arch,
+                format: ArtifactFormat::Ptx,
+                flags: self.flags(req)?,
+                usage: BTreeMap::new(),
+                log: "ok".into(),
+                image: req.source.as_bytes().to_vec(),
+            })
+        }
+    }
+
+    fn req(source: &str) -> CompileRequest {
+        CompileRequest::new("k", source, Arch::Sm90)
+    }
+
+    #[test]
+    fn unchanged_kernel_is_never_recompiled() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::at(dir.path());
+        let cc = Counting::new();
+        let a = cache.compile(&cc, &req("kernel A")).unwrap();
+        let b = cache.compile(&cc, &req("kernel A")).unwrap();
+        assert_eq!(cc.calls(), 1);
+        assert_eq!(a, b);
+        // A second cache object on the same directory (another process) also hits.
+        let again = Cache::at(dir.path())
+            .compile(&cc, &req("kernel A"))
+            .unwrap();
+        assert_eq!(
+            (cc.calls(), again.image.as_slice()),
+            (1, b"kernel A".as_slice())
+        );
+    }
+
+    #[test]
+    fn source_flags_arch_and_version_each_miss() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::at(dir.path());
+        let cc = Counting::new();
+        cache.compile(&cc, &req("k")).unwrap();
+        cache.compile(&cc, &req("k2")).unwrap();
+        let mut flagged = req("k");
+        flagged.extra_flags.push("-DX=1".into());
+        cache.compile(&cc, &flagged).unwrap();
+        cache
+            .compile(&cc, &CompileRequest::new("k", "k", Arch::Gfx906))
+            .unwrap();
+        *cc.version.lock().unwrap() = "fake 1.1".into();
+        cache.compile(&cc, &req("k")).unwrap();
+        assert_eq!(cc.calls(), 5);
+        assert_eq!(cache.len(), 5);
+    }
+
+    #[test]
+    fn flag_boundaries_are_part_of_the_key() {
+        let cc = Counting::new();
+        let mut a = req("k");
+        a.extra_flags = vec!["-DA".into(), "-DB".into()];
+        let mut b = req("k");
+        b.extra_flags = vec!["-DA-DB".into()];
+        assert_ne!(Cache::key(&cc, &a).unwrap(), Cache::key(&cc, &b).unwrap());
+    }
+
+    #[test]
+    fn clear_removes_entries_and_forces_recompile() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::at(dir.path());
+        let cc = Counting::new();
+        cache.compile(&cc, &req("a")).unwrap();
+        cache.compile(&cc, &req("b")).unwrap();
+        std::fs::write(dir.path().join("unrelated.txt"), "keep").unwrap();
+        assert_eq!(cache.clear().unwrap(), 2);
+        assert!(cache.is_empty());
+        assert!(dir.path().join("unrelated.txt").exists());
+        cache.compile(&cc, &req("a")).unwrap();
+        assert_eq!(cc.calls(), 3);
+        assert_eq!(
+            Cache::at(dir.path().join("never-created")).clear().unwrap(),
+            0
+        );
+    }
+
+    #[test]
+    fn corrupt_entry_is_a_miss_and_is_rewritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::at(dir.path());
+        let cc = Counting::new();
+        cache.compile(&cc, &req("a")).unwrap();
+        let key = Cache::key(&cc, &req("a")).unwrap();
+        let path = cache.path(&key);
+        let mut bytes = std::fs::read(&path).unwrap();
+        *bytes.last_mut().unwrap() ^= 0xff;
+        std::fs::write(&path, bytes).unwrap();
+        assert!(cache.get(&key).is_none());
+        let a = cache.compile(&cc, &req("a")).unwrap();
+        assert_eq!((cc.calls(), a.image.as_slice()), (2, b"a".as_slice()));
+        assert!(cache.get(&key).is_some());
+    }
+
+    #[test]
+    fn concurrent_writers_leave_one_intact_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let cc = Counting::new();
+        let key = Cache::key(&cc, &req("shared")).unwrap();
+        let artifact = cc.compile(&req("shared")).unwrap();
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    let cache = Cache::at(dir.path());
+                    for _ in 0..25 {
+                        cache.put(&key, &artifact).unwrap();
+                        assert_eq!(cache.get(&key).as_ref(), Some(&artifact));
+                    }
+                });
+            }
+        });
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names.len(), 1, "temporary files left behind: {names:?}");
+    }
+
+    #[test]
+    fn default_dir_honours_env() {
+        // Read-only check of the rule; the variable is not modified (tests run in parallel).
+        let cache = Cache::from_env();
+        match std::env::var_os("WAVEFUSE_CACHE_DIR").filter(|v| !v.is_empty()) {
+            Some(dir) => assert_eq!(cache.dir(), Path::new(&dir)),
+            None => assert!(
+                cache.dir().ends_with(".cache/wavefuse") || cache.dir().ends_with("wavefuse-cache")
+            ),
+        }
+    }
+}

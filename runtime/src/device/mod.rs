@@ -1,0 +1,254 @@
+//! GPUs behind one [`Device`] trait: [`CudaDevice`] (cudarc, driver loaded at run time) and
+//! [`HipDevice`] (a thin `libloading` wrapper of libamdhip64).
+//!
+//! The trait is deliberately small and ABI-agnostic: untyped device allocations ([`DeviceBuffer`],
+//! freed on drop), byte copies, modules loaded from an [`Artifact`], streams, events, occupancy and
+//! peer access, and a launch taking the [`KernelArg`] list of [`crate::launch`]. Typed binding
+//! (which buffer goes to which parameter) lives above it, in [`crate::sync`].
+//!
+//! Copies are synchronous and ordered after all work previously launched on the device (they
+//! synchronise the device first), so reading back a result is never a race with a kernel still
+//! running on another stream.
+
+mod cuda;
+mod hip;
+
+use wavefuse_codegen::Arch;
+use wavefuse_codegen::target::Vendor;
+
+use crate::compile::{Artifact, ArtifactFormat};
+use crate::launch::{KernelArg, LaunchSpec};
+
+pub use cuda::{CudaBuffer, CudaDevice, CudaEvent, CudaKernel, CudaStream};
+pub use hip::{HipBuffer, HipDevice, HipEvent, HipKernel, HipStream, hip_runtime_library};
+
+/// What a device allocation is for.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum MemKind {
+    /// Ordinary device memory (cached).
+    Device,
+    /// Memory for cross-device flags polled with system-scope atomics (DESIGN.md §5.12). On AMD
+    /// this is uncached / fine-grained memory (`hipExtMallocWithFlags`), so a peer's store over
+    /// PCIe is seen by a polling load; on NVIDIA plain device memory is coherent for system-scope
+    /// atomics and fences, so it is ordinary device memory.
+    Flags,
+}
+
+/// What the runtime knows about one GPU.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// AMD or NVIDIA.
+    pub vendor: Vendor,
+    /// The driver's ordinal.
+    pub ordinal: usize,
+    /// The marketing name (`NVIDIA H200`, `AMD Instinct MI50`).
+    pub name: String,
+    /// The wavefuse target it is, when it is one.
+    pub arch: Option<Arch>,
+    /// CUs (AMD) or SMs (NVIDIA).
+    pub compute_units: u32,
+    /// Whether cooperative launch is available for module-loaded kernels.
+    pub cooperative_launch: bool,
+}
+
+/// A device failure.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeviceError {
+    /// The vendor's driver library is not installed.
+    #[error("no {vendor} driver found: {detail}; {hint}")]
+    NoDriver {
+        /// `NVIDIA` or `AMD`.
+        vendor: &'static str,
+        /// What was looked for.
+        detail: String,
+        /// What to install.
+        hint: &'static str,
+    },
+    /// The driver is there but there is no usable GPU (or it failed to initialise).
+    #[error("no {vendor} GPU/driver found: {detail}")]
+    NoDevice {
+        /// `NVIDIA` or `AMD`.
+        vendor: &'static str,
+        /// The driver's answer.
+        detail: String,
+    },
+    /// A driver call failed.
+    #[error("{api} failed: {message} (error {code})")]
+    Api {
+        /// The function called.
+        api: &'static str,
+        /// Its error code.
+        code: i64,
+        /// The driver's error string for it.
+        message: String,
+    },
+    /// An artifact of the wrong kind or arch for this device.
+    #[error("device {ordinal} cannot load this artifact: {detail}")]
+    Artifact {
+        /// The device's ordinal.
+        ordinal: usize,
+        /// Why.
+        detail: String,
+    },
+    /// A copy outside a buffer.
+    #[error("copy of {len} bytes at offset {offset} is outside a buffer of {bytes} bytes")]
+    OutOfBounds {
+        /// The buffer's size.
+        bytes: usize,
+        /// Where the copy starts.
+        offset: usize,
+        /// How much it copies.
+        len: usize,
+    },
+    /// The operation is not available on this device or driver.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// A device allocation, freed when dropped.
+pub trait DeviceBuffer: Send + Sync {
+    /// The device address, as a kernel argument takes it.
+    fn ptr(&self) -> u64;
+    /// Size in bytes.
+    fn bytes(&self) -> usize;
+    /// The owning device's ordinal.
+    fn ordinal(&self) -> usize;
+}
+
+impl<B: DeviceBuffer + ?Sized> DeviceBuffer for &B {
+    fn ptr(&self) -> u64 {
+        (**self).ptr()
+    }
+    fn bytes(&self) -> usize {
+        (**self).bytes()
+    }
+    fn ordinal(&self) -> usize {
+        (**self).ordinal()
+    }
+}
+
+/// A kernel loaded from a module (keeps the module loaded).
+pub trait LoadedKernel: Send + Sync {
+    /// The kernel's symbol name.
+    fn name(&self) -> &str;
+}
+
+/// One GPU.
+pub trait Device: Sized + Send + Sync {
+    /// Its allocations.
+    type Buffer: DeviceBuffer;
+    /// Its loaded kernels.
+    type Kernel: LoadedKernel + Clone;
+    /// Its streams (work queues).
+    type Stream: Send + Sync;
+    /// Its timing events.
+    type Event: Send + Sync;
+
+    /// Number of GPUs of this vendor; a missing driver is [`DeviceError::NoDriver`].
+    fn count() -> Result<usize, DeviceError>;
+
+    /// Opens GPU `ordinal`.
+    fn new(ordinal: usize) -> Result<Self, DeviceError>;
+
+    /// What it is.
+    fn info(&self) -> &DeviceInfo;
+
+    /// A zero-filled allocation of `bytes` bytes.
+    fn alloc(&self, bytes: usize, kind: MemKind) -> Result<Self::Buffer, DeviceError>;
+
+    /// Copies `src` into `dst` at byte `offset`.
+    fn upload(&self, dst: &Self::Buffer, offset: usize, src: &[u8]) -> Result<(), DeviceError>;
+
+    /// Copies from `src` at byte `offset` into `dst`.
+    fn download(
+        &self,
+        src: &Self::Buffer,
+        offset: usize,
+        dst: &mut [u8],
+    ) -> Result<(), DeviceError>;
+
+    /// Zero-fills `buf`.
+    fn zero(&self, buf: &Self::Buffer) -> Result<(), DeviceError>;
+
+    /// Loads kernel `name` from `artifact`.
+    fn load(&self, artifact: &Artifact, name: &str) -> Result<Self::Kernel, DeviceError>;
+
+    /// Resident workgroups per CU/SM for `kernel` at this block size and dynamic LDS (the
+    /// driver's occupancy calculator).
+    fn blocks_per_cu(
+        &self,
+        kernel: &Self::Kernel,
+        block_threads: u32,
+        dynamic_lds: u32,
+    ) -> Result<u32, DeviceError>;
+
+    /// A new stream that does not synchronise with other streams.
+    fn new_stream(&self) -> Result<Self::Stream, DeviceError>;
+
+    /// Enqueues `kernel` on `stream`; cooperatively when `cooperative` (the driver then guarantees
+    /// co-residency or refuses).
+    ///
+    /// # Safety
+    /// `args` must match the kernel's parameters in number, order and type, and every pointer in
+    /// them must be valid for every access the kernel makes for as long as it runs.
+    unsafe fn launch_raw(
+        &self,
+        kernel: &Self::Kernel,
+        spec: &LaunchSpec,
+        args: &[KernelArg],
+        stream: &Self::Stream,
+        cooperative: bool,
+    ) -> Result<(), DeviceError>;
+
+    /// Waits for everything enqueued on `stream`.
+    fn sync_stream(&self, stream: &Self::Stream) -> Result<(), DeviceError>;
+
+    /// Waits for everything enqueued on the device.
+    fn synchronize(&self) -> Result<(), DeviceError>;
+
+    /// Whether this device can map `peer`'s memory.
+    fn can_access_peer(&self, peer: &Self) -> Result<bool, DeviceError>;
+
+    /// Lets kernels on this device access `peer`'s memory (idempotent).
+    fn enable_peer_access(&self, peer: &Self) -> Result<(), DeviceError>;
+
+    /// A timing event.
+    fn new_event(&self) -> Result<Self::Event, DeviceError>;
+
+    /// Records `event` on `stream`.
+    fn record(&self, event: &Self::Event, stream: &Self::Stream) -> Result<(), DeviceError>;
+
+    /// Milliseconds between two recorded events (waits for both).
+    fn elapsed_ms(&self, start: &Self::Event, end: &Self::Event) -> Result<f32, DeviceError>;
+}
+
+/// Checks that a copy of `len` bytes at `offset` stays inside a buffer of `bytes` bytes.
+pub(crate) fn check_bounds(bytes: usize, offset: usize, len: usize) -> Result<(), DeviceError> {
+    match offset.checked_add(len) {
+        Some(end) if end <= bytes => Ok(()),
+        _ => Err(DeviceError::OutOfBounds { bytes, offset, len }),
+    }
+}
+
+/// Checks that `artifact` is of one of `formats` and built for the device's arch.
+pub(crate) fn check_artifact(
+    info: &DeviceInfo,
+    artifact: &Artifact,
+    formats: &[ArtifactFormat],
+) -> Result<(), DeviceError> {
+    let detail = if !formats.contains(&artifact.format) {
+        format!("it is {:?}, this device loads {formats:?}", artifact.format)
+    } else if info.arch.is_some_and(|a| a != artifact.arch) {
+        format!(
+            "it targets {}, this device is {}",
+            artifact.arch.name(),
+            info.name
+        )
+    } else {
+        return Ok(());
+    };
+    Err(DeviceError::Artifact {
+        ordinal: info.ordinal,
+        detail,
+    })
+}

@@ -1,0 +1,307 @@
+//! Tensor-parallel rank groups: `tp` ranks running the same kernel, each with its own buffers,
+//! exchanging data through peer pointer tables.
+//!
+//! # Placement
+//! - **One rank per device** ([`RankGroup::one_per_device`]): rank r runs on device r; peer access
+//!   is enabled between every pair, so a kernel on rank r can read and write rank p's buffers.
+//! - **All ranks on one device** ([`RankGroup::on_one_device`]): every rank has its own buffers on
+//!   the same GPU and runs the same kernel and protocol. This is how TP = 2, 4, 8 runs on a single
+//!   H200. It must be deadlock-free by construction: a rank that waits on another rank's flag
+//!   needs that rank's workgroups to be running, so every workgroup of every rank must be
+//!   resident at once. Two modes ([`SameDeviceMode`]):
+//!   - [`SameDeviceMode::Streams`] (default; the ABI the writer emits today, `rank` a scalar
+//!     parameter): one launch per rank, each on its own stream, allowed only when the device's
+//!     co-resident capacity (occupancy × SMs) covers the workgroups of all ranks together and the
+//!     ranks fit the device's concurrent hardware queues (8, CUDA's default
+//!     `CUDA_DEVICE_MAX_CONNECTIONS`). With capacity for everyone, the block scheduler dispatches
+//!     every rank's workgroups as soon as their launches arrive; nothing any workgroup waits for
+//!     can be stuck behind a waiter. The programming model does not promise concurrency across
+//!     streams, so the bounded waits (DESIGN.md §5.10) remain the backstop: a scheduler that
+//!     serialised the launches would produce [`crate::Error::BarrierTimeout`], never a hang.
+//!   - [`SameDeviceMode::FusedGrid`]: one launch whose grid is `tp × grid`, cooperative where the
+//!     driver offers it, so co-residency of all ranks is guaranteed by the driver. The kernel must
+//!     then derive its rank from the workgroup id: `rank = blockIdx.x / grid`, workgroup
+//!     `blockIdx.x % grid`, and take every per-rank array parameter as a device table of `tp`
+//!     pointers indexed by rank (a peer table is already rank-independent and is passed once);
+//!     the `rank` scalar is not passed. The C++ writer does not emit that ABI yet.
+//!
+//! # Peer order
+//! Peer tables are built with the one rule the generated code uses,
+//! [`wavefuse_codegen::lowered::peer_slot`]: slot `peer_slot(p)` holds rank p's pointer, in every
+//! rank's table (DESIGN.md §5.5).
+
+use std::sync::Arc;
+
+use wavefuse_codegen::lowered::peer_slot;
+
+use crate::device::{Device, DeviceBuffer, LoadedKernel, MemKind};
+use crate::error::{Error, Result};
+use crate::launch::{self, Capacity, CoResidency, KernelArg, LaunchSpec};
+
+/// Concurrent hardware queues a same-device group may rely on (CUDA's default
+/// `CUDA_DEVICE_MAX_CONNECTIONS`; HIP's default hardware queue count is 4 per device but it
+/// round-robins more streams over them, so AMD groups are also held to this bound).
+pub const MAX_CONCURRENT_RANKS: u32 = 8;
+
+/// How the ranks of a same-device group are launched.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SameDeviceMode {
+    /// One launch per rank on its own stream, after checking that all ranks' workgroups fit.
+    Streams,
+    /// One launch of `tp × grid` workgroups; the kernel derives the rank from the workgroup id.
+    FusedGrid,
+}
+
+/// Where the ranks run.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Placement {
+    /// Rank r on device r.
+    OnePerDevice,
+    /// Every rank on one device.
+    SameDevice(SameDeviceMode),
+}
+
+/// A TP group of ranks.
+pub struct RankGroup<D: Device> {
+    /// Rank r's device (the same one for every rank of a same-device group).
+    devices: Vec<Arc<D>>,
+    /// Rank r's stream.
+    streams: Vec<D::Stream>,
+    placement: Placement,
+}
+
+impl<D: Device> RankGroup<D> {
+    /// Rank r on `devices[r]`, with peer access enabled between every pair. Fails when a pair
+    /// cannot access each other's memory.
+    pub fn one_per_device(devices: Vec<D>) -> Result<Self> {
+        if devices.is_empty() {
+            return Err(Error::RankGroup(
+                "a rank group needs at least one device".into(),
+            ));
+        }
+        for (a, da) in devices.iter().enumerate() {
+            for (b, db) in devices.iter().enumerate() {
+                if a == b {
+                    continue;
+                }
+                if da.info().ordinal == db.info().ordinal {
+                    return Err(Error::RankGroup(format!(
+                        "ranks {a} and {b} are on the same device; use on_one_device"
+                    )));
+                }
+                if !da.can_access_peer(db)? {
+                    let (x, y) = (&da.info().name, &db.info().name);
+                    return Err(Error::RankGroup(format!(
+                        "device {a} ({x}) cannot access device {b} ({y}) as a peer"
+                    )));
+                }
+                da.enable_peer_access(db)?;
+            }
+        }
+        let devices: Vec<Arc<D>> = devices.into_iter().map(Arc::new).collect();
+        let streams = devices
+            .iter()
+            .map(|d| d.new_stream())
+            .collect::<Result<_, _>>()?;
+        Ok(RankGroup {
+            devices,
+            streams,
+            placement: Placement::OnePerDevice,
+        })
+    }
+
+    /// `tp` ranks on one device.
+    pub fn on_one_device(device: D, tp: u32, mode: SameDeviceMode) -> Result<Self> {
+        if tp == 0 {
+            return Err(Error::RankGroup(
+                "a rank group needs at least one rank".into(),
+            ));
+        }
+        if mode == SameDeviceMode::Streams && tp > MAX_CONCURRENT_RANKS {
+            return Err(Error::RankGroup(format!(
+                "{tp} ranks on one device exceed the {MAX_CONCURRENT_RANKS} concurrent hardware queues; use FusedGrid"
+            )));
+        }
+        let device = Arc::new(device);
+        let streams = (0..tp)
+            .map(|_| device.new_stream())
+            .collect::<Result<_, _>>()?;
+        let devices = vec![device; tp as usize];
+        Ok(RankGroup {
+            devices,
+            streams,
+            placement: Placement::SameDevice(mode),
+        })
+    }
+
+    /// Ranks in the group.
+    pub fn tp(&self) -> u32 {
+        self.devices.len() as u32
+    }
+
+    /// Where the ranks run.
+    pub fn placement(&self) -> Placement {
+        self.placement
+    }
+
+    /// Rank `rank`'s device.
+    pub fn device(&self, rank: u32) -> &D {
+        &self.devices[rank as usize]
+    }
+
+    /// Rank `rank`'s stream.
+    pub fn stream(&self, rank: u32) -> &D::Stream {
+        &self.streams[rank as usize]
+    }
+
+    /// One zero-filled allocation per rank, each on its rank's device.
+    pub fn alloc_per_rank(&self, bytes: usize, kind: MemKind) -> Result<Vec<D::Buffer>> {
+        Ok(self
+            .devices
+            .iter()
+            .map(|d| d.alloc(bytes, kind))
+            .collect::<Result<_, _>>()?)
+    }
+
+    /// The peer table of one array per rank: slot `peer_slot(p)` holds rank p's pointer. Every
+    /// rank's table is this same table.
+    pub fn peer_table(&self, per_rank: &[impl DeviceBuffer]) -> Result<Vec<u64>> {
+        self.check_per_rank(per_rank.len())?;
+        let mut table = vec![0u64; per_rank.len()];
+        for (p, buf) in per_rank.iter().enumerate() {
+            table[peer_slot(p as u32)] = buf.ptr();
+        }
+        Ok(table)
+    }
+
+    /// A table of 64-bit words on every rank's device (for one device, one copy is enough, but a
+    /// copy per rank keeps the ownership uniform).
+    pub fn upload_table(&self, table: &[u64]) -> Result<Vec<D::Buffer>> {
+        let bytes: Vec<u8> = table.iter().flat_map(|p| p.to_le_bytes()).collect();
+        let mut out = Vec::with_capacity(self.devices.len());
+        for d in &self.devices {
+            let buf = d.alloc(bytes.len(), MemKind::Device)?;
+            d.upload(&buf, 0, &bytes)?;
+            out.push(buf);
+        }
+        Ok(out)
+    }
+
+    /// Loads kernel `name` for every rank (once per distinct device).
+    pub fn load(&self, artifact: &crate::compile::Artifact, name: &str) -> Result<Vec<D::Kernel>> {
+        let mut out: Vec<D::Kernel> = Vec::with_capacity(self.devices.len());
+        for (r, d) in self.devices.iter().enumerate() {
+            let shared = r > 0 && Arc::ptr_eq(d, &self.devices[r - 1]);
+            out.push(if shared {
+                out[r - 1].clone()
+            } else {
+                d.load(artifact, name)?
+            });
+        }
+        Ok(out)
+    }
+
+    fn check_per_rank(&self, n: usize) -> Result<()> {
+        if n == self.devices.len() {
+            Ok(())
+        } else {
+            Err(Error::RankGroup(format!(
+                "{n} per-rank values for {} ranks",
+                self.devices.len()
+            )))
+        }
+    }
+
+    /// Launches rank r's `kernels[r]` with `args[r]`, each rank's grid given by `spec` (one rank's
+    /// geometry). A one-per-device group checks each device's co-resident capacity for one grid;
+    /// a same-device [`SameDeviceMode::Streams`] group checks that all ranks' workgroups fit
+    /// together. Every rank's launch is enqueued before any is waited for.
+    ///
+    /// # Safety
+    /// As [`Device::launch_raw`], for every rank's arguments.
+    pub unsafe fn launch(
+        &self,
+        kernels: &[D::Kernel],
+        spec: &LaunchSpec,
+        args: &[Vec<KernelArg>],
+    ) -> Result<()> {
+        self.check_per_rank(kernels.len())?;
+        self.check_per_rank(args.len())?;
+        match self.placement {
+            Placement::SameDevice(SameDeviceMode::FusedGrid) => {
+                return Err(Error::RankGroup(
+                    "a FusedGrid group launches with launch_fused".into(),
+                ));
+            }
+            Placement::SameDevice(SameDeviceMode::Streams)
+                if spec.coresidency == CoResidency::Required =>
+            {
+                let d = &self.devices[0];
+                let cap = Capacity::of(d.as_ref(), &kernels[0], spec)?;
+                cap.check(kernels[0].name(), spec.workgroups() * u64::from(self.tp()))?;
+                for r in 0..self.devices.len() {
+                    // SAFETY: the caller upholds the argument contract; the capacity of the device
+                    // covers every rank's workgroups (checked above), so plain launches suffice.
+                    unsafe { d.launch_raw(&kernels[r], spec, &args[r], &self.streams[r], false) }?;
+                }
+            }
+            _ => {
+                for r in 0..self.devices.len() {
+                    // SAFETY: the caller upholds the argument contract; `launch` checks
+                    // co-residency per device.
+                    unsafe {
+                        launch::launch(
+                            self.devices[r].as_ref(),
+                            &kernels[r],
+                            spec,
+                            &args[r],
+                            &self.streams[r],
+                        )
+                    }?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Launches a [`SameDeviceMode::FusedGrid`] group: one launch of `tp × spec.grid[0]`
+    /// workgroups on rank 0's stream, with the co-residency rule applied to the whole grid.
+    ///
+    /// # Safety
+    /// As [`Device::launch_raw`]; `args` follow the fused-grid ABI described in the module docs.
+    pub unsafe fn launch_fused(
+        &self,
+        kernel: &D::Kernel,
+        spec: &LaunchSpec,
+        args: &[KernelArg],
+    ) -> Result<()> {
+        if self.placement != Placement::SameDevice(SameDeviceMode::FusedGrid) {
+            return Err(Error::RankGroup(
+                "launch_fused needs a FusedGrid group".into(),
+            ));
+        }
+        let mut fused = spec.clone();
+        fused.grid[0] = spec.grid[0]
+            .checked_mul(self.tp())
+            .ok_or_else(|| Error::RankGroup("grid overflows".into()))?;
+        // SAFETY: the caller upholds the argument contract; `launch` applies the co-residency rule
+        // to all ranks' workgroups at once.
+        unsafe {
+            launch::launch(
+                self.devices[0].as_ref(),
+                kernel,
+                &fused,
+                args,
+                &self.streams[0],
+            )
+        }
+    }
+
+    /// Waits for every rank's work.
+    pub fn synchronize(&self) -> Result<()> {
+        for (r, d) in self.devices.iter().enumerate() {
+            d.sync_stream(&self.streams[r])?;
+        }
+        Ok(())
+    }
+}

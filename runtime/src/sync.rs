@@ -1,0 +1,521 @@
+//! Kernel instances: one lowered kernel bound to a rank group, with the synchronisation state the
+//! runtime owns.
+//!
+//! A [`KernelInstance`] allocates, per rank, every array the kernel's parameters say the runtime
+//! provides — grid-barrier counters, cross-rank flags, the error word, scratch — zero-filled once
+//! (DESIGN.md §5.4: nothing is ever reset inside a kernel). It passes `epoch` = 1, 2, 3, … to
+//! successive launches ([`Epochs`]); the generated epoch arithmetic is wrap-safe, so the counter
+//! simply wraps at 2³². After synchronising it reads every rank's error word and turns a non-zero
+//! code into [`Error::BarrierTimeout`] (DESIGN.md §5.10). A timed-out launch leaves counters and
+//! flags mid-protocol, so the instance then re-zeroes its state and restarts at epoch 1 before its
+//! next launch (§5.11: a crashed launch must not poison the next one).
+//!
+//! Parameters are bound by purpose, from the lowered kernel's parameter list (the ABI order):
+//! data arrays by op-level buffer name and part ([`KernelInstance::bind`]), `rank` and `epoch`
+//! scalars by the runtime, peer arrays as tables built with
+//! [`wavefuse_codegen::lowered::peer_slot`].
+
+use wavefuse_codegen::lowered::{LoweredKernel, ParamData, ParamKind, Purpose};
+
+use crate::compile::Artifact;
+use crate::device::{Device, DeviceBuffer, MemKind};
+use crate::error::{Error, Result};
+use crate::launch::{CoResidency, KernelArg, LaunchSpec};
+use crate::rank::{Placement, RankGroup, SameDeviceMode};
+
+/// The epochs of successive launches on one set of counters and flags: 1, 2, 3, … (wrapping at
+/// 2³², which the generated wrap-safe comparisons tolerate).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Epochs {
+    last: u32,
+}
+
+impl Epochs {
+    /// No launch yet.
+    pub fn new() -> Epochs {
+        Epochs::default()
+    }
+
+    /// The epoch of the next launch.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> u32 {
+        self.last = self.last.wrapping_add(1);
+        self.last
+    }
+
+    /// The epoch of the last launch (0 before the first).
+    pub fn last(&self) -> u32 {
+        self.last
+    }
+
+    /// Back to "no launch yet", for freshly zeroed counters and flags.
+    pub fn reset(&mut self) {
+        self.last = 0;
+    }
+}
+
+/// How a peer-table parameter is passed.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum PeerTableAbi {
+    /// A device pointer to a table of `tp` pointers in the rank's device memory (`T* const*`).
+    DeviceTable,
+    /// The `tp` pointers by value (`struct { T* p[TP]; }`).
+    ByValue,
+}
+
+/// What the runtime passes for one parameter.
+enum Binding<D: Device> {
+    /// A runtime-owned array per rank.
+    Owned(Vec<D::Buffer>),
+    /// A caller-bound array per rank (addresses), or nothing yet.
+    Data(Option<Vec<u64>>),
+    /// A peer table: the pointers, and the table uploaded to every rank's device.
+    Peer {
+        owned: Option<Vec<D::Buffer>>,
+        table: Option<(Vec<u64>, Vec<D::Buffer>)>,
+    },
+    /// The executing rank.
+    Rank,
+    /// The launch's epoch.
+    Epoch,
+    /// A caller-bound scalar, or nothing yet.
+    Scalar(Option<KernelArg>),
+}
+
+/// One lowered kernel on a rank group, with its synchronisation state.
+pub struct KernelInstance<'g, D: Device> {
+    group: &'g RankGroup<D>,
+    name: String,
+    params: Vec<ParamData>,
+    bindings: Vec<Binding<D>>,
+    kernels: Vec<D::Kernel>,
+    spec: LaunchSpec,
+    peer_abi: PeerTableAbi,
+    /// Fused-grid arguments and the by-rank tables they point at, built on first fused launch.
+    fused: Option<(Vec<FusedArg>, Vec<D::Buffer>)>,
+    epochs: Epochs,
+    poisoned: bool,
+}
+
+impl<'g, D: Device> KernelInstance<'g, D> {
+    /// Loads `artifact`'s kernel `lowered.name` on every rank of `group` and allocates the
+    /// runtime-owned arrays (zero-filled).
+    pub fn new(
+        group: &'g RankGroup<D>,
+        lowered: &LoweredKernel,
+        artifact: &Artifact,
+    ) -> Result<Self> {
+        if lowered.tp != group.tp() {
+            return Err(binding_err(
+                &lowered.name,
+                format!(
+                    "built for TP {} but the group has {} ranks",
+                    lowered.tp,
+                    group.tp()
+                ),
+            ));
+        }
+        let params: Vec<ParamData> = lowered.params.values().cloned().collect();
+        let bindings = params
+            .iter()
+            .map(|p| Binding::new(group, p))
+            .collect::<Result<_>>()?;
+        let synchronises = lowered.coresidency.is_some() || lowered.flag_rounds_per_launch > 0;
+        let spec = LaunchSpec {
+            grid: [lowered.grid, 1, 1],
+            block: [lowered.workgroup_size, 1, 1],
+            dynamic_lds: 0,
+            coresidency: if synchronises {
+                CoResidency::Required
+            } else {
+                CoResidency::NotRequired
+            },
+        };
+        let mut inst = KernelInstance {
+            group,
+            name: lowered.name.clone(),
+            params,
+            bindings,
+            kernels: group.load(artifact, &lowered.name)?,
+            spec,
+            peer_abi: PeerTableAbi::DeviceTable,
+            fused: None,
+            epochs: Epochs::new(),
+            poisoned: false,
+        };
+        for i in 0..inst.params.len() {
+            if let Binding::Peer {
+                owned: Some(bufs), ..
+            } = &inst.bindings[i]
+            {
+                let table = group.peer_table(bufs)?;
+                inst.set_peer_table(i, table)?;
+            }
+        }
+        Ok(inst)
+    }
+
+    /// How peer tables are passed (default: [`PeerTableAbi::DeviceTable`]).
+    pub fn with_peer_abi(mut self, abi: PeerTableAbi) -> Self {
+        self.peer_abi = abi;
+        self
+    }
+
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The geometry of one rank's launch.
+    pub fn spec(&self) -> &LaunchSpec {
+        &self.spec
+    }
+
+    /// The epoch of the last launch.
+    pub fn last_epoch(&self) -> u32 {
+        self.epochs.last()
+    }
+
+    /// Binds op-level buffer `buffer`'s array `part` (`data`, `qweight`, …): `per_rank[r]` is rank
+    /// r's array. Every parameter with that purpose is bound (a peer-table parameter gets its
+    /// table built here).
+    pub fn bind(&mut self, buffer: &str, part: &str, per_rank: &[&D::Buffer]) -> Result<()> {
+        if per_rank.len() != self.group.tp() as usize {
+            return Err(self.err(format!(
+                "`{buffer}.{part}`: {} buffers for {} ranks",
+                per_rank.len(),
+                self.group.tp()
+            )));
+        }
+        let mut found = false;
+        for i in 0..self.params.len() {
+            let (need, is_peer) = match &self.params[i].kind {
+                ParamKind::Array {
+                    elem,
+                    len,
+                    purpose: Purpose::Data { buffer: b, part: p },
+                    ..
+                } if b == buffer && *p == part => (elem.bytes() * len, false),
+                ParamKind::PeerArrays {
+                    elem,
+                    len,
+                    purpose: Purpose::Data { buffer: b, part: p },
+                    ..
+                } if b == buffer && *p == part => (elem.bytes() * len, true),
+                _ => continue,
+            };
+            found = true;
+            if let Some((r, b)) = per_rank.iter().enumerate().find(|(_, b)| b.bytes() < need) {
+                return Err(self.err(format!(
+                    "`{buffer}.{part}` of rank {r} has {} bytes, the kernel reads {need}",
+                    b.bytes()
+                )));
+            }
+            let ptrs: Vec<u64> = per_rank.iter().map(|b| b.ptr()).collect();
+            if is_peer {
+                let table = self.group.peer_table(per_rank)?;
+                self.set_peer_table(i, table)?;
+            } else {
+                self.bindings[i] = Binding::Data(Some(ptrs));
+            }
+        }
+        self.fused = None;
+        if found {
+            Ok(())
+        } else {
+            Err(self.err(format!(
+                "no parameter is part `{part}` of buffer `{buffer}`"
+            )))
+        }
+    }
+
+    /// Binds a scalar parameter the runtime does not provide itself.
+    pub fn bind_scalar(&mut self, name: &str, value: KernelArg) -> Result<()> {
+        let i = self
+            .params
+            .iter()
+            .position(|p| p.name == name)
+            .ok_or_else(|| self.err(format!("no parameter `{name}`")))?;
+        match &mut self.bindings[i] {
+            Binding::Scalar(slot) => *slot = Some(value),
+            _ => return Err(self.err(format!("`{name}` is not a caller-provided scalar"))),
+        }
+        self.fused = None;
+        Ok(())
+    }
+
+    /// Rank `rank`'s runtime-owned array for parameter `name` (counters, flags, error word,
+    /// scratch), e.g. to inspect it in a test.
+    pub fn owned(&self, name: &str, rank: u32) -> Option<&D::Buffer> {
+        let i = self.params.iter().position(|p| p.name == name)?;
+        match &self.bindings[i] {
+            Binding::Owned(bufs)
+            | Binding::Peer {
+                owned: Some(bufs), ..
+            } => bufs.get(rank as usize),
+            _ => None,
+        }
+    }
+
+    fn set_peer_table(&mut self, i: usize, table: Vec<u64>) -> Result<()> {
+        let uploaded = self.group.upload_table(&table)?;
+        if let Binding::Peer { table: slot, .. } = &mut self.bindings[i] {
+            *slot = Some((table, uploaded));
+        }
+        Ok(())
+    }
+
+    /// Rank `rank`'s arguments for a launch at `epoch`, in ABI order.
+    pub fn args(&self, rank: u32, epoch: u32) -> Result<Vec<KernelArg>> {
+        let r = rank as usize;
+        self.params
+            .iter()
+            .zip(&self.bindings)
+            .map(|(p, b)| match b {
+                Binding::Owned(bufs) => Ok(KernelArg::Ptr(bufs[r].ptr())),
+                Binding::Data(Some(ptrs)) => Ok(KernelArg::Ptr(ptrs[r])),
+                Binding::Peer {
+                    table: Some((table, uploaded)),
+                    ..
+                } => Ok(match self.peer_abi {
+                    PeerTableAbi::DeviceTable => KernelArg::Ptr(uploaded[r].ptr()),
+                    PeerTableAbi::ByValue => KernelArg::PtrArray(table.clone()),
+                }),
+                Binding::Rank => Ok(KernelArg::U32(rank)),
+                Binding::Epoch => Ok(KernelArg::U32(epoch)),
+                Binding::Scalar(Some(v)) => Ok(v.clone()),
+                Binding::Data(None) | Binding::Peer { table: None, .. } | Binding::Scalar(None) => {
+                    Err(self.err(format!("parameter `{}` is not bound", p.name)))
+                }
+            })
+            .collect()
+    }
+
+    /// Enqueues one launch on every rank; returns its epoch. Does not wait: call
+    /// [`KernelInstance::wait`] (or use [`KernelInstance::run`]).
+    pub fn launch(&mut self) -> Result<u32> {
+        if self.poisoned {
+            self.reset()?;
+        }
+        let epoch = self.epochs.next();
+        let result = match self.group.placement() {
+            Placement::SameDevice(SameDeviceMode::FusedGrid) => self.launch_fused(epoch),
+            _ => {
+                let args = (0..self.group.tp())
+                    .map(|r| self.args(r, epoch))
+                    .collect::<Result<Vec<_>>>()?;
+                // SAFETY: every argument comes from the kernel's own parameter list, in ABI order:
+                // runtime-owned arrays of at least the declared length, caller-bound arrays checked
+                // against it, peer tables of tp live pointers, and u32 scalars.
+                unsafe { self.group.launch(&self.kernels, &self.spec, &args) }
+            }
+        };
+        if result.is_err() {
+            self.poisoned = true;
+        }
+        result.map(|()| epoch)
+    }
+
+    /// The fused-grid launch (see [`crate::rank`]): per-rank arrays become tables by rank, the
+    /// rank scalar is dropped, peer tables and the epoch are passed once.
+    fn launch_fused(&mut self, epoch: u32) -> Result<()> {
+        if self.fused.is_none() {
+            self.fused = Some(self.fused_args()?);
+        }
+        let (template, _) = self.fused.as_ref().expect("built above");
+        let args: Vec<KernelArg> = template
+            .iter()
+            .map(|a| match a {
+                FusedArg::Fixed(v) => v.clone(),
+                FusedArg::Epoch => KernelArg::U32(epoch),
+            })
+            .collect();
+        // SAFETY: the arguments follow the fused-grid ABI built from the kernel's parameter list.
+        unsafe { self.group.launch_fused(&self.kernels[0], &self.spec, &args) }
+    }
+
+    fn fused_args(&self) -> Result<(Vec<FusedArg>, Vec<D::Buffer>)> {
+        let tp = self.group.tp();
+        let mut args = Vec::new();
+        let mut tables = Vec::new();
+        for (i, b) in self.bindings.iter().enumerate() {
+            match b {
+                Binding::Rank => continue,
+                Binding::Epoch => args.push(FusedArg::Epoch),
+                Binding::Scalar(_) | Binding::Peer { .. } => {
+                    args.push(FusedArg::Fixed(self.args(0, 0)?[i].clone()))
+                }
+                Binding::Owned(_) | Binding::Data(_) => {
+                    let by_rank: Vec<u64> = (0..tp)
+                        .map(|r| match self.args(r, 0)?[i] {
+                            KernelArg::Ptr(p) => Ok(p),
+                            _ => unreachable!("arrays are pointers"),
+                        })
+                        .collect::<Result<_>>()?;
+                    let table = self.group.upload_table(&by_rank)?.swap_remove(0);
+                    args.push(FusedArg::Fixed(KernelArg::Ptr(table.ptr())));
+                    tables.push(table);
+                }
+            }
+        }
+        Ok((args, tables))
+    }
+
+    /// Waits for every rank, then checks every rank's error word.
+    pub fn wait(&mut self) -> Result<()> {
+        if let Err(e) = self.group.synchronize() {
+            self.poisoned = true;
+            return Err(e);
+        }
+        for rank in 0..self.group.tp() {
+            let code = self.error_code(rank)?;
+            if code != 0 {
+                self.poisoned = true;
+                return Err(Error::BarrierTimeout {
+                    kernel: self.name.clone(),
+                    epoch: self.epochs.last(),
+                    rank,
+                    code,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// One launch on every rank, waited for and checked; returns its epoch.
+    pub fn run(&mut self) -> Result<u32> {
+        let epoch = self.launch()?;
+        self.wait()?;
+        Ok(epoch)
+    }
+
+    /// Rank `rank`'s error word (0 when the kernel has none or no wait timed out).
+    pub fn error_code(&self, rank: u32) -> Result<u32> {
+        let Some(i) = self
+            .params
+            .iter()
+            .position(|p| is_purpose(p, &Purpose::ErrorWord))
+        else {
+            return Ok(0);
+        };
+        let Binding::Owned(bufs) = &self.bindings[i] else {
+            return Ok(0);
+        };
+        let mut word = [0u8; 4];
+        self.group
+            .device(rank)
+            .download(&bufs[rank as usize], 0, &mut word)?;
+        Ok(u32::from_le_bytes(word))
+    }
+
+    /// Waits for every rank, re-zeroes every runtime-owned array and restarts at epoch 1.
+    pub fn reset(&mut self) -> Result<()> {
+        self.group.synchronize()?;
+        for b in &self.bindings {
+            if let Binding::Owned(bufs)
+            | Binding::Peer {
+                owned: Some(bufs), ..
+            } = b
+            {
+                for buf in bufs {
+                    let d = self.group.device(buf_rank(self.group, buf));
+                    d.zero(buf)?;
+                }
+            }
+        }
+        self.epochs.reset();
+        self.poisoned = false;
+        Ok(())
+    }
+
+    fn err(&self, message: String) -> Error {
+        binding_err(&self.name, message)
+    }
+}
+
+/// One argument of a fused-grid launch: fixed, or the launch's epoch.
+enum FusedArg {
+    Fixed(KernelArg),
+    Epoch,
+}
+
+/// A rank whose device owns `buf` (any: same-device ranks share the device).
+fn buf_rank<D: Device>(group: &RankGroup<D>, buf: &D::Buffer) -> u32 {
+    (0..group.tp())
+        .find(|&r| group.device(r).info().ordinal == buf.ordinal())
+        .unwrap_or(0)
+}
+
+fn binding_err(kernel: &str, message: String) -> Error {
+    Error::Binding {
+        kernel: kernel.to_owned(),
+        message,
+    }
+}
+
+fn is_purpose(p: &ParamData, purpose: &Purpose) -> bool {
+    match &p.kind {
+        ParamKind::Array { purpose: q, .. }
+        | ParamKind::PeerArrays { purpose: q, .. }
+        | ParamKind::Scalar { purpose: q, .. } => q == purpose,
+    }
+}
+
+impl<D: Device> Binding<D> {
+    /// The binding of parameter `p`, allocating what the runtime owns.
+    fn new(group: &RankGroup<D>, p: &ParamData) -> Result<Self> {
+        Ok(match &p.kind {
+            ParamKind::Array {
+                purpose: Purpose::Data { .. },
+                ..
+            } => Binding::Data(None),
+            ParamKind::Array {
+                elem, len, purpose, ..
+            } => {
+                let kind = if *purpose == Purpose::Flags {
+                    MemKind::Flags
+                } else {
+                    MemKind::Device
+                };
+                Binding::Owned(group.alloc_per_rank(elem.bytes() * len, kind)?)
+            }
+            ParamKind::PeerArrays {
+                purpose: Purpose::Data { .. },
+                ..
+            } => Binding::Peer {
+                owned: None,
+                table: None,
+            },
+            // Peers write these over PCIe/NVLink and the owner polls or reads them after an
+            // acquire: coherent (fine-grained / uncached) memory on AMD, DESIGN.md §5.12.
+            ParamKind::PeerArrays { elem, len, .. } => Binding::Peer {
+                owned: Some(group.alloc_per_rank(elem.bytes() * len, MemKind::Flags)?),
+                table: None,
+            },
+            ParamKind::Scalar {
+                purpose: Purpose::Rank,
+                ..
+            } => Binding::Rank,
+            ParamKind::Scalar {
+                purpose: Purpose::Epoch,
+                ..
+            } => Binding::Epoch,
+            ParamKind::Scalar { .. } => Binding::Scalar(None),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epochs_count_from_one_and_wrap() {
+        let mut e = Epochs::new();
+        assert_eq!((e.last(), e.next(), e.next(), e.next()), (0, 1, 2, 3));
+        e.reset();
+        assert_eq!(e.next(), 1);
+        let mut e = Epochs { last: u32::MAX - 1 };
+        assert_eq!((e.next(), e.next(), e.next()), (u32::MAX, 0, 1));
+    }
+}

@@ -1,0 +1,538 @@
+//! Rank groups and kernel instances on a fake device (host memory, recorded launches): peer-table
+//! order, ABI-ordered arguments, epochs, the error word, co-residency refusals and the fused-grid
+//! argument layout — everything above the driver, checked without a GPU.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use wavefuse_codegen::Arch;
+use wavefuse_codegen::lowered::{Access, LoweredKernel, ParamKind, Purpose, Ty, peer_slot};
+use wavefuse_codegen::target::Vendor;
+use wavefuse_ir::MemorySpace;
+use wavefuse_runtime::device::LoadedKernel;
+use wavefuse_runtime::rank::SameDeviceMode;
+use wavefuse_runtime::{
+    Artifact, ArtifactFormat, CompilerId, Device, DeviceBuffer, DeviceError, DeviceInfo, Error,
+    KernelArg, KernelInstance, LaunchSpec, MemKind, RankGroup,
+};
+
+/// Host memory standing in for every fake device's memory, by address.
+#[derive(Default)]
+struct Memory {
+    next: AtomicU64,
+    bytes: Mutex<HashMap<u64, Vec<u8>>>,
+}
+
+impl Memory {
+    fn write_u32(&self, addr: u64, value: u32) {
+        let mut m = self.bytes.lock().unwrap();
+        let (base, buf) = m
+            .iter_mut()
+            .find(|(b, v)| addr >= **b && addr < **b + v.len() as u64)
+            .expect("valid address");
+        let off = (addr - base) as usize;
+        buf[off..off + 4].copy_from_slice(&value.to_le_bytes());
+    }
+    fn read_u64s(&self, addr: u64, n: usize) -> Vec<u64> {
+        let m = self.bytes.lock().unwrap();
+        m[&addr][..8 * n]
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct Launch {
+    ordinal: usize,
+    kernel: String,
+    spec: LaunchSpec,
+    args: Vec<KernelArg>,
+    cooperative: bool,
+    stream: usize,
+}
+
+struct Fake {
+    info: DeviceInfo,
+    mem: Arc<Memory>,
+    launches: Arc<Mutex<Vec<Launch>>>,
+    blocks_per_cu: u32,
+    streams: AtomicU64,
+}
+
+struct FakeBuffer {
+    ptr: u64,
+    bytes: usize,
+    ordinal: usize,
+    mem: Arc<Memory>,
+}
+
+impl DeviceBuffer for FakeBuffer {
+    fn ptr(&self) -> u64 {
+        self.ptr
+    }
+    fn bytes(&self) -> usize {
+        self.bytes
+    }
+    fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+}
+
+impl Drop for FakeBuffer {
+    fn drop(&mut self) {
+        self.mem.bytes.lock().unwrap().remove(&self.ptr);
+    }
+}
+
+#[derive(Clone)]
+struct FakeKernel(String);
+
+impl LoadedKernel for FakeKernel {
+    fn name(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Fake {
+    fn new(ordinal: usize, mem: &Arc<Memory>, launches: &Arc<Mutex<Vec<Launch>>>) -> Fake {
+        let info = DeviceInfo {
+            vendor: Vendor::Nvidia,
+            ordinal,
+            name: format!("fake{ordinal}"),
+            arch: Some(Arch::Sm90),
+            compute_units: 4,
+            cooperative_launch: true,
+        };
+        Fake {
+            info,
+            mem: mem.clone(),
+            launches: launches.clone(),
+            blocks_per_cu: 2,
+            streams: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Device for Fake {
+    type Buffer = FakeBuffer;
+    type Kernel = FakeKernel;
+    type Stream = usize;
+    type Event = ();
+
+    fn count() -> Result<usize, DeviceError> {
+        Ok(8)
+    }
+    fn new(_: usize) -> Result<Self, DeviceError> {
+        unreachable!("built with Fake::new")
+    }
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+    fn alloc(&self, bytes: usize, _: MemKind) -> Result<FakeBuffer, DeviceError> {
+        let ptr = 0x1000_0000 * (self.info.ordinal as u64 + 1)
+            + self.mem.next.fetch_add(0x1_0000, Ordering::SeqCst);
+        self.mem
+            .bytes
+            .lock()
+            .unwrap()
+            .insert(ptr, vec![0; bytes.max(1)]);
+        Ok(FakeBuffer {
+            ptr,
+            bytes,
+            ordinal: self.info.ordinal,
+            mem: self.mem.clone(),
+        })
+    }
+    fn upload(&self, dst: &FakeBuffer, offset: usize, src: &[u8]) -> Result<(), DeviceError> {
+        self.mem.bytes.lock().unwrap().get_mut(&dst.ptr).unwrap()[offset..offset + src.len()]
+            .copy_from_slice(src);
+        Ok(())
+    }
+    fn download(&self, src: &FakeBuffer, offset: usize, dst: &mut [u8]) -> Result<(), DeviceError> {
+        let len = dst.len();
+        dst.copy_from_slice(&self.mem.bytes.lock().unwrap()[&src.ptr][offset..offset + len]);
+        Ok(())
+    }
+    fn zero(&self, buf: &FakeBuffer) -> Result<(), DeviceError> {
+        self.mem
+            .bytes
+            .lock()
+            .unwrap()
+            .get_mut(&buf.ptr)
+            .unwrap()
+            .fill(0);
+        Ok(())
+    }
+    fn load(&self, artifact: &Artifact, name: &str) -> Result<FakeKernel, DeviceError> {
+        assert_eq!(artifact.arch, Arch::Sm90);
+        Ok(FakeKernel(name.to_owned()))
+    }
+    fn blocks_per_cu(&self, _: &FakeKernel, _: u32, _: u32) -> Result<u32, DeviceError> {
+        Ok(self.blocks_per_cu)
+    }
+    fn new_stream(&self) -> Result<usize, DeviceError> {
+        Ok(self.streams.fetch_add(1, Ordering::SeqCst) as usize)
+    }
+    unsafe fn launch_raw(
+        &self,
+        kernel: &FakeKernel,
+        spec: &LaunchSpec,
+        args: &[KernelArg],
+        stream: &usize,
+        cooperative: bool,
+    ) -> Result<(), DeviceError> {
+        // The "kernel": `times_out` sets its error word (last argument) at epoch 3.
+        if kernel.0 == "times_out"
+            && let (Some(KernelArg::U32(3)), Some(KernelArg::Ptr(err))) =
+                (args.get(args.len() - 2), args.last())
+        {
+            self.mem.write_u32(*err, 0xB0);
+        }
+        let launch = Launch {
+            ordinal: self.info.ordinal,
+            kernel: kernel.0.clone(),
+            spec: spec.clone(),
+            args: args.to_vec(),
+            cooperative,
+            stream: *stream,
+        };
+        self.launches.lock().unwrap().push(launch);
+        Ok(())
+    }
+    fn sync_stream(&self, _: &usize) -> Result<(), DeviceError> {
+        Ok(())
+    }
+    fn synchronize(&self) -> Result<(), DeviceError> {
+        Ok(())
+    }
+    fn can_access_peer(&self, _: &Fake) -> Result<bool, DeviceError> {
+        Ok(true)
+    }
+    fn enable_peer_access(&self, _: &Fake) -> Result<(), DeviceError> {
+        Ok(())
+    }
+    fn new_event(&self) -> Result<(), DeviceError> {
+        Ok(())
+    }
+    fn record(&self, _: &(), _: &usize) -> Result<(), DeviceError> {
+        Ok(())
+    }
+    fn elapsed_ms(&self, _: &(), _: &()) -> Result<f32, DeviceError> {
+        Ok(0.0)
+    }
+}
+
+fn artifact() -> Artifact {
+    Artifact {
+        compiler: CompilerId::Nvrtc,
+        compiler_version: "fake".into(),
+        arch: Arch::Sm90,
+        format: ArtifactFormat::Cubin,
+        flags: vec![],
+        usage: Default::default(),
+        log: String::new(),
+        image: vec![0x7f],
+    }
+}
+
+/// An allreduce-shaped kernel: input, peer-published partials, flags, output, rank, epoch, error.
+fn kernel(name: &str, tp: u32, grid: u32) -> LoweredKernel {
+    let mut k = LoweredKernel::new(name, Arch::Sm90, tp, 256, grid);
+    let data = |b: &str| Purpose::Data {
+        buffer: b.to_owned(),
+        part: "data",
+    };
+    let array = |len, access, purpose| ParamKind::Array {
+        elem: Ty::F16,
+        len,
+        space: MemorySpace::Global,
+        access,
+        purpose,
+    };
+    k.param("x", array(64, Access::Read, data("x")));
+    k.param(
+        "partials",
+        ParamKind::PeerArrays {
+            elem: Ty::F32,
+            len: 64,
+            access: Access::ReadWrite,
+            purpose: Purpose::Scratch,
+        },
+    );
+    k.param(
+        "flags",
+        ParamKind::PeerArrays {
+            elem: Ty::U32,
+            len: 1,
+            access: Access::ReadWrite,
+            purpose: Purpose::Flags,
+        },
+    );
+    k.param(
+        "counter",
+        ParamKind::Array {
+            elem: Ty::U32,
+            len: 1,
+            space: MemorySpace::Global,
+            access: Access::ReadWrite,
+            purpose: Purpose::Counter,
+        },
+    );
+    k.param("y", array(64, Access::Write, data("y")));
+    k.param(
+        "rank",
+        ParamKind::Scalar {
+            ty: Ty::U32,
+            purpose: Purpose::Rank,
+        },
+    );
+    k.epoch_param();
+    k.error_param();
+    k.flag_rounds_per_launch = 1;
+    k
+}
+
+struct Setup {
+    mem: Arc<Memory>,
+    launches: Arc<Mutex<Vec<Launch>>>,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        Setup {
+            mem: Arc::default(),
+            launches: Arc::default(),
+        }
+    }
+    fn device(&self, ordinal: usize) -> Fake {
+        Fake::new(ordinal, &self.mem, &self.launches)
+    }
+    fn take(&self) -> Vec<Launch> {
+        std::mem::take(&mut *self.launches.lock().unwrap())
+    }
+}
+
+fn bind_data<D: Device>(
+    inst: &mut KernelInstance<'_, D>,
+    group: &RankGroup<D>,
+) -> (Vec<D::Buffer>, Vec<D::Buffer>) {
+    let xs = group.alloc_per_rank(128, MemKind::Device).unwrap();
+    let ys = group.alloc_per_rank(128, MemKind::Device).unwrap();
+    inst.bind("x", "data", &xs.iter().collect::<Vec<_>>())
+        .unwrap();
+    inst.bind("y", "data", &ys.iter().collect::<Vec<_>>())
+        .unwrap();
+    (xs, ys)
+}
+
+#[test]
+fn one_rank_per_device_args_follow_the_abi_and_peer_slot() {
+    let s = Setup::new();
+    let group = RankGroup::one_per_device((0..4).map(|o| s.device(o)).collect()).unwrap();
+    let mut inst = KernelInstance::new(&group, &kernel("allreduce", 4, 2), &artifact()).unwrap();
+    let (xs, ys) = bind_data(&mut inst, &group);
+    for epoch in 1..=3 {
+        assert_eq!(inst.run().unwrap(), epoch);
+    }
+    let launches = s.take();
+    assert_eq!(launches.len(), 12);
+    let flags: Vec<u64> = (0..4)
+        .map(|r| inst.owned("flags", r).unwrap().ptr())
+        .collect();
+    for (i, l) in launches.iter().enumerate() {
+        let (rank, epoch) = ((i % 4) as u32, (i / 4 + 1) as u32);
+        assert_eq!(
+            (l.ordinal, l.kernel.as_str(), l.spec.grid, l.spec.block),
+            (rank as usize, "allreduce", [2, 1, 1], [256, 1, 1])
+        );
+        assert!(
+            l.cooperative,
+            "flags require co-residency: launched cooperatively where available"
+        );
+        let a = &l.args;
+        assert_eq!(a.len(), 8);
+        assert_eq!(a[0], KernelArg::Ptr(xs[rank as usize].ptr()));
+        assert_eq!(a[4], KernelArg::Ptr(ys[rank as usize].ptr()));
+        assert_eq!(
+            a[3],
+            KernelArg::Ptr(inst.owned("counter", rank).unwrap().ptr())
+        );
+        assert_eq!(
+            (&a[5], &a[6]),
+            (&KernelArg::U32(rank), &KernelArg::U32(epoch))
+        );
+        assert_eq!(
+            a[7],
+            KernelArg::Ptr(inst.owned("error_word", rank).unwrap().ptr())
+        );
+        // The flag table on every rank: slot peer_slot(p) is rank p's flag array.
+        let KernelArg::Ptr(table) = a[2] else {
+            panic!("device table expected")
+        };
+        let table = s.mem.read_u64s(table, 4);
+        for p in 0..4u32 {
+            assert_eq!(
+                table[peer_slot(p)],
+                flags[p as usize],
+                "rank {rank}'s table, slot of peer {p}"
+            );
+        }
+    }
+}
+
+#[test]
+fn error_word_becomes_barrier_timeout_and_state_restarts() {
+    let s = Setup::new();
+    let group = RankGroup::on_one_device(s.device(0), 2, SameDeviceMode::Streams).unwrap();
+    let mut inst = KernelInstance::new(&group, &kernel("times_out", 2, 1), &artifact()).unwrap();
+    let _data = bind_data(&mut inst, &group);
+    inst.run().unwrap();
+    inst.run().unwrap();
+    let err = inst.run().unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            Error::BarrierTimeout {
+                epoch: 3,
+                rank: 0,
+                code: 0xB0,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "barrier timeout in kernel times_out, epoch 3 (rank 0, error code 0xb0)"
+    );
+    // The next launch re-zeroes counters, flags and error words and starts again at epoch 1.
+    assert_eq!(inst.run().unwrap(), 1);
+    assert_eq!(inst.error_code(0).unwrap(), 0);
+}
+
+#[test]
+fn same_device_streams_checks_all_ranks_fit_together() {
+    let s = Setup::new();
+    // Capacity 2 per CU x 4 CUs = 8 workgroups: 4 ranks x 2 fit, 4 ranks x 3 do not.
+    let group = RankGroup::on_one_device(s.device(0), 4, SameDeviceMode::Streams).unwrap();
+    let mut fits = KernelInstance::new(&group, &kernel("k", 4, 2), &artifact()).unwrap();
+    let _a = bind_data(&mut fits, &group);
+    fits.run().unwrap();
+    let launches = s.take();
+    assert_eq!(
+        launches.iter().map(|l| l.stream).collect::<Vec<_>>(),
+        [0, 1, 2, 3],
+        "one stream per rank"
+    );
+    assert!(
+        launches
+            .iter()
+            .all(|l| !l.cooperative && l.spec.grid == [2, 1, 1])
+    );
+
+    let mut too_big = KernelInstance::new(&group, &kernel("k", 4, 3), &artifact()).unwrap();
+    let _b = bind_data(&mut too_big, &group);
+    let err = too_big.launch().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::NotCoResident {
+                workgroups: 12,
+                capacity: 8,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(s.take().is_empty(), "nothing launched");
+}
+
+#[test]
+fn one_per_device_refuses_a_grid_beyond_one_device() {
+    let s = Setup::new();
+    let group = RankGroup::one_per_device(vec![s.device(0), s.device(1)]).unwrap();
+    let mut inst = KernelInstance::new(&group, &kernel("k", 2, 9), &artifact()).unwrap();
+    let _d = bind_data(&mut inst, &group);
+    assert!(matches!(
+        inst.launch(),
+        Err(Error::NotCoResident {
+            workgroups: 9,
+            capacity: 8,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn fused_grid_passes_tables_by_rank_and_no_rank() {
+    let s = Setup::new();
+    let group = RankGroup::on_one_device(s.device(0), 2, SameDeviceMode::FusedGrid).unwrap();
+    let mut inst = KernelInstance::new(&group, &kernel("fused", 2, 3), &artifact()).unwrap();
+    let (xs, ys) = bind_data(&mut inst, &group);
+    inst.run().unwrap();
+    inst.run().unwrap();
+    let launches = s.take();
+    assert_eq!(launches.len(), 2, "one launch for all ranks");
+    let l = &launches[1];
+    assert_eq!((l.spec.grid, l.cooperative), ([6, 1, 1], true));
+    assert_eq!(l.args.len(), 7, "the rank scalar is not passed");
+    let table = |i: usize| match l.args[i] {
+        KernelArg::Ptr(p) => s.mem.read_u64s(p, 2),
+        ref a => panic!("{a:?}"),
+    };
+    assert_eq!(table(0), [xs[0].ptr(), xs[1].ptr()]);
+    assert_eq!(table(4), [ys[0].ptr(), ys[1].ptr()]);
+    assert_eq!(
+        table(2),
+        [
+            inst.owned("flags", 0).unwrap().ptr(),
+            inst.owned("flags", 1).unwrap().ptr()
+        ]
+    );
+    assert_eq!(l.args[5], KernelArg::U32(2), "epoch");
+    assert_eq!(
+        table(6),
+        [
+            inst.owned("error_word", 0).unwrap().ptr(),
+            inst.owned("error_word", 1).unwrap().ptr()
+        ]
+    );
+}
+
+#[test]
+fn invalid_bindings_are_typed_errors() {
+    let s = Setup::new();
+    let group = RankGroup::on_one_device(s.device(0), 2, SameDeviceMode::Streams).unwrap();
+    let mut inst = KernelInstance::new(&group, &kernel("k", 2, 1), &artifact()).unwrap();
+    let small = group.alloc_per_rank(16, MemKind::Device).unwrap();
+    let err = inst.bind("x", "data", &[&small[0], &small[1]]).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("has 16 bytes, the kernel reads 128"),
+        "{err}"
+    );
+    let err = inst
+        .bind("nope", "data", &[&small[0], &small[1]])
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("no parameter is part `data` of buffer `nope`"),
+        "{err}"
+    );
+    let err = inst.launch().unwrap_err();
+    assert!(
+        err.to_string().contains("parameter `x` is not bound"),
+        "{err}"
+    );
+    let err = KernelInstance::new(&group, &kernel("k", 4, 1), &artifact())
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string()
+            .contains("built for TP 4 but the group has 2 ranks"),
+        "{err}"
+    );
+    assert!(RankGroup::on_one_device(s.device(0), 9, SameDeviceMode::Streams).is_err());
+}
