@@ -3,8 +3,16 @@
 //! - [`target`]: the architectures as data (wave size, LDS, CU count, instruction availability).
 //! - [`lowered`]: the lowered level — workgroups, waves, lanes, registers, LDS, global and peer
 //!   memory, atomics and fences with ordering and scope, grid barriers and flags with epochs.
+//! - [`cpp`]: the C++ writer with its HIP (gfx906) and CUDA (sm_90) dialects, and the real
+//!   compilers' resource checks.
+//! - [`sim`]: the CPU protocol simulator of the lowered level (schedules, visibility, deadlocks).
+//! - [`abi`]: the ABI description of a generated kernel, for the runtime.
 
+pub mod abi;
+pub mod cpp;
+pub mod lower;
 pub mod lowered;
+pub mod sim;
 pub mod target;
 
 pub use target::Arch;

@@ -1,10 +1,16 @@
 //! `wavefuse`: the command-line face of the compiler.
 
 use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use wavefuse::ir::validate;
+use wavefuse_codegen::Arch;
+use wavefuse_codegen::lower::AllreduceProtocol;
+use wavefuse_codegen::sim::PeerTable;
+use wavefuse_kernels::cmd_codegen;
+use wavefuse_kernels::cmd_sim;
 use wavefuse_kernels::report::{row, table};
 use wavefuse_kernels::shapes::TP_SIZES;
 use wavefuse_kernels::{KernelId, Shapes, Workload};
@@ -20,19 +26,71 @@ struct Cli {
 enum Command {
     /// List the kernel set.
     List,
-    /// Print a kernel of the set.
+    /// Print a kernel of the set: its textual IR (--ir), or its generated code (--target).
     Emit {
         /// Kernel name (see `wavefuse list`).
         kernel: KernelId,
         /// Print the textual IR.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "target")]
         ir: bool,
+        /// Generate code for this target (gfx906 → HIP, sm90 → CUDA).
+        #[arg(long)]
+        target: Option<Arch>,
+        /// Write `<kernel>.hip|.cu` and `<kernel>.abi.toml` into this directory instead of
+        /// printing the source.
+        #[arg(long, requires = "target")]
+        out: Option<PathBuf>,
+        /// Print the lowered kernel instead of the source.
+        #[arg(long, requires = "target", conflicts_with = "out")]
+        lowered: bool,
         /// TP group size.
         #[arg(long, default_value_t = 4, value_parser = parse_tp)]
         tp: u32,
         /// Tokens decoded at once (1–8).
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=8))]
         batch: u16,
+    },
+    /// Compile every kernel of the set for a target with the real compiler and check the
+    /// resource report against kernels-gen/budgets.toml.
+    Check {
+        /// gfx906 (hipcc) or sm90 (nvcc).
+        #[arg(long)]
+        target: Arch,
+        /// TP group sizes (default: all of 1, 2, 4, 8).
+        #[arg(long, value_parser = parse_tp, value_delimiter = ',')]
+        tp: Vec<u32>,
+        /// Compiler processes at once (default: the number of cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+    },
+    /// Run the CPU protocol simulator on a small-shape version of a kernel over many seeded
+    /// schedules (interleavings, rank skew, back-to-back launches); print what it found and exit
+    /// non-zero on any finding.
+    Sim {
+        /// Kernel name (see `wavefuse list`).
+        kernel: KernelId,
+        /// TP group size.
+        #[arg(long, default_value_t = 4, value_parser = parse_tp)]
+        tp: u32,
+        /// Number of seeded schedules.
+        #[arg(long)]
+        schedules: u64,
+        /// Seed of the schedules and of the data.
+        #[arg(long, default_value_t = Workload::DEFAULT_SEED)]
+        seed: u64,
+        /// Target whose lowering is simulated.
+        #[arg(long, default_value_t = Arch::Gfx906)]
+        target: Arch,
+        /// Tokens decoded at once (1–8).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=8))]
+        batch: u16,
+        /// Allreduce protocol: pull or push (default: the schedule's).
+        #[arg(long, value_parser = parse_protocol)]
+        protocol: Option<AllreduceProtocol>,
+        /// Fill the simulated host's peer tables rotated instead of by rank (plants the host-side
+        /// defect of DESIGN.md §5.5, to see what the simulator reports).
+        #[arg(long)]
+        rotate_peers: bool,
     },
     /// The main job: validate every kernel and evaluate it with the f64 reference semantics on the
     /// embedded default workload; print a table.
@@ -55,6 +113,14 @@ fn parse_tp(s: &str) -> Result<u32, String> {
     }
 }
 
+fn parse_protocol(s: &str) -> Result<AllreduceProtocol, String> {
+    match s {
+        "pull" => Ok(AllreduceProtocol::Pull),
+        "push" => Ok(AllreduceProtocol::Push),
+        _ => Err(format!("`{s}` is not an allreduce protocol; use pull or push")),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -64,14 +130,25 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Command::Emit { kernel, ir, tp, batch } => emit(kernel, ir, tp, batch.into()),
+        Command::Emit { kernel, target: Some(arch), tp, batch, out, lowered, .. } => {
+            cmd_codegen::emit_cmd(kernel, arch, tp, batch.into(), out, lowered)
+        }
+        Command::Emit { kernel, ir, tp, batch, .. } => emit(kernel, ir, tp, batch.into()),
+        Command::Check { target, tp, jobs } => {
+            cmd_codegen::check_cmd(target, if tp.is_empty() { &TP_SIZES } else { &tp }, jobs)
+        }
+        Command::Sim { kernel, tp, schedules, seed, target, batch, protocol, rotate_peers } => {
+            let peer_table = if rotate_peers { PeerTable::Rotated } else { PeerTable::Shared };
+            let config = cmd_sim::Config { tp, arch: target, batch: batch.into(), protocol, peer_table };
+            cmd_sim::sim_cmd(kernel, config, schedules, seed)
+        }
         Command::Report { tp, seed } => report(if tp.is_empty() { TP_SIZES.to_vec() } else { tp }, seed),
     }
 }
 
 fn emit(id: KernelId, ir: bool, tp: u32, batch: usize) -> ExitCode {
     if !ir {
-        eprintln!("error: nothing to emit; pass --ir (code generation for gfx906/sm_90 is not built yet)");
+        eprintln!("error: nothing to emit; pass --ir for the textual IR or --target gfx906|sm90 for code");
         return ExitCode::from(2);
     }
     let kernel = id.build(&Shapes { batch, ..Shapes::qwen27b(tp) });

@@ -1,11 +1,13 @@
-//! The kernel set of DESIGN.md §3, built with the builder API.
+//! The kernel set of DESIGN.md §3, written in the `wavefuse::kernel!` DSL.
+//!
+//! Each declaration below generates a builder function (`gemv_int4_allreduce_rmsnorm(tp, …)`)
+//! whose compile-time parameters are per-rank shapes, and an argument struct for the typed host
+//! API (`GemvInt4AllreduceRmsnormArgs`). [`KernelId::build`] instantiates them for a [`Shapes`].
 
 use std::fmt;
 use std::str::FromStr;
 
-use wavefuse::ir::{
-    Builder, Kernel, Parallelism, ScalarType, Sharding, Tensor, Weight, WeightFormat,
-};
+use wavefuse::ir::{GptqLayout, Kernel};
 
 use crate::shapes::{HIDDEN, INT8_BLOCK, RMS_EPS, Shapes};
 
@@ -75,15 +77,18 @@ impl KernelId {
 
     /// Build the kernel for these shapes.
     pub fn build(self, s: &Shapes) -> Kernel {
+        let (tp, batch) = (s.tp, s.batch);
         match self {
-            KernelId::GemvF16 => gemv(self, s, WeightFormat::F16, s.q_local()),
-            KernelId::GemvInt4 => gemv(self, s, WeightFormat::Gptq(s.gptq), s.ffn_local()),
-            KernelId::GemvInt4DualSilu => gemv_dual_silu(s),
-            KernelId::GemvInt4Qkv => gemv_qkv(s),
-            KernelId::AllreduceResidual => allreduce_residual(s, false),
-            KernelId::AllreduceResidualRmsnorm => allreduce_residual(s, true),
-            KernelId::GemvInt4AllreduceRmsnorm => gemv_allreduce_rmsnorm(s),
-            KernelId::AllreduceInt8 => allreduce_int8(s),
+            KernelId::GemvF16 => gemv_f16(tp, batch, s.q_local()),
+            KernelId::GemvInt4 => gemv_int4(tp, batch, s.ffn_local(), s.gptq),
+            KernelId::GemvInt4DualSilu => gemv_int4_dual_silu(tp, batch, s.ffn_local(), s.gptq),
+            KernelId::GemvInt4Qkv => gemv_int4_qkv(tp, batch, s.q_local(), s.kv_local(), s.gptq),
+            KernelId::AllreduceResidual => allreduce_residual(tp, batch),
+            KernelId::AllreduceResidualRmsnorm => allreduce_residual_rmsnorm(tp, batch),
+            KernelId::GemvInt4AllreduceRmsnorm => {
+                gemv_int4_allreduce_rmsnorm(tp, batch, s.ffn_local(), s.gptq)
+            }
+            KernelId::AllreduceInt8 => allreduce_int8(tp, batch),
         }
     }
 }
@@ -107,117 +112,120 @@ impl FromStr for KernelId {
     }
 }
 
-fn f16(batch: usize, features: usize) -> Tensor {
-    Tensor::activation(ScalarType::F16, batch, features)
-}
+wavefuse::kernel! {
+    /// y = W·x with FP16 weights (attention Q + gate), column-parallel; `n` is the per-rank
+    /// width.
+    pub fn gemv_f16(tp: u32, batch: usize, n: usize) across tp {
+        in w: f16_nk[HIDDEN, n] col_parallel;
+        in x: f16[batch, HIDDEN];
+        out y: f16[batch, n] col_parallel;
 
-fn col(s: &Shapes) -> Sharding {
-    Sharding::ColumnParallel { tp: s.tp }
-}
-
-fn weight(format: WeightFormat, k: usize, n: usize) -> Weight {
-    Weight { format, k, n }
-}
-
-/// Column-parallel GEMV `[HIDDEN] → [n]` with one FP16 rounding.
-fn gemv(id: KernelId, s: &Shapes, format: WeightFormat, n: usize) -> Kernel {
-    let mut b = Builder::new(id.name(), s.tp);
-    let w = b.input("w", weight(format, HIDDEN, n), col(s));
-    let x = b.input("x", f16(s.batch, HIDDEN), Sharding::Replicated);
-    let y = b.output("y", f16(s.batch, n), col(s));
-    let xv = b.load(x);
-    let acc = b.gemv(w, xv, Parallelism::Column);
-    let out = b.round_f16(acc);
-    b.store(out, y);
-    b.finish()
-}
-
-fn gemv_dual_silu(s: &Shapes) -> Kernel {
-    let n = s.ffn_local();
-    let mut b = Builder::new(KernelId::GemvInt4DualSilu.name(), s.tp);
-    let wg = b.input("w_gate", weight(WeightFormat::Gptq(s.gptq), HIDDEN, n), col(s));
-    let wu = b.input("w_up", weight(WeightFormat::Gptq(s.gptq), HIDDEN, n), col(s));
-    let x = b.input("x", f16(s.batch, HIDDEN), Sharding::Replicated);
-    let y = b.output("y", f16(s.batch, n), col(s));
-    let xv = b.load(x);
-    let gate = b.gemv(wg, xv, Parallelism::Column);
-    let up = b.gemv(wu, xv, Parallelism::Column);
-    let act = b.silu(gate);
-    let prod = b.mul(act, up);
-    let out = b.round_f16(prod);
-    b.store(out, y);
-    b.finish()
-}
-
-fn gemv_qkv(s: &Shapes) -> Kernel {
-    let (nq, nkv) = (s.q_local(), s.kv_local());
-    let mut b = Builder::new(KernelId::GemvInt4Qkv.name(), s.tp);
-    let w = b.input("w_qkv", weight(WeightFormat::Gptq(s.gptq), HIDDEN, nq + 2 * nkv), col(s));
-    let x = b.input("x", f16(s.batch, HIDDEN), Sharding::Replicated);
-    let outs = [("q", 0, nq), ("k", nq, nkv), ("v", nq + nkv, nkv)]
-        .map(|(name, start, len)| (b.output(name, f16(s.batch, len), col(s)), start, len));
-    let xv = b.load(x);
-    let acc = b.gemv(w, xv, Parallelism::Column);
-    for (buf, start, len) in outs {
-        let part = b.slice(acc, start, len);
-        let rounded = b.round_f16(part);
-        b.store(rounded, buf);
+        y = round_f16(gemv.col(w, x));
     }
-    b.finish()
-}
 
-/// Declares `residual_out` (and `normed` with `norm`), adds `sum` to the residual, rounds, and
-/// optionally normalises. Shared tail of the allreduce kernels.
-fn residual_tail(b: &mut Builder, s: &Shapes, sum: wavefuse::ir::Value, norm: bool) {
-    let residual = b.input("residual", f16(s.batch, HIDDEN), Sharding::Replicated);
-    let norm_w = norm
-        .then(|| b.input("norm_w", Tensor::vector(ScalarType::F16, HIDDEN), Sharding::Replicated));
-    let residual_out = b.output("residual_out", f16(s.batch, HIDDEN), Sharding::Replicated);
-    let normed = norm.then(|| b.output("normed", f16(s.batch, HIDDEN), Sharding::Replicated));
-    let rv = b.load(residual);
-    let r = b.add(sum, rv);
-    let r16 = b.round_f16(r);
-    b.store(r16, residual_out);
-    if let (Some(norm_w), Some(normed)) = (norm_w, normed) {
-        let wv = b.load(norm_w);
-        let n = b.rmsnorm(r16, wv, RMS_EPS);
-        let n16 = b.round_f16(n);
-        b.store(n16, normed);
+    /// y = W·x with GPTQ INT4 weights (FFN up), column-parallel.
+    pub fn gemv_int4(tp: u32, batch: usize, n: usize, gptq: GptqLayout) across tp {
+        in w: gptq(gptq)[HIDDEN, n] col_parallel;
+        in x: f16[batch, HIDDEN];
+        out y: f16[batch, n] col_parallel;
+
+        y = round_f16(gemv.col(w, x));
+    }
+
+    /// y = silu(W_gate·x) · (W_up·x): both GEMVs read x once; one rounding at the end.
+    pub fn gemv_int4_dual_silu(tp: u32, batch: usize, n: usize, gptq: GptqLayout) across tp {
+        in w_gate: gptq(gptq)[HIDDEN, n] col_parallel;
+        in w_up: gptq(gptq)[HIDDEN, n] col_parallel;
+        in x: f16[batch, HIDDEN];
+        out y: f16[batch, n] col_parallel;
+
+        let gate = gemv.col(w_gate, x);
+        let up = gemv.col(w_up, x);
+        y = round_f16(silu(gate) * up);
+    }
+
+    /// Q, K and V by column range of one fused GEMV, in one launch.
+    pub fn gemv_int4_qkv(tp: u32, batch: usize, nq: usize, nkv: usize, gptq: GptqLayout) across tp {
+        in w_qkv: gptq(gptq)[HIDDEN, nq + 2 * nkv] col_parallel;
+        in x: f16[batch, HIDDEN];
+        out q: f16[batch, nq] col_parallel;
+        out k: f16[batch, nkv] col_parallel;
+        out v: f16[batch, nkv] col_parallel;
+
+        let qkv = gemv.col(w_qkv, x);
+        q = round_f16(slice(qkv, start = 0, len = nq));
+        k = round_f16(slice(qkv, start = nq, len = nkv));
+        v = round_f16(slice(qkv, start = nq + nkv, len = nkv));
+    }
+
+    /// r' = Σ_ranks partial + r.
+    pub fn allreduce_residual(tp: u32, batch: usize) across tp {
+        in partial: f16[batch, HIDDEN] partial;
+        in residual: f16[batch, HIDDEN];
+        out residual_out: f16[batch, HIDDEN];
+
+        residual_out = round_f16(allreduce(partial) + residual);
+    }
+
+    /// r' = Σ_ranks partial + r; normed = rmsnorm(r'): two outputs, the residual stream is never
+    /// overwritten by its normalised copy.
+    pub fn allreduce_residual_rmsnorm(tp: u32, batch: usize) across tp {
+        in partial: f16[batch, HIDDEN] partial;
+        in residual: f16[batch, HIDDEN];
+        in norm_w: f16[HIDDEN];
+        out residual_out: f16[batch, HIDDEN];
+        out normed: f16[batch, HIDDEN];
+
+        residual_out = round_f16(allreduce(partial) + residual);
+        normed = round_f16(rmsnorm(residual_out, norm_w, eps = RMS_EPS));
+    }
+
+    /// THE fused kernel: row-parallel INT4 GEMV (each rank holds a `k`-row shard of W and
+    /// produces partial sums of all outputs), allreduce, residual add, RMSNorm; two outputs.
+    pub fn gemv_int4_allreduce_rmsnorm(tp: u32, batch: usize, k: usize, gptq: GptqLayout)
+    across tp {
+        in w_down: gptq(gptq)[k, HIDDEN] row_parallel;
+        in x: f16[batch, k] col_parallel;
+        in residual: f16[batch, HIDDEN];
+        in norm_w: f16[HIDDEN];
+        out residual_out: f16[batch, HIDDEN];
+        out normed: f16[batch, HIDDEN];
+
+        // The published partial is FP16 (10 KB at hidden 5120): a rounding point.
+        let partial = round_f16(gemv.row(w_down, x));
+        residual_out = round_f16(allreduce(partial) + residual);
+        normed = round_f16(rmsnorm(residual_out, norm_w, eps = RMS_EPS));
+    }
+
+    /// y = Σ_ranks int8_roundtrip(partial): the compressed allreduce.
+    pub fn allreduce_int8(tp: u32, batch: usize) across tp {
+        in partial: f16[batch, HIDDEN] partial;
+        out y: f16[batch, HIDDEN];
+
+        y = round_f16(allreduce.int8(partial, block = INT8_BLOCK));
     }
 }
 
-fn allreduce_residual(s: &Shapes, norm: bool) -> Kernel {
-    let id = if norm { KernelId::AllreduceResidualRmsnorm } else { KernelId::AllreduceResidual };
-    let mut b = Builder::new(id.name(), s.tp);
-    let partial = b.input("partial", f16(s.batch, HIDDEN), Sharding::Partial { tp: s.tp });
-    let pv = b.load(partial);
-    let sum = b.allreduce(pv);
-    residual_tail(&mut b, s, sum, norm);
-    b.finish()
-}
+#[cfg(test)]
+mod tests {
+    use wavefuse::ir::validate;
 
-fn gemv_allreduce_rmsnorm(s: &Shapes) -> Kernel {
-    let k = s.ffn_local();
-    let mut b = Builder::new(KernelId::GemvInt4AllreduceRmsnorm.name(), s.tp);
-    let row = Sharding::RowParallel { tp: s.tp };
-    let w = b.input("w_down", weight(WeightFormat::Gptq(s.gptq), k, HIDDEN), row);
-    let x = b.input("x", f16(s.batch, k), col(s));
-    let xv = b.load(x);
-    let partial = b.gemv(w, xv, Parallelism::Row);
-    // The published partial is FP16 (10 KB at hidden 5120): a rounding point.
-    let partial16 = b.round_f16(partial);
-    let sum = b.allreduce(partial16);
-    residual_tail(&mut b, s, sum, true);
-    b.finish()
-}
+    use super::*;
+    use crate::shapes::TP_SIZES;
 
-fn allreduce_int8(s: &Shapes) -> Kernel {
-    let mut b = Builder::new(KernelId::AllreduceInt8.name(), s.tp);
-    let partial = b.input("partial", f16(s.batch, HIDDEN), Sharding::Partial { tp: s.tp });
-    let y = b.output("y", f16(s.batch, HIDDEN), Sharding::Replicated);
-    let pv = b.load(partial);
-    let sum = b.allreduce_int8(pv, INT8_BLOCK);
-    let out = b.round_f16(sum);
-    b.store(out, y);
-    b.finish()
+    /// The DSL checks what the tokens decide; the validator checks the rest at every shape.
+    #[test]
+    fn every_kernel_validates_at_every_tp_and_batch() {
+        for tp in TP_SIZES {
+            for batch in 1..=8 {
+                for id in KernelId::ALL {
+                    let kernel = id.build(&Shapes { batch, ..Shapes::qwen27b(tp) });
+                    assert_eq!(kernel.name(), id.name());
+                    if let Err(e) = validate(&kernel) {
+                        panic!("{id} at tp={tp}, batch={batch}: {e}");
+                    }
+                }
+            }
+        }
+    }
 }

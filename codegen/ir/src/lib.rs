@@ -78,7 +78,7 @@ pub use kernel::{Kernel, OpData, ValueDef};
 pub use ops::{OpKind, Parallelism};
 pub use types::{
     AWQ_NIBBLE_ORDER, AwqLayout, GPTQ_NIBBLE_ORDER, GptqLayout, GroupSize, IndexSpace, MemorySpace,
-    Ordering, ScalarType, Scope, Sharding, WeightFormat, ZeroPoint,
+    Ordering, ScalarType, Scope, Sharding, WeightFormat, ZeroPoint, peer_slot,
 };
 pub use validate::{KernelInfo, validate};
 pub use value::{Dist, ValueType};

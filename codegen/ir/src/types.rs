@@ -284,6 +284,15 @@ impl fmt::Display for Sharding {
     }
 }
 
+/// The one peer-addressing rule of a TP group (DESIGN.md §5.5): in every rank's table of the
+/// group's exchange buffers, slot `peer_slot(p)` holds rank p's buffer. The rule is ascending rank
+/// order and does not depend on the executing rank, so every rank also sums the group's partials in
+/// the same order and replicated results agree bit for bit. Host code (the facade's `Peers`, the
+/// runtime's peer tables) and device code (the lowering and the simulator) all call this function.
+pub fn peer_slot(peer: u32) -> usize {
+    peer as usize
+}
+
 /// Memory ordering of an atomic or fence (used by the lowered level).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Ordering {

@@ -116,11 +116,8 @@ pub struct CoResidency {
 }
 
 /// The slot of rank `peer`'s array in every rank's peer table: the one rule host and device share
-/// (DESIGN.md §5.5). Ascending rank order, identical on every rank, so every rank also sums peer
-/// contributions in the same order and replicated results agree bit for bit.
-pub fn peer_slot(peer: u32) -> usize {
-    peer as usize
-}
+/// (DESIGN.md §5.5), defined once in the IR crate.
+pub use wavefuse_ir::peer_slot;
 
 /// One rank's kernel at the lowered level. See the module docs for the execution model.
 #[derive(Clone, Debug, PartialEq)]

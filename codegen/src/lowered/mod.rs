@@ -35,6 +35,7 @@ mod expr;
 mod kernel;
 mod print;
 mod stmt;
+pub mod validate;
 
 pub use entities::{Lds, Param, Reg};
 pub use expr::{BinOp, Expr, Special, UnOp};

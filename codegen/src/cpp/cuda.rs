@@ -1,0 +1,154 @@
+//! The CUDA dialect for NVIDIA GPUs (sm_90): warp 32, the scoped `__nv_atomic_*` builtins of
+//! CUDA ≥ 12.8 (no header needed, accepted by nvcc and NVRTC alike), FP16 as raw bits with PTX
+//! conversions.
+
+use wavefuse_ir::{Ordering, Scope};
+
+use super::dialect::{Atomics, Builtins, Fp16, KernelAttrs, Language, Prelude, Rmw, WaveOps};
+
+/// CUDA C++ for NVIDIA GPUs, compiled by nvcc or NVRTC.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct CudaDialect;
+
+const PRELUDE: &str = "\
+// FP16 values are kept as their 16 bits and only converted, one PTX instruction each, so this
+// source needs no CUDA header and compiles with NVRTC without include paths.
+typedef unsigned short wf_f16;
+static __device__ __forceinline__ float wf_f16_to_f32(wf_f16 h) {
+    float f;
+    asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));
+    return f;
+}
+static __device__ __forceinline__ wf_f16 wf_f32_to_f16(float f) {
+    wf_f16 h;
+    asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));
+    return h;
+}
+";
+
+impl Prelude for CudaDialect {
+    fn language(&self) -> Language {
+        Language::Cuda
+    }
+
+    fn prelude(&self) -> &'static str {
+        PRELUDE
+    }
+}
+
+impl KernelAttrs for CudaDialect {
+    fn max_static_lds_bytes(&self) -> usize {
+        // More than 48 KiB of shared memory needs dynamic allocation and an opt-in attribute.
+        48 * 1024
+    }
+
+    fn restrict_peer_tables(&self) -> bool {
+        // ptxas keeps hoisted peer pointers in uniform registers; at TP = 8 the INT8 allreduce's
+        // 2 x 8 pointers overflowed them into a local-memory stack frame (measured). Unrestricted,
+        // entries are reloaded where used (L1 hits) and nothing spills.
+        false
+    }
+}
+
+impl Builtins for CudaDialect {
+    fn spin_pause(&self) -> &'static str {
+        "__nanosleep(64);"
+    }
+}
+
+impl WaveOps for CudaDialect {
+    fn shuffle_xor(&self, value: &str, mask: u32, wave_size: u32) -> String {
+        // Full-warp mask: the writer reduces only in warp-uniform control flow, so all 32 lanes
+        // execute the shuffle (required by the _sync variants).
+        format!("__shfl_xor_sync(0xffffffffu, {value}, {mask}, {wave_size})")
+    }
+}
+
+impl Atomics for CudaDialect {
+    fn order(&self, o: Ordering) -> &'static str {
+        // nvcc/NVRTC emit these as PTX ld.acquire / st.release / atom.<order>, whose semantics
+        // are the PTX memory model's acquire/release, a refinement of the C++ orders.
+        match o {
+            Ordering::Relaxed => "__NV_ATOMIC_RELAXED",
+            Ordering::Acquire => "__NV_ATOMIC_ACQUIRE",
+            Ordering::Release => "__NV_ATOMIC_RELEASE",
+            Ordering::AcqRel => "__NV_ATOMIC_ACQ_REL",
+            Ordering::SeqCst => "__NV_ATOMIC_SEQ_CST",
+        }
+    }
+
+    fn scope(&self, s: Scope) -> &'static str {
+        // PTX has no warp scope: .cta contains the warp, so block scope is at least as strong.
+        // Agent = .gpu, system = .sys (coherent across GPUs over NVLink/PCIe and with the host).
+        match s {
+            Scope::Wave | Scope::Workgroup => "__NV_THREAD_SCOPE_BLOCK",
+            Scope::Agent => "__NV_THREAD_SCOPE_DEVICE",
+            Scope::System => "__NV_THREAD_SCOPE_SYSTEM",
+        }
+    }
+
+    fn atomic_load(&self, ptr: &str, o: Ordering, s: Scope) -> String {
+        // ld.<order>.<scope>: a morally strong load, never served from a non-coherent cache.
+        format!(
+            "__nv_atomic_load_n({ptr}, {}, {})",
+            self.order(o),
+            self.scope(s)
+        )
+    }
+
+    fn atomic_store(&self, ptr: &str, value: &str, o: Ordering, s: Scope) -> String {
+        // st.<order>.<scope>: a release store makes this thread's earlier writes (and those it
+        // observed, PTX release is cumulative) visible to an acquirer at that scope.
+        format!(
+            "__nv_atomic_store_n({ptr}, {value}, {}, {})",
+            self.order(o),
+            self.scope(s)
+        )
+    }
+
+    fn atomic_rmw(&self, op: Rmw, ptr: &str, value: &str, o: Ordering, s: Scope) -> String {
+        // atom.<op>.<order>.<scope>: one instruction; FP32 add is native on sm_90.
+        let name = match op {
+            Rmw::Add => "__nv_atomic_fetch_add",
+            Rmw::Max => "__nv_atomic_fetch_max",
+        };
+        format!(
+            "{name}({ptr}, {value}, {}, {})",
+            self.order(o),
+            self.scope(s)
+        )
+    }
+
+    fn fence(&self, o: Ordering, s: Scope) -> String {
+        // PTX has only fence.acq_rel and fence.sc: an acquire or release fence becomes one of
+        // them at the same scope, which is at least as strong and therefore correct.
+        format!(
+            "__nv_atomic_thread_fence({}, {})",
+            self.order(o),
+            self.scope(s)
+        )
+    }
+}
+
+impl Fp16 for CudaDialect {
+    fn f16_type(&self) -> &'static str {
+        "wf_f16"
+    }
+
+    fn f16_to_f32(&self, e: &str) -> String {
+        format!("wf_f16_to_f32({e})")
+    }
+
+    fn f32_to_f16(&self, e: &str) -> String {
+        // cvt.rn: round to nearest even, the rounding every FP16 store of the IR performs.
+        format!("wf_f32_to_f16({e})")
+    }
+
+    fn f16_from_bits(&self, bits: &str) -> String {
+        format!("(wf_f16){bits}")
+    }
+
+    fn f16_to_bits(&self, e: &str) -> String {
+        format!("(unsigned short){e}")
+    }
+}

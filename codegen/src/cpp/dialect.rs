@@ -1,0 +1,175 @@
+//! What differs between the C++ dialects, as small traits. A [`Dialect`] is any type implementing
+//! all of them; [`HipDialect`](super::HipDialect) and [`CudaDialect`](super::CudaDialect) override
+//! only what differs from the defaults here. Every method that touches memory ordering is
+//! implemented per dialect with a comment saying why the spelling is correct on that target.
+
+use wavefuse_ir::{Ordering, Scope};
+
+use crate::lowered::{Special, Ty};
+
+/// The source language of a dialect.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Language {
+    /// HIP C++ (hipcc / hiprtc), for AMD GPUs.
+    Hip,
+    /// CUDA C++ (nvcc / NVRTC), for NVIDIA GPUs.
+    Cuda,
+}
+
+impl Language {
+    /// File extension of a generated source.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Language::Hip => "hip",
+            Language::Cuda => "cu",
+        }
+    }
+
+    /// Name in comments and the ABI description.
+    pub fn name(self) -> &'static str {
+        match self {
+            Language::Hip => "hip",
+            Language::Cuda => "cuda",
+        }
+    }
+}
+
+/// Read-modify-write atomics the writer emits.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Rmw {
+    /// Fetch-and-add.
+    Add,
+    /// Fetch-and-max.
+    Max,
+}
+
+/// Includes and file-scope definitions.
+pub trait Prelude {
+    /// The source language.
+    fn language(&self) -> Language;
+
+    /// Headers the generated source includes, in order.
+    fn includes(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// File-scope definitions every kernel of the dialect may use (type aliases, conversions).
+    fn prelude(&self) -> &'static str {
+        ""
+    }
+}
+
+/// Kernel attributes and per-kernel limits.
+pub trait KernelAttrs {
+    /// Attributes between `void` and the kernel's name. The workgroup size is exact, so the
+    /// compiler budgets registers for it instead of for 1024 lanes.
+    fn launch_attributes(&self, workgroup_size: u32) -> String {
+        format!("__launch_bounds__({workgroup_size})")
+    }
+
+    /// Most bytes of statically declared workgroup memory one kernel may use.
+    fn max_static_lds_bytes(&self) -> usize;
+
+    /// Whether a peer table parameter is declared `__restrict__` (which lets the compiler load
+    /// every table entry once, early, and keep the pointers in registers).
+    fn restrict_peer_tables(&self) -> bool {
+        true
+    }
+}
+
+/// Hardware indices, the workgroup barrier, and the pause inside a spin loop.
+pub trait Builtins {
+    /// A hardware index (u32), binding at least as tightly as a C cast. Waves are formed from
+    /// consecutive lanes of a 1-D workgroup.
+    fn special(&self, s: Special, wave_size: u32) -> String {
+        special_1d(s, wave_size)
+    }
+
+    /// The workgroup barrier: every lane waits, and LDS and global accesses of the workgroup are
+    /// ordered at workgroup scope (a release/acquire fence pair around the barrier, on both targets).
+    fn workgroup_barrier(&self) -> &'static str {
+        "__syncthreads();"
+    }
+
+    /// A short pause between polls of a spin loop, so polling does not saturate the memory system.
+    fn spin_pause(&self) -> &'static str;
+
+    /// Unsigned bitfield extract of `width` bits at `offset` (both operands already printed).
+    fn bfe(&self, value: &str, offset: &str, width: u32) -> String {
+        if width >= 32 {
+            format!("({value} >> {offset})")
+        } else {
+            format!("(({value} >> {offset}) & {:#x}u)", (1u64 << width) - 1)
+        }
+    }
+}
+
+/// Cross-lane operations within a wave.
+pub trait WaveOps {
+    /// `value` as held by lane `lane_id ^ mask` of the same wave. Every lane of the wave executes it.
+    fn shuffle_xor(&self, value: &str, mask: u32, wave_size: u32) -> String;
+}
+
+/// Atomic accesses and fences with an explicit ordering and scope.
+pub trait Atomics {
+    /// The spelling of an atomic access's ordering.
+    fn order(&self, o: Ordering) -> &'static str;
+
+    /// The spelling of an atomic access's scope.
+    fn scope(&self, s: Scope) -> &'static str;
+
+    /// An atomic load of `*ptr`.
+    fn atomic_load(&self, ptr: &str, o: Ordering, s: Scope) -> String;
+
+    /// An atomic store of `value` to `*ptr` (a statement without the `;`).
+    fn atomic_store(&self, ptr: &str, value: &str, o: Ordering, s: Scope) -> String;
+
+    /// A fetch-and-op on `*ptr`, evaluating to the old value.
+    fn atomic_rmw(&self, op: Rmw, ptr: &str, value: &str, o: Ordering, s: Scope) -> String;
+
+    /// Whether `op` on `ty` has a correct lowering (a native instruction or a compiler CAS loop
+    /// with the same semantics).
+    fn rmw_supported(&self, op: Rmw, ty: Ty) -> bool {
+        matches!(
+            (op, ty),
+            (Rmw::Add, Ty::U32 | Ty::I32 | Ty::F32) | (Rmw::Max, Ty::U32 | Ty::I32)
+        )
+    }
+
+    /// A fence (a statement without the `;`); `o` is never relaxed.
+    fn fence(&self, o: Ordering, s: Scope) -> String;
+}
+
+/// IEEE binary16 values: their type and conversions.
+pub trait Fp16 {
+    /// The C++ type of an FP16 register or array element.
+    fn f16_type(&self) -> &'static str;
+
+    /// f16 → f32 (exact).
+    fn f16_to_f32(&self, e: &str) -> String;
+
+    /// f32 → f16, rounding to nearest even.
+    fn f32_to_f16(&self, e: &str) -> String;
+
+    /// An f16 from its 16 bits (an `unsigned short` expression).
+    fn f16_from_bits(&self, bits: &str) -> String;
+
+    /// The 16 bits of an f16, as an `unsigned short`.
+    fn f16_to_bits(&self, e: &str) -> String;
+}
+
+/// The hardware indices of a 1-D workgroup, spelled the same in HIP and CUDA.
+pub fn special_1d(s: Special, wave_size: u32) -> String {
+    match s {
+        Special::LocalId => "threadIdx.x".into(),
+        Special::WorkgroupId => "blockIdx.x".into(),
+        Special::NumWorkgroups => "gridDim.x".into(),
+        Special::LaneId => format!("(threadIdx.x & {}u)", wave_size - 1),
+        Special::WaveId => format!("(threadIdx.x / {wave_size}u)"),
+    }
+}
+
+/// A C++ dialect: everything the writer needs to know about one target's language.
+pub trait Dialect: Prelude + KernelAttrs + Builtins + WaveOps + Atomics + Fp16 {}
+
+impl<T: Prelude + KernelAttrs + Builtins + WaveOps + Atomics + Fp16> Dialect for T {}

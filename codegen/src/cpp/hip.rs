@@ -1,0 +1,154 @@
+//! The HIP dialect for AMD GPUs (gfx906): wave64, `__hip_atomic_*` with explicit memory scopes,
+//! `__builtin_amdgcn_fence`, `_Float16`.
+
+use wavefuse_ir::{Ordering, Scope};
+
+use super::dialect::{
+    Atomics, Builtins, Fp16, KernelAttrs, Language, Prelude, Rmw, WaveOps, special_1d,
+};
+use crate::lowered::Special;
+
+/// HIP C++ for AMD GPUs, compiled by hipcc (clang) or hiprtc.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct HipDialect;
+
+impl Prelude for HipDialect {
+    fn language(&self) -> Language {
+        Language::Hip
+    }
+
+    fn includes(&self) -> &'static [&'static str] {
+        // hipcc does not pre-include the runtime header (Debian's hipcc 5.2 needs it in the source).
+        &["hip/hip_runtime.h"]
+    }
+}
+
+impl KernelAttrs for HipDialect {
+    fn launch_attributes(&self, workgroup_size: u32) -> String {
+        // Both spellings: without the flat size the backend assumes up to 1024 lanes and caps a
+        // kernel at 64 VGPRs (DESIGN.md §6).
+        format!(
+            "__launch_bounds__({workgroup_size}) \
+             __attribute__((amdgpu_flat_work_group_size({workgroup_size}, {workgroup_size})))"
+        )
+    }
+
+    fn max_static_lds_bytes(&self) -> usize {
+        64 * 1024
+    }
+}
+
+impl Builtins for HipDialect {
+    fn special(&self, s: Special, wave_size: u32) -> String {
+        match s {
+            // Uniform per wave: readfirstlane lets the compiler keep it in an SGPR.
+            Special::WaveId => {
+                format!("(unsigned)__builtin_amdgcn_readfirstlane(threadIdx.x / {wave_size}u)")
+            }
+            _ => special_1d(s, wave_size),
+        }
+    }
+
+    fn spin_pause(&self) -> &'static str {
+        "__builtin_amdgcn_s_sleep(1);"
+    }
+}
+
+impl WaveOps for HipDialect {
+    fn shuffle_xor(&self, value: &str, mask: u32, wave_size: u32) -> String {
+        // ds_bpermute across the full wave64; the writer reduces only in wave-uniform control flow.
+        format!("__shfl_xor({value}, {mask}, {wave_size})")
+    }
+}
+
+impl Atomics for HipDialect {
+    fn order(&self, o: Ordering) -> &'static str {
+        // clang lowers the C11 orders through the AMDGPU memory model: on gfx906 a release at
+        // agent/system scope waits for earlier stores (s_waitcnt vmcnt(0)) and an acquire
+        // invalidates the L1 afterwards (buffer_wbinvl1_vol), so no stale line is read.
+        match o {
+            Ordering::Relaxed => "__ATOMIC_RELAXED",
+            Ordering::Acquire => "__ATOMIC_ACQUIRE",
+            Ordering::Release => "__ATOMIC_RELEASE",
+            Ordering::AcqRel => "__ATOMIC_ACQ_REL",
+            Ordering::SeqCst => "__ATOMIC_SEQ_CST",
+        }
+    }
+
+    fn scope(&self, s: Scope) -> &'static str {
+        // One to one: HIP has all four scopes. System scope is coherent with peers and the host
+        // when the memory is fine-grained/uncached, which the ABI requires of flags (§5.12).
+        match s {
+            Scope::Wave => "__HIP_MEMORY_SCOPE_WAVEFRONT",
+            Scope::Workgroup => "__HIP_MEMORY_SCOPE_WORKGROUP",
+            Scope::Agent => "__HIP_MEMORY_SCOPE_AGENT",
+            Scope::System => "__HIP_MEMORY_SCOPE_SYSTEM",
+        }
+    }
+
+    fn atomic_load(&self, ptr: &str, o: Ordering, s: Scope) -> String {
+        // The scoped builtin carries both ordering and scope into the LLVM atomic (no volatile hacks).
+        format!(
+            "__hip_atomic_load({ptr}, {}, {})",
+            self.order(o),
+            self.scope(s)
+        )
+    }
+
+    fn atomic_store(&self, ptr: &str, value: &str, o: Ordering, s: Scope) -> String {
+        // As atomic_load: the release (if any) is placed by the backend per the declared scope.
+        format!(
+            "__hip_atomic_store({ptr}, {value}, {}, {})",
+            self.order(o),
+            self.scope(s)
+        )
+    }
+
+    fn atomic_rmw(&self, op: Rmw, ptr: &str, value: &str, o: Ordering, s: Scope) -> String {
+        // gfx906 has no FP32 global atomic add: clang expands it into a CAS loop with the same
+        // ordering and scope, which is still one atomic read-modify-write.
+        let name = match op {
+            Rmw::Add => "__hip_atomic_fetch_add",
+            Rmw::Max => "__hip_atomic_fetch_max",
+        };
+        format!(
+            "{name}({ptr}, {value}, {}, {})",
+            self.order(o),
+            self.scope(s)
+        )
+    }
+
+    fn fence(&self, o: Ordering, s: Scope) -> String {
+        // The AMDGPU sync-scope names; "" is the system scope in LLVM's AMDGPU memory model.
+        let scope = match s {
+            Scope::Wave => "wavefront",
+            Scope::Workgroup => "workgroup",
+            Scope::Agent => "agent",
+            Scope::System => "",
+        };
+        format!("__builtin_amdgcn_fence({}, \"{scope}\")", self.order(o))
+    }
+}
+
+impl Fp16 for HipDialect {
+    fn f16_type(&self) -> &'static str {
+        "_Float16"
+    }
+
+    fn f16_to_f32(&self, e: &str) -> String {
+        format!("(float){e}")
+    }
+
+    fn f32_to_f16(&self, e: &str) -> String {
+        // clang converts float → _Float16 with round-to-nearest-even (v_cvt_f16_f32).
+        format!("(_Float16){e}")
+    }
+
+    fn f16_from_bits(&self, bits: &str) -> String {
+        format!("__builtin_bit_cast(_Float16, (unsigned short){bits})")
+    }
+
+    fn f16_to_bits(&self, e: &str) -> String {
+        format!("__builtin_bit_cast(unsigned short, {e})")
+    }
+}

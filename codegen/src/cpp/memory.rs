@@ -1,0 +1,246 @@
+//! Plain loads and stores, scalar or as one vector access.
+//!
+//! A run of `n` consecutive elements is read or written with 32-bit words when it fills 1, 2 or
+//! 4k words: one `unsigned`, one `uint2`, or `k` `uint4`s. The element index is then assumed to be
+//! a multiple of `n` and the array aligned to the access width; the ABI description records the
+//! alignment per parameter (see [`vector_words`]).
+
+use crate::lowered::{Base, Expr, LoweredKernel, MemRef, ParamKind, Reg, Ty};
+
+use super::{Dialect, Error, Level, Writer, expr_ty};
+
+/// How a run of `n` elements of `elem` is accessed: the number of 32-bit words per vector access
+/// (1, 2 or 4) and how many such accesses, or `None` for element-wise access.
+pub fn vector_words(elem: Ty, n: usize) -> Option<(usize, usize)> {
+    let bytes = elem.bytes() * n;
+    if n < 2 || elem == Ty::Bool || bytes % 4 != 0 {
+        return None;
+    }
+    match bytes / 4 {
+        1 => Some((1, 1)),
+        2 => Some((2, 1)),
+        w if w % 4 == 0 => Some((4, w / 4)),
+        _ => None,
+    }
+}
+
+/// The element type of the array `m` addresses.
+pub fn elem_ty(k: &LoweredKernel, m: &MemRef) -> Result<Ty, Error> {
+    match &m.base {
+        Base::Param(p) | Base::Peer { param: p, .. } => match k.params.get(*p).map(|d| &d.kind) {
+            Some(ParamKind::Array { elem, .. } | ParamKind::PeerArrays { elem, .. }) => Ok(*elem),
+            _ => Err(Error::Malformed(format!("{p} is not an array parameter"))),
+        },
+        Base::Lds(l) => k
+            .lds
+            .get(*l)
+            .map(|d| d.elem)
+            .ok_or_else(|| Error::Malformed(format!("{l} is not declared"))),
+    }
+}
+
+const LANES: [&str; 4] = ["x", "y", "z", "w"];
+
+impl<D: Dialect> Writer<'_, D> {
+    /// The array `m` addresses, as a pointer expression.
+    pub(super) fn base(&self, m: &MemRef) -> Result<String, Error> {
+        Ok(match &m.base {
+            Base::Param(p) => {
+                if !matches!(self.k.params[*p].kind, ParamKind::Array { .. }) {
+                    return Err(Error::Malformed(format!(
+                        "{p} addressed as an array of this rank"
+                    )));
+                }
+                self.names.param(*p).to_owned()
+            }
+            Base::Peer { param, rank } => {
+                if !matches!(self.k.params[*param].kind, ParamKind::PeerArrays { .. }) {
+                    return Err(Error::Malformed(format!(
+                        "{param} addressed as a peer table"
+                    )));
+                }
+                format!("{}[{}]", self.names.param(*param), self.expr(rank)?)
+            }
+            Base::Lds(l) => self.names.lds(*l).to_owned(),
+        })
+    }
+
+    /// `base[index]`.
+    pub(super) fn element(&self, m: &MemRef) -> Result<String, Error> {
+        Ok(format!("{}[{}]", self.base(m)?, self.expr(&m.index)?))
+    }
+
+    /// `base[index + i]`.
+    fn element_at(&self, m: &MemRef, i: usize) -> Result<String, Error> {
+        if i == 0 {
+            return self.element(m);
+        }
+        let index = Expr::add(m.index.clone(), Expr::u32(i as u32));
+        Ok(format!("{}[{}]", self.base(m)?, self.expr(&index)?))
+    }
+
+    pub(super) fn load(&mut self, dst: &[Reg], m: &MemRef, lvl: Level) -> Result<(), Error> {
+        let elem = elem_ty(self.k, m)?;
+        for r in dst {
+            let t = self.k.regs[*r].ty;
+            if t != elem {
+                return Err(Error::Malformed(format!(
+                    "{r} is {} but loads a {} element",
+                    t.name(),
+                    elem.name()
+                )));
+            }
+        }
+        let Some((words, count)) = vector_words(elem, dst.len()) else {
+            for (i, r) in dst.iter().enumerate() {
+                let text = format!("{} = {};", self.names.reg(*r), self.element_at(m, i)?);
+                self.line(lvl, &text);
+            }
+            return Ok(());
+        };
+        let vty = vector_type(words);
+        let addr = format!("&{}", self.element(m)?);
+        self.line(lvl, "{");
+        let inner = lvl.next();
+        let mut word_names = Vec::new();
+        if count == 1 {
+            self.line(
+                inner,
+                &format!("const {vty} wf_v = *reinterpret_cast<const {vty}*>({addr});"),
+            );
+            word_names.extend(word_lanes("wf_v", words));
+        } else {
+            self.line(
+                inner,
+                &format!("const {vty}* wf_p = reinterpret_cast<const {vty}*>({addr});"),
+            );
+            for c in 0..count {
+                self.line(inner, &format!("const {vty} wf_v{c} = wf_p[{c}];"));
+                word_names.extend(word_lanes(&format!("wf_v{c}"), words));
+            }
+        }
+        let per_word = 4 / elem.bytes();
+        for (i, r) in dst.iter().enumerate() {
+            let word = &word_names[i / per_word];
+            let shift = (i % per_word) * elem.bytes() * 8;
+            let value = self.element_from_word(elem, word, shift);
+            self.line(inner, &format!("{} = {value};", self.names.reg(*r)));
+        }
+        self.line(lvl, "}");
+        Ok(())
+    }
+
+    pub(super) fn store(&mut self, m: &MemRef, values: &[Expr], lvl: Level) -> Result<(), Error> {
+        let elem = elem_ty(self.k, m)?;
+        for v in values {
+            let t = expr_ty(self.k, v)?;
+            if t != elem {
+                return Err(Error::Malformed(format!(
+                    "a {} value stored into a {} array",
+                    t.name(),
+                    elem.name()
+                )));
+            }
+        }
+        let Some((words, count)) = vector_words(elem, values.len()) else {
+            for (i, v) in values.iter().enumerate() {
+                let text = format!("{} = {};", self.element_at(m, i)?, self.expr(v)?);
+                self.line(lvl, &text);
+            }
+            return Ok(());
+        };
+        let per_word = 4 / elem.bytes();
+        let mut packed = Vec::new();
+        for chunk in values.chunks(per_word) {
+            let mut parts = Vec::new();
+            for (j, v) in chunk.iter().enumerate() {
+                parts.push(self.element_to_word(elem, &self.expr(v)?, j * elem.bytes() * 8));
+            }
+            packed.push(parts.join(" | "));
+        }
+        let vty = vector_type(words);
+        let addr = format!("&{}", self.element(m)?);
+        if count == 1 {
+            let value = make_vector(words, &packed);
+            self.line(
+                lvl,
+                &format!("*reinterpret_cast<{vty}*>({addr}) = {value};"),
+            );
+        } else {
+            self.line(lvl, "{");
+            let inner = lvl.next();
+            self.line(
+                inner,
+                &format!("{vty}* wf_p = reinterpret_cast<{vty}*>({addr});"),
+            );
+            for (c, ws) in packed.chunks(4).enumerate() {
+                self.line(inner, &format!("wf_p[{c}] = {};", make_vector(words, ws)));
+            }
+            self.line(lvl, "}");
+        }
+        Ok(())
+    }
+
+    /// The element at bit `shift` of the 32-bit `word`, as a value of `elem`.
+    fn element_from_word(&self, elem: Ty, word: &str, shift: usize) -> String {
+        let bits = if shift == 0 {
+            word.to_owned()
+        } else {
+            format!("({word} >> {shift})")
+        };
+        match elem {
+            Ty::U32 => bits,
+            Ty::I32 => format!("(int){bits}"),
+            Ty::F32 => format!("__uint_as_float({bits})"),
+            Ty::F16 => self.d.f16_from_bits(&bits),
+            Ty::I8 => format!("(signed char){bits}"),
+            Ty::Bool => format!("({bits} & 0xffu) != 0u"), // not reached: vector_words excludes bool
+        }
+    }
+
+    /// `value` (of `elem`) as the bits at `shift` of a 32-bit word.
+    fn element_to_word(&self, elem: Ty, value: &str, shift: usize) -> String {
+        let v = if value.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            value.to_owned()
+        } else {
+            format!("({value})")
+        };
+        let bits = match elem {
+            Ty::U32 => v,
+            Ty::I32 => format!("(unsigned){v}"),
+            Ty::F32 => format!("__float_as_uint({v})"),
+            Ty::F16 => format!("(unsigned){}", self.d.f16_to_bits(&v)),
+            Ty::I8 => format!("(unsigned)(unsigned char){v}"),
+            Ty::Bool => format!("(unsigned){v}"), // not reached: vector_words excludes bool
+        };
+        if shift == 0 {
+            bits
+        } else {
+            format!("({bits} << {shift})")
+        }
+    }
+}
+
+fn vector_type(words: usize) -> &'static str {
+    match words {
+        1 => "unsigned",
+        2 => "uint2",
+        _ => "uint4",
+    }
+}
+
+fn word_lanes(v: &str, words: usize) -> Vec<String> {
+    if words == 1 {
+        vec![v.to_owned()]
+    } else {
+        LANES[..words].iter().map(|l| format!("{v}.{l}")).collect()
+    }
+}
+
+fn make_vector(words: usize, ws: &[String]) -> String {
+    match words {
+        1 => ws[0].clone(),
+        2 => format!("make_uint2({}, {})", ws[0], ws[1]),
+        _ => format!("make_uint4({})", ws.join(", ")),
+    }
+}

@@ -1,0 +1,96 @@
+//! The C++ back ends: one [`Writer`] generic over a [`Dialect`], with [`HipDialect`] for AMD
+//! (gfx906) and [`CudaDialect`] for NVIDIA (sm_90).
+//!
+//! The writer prints a lowered kernel (after
+//! [`expand_sync`](crate::lowered::expand::expand_sync)) as one `extern "C" __global__` function
+//! with exact launch bounds. Output is deterministic: identifiers come from entity indices through
+//! one [`Names`] table, helpers are printed in name order, indentation goes through [`Level`].
+//! Every synchronisation statement is preceded by a one-line comment naming the DESIGN.md §5
+//! invariant it upholds. What a target cannot express returns [`Error::Unsupported`].
+//!
+//! Assumptions the generated code makes of its launcher are part of the ABI description
+//! ([`crate::abi::Abi`]): argument order and types, a 1-D grid of `grid` workgroups of exactly
+//! `workgroup_size` lanes, arrays aligned to their vector width, peer tables in rank order.
+//!
+//! [`toolchain`] runs the real compilers (hipcc, nvcc) and reads their resource reports;
+//! [`budget`] checks those reports against a committed budget.
+
+pub mod budget;
+mod cuda;
+mod dialect;
+mod expr;
+mod hip;
+mod level;
+mod memory;
+mod namer;
+mod sync;
+pub mod toolchain;
+mod ty;
+mod writer;
+
+pub use cuda::CudaDialect;
+pub use dialect::{
+    Atomics, Builtins, Dialect, Fp16, KernelAttrs, Language, Prelude, Rmw, WaveOps, special_1d,
+};
+pub use hip::HipDialect;
+pub use level::Level;
+pub use memory::vector_words;
+pub use namer::{Names, symbol};
+pub use ty::expr_ty;
+pub use writer::Writer;
+
+use crate::lowered::LoweredKernel;
+use crate::target::{Arch, Vendor};
+
+/// Why a kernel could not be written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The target (or this back end) cannot express something the kernel needs.
+    #[error("not supported: {0}")]
+    Unsupported(String),
+    /// The lowered kernel breaks a rule of the lowered level (a lowering bug).
+    #[error("malformed lowered kernel: {0}")]
+    Malformed(String),
+}
+
+/// A generated source file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Source {
+    /// The kernel's exported symbol.
+    pub symbol: String,
+    /// Target architecture.
+    pub arch: Arch,
+    /// Source language.
+    pub language: Language,
+    /// The C++ text.
+    pub text: String,
+}
+
+impl Source {
+    /// `<symbol>.hip` or `<symbol>.cu`.
+    pub fn file_name(&self) -> String {
+        format!("{}.{}", self.symbol, self.language.extension())
+    }
+}
+
+/// The language a target is written in.
+pub fn language(arch: Arch) -> Language {
+    match arch.vendor() {
+        Vendor::Amd => Language::Hip,
+        Vendor::Nvidia => Language::Cuda,
+    }
+}
+
+/// Write `k` in its target's dialect.
+pub fn emit(k: &LoweredKernel) -> Result<Source, Error> {
+    let text = match k.arch.vendor() {
+        Vendor::Amd => Writer::new(k, HipDialect).write()?,
+        Vendor::Nvidia => Writer::new(k, CudaDialect).write()?,
+    };
+    Ok(Source {
+        symbol: symbol(&k.name),
+        arch: k.arch,
+        language: language(k.arch),
+        text,
+    })
+}

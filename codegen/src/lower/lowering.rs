@@ -1,0 +1,278 @@
+//! The lowering driver: parameters, the tile, and the order of the stages.
+
+use std::collections::HashMap;
+
+use wavefuse_ir::ops::Compression;
+use wavefuse_ir::{Buffer, BufferType, MemorySpace, Role, ScalarType, WeightFormat, ZeroPoint};
+
+use crate::lowered::{
+    Access, Base, Expr, Lds, LoweredKernel, Param, ParamKind, Purpose, Reg, Special, Ty,
+};
+use crate::target::Arch;
+
+use super::build::*;
+use super::plan::{Phase, Plan};
+use super::{LowerError, Schedule};
+
+/// The device arrays of one op-level buffer.
+pub(super) enum BufParams {
+    /// A dense tensor (or FP16 `[N, K]` weight): one array.
+    Dense(Param),
+    /// A GPTQ weight: packed codes, scales, and zero points unless symmetric.
+    Gptq {
+        qweight: Param,
+        scales: Param,
+        qzeros: Option<Param>,
+    },
+}
+
+/// The allreduce's scratch and flags.
+pub(super) struct Exchange {
+    /// Payload arrays (one for plain payloads; codes then scales for INT8), with the length of
+    /// one epoch-parity half of each.
+    pub payload: Vec<(Param, usize)>,
+    /// Flags, one per workgroup slice (pull) or per sender and slice (push).
+    pub flags: Param,
+    /// `epoch & 1`: which half of the double-buffered scratch this launch uses.
+    pub parity: Reg,
+}
+
+/// The RMSNorm's workgroup-local arrays and grid-wide scratch.
+pub(super) struct NormArrays {
+    /// The normalised input of every point of the tile, f32 `[B · C]`.
+    pub xs: Lds,
+    /// One partial per wave and batch row, f32 `[waves · B]`.
+    pub waves: Lds,
+    /// `1 / rms` per batch row, f32 `[B]`.
+    pub inv: Lds,
+}
+
+pub(super) struct Lowering<'a> {
+    pub plan: Plan<'a>,
+    pub arch: Arch,
+    pub s: Schedule,
+    pub k: LoweredKernel,
+    pub bufs: HashMap<Buffer, BufParams>,
+    /// Columns per workgroup (the tile width).
+    pub cols: usize,
+    /// Workgroups per rank.
+    pub grid: usize,
+    /// `wg_id · cols`: the tile's first root column.
+    pub tile0: Reg,
+    /// Per GEMV: the per-slice results `[t_red][B][C]` f32.
+    pub red: Vec<Lds>,
+    /// Partial results per column to add up in `red`.
+    pub t_red: usize,
+    pub rank: Option<Param>,
+    pub exchange: Option<Exchange>,
+    pub norm: Option<NormArrays>,
+}
+
+pub(super) fn ty_of(dtype: ScalarType, what: &str) -> Result<Ty, LowerError> {
+    match dtype {
+        ScalarType::F16 => Ok(Ty::F16),
+        ScalarType::F32 => Ok(Ty::F32),
+        ScalarType::I8 => Ok(Ty::I8),
+        ScalarType::I32 => Ok(Ty::I32),
+        ScalarType::U32 => Ok(Ty::U32),
+        ScalarType::Bf16 => Err(LowerError::Unsupported(format!("bf16 data in {what}"))),
+    }
+}
+
+impl<'a> Lowering<'a> {
+    pub fn new(plan: Plan<'a>, arch: Arch, s: Schedule) -> Result<Self, LowerError> {
+        s.check(arch)?;
+        let cols = s.columns_per_workgroup as usize;
+        let grid = plan.n.div_ceil(cols);
+        let grid32 =
+            u32::try_from(grid).map_err(|_| LowerError::Schedule("grid too large".into()))?;
+        let mut k = LoweredKernel::new(
+            plan.kernel.name(),
+            arch,
+            plan.kernel.tp(),
+            s.workgroup_size,
+            grid32,
+        );
+        let tile0 = k.reg(Ty::U32, "tile0");
+        Ok(Lowering {
+            plan,
+            arch,
+            s,
+            k,
+            bufs: HashMap::new(),
+            cols,
+            grid,
+            tile0,
+            red: Vec::new(),
+            t_red: 0,
+            rank: None,
+            exchange: None,
+            norm: None,
+        })
+    }
+
+    pub fn wg(&self) -> usize {
+        self.s.workgroup_size as usize
+    }
+
+    pub fn wave(&self) -> usize {
+        self.arch.wave_size() as usize
+    }
+
+    pub fn tp(&self) -> u32 {
+        self.plan.kernel.tp()
+    }
+
+    /// Whether the allreduce is the identity (one rank, no compression): no exchange at all.
+    pub fn allreduce_is_identity(&self) -> bool {
+        self.plan
+            .allreduce
+            .as_ref()
+            .is_some_and(|a| self.tp() == 1 && a.compression == Compression::None)
+    }
+
+    /// The phase a value is computed in: with an identity allreduce, post-allreduce values are
+    /// computed with the others.
+    pub fn stage(&self, phase: Phase) -> Phase {
+        if phase == Phase::Post && self.allreduce_is_identity() {
+            Phase::Pre
+        } else {
+            phase
+        }
+    }
+
+    /// The executing rank, as an expression (the constant 0 on one rank).
+    pub fn rank_expr(&self) -> Expr {
+        match self.rank {
+            Some(p) => Expr::Param(p),
+            None => Expr::u32(0),
+        }
+    }
+
+    /// Declare the parameters of the op-level buffers, in declaration order.
+    pub fn declare_buffers(&mut self) -> Result<(), LowerError> {
+        let kernel = self.plan.kernel;
+        for (b, d) in kernel.buffers() {
+            let access = if d.role == Role::Input {
+                Access::Read
+            } else {
+                Access::Write
+            };
+            let space = d.space;
+            let data = |part: &'static str| Purpose::Data {
+                buffer: d.name.clone(),
+                part,
+            };
+            let array = |elem, len, purpose| ParamKind::Array {
+                elem,
+                len,
+                space,
+                access,
+                purpose,
+            };
+            let params = match d.local_type() {
+                BufferType::Tensor(t) => {
+                    let elem = ty_of(t.dtype, &d.name)?;
+                    BufParams::Dense(self.k.param(&d.name, array(elem, t.len(), data("data"))))
+                }
+                BufferType::Weight(w) => match w.format {
+                    WeightFormat::F16 => BufParams::Dense(
+                        self.k
+                            .param(&d.name, array(Ty::F16, w.k * w.n, data("data"))),
+                    ),
+                    WeightFormat::Gptq(l) => {
+                        let groups = w.k / l.group.rows(w.k).max(1);
+                        let qweight = self.k.param(
+                            &format!("{}_qweight", d.name),
+                            array(Ty::U32, w.k / 8 * w.n, data("qweight")),
+                        );
+                        let scales = self.k.param(
+                            &format!("{}_scales", d.name),
+                            array(Ty::F16, groups * w.n, data("scales")),
+                        );
+                        let qzeros = (l.zero != ZeroPoint::Symmetric).then(|| {
+                            self.k.param(
+                                &format!("{}_qzeros", d.name),
+                                array(Ty::U32, groups * w.n / 8, data("qzeros")),
+                            )
+                        });
+                        BufParams::Gptq {
+                            qweight,
+                            scales,
+                            qzeros,
+                        }
+                    }
+                    WeightFormat::Awq(_) => {
+                        return Err(LowerError::Unsupported(format!("AWQ weight `{}`", d.name)));
+                    }
+                },
+            };
+            self.bufs.insert(b, params);
+        }
+        Ok(())
+    }
+
+    pub fn dense(&self, b: Buffer) -> Param {
+        match self.bufs[&b] {
+            BufParams::Dense(p) => p,
+            BufParams::Gptq { .. } => unreachable!("dense access to a packed weight"),
+        }
+    }
+
+    /// A scratch/flag array of the executing rank in global memory.
+    pub fn global_array(&mut self, name: &str, elem: Ty, len: usize, purpose: Purpose) -> Param {
+        let kind = ParamKind::Array {
+            elem,
+            len,
+            space: MemorySpace::Global,
+            access: Access::ReadWrite,
+            purpose,
+        };
+        self.k.param(name, kind)
+    }
+
+    /// Build the whole body.
+    pub fn run(mut self) -> Result<LoweredKernel, LowerError> {
+        self.declare_buffers()?;
+        let mut body = vec![comment(format!(
+            "{}: {} workgroups x {} lanes, each owning root columns [wg_id*{c}, wg_id*{c} + {c}) of {} for {} batch row(s)",
+            self.plan.kernel.name(),
+            self.grid,
+            self.wg(),
+            self.plan.n,
+            self.plan.batch,
+            c = self.cols,
+        ))];
+        let tile0 = mul(sp(Special::WorkgroupId), u(self.cols));
+        body.push(assign(self.tile0, tile0));
+        self.declare_sync(&mut body)?;
+        if self.plan.gemv.is_some() {
+            self.gemv(&mut body)?;
+        }
+        self.phase_loop(Phase::Pre, &mut body)?;
+        if self.plan.allreduce.is_some() && !self.allreduce_is_identity() {
+            self.exchange(&mut body)?;
+            self.phase_loop(Phase::Post, &mut body)?;
+        }
+        if self.plan.norm.is_some() {
+            self.grid_sum_of_squares(&mut body)?;
+            self.phase_loop(Phase::Norm, &mut body)?;
+        }
+        self.k.body = body;
+        let lds = self.k.lds_bytes();
+        let max = self.arch.max_lds_per_workgroup() as usize;
+        if lds > max {
+            return Err(LowerError::Schedule(format!(
+                "{lds} bytes of LDS exceed the {max} of one workgroup"
+            )));
+        }
+        Ok(self.k)
+    }
+}
+
+impl Lowering<'_> {
+    /// `base[index]` for an LDS array.
+    pub fn lds_at(&self, l: Lds, index: Expr) -> crate::lowered::MemRef {
+        at(Base::Lds(l), index)
+    }
+}

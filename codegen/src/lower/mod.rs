@@ -1,0 +1,151 @@
+//! Lowering from the op level to the lowered level: one rank's kernel, the same code on every
+//! rank (the rank is a scalar parameter with [`Purpose::Rank`](crate::lowered::Purpose::Rank)).
+//!
+//! # Passes
+//! 1. *Plan* (`plan.rs`): validate the op-level kernel and recognise its shape — at most one group
+//!    of GEMVs sharing a loaded activation, at most one allreduce, at most one RMSNorm, elementwise
+//!    ops, slices and stores around them — and give each value a column *view* and a *phase*.
+//! 2. *Structured lowering* ([`lower_structured`]): emit the body with grid barriers and flags
+//!    still as [`Stmt::GridBarrier`](crate::lowered::Stmt::GridBarrier) /
+//!    `PublishFlag` / `WaitFlag`. The result passes [`validate`].
+//! 3. *Sync expansion* ([`expand_sync`]): elected, epoch-stamped, bounded primitives. [`lower`]
+//!    runs all three and validates again.
+//!
+//! # The kernels it produces
+//! Workgroup `w` owns the root columns `[w·C, w·C + C)` (the GEMV's N, or the allreduced vector's
+//! features) for every batch row; the grid is `ceil(N / C)` workgroups. The body is a sequence of
+//! stages, each ending where a synchronisation is needed:
+//! - **GEMV** (if any). GPTQ INT4 (`qweight` `[K/8, N]`, DESIGN.md §2): lane `l` reads the words
+//!   of columns `w·C + (l mod C/v)·v ..+v` (`v` = words per iteration) of one K-row, so adjacent
+//!   lanes read adjacent words (coalesced); the `T = workgroup / (C/v)` rows of lanes split K by
+//!   whole groups (slice `s` takes groups `s, s + T, …`), loading each group's scales and zero
+//!   points once. FP16 (`[N, K]` row-major): `T` lanes (a multiple of the wave) per column read
+//!   consecutive 16-byte runs of one row. Accumulation is f32 with `accumulators` independent
+//!   chains; columns past N are masked with `if`, never returned from (§5.8).
+//! - **Two-level reduction**: INT4 lanes of one slice already hold whole per-column sums, so each
+//!   slice writes them to LDS; FP16 lanes first reduce in the wave ([`ReduceKind::Sum`](crate::lowered::ReduceKind::Sum)), lane 0 of
+//!   each wave writes to LDS. After a workgroup barrier every point adds the `T` partials in slice
+//!   order (deterministic).
+//! - **Elementwise stages**: lane `l` walks points (batch row, column `l·p + j`) of the tile,
+//!   evaluates the op-level values of the stage there (silu, mul, add, slices to several outputs,
+//!   one FP16 rounding where the IR has `round_f16`) and stores.
+//! - **Allreduce** (if any; see below), then a post-allreduce elementwise stage.
+//! - **RMSNorm** (if any): the stage before it stashes the norm's input per point in LDS; each
+//!   workgroup reduces its tile's sum of squares per batch row (wave reduction, then LDS), lane 0
+//!   writes it to a global `norm_partials[wg]` (never LDS, §5.2), a grid barrier on a
+//!   `grid_counter` ([`Purpose::Counter`](crate::lowered::Purpose::Counter)) follows, and every
+//!   workgroup then adds all partials in the same fixed order, so every workgroup (and every
+//!   rank) gets the same `1/rms`. Kernels with a grid barrier need all their workgroups resident:
+//!   [`expand_sync`] records it in `coresidency` (§5.9). `norm_partials` is written before and read
+//!   after the barrier of the same launch, and a rank's launches run in stream order, so it needs
+//!   no epoch stamp (§5.11).
+//!
+//! # Dequantisation (GPTQ)
+//! Per group and column: `s = f32(scales[g, n])`, `z = bfe(qzeros[g, n/8], 4·(n mod 8), 4)` (+1
+//! for GPTQ v1; 8 for symmetric weights), `nzs = −(f32(z)·s)`. Per K-row word and nibble `i`:
+//! `w = fma(f32(bfe(word, 4i, 4)), s, nzs)` then `acc = fma(w, f32(x), acc)`: a bfe, a u32→f32
+//! convert and two FMAs per weight and batch row. `q·s` and `z·s` are exact in f32 (an 11-bit
+//! mantissa times a 5-bit integer), so `w` is exactly `(q − z)·s`. On gfx906 the writer may emit
+//! `v_bfe_u32`, `v_cvt_f32_u32`, `v_fma_f32` and `v_fma_mix_f32` (the FP16 x operand); the
+//! v_dot8/v_dot2 variants are not used (future work: they need integer activations or packed
+//! FP16 weights).
+//!
+//! # Allreduce protocol (§5.3, §5.5, §5.12)
+//! [`AllreduceProtocol::Pull`] (default): workgroup `w` of every rank writes the allreduce
+//! operand for its tile into its own slot of a peer-visible scratch (`ar_payload`, a
+//! [`ParamKind::PeerArrays`](crate::lowered::ParamKind::PeerArrays) with
+//! [`Purpose::Scratch`](crate::lowered::Purpose::Scratch)), then publishes `ar_flags[w]`
+//! (release, system scope, value = epoch); it then waits (acquire, system, bounded) on every
+//! peer's `ar_flags[w]` and reads the peers' slices of its tile, summing all ranks in f32 in
+//! ascending rank order (peer slot = rank, [`peer_slot`](crate::lowered::peer_slot)), so
+//! replicated results are bit-identical on every rank. Every rank publishes before it waits, so
+//! no cycle of waits can form. [`AllreduceProtocol::Push`]: each rank writes its slice into its
+//! slot of every peer's inbox and releases a flag in each peer's memory (a plain atomic store);
+//! each rank then polls only its local flags and reads its local inbox (cheap over PCIe). Neither
+//! protocol performs a read-modify-write on peer memory. For the allreduce kernels whose operand
+//! is an input buffer, the operand is copied into the scratch (10 KB of local writes) rather than
+//! registering the input itself as a peer array: that keeps the reuse argument below entirely
+//! inside this kernel's own epochs, instead of depending on when the engine overwrites its input.
+//! With one rank a plain allreduce is the identity and emits nothing.
+//!
+//! **Reuse across launches.** The scratch is double-buffered by epoch parity (`2 × len`, half
+//! `epoch & 1`). Rank A's launch e+1 writes the other half, so it cannot disturb a slow rank B
+//! still reading A's launch-e data. A's launch e+2 writes the same half again, but only after
+//! A's launch e+1 completed, and every workgroup of that launch acquired B's flag of epoch e+1;
+//! B releases that flag only in its launch e+1, which starts after B's launch e (and all its reads
+//! of A's half) finished. The same holds per peer and in the push variant (A's e+1 acquired, in
+//! its own memory, the flag B pushed during B's e+1).
+//!
+//! **INT8 compression** (`allreduce.int8`): the operand is quantised per batch row and block
+//! (one wave covers one block: `s = wave_max(|x|) / 127`, `q = clamp(round_half_away(x/s), ±127)`
+//! computed exactly via `trunc` and the exact fraction), codes (`ar_codes`, i8) and scales
+//! (`ar_scales`, f32) are exchanged by the same protocol, and every rank sums `f32(q)·s` in rank
+//! order. With one rank the round trip still happens (the IR says so), through the scratch and
+//! a workgroup barrier.
+//!
+//! # Unsupported (returned as [`LowerError::Unsupported`], never a panic)
+//! AWQ weights, GPTQ act-order (`g_idx`), non-FP16 scales, bf16 data, `k_split > 1` (split-K
+//! across workgroups with a last-arriver finish), reductions and (de)quantisation ops outside an
+//! allreduce, more than one allreduce or norm per kernel, GEMVs with different activations or
+//! shapes in one kernel, a norm or allreduce over a column slice, and ops that combine different
+//! column ranges.
+
+mod build;
+mod gemv;
+mod lowering;
+mod plan;
+mod point;
+mod schedule;
+mod sync;
+
+pub use schedule::{AllreduceProtocol, Schedule};
+
+use thiserror::Error;
+use wavefuse_ir::{Kernel, ValidationError};
+
+use crate::lowered::LoweredKernel;
+use crate::lowered::expand::expand_sync;
+use crate::lowered::validate::{LoweredError, validate};
+use crate::target::Arch;
+
+/// Why a kernel could not be lowered.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum LowerError {
+    /// The op-level kernel is not valid.
+    #[error(transparent)]
+    Invalid(#[from] ValidationError),
+    /// An op pattern this lowering does not support (yet).
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// The schedule does not fit the kernel or the target.
+    #[error("schedule: {0}")]
+    Schedule(String),
+    /// The lowering produced a kernel the lowered validator rejects (a bug in this module).
+    #[error("the lowering produced an invalid kernel: {0}")]
+    Lowered(#[from] LoweredError),
+}
+
+/// Lower `kernel` for `arch` with `schedule`, keeping grid barriers and flags as
+/// synchronisation objects (the input of [`expand_sync`]).
+pub fn lower_structured(
+    kernel: &Kernel,
+    arch: Arch,
+    schedule: &Schedule,
+) -> Result<LoweredKernel, LowerError> {
+    let plan = plan::Plan::new(kernel)?;
+    let k = lowering::Lowering::new(plan, arch, schedule.clone())?.run()?;
+    validate(&k)?;
+    Ok(k)
+}
+
+/// Lower `kernel` to one rank's kernel for `arch`, with only primitive synchronisation.
+pub fn lower(
+    kernel: &Kernel,
+    arch: Arch,
+    schedule: &Schedule,
+) -> Result<LoweredKernel, LowerError> {
+    let mut k = lower_structured(kernel, arch, schedule)?;
+    expand_sync(&mut k);
+    validate(&k)?;
+    Ok(k)
+}

@@ -1,0 +1,354 @@
+//! Analysis of an op-level kernel into the shape the lowering supports.
+//!
+//! The lowering handles kernels of this form, which covers the kernel set of DESIGN.md §3:
+//! at most one group of GEMVs sharing one loaded activation and one weight shape and format; at
+//! most one allreduce, of a value computed before it; at most one RMSNorm, over the whole
+//! feature axis; and elementwise ops, slices, FP16 roundings and stores around them. Anything
+//! else is [`LowerError::Unsupported`].
+//!
+//! Every value gets a *view*: how its feature coordinate relates to the kernel's *root* column
+//! space (the GEMV's N, or the allreduced vector's features), which is what workgroups tile.
+//! A slice of the root at `start` has view `Root(start)`; a loaded input is `Free` (it takes the
+//! coordinate of whatever it is combined with). And a *phase*: the earliest synchronisation
+//! stage after which it can be computed.
+
+use std::collections::HashMap;
+
+use wavefuse_ir::ops::Compression;
+use wavefuse_ir::{
+    Buffer, BufferType, Kernel, KernelInfo, MemorySpace, OpKind, ScalarType, Value, Weight,
+    WeightFormat,
+};
+
+use super::LowerError;
+
+/// The synchronisation stage a value belongs to.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(super) enum Phase {
+    /// Computable from inputs and the workgroup's GEMV results.
+    Pre,
+    /// Needs the allreduce (after the peer flags).
+    Post,
+    /// Needs the RMSNorm's grid-wide sum of squares (after the grid barrier).
+    Norm,
+}
+
+impl Phase {
+    /// A name for comments in the generated code.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Pre => "elementwise",
+            Phase::Post => "post-allreduce",
+            Phase::Norm => "normalise",
+        }
+    }
+}
+
+/// How a value's feature coordinate maps to root columns.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) enum View {
+    /// Coordinate `j` is root column `offset + j`.
+    Root(i64),
+    /// Takes the coordinate of the value it is combined with (a loaded input).
+    Free,
+}
+
+/// The GEMVs of the kernel: all read the same activation and weights of one shape and format.
+pub(super) struct GemvPlan {
+    /// Each GEMV's result and weight buffer, in program order.
+    pub gemvs: Vec<(Value, Buffer)>,
+    /// The activation input `[B, K]`, FP16.
+    pub x: Buffer,
+    /// The per-rank weight shape and format.
+    pub weight: Weight,
+}
+
+/// The kernel's allreduce.
+pub(super) struct AllreducePlan {
+    pub x: Value,
+    pub compression: Compression,
+}
+
+/// The kernel's RMSNorm.
+pub(super) struct NormPlan {
+    pub x: Value,
+    pub eps: f64,
+}
+
+/// What the lowering needs to know about an op-level kernel.
+pub(super) struct Plan<'a> {
+    pub kernel: &'a Kernel,
+    pub info: KernelInfo,
+    /// Batch rows.
+    pub batch: usize,
+    /// Root columns (per rank).
+    pub n: usize,
+    pub gemv: Option<GemvPlan>,
+    pub allreduce: Option<AllreducePlan>,
+    pub norm: Option<NormPlan>,
+    /// `(value, buffer)` of every store, in program order.
+    pub stores: Vec<(Value, Buffer)>,
+    views: HashMap<Value, View>,
+    phases: HashMap<Value, Phase>,
+    batch_seen: Option<usize>,
+}
+
+fn unsupported<T>(what: impl Into<String>) -> Result<T, LowerError> {
+    Err(LowerError::Unsupported(what.into()))
+}
+
+impl<'a> Plan<'a> {
+    /// Validate `kernel` and analyse it.
+    pub fn new(kernel: &'a Kernel) -> Result<Self, LowerError> {
+        let info = wavefuse_ir::validate(kernel)?;
+        let mut plan = Plan {
+            kernel,
+            info,
+            batch: 1,
+            n: 0,
+            gemv: None,
+            allreduce: None,
+            norm: None,
+            stores: Vec::new(),
+            views: HashMap::new(),
+            phases: HashMap::new(),
+            batch_seen: None,
+        };
+        let mut roots = Vec::new();
+        for (_, op) in kernel.ops() {
+            plan.op(&op.kind, &op.results, &mut roots)?;
+        }
+        plan.settle_root(&roots)?;
+        plan.batch = plan.batch_seen.unwrap_or(1);
+        Ok(plan)
+    }
+
+    /// The root column of a stored value's first feature (a stored input copy starts at 0).
+    pub fn store_offset(&self, v: Value) -> i64 {
+        match self.views[&v] {
+            View::Root(o) => o,
+            View::Free => 0,
+        }
+    }
+
+    pub fn view(&self, v: Value) -> View {
+        self.views[&v]
+    }
+
+    pub fn phase(&self, v: Value) -> Phase {
+        self.phases[&v]
+    }
+
+    /// The per-rank shape of a value.
+    pub fn shape(&self, v: Value) -> &[usize] {
+        &self.info.value_type(v).shape
+    }
+
+    /// The element type of a value.
+    pub fn dtype(&self, v: Value) -> ScalarType {
+        self.info.value_type(v).dtype
+    }
+
+    /// The op defining a value.
+    pub fn def(&self, v: Value) -> &'a OpKind {
+        let d = self.kernel.value_def(v).expect("validated");
+        &self.kernel.op(d.op).expect("validated").kind
+    }
+
+    fn set(&mut self, v: Value, view: View, phase: Phase) {
+        self.views.insert(v, view);
+        self.phases.insert(v, phase);
+    }
+
+    fn join(&self, a: Value, b: Value) -> Result<View, LowerError> {
+        match (self.view(a), self.view(b)) {
+            (View::Free, v) | (v, View::Free) => Ok(v),
+            (x, y) if x == y => Ok(x),
+            (x, y) => unsupported(format!(
+                "combining column ranges {x:?} and {y:?} of the root"
+            )),
+        }
+    }
+
+    fn check_shape(&mut self, v: Value) -> Result<(), LowerError> {
+        let shape = self.shape(v).to_vec();
+        match (shape.as_slice(), self.batch_seen) {
+            ([_], _) => Ok(()),
+            ([b, _], None) => {
+                self.batch_seen = Some(*b);
+                Ok(())
+            }
+            ([b, _], Some(seen)) if *b == seen => Ok(()),
+            ([b, _], Some(seen)) => {
+                unsupported(format!("batch {b} differs from the kernel's batch {seen}"))
+            }
+            _ => unsupported(format!(
+                "a value of rank {} (only [B, F] and [F] are lowered)",
+                shape.len()
+            )),
+        }
+    }
+
+    fn op(
+        &mut self,
+        kind: &OpKind,
+        results: &[Value],
+        roots: &mut Vec<usize>,
+    ) -> Result<(), LowerError> {
+        let res = results.first().copied();
+        match kind {
+            OpKind::Load(l) => {
+                let v = res.expect("a load defines a value");
+                self.check_space(l.buffer)?;
+                self.check_shape(v)?;
+                self.set(v, View::Free, Phase::Pre);
+            }
+            OpKind::Gemv(g) => {
+                let v = res.expect("a gemv defines a value");
+                self.check_shape(v)?;
+                self.gemv(v, g.weight, g.x)?;
+                roots.push(self.shape(v)[1]);
+                self.set(v, View::Root(0), Phase::Pre);
+            }
+            OpKind::Binary(b) => {
+                let view = self.join(b.a, b.b)?;
+                let phase = self.phase(b.a).max(self.phase(b.b));
+                self.set(res.expect("binary result"), view, phase);
+            }
+            OpKind::Unary(u) => {
+                self.set(res.expect("unary result"), self.view(u.x), self.phase(u.x))
+            }
+            OpKind::RoundF16(r) => {
+                self.set(res.expect("round result"), self.view(r.x), self.phase(r.x))
+            }
+            OpKind::Slice(s) => {
+                let view = match self.view(s.x) {
+                    View::Root(o) => View::Root(o + s.start as i64),
+                    View::Free => View::Free,
+                };
+                self.set(res.expect("slice result"), view, self.phase(s.x));
+            }
+            OpKind::AllReduce(a) => {
+                let v = res.expect("allreduce result");
+                if self.allreduce.is_some() {
+                    return unsupported("more than one allreduce in a kernel");
+                }
+                if !matches!(self.view(a.x), View::Free | View::Root(0))
+                    || self.phase(a.x) != Phase::Pre
+                {
+                    return unsupported(
+                        "an allreduce of a column slice or of a value after a synchronisation",
+                    );
+                }
+                roots.push(self.shape(a.x)[self.shape(a.x).len() - 1]);
+                self.allreduce = Some(AllreducePlan {
+                    x: a.x,
+                    compression: a.compression,
+                });
+                self.set(v, View::Root(0), Phase::Post);
+            }
+            OpKind::RmsNorm(n) => {
+                let v = res.expect("rmsnorm result");
+                if self.norm.is_some() {
+                    return unsupported("more than one rmsnorm in a kernel");
+                }
+                if !matches!(self.view(n.x), View::Free | View::Root(0)) {
+                    return unsupported("an rmsnorm over a column slice");
+                }
+                if !matches!(self.def(n.weight), OpKind::Load(_)) {
+                    return unsupported("rmsnorm weights that are not a loaded input");
+                }
+                roots.push(self.shape(n.x)[self.shape(n.x).len() - 1]);
+                self.norm = Some(NormPlan { x: n.x, eps: n.eps });
+                self.set(v, View::Root(0), Phase::Norm);
+            }
+            OpKind::Store(s) => {
+                if self.view(s.value) == View::Free {
+                    roots.push(self.shape(s.value)[self.shape(s.value).len() - 1]);
+                }
+                self.stores.push((s.value, s.buffer));
+            }
+            OpKind::Reduce(_) | OpKind::QuantizeInt8(_) | OpKind::DequantizeInt8(_) => {
+                return unsupported(format!("op `{}` outside an allreduce", kind.mnemonic()));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_space(&self, b: Buffer) -> Result<(), LowerError> {
+        let d = self.kernel.buffer(b).expect("validated");
+        match d.space {
+            MemorySpace::Global | MemorySpace::HostVisible => Ok(()),
+            s => unsupported(format!(
+                "parameter `{}` in memory space {}",
+                d.name,
+                s.name()
+            )),
+        }
+    }
+
+    fn gemv(&mut self, v: Value, weight: Buffer, x: Value) -> Result<(), LowerError> {
+        let wd = self.kernel.buffer(weight).expect("validated");
+        self.check_space(weight)?;
+        let BufferType::Weight(w) = wd.local_type() else {
+            unreachable!("validated: a weight")
+        };
+        match w.format {
+            WeightFormat::F16 => {}
+            WeightFormat::Gptq(l) if l.act_order => {
+                return unsupported(format!("act-order (g_idx) GPTQ weight `{}`", wd.name));
+            }
+            WeightFormat::Gptq(l) if l.scale != ScalarType::F16 => {
+                return unsupported(format!("GPTQ scales of type {} in `{}`", l.scale, wd.name));
+            }
+            WeightFormat::Gptq(_) => {}
+            WeightFormat::Awq(_) => return unsupported(format!("AWQ weight `{}`", wd.name)),
+        }
+        let OpKind::Load(xl) = self.def(x) else {
+            return unsupported(
+                "a GEMV whose activation is computed in the kernel (not a loaded input)",
+            );
+        };
+        match &mut self.gemv {
+            None => {
+                self.gemv = Some(GemvPlan {
+                    gemvs: vec![(v, weight)],
+                    x: xl.buffer,
+                    weight: w,
+                })
+            }
+            Some(g) if g.x == xl.buffer && g.weight == w => g.gemvs.push((v, weight)),
+            Some(_) => {
+                return unsupported(
+                    "GEMVs with different activations or weight shapes in one kernel",
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// All anchors of the root (GEMV N, allreduce and norm features, whole-vector stores) agree,
+    /// and every slice lies within it.
+    fn settle_root(&mut self, roots: &[usize]) -> Result<(), LowerError> {
+        let Some(&n) = roots.first() else {
+            return unsupported("a kernel with no GEMV, allreduce, norm or store");
+        };
+        if let Some(&m) = roots.iter().find(|&&m| m != n) {
+            return unsupported(format!(
+                "column spaces of {n} and {m} features in one kernel"
+            ));
+        }
+        self.n = n;
+        for &(v, _) in &self.stores {
+            let o = self.store_offset(v);
+            let f = *self.shape(v).last().expect("values have an axis");
+            if o < 0 || o as usize + f > n {
+                return unsupported(format!(
+                    "a store of columns {o}..{} outside the {n} root columns",
+                    o + f as i64
+                ));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,364 @@
+//! The elementwise stages: every lane walks points (batch row, column) of its workgroup's tile
+//! and evaluates the op-level values of one phase there, ending in stores.
+
+use std::collections::HashMap;
+
+use wavefuse_ir::ops::{BinaryOp, Compression, UnaryOp};
+use wavefuse_ir::{OpKind, Value};
+
+use crate::lowered::{Base, BinOp, Expr, Reg, Special, Stmt, Ty, UnOp};
+
+use super::LowerError;
+use super::build::*;
+use super::lowering::{Lowering, ty_of};
+use super::plan::Phase;
+
+/// One point of the tile: batch row `b`, tile column `c`, root column `col = tile0 + c`.
+pub(super) struct Point {
+    pub b: Expr,
+    pub c: Expr,
+    pub col: Expr,
+    /// Values already computed at this point, by (value, coordinate offset).
+    memo: HashMap<(Value, i64), Expr>,
+}
+
+impl Point {
+    fn coord(&self, off: i64) -> Expr {
+        if off >= 0 {
+            sub(self.col.clone(), u(off as usize))
+        } else {
+            add(self.col.clone(), u((-off) as usize))
+        }
+    }
+}
+
+/// A stage's body for one batch row and sweep: `(lowering, b, cb, out)`.
+pub(super) type TileBody<'f, L> =
+    dyn FnMut(&mut L, Expr, Expr, &mut Vec<Stmt>) -> Result<(), LowerError> + 'f;
+
+impl Lowering<'_> {
+    /// Columns each lane handles per sweep of the tile, and the sweeps.
+    pub(super) fn lane_columns(&self) -> (usize, usize) {
+        let (c, wg) = (self.cols, self.wg());
+        let per_lane = if c % wg == 0 { c / wg } else { 1 };
+        (per_lane, c.div_ceil(wg * per_lane))
+    }
+
+    /// `for b in 0..B { for cb in 0..C step span { body(b, cb) } }` with the sweep loop omitted
+    /// when one sweep covers the tile. Loop bounds are uniform, so bodies may hold wave
+    /// reductions.
+    pub(super) fn tile_loops(
+        &mut self,
+        out: &mut Vec<Stmt>,
+        body: &mut TileBody<'_, Self>,
+    ) -> Result<(), LowerError> {
+        let (per_lane, sweeps) = self.lane_columns();
+        let span = self.wg() * per_lane;
+        // At batch 1 the row is the constant 0, which keeps every index foldable.
+        let rb = (self.plan.batch > 1).then(|| self.k.reg(Ty::U32, "b"));
+        let b = rb.map_or(u(0), r);
+        let mut inner = Vec::new();
+        if sweeps == 1 {
+            body(self, b, u(0), &mut inner)?;
+        } else {
+            let cb = self.k.reg(Ty::U32, "cb");
+            let mut sweep = Vec::new();
+            body(self, b, r(cb), &mut sweep)?;
+            inner.push(for_loop(cb, u(0), u(self.cols), u(span), sweep));
+        }
+        match rb {
+            Some(rb) => out.push(for_loop(rb, u(0), u(self.plan.batch), u(1), inner)),
+            None => out.extend(inner),
+        }
+        Ok(())
+    }
+
+    /// The point of lane column `j` of sweep `cb`, with its validity condition.
+    pub(super) fn point(
+        &mut self,
+        b: Expr,
+        cb: Expr,
+        j: usize,
+        out: &mut Vec<Stmt>,
+    ) -> (Point, Expr) {
+        let (per_lane, sweeps) = self.lane_columns();
+        let (c, col) = (self.k.reg(Ty::U32, "c"), self.k.reg(Ty::U32, "col"));
+        // A lane's columns are adjacent (`local_id · per_lane + j`): one wave covers an INT8 block,
+        // and the back end's compiler merges a lane's adjacent f16 accesses into one dword.
+        let offset = add(mul(sp(Special::LocalId), u(per_lane)), u(j));
+        out.push(assign(c, add(cb, offset)));
+        out.push(assign(col, add(r(self.tile0), r(c))));
+        let mut valid = truth();
+        if sweeps * self.wg() * per_lane != self.cols {
+            valid = and(valid, lt(r(c), u(self.cols)));
+        }
+        if self.plan.n % self.cols != 0 {
+            valid = and(valid, lt(r(col), u(self.plan.n)));
+        }
+        (
+            Point {
+                b,
+                c: r(c),
+                col: r(col),
+                memo: HashMap::new(),
+            },
+            valid,
+        )
+    }
+
+    /// The elementwise stage of `phase`.
+    pub(super) fn phase_loop(
+        &mut self,
+        phase: Phase,
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), LowerError> {
+        let int8_publish = phase == Phase::Pre
+            && self.exchange.is_some()
+            && matches!(
+                self.plan.allreduce.as_ref().map(|a| a.compression),
+                Some(Compression::Int8 { .. })
+            );
+        if self.has_work(phase) {
+            out.push(comment(format!(
+                "{} stage: every lane walks its points (batch row, column) of the tile",
+                phase.name()
+            )));
+            self.tile_loops(out, &mut |this, b, cb, body| {
+                let (per_lane, _) = this.lane_columns();
+                for j in 0..per_lane {
+                    let (mut pt, valid) = this.point(b.clone(), cb.clone(), j, body);
+                    let mut inner = Vec::new();
+                    this.visit(phase, &mut pt, &mut inner)?;
+                    when(valid, inner, body);
+                }
+                Ok(())
+            })?;
+        }
+        if int8_publish {
+            self.int8_publish(out)?;
+        }
+        Ok(())
+    }
+
+    fn has_work(&self, phase: Phase) -> bool {
+        let stores = self
+            .plan
+            .stores
+            .iter()
+            .any(|&(v, _)| self.stage(self.plan.phase(v)) == phase);
+        let payload = phase == Phase::Pre
+            && self.exchange.is_some()
+            && self
+                .plan
+                .allreduce
+                .as_ref()
+                .is_some_and(|a| a.compression == Compression::None);
+        let stash = self
+            .plan
+            .norm
+            .as_ref()
+            .is_some_and(|n| self.stage(self.plan.phase(n.x)) == phase);
+        stores || payload || stash
+    }
+
+    /// At one point: the stores of `phase`, and the allreduce payload and the norm's stash
+    /// when their operands are computed in `phase`.
+    fn visit(
+        &mut self,
+        phase: Phase,
+        pt: &mut Point,
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), LowerError> {
+        let stores: Vec<_> = self
+            .plan
+            .stores
+            .iter()
+            .copied()
+            .filter(|&(v, _)| self.stage(self.plan.phase(v)) == phase)
+            .collect();
+        for (v, buf) in stores {
+            let off = self.plan.store_offset(v);
+            let shape = self.plan.shape(v).to_vec();
+            let f = *shape.last().expect("an axis");
+            let mut guard = truth();
+            if off > 0 {
+                guard = and(guard, Expr::bin(BinOp::Ge, pt.col.clone(), u(off as usize)));
+            }
+            if (off as usize) + f < self.plan.n {
+                guard = and(guard, lt(pt.col.clone(), u(off as usize + f)));
+            }
+            let saved = (guard != truth()).then(|| pt.memo.clone());
+            let mut inner = Vec::new();
+            let e = self.eval(v, off, pt, &mut inner)?;
+            let index = self.index(&shape, pt, off);
+            inner.push(store(at(Base::Param(self.dense(buf)), index), vec![e]));
+            when(guard, inner, out);
+            if let Some(m) = saved {
+                pt.memo = m;
+            }
+        }
+        if phase == Phase::Pre && self.exchange.is_some() {
+            if let Some(a) = self
+                .plan
+                .allreduce
+                .as_ref()
+                .filter(|a| a.compression == Compression::None)
+            {
+                let x = a.x;
+                let e = self.eval(x, 0, pt, out)?;
+                self.publish_payload(e, pt, out)?;
+            }
+        }
+        if let Some(n) = self.plan.norm.as_ref() {
+            if self.stage(self.plan.phase(n.x)) == phase {
+                let x = n.x;
+                let e = self.eval(x, 0, pt, out)?;
+                let xs = self.norm.as_ref().expect("norm arrays").xs;
+                let idx = add(mul(pt.b.clone(), u(self.cols)), pt.c.clone());
+                out.push(store(self.lds_at(xs, idx), vec![self.to_f32(x, e)]));
+            }
+        }
+        Ok(())
+    }
+
+    /// Element index of a value's coordinate at `pt`: `b · F + coord` for `[B, F]`, `coord` for `[F]`.
+    pub(super) fn index(&self, shape: &[usize], pt: &Point, off: i64) -> Expr {
+        let coord = pt.coord(off);
+        match shape {
+            [_, f] => add(mul(pt.b.clone(), u(*f)), coord),
+            _ => coord,
+        }
+    }
+
+    /// `e` (of value `v`'s type) as f32.
+    pub(super) fn to_f32(&self, v: Value, e: Expr) -> Expr {
+        if self.plan.dtype(v) == wavefuse_ir::ScalarType::F32 {
+            e
+        } else {
+            cast(Ty::F32, e)
+        }
+    }
+
+    fn fresh(&mut self, v: Value, hint: &'static str) -> Result<Reg, LowerError> {
+        let ty = ty_of(self.plan.dtype(v), "a value")?;
+        Ok(self.k.reg(ty, hint))
+    }
+
+    /// Compute value `v` at `pt`, whose coordinate is root column `col − off`. Returns an
+    /// expression (a register) holding it in `v`'s type.
+    pub(super) fn eval(
+        &mut self,
+        v: Value,
+        off: i64,
+        pt: &mut Point,
+        out: &mut Vec<Stmt>,
+    ) -> Result<Expr, LowerError> {
+        if let Some(e) = pt.memo.get(&(v, off)) {
+            return Ok(e.clone());
+        }
+        let e = match self.plan.def(v) {
+            OpKind::Load(l) => {
+                let dst = self.fresh(v, "in")?;
+                let index = self.index(self.plan.shape(v), pt, off);
+                out.push(load(
+                    vec![dst],
+                    at(Base::Param(self.dense(l.buffer)), index),
+                ));
+                r(dst)
+            }
+            OpKind::Gemv(_) => self.gemv_value(v, pt, out),
+            OpKind::Binary(bin) => {
+                let (a, b) = (
+                    self.eval(bin.a, off, pt, out)?,
+                    self.eval(bin.b, off, pt, out)?,
+                );
+                let (a, b) = (self.to_f32(bin.a, a), self.to_f32(bin.b, b));
+                let dst = self.fresh(v, "t")?;
+                let value = match bin.op {
+                    BinaryOp::Add => Expr::add(a, b),
+                    BinaryOp::Mul => Expr::mul(a, b),
+                };
+                out.push(assign(dst, value));
+                r(dst)
+            }
+            OpKind::Unary(un_op) => {
+                let x = self.eval(un_op.x, off, pt, out)?;
+                let x = self.to_f32(un_op.x, x);
+                let dst = self.fresh(v, "t")?;
+                let value = match un_op.op {
+                    // silu(x) = x / (1 + e^(−x))
+                    UnaryOp::Silu => Expr::bin(
+                        BinOp::Div,
+                        x.clone(),
+                        Expr::add(f(1.0), un(UnOp::Exp, un(UnOp::Neg, x))),
+                    ),
+                };
+                out.push(assign(dst, value));
+                r(dst)
+            }
+            OpKind::RoundF16(rd) => {
+                let x = self.eval(rd.x, off, pt, out)?;
+                let dst = self.fresh(v, "h")?;
+                out.push(assign(dst, cast(Ty::F16, x)));
+                r(dst)
+            }
+            OpKind::Slice(s) => self.eval(s.x, off - s.start as i64, pt, out)?,
+            OpKind::AllReduce(a) if self.allreduce_is_identity() => {
+                let x = self.eval(a.x, off, pt, out)?;
+                let dst = self.fresh(v, "sum")?;
+                out.push(assign(dst, self.to_f32(a.x, x)));
+                r(dst)
+            }
+            OpKind::AllReduce(_) => self.allreduce_value(v, pt, out)?,
+            OpKind::RmsNorm(n) => {
+                let w = self.eval(n.weight, off, pt, out)?;
+                let w = self.to_f32(n.weight, w);
+                let norm = self.norm.as_ref().expect("norm arrays");
+                let (xs, inv) = (norm.xs, norm.inv);
+                let (x, s) = (self.k.reg(Ty::F32, "xn"), self.k.reg(Ty::F32, "inv_rms"));
+                let idx = add(mul(pt.b.clone(), u(self.cols)), pt.c.clone());
+                out.push(load(vec![x], self.lds_at(xs, idx)));
+                out.push(load(vec![s], self.lds_at(inv, pt.b.clone())));
+                let dst = self.fresh(v, "normed")?;
+                out.push(assign(dst, Expr::mul(Expr::mul(r(x), r(s)), w)));
+                r(dst)
+            }
+            other => {
+                return Err(LowerError::Unsupported(format!(
+                    "op `{}` in an elementwise stage",
+                    other.mnemonic()
+                )));
+            }
+        };
+        pt.memo.insert((v, off), e.clone());
+        Ok(e)
+    }
+
+    /// A GEMV result at `pt`: the slices' partial sums added in slice order.
+    fn gemv_value(&mut self, v: Value, pt: &Point, out: &mut Vec<Stmt>) -> Expr {
+        let mi = self
+            .plan
+            .gemv
+            .as_ref()
+            .expect("a GEMV")
+            .gemvs
+            .iter()
+            .position(|g| g.0 == v)
+            .expect("a GEMV result");
+        let red = self.red[mi];
+        let (sum, t, part) = (
+            self.k.reg(Ty::F32, "dot"),
+            self.k.reg(Ty::U32, "t"),
+            self.k.reg(Ty::F32, "part"),
+        );
+        let bc = add(mul(pt.b.clone(), u(self.cols)), pt.c.clone());
+        let idx = add(mul(r(t), u(self.plan.batch * self.cols)), bc);
+        out.push(assign(sum, f(0.0)));
+        let body = vec![
+            load(vec![part], self.lds_at(red, idx)),
+            assign(sum, Expr::add(r(sum), r(part))),
+        ];
+        out.push(for_loop(t, u(0), u(self.t_red), u(1), body));
+        r(sum)
+    }
+}

@@ -1,0 +1,168 @@
+//! Schedules: how one kernel's work is split over workgroups, lanes and registers.
+
+use wavefuse_ir::ops::Compression;
+use wavefuse_ir::{BufferType, Kernel, OpKind, WeightFormat};
+
+use crate::target::Arch;
+
+use super::LowerError;
+
+/// How the allreduce moves each rank's partial to its peers (DESIGN.md §5.12). Both protocols use
+/// only plain stores, loads and release/acquire flag accesses on peer memory — never a
+/// read-modify-write.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum AllreduceProtocol {
+    /// Each rank writes its partial into its own slot of a peer-visible scratch array and
+    /// release-stores its flag; peers acquire that flag (polling over the link) and read the slot.
+    Pull,
+    /// Each rank writes its partial into every peer's inbox and release-stores a flag in the
+    /// peer's memory; each rank then polls only its local flags and reads its local inbox (cheap
+    /// polling over PCIe: the spin never leaves the device).
+    Push,
+}
+
+/// How a kernel's work is split. Every field is a plain number so that a search over schedules
+/// (or a person) can try variants; [`Schedule::default_for`] gives sensible values per target.
+///
+/// Each workgroup owns a *tile* of `columns_per_workgroup` consecutive output columns (of the
+/// GEMV's N, or of the allreduced vector's features) for every batch row; the grid is
+/// `ceil(N / columns_per_workgroup)` workgroups.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Schedule {
+    /// Lanes per workgroup (a multiple of the wave size).
+    pub workgroup_size: u32,
+    /// Output columns owned by one workgroup.
+    pub columns_per_workgroup: u32,
+    /// Lanes that cooperate on one column. INT4: the number of K slices a workgroup splits K into
+    /// (lanes of one slice read adjacent columns: the coalesced pattern of DESIGN.md §2), so
+    /// `workgroup_size = threads_per_column · columns_per_workgroup / words_per_iteration`.
+    /// FP16 `[N, K]` weights: lanes along K of one row (a multiple of the wave size), so
+    /// `workgroup_size = threads_per_column · columns_per_workgroup`. Ignored without a GEMV.
+    pub threads_per_column: u32,
+    /// Workgroups that split K for one column tile. Only 1 is supported (split-K with a
+    /// last-arriver finish is future work).
+    pub k_split: u32,
+    /// 32-bit words each lane loads per step, as one vector load. INT4: adjacent packed columns
+    /// of one K-row word (1, 2, 4 or 8); FP16: pairs of halves along K (8 halves = 16 bytes for 4).
+    pub words_per_iteration: u32,
+    /// Independent FP32 accumulators per output and lane, to break FMA dependency chains.
+    pub accumulators: u32,
+    /// Allreduce protocol.
+    pub protocol: AllreduceProtocol,
+}
+
+impl Schedule {
+    /// Sensible defaults for `kernel` on `arch`: 256-lane workgroups; INT4 tiles of 32 columns
+    /// × 8 K slices with one word per lane (coalesced 128-byte rows, ~136 workgroups at the
+    /// TP = 4 FFN shapes); FP16 GEMVs with one wave per column and 16-byte loads; elementwise
+    /// and allreduce kernels with two columns per lane (or, with INT8 compression, one
+    /// quantisation block per wave). Two accumulators at batch 1, one otherwise (the batch rows
+    /// already give independent chains), which keeps register use modest.
+    pub fn default_for(arch: Arch, kernel: &Kernel) -> Self {
+        let wave = arch.wave_size();
+        let workgroup_size = 256;
+        let batch = batch_of(kernel);
+        let accumulators = if batch == 1 { 2 } else { 1 };
+        let base = Schedule {
+            workgroup_size,
+            columns_per_workgroup: workgroup_size * 2,
+            threads_per_column: 1,
+            k_split: 1,
+            words_per_iteration: 1,
+            accumulators,
+            protocol: AllreduceProtocol::Pull,
+        };
+        match gemv_format(kernel) {
+            Some(WeightFormat::F16) => Schedule {
+                threads_per_column: wave,
+                columns_per_workgroup: workgroup_size / wave,
+                words_per_iteration: 4,
+                ..base
+            },
+            Some(_) => Schedule {
+                columns_per_workgroup: 32,
+                threads_per_column: workgroup_size / 32,
+                ..base
+            },
+            None => match int8_block(kernel) {
+                Some(block) if block % wave as usize == 0 => Schedule {
+                    columns_per_workgroup: workgroup_size * (block as u32 / wave),
+                    ..base
+                },
+                _ => base,
+            },
+        }
+    }
+
+    /// The same schedule with another allreduce protocol.
+    pub fn with_protocol(self, protocol: AllreduceProtocol) -> Self {
+        Schedule { protocol, ..self }
+    }
+
+    /// Check the parts of the schedule that do not depend on the kernel's ops.
+    pub(super) fn check(&self, arch: Arch) -> Result<(), LowerError> {
+        let bad = |what: String| Err(LowerError::Schedule(what));
+        let wave = arch.wave_size();
+        if self.workgroup_size == 0 || self.workgroup_size % wave != 0 {
+            return bad(format!(
+                "workgroup size {} is not a multiple of the wave size {wave}",
+                self.workgroup_size
+            ));
+        }
+        if self.workgroup_size > arch.max_workgroup_size() {
+            return bad(format!(
+                "workgroup size {} exceeds {}",
+                self.workgroup_size,
+                arch.max_workgroup_size()
+            ));
+        }
+        if self.columns_per_workgroup == 0 || self.threads_per_column == 0 || self.accumulators == 0
+        {
+            return bad("columns, threads per column and accumulators must be positive".into());
+        }
+        if !matches!(self.words_per_iteration, 1 | 2 | 4 | 8) {
+            return bad(format!(
+                "words per iteration must be 1, 2, 4 or 8, not {}",
+                self.words_per_iteration
+            ));
+        }
+        if self.k_split != 1 {
+            return Err(LowerError::Unsupported(format!(
+                "k_split = {}: split-K across workgroups (last-arriver finish) is not implemented",
+                self.k_split
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Batch rows of the kernel's activations (1 when it has none).
+fn batch_of(kernel: &Kernel) -> usize {
+    kernel
+        .buffers()
+        .find_map(|(_, d)| match &d.ty {
+            BufferType::Tensor(t) if t.shape.len() == 2 => Some(t.shape[0]),
+            _ => None,
+        })
+        .unwrap_or(1)
+}
+
+fn gemv_format(kernel: &Kernel) -> Option<WeightFormat> {
+    kernel.ops().find_map(|(_, op)| match &op.kind {
+        OpKind::Gemv(g) => match &kernel.buffer(g.weight)?.ty {
+            BufferType::Weight(w) => Some(w.format),
+            BufferType::Tensor(_) => None,
+        },
+        _ => None,
+    })
+}
+
+fn int8_block(kernel: &Kernel) -> Option<usize> {
+    kernel.ops().find_map(|(_, op)| match &op.kind {
+        OpKind::AllReduce(a) => match a.compression {
+            Compression::Int8 { block } => Some(block),
+            Compression::None => None,
+        },
+        _ => None,
+    })
+}

@@ -1,0 +1,402 @@
+//! Code generation for the kernel set: `wavefuse emit --target`, `wavefuse check`, and the
+//! pipeline the HIP/CUDA tests share (lower → C++ + ABI → real compiler → budget).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use wavefuse::ir::validate;
+use wavefuse_codegen::Arch;
+use wavefuse_codegen::abi::Abi;
+use wavefuse_codegen::cpp::budget::{Budgets, Verdict};
+use wavefuse_codegen::cpp::toolchain::{self, Compiled, Resources, Tool, ToolError};
+use wavefuse_codegen::cpp::{self, Source};
+use wavefuse_codegen::lower::{LowerError, Schedule, lower};
+use wavefuse_codegen::lowered::LoweredKernel;
+
+use crate::{KernelId, Shapes};
+
+/// The committed resource budget (DESIGN.md §7), embedded so `wavefuse check` works anywhere.
+pub const BUDGETS_TOML: &str = include_str!("../budgets.toml");
+
+/// The budget file, parsed and checked against the kernel set's names.
+pub fn budgets() -> Result<Budgets, cpp::budget::BudgetError> {
+    Budgets::parse(BUDGETS_TOML, &KernelId::ALL.map(KernelId::name))
+}
+
+/// Why a kernel of the set could not be generated.
+#[derive(Debug, thiserror::Error)]
+pub enum GenError {
+    /// The op-level kernel is invalid (a bug in the set).
+    #[error("{kernel}@tp{tp}: invalid IR: {source}")]
+    Invalid {
+        /// Kernel name.
+        kernel: &'static str,
+        /// TP size.
+        tp: u32,
+        /// What is wrong.
+        source: Box<wavefuse::ir::ValidationError>,
+    },
+    /// The lowering failed (or does not support the kernel yet: see [`GenError::is_unsupported`]).
+    #[error("{kernel}@{arch}_tp{tp}: lowering: {source}")]
+    Lower {
+        /// Kernel name.
+        kernel: &'static str,
+        /// Target.
+        arch: Arch,
+        /// TP size.
+        tp: u32,
+        /// What went wrong.
+        source: Box<LowerError>,
+    },
+    /// The C++ writer failed.
+    #[error("{kernel}@{arch}_tp{tp}: C++ writer: {source}")]
+    Write {
+        /// Kernel name.
+        kernel: &'static str,
+        /// Target.
+        arch: Arch,
+        /// TP size.
+        tp: u32,
+        /// What went wrong.
+        source: cpp::Error,
+    },
+}
+
+impl GenError {
+    /// The lowering or writer does not support the kernel on this target (a known limitation,
+    /// not a bug).
+    pub fn is_unsupported(&self) -> bool {
+        match self {
+            GenError::Lower { source, .. } => matches!(**source, LowerError::Unsupported(_)),
+            GenError::Write { source, .. } => matches!(source, cpp::Error::Unsupported(_)),
+            GenError::Invalid { .. } => false,
+        }
+    }
+}
+
+/// A generated kernel: the lowered form, its source, and its ABI description.
+#[derive(Clone, Debug)]
+pub struct Generated {
+    /// Which kernel.
+    pub id: KernelId,
+    /// TP size.
+    pub tp: u32,
+    /// The lowered kernel.
+    pub lowered: LoweredKernel,
+    /// The C++ source.
+    pub source: Source,
+    /// The ABI description.
+    pub abi: Abi,
+}
+
+/// Lower kernel `id` for `arch` at `tp` (default workload shapes, batch `batch`) with the
+/// default schedule, and write it.
+pub fn generate(id: KernelId, arch: Arch, tp: u32, batch: usize) -> Result<Generated, GenError> {
+    let kernel = id.build(&Shapes {
+        batch,
+        ..Shapes::qwen27b(tp)
+    });
+    let name = id.name();
+    validate(&kernel).map_err(|e| GenError::Invalid {
+        kernel: name,
+        tp,
+        source: Box::new(e),
+    })?;
+    let lowered = lower(&kernel, arch, &Schedule::default_for(arch, &kernel)).map_err(|e| {
+        GenError::Lower {
+            kernel: name,
+            arch,
+            tp,
+            source: Box::new(e),
+        }
+    })?;
+    let source = cpp::emit(&lowered).map_err(|source| GenError::Write {
+        kernel: name,
+        arch,
+        tp,
+        source,
+    })?;
+    let abi = Abi::from_kernel(&lowered);
+    Ok(Generated {
+        id,
+        tp,
+        lowered,
+        source,
+        abi,
+    })
+}
+
+/// One row of `wavefuse check`.
+#[derive(Debug)]
+pub struct CheckRow {
+    /// Which kernel.
+    pub id: KernelId,
+    /// TP size.
+    pub tp: u32,
+    /// What happened.
+    pub outcome: Outcome,
+}
+
+/// The outcome for one kernel.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Compiled; resources and the budget verdict.
+    Compiled {
+        /// The generated kernel.
+        generated: Box<Generated>,
+        /// The compiler's output.
+        compiled: Compiled,
+        /// The budget verdict.
+        verdict: Verdict,
+    },
+    /// Not generated: the lowering or writer does not support it yet.
+    Unsupported(String),
+    /// Generation or compilation failed.
+    Failed(String),
+}
+
+impl CheckRow {
+    /// Whether this row makes `check` fail.
+    pub fn failed(&self) -> bool {
+        match &self.outcome {
+            Outcome::Compiled { verdict, .. } => !verdict.ok(),
+            Outcome::Unsupported(_) => false,
+            Outcome::Failed(_) => true,
+        }
+    }
+}
+
+/// Generate and compile every kernel of the set for `arch` at each of `tps`, on `jobs` threads,
+/// and check each against `budgets`. Rows come back in set order, then TP order.
+/// Fails only when the compiler is missing.
+pub fn check(
+    arch: Arch,
+    tps: &[u32],
+    budgets: &Budgets,
+    jobs: usize,
+) -> Result<Vec<CheckRow>, ToolError> {
+    let dir = toolchain::scratch_dir(&format!("check-{arch}"))?;
+    let rows = check_in(arch, tps, budgets, jobs, &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    rows
+}
+
+/// As [`check`], compiling into `dir` (one subdirectory per kernel and TP), which is kept so the
+/// code objects ([`Compiled::object`]) can be inspected.
+pub fn check_in(
+    arch: Arch,
+    tps: &[u32],
+    budgets: &Budgets,
+    jobs: usize,
+    dir: &Path,
+) -> Result<Vec<CheckRow>, ToolError> {
+    toolchain::find(Tool::compiler(arch))?;
+    let work: Vec<(KernelId, u32)> = KernelId::ALL
+        .iter()
+        .flat_map(|&id| tps.iter().map(move |&tp| (id, tp)))
+        .collect();
+    let next = AtomicUsize::new(0);
+    let rows: Mutex<Vec<(usize, CheckRow)>> = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..jobs.clamp(1, work.len().max(1)) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&(id, tp)) = work.get(i) else { break };
+                    let outcome = check_one(
+                        id,
+                        arch,
+                        tp,
+                        budgets,
+                        &dir.join(format!("{}_tp{tp}", id.name())),
+                    );
+                    rows.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((i, CheckRow { id, tp, outcome }));
+                }
+            });
+        }
+    });
+    let mut rows = rows.into_inner().unwrap_or_else(|e| e.into_inner());
+    rows.sort_by_key(|(i, _)| *i);
+    Ok(rows.into_iter().map(|(_, r)| r).collect())
+}
+
+fn check_one(id: KernelId, arch: Arch, tp: u32, budgets: &Budgets, dir: &Path) -> Outcome {
+    let generated = match generate(id, arch, tp, 1) {
+        Ok(g) => g,
+        Err(e) if e.is_unsupported() => return Outcome::Unsupported(e.to_string()),
+        Err(e) => return Outcome::Failed(e.to_string()),
+    };
+    match toolchain::compile(&generated.source, generated.lowered.workgroup_size, dir) {
+        Ok(compiled) => {
+            let verdict = budgets.check(arch, id.name(), tp, &compiled.resources);
+            Outcome::Compiled {
+                generated: Box::new(generated),
+                compiled,
+                verdict,
+            }
+        }
+        Err(e) => Outcome::Failed(e.to_string()),
+    }
+}
+
+/// The resource table of `check`.
+pub fn table(arch: Arch, rows: &[CheckRow]) -> String {
+    let regs = if arch == Arch::Sm90 { "regs" } else { "VGPRs" };
+    let occ = if arch == Arch::Sm90 {
+        "occ(w/SMSP)"
+    } else {
+        "occ(w/SIMD)"
+    };
+    let mut out = format!(
+        "{:<28} {:>3} {:>6} {:>6} {:>7} {:>8} {:>7} {:>11}  budget\n",
+        "kernel", "tp", regs, "SGPRs", "spills", "scratch", "LDS", occ
+    );
+    for r in rows {
+        let name = r.id.name();
+        let line = match &r.outcome {
+            Outcome::Compiled {
+                compiled, verdict, ..
+            } => {
+                let Resources {
+                    vgprs,
+                    sgprs,
+                    spills,
+                    scratch_bytes,
+                    lds_bytes,
+                    occupancy,
+                } = &compiled.resources;
+                let sgprs = sgprs.map_or("-".to_owned(), |s| s.to_string());
+                format!(
+                    "{name:<28} {:>3} {vgprs:>6} {sgprs:>6} {spills:>7} {scratch_bytes:>8} {lds_bytes:>7} {occupancy:>11}  {}",
+                    r.tp,
+                    verdict.describe()
+                )
+            }
+            Outcome::Unsupported(why) => format!("{name:<28} {:>3}  not generated: {why}", r.tp),
+            Outcome::Failed(why) => format!(
+                "{name:<28} {:>3}  FAILED: {}",
+                r.tp,
+                why.lines().next().unwrap_or("")
+            ),
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+/// `wavefuse emit KERNEL --target T [--tp N] [--out DIR]`: the source on stdout, or the source
+/// and the ABI description written into DIR. With `lowered`, the lowered form instead.
+pub fn emit_cmd(
+    id: KernelId,
+    arch: Arch,
+    tp: u32,
+    batch: usize,
+    out: Option<PathBuf>,
+    lowered: bool,
+) -> ExitCode {
+    let g = match generate(id, arch, tp, batch) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if lowered {
+        return print_out(&g.lowered.to_string());
+    }
+    let Some(dir) = out else {
+        return print_out(&g.source.text);
+    };
+    match write_outputs(&g, &dir) {
+        Ok(paths) => {
+            for p in paths {
+                println!("wrote {}", p.display());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Print to stdout; a closed pipe (`| head`) ends quietly instead of panicking.
+fn print_out(text: &str) -> ExitCode {
+    use std::io::Write as _;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: writing to stdout: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Write `<symbol>.hip|.cu` and `<symbol>.abi.toml` into `dir`.
+pub fn write_outputs(g: &Generated, dir: &Path) -> Result<Vec<PathBuf>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let src = dir.join(g.source.file_name());
+    let abi = dir.join(format!("{}.abi.toml", g.source.symbol));
+    let abi_text = g
+        .abi
+        .to_toml()
+        .map_err(|e| format!("ABI description: {e}"))?;
+    for (path, text) in [(&src, &g.source.text), (&abi, &abi_text)] {
+        std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
+    Ok(vec![src, abi])
+}
+
+/// `wavefuse check --target T [--tp N] [--jobs J]`: compile the set, print the resource table,
+/// fail when a budget is exceeded, a kernel fails to generate or compile, or the compiler is
+/// missing.
+pub fn check_cmd(arch: Arch, tps: &[u32], jobs: Option<usize>) -> ExitCode {
+    let budgets = match budgets() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: kernels-gen/budgets.toml: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let rows = match check(arch, tps, &budgets, jobs) {
+        Ok(rows) => rows,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!(
+        "wavefuse check: the kernel set for {arch}, compiled with {}; budget kernels-gen/budgets.toml\n",
+        Tool::compiler(arch).name()
+    );
+    print!("{}", table(arch, &rows));
+    let failed = rows.iter().filter(|r| r.failed()).count();
+    let unsupported = rows
+        .iter()
+        .filter(|r| matches!(r.outcome, Outcome::Unsupported(_)))
+        .count();
+    if unsupported > 0 {
+        println!("\n{unsupported} kernel(s) not generated: the lowering does not support them yet");
+    }
+    for r in rows
+        .iter()
+        .filter(|r| matches!(r.outcome, Outcome::Failed(_)))
+    {
+        if let Outcome::Failed(why) = &r.outcome {
+            eprintln!("\n{}@{arch}_tp{}: {why}", r.id.name(), r.tp);
+        }
+    }
+    if failed > 0 {
+        eprintln!("\n{failed} kernel(s) over budget or failed");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,380 @@
+//! `wavefuse sim`: the protocol simulator (`wavefuse_codegen::sim`) on small-shape versions of the
+//! kernel set, over many seeded schedules.
+//!
+//! The small kernels are the set's own kernels ([`KernelId::build`]) with every feature dimension
+//! mapped to a small one ([`shrink`]): the structure, names, shardings, weight formats, GPTQ group
+//! and INT8 block stay exactly as in the set, only the sizes change. A dimension the map does not
+//! know is an error, so a new dimension in the set cannot slip through unshrunk.
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use wavefuse::ir::reference::RankInputs;
+use wavefuse::ir::{
+    BufferDecl, BufferType, Builder, Kernel, OpKind, Tensor, Weight, ops::Slice, validate,
+};
+use wavefuse_codegen::Arch;
+use wavefuse_codegen::lower::{AllreduceProtocol, LowerError, Schedule, lower};
+use wavefuse_codegen::lowered::LoweredKernel;
+use wavefuse_codegen::sim::{Case, Finding, FindingKind, PeerTable, SimOptions, simulate_case, tolerance_for};
+
+use crate::shapes::HIDDEN;
+use crate::{KernelId, Shapes, Workload};
+
+/// Per-rank feature sizes of the small shapes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct SmallShapes {
+    /// Hidden size (5120 in the model).
+    pub hidden: usize,
+    /// FFN width per rank, also the K-shard of the fused kernel (17408 / tp).
+    pub ffn: usize,
+    /// Q + gate width per rank (12288 / tp).
+    pub q: usize,
+    /// K (= V) width per rank (max(1024 / tp, 256)).
+    pub kv: usize,
+}
+
+impl SmallShapes {
+    /// The sizes the simulator runs by default: two GPTQ groups of 128 along the hidden size, one
+    /// along the FFN shard, two INT8 blocks per row.
+    pub const DEFAULT: SmallShapes = SmallShapes { hidden: 128, ffn: 128, q: 16, kv: 16 };
+
+    /// One line for reports.
+    pub fn describe(&self, s: &Shapes) -> String {
+        format!(
+            "hidden {}, ffn/rank {}, q/rank {}, kv/rank {} (model: {}, {}, {}, {}), batch {}, GPTQ group {} {}",
+            self.hidden,
+            self.ffn,
+            self.q,
+            self.kv,
+            HIDDEN,
+            s.ffn_local(),
+            s.q_local(),
+            s.kv_local(),
+            s.batch,
+            s.gptq.group,
+            s.gptq.zero.name()
+        )
+    }
+
+    fn map(&self, s: &Shapes) -> Vec<(usize, usize)> {
+        let (q, kv) = (s.q_local(), s.kv_local());
+        vec![
+            (HIDDEN, self.hidden),
+            (s.ffn_local(), self.ffn),
+            (q, self.q),
+            (kv, self.kv),
+            (q + kv, self.q + self.kv),
+            (q + 2 * kv, self.q + 2 * self.kv),
+            (0, 0),
+        ]
+    }
+}
+
+/// The set's kernel `id` at `s`, with every feature dimension mapped by `small`.
+pub fn small_kernel(id: KernelId, s: &Shapes, small: &SmallShapes) -> Result<Kernel, String> {
+    shrink(&id.build(s), &small.map(s))
+}
+
+/// Rebuild `k` with every feature dimension (last axis of tensors, K and N of weights, slice
+/// bounds) replaced through `map`. Batch axes, groups and blocks are kept.
+pub fn shrink(k: &Kernel, map: &[(usize, usize)]) -> Result<Kernel, String> {
+    let dim = |d: usize, what: &dyn Fn() -> String| {
+        map.iter().find(|(from, _)| *from == d).map(|(_, to)| *to).ok_or_else(|| format!("{}: no small size for dimension {d}", what()))
+    };
+    let mut b = Builder::new(k.name(), k.tp());
+    for (_, d) in k.buffers() {
+        let what = || format!("buffer `{}`", d.name);
+        let ty = match &d.ty {
+            BufferType::Tensor(t) => {
+                let mut shape = t.shape.clone();
+                let last = shape.last_mut().ok_or_else(|| format!("{}: scalar tensor", what()))?;
+                *last = dim(*last, &what)?;
+                BufferType::Tensor(Tensor { dtype: t.dtype, shape })
+            }
+            BufferType::Weight(w) => BufferType::Weight(Weight { format: w.format, k: dim(w.k, &what)?, n: dim(w.n, &what)? }),
+        };
+        let decl = match d.role {
+            wavefuse::ir::Role::Input => BufferDecl::input(&d.name, ty, d.sharding),
+            wavefuse::ir::Role::Output => BufferDecl::output(&d.name, ty, d.sharding),
+        };
+        b.param(decl.space(d.space).index_space(d.index_space));
+    }
+    for (op, data) in k.ops() {
+        let what = || format!("op {op}");
+        let kind = match &data.kind {
+            OpKind::Slice(sl) => OpKind::Slice(Slice { x: sl.x, start: dim(sl.start, &what)?, len: dim(sl.len, &what)? }),
+            other => other.clone(),
+        };
+        b.op(kind);
+    }
+    let small = b.finish();
+    validate(&small).map_err(|e| format!("the small `{}` is invalid: {e}", k.name()))?;
+    Ok(small)
+}
+
+/// The schedule the simulator uses: the target's default with two-wave workgroups (so cross-wave
+/// LDS reductions run): INT4 GEMVs keep their 32-column tiles with fewer K slices, FP16 GEMVs keep
+/// one wave per column, and kernels without a GEMV take half a column per lane, so every kernel
+/// has at least two workgroups per rank at the small shapes (a grid barrier that synchronises
+/// something, one flag per workgroup).
+pub fn small_schedule(arch: Arch, kernel: &Kernel) -> Schedule {
+    let mut s = Schedule::default_for(arch, kernel);
+    let wg = 2 * arch.wave_size();
+    let has_gemv = kernel.ops().any(|(_, o)| matches!(o.kind, OpKind::Gemv(_)));
+    let int8 = kernel.ops().any(|(_, o)| matches!(&o.kind, OpKind::AllReduce(a) if a.compression != wavefuse::ir::ops::Compression::None));
+    if !has_gemv && !int8 {
+        s.workgroup_size = wg;
+        s.columns_per_workgroup = wg / 2;
+        return s;
+    }
+    if s.workgroup_size > wg {
+        let ratio = s.workgroup_size / wg;
+        s.workgroup_size = wg;
+        if s.threads_per_column > 1 && s.threads_per_column < arch.wave_size() {
+            // INT4: fewer K slices, the same 32-column tile.
+            s.threads_per_column = (s.threads_per_column / ratio).max(1);
+        } else {
+            s.columns_per_workgroup = (s.columns_per_workgroup / ratio).max(1);
+        }
+    }
+    s
+}
+
+/// A kernel ready to simulate.
+pub struct Prepared {
+    /// The small op-level kernel.
+    pub ir: Kernel,
+    /// Its lowering.
+    pub lowered: LoweredKernel,
+    /// The shapes it was built from.
+    pub shapes: Shapes,
+    /// How the host fills the peer tables.
+    pub peer_table: PeerTable,
+}
+
+/// Why a kernel could not be prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    /// The small kernel could not be built.
+    #[error("{0}")]
+    Shrink(String),
+    /// The lowering failed or does not support the kernel yet.
+    #[error("lowering: {0}")]
+    Lower(#[from] LowerError),
+}
+
+impl PrepareError {
+    /// Whether the lowering does not support the kernel yet (as opposed to failing).
+    pub fn is_unsupported(&self) -> bool {
+        matches!(self, PrepareError::Lower(LowerError::Unsupported(_)))
+    }
+}
+
+/// What to simulate besides the kernel: TP size, target, batch, allreduce protocol.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// TP group size.
+    pub tp: u32,
+    /// Target whose lowering runs.
+    pub arch: Arch,
+    /// Tokens decoded at once.
+    pub batch: usize,
+    /// Allreduce protocol (None: the schedule's default).
+    pub protocol: Option<AllreduceProtocol>,
+    /// How the simulated host fills the peer tables ([`PeerTable::Rotated`] plants the host-side
+    /// defect of DESIGN.md §5.5, to see what the simulator reports).
+    pub peer_table: PeerTable,
+}
+
+impl Config {
+    /// Batch 1, the default protocol, the shared peer rule.
+    pub fn new(tp: u32, arch: Arch) -> Self {
+        Config { tp, arch, batch: 1, protocol: None, peer_table: PeerTable::Shared }
+    }
+}
+
+/// Build the small kernel and lower it for `arch` with [`small_schedule`].
+pub fn prepare(id: KernelId, tp: u32, arch: Arch, small: &SmallShapes) -> Result<Prepared, PrepareError> {
+    prepare_config(id, &Config::new(tp, arch), small)
+}
+
+/// [`prepare`] with a batch size and a protocol.
+pub fn prepare_config(id: KernelId, c: &Config, small: &SmallShapes) -> Result<Prepared, PrepareError> {
+    let shapes = Shapes { batch: c.batch, ..Shapes::qwen27b(c.tp) };
+    let ir = small_kernel(id, &shapes, small).map_err(PrepareError::Shrink)?;
+    let mut schedule = small_schedule(c.arch, &ir);
+    if let Some(p) = c.protocol {
+        schedule = schedule.with_protocol(p);
+    }
+    let lowered = lower(&ir, c.arch, &schedule)?;
+    Ok(Prepared { ir, lowered, shapes, peer_table: c.peer_table })
+}
+
+/// Inputs for `launches` launches of data set `i`: different data in every launch, so data left
+/// from an earlier launch is a wrong answer.
+pub fn schedule_inputs(ir: &Kernel, seed: u64, i: u64, launches: u32) -> Vec<Vec<RankInputs>> {
+    (0..launches)
+        .map(|l| Workload::new(seed ^ (i << 20) ^ (u64::from(l) << 52)).inputs(ir))
+        .collect()
+}
+
+/// Data sets per sweep: schedule i runs on data set i mod DATA_SETS (the schedule seed differs on
+/// every schedule; the data, and its f64 reference, are built once per set).
+pub const DATA_SETS: u64 = 8;
+
+/// A finding seen over a sweep: on how many schedules, and the first one.
+#[derive(Clone, Debug)]
+pub struct SweepFinding {
+    /// The finding as first seen.
+    pub first: Finding,
+    /// The schedule it was first seen on.
+    pub schedule: u64,
+    /// Schedules it was seen on.
+    pub schedules: u64,
+}
+
+/// The result of a sweep.
+#[derive(Clone, Debug, Default)]
+pub struct Sweep {
+    /// Schedules run.
+    pub schedules: u64,
+    /// Schedules with at least one finding.
+    pub failing: u64,
+    /// Findings merged by kind and message site.
+    pub findings: Vec<SweepFinding>,
+    /// The largest relative L2 error of any output (over all schedules, launches, ranks).
+    pub max_rel_l2: f64,
+    /// Scheduling steps, summed.
+    pub steps: u64,
+    /// Lane instructions executed, summed.
+    pub instructions: u64,
+    /// Wall time in seconds.
+    pub seconds: f64,
+}
+
+/// Launches per schedule: enough to run epochs 1..3 on the same counters and flags.
+pub const LAUNCHES: u32 = 3;
+
+/// Run `schedules` schedules (indices `first..first + schedules`) of a prepared kernel.
+pub fn sweep(p: &Prepared, seed: u64, first: u64, schedules: u64, mut progress: impl FnMut(u64, u64)) -> Result<Sweep, String> {
+    let start = Instant::now();
+    let mut out = Sweep::default();
+    let mut cases: Vec<Option<Case>> = vec![None; DATA_SETS as usize];
+    for i in first..first + schedules {
+        let set = (i % DATA_SETS) as usize;
+        if cases[set].is_none() {
+            let inputs = schedule_inputs(&p.ir, seed, set as u64, LAUNCHES);
+            cases[set] = Some(Case::new(&p.ir, inputs).map_err(|e| e.to_string())?);
+        }
+        let case = cases[set].as_ref().expect("built");
+        let opts = SimOptions { peer_table: p.peer_table, ..SimOptions::sweep(seed, i) };
+        let rep = simulate_case(&p.lowered, &p.ir, case, &opts).map_err(|e| e.to_string())?;
+        out.schedules += 1;
+        out.steps += rep.stats.steps;
+        out.instructions += rep.stats.instructions;
+        let m = rep.max_rel_l2();
+        if m.is_nan() || m > out.max_rel_l2 {
+            out.max_rel_l2 = m;
+        }
+        if !rep.findings.is_empty() {
+            out.failing += 1;
+        }
+        for f in rep.findings {
+            match out.findings.iter_mut().find(|s| s.first.kind == f.kind && s.first.site == f.site) {
+                Some(s) => s.schedules += 1,
+                None => out.findings.push(SweepFinding { first: f, schedule: i, schedules: 1 }),
+            }
+        }
+        progress(out.schedules, out.failing);
+    }
+    out.seconds = start.elapsed().as_secs_f64();
+    Ok(out)
+}
+
+/// `wavefuse sim KERNEL --tp N --schedules N --seed S --target T [--batch B] [--protocol P]`.
+pub fn sim_cmd(id: KernelId, c: Config, schedules: u64, seed: u64) -> ExitCode {
+    let (tp, arch) = (c.tp, c.arch);
+    let small = SmallShapes::DEFAULT;
+    let p = match prepare_config(id, &c, &small) {
+        Ok(p) => p,
+        Err(e) if e.is_unsupported() => {
+            eprintln!("error: {id}@{arch} tp={tp} cannot be simulated yet: {e}");
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            eprintln!("error: {id}@{arch} tp={tp}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let k = &p.lowered;
+    let protocol = c.protocol.map(|p| format!(", {p:?} allreduce")).unwrap_or_default();
+    println!("simulating {id}@{arch}, tp={tp}{protocol}, {schedules} schedules from seed {seed:#x}");
+    if c.peer_table == PeerTable::Rotated {
+        println!("host peer tables ROTATED (slot s of rank r = rank r + s): the §5.5 defect is planted");
+    }
+    println!("small shapes: {}", small.describe(&p.shapes));
+    println!(
+        "per rank: {} workgroups × {} lanes (wave {}); {LAUNCHES} launches per schedule (epochs 1..={LAUNCHES}, counters and flags never reset)",
+        k.grid,
+        k.workgroup_size,
+        k.wave_size()
+    );
+    let tty = std::io::stderr().is_terminal();
+    let mut last = Instant::now();
+    let progress = |done: u64, failing: u64| {
+        if tty && (last.elapsed().as_millis() >= 200 || done == schedules) {
+            last = Instant::now();
+            let width = 30;
+            let filled = (done * width / schedules.max(1)) as usize;
+            eprint!("\r[{}{}] {done}/{schedules} schedules, {failing} with findings", "=".repeat(filled), " ".repeat(width as usize - filled));
+            let _ = std::io::stderr().flush();
+        }
+    };
+    let result = sweep(&p, seed, 0, schedules, progress);
+    if tty {
+        eprintln!();
+    }
+    let s = match result {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    print!("{}", summary(&p, &s));
+    if s.findings.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
+/// The report printed after a sweep.
+pub fn summary(p: &Prepared, s: &Sweep) -> String {
+    let tol = p.ir.outputs().map(|b| tolerance_for(&p.ir, dtype(&p.ir, b))).fold(f64::INFINITY, f64::min);
+    let mut out = format!(
+        "{} schedules in {:.1} s ({:.1} schedules/s; per schedule {:.0} scheduling steps, {:.0} lane instructions); {} with findings; max relative L2 error {:.2e} (tolerance {:.0e})\n",
+        s.schedules,
+        s.seconds,
+        s.schedules as f64 / s.seconds.max(1e-9),
+        s.steps as f64 / s.schedules.max(1) as f64,
+        s.instructions as f64 / s.schedules.max(1) as f64,
+        s.failing,
+        s.max_rel_l2,
+        tol
+    );
+    let mut kinds: Vec<FindingKind> = s.findings.iter().map(|f| f.first.kind).collect();
+    kinds.sort();
+    kinds.dedup();
+    for kind in kinds {
+        for f in s.findings.iter().filter(|f| f.first.kind == kind) {
+            out.push_str(&format!("  {} [on {} schedules, first schedule {}]\n", f.first, f.schedules, f.schedule));
+        }
+    }
+    out
+}
+
+fn dtype(k: &Kernel, b: wavefuse::ir::Buffer) -> wavefuse::ir::ScalarType {
+    match &k.buffer(b).expect("own buffer").ty {
+        BufferType::Tensor(t) => t.dtype,
+        BufferType::Weight(_) => wavefuse::ir::ScalarType::F16,
+    }
+}

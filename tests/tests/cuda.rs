@@ -1,0 +1,148 @@
+//! The CUDA back end on the kernel set (sm_90): snapshots `{kernel}@sm90_tp{N}` of the generated
+//! source (and `…_tp4.abi`), and real nvcc compiles checked against the committed budget
+//! (kernels-gen/budgets.toml: no spills, no local-memory stack frame).
+//! Without nvcc: "skipped: nvcc not found", except under CI (`CI` set), where it fails.
+
+use std::collections::BTreeSet;
+
+use wavefuse_codegen::Arch;
+use wavefuse_codegen::cpp::toolchain::{self, Tool};
+use wavefuse_kernels::KernelId;
+use wavefuse_kernels::cmd_codegen::{self, Generated, Outcome, generate};
+use wavefuse_kernels::shapes::TP_SIZES;
+
+const ARCH: Arch = Arch::Sm90;
+
+/// Kernels the lowering reports Unsupported for on sm_90 (at every TP). Asserted exactly.
+const NOT_LOWERED: &[&str] = &[];
+
+fn tool(t: Tool) -> bool {
+    match toolchain::find(t) {
+        Ok(_) => true,
+        Err(e) if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) => {
+            panic!("CI must have {}: {e}", t.name())
+        }
+        Err(_) => {
+            eprintln!("skipped: {} not found", t.name());
+            false
+        }
+    }
+}
+
+fn generate_set() -> (Vec<Generated>, BTreeSet<&'static str>) {
+    let (mut ok, mut unsupported) = (Vec::new(), BTreeSet::new());
+    for id in KernelId::ALL {
+        for tp in TP_SIZES {
+            match generate(id, ARCH, tp, 1) {
+                Ok(g) => ok.push(g),
+                Err(e) if e.is_unsupported() => {
+                    unsupported.insert(id.name());
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+    for name in &unsupported {
+        assert!(
+            !ok.iter().any(|g| g.id.name() == *name),
+            "{name} lowers at some TP sizes only"
+        );
+    }
+    (ok, unsupported)
+}
+
+#[test]
+fn cuda_snapshots_of_the_kernel_set_sm90() {
+    let (set, unsupported) = generate_set();
+    assert_eq!(
+        unsupported,
+        NOT_LOWERED.iter().copied().collect(),
+        "the kernels the lowering does not support changed: update NOT_LOWERED"
+    );
+    for g in &set {
+        insta::assert_snapshot!(format!("{}@sm90_tp{}", g.id.name(), g.tp), g.source.text);
+        if g.tp == 4 {
+            let abi = g.abi.to_toml().expect("ABI serialises");
+            insta::assert_snapshot!(format!("{}@sm90_tp4.abi", g.id.name()), abi);
+        }
+    }
+}
+
+#[test]
+fn cuda_uses_scoped_atomics_and_warp32_sm90() {
+    let (set, _) = generate_set();
+    for g in &set {
+        let t = &g.source.text;
+        let name = g.id.name();
+        assert!(
+            !t.contains("#include"),
+            "{name}: the CUDA source needs no header (NVRTC without include paths)"
+        );
+        assert!(
+            !t.contains("__hip") && !t.contains("amdgcn"),
+            "{name}: HIP spelling in CUDA"
+        );
+        assert!(
+            !t.contains("atomicAdd(") && !t.contains("__threadfence()"),
+            "{name}: unscoped atomics"
+        );
+        assert!(
+            !t.contains(", 64)"),
+            "{name}: a 64-lane shuffle on a 32-lane warp"
+        );
+        if t.contains("__shfl_xor_sync") {
+            assert!(
+                t.contains("__shfl_xor_sync(0xffffffffu, v, 16, 32)"),
+                "{name}"
+            );
+        }
+        if g.abi.peer_table.is_some() && g.tp > 1 {
+            assert!(
+                t.contains("__NV_ATOMIC_ACQUIRE, __NV_THREAD_SCOPE_SYSTEM"),
+                "{name}: peer flags need a system-scope acquire"
+            );
+            assert!(
+                t.contains("__NV_ATOMIC_RELEASE, __NV_THREAD_SCOPE_SYSTEM"),
+                "{name}: peer flags need a system-scope release"
+            );
+        }
+    }
+}
+
+#[test]
+fn nvcc_compiles_the_set_within_budget_sm90() {
+    if !tool(Tool::Nvcc) {
+        return;
+    }
+    let budgets = cmd_codegen::budgets().expect("kernels-gen/budgets.toml parses");
+    let jobs = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(4);
+    let rows = cmd_codegen::check(ARCH, &TP_SIZES, &budgets, jobs).expect("nvcc runs");
+    let table = cmd_codegen::table(ARCH, &rows);
+    println!("{table}");
+    for r in &rows {
+        match &r.outcome {
+            Outcome::Compiled {
+                verdict, compiled, ..
+            } => {
+                assert!(
+                    verdict.ok(),
+                    "{}@tp{}: {}\n{table}",
+                    r.id.name(),
+                    r.tp,
+                    verdict.describe()
+                );
+                assert_eq!(
+                    compiled.resources.scratch_bytes,
+                    0,
+                    "{}@tp{}: local-memory stack frame",
+                    r.id.name(),
+                    r.tp
+                );
+            }
+            Outcome::Unsupported(_) => assert!(NOT_LOWERED.contains(&r.id.name()), "{table}"),
+            Outcome::Failed(why) => panic!("{}@tp{}: {why}", r.id.name(), r.tp),
+        }
+    }
+}

@@ -1,0 +1,12 @@
+// A zero epsilon divides by zero on an all-zero row.
+wavefuse::kernel! {
+    pub fn final_norm(batch: usize) {
+        in x: f16[batch, 5120];
+        in w: f16[5120];
+        out y: f16[batch, 5120];
+
+        y = round_f16(rmsnorm(x, w, eps = 0.0));
+    }
+}
+
+fn main() {}

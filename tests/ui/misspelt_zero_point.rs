@@ -1,0 +1,12 @@
+// Keywords are lower-case, as in the textual IR.
+wavefuse::kernel! {
+    pub fn up(tp: u32, batch: usize) across tp {
+        in w_up: gptq<group = 128, zero = V2>[5120, 4352] col_parallel;
+        in x: f16[batch, 5120];
+        out y: f16[batch, 4352] col_parallel;
+
+        y = round_f16(gemv.col(w_up, x));
+    }
+}
+
+fn main() {}

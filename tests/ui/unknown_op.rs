@@ -1,0 +1,12 @@
+// A misspelt op name: the message suggests the op meant.
+wavefuse::kernel! {
+    pub fn final_norm(batch: usize) {
+        in x: f16[batch, 5120];
+        in w: f16[5120];
+        out y: f16[batch, 5120];
+
+        y = round_f16(rmsnrom(x, w, eps = 1e-6));
+    }
+}
+
+fn main() {}
