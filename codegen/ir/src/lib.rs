@@ -2,7 +2,7 @@
 //!
 //! A kernel is one launch per rank of a tensor-parallel (TP) group of `tp` ranks. It has
 //! *buffers* (its parameters), *values* (SSA tensors) and *ops*, each an entity reference into a
-//! `PrimaryMap` ([`entities`]). Kernels are made only by a [`Builder`] and checked only by
+//! `PrimaryMap` ([`Buffer`], [`Value`], [`Op`]). Kernels are made only by a [`Builder`] and checked only by
 //! [`validate`]; derived facts (value types, use counts, the store that writes each output) come
 //! back in side tables of a [`KernelInfo`].
 //!
@@ -11,7 +11,7 @@
 //! defined by earlier ops and defines new ones. How the work is split over workgroups, lanes and
 //! ranks, and where the ranks or workgroups must synchronise, is not expressed here: the lowering
 //! decides it, and must preserve exactly these semantics. The executable definition is the f64
-//! evaluator in [`reference`].
+//! evaluator in [`mod@reference`].
 //!
 //! ## Precision and rounding points
 //! Values typed `f32` are unrounded intermediate results (the reference keeps them in f64; a device
