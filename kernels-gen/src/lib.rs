@@ -2,10 +2,12 @@
 //! the embedded synthetic data, and the reference report of the `wavefuse` binary.
 
 pub mod cmd_codegen;
+pub mod cmd_run;
 pub mod cmd_sim;
 pub mod report;
 pub mod set;
 pub mod shapes;
+pub mod suite;
 pub mod workload;
 
 pub use set::KernelId;

@@ -102,6 +102,13 @@ enum Command {
         #[arg(long, default_value_t = Workload::DEFAULT_SEED)]
         seed: u64,
     },
+    /// Run one kernel on the default workload (on the GPU, in the simulator, or as the f64
+    /// reference alone) and compare it with the f64 reference; exit non-zero when outside
+    /// tolerance or when the device is missing.
+    Run(wavefuse_kernels::cmd_run::RunArgs),
+    /// The GPU suite: every kernel at TP 1, 2, 4, 8 (ranks on one device), model and odd shapes,
+    /// against the f64 reference; back-to-back launches of synchronising kernels; JSON + Markdown.
+    GpuSuite(wavefuse_kernels::suite::SuiteArgs),
 }
 
 fn parse_tp(s: &str) -> Result<u32, String> {
@@ -142,6 +149,8 @@ fn main() -> ExitCode {
             let config = cmd_sim::Config { tp, arch: target, batch: batch.into(), protocol, peer_table };
             cmd_sim::sim_cmd(kernel, config, schedules, seed)
         }
+        Command::Run(args) => wavefuse_kernels::cmd_run::run_cmd(&args),
+        Command::GpuSuite(args) => wavefuse_kernels::suite::suite_cmd(&args),
         Command::Report { tp, seed } => report(if tp.is_empty() { TP_SIZES.to_vec() } else { tp }, seed),
     }
 }

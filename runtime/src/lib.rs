@@ -15,6 +15,8 @@
 //! - [`launch`]: the ABI-agnostic launch core: typed [`KernelArg`]s, [`LaunchSpec`] (grid, block,
 //!   dynamic LDS, co-residency requirement) and the co-residency check of DESIGN.md §5.9.
 //! - [`rank`]: [`RankGroup`], a TP group of ranks either one per device or all on one device.
+//! - [`exec`]: an op-level kernel on a rank group: op-level inputs to device arrays, launch,
+//!   outputs back, and their error against the f64 reference.
 //! - [`sync`]: the per-kernel-instance synchronisation state the runtime owns — counters, flags and
 //!   the error word (zeroed once), the epoch passed to every launch (1, 2, 3, …), and the error word
 //!   turned into [`Error::BarrierTimeout`] after each launch (DESIGN.md §5.4, §5.10, §5.11).
@@ -27,6 +29,7 @@ pub mod cache;
 pub mod compile;
 pub mod device;
 mod error;
+pub mod exec;
 pub mod launch;
 pub mod rank;
 pub mod sync;

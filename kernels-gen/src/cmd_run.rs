@@ -1,0 +1,404 @@
+//! `wavefuse run KERNEL`: one kernel of the set on the default workload, on a GPU, in the CPU
+//! simulator, or as the f64 reference alone; compared with the f64 reference per output and rank.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use wavefuse::ir::reference::RankOutputs;
+use wavefuse::ir::{Kernel, Sharding};
+use wavefuse_codegen::Arch;
+use wavefuse_codegen::sim::{Case, Granularity, SimOptions, simulate_case};
+use wavefuse_runtime::exec::{self, OutputMetrics};
+use wavefuse_runtime::{Cache, Device, DeviceError, Error as RtError, HipDevice};
+
+use crate::suite::{
+    self, CaseSpec, Data, Generated, PrepError, ShapeKind, artifact_name, tolerance,
+};
+use crate::{KernelId, Workload};
+
+/// Where `wavefuse run` executes the kernel.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DeviceKind {
+    /// The GPU present (CUDA → sm_90; HIP with `--target gfx906`).
+    Gpu,
+    /// Only the f64 reference: print its output statistics.
+    CpuRef,
+    /// The CPU protocol simulator on the lowered kernel.
+    Sim,
+}
+
+/// The arguments of `wavefuse run`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct RunArgs {
+    /// Kernel name (see `wavefuse list`).
+    pub kernel: KernelId,
+    /// TP group size; every rank runs on the one device.
+    #[arg(long, default_value_t = 4, value_parser = parse_tp)]
+    pub tp: u32,
+    /// Tokens decoded at once (1–8).
+    #[arg(long, default_value_t = 1, value_parser = parse_batch)]
+    pub batch: usize,
+    /// gpu: the GPU present; cpu-ref: the f64 reference only; sim: the CPU protocol simulator.
+    #[arg(long, value_enum, default_value_t = DeviceKind::Gpu)]
+    pub device: DeviceKind,
+    /// Seed of the synthetic workload.
+    #[arg(long, default_value_t = Workload::DEFAULT_SEED)]
+    pub seed: u64,
+    /// Target arch: for gpu, gfx906 selects the HIP device (default: the GPU's own arch); for
+    /// sim, the lowering simulated (default sm90).
+    #[arg(long)]
+    pub target: Option<Arch>,
+    /// The simulator's small shapes (hidden 128, …) instead of the DESIGN.md §1 shapes: fast
+    /// under the simulator and compute-sanitizer.
+    #[arg(long)]
+    pub small: bool,
+}
+
+/// A TP size of the set: 1, 2, 4 or 8.
+pub fn parse_tp(s: &str) -> Result<u32, String> {
+    let tp: u32 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a TP size; use one of 1, 2, 4, 8"))?;
+    if crate::shapes::TP_SIZES.contains(&tp) {
+        Ok(tp)
+    } else {
+        Err(format!("TP = {tp} is not supported; use one of 1, 2, 4, 8"))
+    }
+}
+
+fn parse_batch(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(b) if (1..=8).contains(&b) => Ok(b),
+        _ => Err(format!("`{s}` is not a batch size; use 1 to 8")),
+    }
+}
+
+/// Exit code when the requested device does not exist.
+const NO_DEVICE: u8 = 2;
+
+/// `wavefuse run`.
+pub fn run_cmd(a: &RunArgs) -> ExitCode {
+    let spec = CaseSpec {
+        id: a.kernel,
+        tp: a.tp,
+        batch: a.batch,
+        shape: if a.small {
+            ShapeKind::Small
+        } else {
+            ShapeKind::Model
+        },
+    };
+    match a.device {
+        DeviceKind::CpuRef => cpu_ref(&spec, a.seed),
+        DeviceKind::Sim => sim(&spec, a.seed, a.target.unwrap_or(Arch::Sm90)),
+        DeviceKind::Gpu => gpu(&spec, a.seed, a.target),
+    }
+}
+
+fn fail(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::FAILURE
+}
+
+fn describe(spec: &CaseSpec, seed: u64, ir: &Kernel) {
+    println!(
+        "wavefuse run {}: tp={}, batch={}, {} shapes, seed {seed:#x}",
+        spec.id.name(),
+        spec.tp,
+        spec.batch,
+        spec.shape.name()
+    );
+    for (_, d) in ir.buffers() {
+        println!(
+            "  {:<6} {:<14} {} (per rank)",
+            role(d.role),
+            d.name,
+            d.local_type()
+        );
+    }
+}
+
+fn role(r: wavefuse::ir::Role) -> &'static str {
+    match r {
+        wavefuse::ir::Role::Input => "in",
+        wavefuse::ir::Role::Output => "out",
+    }
+}
+
+// --- cpu-ref ---------------------------------------------------------------------------------
+
+fn cpu_ref(spec: &CaseSpec, seed: u64) -> ExitCode {
+    let ir = match suite::op_kernel(spec) {
+        Ok(Some(k)) => k,
+        Ok(None) => return fail("shape does not apply"),
+        Err(e) => return fail(e),
+    };
+    describe(spec, seed, &ir);
+    let start = Instant::now();
+    let data = match Data::new(&ir, seed) {
+        Ok(d) => d,
+        Err(e) => return fail(e),
+    };
+    println!(
+        "inputs and the f64 reference on the CPU: {:.1} ms\n",
+        start.elapsed().as_secs_f64() * 1e3
+    );
+    println!(
+        "{:<14} {:>4} {:>9} {:>11} {:>11} {:>11} {:>10}  ranks",
+        "output", "rank", "elements", "rms", "max |y|", "mean", "non-finite"
+    );
+    let mut bad = 0;
+    for b in ir.outputs() {
+        let d = ir.buffer(b).expect("own buffer");
+        for (r, outs) in data.reference.iter().enumerate() {
+            let y = &outs[&b].data;
+            let n = y.len().max(1) as f64;
+            let rms = (y.iter().map(|v| v * v).sum::<f64>() / n).sqrt();
+            let max = y.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            let mean = y.iter().sum::<f64>() / n;
+            let non_finite = y.iter().filter(|v| !v.is_finite()).count();
+            let agree = agree_with_rank0(&data.reference, b, r, d.sharding);
+            bad += usize::from(non_finite > 0 || !agree);
+            println!(
+                "{:<14} {r:>4} {:>9} {rms:>11.4e} {max:>11.4e} {mean:>11.3e} {non_finite:>10}  {}",
+                d.name,
+                y.len(),
+                if d.sharding != Sharding::Replicated {
+                    "sharded"
+                } else if agree {
+                    "replicated, agree"
+                } else {
+                    "replicated, DIFFER"
+                }
+            );
+        }
+    }
+    if bad > 0 {
+        return fail(format!(
+            "{bad} reference output(s) non-finite or inconsistent across ranks"
+        ));
+    }
+    ExitCode::SUCCESS
+}
+
+fn agree_with_rank0(outs: &[RankOutputs], b: wavefuse::ir::Buffer, r: usize, s: Sharding) -> bool {
+    s != Sharding::Replicated || r == 0 || outs[r][&b].data == outs[0][&b].data
+}
+
+// --- the metrics table -------------------------------------------------------------------------
+
+/// Prints one row per output and rank; returns whether all pass at `tol`.
+pub fn print_metrics(ms: &[OutputMetrics], tol: f64) -> bool {
+    println!(
+        "{:<14} {:>4} {:>9} {:>10} {:>10} {:>12} {:>10} {:>7} {:>6}  verdict",
+        "output", "rank", "elements", "rel L2", "max abs", "cosine", "non-finite", "≠rank0", "tol"
+    );
+    for m in ms {
+        println!(
+            "{:<14} {:>4} {:>9} {:>10.3e} {:>10.3e} {:>12.9} {:>10} {:>7} {tol:>6.0e}  {}",
+            m.output,
+            m.rank,
+            m.elements,
+            m.rel_l2,
+            m.max_abs,
+            m.cosine,
+            m.non_finite,
+            m.differs_from_rank0,
+            if m.passes(tol) { "ok" } else { "FAIL" }
+        );
+    }
+    !ms.is_empty() && ms.iter().all(|m| m.passes(tol))
+}
+
+/// Prints the table and the verdict; `extra` is a failure found besides the metrics.
+fn verdict(spec: &CaseSpec, ms: &[OutputMetrics], extra: Option<String>) -> ExitCode {
+    let (tol, why) = tolerance(spec.id);
+    let ok = print_metrics(ms, tol);
+    let failing = ms.iter().filter(|m| !m.passes(tol)).count();
+    if let Some(extra) = extra {
+        println!("\nFAIL: {extra}");
+        ExitCode::FAILURE
+    } else if ok {
+        println!(
+            "\nPASS: all {} outputs (per rank) within relative L2 {tol:.0e} ({why})",
+            ms.len()
+        );
+        ExitCode::SUCCESS
+    } else {
+        println!(
+            "\nFAIL: {failing} of {} outputs (per rank) outside relative L2 {tol:.0e}, non-finite, or \
+             differing across ranks",
+            ms.len()
+        );
+        ExitCode::FAILURE
+    }
+}
+
+// --- sim -------------------------------------------------------------------------------------
+
+fn sim(spec: &CaseSpec, seed: u64, arch: Arch) -> ExitCode {
+    let g = match suite::generate(spec, arch) {
+        Ok(g) => g,
+        Err(e) => return fail(e),
+    };
+    describe(spec, seed, &g.ir);
+    let k = &g.lowered;
+    let lanes = u64::from(k.grid) * u64::from(k.workgroup_size) * u64::from(k.tp);
+    let mut opts = SimOptions::new(seed);
+    if spec.shape != ShapeKind::Small {
+        eprintln!(
+            "warning: simulating the full shapes: {lanes} lanes ({} workgroups x {} lanes x {} \
+             ranks), one launch, wave granularity, no step limit: seconds to minutes. \
+             `--small` runs the simulator's small shapes.",
+            k.grid, k.workgroup_size, k.tp
+        );
+        opts.granularity = Granularity::Wave;
+        opts.max_steps = u64::MAX;
+    }
+    println!(
+        "simulating {}@{arch}: {} workgroups x {} lanes per rank, seed {seed:#x}",
+        k.name, k.grid, k.workgroup_size
+    );
+    let data = match Data::new(&g.ir, seed) {
+        Ok(d) => d,
+        Err(e) => return fail(e),
+    };
+    let case = Case {
+        inputs: vec![data.inputs],
+        reference: vec![data.reference],
+    };
+    let report = match with_heartbeat(|| simulate_case(k, &g.ir, &case, &opts)) {
+        Ok(r) => r,
+        Err(e) => return fail(format!("simulator: {e}")),
+    };
+    println!(
+        "{} scheduling steps, {} lane instructions{}\n",
+        report.stats.steps,
+        report.stats.instructions,
+        if report.stats.aborted {
+            ", ABORTED"
+        } else {
+            ""
+        }
+    );
+    for f in &report.findings {
+        println!("finding: {f}");
+    }
+    let outputs = report.outputs.first().cloned().unwrap_or_default();
+    if outputs.iter().all(|o| o.is_empty()) {
+        return fail("the simulated launch did not complete");
+    }
+    let ms = exec::compare(&g.ir, &outputs, &case.reference[0]);
+    let findings = (!report.findings.is_empty())
+        .then(|| format!("{} simulator finding(s) (above)", report.findings.len()));
+    verdict(spec, &ms, findings)
+}
+
+/// Runs `f` on a helper thread, printing the elapsed time every 10 s while it runs.
+fn with_heartbeat<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        let (tx, rx) = mpsc::channel();
+        s.spawn(move || tx.send(f()));
+        loop {
+            match rx.recv_timeout(Duration::from_secs(10)) {
+                Ok(v) => return v,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    eprintln!("  ... simulating, {:.0} s", start.elapsed().as_secs_f64())
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    panic!("the simulator thread panicked")
+                }
+            }
+        }
+    })
+}
+
+// --- gpu -------------------------------------------------------------------------------------
+
+fn gpu(spec: &CaseSpec, seed: u64, target: Option<Arch>) -> ExitCode {
+    if target == Some(Arch::Gfx906) {
+        return match HipDevice::new(0) {
+            Ok(dev) => on_device(dev, spec, seed),
+            Err(e @ (DeviceError::NoDriver { .. } | DeviceError::NoDevice { .. })) => {
+                eprintln!("error: {e}; run with --device cpu-ref or --device sim");
+                ExitCode::from(NO_DEVICE)
+            }
+            Err(e) => fail(e),
+        };
+    }
+    if let Some(path) = suite::locate_nvrtc() {
+        eprintln!("note: using NVRTC at {}", path.display());
+    }
+    match suite::open_cuda() {
+        Ok(dev) => on_device(dev, spec, seed),
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(NO_DEVICE)
+        }
+    }
+}
+
+fn on_device<D: Device>(dev: D, spec: &CaseSpec, seed: u64) -> ExitCode {
+    let info = dev.info().clone();
+    let Some(arch) = info.arch else {
+        return fail(format!(
+            "{} is not a wavefuse target (gfx906 or sm_90)",
+            info.name
+        ));
+    };
+    let progress = std::io::stderr().is_terminal();
+    if progress {
+        eprint!("preparing inputs and the f64 reference ...");
+    }
+    let prepared = suite::prepare(spec, arch, seed, false);
+    if progress {
+        eprint!("\r{:<60}\r", "");
+    }
+    let p = match prepared {
+        Ok(p) => p,
+        Err(e @ PrepError::Unsupported(_)) => {
+            return fail(format!(
+                "{} cannot be generated for {arch} yet: {e}",
+                spec.id
+            ));
+        }
+        Err(e) => return fail(e),
+    };
+    describe(spec, seed, &p.g.ir);
+    header(&p.g, &info.name, info.compute_units);
+    let cache = Cache::from_env();
+    match suite::execute(dev, &p, &cache, 0) {
+        Ok(x) => {
+            println!(
+                "compiled by {} ({}); launch at epoch 1: {:.3} ms wall, including the wait\n",
+                x.compiler,
+                artifact_name(&x.artifact),
+                x.run_ms
+            );
+            verdict(spec, &x.metrics, None)
+        }
+        Err(e @ RtError::BarrierTimeout { .. }) => fail(format!(
+            "{e}: a bounded wait ran out (DESIGN.md §5.10); under compute-sanitizer, launches of \
+             different ranks may be serialised, so cross-rank flags cannot be met"
+        )),
+        Err(e) => fail(e),
+    }
+}
+
+fn header(g: &Generated, device: &str, sms: u32) {
+    let k = &g.lowered;
+    let sync = match (k.coresidency.is_some(), k.flag_rounds_per_launch > 0) {
+        (true, true) => "grid barrier and cross-rank flags",
+        (true, false) => "grid barrier",
+        (false, true) => "cross-rank flags",
+        (false, false) => "no cross-workgroup synchronisation",
+    };
+    println!(
+        "device: {device} ({sms} SMs), all {} ranks on it, one stream each; per rank {} \
+         workgroups x {} lanes; {sync}",
+        k.tp, k.grid, k.workgroup_size
+    );
+}

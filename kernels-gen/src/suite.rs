@@ -1,0 +1,1531 @@
+//! The GPU suite (DESIGN.md §7, issue 5): every kernel of the set at TP = 1, 2, 4, 8 with all ranks
+//! on one device, at the §1 shapes and odd shapes, against the f64 reference on fresh random inputs
+//! with outputs poisoned first; 10,000 back-to-back launches of every synchronising kernel; a JSON
+//! results file and a Markdown table. Also the pieces `wavefuse run` shares: the tolerance table,
+//! case building, preparation (inputs and reference), and execution on a device.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::Instant;
+
+use serde_json::{Value as Json, json};
+use wavefuse::ir::reference::{RankInputs, RankOutputs, evaluate};
+use wavefuse::ir::{GptqLayout, GroupSize, Kernel, ZeroPoint, validate};
+use wavefuse_codegen::Arch;
+use wavefuse_codegen::cpp::{self, Source};
+use wavefuse_codegen::lower::{LowerError, Schedule, lower};
+use wavefuse_codegen::lowered::LoweredKernel;
+use wavefuse_runtime::compile::{Compiler, Nvrtc, default_compiler};
+use wavefuse_runtime::exec::{self, ArtifactSource, OpKernel, OutputMetrics};
+use wavefuse_runtime::{
+    Cache, CompileRequest, CudaDevice, Device, DeviceError, Error as RtError, RankGroup,
+    SameDeviceMode,
+};
+
+use crate::cmd_sim::{SmallShapes, shrink, small_kernel, small_schedule};
+use crate::shapes::{HIDDEN, TP_SIZES};
+use crate::{KernelId, Shapes, Workload};
+
+// ---------------------------------------------------------------------------------------------
+// Tolerances
+// ---------------------------------------------------------------------------------------------
+
+/// The relative-L2 tolerance of every kernel's outputs against the f64 reference, and why.
+/// Every output is FP16 and the reference rounds at exactly the points the IR spells out, so what
+/// remains is the device's FP32 arithmetic (accumulation order, `expf`, `rsqrtf`) against f64
+/// flipping a rounding by one FP16 ulp (2⁻¹¹ relative) on a small fraction of elements: ~1e-4 in
+/// L2 over a vector. A wrong, stale or missing value is off by O(1) and fails by orders of
+/// magnitude. Besides the gate: every element finite (outputs are poisoned with NaN first), and
+/// replicated outputs identical bit for bit on every rank.
+pub const TOLERANCES: [(KernelId, f64, &str); 8] = [
+    (
+        KernelId::GemvF16,
+        1e-3,
+        "one FP16 rounding of an FP32 dot product of 5120 FP16 products",
+    ),
+    (
+        KernelId::GemvInt4,
+        1e-3,
+        "(q − z)·s is exact in FP32; one FP16 rounding of the FP32 sum",
+    ),
+    (
+        KernelId::GemvInt4DualSilu,
+        1e-3,
+        "two exact-dequant FP32 sums, silu with expf (≈1e-7 rel.), one FP16 rounding",
+    ),
+    (
+        KernelId::GemvInt4Qkv,
+        1e-3,
+        "as gemv_int4; three outputs by column range, each rounded once",
+    ),
+    (
+        KernelId::AllreduceResidual,
+        1e-3,
+        "FP32 sum of tp FP16 partials and the residual in rank order, one FP16 rounding",
+    ),
+    (
+        KernelId::AllreduceResidualRmsnorm,
+        1e-3,
+        "as allreduce_residual; the norm reads the rounded residual_out (an IR rounding point) \
+         and reduces squares in FP32",
+    ),
+    (
+        KernelId::GemvInt4AllreduceRmsnorm,
+        1e-3,
+        "the FP16 published partial is an IR rounding point; a one-ulp flip there moves the sum \
+         by 2⁻¹¹ of one partial; then as allreduce_residual_rmsnorm",
+    ),
+    (
+        KernelId::AllreduceInt8,
+        1e-3,
+        "against its own compressed semantics (the reference quantises with the same f32 scale \
+         absmax/127): the device's FP32 x/s can round to the neighbouring code only within an f32 \
+         ulp of a half-integer (≈4e-6 per element), one code = s ≈ 3 % of a block's max on one \
+         element: ≈2e-4 rel. L2 over 5120 features",
+    ),
+];
+
+/// The tolerance and its reason for kernel `id`.
+pub fn tolerance(id: KernelId) -> (f64, &'static str) {
+    let (_, tol, why) = TOLERANCES
+        .iter()
+        .find(|(k, _, _)| *k == id)
+        .expect("every kernel has a tolerance");
+    (*tol, why)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cases
+// ---------------------------------------------------------------------------------------------
+
+/// Which shapes a case uses.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ShapeKind {
+    /// DESIGN.md §1 (Qwen 3.5 27B) per-rank shapes.
+    Model,
+    /// N not a multiple of the tile (INT4: N a multiple of 8 for `qzeros`, not of 32; FP16: not
+    /// even of 8; allreduce kernels: hidden 4360, INT8: 4352, whole blocks of 128 as the validator
+    /// requires, not a whole number of 1024-feature workgroup tiles).
+    OddN,
+    /// K with a partial group where legal: per-channel GPTQ groups with K = 4104, not a multiple
+    /// of 128 nor of the lanes' K slices; FP16: the same K (the lowering requires K % 8 == 0 for
+    /// FP16 and says so).
+    OddK,
+    /// The simulator's small shapes and schedule (`wavefuse sim`), for sanitizer runs.
+    Small,
+}
+
+impl ShapeKind {
+    /// Its name in tables and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            ShapeKind::Model => "model",
+            ShapeKind::OddN => "odd-n",
+            ShapeKind::OddK => "odd-k",
+            ShapeKind::Small => "small",
+        }
+    }
+}
+
+/// One case: a kernel, TP size, batch and shapes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CaseSpec {
+    /// The kernel.
+    pub id: KernelId,
+    /// TP size (ranks on one device).
+    pub tp: u32,
+    /// Tokens decoded at once.
+    pub batch: usize,
+    /// Shapes.
+    pub shape: ShapeKind,
+}
+
+impl CaseSpec {
+    /// `kernel@tpN/shape/bB`.
+    pub fn label(&self) -> String {
+        format!(
+            "{}@tp{}/{}/b{}",
+            self.id.name(),
+            self.tp,
+            self.shape.name(),
+            self.batch
+        )
+    }
+}
+
+/// The odd dimensions (see [`ShapeKind`]).
+const ODD_INT4_N: usize = 4360;
+const ODD_F16_N: usize = 3001;
+const ODD_HIDDEN: usize = 4360;
+const ODD_INT8_HIDDEN: usize = 4352;
+const ODD_Q: usize = 1544;
+const ODD_KV: usize = 264;
+const ODD_K: usize = 4104;
+const ODD_FFN_K: usize = 2184;
+
+/// Every feature dimension of the set at `s`, mapped to itself.
+fn identity(s: &Shapes) -> Vec<(usize, usize)> {
+    let (q, kv) = (s.q_local(), s.kv_local());
+    [HIDDEN, s.ffn_local(), q, kv, q + kv, q + 2 * kv, 0]
+        .into_iter()
+        .map(|d| (d, d))
+        .collect()
+}
+
+fn set(map: &mut [(usize, usize)], from: usize, to: usize) {
+    for m in map.iter_mut().filter(|m| m.0 == from) {
+        m.1 = to;
+    }
+}
+
+/// The dimension map of an odd case, or `None` when the shape does not apply to the kernel.
+fn odd_map(id: KernelId, s: &Shapes, kind: ShapeKind) -> Option<Vec<(usize, usize)>> {
+    use KernelId::*;
+    let mut map = identity(s);
+    let (q, kv, ffn) = (s.q_local(), s.kv_local(), s.ffn_local());
+    match (kind, id) {
+        (ShapeKind::OddN, GemvF16) => set(&mut map, q, ODD_F16_N),
+        (ShapeKind::OddN, GemvInt4 | GemvInt4DualSilu) => set(&mut map, ffn, ODD_INT4_N),
+        (ShapeKind::OddN, GemvInt4Qkv) => {
+            set(&mut map, q, ODD_Q);
+            set(&mut map, kv, ODD_KV);
+            set(&mut map, q + kv, ODD_Q + ODD_KV);
+            set(&mut map, q + 2 * kv, ODD_Q + 2 * ODD_KV);
+        }
+        // INT8 blocks must be whole (the validator): 34 blocks, not a multiple of the tile.
+        (ShapeKind::OddN, AllreduceInt8) => set(&mut map, HIDDEN, ODD_INT8_HIDDEN),
+        (ShapeKind::OddN, _) => set(&mut map, HIDDEN, ODD_HIDDEN),
+        (ShapeKind::OddK, GemvF16) => set(&mut map, HIDDEN, ODD_K),
+        (ShapeKind::OddK, GemvInt4 | GemvInt4DualSilu | GemvInt4Qkv) => {
+            set(&mut map, HIDDEN, ODD_K)
+        }
+        (ShapeKind::OddK, GemvInt4AllreduceRmsnorm) => set(&mut map, ffn, ODD_FFN_K),
+        (ShapeKind::OddK, _) => return None,
+        (ShapeKind::Model | ShapeKind::Small, _) => unreachable!("not an odd shape"),
+    }
+    Some(map)
+}
+
+/// The op-level kernel of a case (validated), or `Ok(None)` when the shape does not apply.
+pub fn op_kernel(c: &CaseSpec) -> Result<Option<Kernel>, String> {
+    let mut s = Shapes {
+        batch: c.batch,
+        ..Shapes::qwen27b(c.tp)
+    };
+    let kernel = match c.shape {
+        ShapeKind::Model => c.id.build(&s),
+        ShapeKind::Small => small_kernel(c.id, &s, &SmallShapes::DEFAULT)?,
+        odd => {
+            if odd == ShapeKind::OddK {
+                s.gptq = GptqLayout::new(GroupSize::PerChannel, ZeroPoint::V1);
+            }
+            let Some(map) = odd_map(c.id, &s, odd) else {
+                return Ok(None);
+            };
+            shrink(&c.id.build(&s), &map)?
+        }
+    };
+    validate(&kernel).map_err(|e| e.to_string())?;
+    Ok(Some(kernel))
+}
+
+/// The schedule of a case: the target's default, or the simulator's for small shapes.
+pub fn schedule(c: &CaseSpec, arch: Arch, ir: &Kernel) -> Schedule {
+    match c.shape {
+        ShapeKind::Small => small_schedule(arch, ir),
+        _ => Schedule::default_for(arch, ir),
+    }
+}
+
+/// The suite's cases. Full: per TP, the model shapes at batch 1, 3 and 8, odd N at batch 3, odd
+/// K at batch 1 and 8. Quick: per TP, the model shapes at batch 1 and odd N at batch 3.
+pub fn cases(quick: bool, kernels: &[KernelId], tps: &[u32]) -> Vec<CaseSpec> {
+    let shapes: &[(ShapeKind, usize)] = if quick {
+        &[(ShapeKind::Model, 1), (ShapeKind::OddN, 3)]
+    } else {
+        &[
+            (ShapeKind::Model, 1),
+            (ShapeKind::Model, 3),
+            (ShapeKind::Model, 8),
+            (ShapeKind::OddN, 3),
+            (ShapeKind::OddK, 1),
+            (ShapeKind::OddK, 8),
+        ]
+    };
+    let mut out = Vec::new();
+    for &id in kernels {
+        for &tp in tps {
+            for &(shape, batch) in shapes {
+                let c = CaseSpec {
+                    id,
+                    tp,
+                    batch,
+                    shape,
+                };
+                let applies = !matches!(shape, ShapeKind::OddN | ShapeKind::OddK)
+                    || odd_map(id, &Shapes::qwen27b(tp), shape).is_some();
+                if applies {
+                    out.push(c);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Why a case could not be prepared.
+#[derive(Clone, Debug)]
+pub enum PrepError {
+    /// The shape does not apply to this kernel, or is not legal for it.
+    NotApplicable(String),
+    /// The lowering or writer does not support the kernel yet.
+    Unsupported(String),
+    /// A bug: lowering, writing or the reference failed.
+    Failed(String),
+}
+
+impl std::fmt::Display for PrepError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PrepError::NotApplicable(m) => write!(f, "not applicable: {m}"),
+            PrepError::Unsupported(m) => write!(f, "not supported yet: {m}"),
+            PrepError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+/// A case lowered and written for a target (no data yet).
+#[derive(Clone, Debug)]
+pub struct Generated {
+    /// The case.
+    pub spec: CaseSpec,
+    /// The op-level kernel.
+    pub ir: Kernel,
+    /// Its lowering.
+    pub lowered: LoweredKernel,
+    /// The generated source.
+    pub source: Source,
+}
+
+impl Generated {
+    /// Per-rank weight and tensor shapes, `K→N` for weights.
+    pub fn dims(&self) -> String {
+        let ws: Vec<String> = self
+            .ir
+            .buffers()
+            .filter_map(|(_, d)| match d.local_type() {
+                wavefuse::ir::BufferType::Weight(w) => Some(format!("{}→{}", w.k, w.n)),
+                wavefuse::ir::BufferType::Tensor(_) => None,
+            })
+            .collect();
+        if ws.is_empty() {
+            let first = self
+                .ir
+                .buffers()
+                .next()
+                .map(|(_, d)| d.local_type().to_string());
+            return first.unwrap_or_default();
+        }
+        ws.join(" + ")
+    }
+}
+
+/// Build, lower and write a case for `arch`.
+pub fn generate(c: &CaseSpec, arch: Arch) -> Result<Generated, PrepError> {
+    let ir = match op_kernel(c) {
+        Ok(Some(k)) => k,
+        Ok(None) => return Err(PrepError::NotApplicable(c.shape.name().into())),
+        Err(e) => return Err(PrepError::NotApplicable(e)),
+    };
+    let lowered = lower(&ir, arch, &schedule(c, arch, &ir)).map_err(|e| match e {
+        LowerError::Unsupported(m) => PrepError::Unsupported(m),
+        e => PrepError::Failed(format!("lowering: {e}")),
+    })?;
+    let source = cpp::emit(&lowered).map_err(|e| match e {
+        cpp::Error::Unsupported(m) => PrepError::Unsupported(m.to_string()),
+        e => PrepError::Failed(format!("C++ writer: {e}")),
+    })?;
+    Ok(Generated {
+        spec: *c,
+        ir,
+        lowered,
+        source,
+    })
+}
+
+/// Inputs and the f64 reference outputs for them.
+#[derive(Clone, Debug)]
+pub struct Data {
+    /// The workload seed.
+    pub seed: u64,
+    /// Per rank.
+    pub inputs: Vec<RankInputs>,
+    /// Per rank: [`evaluate`] on `inputs`.
+    pub reference: Vec<RankOutputs>,
+}
+
+impl Data {
+    /// The seeded workload's inputs for `ir` and their reference.
+    pub fn new(ir: &Kernel, seed: u64) -> Result<Data, PrepError> {
+        let inputs = Workload::new(seed).inputs(ir);
+        let reference =
+            evaluate(ir, &inputs).map_err(|e| PrepError::Failed(format!("reference: {e}")))?;
+        Ok(Data {
+            seed,
+            inputs,
+            reference,
+        })
+    }
+}
+
+/// A case ready to run: generated, with data, and fresh data for the last launch of the stress
+/// run when the kernel synchronises.
+pub struct Prepared {
+    /// The generated kernel.
+    pub g: Generated,
+    /// The correctness run's data.
+    pub data: Data,
+    /// Data for the stress run's last launch.
+    pub fresh: Option<Data>,
+}
+
+/// Generate a case and its data (seed `seed`; the stress run's fresh data uses a derived seed).
+pub fn prepare(c: &CaseSpec, arch: Arch, seed: u64, stress: bool) -> Result<Prepared, PrepError> {
+    let g = generate(c, arch)?;
+    let data = Data::new(&g.ir, seed)?;
+    let fresh = if stress && synchronises(&g.lowered) {
+        Some(Data::new(&g.ir, mix(seed, 0xF8E5))?)
+    } else {
+        None
+    };
+    Ok(Prepared { g, data, fresh })
+}
+
+/// Whether a lowered kernel has a grid barrier or cross-rank flags.
+pub fn synchronises(k: &LoweredKernel) -> bool {
+    k.coresidency.is_some() || k.flag_rounds_per_launch > 0
+}
+
+/// A seed derived from `seed` and `i` (splitmix64).
+pub fn mix(seed: u64, i: u64) -> u64 {
+    let mut z = seed.wrapping_add(i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Execution on a device
+// ---------------------------------------------------------------------------------------------
+
+/// The compiler used for generated code: NVRTC without include paths for sm_90 (the generated
+/// CUDA needs no header, and the cache key then does not depend on where headers live), the
+/// default for other targets.
+pub fn compiler_for(arch: Arch) -> Box<dyn Compiler> {
+    match arch {
+        Arch::Sm90 => Box::new(Nvrtc::with_includes(Vec::new())),
+        Arch::Gfx906 => default_compiler(arch),
+    }
+}
+
+/// Points `$WAVEFUSE_NVRTC_LIB` at a CUDA toolkit's NVRTC when it is unset and NVRTC is not on the
+/// loader's path. Call before any thread is spawned (it sets an environment variable).
+pub fn locate_nvrtc() -> Option<std::path::PathBuf> {
+    let path = exec::artifacts::nvrtc_fallback()?;
+    // SAFETY: called at the start of a command, before this process spawns any thread, so no
+    // other thread reads the environment concurrently.
+    unsafe { std::env::set_var("WAVEFUSE_NVRTC_LIB", &path) };
+    Some(path)
+}
+
+/// The NVIDIA GPU, or the message to print when there is none.
+pub fn open_cuda() -> Result<CudaDevice, String> {
+    CudaDevice::new(0).map_err(|e| match e {
+        DeviceError::NoDriver { .. } | DeviceError::NoDevice { .. } => {
+            format!("no NVIDIA GPU/driver found: {e}; run with --device cpu-ref or --device sim")
+        }
+        e => format!("opening the NVIDIA GPU: {e}"),
+    })
+}
+
+/// What one back-to-back run found.
+#[derive(Clone, Debug)]
+pub struct Stress {
+    /// Back-to-back launches completed (the burst; the launch on fresh data follows it).
+    pub launches: u32,
+    /// The epoch of the last launch.
+    pub last_epoch: u32,
+    /// Wall time of the burst.
+    pub seconds: f64,
+    /// Burst launches per second (all ranks of a launch count once).
+    pub launches_per_s: f64,
+    /// A timeout or launch failure, if any.
+    pub error: Option<String>,
+    /// The burst's last outputs against the reference of the unchanged inputs.
+    pub burst: Vec<OutputMetrics>,
+    /// The last launch (fresh inputs, outputs poisoned) against its reference.
+    pub last: Vec<OutputMetrics>,
+}
+
+/// The outcome of running a prepared case on a device.
+#[derive(Clone, Debug)]
+pub struct Executed {
+    /// Where the artifact came from.
+    pub artifact: ArtifactSource,
+    /// The compiler's version string.
+    pub compiler: String,
+    /// Per output and rank.
+    pub metrics: Vec<OutputMetrics>,
+    /// Wall time of the launch, including the wait.
+    pub run_ms: f64,
+    /// The stress run, when asked for and the kernel synchronises.
+    pub stress: Option<Stress>,
+}
+
+/// Compile (through the cache), bind, upload, poison, launch, read back and compare; then, when
+/// `stress_launches > 0` and the case has fresh data, the back-to-back run.
+pub fn execute<D: Device>(
+    device: D,
+    p: &Prepared,
+    cache: &Cache,
+    stress_launches: u32,
+) -> Result<Executed, RtError> {
+    let g = &p.g;
+    let compiler = compiler_for(g.lowered.arch);
+    let req = CompileRequest::new(&g.lowered.name, g.source.text.clone(), g.lowered.arch);
+    let (artifact, source) = exec::artifact_for(cache, compiler.as_ref(), &req)?;
+    let group = RankGroup::on_one_device(device, g.lowered.tp, SameDeviceMode::Streams)?;
+    let mut k = OpKernel::new(&group, &g.ir, &g.lowered, &artifact)?;
+    let start = Instant::now();
+    let outputs = k.run(&p.data.inputs)?;
+    let run_ms = start.elapsed().as_secs_f64() * 1e3;
+    let metrics = exec::compare(&g.ir, &outputs, &p.data.reference);
+    let stress = match &p.fresh {
+        Some(fresh) if stress_launches > 0 => Some(stress(&mut k, g, p, fresh, stress_launches)),
+        _ => None,
+    };
+    Ok(Executed {
+        artifact: source,
+        compiler: artifact.compiler_version.clone(),
+        metrics,
+        run_ms,
+        stress,
+    })
+}
+
+/// Launches `n` times back to back on unchanged inputs (checking the error words after chunks of
+/// growing size, so a broken protocol costs a few timed-out launches, not thousands), compares
+/// the last outputs (no drift), then uploads fresh inputs, poisons the outputs and launches once
+/// more.
+fn stress<D: Device>(
+    k: &mut OpKernel<'_, D>,
+    g: &Generated,
+    p: &Prepared,
+    fresh: &Data,
+    n: u32,
+) -> Stress {
+    let mut s = Stress {
+        launches: 0,
+        last_epoch: 0,
+        seconds: 0.0,
+        launches_per_s: 0.0,
+        error: None,
+        burst: Vec::new(),
+        last: Vec::new(),
+    };
+    let burst = n;
+    let start = Instant::now();
+    let mut done = 0u32;
+    let mut chunk = 1u32;
+    while done < burst {
+        let todo = chunk.min(burst - done);
+        let r = (0..todo).try_for_each(|_| k.instance().launch().map(drop));
+        if let Err(e) = r.and_then(|()| k.instance().wait()) {
+            s.error = Some(e.to_string());
+            break;
+        }
+        done += todo;
+        chunk = (chunk * 10).min(1000);
+    }
+    s.seconds = start.elapsed().as_secs_f64();
+    s.launches = done;
+    s.launches_per_s = f64::from(done) / s.seconds.max(1e-9);
+    if s.error.is_some() {
+        return s;
+    }
+    match k.read_outputs() {
+        Ok(out) => s.burst = exec::compare(&g.ir, &out, &p.data.reference),
+        Err(e) => s.error = Some(e.to_string()),
+    }
+    match k.run(&fresh.inputs) {
+        Ok(out) => s.last = exec::compare(&g.ir, &out, &fresh.reference),
+        Err(e) => s.error = Some(e.to_string()),
+    }
+    s.last_epoch = k.instance().last_epoch();
+    s
+}
+
+/// The worst of a set of metrics: max relative L2 (NaN if any is NaN), max |error|, min cosine,
+/// total non-finite, total cross-rank differences.
+#[derive(Copy, Clone, Debug, Default, PartialEq)]
+pub struct Worst {
+    /// Largest relative L2 error.
+    pub rel_l2: f64,
+    /// Largest absolute error.
+    pub max_abs: f64,
+    /// Smallest cosine similarity.
+    pub cosine: f64,
+    /// Non-finite elements, summed.
+    pub non_finite: usize,
+    /// Elements of replicated outputs differing from rank 0, summed.
+    pub rank_diffs: usize,
+}
+
+impl Worst {
+    /// Over `ms`.
+    pub fn of(ms: &[OutputMetrics]) -> Worst {
+        let mut w = Worst {
+            cosine: 1.0,
+            ..Worst::default()
+        };
+        for m in ms {
+            if m.rel_l2.is_nan() || m.rel_l2 > w.rel_l2 {
+                w.rel_l2 = if w.rel_l2.is_nan() {
+                    w.rel_l2
+                } else {
+                    m.rel_l2
+                };
+            }
+            w.max_abs = w.max_abs.max(m.max_abs);
+            if m.cosine.is_nan() || m.cosine < w.cosine {
+                w.cosine = if w.cosine.is_nan() {
+                    w.cosine
+                } else {
+                    m.cosine
+                };
+            }
+            w.non_finite += m.non_finite;
+            w.rank_diffs += m.differs_from_rank0;
+        }
+        w
+    }
+
+    /// Whether everything passes at tolerance `tol`.
+    pub fn passes(&self, tol: f64) -> bool {
+        self.non_finite == 0 && self.rank_diffs == 0 && self.rel_l2 <= tol
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The suite
+// ---------------------------------------------------------------------------------------------
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct SuiteOptions {
+    /// Fewer shapes and 1,000 instead of 10,000 back-to-back launches.
+    pub quick: bool,
+    /// Kernels (default: all).
+    pub kernels: Vec<KernelId>,
+    /// TP sizes (default: 1, 2, 4, 8).
+    pub tps: Vec<u32>,
+    /// Base seed; case i uses `mix(seed, i)`.
+    pub seed: u64,
+    /// Back-to-back launches per synchronising kernel (model shapes, batch 1), followed by one
+    /// launch on fresh inputs.
+    pub stress_launches: u32,
+    /// The commit the binary was built from.
+    pub commit: String,
+    /// Threads preparing data (inputs and reference) while the GPU runs.
+    pub threads: usize,
+    /// Cases not started by this many seconds into the run are reported as skipped, so the
+    /// results file is written within a time budget even when launches time out.
+    pub deadline_s: Option<f64>,
+}
+
+impl SuiteOptions {
+    /// The full suite (or the quick one) over every kernel and TP size.
+    pub fn new(quick: bool) -> SuiteOptions {
+        SuiteOptions {
+            quick,
+            kernels: KernelId::ALL.to_vec(),
+            tps: TP_SIZES.to_vec(),
+            seed: Workload::DEFAULT_SEED,
+            stress_launches: if quick { 1_000 } else { 10_000 },
+            commit: std::env::var("WAVEFUSE_COMMIT").unwrap_or_else(|_| "unknown".into()),
+            threads: std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .saturating_sub(2)
+                .clamp(1, 12),
+            deadline_s: None,
+        }
+    }
+}
+
+/// A case's status.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Ran; every output of every rank within tolerance; the stress run (if any) clean.
+    Pass,
+    /// Ran and failed, or failed to generate, compile or launch.
+    Fail,
+    /// The runtime refused the launch: all ranks' workgroups cannot be resident on one device
+    /// at once (DESIGN.md §5.9) — a capacity limit of one-device TP, not a wrong result.
+    Refused,
+    /// The lowering or writer does not support the case yet.
+    Unsupported,
+    /// The shape does not apply to the kernel.
+    NotApplicable,
+    /// Not run: the time budget (`--deadline`) was spent.
+    Skipped,
+}
+
+impl Status {
+    /// Its name in tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Fail => "FAIL",
+            Status::Refused => "refused",
+            Status::Unsupported => "unsupported",
+            Status::NotApplicable => "n/a",
+            Status::Skipped => "skipped",
+        }
+    }
+}
+
+/// One case's result.
+#[derive(Clone, Debug)]
+pub struct CaseResult {
+    /// The case.
+    pub spec: CaseSpec,
+    /// Per-rank shapes.
+    pub dims: String,
+    /// Workload seed.
+    pub seed: u64,
+    /// Status.
+    pub status: Status,
+    /// Why, when not a pass.
+    pub detail: String,
+    /// Relative-L2 tolerance.
+    pub tolerance: f64,
+    /// Per output and rank (empty when it did not run).
+    pub metrics: Vec<OutputMetrics>,
+    /// The stress run.
+    pub stress: Option<Stress>,
+    /// Where the artifact came from, and the compiler version.
+    pub artifact: String,
+    /// Launch wall time (ms).
+    pub run_ms: f64,
+}
+
+/// The device and toolchain the suite ran on.
+#[derive(Clone, Debug)]
+pub struct Header {
+    /// Device name.
+    pub device: String,
+    /// SMs.
+    pub sms: u32,
+    /// Cooperative launch support.
+    pub cooperative_launch: bool,
+    /// Kernel-module (driver) version, from /proc/driver/nvidia/version.
+    pub driver: String,
+    /// CUDA version the driver supports (cuDriverGetVersion).
+    pub cuda: String,
+    /// The compiler's version.
+    pub compiler: String,
+    /// Commit.
+    pub commit: String,
+    /// UTC date and time.
+    pub date: String,
+}
+
+/// The suite's results.
+pub struct Report {
+    /// Device and toolchain.
+    pub header: Header,
+    /// The options it ran with.
+    pub options: SuiteOptions,
+    /// Every case.
+    pub cases: Vec<CaseResult>,
+    /// Wall time.
+    pub seconds: f64,
+}
+
+/// Why the suite could not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum SuiteError {
+    /// No GPU or driver: nothing ran.
+    #[error("{0}")]
+    NoGpu(String),
+}
+
+/// Run the suite on GPU 0 (CUDA). Cases are prepared (inputs, reference) on `threads` threads
+/// while the GPU runs earlier ones.
+pub fn run_suite(o: &SuiteOptions) -> Result<Report, SuiteError> {
+    let dev = open_cuda().map_err(SuiteError::NoGpu)?;
+    let arch = dev.info().arch.ok_or_else(|| {
+        SuiteError::NoGpu(format!(
+            "{} is not a wavefuse target (sm_90)",
+            dev.info().name
+        ))
+    })?;
+    let header = header(&dev, arch, &o.commit);
+    // Kept open to the end: it holds the GPU's primary context, which every case's device then
+    // shares instead of creating and destroying one per case.
+    let _primary = dev;
+    let open = || CudaDevice::new(0).map_err(|e| e.to_string());
+    Ok(run_cases(o, arch, header, &Cache::from_env(), open))
+}
+
+/// The suite's cases on the devices `open` returns (one per case), for `arch`: prepared on
+/// `o.threads` threads while this thread runs earlier ones.
+pub fn run_cases<D: Device>(
+    o: &SuiteOptions,
+    arch: Arch,
+    header: Header,
+    cache: &Cache,
+    open: impl Fn() -> Result<D, String>,
+) -> Report {
+    let start = Instant::now();
+    let specs = cases(o.quick, &o.kernels, &o.tps);
+    let total = specs.len();
+    let next = AtomicUsize::new(0);
+    let (tx, rx) = mpsc::sync_channel::<(usize, Result<Prepared, PrepError>)>(2);
+    let mut results: Vec<(usize, CaseResult)> = Vec::with_capacity(total);
+    std::thread::scope(|scope| {
+        for _ in 0..o.threads.max(1) {
+            let tx = tx.clone();
+            let (specs, next) = (&specs, &next);
+            scope.spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(c) = specs.get(i) else { break };
+                    let stress = c.shape == ShapeKind::Model && c.batch == 1;
+                    let p = prepare(c, arch, mix(o.seed, i as u64), stress);
+                    if tx.send((i, p)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        for (i, p) in rx {
+            let seed = mix(o.seed, i as u64);
+            let late = o
+                .deadline_s
+                .is_some_and(|d| start.elapsed().as_secs_f64() > d);
+            let r = if late {
+                skipped(&specs[i], seed)
+            } else {
+                run_case(&specs[i], p, cache, &open, o.stress_launches, seed)
+            };
+            eprintln!("[{:>3}/{total}] {}", results.len() + 1, progress_line(&r));
+            results.push((i, r));
+        }
+    });
+    results.sort_by_key(|(i, _)| *i);
+    Report {
+        header,
+        options: o.clone(),
+        cases: results.into_iter().map(|(_, r)| r).collect(),
+        seconds: start.elapsed().as_secs_f64(),
+    }
+}
+
+fn skipped(c: &CaseSpec, seed: u64) -> CaseResult {
+    CaseResult {
+        spec: *c,
+        dims: String::new(),
+        seed,
+        status: Status::Skipped,
+        detail: "time budget spent".into(),
+        tolerance: tolerance(c.id).0,
+        metrics: Vec::new(),
+        stress: None,
+        artifact: String::new(),
+        run_ms: 0.0,
+    }
+}
+
+fn run_case<D: Device>(
+    c: &CaseSpec,
+    p: Result<Prepared, PrepError>,
+    cache: &Cache,
+    open: &dyn Fn() -> Result<D, String>,
+    stress_launches: u32,
+    seed: u64,
+) -> CaseResult {
+    let (tol, _) = tolerance(c.id);
+    let mut r = CaseResult {
+        spec: *c,
+        dims: String::new(),
+        seed,
+        status: Status::Fail,
+        detail: String::new(),
+        tolerance: tol,
+        metrics: Vec::new(),
+        stress: None,
+        artifact: String::new(),
+        run_ms: 0.0,
+    };
+    let p = match p {
+        Ok(p) => p,
+        Err(e) => {
+            r.status = match e {
+                PrepError::NotApplicable(_) => Status::NotApplicable,
+                PrepError::Unsupported(_) => Status::Unsupported,
+                PrepError::Failed(_) => Status::Fail,
+            };
+            r.detail = e.to_string();
+            return r;
+        }
+    };
+    r.dims = p.g.dims();
+    let dev = match open() {
+        Ok(d) => d,
+        Err(e) => {
+            r.detail = e;
+            return r;
+        }
+    };
+    match execute(dev, &p, cache, stress_launches) {
+        Ok(x) => judge(&mut r, x),
+        Err(e @ RtError::NotCoResident { .. }) => {
+            r.status = Status::Refused;
+            r.detail = e.to_string();
+        }
+        Err(e) => r.detail = e.to_string(),
+    }
+    r
+}
+
+fn judge(r: &mut CaseResult, x: Executed) {
+    r.artifact = format!("{} ({})", x.compiler, artifact_name(&x.artifact));
+    r.run_ms = x.run_ms;
+    let w = Worst::of(&x.metrics);
+    let mut problems = Vec::new();
+    if !w.passes(r.tolerance) {
+        problems.push(failure_text(&x.metrics, r.tolerance));
+    }
+    if let Some(s) = &x.stress {
+        if let Some(e) = &s.error {
+            problems.push(format!("stress after {} launches: {e}", s.launches));
+        } else if !Worst::of(&s.burst).passes(r.tolerance) {
+            problems.push(format!(
+                "drift after {} launches: {}",
+                s.launches,
+                failure_text(&s.burst, r.tolerance)
+            ));
+        } else if !Worst::of(&s.last).passes(r.tolerance) {
+            problems.push(format!(
+                "last launch (epoch {}): {}",
+                s.last_epoch,
+                failure_text(&s.last, r.tolerance)
+            ));
+        }
+    }
+    r.metrics = x.metrics;
+    r.stress = x.stress;
+    r.status = if problems.is_empty() {
+        Status::Pass
+    } else {
+        Status::Fail
+    };
+    r.detail = problems.join("; ");
+}
+
+/// The first failing output, in words.
+fn failure_text(ms: &[OutputMetrics], tol: f64) -> String {
+    match ms.iter().find(|m| !m.passes(tol)) {
+        Some(m) => format!(
+            "rank {} `{}`: rel L2 {:.3e} (tol {tol:.0e}), {} of {} non-finite, {} differ from rank 0; \
+             worst [{}] {} vs {}",
+            m.rank,
+            m.output,
+            m.rel_l2,
+            m.non_finite,
+            m.elements,
+            m.differs_from_rank0,
+            m.worst,
+            m.worst_values.0,
+            m.worst_values.1
+        ),
+        None => "no outputs".into(),
+    }
+}
+
+/// `cached`, `compiled` or `prebuilt`.
+pub fn artifact_name(s: &ArtifactSource) -> &'static str {
+    match s {
+        ArtifactSource::Cached => "cached",
+        ArtifactSource::Compiled => "compiled",
+        ArtifactSource::Prebuilt { .. } => "prebuilt",
+    }
+}
+
+fn progress_line(r: &CaseResult) -> String {
+    let mut line = format!("{:<44} {:<11}", r.spec.label(), r.status.name());
+    if !r.metrics.is_empty() {
+        let _ = write!(line, " rel L2 {:.2e}", Worst::of(&r.metrics).rel_l2);
+    }
+    if let Some(s) = &r.stress {
+        let _ = write!(line, "; {} launches, {:.0}/s", s.launches, s.launches_per_s);
+    }
+    if r.status != Status::Pass && !r.detail.is_empty() {
+        let _ = write!(line, " — {}", clip(&r.detail, 300));
+    }
+    line
+}
+
+fn header(dev: &CudaDevice, arch: Arch, commit: &str) -> Header {
+    let info = dev.info();
+    let cuda = exec::cuda_driver_version()
+        .map(|(a, b)| format!("{a}.{b}"))
+        .unwrap_or_else(|e| format!("unknown ({e})"));
+    let compiler = compiler_for(arch)
+        .version()
+        .unwrap_or_else(|e| format!("none ({e})"));
+    Header {
+        device: info.name.clone(),
+        sms: info.compute_units,
+        cooperative_launch: info.cooperative_launch,
+        driver: nvidia_driver_version().unwrap_or_else(|| "unknown".into()),
+        cuda,
+        compiler,
+        commit: commit.to_owned(),
+        date: utc_now(),
+    }
+}
+
+/// The kernel module's version from `/proc/driver/nvidia/version` (e.g. `580.65.06`).
+pub fn nvidia_driver_version() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/driver/nvidia/version").ok()?;
+    let line = text.lines().next()?;
+    let after = line.split("Module").nth(1)?;
+    after
+        .split_whitespace()
+        .find(|t| t.contains('.') && t.chars().all(|c| c.is_ascii_digit() || c == '.'))
+        .map(str::to_owned)
+}
+
+/// The current UTC time as `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results: JSON and Markdown
+// ---------------------------------------------------------------------------------------------
+
+impl Report {
+    /// Cases per status.
+    pub fn count(&self, s: Status) -> usize {
+        self.cases.iter().filter(|c| c.status == s).count()
+    }
+
+    /// The results file.
+    pub fn to_json(&self) -> Json {
+        let h = &self.header;
+        json!({
+            "schema": "wavefuse-gpu-suite/1",
+            "device": { "name": h.device, "sms": h.sms, "cooperative_launch": h.cooperative_launch },
+            "driver_version": h.driver,
+            "cuda_version": h.cuda,
+            "compiler": h.compiler,
+            "commit": h.commit,
+            "date": h.date,
+            "mode": if self.options.quick { "quick" } else { "full" },
+            "seed": self.options.seed,
+            "stress_launches": self.options.stress_launches,
+            "same_device_mode": "streams",
+            "seconds": self.seconds,
+            "summary": {
+                "cases": self.cases.len(),
+                "pass": self.count(Status::Pass),
+                "fail": self.count(Status::Fail),
+                "refused": self.count(Status::Refused),
+                "unsupported": self.count(Status::Unsupported),
+                "not_applicable": self.count(Status::NotApplicable),
+                "skipped": self.count(Status::Skipped),
+            },
+            "tolerances": TOLERANCES
+                .iter()
+                .map(|(k, t, why)| json!({"kernel": k.name(), "rel_l2": t, "why": why}))
+                .collect::<Vec<_>>(),
+            "cases": self.cases.iter().map(case_json).collect::<Vec<_>>(),
+        })
+    }
+
+    /// The Markdown tables: correctness per case, then the back-to-back runs.
+    pub fn markdown(&self) -> String {
+        let h = &self.header;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "## wavefuse GPU suite ({})\n\n{} ({} SMs), driver {}, CUDA {}, {}; commit {}, {}; \
+             all ranks on one device; {:.0} s\n",
+            if self.options.quick { "quick" } else { "full" },
+            h.device,
+            h.sms,
+            h.driver,
+            h.cuda,
+            h.compiler,
+            h.commit,
+            h.date,
+            self.seconds
+        );
+        let _ = writeln!(
+            out,
+            "| kernel | tp | shape | batch | per-rank K→N | status | rel L2 (worst) | tol | max abs \
+             | min cosine | non-finite |"
+        );
+        let _ = writeln!(out, "|---|---:|---|---:|---|---|---:|---:|---:|---:|---:|");
+        for c in &self.cases {
+            let w = Worst::of(&c.metrics);
+            let ran = !c.metrics.is_empty();
+            let num = |v: f64, f: &dyn Fn(f64) -> String| if ran { f(v) } else { "–".into() };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {} | {:.0e} | {} | {} | {} |",
+                c.spec.id.name(),
+                c.spec.tp,
+                c.spec.shape.name(),
+                c.spec.batch,
+                c.dims,
+                status_cell(c),
+                num(w.rel_l2, &|v| format!("{v:.2e}")),
+                c.tolerance,
+                num(w.max_abs, &|v| format!("{v:.2e}")),
+                num(w.cosine, &|v| format!("{v:.6}")),
+                if ran {
+                    w.non_finite.to_string()
+                } else {
+                    "–".into()
+                },
+            );
+        }
+        let stressed: Vec<&CaseResult> = self.cases.iter().filter(|c| c.stress.is_some()).collect();
+        if !stressed.is_empty() {
+            let _ = writeln!(
+                out,
+                "\n| kernel | tp | launches | last epoch | launches/s | timeouts \
+                 | drift (rel L2 after burst) | last launch rel L2 |"
+            );
+            let _ = writeln!(out, "|---|---:|---:|---:|---:|---|---:|---:|");
+            for c in stressed {
+                let s = c.stress.as_ref().expect("filtered");
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | {} | {:.0} | {} | {:.2e} | {:.2e} |",
+                    c.spec.id.name(),
+                    c.spec.tp,
+                    s.launches,
+                    s.last_epoch,
+                    s.launches_per_s,
+                    s.error.as_deref().unwrap_or("none"),
+                    Worst::of(&s.burst).rel_l2,
+                    Worst::of(&s.last).rel_l2,
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "\n{} cases: {} pass, {} FAIL, {} refused (not co-resident on one device), \
+             {} unsupported, {} n/a, {} skipped (time budget)",
+            self.cases.len(),
+            self.count(Status::Pass),
+            self.count(Status::Fail),
+            self.count(Status::Refused),
+            self.count(Status::Unsupported),
+            self.count(Status::NotApplicable),
+            self.count(Status::Skipped)
+        );
+        out
+    }
+}
+
+fn status_cell(c: &CaseResult) -> String {
+    match c.status {
+        Status::Pass => "pass".into(),
+        s => format!("{} ({})", s.name(), clip(&c.detail, 160).replace('|', "/")),
+    }
+}
+
+/// The first line of `text`, at most `max` characters.
+fn clip(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or("");
+    match line.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &line[..i]),
+        None => line.to_owned(),
+    }
+}
+
+fn metrics_json(ms: &[OutputMetrics]) -> Vec<Json> {
+    ms.iter()
+        .map(|m| {
+            json!({
+                "output": m.output, "rank": m.rank, "elements": m.elements,
+                "rel_l2": finite_or_null(m.rel_l2), "max_abs": m.max_abs,
+                "cosine": finite_or_null(m.cosine), "non_finite": m.non_finite,
+                "differs_from_rank0": m.differs_from_rank0,
+            })
+        })
+        .collect()
+}
+
+/// At most `max` characters of `text` (a failed compile's message carries the whole source).
+fn clip_chars(text: &str, max: usize) -> &str {
+    text.char_indices()
+        .nth(max)
+        .map_or(text, |(i, _)| &text[..i])
+}
+
+fn finite_or_null(v: f64) -> Json {
+    if v.is_finite() { json!(v) } else { Json::Null }
+}
+
+fn case_json(c: &CaseResult) -> Json {
+    let w = Worst::of(&c.metrics);
+    json!({
+        "kernel": c.spec.id.name(),
+        "tp": c.spec.tp,
+        "shape": c.spec.shape.name(),
+        "batch": c.spec.batch,
+        "dims": c.dims,
+        "seed": c.seed,
+        "status": c.status.name(),
+        "detail": clip_chars(&c.detail, 4000),
+        "tolerance": c.tolerance,
+        "artifact": c.artifact,
+        "run_ms": c.run_ms,
+        "worst": {
+            "rel_l2": finite_or_null(w.rel_l2), "max_abs": w.max_abs,
+            "cosine": finite_or_null(w.cosine), "non_finite": w.non_finite,
+        },
+        "outputs": metrics_json(&c.metrics),
+        "stress": c.stress.as_ref().map(|s| json!({
+            "launches": s.launches,
+            "last_epoch": s.last_epoch,
+            "seconds": s.seconds,
+            "launches_per_s": s.launches_per_s,
+            "error": s.error,
+            "burst_rel_l2": finite_or_null(Worst::of(&s.burst).rel_l2),
+            "last_rel_l2": finite_or_null(Worst::of(&s.last).rel_l2),
+            "last_outputs": metrics_json(&s.last),
+        })),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prebuilding
+// ---------------------------------------------------------------------------------------------
+
+/// Every source the suite (full mode) and the sanitizer runs of `scripts/gpu-suite.sh` (small
+/// shapes, batch 1) compile for `arch`, deduplicated.
+pub fn sources_to_prebuild(arch: Arch) -> Vec<Result<Generated, (CaseSpec, PrepError)>> {
+    let mut specs = cases(false, &KernelId::ALL, &TP_SIZES);
+    for id in KernelId::ALL {
+        for tp in TP_SIZES {
+            specs.push(CaseSpec {
+                id,
+                tp,
+                batch: 1,
+                shape: ShapeKind::Small,
+            });
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for c in specs {
+        match generate(&c, arch) {
+            Ok(g) => {
+                if seen.insert(g.source.text.clone()) {
+                    out.push(Ok(g));
+                }
+            }
+            Err(PrepError::NotApplicable(_)) => {}
+            Err(e) => out.push(Err((c, e))),
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// The command
+// ---------------------------------------------------------------------------------------------
+
+/// The arguments of `wavefuse gpu-suite`.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct SuiteArgs {
+    /// Write the JSON results here (and the Markdown table beside it, with `.md`).
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
+    /// The quick suite: model shapes at batch 1 and odd N at batch 3, 1,000 back-to-back
+    /// launches.
+    #[arg(long)]
+    pub quick: bool,
+    /// The commit the binary was built from (default: `$WAVEFUSE_COMMIT`, else `unknown`).
+    #[arg(long)]
+    pub commit: Option<String>,
+    /// Only these kernels (comma-separated).
+    #[arg(long = "kernel", value_delimiter = ',')]
+    pub kernels: Vec<KernelId>,
+    /// Only these TP sizes (comma-separated).
+    #[arg(long = "tp", value_delimiter = ',', value_parser = crate::cmd_run::parse_tp)]
+    pub tps: Vec<u32>,
+    /// Base seed (case i uses a seed derived from it and i).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Back-to-back launches per synchronising kernel (default 10,000; quick: 1,000).
+    #[arg(long)]
+    pub stress_launches: Option<u32>,
+    /// Report cases not started within this many seconds as skipped (the results file is still
+    /// written).
+    #[arg(long)]
+    pub deadline: Option<f64>,
+    /// Compile every source of the suite and of scripts/gpu-suite.sh for sm_90 into the cache
+    /// (`$WAVEFUSE_CACHE_DIR`) instead of running: no GPU needed.
+    #[arg(long)]
+    pub prebuild: bool,
+}
+
+/// `wavefuse gpu-suite`.
+pub fn suite_cmd(a: &SuiteArgs) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    if let Some(path) = locate_nvrtc() {
+        eprintln!("note: using NVRTC at {}", path.display());
+    }
+    if a.prebuild {
+        return prebuild_cmd();
+    }
+    let mut o = SuiteOptions::new(a.quick);
+    if !a.kernels.is_empty() {
+        o.kernels = a.kernels.clone();
+    }
+    if !a.tps.is_empty() {
+        o.tps = a.tps.clone();
+    }
+    o.seed = a.seed.unwrap_or(o.seed);
+    o.stress_launches = a.stress_launches.unwrap_or(o.stress_launches);
+    o.deadline_s = a.deadline;
+    if let Some(c) = &a.commit {
+        o.commit = c.clone();
+    }
+    let report = match run_suite(&o) {
+        Ok(r) => r,
+        Err(SuiteError::NoGpu(m)) => {
+            eprintln!("error: {m}");
+            return ExitCode::from(2);
+        }
+    };
+    let md = report.markdown();
+    print!("{md}");
+    if let Some(path) = &a.out {
+        let json = serde_json::to_string_pretty(&report.to_json()).expect("JSON serialises");
+        let md_path = path.with_extension("md");
+        for (p, text) in [(path, json), (&md_path, md)] {
+            if let Err(e) = std::fs::write(p, text) {
+                eprintln!("error: writing {}: {e}", p.display());
+                return ExitCode::FAILURE;
+            }
+            eprintln!("wrote {}", p.display());
+        }
+    }
+    if report.count(Status::Fail) > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// `wavefuse gpu-suite --prebuild`: compile every source of the suite and of the sanitizer runs
+/// for sm_90 into the cache (`$WAVEFUSE_CACHE_DIR`), so a GPU machine without NVRTC, or with the
+/// same NVRTC, compiles nothing.
+fn prebuild_cmd() -> std::process::ExitCode {
+    let cache = Cache::from_env();
+    let arch = Arch::Sm90;
+    let sources = sources_to_prebuild(arch);
+    let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
+    eprintln!(
+        "prebuilding {} sources for {arch} into {} on {jobs} threads",
+        sources.len(),
+        cache.dir().display()
+    );
+    let next = AtomicUsize::new(0);
+    let failed = AtomicUsize::new(0);
+    let (unsupported, errors): (Vec<_>, Vec<_>) = sources
+        .iter()
+        .filter_map(|s| s.as_ref().err())
+        .partition(|(_, e)| matches!(e, PrepError::Unsupported(_)));
+    for (c, e) in unsupported.iter().chain(&errors) {
+        eprintln!("{}: {e}", c.label());
+    }
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            s.spawn(|| {
+                let compiler = compiler_for(arch);
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(src) = sources.get(i) else { break };
+                    let Ok(g) = src else { continue };
+                    let req = CompileRequest::new(&g.lowered.name, g.source.text.clone(), arch);
+                    match exec::artifact_for(&cache, compiler.as_ref(), &req) {
+                        Ok((_, how)) => {
+                            eprintln!("{:<44} {}", g.spec.label(), artifact_name(&how))
+                        }
+                        Err(e) => {
+                            failed.fetch_add(1, Ordering::Relaxed);
+                            eprintln!("{}: {e}", g.spec.label());
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let failed = failed.into_inner() + errors.len();
+    eprintln!(
+        "{} sources, {} unsupported, {failed} failed",
+        sources.len(),
+        unsupported.len()
+    );
+    if failed > 0 {
+        std::process::ExitCode::FAILURE
+    } else {
+        std::process::ExitCode::SUCCESS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kernel_has_one_tolerance() {
+        for id in KernelId::ALL {
+            assert_eq!(
+                TOLERANCES.iter().filter(|(k, _, _)| *k == id).count(),
+                1,
+                "{id}"
+            );
+            let (tol, why) = tolerance(id);
+            assert!(tol > 0.0 && tol <= 1e-3 && !why.is_empty());
+        }
+    }
+
+    #[test]
+    fn odd_shapes_are_odd_and_legal() {
+        for c in cases(false, &KernelId::ALL, &TP_SIZES) {
+            if c.shape == ShapeKind::Model {
+                continue;
+            }
+            let k = op_kernel(&c)
+                .unwrap_or_else(|e| panic!("{}: {e}", c.label()))
+                .expect("listed cases apply");
+            for (_, d) in k.buffers() {
+                if let wavefuse::ir::BufferType::Weight(w) = d.local_type() {
+                    assert!(
+                        w.n % 32 != 0 || w.k % 128 != 0,
+                        "{}: {}→{} is not odd",
+                        c.label(),
+                        w.k,
+                        w.n
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn quick_cases_cover_every_kernel_and_tp() {
+        let c = cases(true, &KernelId::ALL, &TP_SIZES);
+        assert_eq!(c.len(), 8 * 4 * 2);
+        let full = cases(false, &KernelId::ALL, &TP_SIZES);
+        // Odd K applies to the five kernels with weights.
+        assert_eq!(full.len(), 8 * 4 * 4 + 5 * 4 * 2);
+    }
+
+    #[test]
+    fn symbols_are_the_lowered_names() {
+        for id in KernelId::ALL {
+            let c = CaseSpec {
+                id,
+                tp: 4,
+                batch: 1,
+                shape: ShapeKind::Model,
+            };
+            let g = generate(&c, Arch::Sm90).unwrap();
+            assert_eq!(
+                g.source.symbol, g.lowered.name,
+                "the runtime loads the lowered name"
+            );
+        }
+    }
+
+    #[test]
+    fn odd_cases_prepare_with_a_finite_reference() {
+        for (id, tp, shape) in [
+            (KernelId::GemvInt4AllreduceRmsnorm, 8, ShapeKind::OddK),
+            (KernelId::AllreduceInt8, 2, ShapeKind::OddN),
+            (KernelId::GemvInt4Qkv, 8, ShapeKind::OddN),
+        ] {
+            let c = CaseSpec {
+                id,
+                tp,
+                batch: 3,
+                shape,
+            };
+            let p =
+                prepare(&c, Arch::Sm90, 1, true).unwrap_or_else(|e| panic!("{}: {e}", c.label()));
+            assert_eq!(
+                p.fresh.is_some(),
+                synchronises(&p.g.lowered),
+                "{}",
+                c.label()
+            );
+            for outs in &p.data.reference {
+                assert!(outs.values().all(|t| t.data.iter().all(|v| v.is_finite())));
+            }
+        }
+    }
+
+    #[test]
+    fn dates_are_civil() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(19_782), (2024, 2, 29));
+        assert_eq!(civil_from_days(20_454), (2026, 1, 1));
+    }
+
+    #[test]
+    fn worst_keeps_nan() {
+        let ok = exec::compare::metrics(&[1.0], &[1.0]);
+        let bad = exec::compare::metrics(&[f64::NAN], &[1.0]);
+        let w = Worst::of(&[ok.clone(), bad, ok]);
+        assert!(w.rel_l2.is_nan() && w.cosine.is_nan() && w.non_finite == 1);
+        assert!(!w.passes(1.0));
+    }
+}

@@ -1,0 +1,394 @@
+//! Running an op-level kernel on a device: op-level inputs → device arrays → launch → op-level
+//! outputs, for any validated op-level kernel, its [`LoweredKernel`] and the compiled artifact.
+//!
+//! [`OpKernel`] owns one device array per rank for every `Data { buffer, part }` parameter of the
+//! lowered kernel and binds it through [`KernelInstance::bind`]; the instance owns the
+//! synchronisation state (counters, flags, error word, scratch; DESIGN.md §5.4, §5.11).
+//!
+//! The binding rules are those of the CPU simulator's binding (`wavefuse_codegen::sim`, private
+//! there), restated here for device memory rather than shared:
+//! - a parameter with purpose `Data { buffer, part }` is array `part` of op-level buffer `buffer`:
+//!   `data` for a dense tensor or an FP16 weight, `qweight`, `scales`, `qzeros`, `g_idx` for a
+//!   packed INT4 weight; its length in elements must equal the host array's;
+//! - inputs are written by the host before a launch; outputs are tensors (part `data`), poisoned
+//!   before a launch (NaN for floating-point elements) so an element the kernel never writes reads
+//!   back as NaN, and read back after it;
+//! - values convert to the parameter's element type: FP16 by IEEE round-to-nearest-even (every
+//!   input of the workload is already representable, so this is exact), FP32 likewise, packed
+//!   words as their 32-bit patterns.
+//!
+//! [`compare`](mod@compare) holds the error metrics; [`artifacts`] compiles through the cache
+//! and falls back to prebuilt artifacts where no compiler is installed.
+
+pub mod artifacts;
+pub mod compare;
+
+use wavefuse_codegen::lowered::{LoweredKernel, ParamKind, Purpose, Ty};
+use wavefuse_ir::reference::{HostData, HostTensor, RankInputs, RankOutputs};
+use wavefuse_ir::{Buffer, BufferType, Kernel, Role, ScalarType};
+
+use crate::compile::Artifact;
+use crate::device::{Device, MemKind};
+use crate::error::{Error, Result};
+use crate::rank::RankGroup;
+use crate::sync::KernelInstance;
+
+pub use artifacts::{ArtifactSource, artifact_for, nvrtc_candidates, nvrtc_fallback, prebuilt_key};
+pub use compare::{OutputMetrics, compare};
+
+/// One `Data` array of the lowered kernel: which op-level buffer and part, its element type and
+/// length, and one device allocation per rank.
+struct DataArray<B> {
+    buffer: Buffer,
+    name: String,
+    part: &'static str,
+    elem: Ty,
+    len: usize,
+    /// For outputs: the tensor's type and shape to read back into.
+    output: Option<(ScalarType, Vec<usize>)>,
+    per_rank: Vec<B>,
+}
+
+/// An op-level kernel bound to a rank group: device arrays for its inputs and outputs, and the
+/// [`KernelInstance`] that launches it.
+pub struct OpKernel<'g, D: Device> {
+    group: &'g RankGroup<D>,
+    inst: KernelInstance<'g, D>,
+    arrays: Vec<DataArray<D::Buffer>>,
+    synchronises: bool,
+}
+
+impl<'g, D: Device> OpKernel<'g, D> {
+    /// Loads `artifact`'s kernel on every rank of `group`, allocates one array per rank for every
+    /// `Data` parameter of `lowered` (checked against `ir`'s buffers) and binds them.
+    pub fn new(
+        group: &'g RankGroup<D>,
+        ir: &Kernel,
+        lowered: &LoweredKernel,
+        artifact: &Artifact,
+    ) -> Result<Self> {
+        let err = |message: String| Error::Binding {
+            kernel: lowered.name.clone(),
+            message,
+        };
+        if ir.tp() != lowered.tp {
+            return Err(err(format!(
+                "lowered for TP {}, the op-level kernel has TP {}",
+                lowered.tp,
+                ir.tp()
+            )));
+        }
+        let mut inst = KernelInstance::new(group, lowered, artifact)?;
+        let mut arrays: Vec<DataArray<D::Buffer>> = Vec::new();
+        for p in lowered.params.values() {
+            let (elem, len, buffer, part) = match &p.kind {
+                ParamKind::Array {
+                    elem,
+                    len,
+                    purpose: Purpose::Data { buffer, part },
+                    ..
+                }
+                | ParamKind::PeerArrays {
+                    elem,
+                    len,
+                    purpose: Purpose::Data { buffer, part },
+                    ..
+                } => (*elem, *len, buffer, *part),
+                ParamKind::Scalar {
+                    purpose: Purpose::Data { buffer, .. },
+                    ..
+                } => {
+                    return Err(err(format!(
+                        "scalar parameter `{}` is bound to buffer `{buffer}`: not supported",
+                        p.name
+                    )));
+                }
+                _ => continue,
+            };
+            // Several parameters may share one array (KernelInstance::bind binds them all).
+            if let Some(a) = arrays.iter().find(|a| a.name == *buffer && a.part == part) {
+                if (a.elem, a.len) != (elem, len) {
+                    return Err(err(format!(
+                        "parameters for `{buffer}.{part}` disagree on type or length"
+                    )));
+                }
+                continue;
+            }
+            let b = ir
+                .buffer_by_name(buffer)
+                .ok_or_else(|| err(format!("parameter `{}`: no buffer `{buffer}`", p.name)))?;
+            let decl = ir.buffer(b).expect("found by name");
+            let output = match decl.role {
+                Role::Input => None,
+                Role::Output => {
+                    let BufferType::Tensor(t) = decl.local_type() else {
+                        return Err(err(format!("output `{buffer}` is not a tensor")));
+                    };
+                    if part != "data" || t.len() != len {
+                        return Err(err(format!(
+                            "parameter `{}` ({part}, {len} elements) does not match output \
+                             `{buffer}` ({} elements)",
+                            p.name,
+                            t.len()
+                        )));
+                    }
+                    Some((t.dtype, t.shape.clone()))
+                }
+            };
+            let per_rank = group.alloc_per_rank(elem.bytes() * len, MemKind::Device)?;
+            inst.bind(buffer, part, &per_rank.iter().collect::<Vec<_>>())?;
+            arrays.push(DataArray {
+                buffer: b,
+                name: buffer.clone(),
+                part,
+                elem,
+                len,
+                output,
+                per_rank,
+            });
+        }
+        for b in ir.outputs() {
+            if !arrays.iter().any(|a| a.buffer == b) {
+                let name = &ir.buffer(b).expect("own buffer").name;
+                return Err(err(format!(
+                    "output `{name}` has no parameter in the lowered kernel"
+                )));
+            }
+        }
+        Ok(OpKernel {
+            group,
+            inst,
+            arrays,
+            synchronises: lowered.coresidency.is_some() || lowered.flag_rounds_per_launch > 0,
+        })
+    }
+
+    /// Whether the kernel has a grid barrier or cross-rank flags (so co-residency matters and
+    /// back-to-back launches exercise the epoch protocol).
+    pub fn synchronises(&self) -> bool {
+        self.synchronises
+    }
+
+    /// The kernel instance (launch, wait, epochs, error words).
+    pub fn instance(&mut self) -> &mut KernelInstance<'g, D> {
+        &mut self.inst
+    }
+
+    /// Writes every rank's inputs (`inputs[r]` for rank r) into the device arrays.
+    pub fn upload_inputs(&self, inputs: &[RankInputs]) -> Result<()> {
+        let tp = self.group.tp() as usize;
+        if inputs.len() != tp {
+            return Err(self.err(format!(
+                "inputs for {} ranks, the group has {tp}",
+                inputs.len()
+            )));
+        }
+        for a in self.arrays.iter().filter(|a| a.output.is_none()) {
+            for (r, buf) in a.per_rank.iter().enumerate() {
+                let data = inputs[r]
+                    .get(&a.buffer)
+                    .ok_or_else(|| self.err(format!("rank {r}: no data for input `{}`", a.name)))?;
+                let bytes = encode(data, a.part, a.elem, a.len)
+                    .map_err(|m| self.err(format!("rank {r}, `{}.{}`: {m}", a.name, a.part)))?;
+                self.group.device(r as u32).upload(buf, 0, &bytes)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Fills every output array of every rank with NaN (all-ones bytes for integer elements), so
+    /// an element the kernel does not write cannot pass as a result.
+    pub fn poison_outputs(&self) -> Result<()> {
+        for a in self.arrays.iter().filter(|a| a.output.is_some()) {
+            let bytes = poison(a.elem, a.len);
+            for (r, buf) in a.per_rank.iter().enumerate() {
+                self.group.device(r as u32).upload(buf, 0, &bytes)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads every rank's outputs back (after waiting for all work on the device).
+    pub fn read_outputs(&self) -> Result<Vec<RankOutputs>> {
+        let mut out = vec![RankOutputs::new(); self.group.tp() as usize];
+        for a in &self.arrays {
+            let Some((dtype, shape)) = &a.output else {
+                continue;
+            };
+            for (r, buf) in a.per_rank.iter().enumerate() {
+                let mut bytes = vec![0u8; a.elem.bytes() * a.len];
+                self.group.device(r as u32).download(buf, 0, &mut bytes)?;
+                let data = decode(&bytes, a.elem);
+                let t = HostTensor {
+                    dtype: *dtype,
+                    shape: shape.clone(),
+                    data,
+                };
+                out[r].insert(a.buffer, t);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Upload `inputs`, poison the outputs, launch once on every rank, wait (checking the error
+    /// words) and read the outputs back.
+    pub fn run(&mut self, inputs: &[RankInputs]) -> Result<Vec<RankOutputs>> {
+        self.upload_inputs(inputs)?;
+        self.poison_outputs()?;
+        self.inst.run()?;
+        self.read_outputs()
+    }
+
+    fn err(&self, message: String) -> Error {
+        Error::Binding {
+            kernel: self.inst.name().to_owned(),
+            message,
+        }
+    }
+}
+
+/// The device bytes of array `part` of `data`, as `len` elements of type `elem`.
+pub fn encode(data: &HostData, part: &str, elem: Ty, len: usize) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(elem.bytes() * len);
+    match (data, part) {
+        (HostData::Tensor(t), "data") => push_values(&t.data, elem, &mut out),
+        (HostData::F16Weight(v), "data") => push_values(v, elem, &mut out),
+        (HostData::Int4(p), "scales") => push_values(&p.scales, elem, &mut out),
+        (HostData::Int4(p), "qweight") => push_words(&p.qweight, elem, &mut out)?,
+        (HostData::Int4(p), "qzeros") => push_words(&p.qzeros, elem, &mut out)?,
+        (HostData::Int4(p), "g_idx") => {
+            let g = p.g_idx.as_deref().ok_or("the weight has no g_idx")?;
+            push_words(g, elem, &mut out)?
+        }
+        _ => return Err(format!("the data has no `{part}` array")),
+    }
+    if out.len() != elem.bytes() * len {
+        return Err(format!(
+            "the kernel takes {len} elements, the data has {}",
+            out.len() / elem.bytes()
+        ));
+    }
+    Ok(out)
+}
+
+fn push_values(values: &[f64], elem: Ty, out: &mut Vec<u8>) {
+    for &x in values {
+        match elem {
+            Ty::F16 => out.extend(half::f16::from_f64(x).to_bits().to_le_bytes()),
+            Ty::F32 => out.extend((x as f32).to_le_bytes()),
+            Ty::I32 => out.extend((x as i32).to_le_bytes()),
+            Ty::U32 => out.extend((x as u32).to_le_bytes()),
+            Ty::I8 => out.push(x as i8 as u8),
+            Ty::Bool => out.push(u8::from(x != 0.0)),
+        }
+    }
+}
+
+/// Packed 32-bit words keep their bit patterns.
+fn push_words(words: &[i32], elem: Ty, out: &mut Vec<u8>) -> Result<(), String> {
+    if !matches!(elem, Ty::I32 | Ty::U32) {
+        return Err(format!("packed words bound to a {} array", elem.name()));
+    }
+    out.extend(words.iter().flat_map(|w| w.to_le_bytes()));
+    Ok(())
+}
+
+/// The poison pattern: a quiet NaN per floating-point element, all-ones bytes otherwise.
+fn poison(elem: Ty, len: usize) -> Vec<u8> {
+    match elem {
+        Ty::F16 => 0x7E00u16.to_le_bytes().repeat(len),
+        Ty::F32 => 0x7FC0_0000u32.to_le_bytes().repeat(len),
+        _ => vec![0xFF; elem.bytes() * len],
+    }
+}
+
+/// Device bytes of elements of type `elem`, as f64.
+pub fn decode(bytes: &[u8], elem: Ty) -> Vec<f64> {
+    let n = elem.bytes();
+    bytes
+        .chunks_exact(n)
+        .map(|c| match elem {
+            Ty::F16 => half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f64(),
+            Ty::F32 => f64::from(f32::from_le_bytes(c.try_into().expect("4 bytes"))),
+            Ty::I32 => f64::from(i32::from_le_bytes(c.try_into().expect("4 bytes"))),
+            Ty::U32 => f64::from(u32::from_le_bytes(c.try_into().expect("4 bytes"))),
+            Ty::I8 => f64::from(c[0] as i8),
+            Ty::Bool => f64::from(c[0]),
+        })
+        .collect()
+}
+
+/// The CUDA version the installed driver supports (`cuDriverGetVersion`), as (major, minor).
+/// Call only after a [`crate::CudaDevice`] was opened (the driver is then loaded).
+pub fn cuda_driver_version() -> Result<(u32, u32), crate::DeviceError> {
+    let mut v: std::ffi::c_int = 0;
+    // SAFETY: the driver library is loaded (a device was opened); `v` is a valid out-pointer.
+    let rc = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut v) };
+    if rc != cudarc::driver::sys::CUresult::CUDA_SUCCESS {
+        return Err(crate::DeviceError::Api {
+            api: "cuDriverGetVersion",
+            code: rc as i64,
+            message: format!("{rc:?}"),
+        });
+    }
+    let v = v.max(0) as u32;
+    Ok((v / 1000, (v % 1000) / 10))
+}
+
+#[cfg(test)]
+mod tests {
+    use wavefuse_ir::reference::PackedInt4;
+
+    use super::*;
+
+    #[test]
+    fn values_round_trip_through_device_bytes() {
+        let t = HostData::Tensor(HostTensor {
+            dtype: ScalarType::F16,
+            shape: vec![3],
+            data: vec![1.5, -0.000_061_035_156_25, 65504.0],
+        });
+        let bytes = encode(&t, "data", Ty::F16, 3).unwrap();
+        assert_eq!(bytes[..2], 0x3E00u16.to_le_bytes());
+        assert_eq!(
+            decode(&bytes, Ty::F16),
+            [1.5, -0.000_061_035_156_25, 65504.0]
+        );
+        let w = HostData::Int4(PackedInt4 {
+            qweight: vec![-1, 0x1234_5678],
+            scales: vec![0.25],
+            qzeros: vec![],
+            g_idx: None,
+        });
+        let q = encode(&w, "qweight", Ty::U32, 2).unwrap();
+        assert_eq!(q, [0xFF, 0xFF, 0xFF, 0xFF, 0x78, 0x56, 0x34, 0x12]);
+        assert_eq!(decode(&q, Ty::U32), [4_294_967_295.0, 305_419_896.0]);
+        assert!(
+            encode(&w, "g_idx", Ty::I32, 0)
+                .unwrap_err()
+                .contains("no g_idx")
+        );
+        assert!(
+            encode(&w, "scales", Ty::F16, 2)
+                .unwrap_err()
+                .contains("2 elements")
+        );
+        assert!(
+            encode(&t, "qweight", Ty::U32, 3)
+                .unwrap_err()
+                .contains("no `qweight`")
+        );
+        assert!(
+            encode(&w, "qweight", Ty::F16, 4).is_err(),
+            "words into an f16 array"
+        );
+    }
+
+    #[test]
+    fn poison_reads_back_as_nan() {
+        for elem in [Ty::F16, Ty::F32] {
+            assert!(decode(&poison(elem, 4), elem).iter().all(|v| v.is_nan()));
+        }
+        assert_eq!(decode(&poison(Ty::U32, 1), Ty::U32), [f64::from(u32::MAX)]);
+    }
+}

@@ -1,0 +1,31 @@
+//! The GPU suite (DESIGN.md §7) through the same entry point as `wavefuse gpu-suite`: ignored by
+//! default; on a machine with an NVIDIA GPU, `cargo test -p wavefuse-tests --test gpu_suite --
+//! --ignored --nocapture` runs the quick suite (`WAVEFUSE_SUITE_FULL=1`: the full one). Without a
+//! GPU it says "skipped: no GPU". The one-command way on a GPU machine is scripts/gpu-suite.sh.
+
+use wavefuse_kernels::suite::{self, Status, SuiteError, SuiteOptions};
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn gpu_suite_sm90() {
+    suite::locate_nvrtc();
+    let full = std::env::var_os("WAVEFUSE_SUITE_FULL").is_some_and(|v| v == "1");
+    let report = match suite::run_suite(&SuiteOptions::new(!full)) {
+        Ok(r) => r,
+        Err(SuiteError::NoGpu(why)) => return println!("skipped: no GPU ({why})"),
+    };
+    println!("{}", report.markdown());
+    let failed: Vec<String> = report
+        .cases
+        .iter()
+        .filter(|c| c.status == Status::Fail)
+        .map(|c| format!("{}: {}", c.spec.label(), c.detail))
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} case(s) failed:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
+    assert!(report.count(Status::Pass) > 0, "nothing ran");
+}
