@@ -124,4 +124,6 @@ for tool in memcheck racecheck synccheck; do
     done
 done
 note "total $(elapsed) s; exit $status"
+# The device tool returns at most 8 files: bundle the logs into one.
+(cd "$OUT" && tar czf logs.tgz sanitizer-*.log summary.txt gpu-suite.stdout 2>/dev/null && rm -f sanitizer-*.log gpu-suite.stdout)
 exit "$status"
