@@ -2,6 +2,7 @@
 //! simulator, or as the f64 reference alone; compared with the f64 reference per output and rank.
 
 use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -16,7 +17,9 @@ use wavefuse_runtime::{Cache, Device, DeviceError, Error as RtError, HipDevice};
 use crate::suite::{
     self, CaseSpec, Data, Generated, PrepError, ShapeKind, artifact_name, tolerance,
 };
+use crate::checkpoint::{self, QuantOverrides};
 use crate::{KernelId, Workload};
+use wavefuse::ir::{GroupSize, ZeroPoint};
 
 /// Where `wavefuse run` executes the kernel.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -52,8 +55,35 @@ pub struct RunArgs {
     pub target: Option<Arch>,
     /// The simulator's small shapes (hidden 128, …) instead of the DESIGN.md §1 shapes: fast
     /// under the simulator and compute-sanitizer.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "weights")]
     pub small: bool,
+    /// Real GPTQ weights (gemv_int4 only): a .safetensors file, a sharded
+    /// model.safetensors.index.json, or a directory. Quantisation settings come from
+    /// quantize_config.json / config.json beside it, or from the flags below.
+    #[arg(long, requires_all = ["layer", "input"], conflicts_with = "batch")]
+    pub weights: Option<PathBuf>,
+    /// The layer's tensor prefix (`{layer}.qweight`, `.scales`, `.qzeros`, `.g_idx`).
+    #[arg(long, requires = "weights")]
+    pub layer: Option<String>,
+    /// Activations, .npy of f16 or f32, shape [K] or [B, K] (B = batch).
+    #[arg(long, requires = "weights")]
+    pub input: Option<PathBuf>,
+    /// Where to write the output, .npy f16 [N] or [B, N].
+    #[arg(long, requires = "weights")]
+    pub output: Option<PathBuf>,
+    /// Zero-point convention, overriding the checkpoint's config: gptq (v1, stored z − 1),
+    /// gptq_v2 (stored z) or sym (z = 8). Never guessed.
+    #[arg(long, requires = "weights", value_parser = checkpoint::parse_checkpoint_format)]
+    pub checkpoint_format: Option<ZeroPoint>,
+    /// Group size overriding the config: 32, 64, 128, or -1 (per-channel).
+    #[arg(long, requires = "weights", allow_negative_numbers = true, value_parser = checkpoint::parse_group_size)]
+    pub group_size: Option<GroupSize>,
+    /// Bits per weight overriding the config (only 4 is supported).
+    #[arg(long, requires = "weights")]
+    pub bits: Option<u32>,
+    /// Act-order (desc_act) overriding the config.
+    #[arg(long, requires = "weights")]
+    pub act_order: Option<bool>,
 }
 
 /// A TP size of the set: 1, 2, 4 or 8.
@@ -80,6 +110,9 @@ const NO_DEVICE: u8 = 2;
 
 /// `wavefuse run`.
 pub fn run_cmd(a: &RunArgs) -> ExitCode {
+    if a.weights.is_some() {
+        return checkpoint_run(a);
+    }
     let spec = CaseSpec {
         id: a.kernel,
         tp: a.tp,
@@ -401,4 +434,123 @@ fn header(g: &Generated, device: &str, sms: u32) {
          workgroups x {} lanes; {sync}",
         k.tp, k.grid, k.workgroup_size
     );
+}
+
+// --- real weights ----------------------------------------------------------------------------
+
+/// `wavefuse run gemv_int4 --weights FILE --layer NAME --input X.npy [--output Y.npy]`: the layer
+/// from a GPTQ checkpoint, the activations from a .npy, the f64 reference always, and the GPU or
+/// the simulator when asked; the result (the device's, else the reference's) written as .npy.
+fn checkpoint_run(a: &RunArgs) -> ExitCode {
+    if a.kernel != KernelId::GemvInt4 {
+        return fail(format!(
+            "--weights binds one GPTQ layer and works with gemv_int4 only, not {}",
+            a.kernel
+        ));
+    }
+    let (Some(weights), Some(layer), Some(input)) = (&a.weights, &a.layer, &a.input) else {
+        return fail("--weights needs --layer and --input");
+    };
+    let over = QuantOverrides {
+        bits: a.bits,
+        group_size: a.group_size,
+        zero: a.checkpoint_format,
+        act_order: a.act_order,
+    };
+    let case = match checkpoint::prepare_gemv(a.tp, weights, layer, input, &over) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let info = &case.layer;
+    println!(
+        "wavefuse run gemv_int4 on `{}` of {}: K={} N={} {:?}, tp={}",
+        info.layer,
+        weights.display(),
+        info.k,
+        info.n,
+        info.layout,
+        a.tp
+    );
+    for note in &info.notes {
+        println!("note: {note}");
+    }
+    let reference = match wavefuse::ir::reference::evaluate(&case.kernel, &case.inputs) {
+        Ok(r) => r,
+        Err(e) => return fail(format!("reference: {e}")),
+    };
+    let (outputs, verdict_code) = match a.device {
+        DeviceKind::CpuRef => (reference.clone(), ExitCode::SUCCESS),
+        DeviceKind::Sim | DeviceKind::Gpu => match device_outputs(a, &case.kernel, &case.inputs) {
+            Ok(outs) => {
+                let ms = exec::compare(&case.kernel, &outs, &reference);
+                let (tol, _) = tolerance(KernelId::GemvInt4);
+                let ok = print_metrics(&ms, tol);
+                (outs, if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+            }
+            Err(code) => return code,
+        },
+    };
+    let y = match case.gather(&outputs) {
+        Ok(y) => y,
+        Err(e) => return fail(e),
+    };
+    let rms = (y.data.iter().map(|v| v * v).sum::<f64>() / y.data.len().max(1) as f64).sqrt();
+    println!("output {:?}: rms {rms:.4e}", y.shape);
+    if let Some(path) = &a.output {
+        if let Err(e) = checkpoint::write_output_npy(path, &y) {
+            return fail(e);
+        }
+        println!("wrote {}", path.display());
+    }
+    verdict_code
+}
+
+/// The checkpoint kernel's outputs from the simulator or the GPU.
+fn device_outputs(
+    a: &RunArgs,
+    ir: &Kernel,
+    inputs: &[wavefuse::ir::reference::RankInputs],
+) -> Result<Vec<RankOutputs>, ExitCode> {
+    let arch = match (a.device, a.target) {
+        (_, Some(t)) => t,
+        _ => Arch::Sm90,
+    };
+    let schedule = wavefuse_codegen::lower::Schedule::default_for(arch, ir);
+    let lowered = wavefuse_codegen::lower::lower(ir, arch, &schedule)
+        .map_err(|e| fail(format!("lowering: {e}")))?;
+    if a.device == DeviceKind::Sim {
+        let reference = wavefuse::ir::reference::evaluate(ir, inputs)
+            .map_err(|e| fail(format!("reference: {e}")))?;
+        let case = Case { inputs: vec![inputs.to_vec()], reference: vec![reference] };
+        let mut opts = SimOptions::new(a.seed);
+        opts.granularity = Granularity::Wave;
+        opts.max_steps = u64::MAX;
+        let report = with_heartbeat(|| simulate_case(&lowered, ir, &case, &opts))
+            .map_err(|e| fail(format!("simulator: {e}")))?;
+        for f in &report.findings {
+            println!("finding: {f}");
+        }
+        if !report.findings.is_empty() {
+            return Err(fail(format!("{} simulator finding(s)", report.findings.len())));
+        }
+        return report.outputs.into_iter().next().ok_or_else(|| fail("no simulated launch"));
+    }
+    let source = wavefuse_codegen::cpp::emit(&lowered).map_err(|e| fail(format!("C++ writer: {e}")))?;
+    if let Some(path) = suite::locate_nvrtc() {
+        eprintln!("note: using NVRTC at {}", path.display());
+    }
+    let dev = suite::open_cuda().map_err(|m| {
+        eprintln!("error: {m}");
+        ExitCode::from(NO_DEVICE)
+    })?;
+    let cache = Cache::from_env();
+    let compiler = suite::compiler_for(lowered.arch);
+    let req = wavefuse_runtime::CompileRequest::new(&lowered.name, source.text.clone(), lowered.arch);
+    let run = || -> Result<Vec<RankOutputs>, RtError> {
+        let (artifact, _) = exec::artifact_for(&cache, compiler.as_ref(), &req)?;
+        let group = wavefuse_runtime::RankGroup::on_one_device(dev, lowered.tp, wavefuse_runtime::SameDeviceMode::Streams)?;
+        let mut k = exec::OpKernel::new(&group, ir, &lowered, &artifact)?;
+        k.run(inputs)
+    };
+    run().map_err(fail)
 }
