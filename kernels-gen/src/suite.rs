@@ -338,7 +338,7 @@ pub fn generate(c: &CaseSpec, arch: Arch) -> Result<Generated, PrepError> {
         Ok(None) => return Err(PrepError::NotApplicable(c.shape.name().into())),
         Err(e) => return Err(PrepError::NotApplicable(e)),
     };
-    let lowered = lower(&ir, arch, &schedule(c, arch, &ir)).map_err(|e| match e {
+    let lowered = lower_coresident(&ir, arch, schedule(c, arch, &ir)).map_err(|e| match e {
         LowerError::Unsupported(m) => PrepError::Unsupported(m),
         e => PrepError::Failed(format!("lowering: {e}")),
     })?;
@@ -352,6 +352,28 @@ pub fn generate(c: &CaseSpec, arch: Arch) -> Result<Generated, PrepError> {
         lowered,
         source,
     })
+}
+
+/// Workgroups per CU/SM that every generated kernel fits at once (the occupancy the budgets keep,
+/// with margin): the target for all ranks' grids together when they share one device.
+const RESIDENT_PER_CU: u32 = 4;
+
+/// Lower, and when the kernel has a grid barrier and all `tp` ranks' grids would not fit on one
+/// device at [`RESIDENT_PER_CU`] workgroups per CU/SM, widen the INT4 column tiles (twice the
+/// columns, twice the words per lane: the same 256 lanes) until they do. All ranks on one device
+/// is how the suite runs TP > 1; the runtime still checks the real capacity before launch
+/// (DESIGN.md §5.9), so this only avoids refusals, never hides a deadlock.
+fn lower_coresident(ir: &Kernel, arch: Arch, mut s: Schedule) -> Result<LoweredKernel, LowerError> {
+    loop {
+        let k = lower(ir, arch, &s)?;
+        let resident = arch.compute_units() * RESIDENT_PER_CU;
+        let fits = k.coresidency.is_none() || k.tp * k.grid <= resident;
+        if fits || s.words_per_iteration >= 8 || s.threads_per_column == 1 {
+            return Ok(k);
+        }
+        s.columns_per_workgroup *= 2;
+        s.words_per_iteration *= 2;
+    }
 }
 
 /// Inputs and the f64 reference outputs for them.
