@@ -1,6 +1,7 @@
 //! The wavefuse kernel set (DESIGN.md §3) on the Qwen 3.5 27B decode workload (DESIGN.md §1),
 //! the embedded synthetic data, and the reference report of the `wavefuse` binary.
 
+pub mod ab;
 pub mod checkpoint;
 pub mod cmd_codegen;
 pub mod cmd_run;

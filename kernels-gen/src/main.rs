@@ -109,6 +109,11 @@ enum Command {
     /// The GPU suite: every kernel at TP 1, 2, 4, 8 (ranks on one device), model and odd shapes,
     /// against the f64 reference; back-to-back launches of synchronising kernels; JSON + Markdown.
     GpuSuite(wavefuse_kernels::suite::SuiteArgs),
+    /// A/B the generated kernels against the hand-written ones (kernels-gen/reference, or your own
+    /// with --manual/--abi) and the f64 reference: correctness, then event timing with rotating
+    /// inputs, bandwidth against the copy bandwidth of the same run; table, verdicts, JSON,
+    /// Markdown, SVG chart. Without a GPU: the simulator and the compilers' resource reports.
+    Ab(wavefuse_kernels::ab::AbArgs),
 }
 
 fn parse_tp(s: &str) -> Result<u32, String> {
@@ -151,6 +156,7 @@ fn main() -> ExitCode {
         }
         Command::Run(args) => wavefuse_kernels::cmd_run::run_cmd(&args),
         Command::GpuSuite(args) => wavefuse_kernels::suite::suite_cmd(&args),
+        Command::Ab(args) => wavefuse_kernels::ab::ab_cmd(&args),
         Command::Report { tp, seed } => report(if tp.is_empty() { TP_SIZES.to_vec() } else { tp }, seed),
     }
 }

@@ -20,6 +20,8 @@
 //! - [`sync`]: the per-kernel-instance synchronisation state the runtime owns — counters, flags and
 //!   the error word (zeroed once), the epoch passed to every launch (1, 2, 3, …), and the error word
 //!   turned into [`Error::BarrierTimeout`] after each launch (DESIGN.md §5.4, §5.10, §5.11).
+//! - [`timing`]: CUDA-event timing of one launch of a rank group behind a gate (device time only),
+//!   the device's copy bandwidth and L2 size (DESIGN.md §8).
 //!
 //! # Safety
 //! Every FFI call is checked and mapped to a typed error carrying the API's own error string; every
@@ -33,6 +35,7 @@ pub mod exec;
 pub mod launch;
 pub mod rank;
 pub mod sync;
+pub mod timing;
 
 pub use cache::{Cache, CacheError};
 pub use compile::{

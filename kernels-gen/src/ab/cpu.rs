@@ -1,0 +1,378 @@
+//! `wavefuse ab` without a GPU: what can be known without one.
+//!
+//! - Correctness of the generated code: each kernel at the simulator's small shapes (the set's own
+//!   kernel with every feature dimension shrunk, `crate::cmd_sim::shrink`), lowered for sm_90 and
+//!   for gfx906, run once in the CPU protocol simulator against the f64 reference. The simulator
+//!   runs lowered code only, so a hand-written kernel is not run; its description is still checked
+//!   against the generated kernel and its source.
+//! - The static part: the generated and hand-written sources at the model shapes compiled with
+//!   NVRTC for sm_90 and hipcc for gfx906 (through the compile cache, on every core), their
+//!   resource reports side by side.
+
+use std::process::ExitCode;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use indicatif::ProgressBar;
+use wavefuse_codegen::Arch;
+use wavefuse_codegen::sim::{Case, SimOptions, simulate_case};
+use wavefuse_runtime::compile::{CompileError, Compiler};
+use wavefuse_runtime::exec::{self, OutputMetrics};
+use wavefuse_runtime::{Cache, CompileRequest, Error as RtError};
+
+use super::handwritten::{Found, Hand, find_reference};
+use super::report::{AbReport, Check, Header, Manual, Mode, Resources, Row, Version};
+use super::{Choice, Options, base_row, check_of, placeholder_row, usage_of};
+use crate::suite::{self, CaseSpec, Data, ShapeKind, compiler_for};
+
+/// The targets of the static part, in table order.
+const TARGETS: [Arch; 2] = [Arch::Sm90, Arch::Gfx906];
+
+/// Which side of a row a compile belongs to.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Side {
+    Generated,
+    Hand,
+}
+
+/// One compile of the static part.
+struct Job {
+    row: usize,
+    side: Side,
+    request: CompileRequest,
+    symbol: String,
+    workgroup_size: u32,
+}
+
+/// The no-GPU run; `reason` says why there is no GPU.
+pub fn run(cases: &[CaseSpec], o: &Options, reason: String, bar: &ProgressBar) -> AbReport {
+    let start = Instant::now();
+    let mut rows = Vec::with_capacity(cases.len());
+    let mut jobs = Vec::new();
+    for (i, c) in cases.iter().enumerate() {
+        bar.set_message(format!("simulating {}", c.label()));
+        let (row, row_jobs) = row_without_gpu(i, c, o);
+        rows.push(row);
+        jobs.extend(row_jobs);
+        bar.inc(1);
+    }
+    bar.set_length((cases.len() + jobs.len()) as u64);
+    for (job, result) in compile_all(&jobs, o, bar) {
+        let row: &mut Row = &mut rows[job.row];
+        let v = match (job.side, &mut row.manual) {
+            (Side::Generated, _) => &mut row.generated,
+            (Side::Hand, Manual::Present(v)) => v.as_mut(),
+            (Side::Hand, Manual::Absent(_)) => continue,
+        };
+        // A missing compiler is a gap in the table; a source that does not compile is an error.
+        let failed = result
+            .usage
+            .as_ref()
+            .err()
+            .filter(|e| !e.contains("not found"));
+        if let (Some(e), None) = (failed, &v.error) {
+            v.error = Some(format!("compiling for {}: {e}", result.arch));
+        }
+        v.resources.push(result);
+    }
+    for r in &mut rows {
+        let order = |x: &Resources| TARGETS.iter().position(|a| a.name() == x.arch);
+        r.generated.resources.sort_by_key(order);
+        if let Manual::Present(v) = &mut r.manual {
+            v.resources.sort_by_key(order);
+        }
+    }
+    AbReport {
+        header: header(o, reason),
+        rows,
+        seconds: start.elapsed().as_secs_f64(),
+    }
+}
+
+fn header(o: &Options, reason: String) -> Header {
+    let version = |c: &dyn Compiler| c.version().unwrap_or_else(|_| "not installed".into());
+    Header {
+        mode: Mode::NoGpu { reason },
+        device: "none".into(),
+        sms: 0,
+        l2_bytes: 0,
+        driver: suite::nvidia_driver_version().unwrap_or_else(|| "none".into()),
+        cuda: "none".into(),
+        compiler: format!(
+            "nvrtc {}; hipcc {}",
+            version(compiler_for(Arch::Sm90).as_ref()),
+            version(compiler_for(Arch::Gfx906).as_ref())
+                .lines()
+                .next()
+                .unwrap_or("")
+        ),
+        commit: o.commit.clone(),
+        date: suite::utc_now(),
+        seed: o.seed,
+        warmup: o.warmup,
+        iters: o.iters,
+        copy: Vec::new(),
+    }
+}
+
+/// The row of one case (simulated, hand-written descriptions checked) and its compiles.
+fn row_without_gpu(i: usize, c: &CaseSpec, o: &Options) -> (Row, Vec<Job>) {
+    let mut generated = Vec::new();
+    for arch in TARGETS {
+        match suite::generate(c, arch) {
+            Ok(g) => generated.push(g),
+            Err(e) => {
+                let mut row = placeholder_row(c);
+                row.generated.error = Some(format!("generating for {arch}: {e}"));
+                return (row, Vec::new());
+            }
+        }
+    }
+    let mut row = base_row(c, &generated[0]);
+    row.generated.origin = "generated".into();
+    row.generated.check = simulate(c, o.seed);
+    if row.generated.check.ran && !row.generated.check.pass && row.generated.check.detail.is_empty()
+    {
+        row.generated.check.detail = "simulator findings".into();
+    }
+    let mut jobs: Vec<Job> = generated
+        .iter()
+        .map(|g| Job {
+            row: i,
+            side: Side::Generated,
+            request: CompileRequest::new(&g.lowered.name, g.source.text.clone(), g.lowered.arch),
+            symbol: g.source.symbol.clone(),
+            workgroup_size: g.lowered.workgroup_size,
+        })
+        .collect();
+    let hands: Vec<Hand> = match &o.choice {
+        Choice::User(h) => vec![(**h).clone()],
+        Choice::Reference(dir) => {
+            let mut found = Vec::new();
+            let mut absent = Vec::new();
+            for g in &generated {
+                match find_reference(dir.as_deref(), &g.lowered) {
+                    Found::Hand(h) => found.push(*h),
+                    Found::Absent(why) => absent.push(format!("{}: {why}", g.lowered.arch)),
+                }
+            }
+            if found.is_empty() {
+                row.manual = Manual::Absent(absent.first().map_or_else(String::new, |a| {
+                    a.split_once(": ").map_or(a.clone(), |(_, w)| w.to_owned())
+                }));
+            }
+            found
+        }
+    };
+    if !hands.is_empty() {
+        let v = hand_version(&hands, &generated);
+        for h in hands.iter().filter(|_| v.error.is_none()) {
+            match h.request() {
+                Ok(request) => jobs.push(Job {
+                    row: i,
+                    side: Side::Hand,
+                    request,
+                    symbol: h.abi.symbol.clone(),
+                    workgroup_size: h.abi.workgroup_size,
+                }),
+                Err(e) => eprintln!("warning: {}: {e}", h.abi_path.display()),
+            }
+        }
+        row.manual = Manual::Present(Box::new(v));
+    }
+    (row, jobs)
+}
+
+/// The hand-written side of a row without a GPU: not run; its descriptions checked.
+fn hand_version(hands: &[Hand], generated: &[suite::Generated]) -> Version {
+    let mut problems = Vec::new();
+    for h in hands {
+        let Some(g) = generated.iter().find(|g| g.lowered.arch == h.arch) else {
+            continue;
+        };
+        problems.extend(
+            h.check(&g.lowered)
+                .into_iter()
+                .map(|p| format!("{} ({}): {p}", h.arch, h.abi_path.display())),
+        );
+    }
+    Version {
+        origin: hands
+            .iter()
+            .map(Hand::origin)
+            .collect::<Vec<_>>()
+            .join(" + "),
+        symbol: hands[0].abi.symbol.clone(),
+        check: Check::not_run("not run (no GPU)"),
+        timing: None,
+        note: "not timed: no GPU".into(),
+        resources: Vec::new(),
+        error: (!problems.is_empty()).then(|| format!("ABI mismatch: {}", problems.join("; "))),
+    }
+}
+
+/// The generated kernel at the small shapes in the simulator, lowered for each target, against
+/// the f64 reference: the worst over both.
+fn simulate(c: &CaseSpec, seed: u64) -> Check {
+    let small = CaseSpec {
+        shape: ShapeKind::Small,
+        ..*c
+    };
+    let on = "simulator sm90+gfx906, small shapes";
+    let mut metrics: Vec<OutputMetrics> = Vec::new();
+    let mut data: Option<Data> = None;
+    for arch in TARGETS {
+        let g = match suite::generate(&small, arch) {
+            Ok(g) => g,
+            Err(e) => return Check::not_run(format!("not simulated: {e}")),
+        };
+        if data.is_none() {
+            match Data::new(&g.ir, seed) {
+                Ok(d) => data = Some(d),
+                Err(e) => return Check::not_run(format!("not simulated: {e}")),
+            }
+        }
+        let d = data.as_ref().expect("built above");
+        let case = Case {
+            inputs: vec![d.inputs.clone()],
+            reference: vec![d.reference.clone()],
+        };
+        let report = match simulate_case(&g.lowered, &g.ir, &case, &SimOptions::new(seed)) {
+            Ok(r) => r,
+            Err(e) => return Check::not_run(format!("simulator error for {arch}: {e}")),
+        };
+        if let Some(f) = report.findings.first() {
+            let mut check = check_of(on, &metrics, suite::tolerance(c.id).0);
+            check.pass = false;
+            check.detail = format!("{arch}: simulator finding: {f}");
+            return check;
+        }
+        let outputs = report.outputs.first().cloned().unwrap_or_default();
+        metrics.extend(exec::compare(&g.ir, &outputs, &d.reference));
+    }
+    check_of(on, &metrics, suite::tolerance(c.id).0)
+}
+
+/// Every job compiled (through the cache) on `o.threads` threads; results in job order.
+fn compile_all<'j>(jobs: &'j [Job], o: &Options, bar: &ProgressBar) -> Vec<(&'j Job, Resources)> {
+    let cache = Cache::from_env();
+    let next = AtomicUsize::new(0);
+    let out: Mutex<Vec<(usize, Resources)>> = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..o.threads.min(jobs.len()).max(1) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(job) = jobs.get(i) else { break };
+                    bar.set_message(format!("compiling {} for {}", job.symbol, job.request.arch));
+                    let r = compile(&cache, job, o);
+                    out.lock().unwrap_or_else(|e| e.into_inner()).push((i, r));
+                    bar.inc(1);
+                }
+            });
+        }
+    });
+    let mut out = out.into_inner().unwrap_or_else(|e| e.into_inner());
+    out.sort_by_key(|(i, _)| *i);
+    out.into_iter().map(|(i, r)| (&jobs[i], r)).collect()
+}
+
+fn compiler(job: &Job, o: &Options) -> Box<dyn Compiler> {
+    match job.side {
+        Side::Generated => compiler_for(job.request.arch),
+        Side::Hand => o.hand_compiler(job.request.arch),
+    }
+}
+
+fn compile(cache: &Cache, job: &Job, o: &Options) -> Resources {
+    let c = compiler(job, o);
+    match exec::artifact_for(cache, c.as_ref(), &job.request) {
+        Ok((a, _)) => usage_of(&a, &job.symbol, job.workgroup_size),
+        Err(e) => Resources {
+            arch: job.request.arch.name().to_owned(),
+            compiler: c.id().name().to_owned(),
+            usage: Err(match e {
+                RtError::Compile(CompileError::Missing { compiler, .. }) => {
+                    format!("{compiler} not found")
+                }
+                RtError::Compile(CompileError::Failed { log, .. }) => {
+                    format!(
+                        "failed: {}",
+                        log.lines()
+                            .find(|l| l.contains("error"))
+                            .unwrap_or("see the log")
+                    )
+                }
+                e => e.to_string(),
+            }),
+        },
+    }
+}
+
+/// `wavefuse ab --prebuild`: every sm_90 source of the run (generated and hand-written) compiled
+/// into the cache.
+pub fn prebuild(cases: &[CaseSpec], o: &Options) -> ExitCode {
+    let mut jobs = Vec::new();
+    for (i, c) in cases.iter().enumerate() {
+        let g = match suite::generate(c, Arch::Sm90) {
+            Ok(g) => g,
+            Err(e) => {
+                eprintln!("{}: {e}", c.label());
+                continue;
+            }
+        };
+        jobs.push(Job {
+            row: i,
+            side: Side::Generated,
+            request: CompileRequest::new(&g.lowered.name, g.source.text.clone(), Arch::Sm90),
+            symbol: g.source.symbol.clone(),
+            workgroup_size: g.lowered.workgroup_size,
+        });
+        let hand = match &o.choice {
+            Choice::User(h) => Some((**h).clone()),
+            Choice::Reference(dir) => match find_reference(dir.as_deref(), &g.lowered) {
+                Found::Hand(h) => Some(*h),
+                Found::Absent(_) => None,
+            },
+        };
+        if let Some(h) = hand.filter(|h| h.arch == Arch::Sm90) {
+            match h.request() {
+                Ok(request) => jobs.push(Job {
+                    row: i,
+                    side: Side::Hand,
+                    request,
+                    symbol: h.abi.symbol.clone(),
+                    workgroup_size: h.abi.workgroup_size,
+                }),
+                Err(e) => eprintln!("{}: {e}", c.label()),
+            }
+        }
+    }
+    let bar = ProgressBar::hidden();
+    let mut failed = 0;
+    for (job, r) in compile_all(&jobs, o, &bar) {
+        let what = if job.side == Side::Generated {
+            "generated"
+        } else {
+            "hand-written"
+        };
+        match r.usage {
+            Ok(_) => eprintln!("{:<44} {what:<13} ok", cases[job.row].label()),
+            Err(e) => {
+                failed += 1;
+                eprintln!("{:<44} {what:<13} {e}", cases[job.row].label());
+            }
+        }
+    }
+    eprintln!(
+        "{} sources for sm90 into {}; {failed} failed",
+        jobs.len(),
+        Cache::from_env().dir().display()
+    );
+    if failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}

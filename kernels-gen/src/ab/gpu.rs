@@ -1,0 +1,600 @@
+//! `wavefuse ab` on an NVIDIA GPU: correctness of both versions on the device at the model shapes,
+//! then event timing with rotating inputs, repeated twice.
+//!
+//! Per kernel and shape, in this order:
+//! 1. Setup (pipelined with the host threads that build the inputs and the f64 reference): both
+//!    versions compiled (through the cache), bound to their own arrays on a rank group of `tp`
+//!    ranks on the one device, launched once on the workload's inputs with the outputs poisoned,
+//!    and compared with the reference. A hand-written kernel is checked against its description
+//!    first, and the loaded kernel's parameter sizes against it too. Then the rotation sets: `k`
+//!    copies of every input array of every rank, the same data uploaded k times, `k` such that
+//!    the sets total ≥ 4 × L2 (at most [`MAX_SETS`]; below 4 × L2 at that cap, L2 is also flushed
+//!    before every launch by writing a 2 × L2 buffer, outside the timed window).
+//! 2. Timing, the whole of it twice (repeat 1 over every row, then repeat 2), each repeat opened
+//!    by a measurement of the copy bandwidth: per version, [`super::Options::warmup`] untimed and
+//!    [`super::Options::iters`] timed launches, each of one launch of every rank between two
+//!    events behind a gate ([`wavefuse_runtime::timing::GroupTimer`]), the inputs rebound to the
+//!    next set before each, the error words checked after each.
+//! 3. The outputs of the last timed launch are compared with the reference again.
+
+use std::time::Instant;
+
+use indicatif::ProgressBar;
+use wavefuse::ir::Kernel;
+use wavefuse::ir::reference::{RankInputs, RankOutputs};
+use wavefuse_codegen::Arch;
+use wavefuse_codegen::lowered::{LoweredKernel, ParamKind, Purpose};
+use wavefuse_runtime::device::CudaBuffer;
+use wavefuse_runtime::exec::{self, OpKernel};
+use wavefuse_runtime::timing::{self, GroupTimer};
+use wavefuse_runtime::{
+    Artifact, Cache, CudaDevice, Device, Error as RtError, KernelInstance, MemKind, RankGroup,
+    SameDeviceMode,
+};
+
+use super::handwritten::{Found, Hand, find_reference};
+use super::report::{AbReport, Check, CopyBw, Header, Manual, Mode, Row, Stats, Timing, Version};
+use super::{Choice, Options, base_row, check_of, prepare_all, usage_of};
+use crate::suite::{self, CaseSpec, Prepared, compiler_for};
+
+/// Rotation sets at most (a few-KB allreduce would otherwise need thousands).
+pub const MAX_SETS: usize = 64;
+/// Repeats of the whole timing.
+pub const REPEATS: usize = 2;
+/// Bytes of one copy of the copy-bandwidth measurement (far larger than L2).
+const COPY_BYTES: usize = 1 << 30;
+/// Timed copies per copy-bandwidth measurement.
+const COPIES: usize = 20;
+
+/// Copies of one input array: `by_set[set][rank]`.
+struct Copies {
+    buffer: String,
+    part: &'static str,
+    by_set: Vec<Vec<CudaBuffer>>,
+}
+
+/// Every input array of every rank, `sets` times over.
+struct Rotation {
+    arrays: Vec<Copies>,
+    sets: usize,
+    bytes: u64,
+    flush: bool,
+}
+
+impl Rotation {
+    /// Sets of `g`'s input arrays filled with `inputs`: enough to total `4 × l2` bytes, at most
+    /// [`MAX_SETS`].
+    fn new(
+        group: &RankGroup<CudaDevice>,
+        g: &LoweredKernel,
+        ir: &Kernel,
+        inputs: &[RankInputs],
+        l2: u64,
+    ) -> Result<Rotation, RtError> {
+        let mut encoded = Vec::new();
+        for p in g.params.values() {
+            let (ParamKind::Array {
+                elem,
+                len,
+                purpose: Purpose::Data { buffer, part },
+                ..
+            }
+            | ParamKind::PeerArrays {
+                elem,
+                len,
+                purpose: Purpose::Data { buffer, part },
+                ..
+            }) = &p.kind
+            else {
+                continue;
+            };
+            let Some(b) = ir.buffer_by_name(buffer) else {
+                continue;
+            };
+            if ir
+                .buffer(b)
+                .is_some_and(|d| d.role != wavefuse::ir::Role::Input)
+                || encoded
+                    .iter()
+                    .any(|(x, y, _): &(String, &str, _)| x == buffer && y == part)
+            {
+                continue;
+            }
+            let per_rank: Vec<Vec<u8>> = inputs
+                .iter()
+                .map(|r| exec::encode(&r[&b], part, *elem, *len))
+                .collect::<Result<_, _>>()
+                .map_err(|m| RtError::Binding {
+                    kernel: g.name.clone(),
+                    message: m,
+                })?;
+            encoded.push((buffer.clone(), *part, per_rank));
+        }
+        let set_bytes: u64 = encoded
+            .iter()
+            .flat_map(|(_, _, r)| r.iter().map(|b| b.len() as u64))
+            .sum();
+        let target = 4 * l2;
+        let sets = (target.div_ceil(set_bytes.max(1)) as usize).clamp(2, MAX_SETS);
+        let mut arrays = Vec::new();
+        for (buffer, part, per_rank) in encoded {
+            let mut by_set = Vec::with_capacity(sets);
+            for _ in 0..sets {
+                let bufs = per_rank
+                    .iter()
+                    .enumerate()
+                    .map(|(r, bytes)| {
+                        let d = group.device(r as u32);
+                        let buf = d.alloc(bytes.len(), MemKind::Device)?;
+                        d.upload(&buf, 0, bytes)?;
+                        Ok(buf)
+                    })
+                    .collect::<Result<Vec<_>, RtError>>()?;
+                by_set.push(bufs);
+            }
+            arrays.push(Copies {
+                buffer,
+                part,
+                by_set,
+            });
+        }
+        let bytes = set_bytes * sets as u64;
+        Ok(Rotation {
+            arrays,
+            sets,
+            bytes,
+            flush: bytes < target,
+        })
+    }
+
+    /// Binds set `i` (mod the number of sets).
+    fn bind(&self, inst: &mut KernelInstance<'_, CudaDevice>, i: usize) -> Result<(), RtError> {
+        for c in &self.arrays {
+            let refs: Vec<_> = c.by_set[i % self.sets].iter().collect();
+            inst.bind(&c.buffer, c.part, &refs)?;
+        }
+        Ok(())
+    }
+}
+
+/// One version on the device, between setup and the end of timing.
+struct Side<'g> {
+    version: Version,
+    kernel: Option<OpKernel<'g, CudaDevice>>,
+    repeats: Vec<Stats>,
+}
+
+/// One row on the device.
+struct Live<'g> {
+    index: usize,
+    row: Row,
+    group: &'g RankGroup<CudaDevice>,
+    ir: Option<Kernel>,
+    reference: Vec<RankOutputs>,
+    sides: Vec<Side<'g>>,
+    rotation: Option<Rotation>,
+    timer: Option<GroupTimer>,
+}
+
+/// Runs every case on GPU 0. `Err` carries why there is no usable GPU (nothing ran).
+pub fn run(cases: &[CaseSpec], o: &Options, bar: &ProgressBar) -> Result<AbReport, String> {
+    let start = Instant::now();
+    // open_cuda's hint names `wavefuse run`'s options; this command falls back by itself.
+    let dev = suite::open_cuda()
+        .map_err(|e| e.replace("; run with --device cpu-ref or --device sim", ""))?;
+    let info = dev.info().clone();
+    if info.arch != Some(Arch::Sm90) {
+        return Err(format!(
+            "{} is not an sm_90 GPU, the target timed here",
+            info.name
+        ));
+    }
+    let l2 = timing::l2_bytes(&dev).map_err(|e| e.to_string())?;
+    let mut header = Header {
+        mode: Mode::Gpu,
+        device: info.name.clone(),
+        sms: info.compute_units,
+        l2_bytes: l2,
+        driver: suite::nvidia_driver_version().unwrap_or_else(|| "unknown".into()),
+        cuda: exec::cuda_driver_version()
+            .map(|(a, b)| format!("{a}.{b}"))
+            .unwrap_or_else(|e| format!("unknown ({e})")),
+        compiler: compiler_for(Arch::Sm90)
+            .version()
+            .unwrap_or_else(|e| format!("none ({e})")),
+        commit: o.commit.clone(),
+        date: suite::utc_now(),
+        seed: o.seed,
+        warmup: o.warmup,
+        iters: o.iters,
+        copy: Vec::new(),
+    };
+    let cache = Cache::from_env();
+    let groups = cases
+        .iter()
+        .map(|c| {
+            let d = CudaDevice::new(0).map_err(|e| e.to_string())?;
+            RankGroup::on_one_device(d, c.tp, SameDeviceMode::Streams).map_err(|e| e.to_string())
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let flush = dev
+        .alloc(2 * l2 as usize, MemKind::Device)
+        .map_err(|e| e.to_string())?;
+    let mut live: Vec<Live<'_>> = Vec::with_capacity(cases.len());
+    prepare_all(cases, o, Arch::Sm90, |i, p| {
+        bar.set_message(format!("setting up {}", cases[i].label()));
+        live.push(setup(i, &cases[i], &groups[i], p, o, &cache, l2));
+        bar.inc(1);
+    });
+    live.sort_by_key(|l| l.index);
+    for rep in 0..REPEATS {
+        bar.set_message(format!("repeat {}: copy bandwidth", rep + 1));
+        match timing::copy_bandwidth(&dev, COPY_BYTES, COPIES) {
+            Ok(c) => header.copy.push(CopyBw {
+                bytes: c.bytes as u64,
+                median_ms: c.median_ms,
+                gbps: c.gbps,
+            }),
+            Err(e) => eprintln!("warning: copy bandwidth, repeat {}: {e}", rep + 1),
+        }
+        for l in &mut live {
+            bar.set_message(format!("repeat {}: timing {}", rep + 1, l.row.label()));
+            l.time(o, &flush);
+            bar.inc(1);
+        }
+    }
+    let rows = live.into_iter().map(Live::finish).collect();
+    Ok(AbReport {
+        header,
+        rows,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// Compile, bind, check both versions; allocate the rotation sets.
+fn setup<'g>(
+    index: usize,
+    spec: &CaseSpec,
+    group: &'g RankGroup<CudaDevice>,
+    prepared: Result<Prepared, suite::PrepError>,
+    o: &Options,
+    cache: &Cache,
+    l2: u64,
+) -> Live<'g> {
+    let p = match prepared {
+        Ok(p) => p,
+        Err(e) => return Live::failed(index, spec, group, e.to_string()),
+    };
+    let mut row = base_row(spec, &p.g);
+    let mut sides = Vec::new();
+    let (g_version, g_kernel) = bind_generated(group, &p, cache);
+    sides.push(Side {
+        version: g_version,
+        kernel: g_kernel,
+        repeats: Vec::new(),
+    });
+    let hand = match &o.choice {
+        Choice::User(h) => Found::Hand(h.clone()),
+        Choice::Reference(dir) => find_reference(dir.as_deref(), &p.g.lowered),
+    };
+    match hand {
+        Found::Absent(why) => row.manual = Manual::Absent(why),
+        Found::Hand(h) => {
+            let (v, k) = bind_hand(group, &p, &h, o, cache);
+            sides.push(Side {
+                version: v,
+                kernel: k,
+                repeats: Vec::new(),
+            });
+        }
+    }
+    let any = sides.iter().any(|s| s.kernel.is_some());
+    let rotation = if any {
+        match Rotation::new(group, &p.g.lowered, &p.g.ir, &p.data.inputs, l2) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                for s in &mut sides {
+                    s.kernel = None;
+                    s.version.note = format!("not timed: input sets: {e}");
+                }
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let timer = match GroupTimer::new(group) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            for s in sides.iter_mut().filter(|s| s.kernel.is_some()) {
+                s.kernel = None;
+                s.version.note = format!("not timed: events: {e}");
+            }
+            None
+        }
+    };
+    row.generated = sides[0].version.clone();
+    Live {
+        index,
+        row,
+        group,
+        ir: Some(p.g.ir),
+        reference: p.data.reference,
+        sides,
+        rotation,
+        timer,
+    }
+}
+
+/// The generated version: compiled, bound, run once, compared.
+fn bind_generated<'g>(
+    group: &'g RankGroup<CudaDevice>,
+    p: &Prepared,
+    cache: &Cache,
+) -> (Version, Option<OpKernel<'g, CudaDevice>>) {
+    let g = &p.g;
+    let mut v = empty_version("generated (sm90)", &g.lowered.name);
+    let req =
+        wavefuse_runtime::CompileRequest::new(&g.lowered.name, g.source.text.clone(), Arch::Sm90);
+    let artifact = match exec::artifact_for(cache, compiler_for(Arch::Sm90).as_ref(), &req) {
+        Ok((a, _)) => a,
+        Err(e) => {
+            v.error = Some(format!("compiling: {e}"));
+            return (v, None);
+        }
+    };
+    v.resources.push(usage_of(
+        &artifact,
+        &g.lowered.name,
+        g.lowered.workgroup_size,
+    ));
+    let k = run_once(&mut v, group, &g.ir, &g.lowered, &artifact, p);
+    (v, k)
+}
+
+/// The hand-written version: its description checked, compiled, its loaded parameters checked,
+/// bound, run once, compared.
+fn bind_hand<'g>(
+    group: &'g RankGroup<CudaDevice>,
+    p: &Prepared,
+    h: &Hand,
+    o: &Options,
+    cache: &Cache,
+) -> (Version, Option<OpKernel<'g, CudaDevice>>) {
+    let mut v = empty_version(&h.origin(), &h.abi.symbol);
+    if h.arch != Arch::Sm90 {
+        v.error = Some(format!(
+            "{} targets {}, the GPU is sm90",
+            h.origin(),
+            h.arch
+        ));
+        return (v, None);
+    }
+    let problems = h.check(&p.g.lowered);
+    if !problems.is_empty() {
+        v.error = Some(format!("ABI mismatch: {}", problems.join("; ")));
+        return (v, None);
+    }
+    let shell = match h.launch_shell(p.g.lowered.tp) {
+        Ok(s) => s,
+        Err(e) => {
+            v.error = Some(format!("ABI: {e}"));
+            return (v, None);
+        }
+    };
+    let compiled = h.request().and_then(|req| {
+        exec::artifact_for(cache, o.hand_compiler(Arch::Sm90).as_ref(), &req)
+            .map_err(|e| format!("compiling: {e}"))
+    });
+    let artifact = match compiled {
+        Ok((a, _)) => a,
+        Err(e) => {
+            v.error = Some(e);
+            return (v, None);
+        }
+    };
+    v.resources
+        .push(usage_of(&artifact, &h.abi.symbol, h.abi.workgroup_size));
+    if let Err(e) = check_loaded(group, &artifact, h) {
+        v.error = Some(e);
+        return (v, None);
+    }
+    let k = run_once(&mut v, group, &p.g.ir, &shell, &artifact, p);
+    (v, k)
+}
+
+/// The loaded kernel's parameter sizes against the description.
+fn check_loaded(
+    group: &RankGroup<CudaDevice>,
+    artifact: &Artifact,
+    h: &Hand,
+) -> Result<(), String> {
+    let kernel = group
+        .device(0)
+        .load(artifact, &h.abi.symbol)
+        .map_err(|e| format!("loading `{}`: {e}", h.abi.symbol))?;
+    let sizes = match timing::param_sizes(&kernel) {
+        Ok(s) => s,
+        // An older driver cannot say; the source was already checked.
+        Err(_) => return Ok(()),
+    };
+    let declared: Vec<usize> = h
+        .abi
+        .params
+        .iter()
+        .map(|p| match p.kind {
+            wavefuse_codegen::abi::AbiKind::Scalar => p.ty.bytes() as usize,
+            _ => 8,
+        })
+        .collect();
+    if sizes != declared {
+        return Err(format!(
+            "ABI mismatch: the compiled kernel's parameters are {sizes:?} bytes, the ABI declares {declared:?}"
+        ));
+    }
+    Ok(())
+}
+
+fn empty_version(origin: &str, symbol: &str) -> Version {
+    Version {
+        origin: origin.to_owned(),
+        symbol: symbol.to_owned(),
+        check: Check::not_run("not run"),
+        timing: None,
+        note: String::new(),
+        resources: Vec::new(),
+        error: None,
+    }
+}
+
+/// Binds `lowered` (generated, or a hand-written launch shell), runs it once and records the check;
+/// the bound kernel is kept for timing when it is correct.
+fn run_once<'g>(
+    v: &mut Version,
+    group: &'g RankGroup<CudaDevice>,
+    ir: &Kernel,
+    lowered: &LoweredKernel,
+    artifact: &Artifact,
+    p: &Prepared,
+) -> Option<OpKernel<'g, CudaDevice>> {
+    let mut k = match OpKernel::new(group, ir, lowered, artifact) {
+        Ok(k) => k,
+        Err(e) => {
+            v.error = Some(format!("binding: {e}"));
+            return None;
+        }
+    };
+    let outputs = match k.run(&p.data.inputs) {
+        Ok(o) => o,
+        Err(e @ RtError::NotCoResident { .. }) => {
+            v.check = Check::not_run(format!("refused: {e}"));
+            v.note = "not run: its workgroups cannot all be resident on one device".into();
+            return None;
+        }
+        Err(e) => {
+            v.error = Some(format!("launch: {e}"));
+            return None;
+        }
+    };
+    let tol = crate::suite::tolerance(p.g.spec.id).0;
+    let on = format!("{}, model shapes", group.device(0).info().name);
+    v.check = check_of(&on, &exec::compare(ir, &outputs, &p.data.reference), tol);
+    if v.check.pass {
+        Some(k)
+    } else {
+        v.note = "not timed: wrong result".into();
+        None
+    }
+}
+
+impl<'g> Live<'g> {
+    fn failed(
+        index: usize,
+        spec: &CaseSpec,
+        group: &'g RankGroup<CudaDevice>,
+        why: String,
+    ) -> Live<'g> {
+        let mut row = super::placeholder_row(spec);
+        row.generated.error = Some(why);
+        Live {
+            index,
+            row,
+            group,
+            ir: None,
+            reference: Vec::new(),
+            sides: Vec::new(),
+            rotation: None,
+            timer: None,
+        }
+    }
+
+    /// One repeat: a timed series of every live version.
+    fn time(&mut self, o: &Options, flush: &CudaBuffer) {
+        let (Some(rot), Some(timer)) = (&self.rotation, &self.timer) else {
+            return;
+        };
+        let group = self.group;
+        for side in &mut self.sides {
+            let Some(k) = side.kernel.as_mut() else {
+                continue;
+            };
+            match series(group, k, rot, timer, flush, o.warmup, o.iters) {
+                Ok(samples) => side.repeats.push(Stats::from_ms(&samples)),
+                Err(e) => {
+                    side.version.error = Some(format!("timing: {e}"));
+                    side.kernel = None;
+                }
+            }
+        }
+    }
+
+    /// The row, with timing and the check after timing filled in.
+    fn finish(mut self) -> Row {
+        let tol = self.row.tolerance;
+        let mut versions = Vec::new();
+        for mut side in std::mem::take(&mut self.sides) {
+            if let (Some(k), Some(ir), Some(rot)) = (&side.kernel, &self.ir, &self.rotation) {
+                let launches = side.repeats.iter().map(|s| s.samples).sum::<usize>();
+                match k.read_outputs() {
+                    Ok(out) => {
+                        let after = check_of("", &exec::compare(ir, &out, &self.reference), tol);
+                        if !after.pass {
+                            side.version.check.pass = false;
+                            side.version.check.detail = format!(
+                                "after {launches} timed launches over {} input sets: {}",
+                                rot.sets, after.detail
+                            );
+                        }
+                    }
+                    Err(e) => side.version.error = Some(format!("reading back after timing: {e}")),
+                }
+                side.version.timing = Some(Timing {
+                    repeats: side.repeats.clone(),
+                    sets: rot.sets,
+                    rotation_bytes: rot.bytes,
+                    flushed: rot.flush,
+                });
+            }
+            versions.push(side.version);
+        }
+        let mut it = versions.into_iter();
+        if let Some(g) = it.next() {
+            self.row.generated = g;
+        }
+        if let Some(m) = it.next() {
+            self.row.manual = Manual::Present(Box::new(m));
+        }
+        self.row
+    }
+}
+
+/// `warmup + iters` launches of `k`, each on the next input set, the timed ones returned in ms.
+fn series(
+    group: &RankGroup<CudaDevice>,
+    k: &mut OpKernel<'_, CudaDevice>,
+    rot: &Rotation,
+    timer: &GroupTimer,
+    flush: &CudaBuffer,
+    warmup: usize,
+    iters: usize,
+) -> Result<Vec<f64>, RtError> {
+    let mut samples = Vec::with_capacity(iters);
+    for i in 0..warmup + iters {
+        rot.bind(k.instance(), i)?;
+        if rot.flush {
+            timing::fill(flush, (i as u8) | 1, group.stream(0))?;
+        }
+        let gate = timer.start(group)?;
+        let launched = k.instance().launch();
+        let stopped = timer.stop(group);
+        drop(gate);
+        launched?;
+        stopped?;
+        k.instance().wait()?;
+        let ms = timer.elapsed_ms()?;
+        if i >= warmup {
+            samples.push(ms);
+        }
+    }
+    Ok(samples)
+}

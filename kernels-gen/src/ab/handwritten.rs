@@ -1,0 +1,734 @@
+//! Hand-written kernels: the reference kernels of `kernels-gen/reference/` and a user's own
+//! (`wavefuse ab --manual FILE --abi FILE.toml`), described in the generator's ABI format
+//! ([`wavefuse_codegen::abi`]) so the harness binds and launches them exactly as it does generated
+//! code.
+//!
+//! # The description
+//! A TOML file with the fields of a generated `*.abi.toml`; those the harness needs:
+//! - `symbol`: the `extern "C" __global__` function;
+//! - `workgroup_size` and `grid`: the block size and the number of workgroups per rank (a fixed
+//!   launch for the shape the file describes);
+//! - `[[params]]` in argument order, each with `name` (the kernel's own parameter name), `kind`
+//!   (`array`, `peer_arrays`, `scalar`), `ty`, `purpose` (`data` with `buffer` and `part` naming
+//!   the op-level buffer and array it is bound to; `scratch`, `counter`, `flags`, `error_word` for
+//!   arrays the runtime owns; `rank` and `epoch` for the scalars it passes) and `len` for arrays;
+//! - `[peer_table]` with `slots` (slot of rank p's array) when a parameter is a peer table;
+//! - optional: `kernel`, `tp`, `arch`, `source` (file name beside the TOML), `coresidency`,
+//!   `flag_rounds_per_launch`, and `[build]` with `defines` (a table `NAME = value`, or a list of
+//!   `NAME=value` strings) that the source is compiled with.
+//!
+//! # Checks before any launch
+//! The description against the generated kernel at the same shape (every op-level array bound
+//! once, with the same element type and length; nothing bound that the kernel does not have; the
+//! runtime-owned arrays and scalars well formed; the peer ordering the runtime fills), and against
+//! the source (the symbol exists; the same number of parameters, the same names in the same
+//! order, each a value / pointer / pointer table of a compatible type). On a GPU, the loaded
+//! kernel's parameter sizes are checked too ([`wavefuse_runtime::timing::param_sizes`]).
+//!
+//! The defines are written at the top of the source (followed by a `#line 1` directive so the
+//! compiler's messages keep the file's own line numbers), not passed as flags: the compile cache's
+//! prebuilt-artifact key covers the source, not the flags, and two shapes must never share one.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use wavefuse_codegen::Arch;
+use wavefuse_codegen::abi::{AbiKind, AbiParam, AbiPurpose, AbiTy};
+use wavefuse_codegen::lowered::{
+    Access, CoResidency, LoweredKernel, ParamKind, Purpose, Ty, peer_slot,
+};
+use wavefuse_runtime::CompileRequest;
+
+use super::signature::{self, CParam, CType};
+
+/// A hand-written kernel's description, as read from TOML. Fields of the generator's schema that
+/// the harness does not need are accepted and ignored.
+#[derive(Clone, Debug, Deserialize)]
+pub struct HandAbi {
+    /// The `extern "C"` symbol.
+    pub symbol: String,
+    /// The kernel of the set it implements.
+    #[serde(default)]
+    pub kernel: Option<String>,
+    /// `sm90` or `gfx906`.
+    #[serde(default)]
+    pub arch: Option<String>,
+    /// The source file, relative to the description.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// Ranks in the TP group.
+    #[serde(default)]
+    pub tp: Option<u32>,
+    /// Lanes per workgroup.
+    pub workgroup_size: u32,
+    /// Workgroups per rank.
+    pub grid: u32,
+    /// Dynamic LDS per workgroup (the runtime launches with none).
+    #[serde(default)]
+    pub dynamic_lds_bytes: u64,
+    /// Flag rounds per launch.
+    #[serde(default)]
+    pub flag_rounds_per_launch: u32,
+    /// Grid barriers per launch.
+    #[serde(default)]
+    pub barriers_per_launch: u32,
+    /// Set when all workgroups must be resident at once.
+    #[serde(default)]
+    pub coresidency: Option<wavefuse_codegen::abi::CoResidency>,
+    /// Set when a parameter is a peer table.
+    #[serde(default)]
+    pub peer_table: Option<wavefuse_codegen::abi::PeerTable>,
+    /// Parameters in argument order.
+    pub params: Vec<AbiParam>,
+    /// How the source is built.
+    #[serde(default)]
+    pub build: Option<toml::Table>,
+}
+
+/// A hand-written kernel ready to check and compile: its description, source and where they are.
+#[derive(Clone, Debug)]
+pub struct Hand {
+    /// The description.
+    pub abi: HandAbi,
+    /// The description's path.
+    pub abi_path: PathBuf,
+    /// The source's path.
+    pub source_path: PathBuf,
+    /// The source text.
+    pub source: String,
+    /// The target.
+    pub arch: Arch,
+}
+
+/// The parts of an op-level buffer a parameter can be bound to.
+const PARTS: [&str; 5] = ["data", "qweight", "scales", "qzeros", "g_idx"];
+
+impl Hand {
+    /// Reads a description and its source. `source` overrides the description's `source` field
+    /// (`--manual FILE`); the target comes from the description's `arch`, else the source's
+    /// extension (`.cu` → sm90, `.hip` → gfx906).
+    pub fn load(abi_path: &Path, source: Option<&Path>) -> Result<Hand, String> {
+        let text = std::fs::read_to_string(abi_path)
+            .map_err(|e| format!("reading {}: {e}", abi_path.display()))?;
+        let abi: HandAbi =
+            toml::from_str(&text).map_err(|e| format!("{}: {e}", abi_path.display()))?;
+        let source_path = match (source, &abi.source) {
+            (Some(p), _) => p.to_path_buf(),
+            (None, Some(s)) => abi_path.parent().unwrap_or(Path::new(".")).join(s),
+            (None, None) => {
+                return Err(format!(
+                    "{}: no `source` field, and no source file given",
+                    abi_path.display()
+                ));
+            }
+        };
+        let arch = match abi.arch.as_deref() {
+            Some(name) => Arch::ALL
+                .into_iter()
+                .find(|a| a.name() == name)
+                .ok_or_else(|| format!("{}: unknown arch `{name}`", abi_path.display()))?,
+            None => arch_of(&source_path)?,
+        };
+        let source = std::fs::read_to_string(&source_path)
+            .map_err(|e| format!("reading {}: {e}", source_path.display()))?;
+        Ok(Hand {
+            abi,
+            abi_path: abi_path.to_path_buf(),
+            source_path,
+            source,
+            arch,
+        })
+    }
+
+    /// The defines of `[build]`, as `(NAME, value)`.
+    pub fn defines(&self) -> Result<Vec<(String, String)>, String> {
+        let Some(build) = &self.abi.build else {
+            return Ok(Vec::new());
+        };
+        let Some(defines) = build.get("defines") else {
+            return Ok(Vec::new());
+        };
+        let value = |v: &toml::Value| match v {
+            toml::Value::Integer(i) => Ok(i.to_string()),
+            toml::Value::Float(f) => Ok(format!("{f:?}")),
+            toml::Value::Boolean(b) => Ok(u8::from(*b).to_string()),
+            toml::Value::String(s) => Ok(s.clone()),
+            other => Err(format!(
+                "[build] define value {other} is not a number or string"
+            )),
+        };
+        match defines {
+            toml::Value::Table(t) => t.iter().map(|(k, v)| Ok((k.clone(), value(v)?))).collect(),
+            toml::Value::Array(a) => a
+                .iter()
+                .map(|v| {
+                    let s = v.as_str().ok_or("[build] defines must be strings")?;
+                    let s = s.strip_prefix("-D").unwrap_or(s);
+                    let (k, v) = s.split_once('=').unwrap_or((s, "1"));
+                    Ok((k.to_owned(), v.to_owned()))
+                })
+                .collect(),
+            _ => Err("[build] defines must be a table or a list".into()),
+        }
+        .map_err(|e: String| format!("{}: {e}", self.abi_path.display()))
+    }
+
+    /// The source with the defines written at its top.
+    pub fn build_source(&self) -> Result<String, String> {
+        let defines = self.defines()?;
+        if defines.is_empty() {
+            return Ok(self.source.clone());
+        }
+        let mut out = format!("// [build] defines of {}\n", file_name(&self.abi_path));
+        for (k, v) in defines {
+            out.push_str(&format!("#define {k} {v}\n"));
+        }
+        out.push_str(&format!("#line 1 \"{}\"\n", file_name(&self.source_path)));
+        out.push_str(&self.source);
+        Ok(out)
+    }
+
+    /// The compile request (the defines in the source; see the module docs).
+    pub fn request(&self) -> Result<CompileRequest, String> {
+        Ok(CompileRequest::new(
+            &self.abi.symbol,
+            self.build_source()?,
+            self.arch,
+        ))
+    }
+
+    /// Every disagreement between the description, the generated kernel `generated` (same kernel,
+    /// TP and shapes) and the source's signature; empty when they agree.
+    pub fn check(&self, generated: &LoweredKernel) -> Vec<String> {
+        let mut problems = check_against_generated(&self.abi, generated);
+        match signature::parse(&self.source, &self.abi.symbol) {
+            Ok(params) => problems.extend(check_signature(&self.abi.params, &params)),
+            Err(e) => problems.push(format!("{}: {e}", self.source_path.display())),
+        }
+        problems
+    }
+
+    /// A lowered kernel with the description's name, launch and parameters and no body: what the
+    /// runtime's binding ([`wavefuse_runtime::exec::OpKernel`]) needs to bind and launch it. Call
+    /// after [`Hand::check`] found nothing.
+    pub fn launch_shell(&self, tp: u32) -> Result<LoweredKernel, String> {
+        let a = &self.abi;
+        let mut k = LoweredKernel::new(&a.symbol, self.arch, tp, a.workgroup_size, a.grid);
+        // A counter alone may be a last-arriver count that nobody waits on; flags are waited on
+        // by other ranks.
+        let mut synchronises = a.coresidency.is_some() || a.flag_rounds_per_launch > 0;
+        for p in &a.params {
+            let kind = param_kind(p)?;
+            synchronises |= p.purpose == AbiPurpose::Flags && tp > 1;
+            let id = k.param(&p.name, kind);
+            match p.purpose {
+                AbiPurpose::Epoch => k.epoch = Some(id),
+                AbiPurpose::ErrorWord => k.error_word = Some(id),
+                _ => {}
+            }
+        }
+        k.flag_rounds_per_launch = a.flag_rounds_per_launch;
+        k.barriers_per_launch = a.barriers_per_launch;
+        // A kernel that waits on other workgroups (its own grid's, or other ranks') is launched
+        // only when all of them fit at once (DESIGN.md §5.9).
+        if synchronises {
+            k.coresidency = Some(CoResidency { workgroups: a.grid });
+        }
+        Ok(k)
+    }
+
+    /// `path/to/file.cu` relative to the current directory when it is below it.
+    pub fn origin(&self) -> String {
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let p = self
+            .source_path
+            .strip_prefix(&cwd)
+            .unwrap_or(&self.source_path);
+        p.display().to_string()
+    }
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+}
+
+/// The target of a source file from its extension.
+pub fn arch_of(path: &Path) -> Result<Arch, String> {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("cu") => Ok(Arch::Sm90),
+        Some("hip") => Ok(Arch::Gfx906),
+        _ => Err(format!(
+            "{}: cannot tell the target from the extension (.cu for sm90, .hip for gfx906); \
+             set `arch` in the ABI file",
+            path.display()
+        )),
+    }
+}
+
+fn ty(t: AbiTy) -> Ty {
+    Ty::from(t)
+}
+
+fn access(p: &AbiParam) -> Access {
+    match p.access.as_deref() {
+        Some("read") => Access::Read,
+        Some("write") => Access::Write,
+        _ => Access::ReadWrite,
+    }
+}
+
+fn purpose(p: &AbiParam) -> Result<Purpose, String> {
+    Ok(match p.purpose {
+        AbiPurpose::Data => {
+            let buffer = p.buffer.clone().ok_or_else(|| no_field(p, "buffer"))?;
+            let part = p.part.as_deref().ok_or_else(|| no_field(p, "part"))?;
+            let part = PARTS.into_iter().find(|x| *x == part).ok_or_else(|| {
+                format!(
+                    "parameter `{}`: part `{part}` is not one of {PARTS:?}",
+                    p.name
+                )
+            })?;
+            Purpose::Data { buffer, part }
+        }
+        AbiPurpose::Scratch => Purpose::Scratch,
+        AbiPurpose::Counter => Purpose::Counter,
+        AbiPurpose::Flags => Purpose::Flags,
+        AbiPurpose::ErrorWord => Purpose::ErrorWord,
+        AbiPurpose::Rank => Purpose::Rank,
+        AbiPurpose::Epoch => Purpose::Epoch,
+    })
+}
+
+fn no_field(p: &AbiParam, field: &str) -> String {
+    format!("parameter `{}` ({:?}) has no `{field}`", p.name, p.purpose)
+}
+
+fn param_kind(p: &AbiParam) -> Result<ParamKind, String> {
+    let purpose = purpose(p)?;
+    let len = || p.len.map(|l| l as usize).ok_or_else(|| no_field(p, "len"));
+    Ok(match p.kind {
+        AbiKind::Array => ParamKind::Array {
+            elem: ty(p.ty),
+            len: len()?,
+            space: wavefuse::ir::MemorySpace::Global,
+            access: access(p),
+            purpose,
+        },
+        AbiKind::PeerArrays => ParamKind::PeerArrays {
+            elem: ty(p.ty),
+            len: len()?,
+            access: access(p),
+            purpose,
+        },
+        AbiKind::Scalar => ParamKind::Scalar {
+            ty: ty(p.ty),
+            purpose,
+        },
+    })
+}
+
+/// One op-level array a lowered kernel binds.
+struct DataArray {
+    buffer: String,
+    part: &'static str,
+    elem: Ty,
+    len: usize,
+}
+
+/// The data arrays of a lowered kernel.
+fn data_arrays(k: &LoweredKernel) -> Vec<DataArray> {
+    k.params
+        .values()
+        .filter_map(|p| match &p.kind {
+            ParamKind::Array {
+                elem,
+                len,
+                purpose: Purpose::Data { buffer, part },
+                ..
+            }
+            | ParamKind::PeerArrays {
+                elem,
+                len,
+                purpose: Purpose::Data { buffer, part },
+                ..
+            } => Some(DataArray {
+                buffer: buffer.clone(),
+                part,
+                elem: *elem,
+                len: *len,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether element types `a` (declared) and `b` (the kernel's) hold the same bits: equal, or a
+/// packed 32-bit word either signed or not.
+fn same_bits(a: Ty, b: Ty) -> bool {
+    a == b || matches!((a, b), (Ty::I32, Ty::U32) | (Ty::U32, Ty::I32))
+}
+
+/// The description against the generated kernel at the same shape.
+pub fn check_against_generated(a: &HandAbi, g: &LoweredKernel) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(k) = a.kernel.as_deref().filter(|k| *k != g.name) {
+        out.push(format!(
+            "describes kernel `{k}`, compared with `{}`",
+            g.name
+        ));
+    }
+    if let Some(tp) = a.tp.filter(|&tp| tp != g.tp) {
+        out.push(format!(
+            "declared for TP {tp}, the kernel runs at TP {}",
+            g.tp
+        ));
+    }
+    if a.symbol.is_empty()
+        || !a
+            .symbol
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        out.push(format!("symbol `{}` is not a C identifier", a.symbol));
+    }
+    if a.workgroup_size == 0 || a.workgroup_size > 1024 || a.grid == 0 {
+        out.push(format!(
+            "launch of {} workgroups × {} lanes: both must be positive, at most 1024 lanes",
+            a.grid, a.workgroup_size
+        ));
+    }
+    if a.dynamic_lds_bytes > 0 {
+        out.push(format!(
+            "dynamic_lds_bytes = {}: the runtime launches without dynamic LDS; declare it static",
+            a.dynamic_lds_bytes
+        ));
+    }
+    out.extend(check_indices_and_names(&a.params));
+    let want = data_arrays(g);
+    let mut seen: Vec<(String, String)> = Vec::new();
+    for p in &a.params {
+        out.extend(check_param(p, g, &want, &mut seen));
+    }
+    for DataArray {
+        buffer,
+        part,
+        elem,
+        len,
+    } in &want
+    {
+        if !seen.iter().any(|(b, p)| b == buffer && p == part) {
+            out.push(format!(
+                "missing: `{buffer}.{part}` ({}[{len}]) of `{}` is bound to no parameter",
+                elem.name(),
+                g.name
+            ));
+        }
+    }
+    out.extend(check_sync_params(a, g.tp));
+    out
+}
+
+fn check_indices_and_names(params: &[AbiParam]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, p) in params.iter().enumerate() {
+        if p.index as usize != i {
+            out.push(format!(
+                "parameter `{}` is number {i} in the list but declares index {}",
+                p.name, p.index
+            ));
+        }
+        if params[..i].iter().any(|q| q.name == p.name) {
+            out.push(format!("parameter name `{}` appears twice", p.name));
+        }
+    }
+    out
+}
+
+/// One parameter: its kind, type and length against what the kernel binds.
+fn check_param(
+    p: &AbiParam,
+    g: &LoweredKernel,
+    want: &[DataArray],
+    seen: &mut Vec<(String, String)>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Err(e) = purpose(p) {
+        out.push(e);
+        return out;
+    }
+    let is_array = matches!(p.kind, AbiKind::Array | AbiKind::PeerArrays);
+    match p.purpose {
+        AbiPurpose::Data => {
+            let (b, part) = (
+                p.buffer.clone().unwrap_or_default(),
+                p.part.clone().unwrap_or_default(),
+            );
+            if !is_array {
+                out.push(format!(
+                    "parameter `{}`: a scalar bound to `{b}.{part}`; data is passed as arrays",
+                    p.name
+                ));
+            }
+            if seen.iter().any(|(x, y)| *x == b && *y == part) {
+                out.push(format!(
+                    "`{b}.{part}` is bound twice (again by `{}`)",
+                    p.name
+                ));
+            }
+            seen.push((b.clone(), part.clone()));
+            match want.iter().find(|w| w.buffer == b && w.part == part) {
+                None => out.push(format!(
+                    "extra: parameter `{}` is bound to `{b}.{part}`, which `{}` does not have",
+                    p.name, g.name
+                )),
+                Some(DataArray { elem, len, .. }) => {
+                    if !same_bits(ty(p.ty), *elem) {
+                        out.push(format!(
+                            "mistyped: parameter `{}` (`{b}.{part}`) is {}, the kernel's array is {}",
+                            p.name,
+                            ty(p.ty).name(),
+                            elem.name()
+                        ));
+                    }
+                    if p.len.is_some_and(|l| l as usize != *len) || p.len.is_none() {
+                        out.push(format!(
+                            "parameter `{}` (`{b}.{part}`) declares {} elements, the kernel's array has {len} at this shape",
+                            p.name,
+                            p.len.map_or("no".to_owned(), |l| l.to_string())
+                        ));
+                    }
+                }
+            }
+        }
+        AbiPurpose::Rank | AbiPurpose::Epoch => {
+            if p.kind != AbiKind::Scalar || !matches!(p.ty, AbiTy::U32 | AbiTy::I32) {
+                out.push(format!(
+                    "parameter `{}` ({:?}) must be a 32-bit integer scalar",
+                    p.name, p.purpose
+                ));
+            }
+        }
+        AbiPurpose::Counter | AbiPurpose::Flags | AbiPurpose::ErrorWord => {
+            if !is_array || !matches!(p.ty, AbiTy::U32 | AbiTy::I32) || p.len.is_none_or(|l| l == 0)
+            {
+                out.push(format!(
+                    "parameter `{}` ({:?}) must be an array of 32-bit words with a positive `len`",
+                    p.name, p.purpose
+                ));
+            }
+        }
+        AbiPurpose::Scratch => {
+            if !is_array || p.len.is_none_or(|l| l == 0) {
+                out.push(format!(
+                    "parameter `{}` (scratch) must be an array with a positive `len`",
+                    p.name
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Epoch, error word and peer ordering.
+fn check_sync_params(a: &HandAbi, tp: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    let has = |x: AbiPurpose| a.params.iter().any(|p| p.purpose == x);
+    if (has(AbiPurpose::Counter) || has(AbiPurpose::Flags)) && !has(AbiPurpose::Epoch) {
+        out.push(
+            "counters or flags but no `epoch` scalar: they are zeroed once and never reset \
+             (DESIGN.md §5.4), so every launch must be told its epoch"
+                .into(),
+        );
+    }
+    let peers = a.params.iter().any(|p| p.kind == AbiKind::PeerArrays);
+    match (&a.peer_table, peers) {
+        (None, true) => out.push(
+            "peer tables but no [peer_table]: state the peer ordering (`slots`, slot of rank p's array)"
+                .into(),
+        ),
+        (Some(t), true) => {
+            let runtime: Vec<u32> = (0..tp).map(|p| peer_slot(p) as u32).collect();
+            if t.slots != runtime {
+                out.push(format!(
+                    "peer ordering: slots {:?}, but the runtime fills slot {runtime:?} with rank \
+                     0, 1, … (the one rule of DESIGN.md §5.5)",
+                    t.slots
+                ));
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+/// Whether a source type holds the declared ABI type.
+fn compatible(declared: AbiTy, c: CType) -> bool {
+    matches!(
+        (declared, c),
+        (AbiTy::F16, CType::Half)
+            | (AbiTy::F32, CType::F32)
+            | (AbiTy::U32 | AbiTy::I32, CType::Int32)
+            | (AbiTy::I8, CType::Int8)
+            | (AbiTy::Bool, CType::Bool | CType::Int8)
+    )
+}
+
+/// The description's parameter list against the source's.
+pub fn check_signature(declared: &[AbiParam], source: &[CParam]) -> Vec<String> {
+    let mut out = Vec::new();
+    if declared.len() != source.len() {
+        out.push(format!(
+            "wrong count: the kernel takes {} parameters ({}), the ABI declares {} ({})",
+            source.len(),
+            source
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            declared.len(),
+            declared
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        ));
+    }
+    for (i, (d, s)) in declared.iter().zip(source).enumerate() {
+        if d.name != s.name {
+            out.push(format!(
+                "parameter {i} is `{}` in the kernel, the ABI declares `{}`",
+                s.name, d.name
+            ));
+        }
+        let pointers = match d.kind {
+            AbiKind::Scalar => 0,
+            AbiKind::Array => 1,
+            AbiKind::PeerArrays => 2,
+        };
+        if s.pointers != pointers || !compatible(d.ty, s.ty) {
+            out.push(format!(
+                "mistyped: parameter {i} `{}` is {} in the kernel, the ABI declares {}",
+                s.name,
+                shape_of(s.pointers, &format!("`{}`", s.spelled)),
+                shape_of(pointers, ty(d.ty).name()),
+            ));
+        }
+    }
+    out
+}
+
+/// `a pointer to f16`, `a u32 value`, `a table of pointers to f16`.
+fn shape_of(pointers: u32, ty: &str) -> String {
+    match pointers {
+        0 => format!("a {ty} value"),
+        1 => format!("a pointer to {ty}"),
+        2 => format!("a table of pointers to {ty}"),
+        n => format!("a {n}-level pointer to {ty}"),
+    }
+}
+
+/// Where hand-written reference kernels live: `--reference-dir`, else `kernels-gen/reference`
+/// under the current directory (a checkout's root), else the one this binary was built from.
+pub fn reference_dir(explicit: Option<&Path>) -> Option<PathBuf> {
+    if let Some(d) = explicit {
+        return Some(d.to_path_buf());
+    }
+    [
+        PathBuf::from("kernels-gen/reference"),
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("reference"),
+    ]
+    .into_iter()
+    .find(|d| d.is_dir())
+}
+
+/// What was found for one kernel, TP and target.
+#[derive(Debug)]
+pub enum Found {
+    /// A usable description.
+    Hand(Box<Hand>),
+    /// None, and why (the row says so).
+    Absent(String),
+}
+
+/// The hand-written reference for kernel `kernel` at `tp` on `arch` in `dir`: every `*.abi.toml`
+/// under it (one level of subdirectories) whose `kernel` (or file name up to the first dot) is the
+/// kernel, for this TP (or any) and target, and whose data arrays have the generated kernel's
+/// lengths (the same shape). Descriptions that cannot be read are reported, not skipped.
+pub fn find_reference(dir: Option<&Path>, generated: &LoweredKernel) -> Found {
+    let Some(dir) = dir else {
+        return Found::Absent(
+            "no hand-written version (no kernels-gen/reference directory)".into(),
+        );
+    };
+    let mut candidates = Vec::new();
+    let mut unreadable = Vec::new();
+    for path in abi_files(dir) {
+        let stem = file_name(&path);
+        let stem = stem.split('.').next().unwrap_or("");
+        match Hand::load(&path, None) {
+            Ok(h) => {
+                let kernel = h.abi.kernel.as_deref().unwrap_or(stem);
+                let same_kernel = kernel == generated.name || stem == generated.name;
+                if same_kernel
+                    && h.arch == generated.arch
+                    && h.abi.tp.is_none_or(|t| t == generated.tp)
+                {
+                    candidates.push(h);
+                }
+            }
+            Err(e) if stem == generated.name => unreadable.push(e),
+            Err(_) => {}
+        }
+    }
+    if let Some(e) = unreadable.first().filter(|_| candidates.is_empty()) {
+        return Found::Absent(format!("hand-written version unreadable: {e}"));
+    }
+    let want = data_arrays(generated);
+    let fits = |h: &Hand| {
+        want.iter().all(|w| {
+            h.abi.params.iter().any(|p| {
+                p.buffer.as_deref() == Some(w.buffer.as_str())
+                    && p.part.as_deref() == Some(w.part)
+                    && p.len == Some(w.len as u64)
+            })
+        })
+    };
+    match candidates.iter().position(fits) {
+        Some(i) => Found::Hand(Box::new(candidates.swap_remove(i))),
+        None if candidates.is_empty() => Found::Absent(format!(
+            "no hand-written version for {} (no {}.tp{}*.abi.toml for {} in {})",
+            generated.name,
+            generated.name,
+            generated.tp,
+            generated.arch,
+            dir.display()
+        )),
+        None => Found::Absent(format!(
+            "no hand-written version at this shape ({} description(s) of {} at TP {} for other shapes)",
+            candidates.len(),
+            generated.name,
+            generated.tp
+        )),
+    }
+}
+
+/// `*.abi.toml` files in `dir` and its immediate subdirectories, sorted.
+fn abi_files(dir: &Path) -> Vec<PathBuf> {
+    let list = |d: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(d)
+            .map(|r| r.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default()
+    };
+    let mut out = Vec::new();
+    for p in list(dir) {
+        if p.is_dir() {
+            out.extend(list(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out.retain(|p| p.is_file() && file_name(p).ends_with(".abi.toml"));
+    out.sort();
+    out
+}

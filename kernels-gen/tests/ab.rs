@@ -1,0 +1,727 @@
+//! `wavefuse ab`: the no-GPU path end to end (reports written, exit 0, the "no timing" line), the
+//! reports rendered from a hand-built result set, the ABI checks of a hand-written kernel (an
+//! error before any launch), and, ignored by default, the timed run on a GPU.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value as Json;
+use wavefuse_codegen::Arch;
+use wavefuse_codegen::abi::Abi;
+use wavefuse_kernels::KernelId;
+use wavefuse_kernels::ab::handwritten::{
+    self, Found, Hand, check_against_generated, check_signature,
+};
+use wavefuse_kernels::ab::report::{
+    AbReport, Check, CopyBw, Header, Manual, Mode, NO_TIMING, Resources, Row, Stats, Timing, Usage,
+    Version,
+};
+use wavefuse_kernels::ab::{plot, signature};
+use wavefuse_kernels::suite::{self, CaseSpec, ShapeKind};
+use wavefuse_runtime::Device;
+
+fn wavefuse(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wavefuse"))
+        .args(args)
+        .output()
+        .expect("runs")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn spec(id: KernelId, tp: u32) -> CaseSpec {
+    CaseSpec {
+        id,
+        tp,
+        batch: 1,
+        shape: ShapeKind::Model,
+    }
+}
+
+fn read_json(p: &Path) -> Json {
+    serde_json::from_str(&std::fs::read_to_string(p).expect("written")).expect("valid JSON")
+}
+
+// ---------------------------------------------------------------------------------------------
+// The no-GPU path, end to end
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn no_gpu_run_checks_in_the_simulator_writes_reports_and_says_no_timing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, md, svg) = (
+        dir.path().join("ab.json"),
+        dir.path().join("ab.md"),
+        dir.path().join("ab.svg"),
+    );
+    let o = wavefuse(&[
+        "ab",
+        "gemv_int4",
+        "allreduce_residual_rmsnorm",
+        "--shapes",
+        "qwen27b-tp4",
+        "--no-gpu",
+        "--commit",
+        "test-commit",
+        "--json",
+        json.to_str().unwrap(),
+        "--md",
+        md.to_str().unwrap(),
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains(NO_TIMING), "{out}");
+    assert_eq!(out.lines().last(), Some(NO_TIMING), "said last, plainly");
+    for label in [
+        "gemv_int4@qwen27b-tp4: ",
+        "allreduce_residual_rmsnorm@qwen27b-tp4: ",
+    ] {
+        let verdict = out
+            .lines()
+            .find(|l| l.starts_with(label))
+            .expect("a verdict line per row");
+        assert!(
+            verdict.contains("generated correct on the simulator"),
+            "{verdict}"
+        );
+        assert!(verdict.ends_with("no timing"), "{verdict}");
+    }
+
+    let j = read_json(&json);
+    assert_eq!(j["schema"], "wavefuse-ab/1");
+    assert_eq!(j["mode"], "no-gpu");
+    assert_eq!(j["timing"], NO_TIMING);
+    assert_eq!(j["commit"], "test-commit");
+    assert_eq!(j["failures"], 0);
+    let rows = j["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for r in rows {
+        let g = &r["generated"];
+        assert_eq!(g["check"]["ran"], true, "{r}");
+        assert_eq!(g["check"]["pass"], true, "{r}");
+        assert!(g["check"]["rel_l2"].as_f64().unwrap() <= 1e-3);
+        assert!(g["timing"].is_null(), "nothing is timed without a GPU");
+        assert_eq!(
+            g["resources"].as_array().unwrap().len(),
+            2,
+            "sm90 and gfx906"
+        );
+        assert!(r["bytes_per_rank"].as_u64().unwrap() > 0);
+        assert_eq!(
+            r["bytes_per_group"].as_u64().unwrap(),
+            4 * r["bytes_per_rank"].as_u64().unwrap()
+        );
+        // A hand-written version is either described and not run, or said to be absent.
+        match r["manual"]["absent"].as_str() {
+            Some(why) => assert!(why.contains("no hand-written version"), "{why}"),
+            None => assert_eq!(r["manual"]["check"]["ran"], false),
+        }
+    }
+    // gemv_int4 at TP 4: every input read once and the output written once, per rank.
+    let want = 5120 * 4352 / 2 + 40 * 4352 * 2 + 40 * 4352 / 2 + 5120 * 2 + 4352 * 2;
+    assert_eq!(rows[0]["bytes_per_rank"].as_u64().unwrap(), want as u64);
+
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(
+        md.contains("| gemv_int4 | qwen27b-tp4 | generated |"),
+        "{md}"
+    );
+    assert!(md.contains(NO_TIMING), "{md}");
+    assert!(!svg.exists(), "no chart without timing");
+    assert!(err.contains("no chart written"), "{err}");
+}
+
+#[test]
+fn without_a_driver_the_command_falls_back_by_itself() {
+    if wavefuse_runtime::CudaDevice::count().is_ok_and(|n| n > 0) {
+        println!("skipped: this machine has a GPU");
+        return;
+    }
+    let o = wavefuse(&["ab", "allreduce_residual", "--tp", "2"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.starts_with(NO_TIMING), "{out}");
+    assert!(
+        !out.contains("--device"),
+        "no hint meant for `wavefuse run`: {out}"
+    );
+}
+
+#[test]
+fn a_missing_hand_written_version_is_said_not_faked() {
+    let empty = tempfile::tempdir().unwrap();
+    let json = empty.path().join("ab.json");
+    let o = wavefuse(&[
+        "ab",
+        "allreduce_int8",
+        "--tp",
+        "2",
+        "--no-gpu",
+        "--reference-dir",
+        empty.path().to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("no hand-written version"), "{out}");
+    let j = read_json(&json);
+    let why = j["rows"][0]["manual"]["absent"].as_str().unwrap();
+    assert!(why.contains("no hand-written version"), "{why}");
+}
+
+#[test]
+fn shape_sets_parse_and_bad_ones_are_refused() {
+    use wavefuse_kernels::ab::{ShapeSet, parse_shape};
+    assert_eq!(
+        parse_shape("qwen27b-tp4").unwrap(),
+        ShapeSet { tp: 4, batch: 1 }
+    );
+    assert_eq!(
+        parse_shape("qwen27b-tp1-b8").unwrap(),
+        ShapeSet { tp: 1, batch: 8 }
+    );
+    assert_eq!(ShapeSet { tp: 2, batch: 3 }.name(), "qwen27b-tp2-b3");
+    for bad in ["qwen27b-tp3", "qwen27b-tp4-b9", "llama-tp4", "qwen27b-tp"] {
+        assert!(parse_shape(bad).is_err(), "{bad}");
+    }
+    let o = wavefuse(&["ab", "--shapes", "qwen27b-tp3"]);
+    assert!(!o.status.success());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reports from a hand-built result set
+// ---------------------------------------------------------------------------------------------
+
+fn check(pass: bool) -> Check {
+    Check {
+        on: "NVIDIA H200, model shapes".into(),
+        ran: true,
+        pass,
+        rel_l2: if pass { 2.5e-5 } else { 0.31 },
+        max_abs: 1e-3,
+        cosine: if pass { 0.99999 } else { 0.9 },
+        non_finite: 0,
+        detail: if pass {
+            String::new()
+        } else {
+            "rank 0 `y`: rel L2 3.100e-1 (tol 1e-3)".into()
+        },
+    }
+}
+
+fn timed(median_us: f64, second_us: f64) -> Timing {
+    let series = |m: f64| Stats {
+        samples: 100,
+        median_us: m,
+        p10_us: m * 0.97,
+        p90_us: m * 1.05,
+    };
+    Timing {
+        repeats: vec![series(median_us), series(second_us)],
+        sets: 6,
+        rotation_bytes: 6 * 46_000_000,
+        flushed: false,
+    }
+}
+
+fn version(origin: &str, pass: bool, timing: Option<Timing>) -> Version {
+    Version {
+        origin: origin.into(),
+        symbol: "k".into(),
+        check: check(pass),
+        note: if timing.is_some() {
+            String::new()
+        } else {
+            "not timed: wrong result".into()
+        },
+        timing,
+        resources: vec![Resources {
+            arch: "sm90".into(),
+            compiler: "nvrtc 13.0".into(),
+            usage: Ok(Usage {
+                registers: 30,
+                spills: 0,
+                lds_bytes: 1024,
+                occupancy: 16,
+            }),
+        }],
+        error: None,
+    }
+}
+
+fn row(kernel: &str, generated: Version, manual: Manual) -> Row {
+    Row {
+        kernel: kernel.into(),
+        shape: "qwen27b-tp4".into(),
+        tp: 4,
+        batch: 1,
+        dims: "5120→4352".into(),
+        bytes_per_rank: 11_600_000,
+        bytes_per_group: 46_400_000,
+        tolerance: 1e-3,
+        generated,
+        manual,
+    }
+}
+
+fn synthetic() -> AbReport {
+    let header = Header {
+        mode: Mode::Gpu,
+        device: "NVIDIA H200".into(),
+        sms: 132,
+        l2_bytes: 60 << 20,
+        driver: "580.159.04".into(),
+        cuda: "13.0".into(),
+        compiler: "nvrtc 13.0".into(),
+        commit: "abc123".into(),
+        date: "2026-11-29T18:00:00Z".into(),
+        seed: 7,
+        warmup: 10,
+        iters: 100,
+        copy: vec![
+            CopyBw {
+                bytes: 1 << 30,
+                median_ms: 0.55,
+                gbps: 3900.0,
+            },
+            CopyBw {
+                bytes: 1 << 30,
+                median_ms: 0.56,
+                gbps: 3850.0,
+            },
+        ],
+    };
+    let rows = vec![
+        row(
+            "gemv_int4",
+            version("generated (sm90)", true, Some(timed(10.0, 10.2))),
+            Manual::Present(Box::new(version(
+                "kernels-gen/reference/cuda/gemv_int4.cu",
+                true,
+                Some(timed(10.7, 10.6)),
+            ))),
+        ),
+        row(
+            "gemv_int4_qkv",
+            version("generated (sm90)", true, Some(timed(20.0, 20.0))),
+            Manual::Present(Box::new(version("mine.cu", false, None))),
+        ),
+        row(
+            "allreduce_int8",
+            version("generated (sm90)", true, Some(timed(23.2, 23.0))),
+            Manual::Absent("no hand-written version".into()),
+        ),
+    ];
+    AbReport {
+        header,
+        rows,
+        seconds: 12.0,
+    }
+}
+
+#[test]
+fn reports_render_from_a_synthetic_result_set() {
+    let r = synthetic();
+    let term = r.terminal();
+    println!("{term}");
+    let verdicts: Vec<&str> = term
+        .lines()
+        .filter(|l| l.contains("@qwen27b-tp4: "))
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            "gemv_int4@qwen27b-tp4: correct; generated 1.07× faster than hand-written",
+            "gemv_int4_qkv@qwen27b-tp4: WRONG: hand-written: rank 0 `y`: rel L2 3.100e-1 (tol 1e-3)",
+            "allreduce_int8@qwen27b-tp4: correct; no hand-written version; generated 2000 GB/s, 51 % of copy bandwidth",
+        ],
+        "{term}"
+    );
+    assert!(
+        term.contains("repeat 1: 3900 GB/s, repeat 2: 3850 GB/s"),
+        "{term}"
+    );
+    assert!(!term.contains(NO_TIMING));
+    // gemv_int4: 46.4 MB in 10 µs = 4640 GB/s, 119 % of the copy bandwidth; spread 2 %.
+    let line = term.lines().find(|l| l.starts_with("gemv_int4@")).unwrap();
+    for cell in [
+        "10.00", "9.70", "10.50", "10.20", "2.0%", "4640", "119%", "0.93",
+    ] {
+        assert!(line.contains(cell), "`{cell}` in {line}");
+    }
+    assert_eq!(r.failures(), 1);
+
+    let md = r.markdown();
+    assert!(
+        md.contains("| gemv_int4 | qwen27b-tp4 | generated | 2.50e-5 |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| allreduce_int8 | qwen27b-tp4 | hand-written | no hand-written version |"),
+        "{md}"
+    );
+    assert!(md.contains("6 × 46 MB"), "{md}");
+    assert!(
+        md.contains("- `gemv_int4@qwen27b-tp4`: correct; generated 1.07× faster than hand-written")
+    );
+
+    let j = r.to_json();
+    assert_eq!(j["mode"], "gpu");
+    assert_eq!(j["copy_bandwidth"][0]["gbps"], 3900.0);
+    let g = &j["rows"][0]["generated"]["timing"];
+    assert_eq!(g["repeats"].as_array().unwrap().len(), 2);
+    assert!((g["gbps"].as_f64().unwrap() - 4640.0).abs() < 1e-6);
+    assert!((g["fraction_of_copy_bandwidth"].as_f64().unwrap() - 4640.0 / 3900.0).abs() < 1e-9);
+    assert!((g["spread"].as_f64().unwrap() - 0.02).abs() < 1e-9);
+    assert!(
+        (j["rows"][0]["generated_over_manual_time"].as_f64().unwrap() - 10.0 / 10.7).abs() < 1e-9
+    );
+    assert_eq!(j["rows"][1]["failed"], true);
+    assert_eq!(j["rows"][2]["manual"]["absent"], "no hand-written version");
+
+    let svg = plot::svg(&r).unwrap();
+    std::fs::write(std::env::temp_dir().join("wavefuse-ab-test.svg"), &svg).unwrap();
+    assert!(svg.starts_with("<svg"), "{}", &svg[..80.min(svg.len())]);
+    for needle in [
+        "generated",
+        "hand-written",
+        "copy bandwidth, same run: 3900 GB/s",
+        "gemv_int4@qwen27b-tp4",
+        "allreduce_int8@qwen27b-tp4",
+        "\n4640\n",
+        "\nnone\n",
+        "\nnot timed\n",
+    ] {
+        assert!(svg.contains(needle), "`{needle}` not in the chart");
+    }
+    let none = AbReport {
+        rows: Vec::new(),
+        ..synthetic()
+    };
+    assert!(plot::svg(&none).is_err(), "nothing timed: no chart");
+}
+
+#[test]
+fn the_no_gpu_report_says_so_in_every_rendering() {
+    let mut r = synthetic();
+    r.header.mode = Mode::NoGpu {
+        reason: "no NVIDIA driver found".into(),
+    };
+    r.header.copy.clear();
+    for row in &mut r.rows {
+        row.generated.timing = None;
+        row.generated.check.on = "simulator sm90+gfx906, small shapes".into();
+    }
+    r.rows[1].manual = Manual::Absent("no hand-written version".into());
+    let term = r.terminal();
+    assert!(
+        term.starts_with(&format!("{NO_TIMING} (no NVIDIA driver found)")),
+        "{term}"
+    );
+    assert!(term.contains("gemv_int4@qwen27b-tp4: generated correct on the simulator sm90+gfx906, small shapes; hand-written not run (it needs a GPU); no timing"), "{term}");
+    assert!(r.markdown().contains(NO_TIMING));
+    assert_eq!(r.to_json()["timing"], NO_TIMING);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hand-written kernels: the ABI checks
+// ---------------------------------------------------------------------------------------------
+
+/// The generated kernel of `id` at TP `tp` for `arch`, written into `dir` as if it were a
+/// hand-written kernel: its source and its own ABI description.
+fn as_hand_written(dir: &Path, id: KernelId, tp: u32, arch: Arch) -> (suite::Generated, String) {
+    let g = suite::generate(&spec(id, tp), arch).unwrap();
+    let ext = if arch == Arch::Sm90 { "cu" } else { "hip" };
+    std::fs::write(dir.join(format!("mine.{ext}")), &g.source.text).unwrap();
+    let abi = Abi::from_kernel(&g.lowered).to_toml().unwrap();
+    (g, abi)
+}
+
+fn load(dir: &Path, abi: &str, ext: &str) -> Hand {
+    let p = dir.join("mine.abi.toml");
+    std::fs::write(&p, abi).unwrap();
+    Hand::load(&p, Some(&dir.join(format!("mine.{ext}")))).unwrap()
+}
+
+#[test]
+fn every_generated_kernel_passes_the_checks_as_its_own_hand_written_version() {
+    let dir = tempfile::tempdir().unwrap();
+    for arch in [Arch::Sm90, Arch::Gfx906] {
+        let ext = if arch == Arch::Sm90 { "cu" } else { "hip" };
+        for id in KernelId::ALL {
+            for tp in [1, 4] {
+                let (g, abi) = as_hand_written(dir.path(), id, tp, arch);
+                let hand = load(dir.path(), &abi, ext);
+                assert_eq!(
+                    hand.check(&g.lowered),
+                    Vec::<String>::new(),
+                    "{id}@{arch} tp {tp}"
+                );
+                let shell = hand.launch_shell(tp).unwrap();
+                assert_eq!(shell.params.len(), g.lowered.params.len());
+                assert_eq!(
+                    (
+                        shell.grid,
+                        shell.workgroup_size,
+                        shell.coresidency.is_some()
+                    ),
+                    (
+                        g.lowered.grid,
+                        g.lowered.workgroup_size,
+                        suite::synchronises(&g.lowered)
+                    ),
+                    "{id}@{arch} tp {tp}: the launch the runtime makes"
+                );
+            }
+        }
+    }
+}
+
+/// The generated gemv_int4 ABI (TP 4) with `edit` applied to its TOML text.
+fn mismatch(edit: impl Fn(&str) -> String) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let (g, abi) = as_hand_written(dir.path(), KernelId::GemvInt4, 4, Arch::Sm90);
+    load(dir.path(), &edit(&abi), "cu").check(&g.lowered)
+}
+
+fn without_param(abi: &str, name: &str) -> String {
+    abi.split("[[params]]")
+        .filter(|b| !b.contains(&format!("name = \"{name}\"")))
+        .collect::<Vec<_>>()
+        .join("[[params]]")
+}
+
+#[test]
+fn abi_mismatches_are_named() {
+    let missing = mismatch(|a| without_param(a, "w_qzeros"));
+    assert!(
+        missing.iter().any(|p| p.starts_with("missing: `w.qzeros`")),
+        "{missing:?}"
+    );
+    assert!(
+        missing
+            .iter()
+            .any(|p| p.starts_with("wrong count: the kernel takes 5")),
+        "{missing:?}"
+    );
+
+    let mistyped = mismatch(|a| a.replacen("ty = \"f16\"", "ty = \"f32\"", 1));
+    assert!(
+        mistyped
+            .iter()
+            .any(|p| p.contains("mistyped: parameter `w_scales` (`w.scales`) is f32")),
+        "{mistyped:?}"
+    );
+    assert!(
+        mistyped.iter().any(
+            |p| p.contains("mistyped: parameter 1 `w_scales` is a pointer to `unsigned short`")
+        ),
+        "{mistyped:?}"
+    );
+
+    let extra = mismatch(|a| {
+        format!(
+            "{a}\n[[params]]\nindex = 5\nname = \"bias\"\nkind = \"array\"\nty = \"f16\"\npurpose = \"data\"\nbuffer = \"bias\"\npart = \"data\"\nlen = 4352\n"
+        )
+    });
+    assert!(
+        extra
+            .iter()
+            .any(|p| p.starts_with("extra: parameter `bias`")),
+        "{extra:?}"
+    );
+    assert!(
+        extra.iter().any(|p| p.contains("the ABI declares 6")),
+        "{extra:?}"
+    );
+
+    let short = mismatch(|a| a.replace("len = 5120\n", "len = 4096\n"));
+    assert!(
+        short.iter().any(|p| p.contains("declares 4096 elements")),
+        "{short:?}"
+    );
+
+    let swapped = mismatch(|a| {
+        a.replace("name = \"w_scales\"", "name = \"TMP\"")
+            .replace("name = \"w_qzeros\"", "name = \"w_scales\"")
+            .replace("name = \"TMP\"", "name = \"w_qzeros\"")
+    });
+    assert!(
+        swapped
+            .iter()
+            .any(|p| p
+                .contains("parameter 1 is `w_scales` in the kernel, the ABI declares `w_qzeros`")),
+        "{swapped:?}"
+    );
+}
+
+#[test]
+fn peer_ordering_and_epochs_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let (g, abi) = as_hand_written(
+        dir.path(),
+        KernelId::AllreduceResidualRmsnorm,
+        4,
+        Arch::Sm90,
+    );
+    let reversed = abi.replace("slots = [0, 1, 2, 3]", "slots = [3, 2, 1, 0]");
+    assert_ne!(reversed, abi, "the generated ABI states the peer ordering");
+    let p = load(dir.path(), &reversed, "cu").check(&g.lowered);
+    assert!(
+        p.iter()
+            .any(|x| x.starts_with("peer ordering: slots [3, 2, 1, 0]")),
+        "{p:?}"
+    );
+
+    let a: Abi = Abi::from_toml(&abi).unwrap();
+    let hand: handwritten::HandAbi = toml::from_str(&abi).unwrap();
+    let mut no_epoch = hand.clone();
+    no_epoch.params.retain(|p| p.name != "epoch");
+    for (i, p) in no_epoch.params.iter_mut().enumerate() {
+        p.index = i as u32;
+    }
+    let p = check_against_generated(&no_epoch, &g.lowered);
+    assert!(p.iter().any(|x| x.contains("no `epoch` scalar")), "{p:?}");
+    assert!(a.peer_table.is_some());
+}
+
+#[test]
+fn the_source_signature_is_read_like_the_compiler_would() {
+    let src = r#"
+        typedef unsigned short f16;
+        extern "C" __global__ void __launch_bounds__(256)
+        k(const unsigned* __restrict__ q, // comment, with a comma
+          const f16* x, /* block
+          comment */ f16* const* peers, const unsigned rank) {}
+    "#;
+    let params = signature::parse(src, "k").unwrap();
+    let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["q", "x", "peers", "rank"]);
+    assert_eq!(params[2].pointers, 2);
+    let dir = tempfile::tempdir().unwrap();
+    let (_, abi) = as_hand_written(dir.path(), KernelId::GemvInt4, 4, Arch::Sm90);
+    let declared = toml::from_str::<handwritten::HandAbi>(&abi).unwrap().params;
+    let p = check_signature(&declared, &params);
+    assert!(p.iter().any(|x| x.starts_with("wrong count")), "{p:?}");
+}
+
+#[test]
+fn a_manual_abi_mismatch_stops_the_command_before_any_launch() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, abi) = as_hand_written(dir.path(), KernelId::GemvInt4, 4, Arch::Sm90);
+    let bad = dir.path().join("bad.abi.toml");
+    std::fs::write(&bad, without_param(&abi, "w_qzeros")).unwrap();
+    let src = dir.path().join("mine.cu");
+    let o = wavefuse(&[
+        "ab",
+        "gemv_int4",
+        "--tp",
+        "4",
+        "--manual",
+        src.to_str().unwrap(),
+        "--abi",
+        bad.to_str().unwrap(),
+    ]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}\n{err}");
+    assert!(err.contains("ABI mismatch"), "{err}");
+    assert!(err.contains("nothing was launched"), "{err}");
+    assert!(err.contains("missing: `w.qzeros` (u32[21760])"), "{err}");
+    assert!(out.is_empty(), "no table: nothing ran\n{out}");
+
+    // The same kernel with its own description is accepted and A/B-tested (without a GPU here:
+    // checked, compiled, not run).
+    let good = dir.path().join("good.abi.toml");
+    std::fs::write(&good, &abi).unwrap();
+    let o = wavefuse(&[
+        "ab",
+        "gemv_int4",
+        "--tp",
+        "4",
+        "--no-gpu",
+        "--manual",
+        src.to_str().unwrap(),
+        "--abi",
+        good.to_str().unwrap(),
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        out.contains("hand-written not run (it needs a GPU)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_reference_kernels_descriptions_agree_with_the_generated_kernels() {
+    let Some(dir) = handwritten::reference_dir(None) else {
+        println!("skipped: no kernels-gen/reference directory");
+        return;
+    };
+    let mut seen = 0;
+    for id in KernelId::ALL {
+        for tp in [1, 4] {
+            for arch in [Arch::Sm90, Arch::Gfx906] {
+                let g = suite::generate(&spec(id, tp), arch).unwrap();
+                if let Found::Hand(h) = handwritten::find_reference(Some(&dir), &g.lowered) {
+                    assert_eq!(
+                        h.check(&g.lowered),
+                        Vec::<String>::new(),
+                        "{}",
+                        h.abi_path.display()
+                    );
+                    seen += 1;
+                }
+            }
+        }
+    }
+    println!("{seen} reference descriptions checked");
+}
+
+// ---------------------------------------------------------------------------------------------
+// On a GPU
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+#[ignore = "needs an NVIDIA sm_90 GPU; run with --ignored where there is one"]
+fn gpu_times_generated_and_hand_written_against_the_copy_bandwidth() {
+    if !wavefuse_runtime::CudaDevice::count().is_ok_and(|n| n > 0) {
+        println!("skipped: no GPU");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("ab.json");
+    let o = wavefuse(&[
+        "ab",
+        "gemv_int4",
+        "allreduce_residual_rmsnorm",
+        "--shapes",
+        "qwen27b-tp4",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let j = read_json(&json);
+    assert_eq!(j["mode"], "gpu");
+    assert_eq!(j["copy_bandwidth"].as_array().unwrap().len(), 2);
+    assert!(j["copy_bandwidth"][0]["gbps"].as_f64().unwrap() > 100.0);
+    for r in j["rows"].as_array().unwrap() {
+        assert!(r["verdict"].as_str().unwrap().starts_with("correct"), "{r}");
+        let t = &r["generated"]["timing"];
+        assert_eq!(t["repeats"][0]["samples"], 100);
+        assert_eq!(t["repeats"].as_array().unwrap().len(), 2);
+        assert!(
+            t["rotation_bytes"].as_u64().unwrap() >= 4 * j["device"]["l2_bytes"].as_u64().unwrap()
+                || t["l2_flushed"] == true
+        );
+    }
+}
