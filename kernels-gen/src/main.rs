@@ -92,6 +92,13 @@ enum Command {
         #[arg(long)]
         rotate_peers: bool,
     },
+    /// The on-disk compile cache ($WAVEFUSE_CACHE_DIR, default ~/.cache/wavefuse): print where it
+    /// is, or clear it.
+    Cache {
+        /// Remove every cached artifact.
+        #[arg(long)]
+        clear: bool,
+    },
     /// The main job: validate every kernel and evaluate it with the f64 reference semantics on the
     /// embedded default workload; print a table.
     Report {
@@ -157,6 +164,7 @@ fn main() -> ExitCode {
         Command::Run(args) => wavefuse_kernels::cmd_run::run_cmd(&args),
         Command::GpuSuite(args) => wavefuse_kernels::suite::suite_cmd(&args),
         Command::Ab(args) => wavefuse_kernels::ab::ab_cmd(&args),
+        Command::Cache { clear } => cache_cmd(clear),
         Command::Report { tp, seed } => report(if tp.is_empty() { TP_SIZES.to_vec() } else { tp }, seed),
     }
 }
@@ -205,4 +213,22 @@ fn report(tps: Vec<u32>, seed: u64) -> ExitCode {
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
+}
+
+fn cache_cmd(clear: bool) -> ExitCode {
+    let cache = wavefuse_runtime::Cache::from_env();
+    if !clear {
+        println!("compile cache: {}", cache.dir().display());
+        return ExitCode::SUCCESS;
+    }
+    match cache.clear() {
+        Ok(n) => {
+            println!("removed {n} cached artifact(s) from {}", cache.dir().display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: clearing {}: {e}", cache.dir().display());
+            ExitCode::FAILURE
+        }
+    }
 }
