@@ -10,10 +10,12 @@ export INSTA_UPDATE=no # a stale or missing snapshot fails instead of being writ
 export CI="${CI:-}"
 
 rc=0
+cargo fmt --all --check || rc=$? # unformatted code fails CI
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --workspace --no-fail-fast || rc=$?
 else
     cargo test --workspace --no-fail-fast || rc=$?
 fi
 cargo test --workspace --doc || rc=$? # nextest does not run doctests
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q || rc=$? # docs build without warnings
 exit "$rc"

@@ -158,10 +158,17 @@ fn vector_accesses_pack_fp16_into_words() {
 #[test]
 fn peer_tables_are_indexed_by_rank() {
     for p in 0..8 {
-        assert_eq!(peer_slot(p), p as usize, "peer_slot changed: the writer must map ranks to slots");
+        assert_eq!(
+            peer_slot(p),
+            p as usize,
+            "peer_slot changed: the writer must map ranks to slots"
+        );
     }
     let text = emit(&mini_fused(Arch::Gfx906, 2));
-    assert!(text.contains("partials[rank][(peer_15 * 1024u) + col_0]"), "{text}");
+    assert!(
+        text.contains("partials[rank][(peer_15 * 1024u) + col_0]"),
+        "{text}"
+    );
 }
 
 #[test]

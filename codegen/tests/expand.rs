@@ -9,16 +9,51 @@ fn kernel_with_sync() -> LoweredKernel {
     let mut k = LoweredKernel::new("k", Arch::Gfx906, 2, 64, 4);
     let counter = k.param(
         "counter",
-        ParamKind::Array { elem: Ty::U32, len: 1, space: MemorySpace::Global, access: Access::ReadWrite, purpose: Purpose::Counter },
+        ParamKind::Array {
+            elem: Ty::U32,
+            len: 1,
+            space: MemorySpace::Global,
+            access: Access::ReadWrite,
+            purpose: Purpose::Counter,
+        },
     );
-    let flags = k.param("flags", ParamKind::PeerArrays { elem: Ty::U32, len: 4, access: Access::ReadWrite, purpose: Purpose::Flags });
-    let at = |p, i| MemRef { base: Base::Param(p), index: Expr::u32(i) };
-    let peer = |r| MemRef { base: Base::Peer { param: flags, rank: Expr::u32(r) }, index: Expr::Special(Special::WorkgroupId) };
+    let flags = k.param(
+        "flags",
+        ParamKind::PeerArrays {
+            elem: Ty::U32,
+            len: 4,
+            access: Access::ReadWrite,
+            purpose: Purpose::Flags,
+        },
+    );
+    let at = |p, i| MemRef {
+        base: Base::Param(p),
+        index: Expr::u32(i),
+    };
+    let peer = |r| MemRef {
+        base: Base::Peer {
+            param: flags,
+            rank: Expr::u32(r),
+        },
+        index: Expr::Special(Special::WorkgroupId),
+    };
     k.body = vec![
-        Stmt::GridBarrier { counter: at(counter, 0), index: 0 },
-        Stmt::PublishFlag { flag: peer(0), round: 0 },
-        Stmt::WaitFlag { flag: peer(1), round: 0 },
-        Stmt::GridBarrier { counter: at(counter, 0), index: 1 },
+        Stmt::GridBarrier {
+            counter: at(counter, 0),
+            index: 0,
+        },
+        Stmt::PublishFlag {
+            flag: peer(0),
+            round: 0,
+        },
+        Stmt::WaitFlag {
+            flag: peer(1),
+            round: 0,
+        },
+        Stmt::GridBarrier {
+            counter: at(counter, 0),
+            index: 1,
+        },
     ];
     k
 }
@@ -27,7 +62,11 @@ fn flatten(block: &[Stmt], out: &mut Vec<Stmt>) {
     for s in block {
         out.push(s.clone());
         match s {
-            Stmt::If { then_body, else_body, .. } => {
+            Stmt::If {
+                then_body,
+                else_body,
+                ..
+            } => {
                 flatten(then_body, out);
                 flatten(else_body, out);
             }
@@ -47,12 +86,23 @@ fn expansion_counts_barriers_and_adds_epoch_and_error_word() {
     assert!(k.epoch.is_some() && k.error_word.is_some());
     let mut all = Vec::new();
     flatten(&k.body, &mut all);
-    assert!(!all.iter().any(|s| matches!(s, Stmt::GridBarrier { .. } | Stmt::PublishFlag { .. } | Stmt::WaitFlag { .. })));
+    assert!(!all.iter().any(|s| matches!(
+        s,
+        Stmt::GridBarrier { .. } | Stmt::PublishFlag { .. } | Stmt::WaitFlag { .. }
+    )));
     let text = k.to_string();
     // Barrier 1 of 2 per launch over 4 workgroups waits for ((epoch − 1)·2 + 2)·num_wgs.
-    assert!(text.contains("((((arg2 - 1u32) * 2u32) + 2u32) * num_wgs)"), "{text}");
+    assert!(
+        text.contains("((((arg2 - 1u32) * 2u32) + 2u32) * num_wgs)"),
+        "{text}"
+    );
     // The flag value is (epoch − 1)·1 + 1, released at system scope by lane 0 only.
-    assert!(text.contains("atomic.store arg1@peer(0u32)[wg_id], (((arg2 - 1u32) * 1u32) + 1u32) release system"), "{text}");
+    assert!(
+        text.contains(
+            "atomic.store arg1@peer(0u32)[wg_id], (((arg2 - 1u32) * 1u32) + 1u32) release system"
+        ),
+        "{text}"
+    );
 }
 
 #[test]
@@ -61,23 +111,63 @@ fn arrivals_are_elected_and_bracketed_by_workgroup_barriers() {
     expand_sync(&mut k);
     // Top level: every atomic and wait sits inside `if local_id == 0`, never at the top level.
     for s in &k.body {
-        assert!(!matches!(s, Stmt::Atomic { .. } | Stmt::WaitGe { .. }), "unelected sync: {s:?}");
+        assert!(
+            !matches!(s, Stmt::Atomic { .. } | Stmt::WaitGe { .. }),
+            "unelected sync: {s:?}"
+        );
     }
     let mut all = Vec::new();
     flatten(&k.body, &mut all);
-    let arrivals: Vec<_> = all.iter().filter(|s| matches!(s, Stmt::Atomic { op: AtomicOp::Add, .. })).collect();
+    let arrivals: Vec<_> = all
+        .iter()
+        .filter(|s| {
+            matches!(
+                s,
+                Stmt::Atomic {
+                    op: AtomicOp::Add,
+                    ..
+                }
+            )
+        })
+        .collect();
     assert_eq!(arrivals.len(), 2);
     for a in arrivals {
-        let Stmt::Atomic { ordering, scope, why, .. } = a else { unreachable!() };
-        assert_eq!((*ordering, *scope, *why), (Ordering::Release, Scope::Agent, Invariant::OneArrivalPerWorkgroup));
+        let Stmt::Atomic {
+            ordering,
+            scope,
+            why,
+            ..
+        } = a
+        else {
+            unreachable!()
+        };
+        assert_eq!(
+            (*ordering, *scope, *why),
+            (
+                Ordering::Release,
+                Scope::Agent,
+                Invariant::OneArrivalPerWorkgroup
+            )
+        );
     }
-    let waits: Vec<_> = all.iter().filter_map(|s| match s {
-        Stmt::WaitGe { ordering, scope, code, .. } => Some((*ordering, *scope, *code)),
-        _ => None,
-    }).collect();
-    assert_eq!(waits, [
-        (Ordering::Acquire, Scope::Agent, 1),
-        (Ordering::Acquire, Scope::System, 2),
-        (Ordering::Acquire, Scope::Agent, 3),
-    ]);
+    let waits: Vec<_> = all
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::WaitGe {
+                ordering,
+                scope,
+                code,
+                ..
+            } => Some((*ordering, *scope, *code)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        waits,
+        [
+            (Ordering::Acquire, Scope::Agent, 1),
+            (Ordering::Acquire, Scope::System, 2),
+            (Ordering::Acquire, Scope::Agent, 3),
+        ]
+    );
 }

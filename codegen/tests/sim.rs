@@ -28,8 +28,20 @@ fn kinds(rep: &RawReport) -> Vec<FindingKind> {
 fn arithmetic_control_flow_and_f16_rounding_match_a_host_computation() {
     let mut k = LoweredKernel::new("arith", Arch::Gfx906, 1, 64, 2);
     let out = array(&mut k, "out", Ty::F32, 128, Access::Write, Purpose::Scratch);
-    let out16 = array(&mut k, "out16", Ty::F16, 128, Access::Write, Purpose::Scratch);
-    let (gid, i, acc, h) = (k.reg(Ty::U32, "gid"), k.reg(Ty::U32, "i"), k.reg(Ty::F32, "acc"), k.reg(Ty::F16, "h"));
+    let out16 = array(
+        &mut k,
+        "out16",
+        Ty::F16,
+        128,
+        Access::Write,
+        Purpose::Scratch,
+    );
+    let (gid, i, acc, h) = (
+        k.reg(Ty::U32, "gid"),
+        k.reg(Ty::U32, "i"),
+        k.reg(Ty::F32, "acc"),
+        k.reg(Ty::F16, "h"),
+    );
     k.body = vec![
         assign(gid, add(mul(wg(), u(64)), lid())),
         assign(acc, f(0.0)),
@@ -38,16 +50,46 @@ fn arithmetic_control_flow_and_f16_rounding_match_a_host_computation() {
             start: u(0),
             end: bin(BinOp::Rem, r(gid), u(7)),
             step: u(1),
-            body: vec![assign(acc, Expr::Fma(Box::new(Expr::cast(Ty::F32, r(i))), Box::new(f(0.5)), Box::new(r(acc))))],
+            body: vec![assign(
+                acc,
+                Expr::Fma(
+                    Box::new(Expr::cast(Ty::F32, r(i))),
+                    Box::new(f(0.5)),
+                    Box::new(r(acc)),
+                ),
+            )],
         },
         Stmt::If {
-            cond: eq(Expr::Bfe { value: Box::new(r(gid)), offset: Box::new(u(1)), width: 2 }, u(3)),
+            cond: eq(
+                Expr::Bfe {
+                    value: Box::new(r(gid)),
+                    offset: Box::new(u(1)),
+                    width: 2,
+                },
+                u(3),
+            ),
             then_body: vec![assign(acc, Expr::Un(UnOp::Neg, Box::new(r(acc))))],
-            else_body: vec![assign(acc, add(r(acc), Expr::Select(Box::new(lt(r(gid), u(100))), Box::new(f(1.0)), Box::new(f(2.0)))))],
+            else_body: vec![assign(
+                acc,
+                add(
+                    r(acc),
+                    Expr::Select(
+                        Box::new(lt(r(gid), u(100))),
+                        Box::new(f(1.0)),
+                        Box::new(f(2.0)),
+                    ),
+                ),
+            )],
         },
         store(at(out, r(gid)), r(acc)),
         // 1/3 in f16 is 0.333251953125; the f16 add rounds again.
-        assign(h, add(Expr::cast(Ty::F16, Expr::bin(BinOp::Div, f(1.0), f(3.0))), Expr::cast(Ty::F16, Expr::cast(Ty::F32, r(gid))))),
+        assign(
+            h,
+            add(
+                Expr::cast(Ty::F16, Expr::bin(BinOp::Div, f(1.0), f(3.0))),
+                Expr::cast(Ty::F16, Expr::cast(Ty::F32, r(gid))),
+            ),
+        ),
         store(at(out16, r(gid)), r(h)),
     ];
     let mut host = RawHost::default().output(out).output(out16);
@@ -55,7 +97,11 @@ fn arithmetic_control_flow_and_f16_rounding_match_a_host_computation() {
     assert!(rep.findings.is_empty(), "{:?}", rep.findings);
     for g in 0..128u32 {
         let mut acc: f32 = (0..g % 7).map(|i| i as f32 * 0.5).sum();
-        acc = if (g >> 1) & 3 == 3 { -acc } else { acc + if g < 100 { 1.0 } else { 2.0 } };
+        acc = if (g >> 1) & 3 == 3 {
+            -acc
+        } else {
+            acc + if g < 100 { 1.0 } else { 2.0 }
+        };
         assert_eq!(host.get(0, 0, out)[g as usize], f64::from(acc), "gid {g}");
         let third = half::f16::from_f32(1.0 / 3.0);
         let want = half::f16::from_f32(third.to_f32() + half::f16::from_f32(g as f32).to_f32());
@@ -70,14 +116,30 @@ fn wave_reductions_give_every_lane_the_result_sm90() {
     let out = array(&mut k, "out", Ty::F32, 128, Access::Write, Purpose::Scratch);
     let (s, m) = (k.reg(Ty::F32, "s"), k.reg(Ty::U32, "m"));
     k.body = vec![
-        Stmt::WaveReduce { dst: s, op: ReduceKind::Sum, value: Expr::cast(Ty::F32, lid()) },
-        Stmt::WaveReduce { dst: m, op: ReduceKind::Max, value: bin(BinOp::Xor, lid(), u(5)) },
+        Stmt::WaveReduce {
+            dst: s,
+            op: ReduceKind::Sum,
+            value: Expr::cast(Ty::F32, lid()),
+        },
+        Stmt::WaveReduce {
+            dst: m,
+            op: ReduceKind::Max,
+            value: bin(BinOp::Xor, lid(), u(5)),
+        },
         store(at(out, lid()), r(s)),
         store(at(out, add(lid(), u(64))), Expr::cast(Ty::F32, r(m))),
     ];
     for g in [Granularity::Lane, Granularity::Wave] {
         let mut host = RawHost::default().output(out);
-        let rep = run(&k, &mut host, 1, &SimOptions { granularity: g, ..opts(3) });
+        let rep = run(
+            &k,
+            &mut host,
+            1,
+            &SimOptions {
+                granularity: g,
+                ..opts(3)
+            },
+        );
         assert!(rep.findings.is_empty(), "{:?}", rep.findings);
         let o = host.get(0, 0, out);
         for l in 0..64 {
@@ -98,7 +160,10 @@ fn lds_neighbour(with_barrier: bool) -> (LoweredKernel, Param) {
     if with_barrier {
         body.push(Stmt::WorkgroupBarrier);
     }
-    body.push(load(v, lds_at(l, bin(BinOp::Rem, add(lid(), u(1)), u(128)))));
+    body.push(load(
+        v,
+        lds_at(l, bin(BinOp::Rem, add(lid(), u(1)), u(128))),
+    ));
     body.push(store(at(out, add(mul(wg(), u(128)), lid())), r(v)));
     k.body = body;
     (k, out)
@@ -122,23 +187,63 @@ fn invalid_lds_read_without_barrier_is_a_race_or_uninitialised() {
     let mut host = RawHost::default().output(out);
     let rep = run(&k, &mut host, 1, &opts(0));
     let ks = kinds(&rep);
-    assert!(ks.contains(&FindingKind::StaleRead) || ks.contains(&FindingKind::UninitRead), "{:?}", rep.findings);
+    assert!(
+        ks.contains(&FindingKind::StaleRead) || ks.contains(&FindingKind::UninitRead),
+        "{:?}",
+        rep.findings
+    );
 }
 
 /// Each workgroup writes a partial, a grid barrier, then every workgroup sums all partials.
 fn grid_sum(tp: u32) -> (LoweredKernel, Param, Param) {
     let mut k = LoweredKernel::new("grid_sum", Arch::Gfx906, tp, 64, 4);
     let x = array(&mut k, "x", Ty::F32, 4, Access::Read, Purpose::Scratch);
-    let part = array(&mut k, "part", Ty::F32, 4, Access::ReadWrite, Purpose::Scratch);
-    let counter = array(&mut k, "counter", Ty::U32, 1, Access::ReadWrite, Purpose::Counter);
+    let part = array(
+        &mut k,
+        "part",
+        Ty::F32,
+        4,
+        Access::ReadWrite,
+        Purpose::Scratch,
+    );
+    let counter = array(
+        &mut k,
+        "counter",
+        Ty::U32,
+        1,
+        Access::ReadWrite,
+        Purpose::Counter,
+    );
     let out = array(&mut k, "out", Ty::F32, 4, Access::Write, Purpose::Scratch);
-    let (v, s, i) = (k.reg(Ty::F32, "v"), k.reg(Ty::F32, "s"), k.reg(Ty::U32, "i"));
+    let (v, s, i) = (
+        k.reg(Ty::F32, "v"),
+        k.reg(Ty::F32, "s"),
+        k.reg(Ty::U32, "i"),
+    );
     k.body = vec![
-        if_(eq(lid(), u(0)), vec![load(v, at(x, wg())), store(at(part, wg()), mul(r(v), f(2.0)))]),
-        Stmt::GridBarrier { counter: at(counter, u(0)), index: 0 },
+        if_(
+            eq(lid(), u(0)),
+            vec![
+                load(v, at(x, wg())),
+                store(at(part, wg()), mul(r(v), f(2.0))),
+            ],
+        ),
+        Stmt::GridBarrier {
+            counter: at(counter, u(0)),
+            index: 0,
+        },
         assign(s, f(0.0)),
-        Stmt::For { var: i, start: u(0), end: Expr::Special(Special::NumWorkgroups), step: u(1), body: vec![load(v, at(part, r(i))), assign(s, add(r(s), r(v)))] },
-        Stmt::GridBarrier { counter: at(counter, u(0)), index: 1 },
+        Stmt::For {
+            var: i,
+            start: u(0),
+            end: Expr::Special(Special::NumWorkgroups),
+            step: u(1),
+            body: vec![load(v, at(part, r(i))), assign(s, add(r(s), r(v)))],
+        },
+        Stmt::GridBarrier {
+            counter: at(counter, u(0)),
+            index: 1,
+        },
         if_(eq(lid(), u(0)), vec![store(at(out, wg()), r(s))]),
     ];
     expand_sync(&mut k);
@@ -150,14 +255,19 @@ fn grid_barriers_with_epochs_hold_over_back_to_back_launches() {
     let (k, x, out) = grid_sum(2);
     for seed in 0..30 {
         let o = SimOptions::sweep(7, seed);
-        let mut host = RawHost::default().fill(x, |l, r, i| (l * 100 + r * 10 + i as u32) as f64).output(out);
+        let mut host = RawHost::default()
+            .fill(x, |l, r, i| (l * 100 + r * 10 + i as u32) as f64)
+            .output(out);
         let rep = run(&k, &mut host, 4, &o);
         assert!(rep.findings.is_empty(), "seed {seed}: {:?}", rep.findings);
         assert_eq!(rep.stats.launches_completed, 8);
         for l in 0..4 {
             for r in 0..2 {
                 let want = 2.0 * (0..4).map(|i| (l * 100 + r * 10 + i) as f64).sum::<f64>();
-                assert!(host.get(l, r, out).iter().all(|&v| v == want), "launch {l} rank {r}");
+                assert!(
+                    host.get(l, r, out).iter().all(|&v| v == want),
+                    "launch {l} rank {r}"
+                );
             }
         }
     }
@@ -167,16 +277,40 @@ fn grid_barriers_with_epochs_hold_over_back_to_back_launches() {
 fn invalid_grid_barrier_without_co_residency_deadlocks() {
     let (k, x, out) = grid_sum(1);
     let mut host = RawHost::default().fill(x, |_, _, i| i as f64).output(out);
-    let o = SimOptions { resident_workgroups: Some(2), ..opts(0) };
+    let o = SimOptions {
+        resident_workgroups: Some(2),
+        ..opts(0)
+    };
     let rep = run(&k, &mut host, 1, &o);
-    assert!(rep.has(FindingKind::Deadlock) && rep.has(FindingKind::Timeout) && rep.has(FindingKind::ErrorWord), "{:?}", rep.findings);
-    let text = rep.findings.iter().map(|f| f.to_string()).collect::<Vec<_>>().join("\n");
-    assert!(text.contains("wait_ge") && text.contains("barrier timeout in kernel grid_sum, epoch 1"), "{text}");
+    assert!(
+        rep.has(FindingKind::Deadlock)
+            && rep.has(FindingKind::Timeout)
+            && rep.has(FindingKind::ErrorWord),
+        "{:?}",
+        rep.findings
+    );
+    let text = rep
+        .findings
+        .iter()
+        .map(|f| f.to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        text.contains("wait_ge") && text.contains("barrier timeout in kernel grid_sum, epoch 1"),
+        "{text}"
+    );
 }
 
 /// Workgroup 0 writes data and releases a flag at `rel` scope; workgroup 1 of the same rank (or
 /// rank 1 for system scope) acquires at `acq` scope and reads.
-fn message(rel: Scope, acq: Scope, fence: bool, release: bool, acquire: bool, tp: u32) -> (LoweredKernel, Param) {
+fn message(
+    rel: Scope,
+    acq: Scope,
+    fence: bool,
+    release: bool,
+    acquire: bool,
+    tp: u32,
+) -> (LoweredKernel, Param) {
     let mut k = LoweredKernel::new("message", Arch::Gfx906, tp, 64, 2);
     let d = peers(&mut k, "data", Ty::F32, 64, Purpose::Scratch);
     let flag = peers(&mut k, "flag", Ty::U32, 1, Purpose::Flags);
@@ -184,28 +318,77 @@ fn message(rel: Scope, acq: Scope, fence: bool, release: bool, acquire: bool, tp
     let rank = rank_param(&mut k);
     let v = k.reg(Ty::F32, "v");
     let (st_ord, ld_ord) = (
-        if release && !fence { Ordering::Release } else { Ordering::Relaxed },
-        if acquire && !fence { Ordering::Acquire } else { Ordering::Relaxed },
+        if release && !fence {
+            Ordering::Release
+        } else {
+            Ordering::Relaxed
+        },
+        if acquire && !fence {
+            Ordering::Acquire
+        } else {
+            Ordering::Relaxed
+        },
     );
     // Producer: rank 0 wg 0. Consumer: wg 1 of the last rank.
     let producer = bin(BinOp::And, eq(Expr::Param(rank), u(0)), eq(wg(), u(0)));
     let consumer = bin(BinOp::And, eq(Expr::Param(rank), u(tp - 1)), eq(wg(), u(1)));
-    let mut produce = vec![store(peer(d, u(0), lid()), add(Expr::cast(Ty::F32, lid()), f(0.5))), Stmt::WorkgroupBarrier];
+    let mut produce = vec![
+        store(
+            peer(d, u(0), lid()),
+            add(Expr::cast(Ty::F32, lid()), f(0.5)),
+        ),
+        Stmt::WorkgroupBarrier,
+    ];
     let mut elected = vec![];
     if fence && release {
-        elected.push(Stmt::Fence { ordering: Ordering::Release, scope: rel, why: Invariant::PeerFlagHandshake });
+        elected.push(Stmt::Fence {
+            ordering: Ordering::Release,
+            scope: rel,
+            why: Invariant::PeerFlagHandshake,
+        });
     }
-    elected.push(atomic(AtomicOp::Store, peer(flag, u(0), u(0)), Some(u(1)), st_ord, rel));
+    elected.push(atomic(
+        AtomicOp::Store,
+        peer(flag, u(0), u(0)),
+        Some(u(1)),
+        st_ord,
+        rel,
+    ));
     produce.push(if_(eq(lid(), u(0)), elected));
-    let mut waiter = vec![wait_ge(&mut k, peer(flag, u(0), u(0)), u(1), ld_ord, acq, u32::MAX, 9)];
+    let mut waiter = vec![wait_ge(
+        &mut k,
+        peer(flag, u(0), u(0)),
+        u(1),
+        ld_ord,
+        acq,
+        u32::MAX,
+        9,
+    )];
     if fence && acquire {
-        waiter.push(Stmt::Fence { ordering: Ordering::Acquire, scope: acq, why: Invariant::PeerFlagHandshake });
+        waiter.push(Stmt::Fence {
+            ordering: Ordering::Acquire,
+            scope: acq,
+            why: Invariant::PeerFlagHandshake,
+        });
     }
-    let consume = vec![if_(eq(lid(), u(0)), waiter), Stmt::WorkgroupBarrier, load(v, peer(d, u(0), lid())), store(at(out, lid()), r(v))];
+    let consume = vec![
+        if_(eq(lid(), u(0)), waiter),
+        Stmt::WorkgroupBarrier,
+        load(v, peer(d, u(0), lid())),
+        store(at(out, lid()), r(v)),
+    ];
     // Every workgroup takes part in both barriers so they stay uniform.
     k.body = vec![
-        Stmt::If { cond: producer, then_body: produce, else_body: vec![] },
-        Stmt::If { cond: consumer, then_body: consume, else_body: vec![] },
+        Stmt::If {
+            cond: producer,
+            then_body: produce,
+            else_body: vec![],
+        },
+        Stmt::If {
+            cond: consumer,
+            then_body: consume,
+            else_body: vec![],
+        },
     ];
     (k, out)
 }
@@ -270,15 +453,47 @@ fn invalid_agent_scope_does_not_reach_another_rank() {
 #[test]
 fn invalid_wait_that_is_never_satisfied_deadlocks_times_out_and_sets_the_error_word() {
     let mut k = LoweredKernel::new("hang", Arch::Gfx906, 1, 64, 1);
-    let flag = array(&mut k, "flag", Ty::U32, 1, Access::ReadWrite, Purpose::Flags);
-    let w = wait_ge(&mut k, at(flag, u(0)), u(1), Ordering::Acquire, Scope::Agent, 1000, 42);
+    let flag = array(
+        &mut k,
+        "flag",
+        Ty::U32,
+        1,
+        Access::ReadWrite,
+        Purpose::Flags,
+    );
+    let w = wait_ge(
+        &mut k,
+        at(flag, u(0)),
+        u(1),
+        Ordering::Acquire,
+        Scope::Agent,
+        1000,
+        42,
+    );
     k.body = vec![if_(eq(lid(), u(0)), vec![w]), Stmt::WorkgroupBarrier];
     let mut host = RawHost::default();
     let rep = run(&k, &mut host, 2, &opts(0));
-    assert_eq!(kinds(&rep), [FindingKind::Deadlock, FindingKind::Timeout, FindingKind::ErrorWord], "{:?}", rep.findings);
-    assert_eq!(rep.stats.launches_completed, 2, "a timed-out wait continues, as on the device");
+    assert_eq!(
+        kinds(&rep),
+        [
+            FindingKind::Deadlock,
+            FindingKind::Timeout,
+            FindingKind::ErrorWord
+        ],
+        "{:?}",
+        rep.findings
+    );
+    assert_eq!(
+        rep.stats.launches_completed, 2,
+        "a timed-out wait continues, as on the device"
+    );
     let text = rep.findings[0].to_string();
-    assert!(text.contains("lane 0 at pc") && text.contains("(holds 0, needs 1)") && text.contains("lanes 1-63 at pc"), "{text}");
+    assert!(
+        text.contains("lane 0 at pc")
+            && text.contains("(holds 0, needs 1)")
+            && text.contains("lanes 1-63 at pc"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -286,19 +501,59 @@ fn invalid_small_spin_budget_times_out_while_the_producer_is_slow() {
     // The producer (workgroup 1) does 200 LDS stores before releasing; a budget of 5 loads per
     // wait runs out first.
     let mut k = LoweredKernel::new("slow", Arch::Gfx906, 1, 64, 2);
-    let flag = array(&mut k, "flag", Ty::U32, 1, Access::ReadWrite, Purpose::Flags);
+    let flag = array(
+        &mut k,
+        "flag",
+        Ty::U32,
+        1,
+        Access::ReadWrite,
+        Purpose::Flags,
+    );
     let l = k.lds(Ty::U32, 64);
     let i = k.reg(Ty::U32, "i");
-    let w = wait_ge(&mut k, at(flag, u(0)), u(1), Ordering::Acquire, Scope::Agent, 5, 7);
-    let slow = Stmt::For { var: i, start: u(0), end: u(200), step: u(1), body: vec![store(lds_at(l, lid()), r(i))] };
-    let release = atomic(AtomicOp::Store, at(flag, u(0)), Some(u(1)), Ordering::Release, Scope::Agent);
+    let w = wait_ge(
+        &mut k,
+        at(flag, u(0)),
+        u(1),
+        Ordering::Acquire,
+        Scope::Agent,
+        5,
+        7,
+    );
+    let slow = Stmt::For {
+        var: i,
+        start: u(0),
+        end: u(200),
+        step: u(1),
+        body: vec![store(lds_at(l, lid()), r(i))],
+    };
+    let release = atomic(
+        AtomicOp::Store,
+        at(flag, u(0)),
+        Some(u(1)),
+        Ordering::Release,
+        Scope::Agent,
+    );
     k.body = vec![Stmt::If {
         cond: eq(wg(), u(0)),
         then_body: vec![if_(eq(lid(), u(0)), vec![w])],
         else_body: vec![slow, if_(eq(lid(), u(0)), vec![release])],
     }];
-    let rep = run(&k, &mut RawHost::default(), 1, &SimOptions { skew: Skew::NONE, ..opts(0) });
-    assert_eq!(kinds(&rep), [FindingKind::Timeout, FindingKind::ErrorWord], "{:?}", rep.findings);
+    let rep = run(
+        &k,
+        &mut RawHost::default(),
+        1,
+        &SimOptions {
+            skew: Skew::NONE,
+            ..opts(0)
+        },
+    );
+    assert_eq!(
+        kinds(&rep),
+        [FindingKind::Timeout, FindingKind::ErrorWord],
+        "{:?}",
+        rep.findings
+    );
 }
 
 #[test]
@@ -308,14 +563,21 @@ fn invalid_plain_writes_from_two_workgroups_race() {
     k.body = vec![if_(eq(lid(), u(0)), vec![store(at(out, u(0)), wg())])];
     let rep = run(&k, &mut RawHost::default(), 1, &opts(0));
     assert_eq!(kinds(&rep), [FindingKind::WriteRace]);
-    assert!(rep.findings[0].message.contains("not ordered before this write"));
+    assert!(
+        rep.findings[0]
+            .message
+            .contains("not ordered before this write")
+    );
 }
 
 #[test]
 fn invalid_out_of_bounds_and_peer_rank_outside_the_group() {
     let mut k = LoweredKernel::new("oob", Arch::Gfx906, 2, 64, 1);
     let out = array(&mut k, "out", Ty::U32, 64, Access::Write, Purpose::Scratch);
-    k.body = vec![Stmt::Store { mem: at(out, add(lid(), u(1))), values: vec![u(1)] }];
+    k.body = vec![Stmt::Store {
+        mem: at(out, add(lid(), u(1))),
+        values: vec![u(1)],
+    }];
     let rep = run(&k, &mut RawHost::default(), 1, &opts(0));
     assert_eq!(kinds(&rep), [FindingKind::OutOfBounds]);
     assert!(rep.findings[0].message.contains("lane 63: pc 0 `store.x1 arg0[(local_id + 1u32)], 1u32`: elements 64..65 of arg0 `out` of rank 0, which has 64"), "{}", rep.findings[0]);
@@ -332,7 +594,16 @@ fn invalid_rmw_on_peer_memory_is_reported() {
     let p = peers(&mut k, "p", Ty::U32, 1, Purpose::Counter);
     let rank = rank_param(&mut k);
     let other = bin(BinOp::Sub, u(1), Expr::Param(rank));
-    k.body = vec![if_(eq(lid(), u(0)), vec![atomic(AtomicOp::Add, peer(p, other, u(0)), Some(u(1)), Ordering::Relaxed, Scope::System)])];
+    k.body = vec![if_(
+        eq(lid(), u(0)),
+        vec![atomic(
+            AtomicOp::Add,
+            peer(p, other, u(0)),
+            Some(u(1)),
+            Ordering::Relaxed,
+            Scope::System,
+        )],
+    )];
     let rep = run(&k, &mut RawHost::default(), 1, &opts(0));
     assert_eq!(kinds(&rep), [FindingKind::PeerRmw]);
 }
@@ -344,8 +615,14 @@ fn invalid_ill_typed_and_unexpanded_kernels_are_rejected() {
     let counter = array(&mut k, "c", Ty::U32, 1, Access::ReadWrite, Purpose::Counter);
     k.body = vec![store(at(out, lid()), f(1.0))];
     let err = simulate_with_host(&k, &mut RawHost::default(), 1, &opts(0)).unwrap_err();
-    assert!(matches!(&err, SimError::Type { what, .. } if what == "stores f32 into f16 memory"), "{err}");
-    k.body = vec![Stmt::GridBarrier { counter: at(counter, u(0)), index: 0 }];
+    assert!(
+        matches!(&err, SimError::Type { what, .. } if what == "stores f32 into f16 memory"),
+        "{err}"
+    );
+    k.body = vec![Stmt::GridBarrier {
+        counter: at(counter, u(0)),
+        index: 0,
+    }];
     let err = simulate_with_host(&k, &mut RawHost::default(), 1, &opts(0)).unwrap_err();
     assert!(matches!(err, SimError::NotExpanded(_)), "{err}");
 }

@@ -82,7 +82,14 @@ macro_rules! elements {
     )*};
 }
 
-elements!(f16 = F16, bf16 = Bf16, f32 = F32, i8 = I8, i32 = I32, u32 = U32);
+elements!(
+    f16 = F16,
+    bf16 = Bf16,
+    f32 = F32,
+    i8 = I8,
+    i32 = I32,
+    u32 = U32
+);
 
 /// Why arguments do not fit a kernel.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -184,12 +191,19 @@ pub trait Bind {
 /// Check that `kernel` is the declaration's kernel `name` with exactly these parameters.
 pub fn check_kernel(kernel: &Kernel, name: &str, params: &[&str]) -> Result<(), ArgError> {
     if kernel.name() != name {
-        return Err(ArgError::WrongKernel { expected: name.into(), found: kernel.name().into() });
+        return Err(ArgError::WrongKernel {
+            expected: name.into(),
+            found: kernel.name().into(),
+        });
     }
     let found: Vec<String> = kernel.buffers().map(|(_, d)| d.name.clone()).collect();
     if found != params {
         let expected = params.iter().map(|p| p.to_string()).collect();
-        return Err(ArgError::Params { kernel: name.into(), expected, found });
+        return Err(ArgError::Params {
+            kernel: name.into(),
+            expected,
+            found,
+        });
     }
     Ok(())
 }
@@ -208,10 +222,18 @@ fn param<'k, S: ShardingKind>(
     let d = kernel.buffer(b).ok_or_else(missing)?;
     if d.role != role {
         let (found, bound) = (d.role.name(), role.name());
-        return Err(ArgError::Role { name: name.into(), found, bound });
+        return Err(ArgError::Role {
+            name: name.into(),
+            found,
+            bound,
+        });
     }
     if !S::matches(d.sharding) {
-        return Err(ArgError::Sharding { name: name.into(), declared: d.sharding, bound: S::NAME });
+        return Err(ArgError::Sharding {
+            name: name.into(),
+            declared: d.sharding,
+            bound: S::NAME,
+        });
     }
     Ok(d)
 }
@@ -220,16 +242,23 @@ fn length(name: &str, array: &'static str, expected: usize, found: usize) -> Res
     if expected == found {
         Ok(())
     } else {
-        Err(ArgError::Length { name: name.into(), array, expected, found })
+        Err(ArgError::Length {
+            name: name.into(),
+            array,
+            expected,
+            found,
+        })
     }
 }
 
 fn check_tensor<T: Element>(d: &BufferData, name: &str, len: usize) -> Result<(), ArgError> {
     match d.local_type() {
         BufferType::Tensor(t) if t.dtype == T::DTYPE => length(name, "data", t.len(), len),
-        BufferType::Tensor(t) => {
-            Err(ArgError::Dtype { name: name.into(), expected: t.dtype, bound: T::DTYPE })
-        }
+        BufferType::Tensor(t) => Err(ArgError::Dtype {
+            name: name.into(),
+            expected: t.dtype,
+            bound: T::DTYPE,
+        }),
         BufferType::Weight(w) => Err(ArgError::Format {
             name: name.into(),
             expected: w.format.to_string(),
@@ -248,7 +277,10 @@ pub struct Input<'a, T, S> {
 impl<'a, T: Element, S: ShardingKind> Input<'a, T, S> {
     /// Bind this rank's data.
     pub fn new(data: &'a [T]) -> Self {
-        Input { data, sharding: PhantomData }
+        Input {
+            data,
+            sharding: PhantomData,
+        }
     }
 
     /// The bound data.
@@ -259,7 +291,11 @@ impl<'a, T: Element, S: ShardingKind> Input<'a, T, S> {
 
 impl<T: Element, S: ShardingKind> Bind for Input<'_, T, S> {
     fn check(&self, kernel: &Kernel, name: &str) -> Result<(), ArgError> {
-        check_tensor::<T>(param::<S>(kernel, name, Role::Input)?, name, self.data.len())
+        check_tensor::<T>(
+            param::<S>(kernel, name, Role::Input)?,
+            name,
+            self.data.len(),
+        )
     }
 }
 
@@ -273,7 +309,10 @@ pub struct Output<'a, T, S> {
 impl<'a, T: Element, S: ShardingKind> Output<'a, T, S> {
     /// Bind this rank's output memory.
     pub fn new(data: &'a mut [T]) -> Self {
-        Output { data, sharding: PhantomData }
+        Output {
+            data,
+            sharding: PhantomData,
+        }
     }
 
     /// The bound memory.
@@ -284,7 +323,11 @@ impl<'a, T: Element, S: ShardingKind> Output<'a, T, S> {
 
 impl<T: Element, S: ShardingKind> Bind for Output<'_, T, S> {
     fn check(&self, kernel: &Kernel, name: &str) -> Result<(), ArgError> {
-        check_tensor::<T>(param::<S>(kernel, name, Role::Output)?, name, self.data.len())
+        check_tensor::<T>(
+            param::<S>(kernel, name, Role::Output)?,
+            name,
+            self.data.len(),
+        )
     }
 }
 
@@ -300,7 +343,11 @@ fn weight_of(d: &BufferData, name: &str, bound: &str) -> Result<Weight, ArgError
 }
 
 fn format_error(name: &str, expected: WeightFormat, bound: impl fmt::Display) -> ArgError {
-    ArgError::Format { name: name.into(), expected: expected.to_string(), bound: bound.to_string() }
+    ArgError::Format {
+        name: name.into(),
+        expected: expected.to_string(),
+        bound: bound.to_string(),
+    }
 }
 
 /// One rank's shard of an FP16 weight, stored `[N, K]` row-major (the `f16_nk` format).
@@ -313,7 +360,10 @@ pub struct F16Weight<'a, S> {
 impl<'a, S: ShardingKind> F16Weight<'a, S> {
     /// Bind this rank's shard.
     pub fn new(data: &'a [f16]) -> Self {
-        F16Weight { data, sharding: PhantomData }
+        F16Weight {
+            data,
+            sharding: PhantomData,
+        }
     }
 }
 
@@ -397,7 +447,14 @@ impl<'a, S: ShardingKind> Gptq<'a, S> {
         g_idx: Option<&'a [i32]>,
     ) -> Self {
         let scales = scales.into();
-        Gptq { layout, qweight, scales, qzeros, g_idx, sharding: PhantomData }
+        Gptq {
+            layout,
+            qweight,
+            scales,
+            qzeros,
+            g_idx,
+            sharding: PhantomData,
+        }
     }
 }
 
@@ -410,7 +467,11 @@ impl<S: ShardingKind> Bind for Gptq<'_, S> {
         }
         let (k, n) = (w.k, w.n);
         let groups = k / l.group.rows(k).max(1);
-        let zeros = if l.zero == ZeroPoint::Symmetric { 0 } else { groups * n / 8 };
+        let zeros = if l.zero == ZeroPoint::Symmetric {
+            0
+        } else {
+            groups * n / 8
+        };
         length(name, "qweight", k / 8 * n, self.qweight.len())?;
         length(name, "scales", groups * n, self.scales.len())?;
         length(name, "qzeros", zeros, self.qzeros.len())?;
@@ -439,7 +500,13 @@ impl<'a, S: ShardingKind> Awq<'a, S> {
         qzeros: &'a [i32],
     ) -> Self {
         let scales = scales.into();
-        Awq { layout, qweight, scales, qzeros, sharding: PhantomData }
+        Awq {
+            layout,
+            qweight,
+            scales,
+            qzeros,
+            sharding: PhantomData,
+        }
     }
 }
 
@@ -518,7 +585,10 @@ impl Peers {
     /// Check the group size against the kernel's.
     pub fn check(&self, kernel: &Kernel) -> Result<(), ArgError> {
         if self.tp() != kernel.tp() {
-            return Err(ArgError::PeerCount { expected: kernel.tp(), found: self.tp() });
+            return Err(ArgError::PeerCount {
+                expected: kernel.tp(),
+                found: self.tp(),
+            });
         }
         Ok(())
     }
@@ -583,22 +653,35 @@ mod tests {
     fn invalid_peer_count() {
         let mut d = data(512);
         let err = args(&mut d, ZeroPoint::V1, 2).check(&down(4, 512, layout(ZeroPoint::V1)));
-        assert_eq!(err, Err(ArgError::PeerCount { expected: 4, found: 2 }));
+        assert_eq!(
+            err,
+            Err(ArgError::PeerCount {
+                expected: 4,
+                found: 2
+            })
+        );
     }
 
     #[test]
     fn invalid_zero_point_convention() {
         let mut d = data(512);
         let err = args(&mut d, ZeroPoint::V2, 4).check(&down(4, 512, layout(ZeroPoint::V1)));
-        assert!(matches!(err, Err(ArgError::Format { ref name, .. }) if name == "w"), "{err:?}");
+        assert!(
+            matches!(err, Err(ArgError::Format { ref name, .. }) if name == "w"),
+            "{err:?}"
+        );
     }
 
     #[test]
     fn invalid_shard_length() {
         let mut d = data(512);
         let err = args(&mut d, ZeroPoint::V1, 4).check(&down(4, 1024, layout(ZeroPoint::V1)));
-        let expected =
-            ArgError::Length { name: "w".into(), array: "qweight", expected: 32768, found: 16384 };
+        let expected = ArgError::Length {
+            name: "w".into(),
+            array: "qweight",
+            expected: 32768,
+            found: 16384,
+        };
         assert_eq!(err, Err(expected));
     }
 
@@ -608,12 +691,33 @@ mod tests {
         let mut b = Builder::new("down", 4);
         let format = WeightFormat::Gptq(layout(ZeroPoint::V1));
         let col = Sharding::ColumnParallel { tp: 4 };
-        b.input("w", Weight { format, k: 512, n: 256 }, col);
+        b.input(
+            "w",
+            Weight {
+                format,
+                k: 512,
+                n: 256,
+            },
+            col,
+        );
         b.input("x", Tensor::activation(ScalarType::F16, 1, 512), col);
-        b.output("y", Tensor::activation(ScalarType::F16, 1, 256), Sharding::Replicated);
+        b.output(
+            "y",
+            Tensor::activation(ScalarType::F16, 1, 256),
+            Sharding::Replicated,
+        );
         let mut d = data(512);
         let err = args(&mut d, ZeroPoint::V1, 4).check(&b.finish());
-        assert!(matches!(err, Err(ArgError::Sharding { bound: "row_parallel", .. })), "{err:?}");
+        assert!(
+            matches!(
+                err,
+                Err(ArgError::Sharding {
+                    bound: "row_parallel",
+                    ..
+                })
+            ),
+            "{err:?}"
+        );
     }
 
     #[test]
@@ -633,10 +737,17 @@ mod tests {
                 assert_eq!(peers.slots()[crate::ir::peer_slot(p)], 10 + u64::from(p));
             }
         }
-        assert_eq!(Peers::new(4, &[10, 11, 12, 13]), Err(ArgError::Rank { rank: 4, tp: 4 }));
+        assert_eq!(
+            Peers::new(4, &[10, 11, 12, 13]),
+            Err(ArgError::Rank { rank: 4, tp: 4 })
+        );
         for tp in [1, 2, 4, 8] {
             let order: Vec<u32> = crate::peer_order(tp).collect();
-            assert_eq!(order, (0..tp).collect::<Vec<_>>(), "every rank exactly once, by slot");
+            assert_eq!(
+                order,
+                (0..tp).collect::<Vec<_>>(),
+                "every rank exactly once, by slot"
+            );
         }
     }
 }

@@ -22,7 +22,8 @@ fn codegen(c: &mut Criterion) {
                 b.iter(|| {
                     let ir = id.build(black_box(&shapes));
                     validate(&ir).expect("the set validates");
-                    let lowered = lower(&ir, arch, &Schedule::default_for(arch, &ir)).expect("lowers");
+                    let lowered =
+                        lower(&ir, arch, &Schedule::default_for(arch, &ir)).expect("lowers");
                     black_box(cpp::emit(&lowered).expect("writes"))
                 })
             });

@@ -14,10 +14,10 @@ use wavefuse_codegen::sim::{Case, Granularity, SimOptions, simulate_case};
 use wavefuse_runtime::exec::{self, OutputMetrics};
 use wavefuse_runtime::{Cache, Device, DeviceError, Error as RtError, HipDevice};
 
+use crate::checkpoint::{self, QuantOverrides};
 use crate::suite::{
     self, CaseSpec, Data, Generated, PrepError, ShapeKind, artifact_name, tolerance,
 };
-use crate::checkpoint::{self, QuantOverrides};
 use crate::{KernelId, Workload};
 use wavefuse::ir::{GroupSize, ZeroPoint};
 
@@ -65,10 +65,10 @@ pub struct RunArgs {
     /// The layer's tensor prefix (`{layer}.qweight`, `.scales`, `.qzeros`, `.g_idx`).
     #[arg(long, requires = "weights")]
     pub layer: Option<String>,
-    /// Activations, .npy of f16 or f32, shape [K] or [B, K] (B = batch).
+    /// Activations, .npy of f16 or f32, shape `[K]` or `[B, K]` (B = batch).
     #[arg(long, requires = "weights")]
     pub input: Option<PathBuf>,
-    /// Where to write the output, .npy f16 [N] or [B, N].
+    /// Where to write the output, .npy f16 `[N]` or `[B, N]`.
     #[arg(long, requires = "weights")]
     pub output: Option<PathBuf>,
     /// Zero-point convention, overriding the checkpoint's config: gptq (v1, stored z − 1),
@@ -485,7 +485,14 @@ fn checkpoint_run(a: &RunArgs) -> ExitCode {
                 let ms = exec::compare(&case.kernel, &outs, &reference);
                 let (tol, _) = tolerance(KernelId::GemvInt4);
                 let ok = print_metrics(&ms, tol);
-                (outs, if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+                (
+                    outs,
+                    if ok {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::FAILURE
+                    },
+                )
             }
             Err(code) => return code,
         },
@@ -521,7 +528,10 @@ fn device_outputs(
     if a.device == DeviceKind::Sim {
         let reference = wavefuse::ir::reference::evaluate(ir, inputs)
             .map_err(|e| fail(format!("reference: {e}")))?;
-        let case = Case { inputs: vec![inputs.to_vec()], reference: vec![reference] };
+        let case = Case {
+            inputs: vec![inputs.to_vec()],
+            reference: vec![reference],
+        };
         let mut opts = SimOptions::new(a.seed);
         opts.granularity = Granularity::Wave;
         opts.max_steps = u64::MAX;
@@ -531,11 +541,19 @@ fn device_outputs(
             println!("finding: {f}");
         }
         if !report.findings.is_empty() {
-            return Err(fail(format!("{} simulator finding(s)", report.findings.len())));
+            return Err(fail(format!(
+                "{} simulator finding(s)",
+                report.findings.len()
+            )));
         }
-        return report.outputs.into_iter().next().ok_or_else(|| fail("no simulated launch"));
+        return report
+            .outputs
+            .into_iter()
+            .next()
+            .ok_or_else(|| fail("no simulated launch"));
     }
-    let source = wavefuse_codegen::cpp::emit(&lowered).map_err(|e| fail(format!("C++ writer: {e}")))?;
+    let source =
+        wavefuse_codegen::cpp::emit(&lowered).map_err(|e| fail(format!("C++ writer: {e}")))?;
     if let Some(path) = suite::locate_nvrtc() {
         eprintln!("note: using NVRTC at {}", path.display());
     }
@@ -545,10 +563,15 @@ fn device_outputs(
     })?;
     let cache = Cache::from_env();
     let compiler = suite::compiler_for(lowered.arch);
-    let req = wavefuse_runtime::CompileRequest::new(&lowered.name, source.text.clone(), lowered.arch);
+    let req =
+        wavefuse_runtime::CompileRequest::new(&lowered.name, source.text.clone(), lowered.arch);
     let run = || -> Result<Vec<RankOutputs>, RtError> {
         let (artifact, _) = exec::artifact_for(&cache, compiler.as_ref(), &req)?;
-        let group = wavefuse_runtime::RankGroup::on_one_device(dev, lowered.tp, wavefuse_runtime::SameDeviceMode::Streams)?;
+        let group = wavefuse_runtime::RankGroup::on_one_device(
+            dev,
+            lowered.tp,
+            wavefuse_runtime::SameDeviceMode::Streams,
+        )?;
         let mut k = exec::OpKernel::new(&group, ir, &lowered, &artifact)?;
         k.run(inputs)
     };

@@ -17,7 +17,9 @@ use wavefuse::ir::{
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::lower::{AllreduceProtocol, LowerError, Schedule, lower};
 use wavefuse_codegen::lowered::LoweredKernel;
-use wavefuse_codegen::sim::{Case, Finding, FindingKind, PeerTable, SimOptions, simulate_case, tolerance_for};
+use wavefuse_codegen::sim::{
+    Case, Finding, FindingKind, PeerTable, SimOptions, simulate_case, tolerance_for,
+};
 
 use crate::shapes::HIDDEN;
 use crate::{KernelId, Shapes, Workload};
@@ -38,7 +40,12 @@ pub struct SmallShapes {
 impl SmallShapes {
     /// The sizes the simulator runs by default: two GPTQ groups of 128 along the hidden size, one
     /// along the FFN shard, two INT8 blocks per row.
-    pub const DEFAULT: SmallShapes = SmallShapes { hidden: 128, ffn: 128, q: 16, kv: 16 };
+    pub const DEFAULT: SmallShapes = SmallShapes {
+        hidden: 128,
+        ffn: 128,
+        q: 16,
+        kv: 16,
+    };
 
     /// One line for reports.
     pub fn describe(&self, s: &Shapes) -> String {
@@ -81,7 +88,10 @@ pub fn small_kernel(id: KernelId, s: &Shapes, small: &SmallShapes) -> Result<Ker
 /// bounds) replaced through `map`. Batch axes, groups and blocks are kept.
 pub fn shrink(k: &Kernel, map: &[(usize, usize)]) -> Result<Kernel, String> {
     let dim = |d: usize, what: &dyn Fn() -> String| {
-        map.iter().find(|(from, _)| *from == d).map(|(_, to)| *to).ok_or_else(|| format!("{}: no small size for dimension {d}", what()))
+        map.iter()
+            .find(|(from, _)| *from == d)
+            .map(|(_, to)| *to)
+            .ok_or_else(|| format!("{}: no small size for dimension {d}", what()))
     };
     let mut b = Builder::new(k.name(), k.tp());
     for (_, d) in k.buffers() {
@@ -89,11 +99,20 @@ pub fn shrink(k: &Kernel, map: &[(usize, usize)]) -> Result<Kernel, String> {
         let ty = match &d.ty {
             BufferType::Tensor(t) => {
                 let mut shape = t.shape.clone();
-                let last = shape.last_mut().ok_or_else(|| format!("{}: scalar tensor", what()))?;
+                let last = shape
+                    .last_mut()
+                    .ok_or_else(|| format!("{}: scalar tensor", what()))?;
                 *last = dim(*last, &what)?;
-                BufferType::Tensor(Tensor { dtype: t.dtype, shape })
+                BufferType::Tensor(Tensor {
+                    dtype: t.dtype,
+                    shape,
+                })
             }
-            BufferType::Weight(w) => BufferType::Weight(Weight { format: w.format, k: dim(w.k, &what)?, n: dim(w.n, &what)? }),
+            BufferType::Weight(w) => BufferType::Weight(Weight {
+                format: w.format,
+                k: dim(w.k, &what)?,
+                n: dim(w.n, &what)?,
+            }),
         };
         let decl = match d.role {
             wavefuse::ir::Role::Input => BufferDecl::input(&d.name, ty, d.sharding),
@@ -104,7 +123,11 @@ pub fn shrink(k: &Kernel, map: &[(usize, usize)]) -> Result<Kernel, String> {
     for (op, data) in k.ops() {
         let what = || format!("op {op}");
         let kind = match &data.kind {
-            OpKind::Slice(sl) => OpKind::Slice(Slice { x: sl.x, start: dim(sl.start, &what)?, len: dim(sl.len, &what)? }),
+            OpKind::Slice(sl) => OpKind::Slice(Slice {
+                x: sl.x,
+                start: dim(sl.start, &what)?,
+                len: dim(sl.len, &what)?,
+            }),
             other => other.clone(),
         };
         b.op(kind);
@@ -191,25 +214,48 @@ pub struct Config {
 impl Config {
     /// Batch 1, the default protocol, the shared peer rule.
     pub fn new(tp: u32, arch: Arch) -> Self {
-        Config { tp, arch, batch: 1, protocol: None, peer_table: PeerTable::Shared }
+        Config {
+            tp,
+            arch,
+            batch: 1,
+            protocol: None,
+            peer_table: PeerTable::Shared,
+        }
     }
 }
 
 /// Build the small kernel and lower it for `arch` with [`small_schedule`].
-pub fn prepare(id: KernelId, tp: u32, arch: Arch, small: &SmallShapes) -> Result<Prepared, PrepareError> {
+pub fn prepare(
+    id: KernelId,
+    tp: u32,
+    arch: Arch,
+    small: &SmallShapes,
+) -> Result<Prepared, PrepareError> {
     prepare_config(id, &Config::new(tp, arch), small)
 }
 
 /// [`prepare`] with a batch size and a protocol.
-pub fn prepare_config(id: KernelId, c: &Config, small: &SmallShapes) -> Result<Prepared, PrepareError> {
-    let shapes = Shapes { batch: c.batch, ..Shapes::qwen27b(c.tp) };
+pub fn prepare_config(
+    id: KernelId,
+    c: &Config,
+    small: &SmallShapes,
+) -> Result<Prepared, PrepareError> {
+    let shapes = Shapes {
+        batch: c.batch,
+        ..Shapes::qwen27b(c.tp)
+    };
     let ir = small_kernel(id, &shapes, small).map_err(PrepareError::Shrink)?;
     let mut schedule = small_schedule(c.arch, &ir);
     if let Some(p) = c.protocol {
         schedule = schedule.with_protocol(p);
     }
     let lowered = lower(&ir, c.arch, &schedule)?;
-    Ok(Prepared { ir, lowered, shapes, peer_table: c.peer_table })
+    Ok(Prepared {
+        ir,
+        lowered,
+        shapes,
+        peer_table: c.peer_table,
+    })
 }
 
 /// Inputs for `launches` launches of data set `i`: different data in every launch, so data left
@@ -258,7 +304,13 @@ pub struct Sweep {
 pub const LAUNCHES: u32 = 3;
 
 /// Run `schedules` schedules (indices `first..first + schedules`) of a prepared kernel.
-pub fn sweep(p: &Prepared, seed: u64, first: u64, schedules: u64, mut progress: impl FnMut(u64, u64)) -> Result<Sweep, String> {
+pub fn sweep(
+    p: &Prepared,
+    seed: u64,
+    first: u64,
+    schedules: u64,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<Sweep, String> {
     let start = Instant::now();
     let mut out = Sweep::default();
     let mut cases: Vec<Option<Case>> = vec![None; DATA_SETS as usize];
@@ -269,7 +321,10 @@ pub fn sweep(p: &Prepared, seed: u64, first: u64, schedules: u64, mut progress: 
             cases[set] = Some(Case::new(&p.ir, inputs).map_err(|e| e.to_string())?);
         }
         let case = cases[set].as_ref().expect("built");
-        let opts = SimOptions { peer_table: p.peer_table, ..SimOptions::sweep(seed, i) };
+        let opts = SimOptions {
+            peer_table: p.peer_table,
+            ..SimOptions::sweep(seed, i)
+        };
         let rep = simulate_case(&p.lowered, &p.ir, case, &opts).map_err(|e| e.to_string())?;
         out.schedules += 1;
         out.steps += rep.stats.steps;
@@ -282,9 +337,17 @@ pub fn sweep(p: &Prepared, seed: u64, first: u64, schedules: u64, mut progress: 
             out.failing += 1;
         }
         for f in rep.findings {
-            match out.findings.iter_mut().find(|s| s.first.kind == f.kind && s.first.site == f.site) {
+            match out
+                .findings
+                .iter_mut()
+                .find(|s| s.first.kind == f.kind && s.first.site == f.site)
+            {
                 Some(s) => s.schedules += 1,
-                None => out.findings.push(SweepFinding { first: f, schedule: i, schedules: 1 }),
+                None => out.findings.push(SweepFinding {
+                    first: f,
+                    schedule: i,
+                    schedules: 1,
+                }),
             }
         }
         progress(out.schedules, out.failing);
@@ -309,10 +372,17 @@ pub fn sim_cmd(id: KernelId, c: Config, schedules: u64, seed: u64) -> ExitCode {
         }
     };
     let k = &p.lowered;
-    let protocol = c.protocol.map(|p| format!(", {p:?} allreduce")).unwrap_or_default();
-    println!("simulating {id}@{arch}, tp={tp}{protocol}, {schedules} schedules from seed {seed:#x}");
+    let protocol = c
+        .protocol
+        .map(|p| format!(", {p:?} allreduce"))
+        .unwrap_or_default();
+    println!(
+        "simulating {id}@{arch}, tp={tp}{protocol}, {schedules} schedules from seed {seed:#x}"
+    );
     if c.peer_table == PeerTable::Rotated {
-        println!("host peer tables ROTATED (slot s of rank r = rank r + s): the §5.5 defect is planted");
+        println!(
+            "host peer tables ROTATED (slot s of rank r = rank r + s): the §5.5 defect is planted"
+        );
     }
     println!("small shapes: {}", small.describe(&p.shapes));
     println!(
@@ -328,7 +398,11 @@ pub fn sim_cmd(id: KernelId, c: Config, schedules: u64, seed: u64) -> ExitCode {
             last = Instant::now();
             let width = 30;
             let filled = (done * width / schedules.max(1)) as usize;
-            eprint!("\r[{}{}] {done}/{schedules} schedules, {failing} with findings", "=".repeat(filled), " ".repeat(width as usize - filled));
+            eprint!(
+                "\r[{}{}] {done}/{schedules} schedules, {failing} with findings",
+                "=".repeat(filled),
+                " ".repeat(width as usize - filled)
+            );
             let _ = std::io::stderr().flush();
         }
     };
@@ -344,12 +418,19 @@ pub fn sim_cmd(id: KernelId, c: Config, schedules: u64, seed: u64) -> ExitCode {
         }
     };
     print!("{}", summary(&p, &s));
-    if s.findings.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+    if s.findings.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 /// The report printed after a sweep.
 pub fn summary(p: &Prepared, s: &Sweep) -> String {
-    let tol = p.ir.outputs().map(|b| tolerance_for(&p.ir, dtype(&p.ir, b))).fold(f64::INFINITY, f64::min);
+    let tol =
+        p.ir.outputs()
+            .map(|b| tolerance_for(&p.ir, dtype(&p.ir, b)))
+            .fold(f64::INFINITY, f64::min);
     let mut out = format!(
         "{} schedules in {:.1} s ({:.1} schedules/s; per schedule {:.0} scheduling steps, {:.0} lane instructions); {} with findings; max relative L2 error {:.2e} (tolerance {:.0e})\n",
         s.schedules,
@@ -366,7 +447,10 @@ pub fn summary(p: &Prepared, s: &Sweep) -> String {
     kinds.dedup();
     for kind in kinds {
         for f in s.findings.iter().filter(|f| f.first.kind == kind) {
-            out.push_str(&format!("  {} [on {} schedules, first schedule {}]\n", f.first, f.schedules, f.schedule));
+            out.push_str(&format!(
+                "  {} [on {} schedules, first schedule {}]\n",
+                f.first, f.schedules, f.schedule
+            ));
         }
     }
     out

@@ -16,7 +16,11 @@ use wavefuse_kernels::shapes::TP_SIZES;
 use wavefuse_kernels::{KernelId, Shapes, Workload};
 
 #[derive(Parser)]
-#[command(name = "wavefuse", version, about = "A kernel-generating compiler for LLM decode")]
+#[command(
+    name = "wavefuse",
+    version,
+    about = "A kernel-generating compiler for LLM decode"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -124,7 +128,9 @@ enum Command {
 }
 
 fn parse_tp(s: &str) -> Result<u32, String> {
-    let tp: u32 = s.parse().map_err(|_| format!("`{s}` is not a TP size; use one of 1, 2, 4, 8"))?;
+    let tp: u32 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a TP size; use one of 1, 2, 4, 8"))?;
     if TP_SIZES.contains(&tp) {
         Ok(tp)
     } else {
@@ -136,7 +142,9 @@ fn parse_protocol(s: &str) -> Result<AllreduceProtocol, String> {
     match s {
         "pull" => Ok(AllreduceProtocol::Pull),
         "push" => Ok(AllreduceProtocol::Push),
-        _ => Err(format!("`{s}` is not an allreduce protocol; use pull or push")),
+        _ => Err(format!(
+            "`{s}` is not an allreduce protocol; use pull or push"
+        )),
     }
 }
 
@@ -149,32 +157,70 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Command::Emit { kernel, target: Some(arch), tp, batch, out, lowered, .. } => {
-            cmd_codegen::emit_cmd(kernel, arch, tp, batch.into(), out, lowered)
-        }
-        Command::Emit { kernel, ir, tp, batch, .. } => emit(kernel, ir, tp, batch.into()),
+        Command::Emit {
+            kernel,
+            target: Some(arch),
+            tp,
+            batch,
+            out,
+            lowered,
+            ..
+        } => cmd_codegen::emit_cmd(kernel, arch, tp, batch.into(), out, lowered),
+        Command::Emit {
+            kernel,
+            ir,
+            tp,
+            batch,
+            ..
+        } => emit(kernel, ir, tp, batch.into()),
         Command::Check { target, tp, jobs } => {
             cmd_codegen::check_cmd(target, if tp.is_empty() { &TP_SIZES } else { &tp }, jobs)
         }
-        Command::Sim { kernel, tp, schedules, seed, target, batch, protocol, rotate_peers } => {
-            let peer_table = if rotate_peers { PeerTable::Rotated } else { PeerTable::Shared };
-            let config = cmd_sim::Config { tp, arch: target, batch: batch.into(), protocol, peer_table };
+        Command::Sim {
+            kernel,
+            tp,
+            schedules,
+            seed,
+            target,
+            batch,
+            protocol,
+            rotate_peers,
+        } => {
+            let peer_table = if rotate_peers {
+                PeerTable::Rotated
+            } else {
+                PeerTable::Shared
+            };
+            let config = cmd_sim::Config {
+                tp,
+                arch: target,
+                batch: batch.into(),
+                protocol,
+                peer_table,
+            };
             cmd_sim::sim_cmd(kernel, config, schedules, seed)
         }
         Command::Run(args) => wavefuse_kernels::cmd_run::run_cmd(&args),
         Command::GpuSuite(args) => wavefuse_kernels::suite::suite_cmd(&args),
         Command::Ab(args) => wavefuse_kernels::ab::ab_cmd(&args),
         Command::Cache { clear } => cache_cmd(clear),
-        Command::Report { tp, seed } => report(if tp.is_empty() { TP_SIZES.to_vec() } else { tp }, seed),
+        Command::Report { tp, seed } => {
+            report(if tp.is_empty() { TP_SIZES.to_vec() } else { tp }, seed)
+        }
     }
 }
 
 fn emit(id: KernelId, ir: bool, tp: u32, batch: usize) -> ExitCode {
     if !ir {
-        eprintln!("error: nothing to emit; pass --ir for the textual IR or --target gfx906|sm90 for code");
+        eprintln!(
+            "error: nothing to emit; pass --ir for the textual IR or --target gfx906|sm90 for code"
+        );
         return ExitCode::from(2);
     }
-    let kernel = id.build(&Shapes { batch, ..Shapes::qwen27b(tp) });
+    let kernel = id.build(&Shapes {
+        batch,
+        ..Shapes::qwen27b(tp)
+    });
     if let Err(e) = validate(&kernel) {
         eprintln!("error: {e}");
         return ExitCode::FAILURE;
@@ -192,7 +238,10 @@ fn report(tps: Vec<u32>, seed: u64) -> ExitCode {
     for tp in tps {
         for id in KernelId::ALL {
             if progress {
-                eprint!("\r{:<60}", format!("evaluating {} at tp={tp} ...", id.name()));
+                eprint!(
+                    "\r{:<60}",
+                    format!("evaluating {} at tp={tp} ...", id.name())
+                );
             }
             match row(id, &Shapes::qwen27b(tp), seed) {
                 Ok(r) => rows.push(r),
@@ -207,7 +256,10 @@ fn report(tps: Vec<u32>, seed: u64) -> ExitCode {
         eprint!("\r{:<60}\r", "");
     }
     print!("{}", table(&rows));
-    let bad = rows.iter().filter(|r| r.non_finite > 0 || !r.ranks_agree).count();
+    let bad = rows
+        .iter()
+        .filter(|r| r.non_finite > 0 || !r.ranks_agree)
+        .count();
     if failed || bad > 0 {
         eprintln!("{bad} kernel(s) produced non-finite or rank-inconsistent outputs");
         return ExitCode::FAILURE;
@@ -223,7 +275,10 @@ fn cache_cmd(clear: bool) -> ExitCode {
     }
     match cache.clear() {
         Ok(n) => {
-            println!("removed {n} cached artifact(s) from {}", cache.dir().display());
+            println!(
+                "removed {n} cached artifact(s) from {}",
+                cache.dir().display()
+            );
             ExitCode::SUCCESS
         }
         Err(e) => {

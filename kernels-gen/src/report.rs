@@ -56,10 +56,16 @@ pub enum ReportError {
 /// Validate and evaluate one kernel on the default workload.
 pub fn row(id: KernelId, shapes: &Shapes, seed: u64) -> Result<Row, ReportError> {
     let kernel = id.build(shapes);
-    validate(&kernel).map_err(|source| ReportError::Invalid { kernel: id.name(), source })?;
+    validate(&kernel).map_err(|source| ReportError::Invalid {
+        kernel: id.name(),
+        source,
+    })?;
     let inputs = Workload::new(seed).inputs(&kernel);
     let start = Instant::now();
-    let outs = evaluate(&kernel, &inputs).map_err(|source| ReportError::Eval { kernel: id.name(), source })?;
+    let outs = evaluate(&kernel, &inputs).map_err(|source| ReportError::Eval {
+        kernel: id.name(),
+        source,
+    })?;
     let eval_ms = start.elapsed().as_secs_f64() * 1e3;
     let mut outputs = Vec::new();
     let mut non_finite = 0;
@@ -70,14 +76,26 @@ pub fn row(id: KernelId, shapes: &Shapes, seed: u64) -> Result<Row, ReportError>
         let rms = (t.data.iter().map(|x| x * x).sum::<f64>() / t.data.len() as f64).sqrt();
         let max = t.data.iter().fold(0.0f64, |m, x| m.max(x.abs()));
         outputs.push((d.name.clone(), rms, max));
-        non_finite += outs.iter().map(|o| o[&b].data.iter().filter(|x| !x.is_finite()).count()).sum::<usize>();
+        non_finite += outs
+            .iter()
+            .map(|o| o[&b].data.iter().filter(|x| !x.is_finite()).count())
+            .sum::<usize>();
         if d.sharding == wavefuse::ir::Sharding::Replicated {
             ranks_agree &= outs.iter().all(|o| o[&b].data == t.data);
         }
     }
     let shape = weight_shapes(&kernel);
     let bytes_per_rank = kernel.buffers().map(|(_, d)| d.local_type().bytes()).sum();
-    Ok(Row { id, tp: shapes.tp, shape, bytes_per_rank, outputs, non_finite, ranks_agree, eval_ms })
+    Ok(Row {
+        id,
+        tp: shapes.tp,
+        shape,
+        bytes_per_rank,
+        outputs,
+        non_finite,
+        ranks_agree,
+        eval_ms,
+    })
 }
 
 fn weight_shapes(kernel: &Kernel) -> String {
@@ -89,7 +107,10 @@ fn weight_shapes(kernel: &Kernel) -> String {
         })
         .collect();
     if shapes.is_empty() {
-        let first = kernel.buffers().next().map(|(_, d)| d.local_type().to_string());
+        let first = kernel
+            .buffers()
+            .next()
+            .map(|(_, d)| d.local_type().to_string());
         return first.unwrap_or_default();
     }
     shapes.join(" + ")
@@ -101,11 +122,20 @@ pub fn table(rows: &[Row]) -> String {
     let _ = writeln!(
         out,
         "{:<28} {:>2}  {:<22} {:>11}  {:>8}  {:<6} {}",
-        "kernel", "tp", "per-rank K→N", "bytes/rank", "ref ms", "check", "outputs (rank 0: rms / max|y|)"
+        "kernel",
+        "tp",
+        "per-rank K→N",
+        "bytes/rank",
+        "ref ms",
+        "check",
+        "outputs (rank 0: rms / max|y|)"
     );
     for r in rows {
-        let outputs: Vec<String> =
-            r.outputs.iter().map(|(n, rms, max)| format!("{n} {rms:.3}/{max:.2}")).collect();
+        let outputs: Vec<String> = r
+            .outputs
+            .iter()
+            .map(|(n, rms, max)| format!("{n} {rms:.3}/{max:.2}"))
+            .collect();
         let ok = r.non_finite == 0 && r.ranks_agree && r.outputs.iter().all(|o| o.1 > 0.0);
         let _ = writeln!(
             out,

@@ -108,7 +108,10 @@ impl FromStr for KernelId {
     type Err = UnknownKernel;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        KernelId::ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| UnknownKernel(s.into()))
+        KernelId::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| UnknownKernel(s.into()))
     }
 }
 
@@ -219,7 +222,10 @@ mod tests {
         for tp in TP_SIZES {
             for batch in 1..=8 {
                 for id in KernelId::ALL {
-                    let kernel = id.build(&Shapes { batch, ..Shapes::qwen27b(tp) });
+                    let kernel = id.build(&Shapes {
+                        batch,
+                        ..Shapes::qwen27b(tp)
+                    });
                     assert_eq!(kernel.name(), id.name());
                     if let Err(e) = validate(&kernel) {
                         panic!("{id} at tp={tp}, batch={batch}: {e}");

@@ -33,7 +33,11 @@ pub struct Shapes {
 impl Shapes {
     /// The default workload: batch 1, GPTQ group 128, v1 zero points (AutoGPTQ's `gptq` format).
     pub fn qwen27b(tp: u32) -> Self {
-        Shapes { tp, batch: 1, gptq: GptqLayout::new(GroupSize::Rows(128), ZeroPoint::V1) }
+        Shapes {
+            tp,
+            batch: 1,
+            gptq: GptqLayout::new(GroupSize::Rows(128), ZeroPoint::V1),
+        }
     }
 
     fn split(&self, n: usize) -> usize {

@@ -56,7 +56,10 @@ impl Workload {
     }
 
     fn rng(&self, names: &[&str], rank: Option<usize>) -> ChaCha8Rng {
-        let mut h = fnv1a(self.seed.to_le_bytes().iter().copied(), 0xcbf2_9ce4_8422_2325);
+        let mut h = fnv1a(
+            self.seed.to_le_bytes().iter().copied(),
+            0xcbf2_9ce4_8422_2325,
+        );
         for name in names {
             h = fnv1a(name.bytes().chain([0xff]), h);
         }
@@ -136,7 +139,12 @@ pub fn pack_gptq(dense: &[f64], k: usize, n: usize, l: &GptqLayout) -> PackedInt
         ZeroPoint::Symmetric => Vec::new(),
         zp => pack_zeros(&zeros, groups, n, zp),
     };
-    PackedInt4 { qweight, scales, qzeros, g_idx: None }
+    PackedInt4 {
+        qweight,
+        scales,
+        qzeros,
+        g_idx: None,
+    }
 }
 
 /// Scale and integer zero point of one (group, column).

@@ -3,7 +3,10 @@
 use std::process::{Command, Output};
 
 fn wavefuse(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_wavefuse")).args(args).output().expect("runs")
+    Command::new(env!("CARGO_BIN_EXE_wavefuse"))
+        .args(args)
+        .output()
+        .expect("runs")
 }
 
 fn stdout(o: &Output) -> String {
@@ -18,7 +21,10 @@ fn stderr(o: &Output) -> String {
 fn list_prints_the_eight_kernels() {
     let o = wavefuse(&["list"]);
     assert!(o.status.success());
-    let names: Vec<String> = stdout(&o).lines().map(|l| l.split_whitespace().next().unwrap().to_owned()).collect();
+    let names: Vec<String> = stdout(&o)
+        .lines()
+        .map(|l| l.split_whitespace().next().unwrap().to_owned())
+        .collect();
     assert_eq!(
         names,
         [
@@ -39,8 +45,14 @@ fn emit_ir_prints_the_fused_kernel() {
     let o = wavefuse(&["emit", "gemv_int4_allreduce_rmsnorm", "--ir", "--tp", "4"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
-    assert!(text.starts_with("kernel gemv_int4_allreduce_rmsnorm(tp=4) {"), "{text}");
-    assert!(text.contains("[k=4352, n=5120] row_parallel(tp=4)"), "{text}");
+    assert!(
+        text.starts_with("kernel gemv_int4_allreduce_rmsnorm(tp=4) {"),
+        "{text}"
+    );
+    assert!(
+        text.contains("[k=4352, n=5120] row_parallel(tp=4)"),
+        "{text}"
+    );
     assert!(text.contains("allreduce v2, tp=4"), "{text}");
 }
 
@@ -54,10 +66,22 @@ fn emit_batch_changes_shapes() {
 #[test]
 fn bad_arguments_fail_clearly() {
     for (args, needle) in [
-        (&["emit", "gemv_int5", "--ir"][..], "unknown kernel `gemv_int5`"),
-        (&["emit", "gemv_int4", "--ir", "--tp", "3"][..], "TP = 3 is not supported"),
-        (&["emit", "gemv_int4", "--ir", "--tp", "four"][..], "not a TP size"),
-        (&["emit", "gemv_int4", "--ir", "--batch", "9"][..], "9 is not in 1..=8"),
+        (
+            &["emit", "gemv_int5", "--ir"][..],
+            "unknown kernel `gemv_int5`",
+        ),
+        (
+            &["emit", "gemv_int4", "--ir", "--tp", "3"][..],
+            "TP = 3 is not supported",
+        ),
+        (
+            &["emit", "gemv_int4", "--ir", "--tp", "four"][..],
+            "not a TP size",
+        ),
+        (
+            &["emit", "gemv_int4", "--ir", "--batch", "9"][..],
+            "9 is not in 1..=8",
+        ),
         (&["emit", "gemv_int4"][..], "pass --ir"),
         (&["report", "--tp", "16"][..], "TP = 16 is not supported"),
     ] {
@@ -72,15 +96,27 @@ fn cache_clear_empties_the_cache_dir() {
     let dir = std::env::temp_dir().join(format!("wavefuse-cache-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_wavefuse")).args(args).env("WAVEFUSE_CACHE_DIR", &dir).output().unwrap()
+        Command::new(env!("CARGO_BIN_EXE_wavefuse"))
+            .args(args)
+            .env("WAVEFUSE_CACHE_DIR", &dir)
+            .output()
+            .unwrap()
     };
     // The command's wiring: it reports and clears $WAVEFUSE_CACHE_DIR. Clearing real entries
     // (and the count) is tested on `Cache::clear` in runtime/tests.
     let o = run(&["cache"]);
     assert!(o.status.success());
-    assert!(stdout(&o).contains(&dir.display().to_string()), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains(&dir.display().to_string()),
+        "{}",
+        stdout(&o)
+    );
     let o = run(&["cache", "--clear"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).contains("removed 0 cached artifact(s)"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("removed 0 cached artifact(s)"),
+        "{}",
+        stdout(&o)
+    );
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -12,7 +12,13 @@ use wavefuse_kernels::cmd_sim::{Prepared, SmallShapes, prepare, summary, sweep};
 const SCHEDULES: u64 = 16;
 
 fn fused() -> Prepared {
-    prepare(KernelId::GemvInt4AllreduceRmsnorm, 4, Arch::Gfx906, &SmallShapes::DEFAULT).expect("lowers")
+    prepare(
+        KernelId::GemvInt4AllreduceRmsnorm,
+        4,
+        Arch::Gfx906,
+        &SmallShapes::DEFAULT,
+    )
+    .expect("lowers")
 }
 
 /// Apply `f` to every statement, depth first; `f` returns the statements that replace it.
@@ -20,10 +26,28 @@ fn rewrite(block: Block, f: &mut dyn FnMut(Stmt) -> Vec<Stmt>) -> Block {
     let mut out = Vec::new();
     for s in block {
         let s = match s {
-            Stmt::If { cond, then_body, else_body } => {
-                Stmt::If { cond, then_body: rewrite(then_body, f), else_body: rewrite(else_body, f) }
-            }
-            Stmt::For { var, start, end, step, body } => Stmt::For { var, start, end, step, body: rewrite(body, f) },
+            Stmt::If {
+                cond,
+                then_body,
+                else_body,
+            } => Stmt::If {
+                cond,
+                then_body: rewrite(then_body, f),
+                else_body: rewrite(else_body, f),
+            },
+            Stmt::For {
+                var,
+                start,
+                end,
+                step,
+                body,
+            } => Stmt::For {
+                var,
+                start,
+                end,
+                step,
+                body: rewrite(body, f),
+            },
             s => s,
         };
         out.extend(f(s));
@@ -35,16 +59,39 @@ fn caught(mut p: Prepared, mutate: &mut dyn FnMut(Stmt) -> Vec<Stmt>, kinds: &[F
     p.lowered.body = rewrite(std::mem::take(&mut p.lowered.body), mutate);
     let s = sweep(&p, 0xF00D, 0, SCHEDULES, |_, _| {}).expect("simulates");
     let text = summary(&p, &s);
-    assert!(s.failing * 2 >= SCHEDULES, "caught on only {} of {SCHEDULES} schedules:\n{text}", s.failing);
-    assert!(s.findings.iter().any(|f| kinds.contains(&f.first.kind)), "{text}");
+    assert!(
+        s.failing * 2 >= SCHEDULES,
+        "caught on only {} of {SCHEDULES} schedules:\n{text}",
+        s.failing
+    );
+    assert!(
+        s.findings.iter().any(|f| kinds.contains(&f.first.kind)),
+        "{text}"
+    );
     eprintln!("{text}");
 }
 
 #[test]
 fn lowered_flag_store_without_release_is_caught() {
     let mut relax = |s: Stmt| match s {
-        Stmt::Atomic { dst, op: AtomicOp::Store, mem, value, scope, why: Invariant::PeerFlagHandshake, .. } => {
-            vec![Stmt::Atomic { dst, op: AtomicOp::Store, mem, value, ordering: Ordering::Relaxed, scope, why: Invariant::PeerFlagHandshake }]
+        Stmt::Atomic {
+            dst,
+            op: AtomicOp::Store,
+            mem,
+            value,
+            scope,
+            why: Invariant::PeerFlagHandshake,
+            ..
+        } => {
+            vec![Stmt::Atomic {
+                dst,
+                op: AtomicOp::Store,
+                mem,
+                value,
+                ordering: Ordering::Relaxed,
+                scope,
+                why: Invariant::PeerFlagHandshake,
+            }]
         }
         s => vec![s],
     };
@@ -54,8 +101,26 @@ fn lowered_flag_store_without_release_is_caught() {
 #[test]
 fn lowered_flag_wait_without_acquire_is_caught() {
     let mut relax = |s: Stmt| match s {
-        Stmt::WaitGe { mem, target, scope, budget, error, code, why: Invariant::PeerFlagHandshake, .. } => {
-            vec![Stmt::WaitGe { mem, target, ordering: Ordering::Relaxed, scope, budget, error, code, why: Invariant::PeerFlagHandshake }]
+        Stmt::WaitGe {
+            mem,
+            target,
+            scope,
+            budget,
+            error,
+            code,
+            why: Invariant::PeerFlagHandshake,
+            ..
+        } => {
+            vec![Stmt::WaitGe {
+                mem,
+                target,
+                ordering: Ordering::Relaxed,
+                scope,
+                budget,
+                error,
+                code,
+                why: Invariant::PeerFlagHandshake,
+            }]
         }
         s => vec![s],
     };
@@ -65,17 +130,40 @@ fn lowered_flag_wait_without_acquire_is_caught() {
 #[test]
 fn lowered_peer_reads_without_waits_are_caught() {
     let mut drop_waits = |s: Stmt| match s {
-        Stmt::WaitGe { why: Invariant::PeerFlagHandshake, .. } => vec![],
+        Stmt::WaitGe {
+            why: Invariant::PeerFlagHandshake,
+            ..
+        } => vec![],
         s => vec![s],
     };
-    caught(fused(), &mut drop_waits, &[FindingKind::StaleRead, FindingKind::Mismatch]);
+    caught(
+        fused(),
+        &mut drop_waits,
+        &[FindingKind::StaleRead, FindingKind::Mismatch],
+    );
 }
 
 #[test]
 fn lowered_grid_barrier_at_workgroup_scope_is_caught() {
     let mut narrow = |s: Stmt| match s {
-        Stmt::Atomic { dst, op, mem, value, ordering, why: Invariant::OneArrivalPerWorkgroup, .. } => {
-            vec![Stmt::Atomic { dst, op, mem, value, ordering, scope: Scope::Workgroup, why: Invariant::OneArrivalPerWorkgroup }]
+        Stmt::Atomic {
+            dst,
+            op,
+            mem,
+            value,
+            ordering,
+            why: Invariant::OneArrivalPerWorkgroup,
+            ..
+        } => {
+            vec![Stmt::Atomic {
+                dst,
+                op,
+                mem,
+                value,
+                ordering,
+                scope: Scope::Workgroup,
+                why: Invariant::OneArrivalPerWorkgroup,
+            }]
         }
         s => vec![s],
     };

@@ -25,17 +25,30 @@ fn sweep_kernel(id: KernelId, arch: Arch, mix: &[(u32, u64)]) {
     for &(tp, n) in mix {
         let p = match prepare(id, tp, arch, &SmallShapes::DEFAULT) {
             Err(e) if e.is_unsupported() => {
-                assert!(UNSUPPORTED.contains(&id), "{id}@{arch} tp={tp} does not lower and is not listed as unsupported: {e}");
+                assert!(
+                    UNSUPPORTED.contains(&id),
+                    "{id}@{arch} tp={tp} does not lower and is not listed as unsupported: {e}"
+                );
                 eprintln!("skipped: {id} is not supported by the lowering yet ({e})");
                 return;
             }
             Err(e) => panic!("{id}@{arch} tp={tp}: {e}"),
             Ok(p) => p,
         };
-        assert!(!UNSUPPORTED.contains(&id), "{id} lowers now: remove it from UNSUPPORTED");
+        assert!(
+            !UNSUPPORTED.contains(&id),
+            "{id} lowers now: remove it from UNSUPPORTED"
+        );
         let s = sweep(&p, SEED, 0, n, |_, _| {}).expect("simulates");
-        eprintln!("{id}@{arch} tp={tp}: {}", summary(&p, &s).lines().next().unwrap_or(""));
-        assert!(s.findings.is_empty(), "{id}@{arch} tp={tp}:\n{}", summary(&p, &s));
+        eprintln!(
+            "{id}@{arch} tp={tp}: {}",
+            summary(&p, &s).lines().next().unwrap_or("")
+        );
+        assert!(
+            s.findings.is_empty(),
+            "{id}@{arch} tp={tp}:\n{}",
+            summary(&p, &s)
+        );
         assert_eq!(s.failing, 0);
         total += s.schedules;
     }
@@ -93,38 +106,74 @@ fn sim_every_kernel_sm90() {
 fn invalid_shrink_rejects_a_dimension_it_has_no_small_size_for() {
     let k = KernelId::GemvInt4.build(&wavefuse_kernels::Shapes::qwen27b(4));
     let err = shrink(&k, &[(5120, 256)]).unwrap_err();
-    assert!(err.contains("buffer `w`: no small size for dimension 4352"), "{err}");
+    assert!(
+        err.contains("buffer `w`: no small size for dimension 4352"),
+        "{err}"
+    );
 }
 
 #[test]
 fn sim_command_reports_shapes_and_exits_zero_when_clean() {
     let o = Command::new(env!("CARGO_BIN_EXE_wavefuse"))
-        .args(["sim", "allreduce_residual_rmsnorm", "--tp", "2", "--schedules", "6", "--seed", "7"])
+        .args([
+            "sim",
+            "allreduce_residual_rmsnorm",
+            "--tp",
+            "2",
+            "--schedules",
+            "6",
+            "--seed",
+            "7",
+        ])
         .output()
         .expect("runs");
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(out.contains("small shapes: hidden 128"), "{out}");
-    assert!(out.contains("6 schedules in") && out.contains("0 with findings"), "{out}");
+    assert!(
+        out.contains("6 schedules in") && out.contains("0 with findings"),
+        "{out}"
+    );
 }
 
 #[test]
 fn invalid_sim_command_with_rotated_peer_tables_prints_findings_and_fails() {
     let o = Command::new(env!("CARGO_BIN_EXE_wavefuse"))
-        .args(["sim", "allreduce_residual", "--tp", "2", "--schedules", "3", "--rotate-peers"])
+        .args([
+            "sim",
+            "allreduce_residual",
+            "--tp",
+            "2",
+            "--schedules",
+            "3",
+            "--rotate-peers",
+        ])
         .output()
         .expect("runs");
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(out.contains("3 with findings"), "{out}");
-    for what in ["deadlock: no lane can run", "wait timeout", "error word set: rank", "mismatch: launch", "on 3 schedules"] {
+    for what in [
+        "deadlock: no lane can run",
+        "wait timeout",
+        "error word set: rank",
+        "mismatch: launch",
+        "on 3 schedules",
+    ] {
         assert!(out.contains(what), "missing `{what}` in:\n{out}");
     }
 }
 
 #[test]
 fn invalid_sim_command_without_schedules_is_a_usage_error() {
-    let o = Command::new(env!("CARGO_BIN_EXE_wavefuse")).args(["sim", "gemv_int4"]).output().expect("runs");
+    let o = Command::new(env!("CARGO_BIN_EXE_wavefuse"))
+        .args(["sim", "gemv_int4"])
+        .output()
+        .expect("runs");
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--schedules"));
 }

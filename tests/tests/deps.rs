@@ -13,7 +13,12 @@ fn allowed(krate: &str) -> Option<&'static [&'static str]> {
         "wavefuse-macros" => &[],
         "wavefuse" => &["wavefuse-ir", "wavefuse-macros"],
         "wavefuse-runtime" => &["wavefuse-ir", "wavefuse-codegen"],
-        "wavefuse-kernels" => &["wavefuse", "wavefuse-ir", "wavefuse-codegen", "wavefuse-runtime"],
+        "wavefuse-kernels" => &[
+            "wavefuse",
+            "wavefuse-ir",
+            "wavefuse-codegen",
+            "wavefuse-runtime",
+        ],
         _ => return None,
     })
 }
@@ -44,15 +49,37 @@ fn the_rule_table_rejects_backward_edges() {
         ("wavefuse-macros", "serde", false),
         ("wavefuse-codegen", "wavefuse-ir", true),
     ]);
-    assert_eq!(bad, ["wavefuse-runtime → wavefuse", "wavefuse-ir → wavefuse-codegen", "wavefuse-macros → serde"]);
+    assert_eq!(
+        bad,
+        [
+            "wavefuse-runtime → wavefuse",
+            "wavefuse-ir → wavefuse-codegen",
+            "wavefuse-macros → serde"
+        ]
+    );
 }
 
 #[test]
 fn workspace_dependencies_point_one_way() {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml");
-    let meta = MetadataCommand::new().manifest_path(root).no_deps().exec().expect("cargo metadata");
-    let internal: BTreeSet<&str> = meta.workspace_packages().iter().map(|p| p.name.as_str()).collect();
-    for name in ["wavefuse-ir", "wavefuse-codegen", "wavefuse-macros", "wavefuse", "wavefuse-runtime", "wavefuse-kernels"] {
+    let meta = MetadataCommand::new()
+        .manifest_path(root)
+        .no_deps()
+        .exec()
+        .expect("cargo metadata");
+    let internal: BTreeSet<&str> = meta
+        .workspace_packages()
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    for name in [
+        "wavefuse-ir",
+        "wavefuse-codegen",
+        "wavefuse-macros",
+        "wavefuse",
+        "wavefuse-runtime",
+        "wavefuse-kernels",
+    ] {
         assert!(internal.contains(name), "workspace lacks {name}");
     }
     let edges: Vec<(&str, &str, bool)> = meta
@@ -62,7 +89,13 @@ fn workspace_dependencies_point_one_way() {
             p.dependencies
                 .iter()
                 .filter(|d| d.kind != DependencyKind::Development)
-                .map(|d| (p.name.as_str(), d.name.as_str(), internal.contains(d.name.as_str())))
+                .map(|d| {
+                    (
+                        p.name.as_str(),
+                        d.name.as_str(),
+                        internal.contains(d.name.as_str()),
+                    )
+                })
         })
         .collect();
     let bad = violations(edges);

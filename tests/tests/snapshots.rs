@@ -28,5 +28,8 @@ fn invalid_kernels_print_without_types() {
     b.store(xv, x);
     let text = b.finish().to_string();
     assert!(text.contains("store v0, buf0"), "{text}");
-    assert!(!text.contains(';'), "types printed for an invalid kernel:\n{text}");
+    assert!(
+        !text.contains(';'),
+        "types printed for an invalid kernel:\n{text}"
+    );
 }

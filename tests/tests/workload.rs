@@ -14,7 +14,9 @@ fn nibble(word: i32, i: usize) -> i64 {
 fn packer_round_trips_within_half_a_step() {
     for zero in [ZeroPoint::V1, ZeroPoint::V2, ZeroPoint::Symmetric] {
         let (k, n, g) = (256, 16, 64);
-        let dense: Vec<f64> = (0..k * n).map(|i| ((i * 7919 % 1000) as f64 / 1000.0 - 0.5) * 0.08).collect();
+        let dense: Vec<f64> = (0..k * n)
+            .map(|i| ((i * 7919 % 1000) as f64 / 1000.0 - 0.5) * 0.08)
+            .collect();
         let l = GptqLayout::new(GroupSize::Rows(g as u32), zero);
         let p = pack_gptq(&dense, k, n, &l);
         for r in 0..k {
@@ -29,7 +31,11 @@ fn packer_round_trips_within_half_a_step() {
                 let s = p.scales[gi * n + c];
                 let w = (q - z) as f64 * s;
                 // Rounding to the nearest code: within half a step (plus FP16 scale rounding).
-                assert!((w - dense[r * n + c]).abs() <= 0.5 * s * 1.01 + 1e-6, "{zero:?} ({r},{c}): {w} vs {}", dense[r * n + c]);
+                assert!(
+                    (w - dense[r * n + c]).abs() <= 0.5 * s * 1.01 + 1e-6,
+                    "{zero:?} ({r},{c}): {w} vs {}",
+                    dense[r * n + c]
+                );
             }
         }
     }
@@ -55,7 +61,9 @@ fn workload_distributions_are_realistic() {
     let kernel = KernelId::AllreduceResidualRmsnorm.build(&Shapes::qwen27b(4));
     let inputs = Workload::new(Workload::DEFAULT_SEED).inputs(&kernel);
     let stats = |name: &str, rank: usize| {
-        let HostData::Tensor(t) = &inputs[rank][&kernel.buffer_by_name(name).unwrap()] else { panic!() };
+        let HostData::Tensor(t) = &inputs[rank][&kernel.buffer_by_name(name).unwrap()] else {
+            panic!()
+        };
         let n = t.data.len() as f64;
         let mean = t.data.iter().sum::<f64>() / n;
         let rms = (t.data.iter().map(|x| x * x).sum::<f64>() / n).sqrt();
@@ -64,17 +72,32 @@ fn workload_distributions_are_realistic() {
     let (_, rms) = stats("residual", 0);
     assert!((rms - 1.0).abs() < 0.05, "residual RMS {rms}");
     let (_, rms) = stats("partial", 2);
-    assert!((rms - 0.5).abs() < 0.03, "partial RMS {rms} (expected 1/sqrt(tp))");
+    assert!(
+        (rms - 0.5).abs() < 0.03,
+        "partial RMS {rms} (expected 1/sqrt(tp))"
+    );
     let (mean, _) = stats("norm_w", 0);
     assert!((mean - 1.0).abs() < 0.02, "norm weight mean {mean}");
 
     let kernel = KernelId::GemvInt4.build(&Shapes::qwen27b(8));
     let inputs = Workload::new(3).inputs(&kernel);
-    let HostData::Int4(p) = &inputs[0][&kernel.buffer_by_name("w").unwrap()] else { panic!() };
+    let HostData::Int4(p) = &inputs[0][&kernel.buffer_by_name("w").unwrap()] else {
+        panic!()
+    };
     let mean_scale = p.scales.iter().sum::<f64>() / p.scales.len() as f64;
     // Min/max over 128 draws of N(0, σ) spans ≈ 5.2σ, divided by 15 codes.
-    assert!((mean_scale / WEIGHT_STD - 5.2 / 15.0).abs() < 0.05, "mean scale {mean_scale}");
-    let zeros: Vec<i64> = p.qzeros.iter().flat_map(|&w| (0..8).map(move |i| nibble(w, i) + 1)).collect();
+    assert!(
+        (mean_scale / WEIGHT_STD - 5.2 / 15.0).abs() < 0.05,
+        "mean scale {mean_scale}"
+    );
+    let zeros: Vec<i64> = p
+        .qzeros
+        .iter()
+        .flat_map(|&w| (0..8).map(move |i| nibble(w, i) + 1))
+        .collect();
     assert!(zeros.iter().all(|&z| (1..=15).contains(&z)));
-    assert!(zeros.iter().any(|&z| z != 8), "zero points should vary (integer, asymmetric)");
+    assert!(
+        zeros.iter().any(|&z| z != 8),
+        "zero points should vary (integer, asymmetric)"
+    );
 }

@@ -27,12 +27,18 @@ pub struct Tensor {
 impl Tensor {
     /// A `[batch, features]` activation.
     pub fn activation(dtype: ScalarType, batch: usize, features: usize) -> Self {
-        Tensor { dtype, shape: vec![batch, features] }
+        Tensor {
+            dtype,
+            shape: vec![batch, features],
+        }
     }
 
     /// A one-dimensional `[len]` tensor (e.g. RMSNorm weights).
     pub fn vector(dtype: ScalarType, len: usize) -> Self {
-        Tensor { dtype, shape: vec![len] }
+        Tensor {
+            dtype,
+            shape: vec![len],
+        }
     }
 
     /// Number of elements.
@@ -114,7 +120,10 @@ impl BufferData {
                 if let Some(last) = shape.last_mut() {
                     *last /= tp;
                 }
-                BufferType::Tensor(Tensor { dtype: t.dtype, shape })
+                BufferType::Tensor(Tensor {
+                    dtype: t.dtype,
+                    shape,
+                })
             }
             (ty, _) => ty.clone(),
         }
@@ -129,7 +138,11 @@ impl Weight {
             WeightFormat::F16 => k * n * 2,
             WeightFormat::Gptq(l) => {
                 let groups = k / l.group.rows(k).max(1);
-                let zeros = if l.zero == ZeroPoint::Symmetric { 0 } else { groups * n / 8 * 4 };
+                let zeros = if l.zero == ZeroPoint::Symmetric {
+                    0
+                } else {
+                    groups * n / 8 * 4
+                };
                 let g_idx = if l.act_order { k * 4 } else { 0 };
                 k * n / 2 + groups * n * l.scale.bytes() + zeros + g_idx
             }

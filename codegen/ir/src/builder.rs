@@ -96,7 +96,10 @@ impl Builder {
         let results: Vec<Value> = (0..kind.num_results() as u32)
             .map(|index| self.kernel.values.push(ValueDef { op, index }))
             .collect();
-        let pushed: Op = self.kernel.ops.push(OpData { kind, results: results.clone() });
+        let pushed: Op = self.kernel.ops.push(OpData {
+            kind,
+            results: results.clone(),
+        });
         debug_assert_eq!(pushed, op);
         results
     }
@@ -117,22 +120,37 @@ impl Builder {
 
     /// `gemv.MODE weight, x`.
     pub fn gemv(&mut self, weight: Buffer, x: Value, parallel: Parallelism) -> Value {
-        self.push1(OpKind::Gemv(Gemv { weight, x, parallel }))
+        self.push1(OpKind::Gemv(Gemv {
+            weight,
+            x,
+            parallel,
+        }))
     }
 
     /// `add a, b`.
     pub fn add(&mut self, a: Value, b: Value) -> Value {
-        self.push1(OpKind::Binary(Binary { op: BinaryOp::Add, a, b }))
+        self.push1(OpKind::Binary(Binary {
+            op: BinaryOp::Add,
+            a,
+            b,
+        }))
     }
 
     /// `mul a, b`.
     pub fn mul(&mut self, a: Value, b: Value) -> Value {
-        self.push1(OpKind::Binary(Binary { op: BinaryOp::Mul, a, b }))
+        self.push1(OpKind::Binary(Binary {
+            op: BinaryOp::Mul,
+            a,
+            b,
+        }))
     }
 
     /// `silu x`.
     pub fn silu(&mut self, x: Value) -> Value {
-        self.push1(OpKind::Unary(Unary { op: UnaryOp::Silu, x }))
+        self.push1(OpKind::Unary(Unary {
+            op: UnaryOp::Silu,
+            x,
+        }))
     }
 
     /// `round_f16 x`: an explicit FP16 rounding point.
@@ -158,7 +176,11 @@ impl Builder {
     /// `allreduce x` over the kernel's TP group.
     pub fn allreduce(&mut self, x: Value) -> Value {
         let tp = self.kernel.tp;
-        self.push1(OpKind::AllReduce(AllReduce { x, tp, compression: Compression::None }))
+        self.push1(OpKind::AllReduce(AllReduce {
+            x,
+            tp,
+            compression: Compression::None,
+        }))
     }
 
     /// `allreduce.int8 x, block` over the kernel's TP group.
@@ -181,7 +203,11 @@ impl Builder {
 
     /// `dequantize_int8 codes, scales, block`.
     pub fn dequantize_int8(&mut self, codes: Value, scales: Value, block: usize) -> Value {
-        self.push1(OpKind::DequantizeInt8(DequantizeInt8 { codes, scales, block }))
+        self.push1(OpKind::DequantizeInt8(DequantizeInt8 {
+            codes,
+            scales,
+            block,
+        }))
     }
 
     /// Finish building. The kernel is not validated: call [`validate`](crate::validate).

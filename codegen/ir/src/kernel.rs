@@ -58,17 +58,26 @@ impl Kernel {
 
     /// The buffer with this name.
     pub fn buffer_by_name(&self, name: &str) -> Option<Buffer> {
-        self.buffers.iter().find(|(_, d)| d.name == name).map(|(b, _)| b)
+        self.buffers
+            .iter()
+            .find(|(_, d)| d.name == name)
+            .map(|(b, _)| b)
     }
 
     /// Input buffers in declaration order.
     pub fn inputs(&self) -> impl Iterator<Item = Buffer> + '_ {
-        self.buffers.iter().filter(|(_, d)| d.role == Role::Input).map(|(b, _)| b)
+        self.buffers
+            .iter()
+            .filter(|(_, d)| d.role == Role::Input)
+            .map(|(b, _)| b)
     }
 
     /// Output buffers in declaration order.
     pub fn outputs(&self) -> impl Iterator<Item = Buffer> + '_ {
-        self.buffers.iter().filter(|(_, d)| d.role == Role::Output).map(|(b, _)| b)
+        self.buffers
+            .iter()
+            .filter(|(_, d)| d.role == Role::Output)
+            .map(|(b, _)| b)
     }
 
     /// All ops, in program order.

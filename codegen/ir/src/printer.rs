@@ -56,7 +56,10 @@ fn op_line(op: &OpData, info: Option<&KernelInfo>) -> String {
     }
     line.push_str(op.kind.mnemonic());
     let mut operands: Vec<String> = Vec::new();
-    if let (Some(b), false) = (op.kind.buffer(), matches!(op.kind, crate::ops::OpKind::Store(_))) {
+    if let (Some(b), false) = (
+        op.kind.buffer(),
+        matches!(op.kind, crate::ops::OpKind::Store(_)),
+    ) {
         operands.push(b.to_string());
     }
     operands.extend(op.kind.args().iter().map(|v| v.to_string()));
@@ -71,7 +74,11 @@ fn op_line(op: &OpData, info: Option<&KernelInfo>) -> String {
         let _ = write!(line, " {}", operands.join(", "));
     }
     if let Some(info) = info {
-        let types: Vec<String> = op.results.iter().map(|&v| info.value_type(v).to_string()).collect();
+        let types: Vec<String> = op
+            .results
+            .iter()
+            .map(|&v| info.value_type(v).to_string())
+            .collect();
         if !types.is_empty() {
             let pad = COMMENT_COLUMN.saturating_sub(line.chars().count()).max(1);
             let _ = write!(line, "{:pad$}; {}", "", types.join(", "));

@@ -142,7 +142,12 @@ pub struct GptqLayout {
 impl GptqLayout {
     /// GPTQ with FP16 scales, no act-order.
     pub fn new(group: GroupSize, zero: ZeroPoint) -> Self {
-        GptqLayout { group, scale: ScalarType::F16, zero, act_order: false }
+        GptqLayout {
+            group,
+            scale: ScalarType::F16,
+            zero,
+            act_order: false,
+        }
     }
 }
 
@@ -185,7 +190,13 @@ impl fmt::Display for WeightFormat {
         match self {
             WeightFormat::F16 => f.write_str("f16_nk"),
             WeightFormat::Gptq(l) => {
-                write!(f, "gptq<group={}, zero={}, scale={}", l.group, l.zero.name(), l.scale)?;
+                write!(
+                    f,
+                    "gptq<group={}, zero={}, scale={}",
+                    l.group,
+                    l.zero.name(),
+                    l.scale
+                )?;
                 if l.act_order {
                     f.write_str(", g_idx")?;
                 }

@@ -25,7 +25,9 @@ pub struct KernelInfo {
 impl KernelInfo {
     /// The inferred type of a value of the validated kernel.
     pub fn value_type(&self, v: Value) -> &ValueType {
-        self.types[v].as_ref().expect("validated kernels type every value")
+        self.types[v]
+            .as_ref()
+            .expect("validated kernels type every value")
     }
 
     /// How many ops read a value.
@@ -53,7 +55,11 @@ struct Validator<'a> {
 
 impl TypeCtx for Validator<'_> {
     fn value(&self, v: Value) -> Result<&ValueType, OpError> {
-        let def = self.kernel.values.get(v).ok_or(OpError::UndefinedValue(v))?;
+        let def = self
+            .kernel
+            .values
+            .get(v)
+            .ok_or(OpError::UndefinedValue(v))?;
         if def.op >= self.current {
             return Err(OpError::UseBeforeDef(v));
         }
@@ -61,7 +67,10 @@ impl TypeCtx for Validator<'_> {
     }
 
     fn buffer(&self, b: Buffer) -> Result<&BufferData, OpError> {
-        self.kernel.buffers.get(b).ok_or(OpError::UndefinedBuffer(b))
+        self.kernel
+            .buffers
+            .get(b)
+            .ok_or(OpError::UndefinedBuffer(b))
     }
 
     fn tp(&self) -> u32 {
@@ -76,7 +85,11 @@ impl<'a> Validator<'a> {
             uses: SecondaryMap::with_capacity(kernel.values.len()),
             writer: SecondaryMap::with_capacity(kernel.buffers.len()),
         };
-        Validator { kernel, info, current: Op::new(0) }
+        Validator {
+            kernel,
+            info,
+            current: Op::new(0),
+        }
     }
 
     fn run(mut self) -> Result<KernelInfo, ValidationError> {
@@ -84,12 +97,13 @@ impl<'a> Validator<'a> {
             return Err(self.kernel_error(KernelError::EmptyTpGroup));
         }
         for (b, data) in self.kernel.buffers.iter() {
-            self.check_buffer(b, data).map_err(|source| ValidationError::Buffer {
-                kernel: self.kernel.name.clone(),
-                buffer: b,
-                name: data.name.clone(),
-                source,
-            })?;
+            self.check_buffer(b, data)
+                .map_err(|source| ValidationError::Buffer {
+                    kernel: self.kernel.name.clone(),
+                    buffer: b,
+                    name: data.name.clone(),
+                    source,
+                })?;
         }
         for (op, data) in self.kernel.ops.iter() {
             self.current = op;
@@ -107,7 +121,10 @@ impl<'a> Validator<'a> {
     }
 
     fn kernel_error(&self, source: KernelError) -> ValidationError {
-        ValidationError::Kernel { kernel: self.kernel.name.clone(), source }
+        ValidationError::Kernel {
+            kernel: self.kernel.name.clone(),
+            source,
+        }
     }
 
     fn check_op(&mut self, op: Op, kind: &OpKind, results: &[Value]) -> Result<(), OpError> {
@@ -144,7 +161,12 @@ impl<'a> Validator<'a> {
     }
 
     fn check_buffer(&self, b: Buffer, data: &BufferData) -> Result<(), BufferError> {
-        if let Some((first, _)) = self.kernel.buffers.iter().find(|(_, d)| d.name == data.name) {
+        if let Some((first, _)) = self
+            .kernel
+            .buffers
+            .iter()
+            .find(|(_, d)| d.name == data.name)
+        {
             if first != b {
                 return Err(BufferError::DuplicateName { first });
             }
@@ -165,9 +187,9 @@ impl<'a> Validator<'a> {
         let s = data.sharding;
         let what = match (&data.ty, s) {
             (_, Sharding::Replicated) => return Ok(()),
-            (BufferType::Tensor(_), Sharding::RowParallel { .. }) => {
-                Some("a tensor: row_parallel splits a weight's K axis; a K-sharded activation is col_parallel")
-            }
+            (BufferType::Tensor(_), Sharding::RowParallel { .. }) => Some(
+                "a tensor: row_parallel splits a weight's K axis; a K-sharded activation is col_parallel",
+            ),
             (BufferType::Weight(_), Sharding::Partial { .. }) => Some("a weight matrix"),
             _ => None,
         };
@@ -175,7 +197,10 @@ impl<'a> Validator<'a> {
             return Err(BufferError::ShardingKind { sharding: s, what });
         }
         if s.tp() != self.kernel.tp {
-            return Err(BufferError::TpMismatch { expected: self.kernel.tp, found: s.tp() });
+            return Err(BufferError::TpMismatch {
+                expected: self.kernel.tp,
+                found: s.tp(),
+            });
         }
         if data.index_space == IndexSpace::Global {
             check_divisible(&data.ty, s)?;
@@ -188,7 +213,9 @@ fn check_space(space: MemorySpace) -> Result<(), BufferError> {
     match space {
         MemorySpace::Global | MemorySpace::HostVisible => Ok(()),
         MemorySpace::Register | MemorySpace::Lds | MemorySpace::PeerGlobal => {
-            Err(BufferError::MemorySpace { space: space.name() })
+            Err(BufferError::MemorySpace {
+                space: space.name(),
+            })
         }
     }
 }
@@ -197,15 +224,24 @@ fn check_dims(ty: &BufferType) -> Result<(), BufferError> {
     let (dims, names): (Vec<usize>, [&'static str; 2]) = match ty {
         BufferType::Tensor(t) => {
             if !(1..=2).contains(&t.shape.len()) {
-                return Err(BufferError::Rank { rank: t.shape.len() });
+                return Err(BufferError::Rank {
+                    rank: t.shape.len(),
+                });
             }
-            let names = if t.shape.len() == 1 { ["the length", ""] } else { ["the batch", "the feature axis"] };
+            let names = if t.shape.len() == 1 {
+                ["the length", ""]
+            } else {
+                ["the batch", "the feature axis"]
+            };
             (t.shape.clone(), names)
         }
         BufferType::Weight(w) => (vec![w.k, w.n], ["K", "N"]),
     };
     match dims.iter().position(|&d| d == 0) {
-        Some(axis) => Err(BufferError::EmptyDim { axis, name: names[axis] }),
+        Some(axis) => Err(BufferError::EmptyDim {
+            axis,
+            name: names[axis],
+        }),
         None => Ok(()),
     }
 }
@@ -232,10 +268,16 @@ fn check_weight_layout(w: &Weight, sharding: Sharding) -> Result<(), BufferError
         WeightFormat::F16 => return Ok(()),
         WeightFormat::Gptq(l) => {
             if w.k % 8 != 0 {
-                return Err(packing(format!("GPTQ packs 8 rows of K per word; the per-rank K = {} is not a multiple of 8", w.k)));
+                return Err(packing(format!(
+                    "GPTQ packs 8 rows of K per word; the per-rank K = {} is not a multiple of 8",
+                    w.k
+                )));
             }
             if l.zero != ZeroPoint::Symmetric && w.n % 8 != 0 {
-                return Err(packing(format!("qzeros packs 8 columns per word; the per-rank N = {} is not a multiple of 8", w.n)));
+                return Err(packing(format!(
+                    "qzeros packs 8 columns per word; the per-rank N = {} is not a multiple of 8",
+                    w.n
+                )));
             }
             if l.act_order && matches!(sharding, Sharding::RowParallel { .. }) {
                 return Err(packing("act-order (g_idx) weights cannot be split along K: rows of one group may land on different ranks".into()));
@@ -244,7 +286,10 @@ fn check_weight_layout(w: &Weight, sharding: Sharding) -> Result<(), BufferError
         }
         WeightFormat::Awq(l) => {
             if w.n % 8 != 0 {
-                return Err(packing(format!("AWQ packs 8 columns per word; the per-rank N = {} is not a multiple of 8", w.n)));
+                return Err(packing(format!(
+                    "AWQ packs 8 columns per word; the per-rank N = {} is not a multiple of 8",
+                    w.n
+                )));
             }
             (l.group, l.scale)
         }
@@ -255,10 +300,16 @@ fn check_weight_layout(w: &Weight, sharding: Sharding) -> Result<(), BufferError
     let g = group.rows(w.k);
     if g == 0 || w.k % g != 0 {
         let hint = match sharding {
-            Sharding::RowParallel { .. } => " (each rank's K-shard must start and end on a group boundary)",
+            Sharding::RowParallel { .. } => {
+                " (each rank's K-shard must start and end on a group boundary)"
+            }
             _ => "",
         };
-        return Err(BufferError::GroupSize { group: g, k: w.k, hint });
+        return Err(BufferError::GroupSize {
+            group: g,
+            k: w.k,
+            hint,
+        });
     }
     Ok(())
 }

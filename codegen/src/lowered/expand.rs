@@ -11,9 +11,7 @@
 
 use wavefuse_ir::{Ordering, Scope};
 
-use super::{
-    AtomicOp, BinOp, Block, Expr, Invariant, LoweredKernel, MemRef, Param, Special, Stmt,
-};
+use super::{AtomicOp, BinOp, Block, Expr, Invariant, LoweredKernel, MemRef, Param, Special, Stmt};
 
 /// Spin budget of a wait, in atomic loads (≈ seconds on a real GPU before the error is reported).
 pub const SPIN_BUDGET: u32 = 1 << 26;
@@ -40,7 +38,11 @@ fn count(block: &Block, barriers: &mut u32, rounds: &mut u32) {
     for s in block {
         match s {
             Stmt::For { body, .. } => count(body, barriers, rounds),
-            Stmt::If { then_body, else_body, .. } => {
+            Stmt::If {
+                then_body,
+                else_body,
+                ..
+            } => {
                 count(then_body, barriers, rounds);
                 count(else_body, barriers, rounds);
             }
@@ -77,13 +79,33 @@ impl Expander<'_> {
 
     fn stmt(&mut self, s: Stmt, out: &mut Block) {
         match s {
-            Stmt::For { var, start, end, step, body } => {
+            Stmt::For {
+                var,
+                start,
+                end,
+                step,
+                body,
+            } => {
                 let body = self.block(body);
-                out.push(Stmt::For { var, start, end, step, body });
+                out.push(Stmt::For {
+                    var,
+                    start,
+                    end,
+                    step,
+                    body,
+                });
             }
-            Stmt::If { cond, then_body, else_body } => {
+            Stmt::If {
+                cond,
+                then_body,
+                else_body,
+            } => {
                 let (then_body, else_body) = (self.block(then_body), self.block(else_body));
-                out.push(Stmt::If { cond, then_body, else_body });
+                out.push(Stmt::If {
+                    cond,
+                    then_body,
+                    else_body,
+                });
             }
             Stmt::GridBarrier { counter, index } => self.grid_barrier(counter, index, out),
             Stmt::PublishFlag { flag, round } => self.publish(flag, round, out),
@@ -97,7 +119,10 @@ impl Expander<'_> {
     }
 
     fn error(&mut self) -> MemRef {
-        MemRef { base: super::Base::Param(self.k.error_param()), index: Expr::u32(0) }
+        MemRef {
+            base: super::Base::Param(self.k.error_param()),
+            index: Expr::u32(0),
+        }
     }
 
     fn code(&mut self) -> u32 {
@@ -113,7 +138,9 @@ impl Expander<'_> {
         let generation = Expr::add(Expr::mul(sub1(epoch), per_launch), Expr::u32(index + 1));
         let target = Expr::mul(generation, Expr::Special(Special::NumWorkgroups));
         let (error, code) = (self.error(), self.code());
-        out.push(Stmt::Comment(format!("grid barrier {index}: every lane of this workgroup is done with its writes")));
+        out.push(Stmt::Comment(format!(
+            "grid barrier {index}: every lane of this workgroup is done with its writes"
+        )));
         out.push(Stmt::WorkgroupBarrier);
         let arrive = Stmt::Atomic {
             dst: None,
@@ -134,7 +161,11 @@ impl Expander<'_> {
             code,
             why: Invariant::MonotonicEpochs,
         };
-        out.push(Stmt::If { cond: lane0(), then_body: vec![arrive, wait], else_body: vec![] });
+        out.push(Stmt::If {
+            cond: lane0(),
+            then_body: vec![arrive, wait],
+            else_body: vec![],
+        });
         out.push(Stmt::WorkgroupBarrier);
     }
 
@@ -146,7 +177,9 @@ impl Expander<'_> {
 
     fn publish(&mut self, flag: MemRef, round: u32, out: &mut Block) {
         let value = self.flag_value(round);
-        out.push(Stmt::Comment(format!("publish flag round {round}: this workgroup's writes are done")));
+        out.push(Stmt::Comment(format!(
+            "publish flag round {round}: this workgroup's writes are done"
+        )));
         out.push(Stmt::WorkgroupBarrier);
         let store = Stmt::Atomic {
             dst: None,
@@ -157,7 +190,11 @@ impl Expander<'_> {
             scope: Scope::System,
             why: Invariant::PeerFlagHandshake,
         };
-        out.push(Stmt::If { cond: lane0(), then_body: vec![store], else_body: vec![] });
+        out.push(Stmt::If {
+            cond: lane0(),
+            then_body: vec![store],
+            else_body: vec![],
+        });
     }
 
     fn wait_flag(&mut self, flag: MemRef, round: u32, out: &mut Block) {
@@ -173,8 +210,14 @@ impl Expander<'_> {
             code,
             why: Invariant::PeerFlagHandshake,
         };
-        out.push(Stmt::If { cond: lane0(), then_body: vec![wait], else_body: vec![] });
-        out.push(Stmt::Comment("the whole workgroup may now read what the peer published".into()));
+        out.push(Stmt::If {
+            cond: lane0(),
+            then_body: vec![wait],
+            else_body: vec![],
+        });
+        out.push(Stmt::Comment(
+            "the whole workgroup may now read what the peer published".into(),
+        ));
         out.push(Stmt::WorkgroupBarrier);
     }
 }

@@ -61,7 +61,10 @@ pub enum BinOp {
 impl BinOp {
     /// Whether the result is a `Bool` comparison.
     pub fn is_comparison(self) -> bool {
-        matches!(self, BinOp::Lt | BinOp::Le | BinOp::Eq | BinOp::Ne | BinOp::Ge | BinOp::Gt)
+        matches!(
+            self,
+            BinOp::Lt | BinOp::Le | BinOp::Eq | BinOp::Ne | BinOp::Ge | BinOp::Gt
+        )
     }
 }
 

@@ -175,7 +175,10 @@ impl LoweredKernel {
 
     /// Add a parameter.
     pub fn param(&mut self, name: &str, kind: ParamKind) -> Param {
-        self.params.push(ParamData { name: name.to_owned(), kind })
+        self.params.push(ParamData {
+            name: name.to_owned(),
+            kind,
+        })
     }
 
     /// Add a register.
@@ -203,7 +206,13 @@ impl LoweredKernel {
         if let Some(p) = self.epoch {
             return p;
         }
-        let p = self.param("epoch", ParamKind::Scalar { ty: Ty::U32, purpose: Purpose::Epoch });
+        let p = self.param(
+            "epoch",
+            ParamKind::Scalar {
+                ty: Ty::U32,
+                purpose: Purpose::Epoch,
+            },
+        );
         self.epoch = Some(p);
         p
     }

@@ -42,7 +42,7 @@ pub use expr::{BinOp, Expr, Special, UnOp};
 pub use kernel::{
     Access, CoResidency, LdsData, LoweredKernel, ParamData, ParamKind, Purpose, RegData, peer_slot,
 };
-pub use stmt::{AtomicOp, Block, Invariant, MemRef, Base, ReduceKind, Stmt};
+pub use stmt::{AtomicOp, Base, Block, Invariant, MemRef, ReduceKind, Stmt};
 
 /// Element and register types of the lowered level.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]

@@ -4,9 +4,7 @@ use std::fmt::{self, Write as _};
 
 use wavefuse_ir::{Ordering, Scope};
 
-use super::{
-    Base, BinOp, Expr, LoweredKernel, MemRef, ParamKind, Special, Stmt, UnOp,
-};
+use super::{Base, BinOp, Expr, LoweredKernel, MemRef, ParamKind, Special, Stmt, UnOp};
 
 fn ordering(o: Ordering) -> &'static str {
     match o {
@@ -81,7 +79,11 @@ pub fn expr(e: &Expr) -> String {
         }
         Expr::Cast(ty, a) => format!("{}({})", ty.name(), expr(a)),
         Expr::Select(c, a, b) => format!("({} ? {} : {})", expr(c), expr(a), expr(b)),
-        Expr::Bfe { value, offset, width } => format!("bfe({}, {}, {width})", expr(value), expr(offset)),
+        Expr::Bfe {
+            value,
+            offset,
+            width,
+        } => format!("bfe({}, {}, {width})", expr(value), expr(offset)),
         Expr::Fma(a, b, c) => format!("fma({}, {}, {})", expr(a), expr(b), expr(c)),
     }
 }
@@ -103,14 +105,37 @@ fn stmts(out: &mut String, block: &[Stmt], depth: usize) {
     for s in block {
         let line = match s {
             Stmt::Assign { dst, value } => format!("{dst} = {}", expr(value)),
-            Stmt::Load { dst, mem: m } => format!("{} = load.x{} {}", list(dst, |r| r.to_string()), dst.len(), mem(m)),
-            Stmt::Store { mem: m, values } => format!("store.x{} {}, {}", values.len(), mem(m), list(values, expr)),
-            Stmt::For { var, start, end, step, body } => {
-                let _ = writeln!(out, "{pad}for {var} in {}..{} step {} {{", expr(start), expr(end), expr(step));
+            Stmt::Load { dst, mem: m } => format!(
+                "{} = load.x{} {}",
+                list(dst, |r| r.to_string()),
+                dst.len(),
+                mem(m)
+            ),
+            Stmt::Store { mem: m, values } => {
+                format!("store.x{} {}, {}", values.len(), mem(m), list(values, expr))
+            }
+            Stmt::For {
+                var,
+                start,
+                end,
+                step,
+                body,
+            } => {
+                let _ = writeln!(
+                    out,
+                    "{pad}for {var} in {}..{} step {} {{",
+                    expr(start),
+                    expr(end),
+                    expr(step)
+                );
                 stmts(out, body, depth + 1);
                 "}".to_owned()
             }
-            Stmt::If { cond, then_body, else_body } => {
+            Stmt::If {
+                cond,
+                then_body,
+                else_body,
+            } => {
                 let _ = writeln!(out, "{pad}if {} {{", expr(cond));
                 stmts(out, then_body, depth + 1);
                 if !else_body.is_empty() {
@@ -120,9 +145,20 @@ fn stmts(out: &mut String, block: &[Stmt], depth: usize) {
                 "}".to_owned()
             }
             Stmt::WorkgroupBarrier => "workgroup_barrier".to_owned(),
-            Stmt::Atomic { dst, op, mem: m, value, ordering: o, scope: sc, why } => {
+            Stmt::Atomic {
+                dst,
+                op,
+                mem: m,
+                value,
+                ordering: o,
+                scope: sc,
+                why,
+            } => {
                 let dst = dst.map(|d| format!("{d} = ")).unwrap_or_default();
-                let value = value.as_ref().map(|v| format!(", {}", expr(v))).unwrap_or_default();
+                let value = value
+                    .as_ref()
+                    .map(|v| format!(", {}", expr(v)))
+                    .unwrap_or_default();
                 format!(
                     "{dst}atomic.{op:?} {}{value} {} {}    ; §5.{}",
                     mem(m),
@@ -132,10 +168,28 @@ fn stmts(out: &mut String, block: &[Stmt], depth: usize) {
                 )
                 .to_lowercase()
             }
-            Stmt::Fence { ordering: o, scope: sc, why } => {
-                format!("fence {} {}    ; §5.{}", ordering(*o), scope(*sc), why.number())
+            Stmt::Fence {
+                ordering: o,
+                scope: sc,
+                why,
+            } => {
+                format!(
+                    "fence {} {}    ; §5.{}",
+                    ordering(*o),
+                    scope(*sc),
+                    why.number()
+                )
             }
-            Stmt::WaitGe { mem: m, target, ordering: o, scope: sc, budget, error, code, why } => format!(
+            Stmt::WaitGe {
+                mem: m,
+                target,
+                ordering: o,
+                scope: sc,
+                budget,
+                error,
+                code,
+                why,
+            } => format!(
                 "wait_ge {}, {} {} {} budget={budget} on_timeout {} = {code}    ; §5.{}",
                 mem(m),
                 expr(target),
@@ -144,8 +198,12 @@ fn stmts(out: &mut String, block: &[Stmt], depth: usize) {
                 self::mem(error),
                 why.number()
             ),
-            Stmt::WaveReduce { dst, op, value } => format!("{dst} = wave_reduce.{op:?} {}", expr(value)).to_lowercase(),
-            Stmt::GridBarrier { counter, index } => format!("grid_barrier #{index} {}", mem(counter)),
+            Stmt::WaveReduce { dst, op, value } => {
+                format!("{dst} = wave_reduce.{op:?} {}", expr(value)).to_lowercase()
+            }
+            Stmt::GridBarrier { counter, index } => {
+                format!("grid_barrier #{index} {}", mem(counter))
+            }
             Stmt::PublishFlag { flag, round } => format!("publish_flag #{round} {}", mem(flag)),
             Stmt::WaitFlag { flag, round } => format!("wait_flag #{round} {}", mem(flag)),
             Stmt::Comment(c) => format!("// {c}"),
@@ -168,11 +226,30 @@ impl fmt::Display for LoweredKernel {
         )?;
         for (p, d) in self.params.iter() {
             let kind = match &d.kind {
-                ParamKind::Array { elem, len, space, access, purpose } => {
-                    format!("{}[{len}] @{} {access:?} {purpose:?}", elem.name(), space.name())
+                ParamKind::Array {
+                    elem,
+                    len,
+                    space,
+                    access,
+                    purpose,
+                } => {
+                    format!(
+                        "{}[{len}] @{} {access:?} {purpose:?}",
+                        elem.name(),
+                        space.name()
+                    )
                 }
-                ParamKind::PeerArrays { elem, len, access, purpose } => {
-                    format!("peers x{} {}[{len}] {access:?} {purpose:?}", self.tp, elem.name())
+                ParamKind::PeerArrays {
+                    elem,
+                    len,
+                    access,
+                    purpose,
+                } => {
+                    format!(
+                        "peers x{} {}[{len}] {access:?} {purpose:?}",
+                        self.tp,
+                        elem.name()
+                    )
                 }
                 ParamKind::Scalar { ty, purpose } => format!("{} {purpose:?}", ty.name()),
             };

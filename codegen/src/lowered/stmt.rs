@@ -57,16 +57,32 @@ impl Invariant {
     /// One line for the generated code's comments.
     pub fn summary(self) -> &'static str {
         match self {
-            Invariant::OneArrivalPerWorkgroup => "one arrival per workgroup, by an elected lane after a workgroup barrier",
-            Invariant::LdsIsWorkgroupLocal => "LDS is workgroup-local; cross-workgroup data goes through global memory",
-            Invariant::PeerFlagHandshake => "peer data is read only after acquiring the peer's flag for this epoch",
-            Invariant::MonotonicEpochs => "epoch counters only grow; nothing is reset inside the kernel",
+            Invariant::OneArrivalPerWorkgroup => {
+                "one arrival per workgroup, by an elected lane after a workgroup barrier"
+            }
+            Invariant::LdsIsWorkgroupLocal => {
+                "LDS is workgroup-local; cross-workgroup data goes through global memory"
+            }
+            Invariant::PeerFlagHandshake => {
+                "peer data is read only after acquiring the peer's flag for this epoch"
+            }
+            Invariant::MonotonicEpochs => {
+                "epoch counters only grow; nothing is reset inside the kernel"
+            }
             Invariant::OnePeerOrder => "peer slot = peer rank, the same rule on host and device",
-            Invariant::NoOverwriteOfShared => "no buffer another workgroup or rank may still read is overwritten",
+            Invariant::NoOverwriteOfShared => {
+                "no buffer another workgroup or rank may still read is overwritten"
+            }
             Invariant::UniformBarriers => "barrier in uniform control flow; tails are masked",
-            Invariant::CoResidentGrid => "all workgroups co-resident (checked by the runtime before launch)",
-            Invariant::BoundedSpin => "bounded spin; a timeout sets the error word instead of hanging",
-            Invariant::ScratchInitialised => "scratch is initialised by this launch or epoch-stamped",
+            Invariant::CoResidentGrid => {
+                "all workgroups co-resident (checked by the runtime before launch)"
+            }
+            Invariant::BoundedSpin => {
+                "bounded spin; a timeout sets the error word instead of hanging"
+            }
+            Invariant::ScratchInitialised => {
+                "scratch is initialised by this launch or epoch-stamped"
+            }
             Invariant::NoPeerRmw => "no read-modify-write on peer memory; flags in uncached memory",
         }
     }

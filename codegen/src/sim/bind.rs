@@ -7,8 +7,8 @@
 //! error word are zeroed once, at allocation, and never reset (DESIGN.md §5.4, §5.11); the rank
 //! and epoch scalars are set by the simulator (epoch = `first_epoch` + launch index).
 
-use wavefuse_ir::reference::{HostData, HostTensor, RankInputs, RankOutputs};
 use wavefuse_ir::ops::Compression;
+use wavefuse_ir::reference::{HostData, HostTensor, RankInputs, RankOutputs};
 use wavefuse_ir::{Buffer, BufferType, Kernel, OpKind, Role, ScalarType, Sharding};
 
 use crate::lowered::{LoweredKernel, Param, ParamKind, Purpose, Ty};
@@ -60,28 +60,51 @@ fn bind_err(what: String) -> SimError {
 }
 
 impl<'a> OpHost<'a> {
-    pub(super) fn new(ir: &Kernel, k: &LoweredKernel, launches: &'a [Vec<RankInputs>]) -> Result<Self, SimError> {
+    pub(super) fn new(
+        ir: &Kernel,
+        k: &LoweredKernel,
+        launches: &'a [Vec<RankInputs>],
+    ) -> Result<Self, SimError> {
         let (mut inputs, mut outputs) = (Vec::new(), Vec::new());
         for (param, d) in k.params.iter() {
             let (elem, len, purpose) = match &d.kind {
-                ParamKind::Array { elem, len, purpose, .. } | ParamKind::PeerArrays { elem, len, purpose, .. } => {
-                    (*elem, *len, purpose)
+                ParamKind::Array {
+                    elem, len, purpose, ..
                 }
-                ParamKind::Scalar { purpose: Purpose::Data { buffer, .. }, .. } => {
-                    return Err(bind_err(format!("scalar parameter `{}` bound to buffer `{buffer}`", d.name)));
+                | ParamKind::PeerArrays {
+                    elem, len, purpose, ..
+                } => (*elem, *len, purpose),
+                ParamKind::Scalar {
+                    purpose: Purpose::Data { buffer, .. },
+                    ..
+                } => {
+                    return Err(bind_err(format!(
+                        "scalar parameter `{}` bound to buffer `{buffer}`",
+                        d.name
+                    )));
                 }
                 ParamKind::Scalar { .. } => continue,
             };
-            let Purpose::Data { buffer, part } = purpose else { continue };
-            let b = ir.buffer_by_name(buffer).ok_or_else(|| bind_err(format!("parameter `{}`: no buffer `{buffer}`", d.name)))?;
+            let Purpose::Data { buffer, part } = purpose else {
+                continue;
+            };
+            let b = ir
+                .buffer_by_name(buffer)
+                .ok_or_else(|| bind_err(format!("parameter `{}`: no buffer `{buffer}`", d.name)))?;
             let decl = ir.buffer(b).expect("found by name");
             match decl.role {
                 Role::Input => {
                     for (l, ranks) in launches.iter().enumerate() {
                         for (r, inp) in ranks.iter().enumerate() {
-                            let data = inp.get(&b).ok_or_else(|| bind_err(format!("launch {l} rank {r}: no data for `{buffer}`")))?;
-                            let bits = part_bits(data, part, elem)
-                                .ok_or_else(|| bind_err(format!("parameter `{}`: `{buffer}` has no `{part}` array", d.name)))?;
+                            let data = inp.get(&b).ok_or_else(|| {
+                                bind_err(format!("launch {l} rank {r}: no data for `{buffer}`"))
+                            })?;
+                            let bits = part_bits(data, part, elem).ok_or_else(|| {
+                                bind_err(format!(
+                                    "parameter `{}`: `{buffer}` has no `{part}` array",
+                                    d.name
+                                ))
+                            })?;
                             if bits.len() != len {
                                 return Err(bind_err(format!(
                                     "parameter `{}` has {len} elements, `{buffer}`.{part} has {}",
@@ -91,7 +114,11 @@ impl<'a> OpHost<'a> {
                             }
                         }
                     }
-                    inputs.push(Input { param, buffer: b, part });
+                    inputs.push(Input {
+                        param,
+                        buffer: b,
+                        part,
+                    });
                 }
                 Role::Output => {
                     let BufferType::Tensor(t) = decl.local_type() else {
@@ -104,21 +131,36 @@ impl<'a> OpHost<'a> {
                             t.len()
                         )));
                     }
-                    outputs.push(Output { param, buffer: b, dtype: t.dtype, shape: t.shape.clone() });
+                    outputs.push(Output {
+                        param,
+                        buffer: b,
+                        dtype: t.dtype,
+                        shape: t.shape.clone(),
+                    });
                 }
             }
         }
         for b in ir.outputs() {
             if !outputs.iter().any(|o| o.buffer == b) {
                 let name = &ir.buffer(b).expect("own buffer").name;
-                return Err(bind_err(format!("output `{name}` has no parameter in the lowered kernel")));
+                return Err(bind_err(format!(
+                    "output `{name}` has no parameter in the lowered kernel"
+                )));
             }
         }
         if launches.iter().any(|l| l.len() != k.tp as usize) {
-            return Err(bind_err(format!("inputs must be given for each of the {} ranks", k.tp)));
+            return Err(bind_err(format!(
+                "inputs must be given for each of the {} ranks",
+                k.tp
+            )));
         }
         let results = vec![vec![RankOutputs::new(); k.tp as usize]; launches.len()];
-        Ok(OpHost { launches, inputs, outputs, results })
+        Ok(OpHost {
+            launches,
+            inputs,
+            outputs,
+            results,
+        })
     }
 }
 
@@ -140,8 +182,14 @@ impl Host for OpHost<'_> {
     fn after_launch(&mut self, launch: u32, mem: &mut HostView<'_>) {
         let rank = mem.rank() as usize;
         for o in &self.outputs {
-            let data = (0..mem.len(o.param)).map(|e| mem.read(o.param, e)).collect();
-            let t = HostTensor { dtype: o.dtype, shape: o.shape.clone(), data };
+            let data = (0..mem.len(o.param))
+                .map(|e| mem.read(o.param, e))
+                .collect();
+            let t = HostTensor {
+                dtype: o.dtype,
+                shape: o.shape.clone(),
+                data,
+            };
             self.results[launch as usize][rank].insert(o.buffer, t);
         }
     }
@@ -172,7 +220,11 @@ pub fn tolerance_for(ir: &Kernel, dtype: ScalarType) -> f64 {
     let int8 = ir.ops().any(|(_, o)| {
         matches!(&o.kind, OpKind::AllReduce(a) if matches!(a.compression, Compression::Int8 { .. }))
     });
-    if int8 && dtype.is_float() { INT8_TOLERANCE } else { tolerance(dtype) }
+    if int8 && dtype.is_float() {
+        INT8_TOLERANCE
+    } else {
+        tolerance(dtype)
+    }
 }
 
 /// How far one output of one rank and launch is from the reference.
@@ -212,7 +264,11 @@ fn rel_l2(y: &[f64], r: &[f64]) -> (f64, usize, usize) {
             worst_i = i;
         }
     }
-    let rel = if non_finite > 0 { f64::NAN } else { num.sqrt() / den.sqrt().max(f64::MIN_POSITIVE) };
+    let rel = if non_finite > 0 {
+        f64::NAN
+    } else {
+        num.sqrt() / den.sqrt().max(f64::MIN_POSITIVE)
+    };
     (rel, non_finite, worst_i)
 }
 
@@ -262,8 +318,16 @@ pub(super) fn compare(
     errors
 }
 
-fn agree(ir: &Kernel, l: usize, ranks: &[RankOutputs], completed: &[bool], findings: &mut Findings) {
-    let Some(first) = (0..ranks.len()).find(|&r| completed[r]) else { return };
+fn agree(
+    ir: &Kernel,
+    l: usize,
+    ranks: &[RankOutputs],
+    completed: &[bool],
+    findings: &mut Findings,
+) {
+    let Some(first) = (0..ranks.len()).find(|&r| completed[r]) else {
+        return;
+    };
     for (b, y0) in &ranks[first] {
         let decl = ir.buffer(*b).expect("own buffer");
         if decl.sharding != Sharding::Replicated {
@@ -274,8 +338,9 @@ fn agree(ir: &Kernel, l: usize, ranks: &[RankOutputs], completed: &[bool], findi
                 continue;
             }
             let y = &ranks[r][b];
-            let diff: Vec<usize> =
-                (0..y.data.len()).filter(|&i| y.data[i].to_bits() != y0.data[i].to_bits()).collect();
+            let diff: Vec<usize> = (0..y.data.len())
+                .filter(|&i| y.data[i].to_bits() != y0.data[i].to_bits())
+                .collect();
             if let Some(&i) = diff.first() {
                 let name = decl.name.clone();
                 let (a, c) = (y0.data[i], y.data[i]);

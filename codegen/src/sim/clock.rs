@@ -35,7 +35,10 @@ pub(super) struct Clock {
 
 impl Clock {
     pub(super) fn new(slots: usize) -> Self {
-        Clock { full: vec![0; slots], partial: Vec::new() }
+        Clock {
+            full: vec![0; slots],
+            partial: Vec::new(),
+        }
     }
 
     /// Whether a write by `agent` of `slot` at time `t` happens before this clock's owner.
@@ -86,13 +89,17 @@ impl Clock {
     /// Whether joining `other` would change nothing.
     pub(super) fn includes(&self, other: &Clock) -> bool {
         self.full.iter().zip(&other.full).all(|(a, b)| a >= b)
-            && other.partial.iter().all(|&(agent, slot, t)| self.covers(agent, slot, t))
+            && other
+                .partial
+                .iter()
+                .all(|&(agent, slot, t)| self.covers(agent, slot, t))
     }
 
     /// Drop partial entries the full entries already cover.
     pub(super) fn prune(&mut self) {
         let full = &self.full;
-        self.partial.retain(|&(_, slot, t)| phase(t) >= full[slot as usize]);
+        self.partial
+            .retain(|&(_, slot, t)| phase(t) >= full[slot as usize]);
     }
 }
 
@@ -177,12 +184,24 @@ const ATOMIC_BIT: u32 = 1 << 31;
 
 impl Stamp {
     /// Zeroed at allocation: happens before every launch.
-    pub(super) const INITIAL: Stamp = Stamp { agent: u32::MAX, slot: 0, time: 0 };
+    pub(super) const INITIAL: Stamp = Stamp {
+        agent: u32::MAX,
+        slot: 0,
+        time: 0,
+    };
     /// Never written (LDS at the start of a launch).
-    pub(super) const UNINIT: Stamp = Stamp { agent: u32::MAX - 1, slot: 0, time: 0 };
+    pub(super) const UNINIT: Stamp = Stamp {
+        agent: u32::MAX - 1,
+        slot: 0,
+        time: 0,
+    };
 
     pub(super) fn new(agent: u32, slot: u32, time: Time, atomic: bool) -> Self {
-        Stamp { agent, slot: slot | if atomic { ATOMIC_BIT } else { 0 }, time }
+        Stamp {
+            agent,
+            slot: slot | if atomic { ATOMIC_BIT } else { 0 },
+            time,
+        }
     }
 
     pub(super) fn is_initial(&self) -> bool {
@@ -219,6 +238,9 @@ mod tests {
         let mut d = Clock::new(3);
         d.full[1] = 3;
         c.join(&d);
-        assert!(c.partial.is_empty(), "the barrier-level entry subsumes the partial one");
+        assert!(
+            c.partial.is_empty(),
+            "the barrier-level entry subsumes the partial one"
+        );
     }
 }

@@ -13,10 +13,10 @@ use wavefuse_ir::{Ordering, Scope};
 use crate::lowered::{AtomicOp, LoweredKernel, ParamKind, Purpose, ReduceKind, Ty, peer_slot};
 
 use super::clock::{Clock, Place, Release, Stamp, Time, narrower};
+use super::eval::Fx;
 use super::eval::{self, Ctx};
 use super::finding::{FindingKind, Findings};
 use super::memory::{HostView, Memory};
-use super::eval::Fx;
 use super::program::{CBase, CMem, Inst, Program};
 use super::{Granularity, Host, PeerTable, SimOptions};
 
@@ -78,7 +78,10 @@ struct IndexSet {
 
 impl IndexSet {
     fn new(n: usize) -> Self {
-        IndexSet { items: Vec::new(), pos: vec![u32::MAX; n] }
+        IndexSet {
+            items: Vec::new(),
+            pos: vec![u32::MAX; n],
+        }
     }
 
     fn insert(&mut self, x: u32) -> bool {
@@ -180,7 +183,10 @@ fn is_release(o: Ordering) -> bool {
 
 /// Merge a release into a location's records: same scope and place join (a release sequence).
 fn merge_release(list: &mut Vec<Release>, r: &Release) {
-    match list.iter_mut().find(|e| e.scope == r.scope && e.from == r.from) {
+    match list
+        .iter_mut()
+        .find(|e| e.scope == r.scope && e.from == r.from)
+    {
         Some(e) => e.clock.join(&r.clock),
         None => list.push(r.clone()),
     }
@@ -195,11 +201,19 @@ fn lane_ranges(mut lanes: Vec<u32>) -> String {
         while j + 1 < lanes.len() && lanes[j + 1] == lanes[j] + 1 {
             j += 1;
         }
-        out.push(if i == j { lanes[i].to_string() } else { format!("{}-{}", lanes[i], lanes[j]) });
+        out.push(if i == j {
+            lanes[i].to_string()
+        } else {
+            format!("{}-{}", lanes[i], lanes[j])
+        });
         i = j + 1;
     }
     let s = out.join(",");
-    if lanes.len() == 1 { format!("lane {s}") } else { format!("lanes {s}") }
+    if lanes.len() == 1 {
+        format!("lane {s}")
+    } else {
+        format!("lanes {s}")
+    }
 }
 
 impl<'a> Engine<'a> {
@@ -219,7 +233,9 @@ impl<'a> Engine<'a> {
             .map(|r| {
                 (0..tp as usize)
                     .map(|s| match opts.peer_table {
-                        PeerTable::Shared => (0..tp).find(|&p| peer_slot(p) == s).expect("peer_slot is a bijection"),
+                        PeerTable::Shared => (0..tp)
+                            .find(|&p| peer_slot(p) == s)
+                            .expect("peer_slot is a bijection"),
                         PeerTable::Rotated => (r + s as u32) % tp,
                     })
                     .collect()
@@ -291,7 +307,16 @@ impl<'a> Engine<'a> {
             specials: (0..lanes_total)
                 .map(|a| {
                     let (slot, local) = (a / wg_size, a % wg_size);
-                    ([local, slot % grid, grid, local % wave_size, local / wave_size], slot / grid)
+                    (
+                        [
+                            local,
+                            slot % grid,
+                            grid,
+                            local % wave_size,
+                            local / wave_size,
+                        ],
+                        slot / grid,
+                    )
                 })
                 .collect(),
         }
@@ -311,7 +336,11 @@ impl<'a> Engine<'a> {
     fn place(&self, a: usize) -> Place {
         let slot = self.slot(a) as u32;
         let local = a as u32 % self.wg_size;
-        Place { rank: slot / self.grid, slot, wave: local / self.wave_size }
+        Place {
+            rank: slot / self.grid,
+            slot,
+            wave: local / self.wave_size,
+        }
     }
 
     fn wave_index(&self, a: usize) -> usize {
@@ -336,7 +365,12 @@ impl<'a> Engine<'a> {
             return format!("the host of rank {}", agent - self.lanes_total);
         }
         let slot = agent / self.wg_size;
-        format!("rank {} wg {} lane {}", slot / self.grid, slot % self.grid, agent % self.wg_size)
+        format!(
+            "rank {} wg {} lane {}",
+            slot / self.grid,
+            slot % self.grid,
+            agent % self.wg_size
+        )
     }
 
     /// A statement, as a finding's site.
@@ -395,18 +429,34 @@ impl<'a> Engine<'a> {
                 None => self.stall(),
             }
         }
-        RunStats { steps: self.step, instructions: self.insts, launches_completed: self.completed, aborted: self.aborted }
+        RunStats {
+            steps: self.step,
+            instructions: self.insts,
+            launches_completed: self.completed,
+            aborted: self.aborted,
+        }
     }
 
     fn schedule_next_delay(&mut self) {
         let gap = self.opts.skew.mean_gap;
-        let max = self.opts.skew.max_rank_delay.max(self.opts.skew.max_wg_delay);
-        self.next_delay = if gap == 0 || max == 0 { u64::MAX } else { self.step + self.rng.random_range(1..=2 * gap) };
+        let max = self
+            .opts
+            .skew
+            .max_rank_delay
+            .max(self.opts.skew.max_wg_delay);
+        self.next_delay = if gap == 0 || max == 0 {
+            u64::MAX
+        } else {
+            self.step + self.rng.random_range(1..=2 * gap)
+        };
     }
 
     fn delay_someone(&mut self) {
         let sk = self.opts.skew;
-        if self.tp > 1 && sk.max_rank_delay > 0 && (sk.max_wg_delay == 0 || self.rng.random_range(0..2) == 0) {
+        if self.tp > 1
+            && sk.max_rank_delay > 0
+            && (sk.max_wg_delay == 0 || self.rng.random_range(0..2) == 0)
+        {
             let r = self.rng.random_range(0..self.tp) as usize;
             self.ranks[r].delay_until = self.step + self.rng.random_range(1..=sk.max_rank_delay);
         } else if sk.max_wg_delay > 0 {
@@ -451,7 +501,8 @@ impl<'a> Engine<'a> {
         match self.opts.granularity {
             Granularity::Lane => self.step_lane(a),
             Granularity::Wave => {
-                let first = a - (a % self.wg_size as usize) + (self.place(a).wave * self.wave_size) as usize;
+                let first = a - (a % self.wg_size as usize)
+                    + (self.place(a).wave * self.wave_size) as usize;
                 let len = self.wave_len(self.place(a).wave) as usize;
                 for l in first..first + len {
                     if self.lanes[l].st == St::Ready && !self.aborted {
@@ -509,7 +560,10 @@ impl<'a> Engine<'a> {
     fn check_fault(&mut self, a: usize, pc: u32) {
         if let Some(what) = self.fault.take() {
             let site = self.site(a, pc);
-            self.findings.add(FindingKind::Arithmetic, self.site_key(pc), || format!("{site}: {what}"));
+            self.findings
+                .add(FindingKind::Arithmetic, self.site_key(pc), || {
+                    format!("{site}: {what}")
+                });
         }
     }
 
@@ -529,7 +583,11 @@ impl<'a> Engine<'a> {
                     let c = self.eval(a, cond);
                     self.lanes[a].pc = if c != 0 { pc + 1 } else { *to };
                 }
-                Inst::Load { dst, mem, local: true } => {
+                Inst::Load {
+                    dst,
+                    mem,
+                    local: true,
+                } => {
                     self.load(a, pc, dst, mem);
                     self.lanes[a].pc += 1;
                 }
@@ -557,7 +615,14 @@ impl<'a> Engine<'a> {
                 self.store(a, pc, mem, values);
                 self.lanes[a].pc += 1;
             }
-            Inst::Atomic { dst, op, mem, value, ordering, scope } => {
+            Inst::Atomic {
+                dst,
+                op,
+                mem,
+                value,
+                ordering,
+                scope,
+            } => {
                 self.atomic(a, pc, *dst, *op, mem, value.as_ref(), *ordering, *scope);
                 self.lanes[a].pc += 1;
             }
@@ -565,7 +630,15 @@ impl<'a> Engine<'a> {
                 self.fence(a, *ordering, *scope);
                 self.lanes[a].pc += 1;
             }
-            Inst::WaitGe { mem, target, ordering, scope, budget, error, code } => {
+            Inst::WaitGe {
+                mem,
+                target,
+                ordering,
+                scope,
+                budget,
+                error,
+                code,
+            } => {
                 self.wait(a, pc, mem, target, *ordering, *scope, *budget, error, *code);
             }
             Inst::WaveReduce { value, .. } => {
@@ -591,9 +664,10 @@ impl<'a> Engine<'a> {
                 if peer >= self.tp {
                     let site = self.site(a, pc);
                     let tp = self.tp;
-                    self.findings.add(FindingKind::OutOfBounds, self.site_key(pc), || {
-                        format!("{site}: peer rank {peer} outside the group of {tp}")
-                    });
+                    self.findings
+                        .add(FindingKind::OutOfBounds, self.site_key(pc), || {
+                            format!("{site}: peer rank {peer} outside the group of {tp}")
+                        });
                     self.aborted = true;
                     return None;
                 }
@@ -607,9 +681,13 @@ impl<'a> Engine<'a> {
         if index.checked_add(n).is_none_or(|end| end > len) {
             let site = self.site(a, pc);
             let name = self.mem.arrays[arr].name.clone();
-            self.findings.add(FindingKind::OutOfBounds, self.site_key(pc), || {
-                format!("{site}: elements {index}..{} of {name}, which has {len}", index as u64 + n as u64)
-            });
+            self.findings
+                .add(FindingKind::OutOfBounds, self.site_key(pc), || {
+                    format!(
+                        "{site}: elements {index}..{} of {name}, which has {len}",
+                        index as u64 + n as u64
+                    )
+                });
             self.aborted = true;
             return None;
         }
@@ -625,17 +703,29 @@ impl<'a> Engine<'a> {
         if s.is_uninit() {
             let site = self.site(a, pc);
             let name = &self.mem.arrays[arr].name;
-            let msg = || format!("{site}: reads {name}[{e}], which no lane of this workgroup wrote in this launch (LDS is workgroup-local, §5.2)");
-            self.findings.add(FindingKind::UninitRead, self.site_key(pc), msg);
+            let msg = || {
+                format!(
+                    "{site}: reads {name}[{e}], which no lane of this workgroup wrote in this launch (LDS is workgroup-local, §5.2)"
+                )
+            };
+            self.findings
+                .add(FindingKind::UninitRead, self.site_key(pc), msg);
         } else if !self.visible(a, &s) {
             let site = self.site(a, pc);
             let name = &self.mem.arrays[arr].name;
             let writer = self.who(s.agent);
-            let how = if s.atomic() { "atomically written" } else { "last written" };
-            let msg = || {
-                format!("{site}: reads {name}[{e}], {how} by {writer} with no release→acquire chain or barrier to this lane")
+            let how = if s.atomic() {
+                "atomically written"
+            } else {
+                "last written"
             };
-            self.findings.add(FindingKind::StaleRead, self.site_key(pc), msg);
+            let msg = || {
+                format!(
+                    "{site}: reads {name}[{e}], {how} by {writer} with no release→acquire chain or barrier to this lane"
+                )
+            };
+            self.findings
+                .add(FindingKind::StaleRead, self.site_key(pc), msg);
         }
     }
 
@@ -644,15 +734,23 @@ impl<'a> Engine<'a> {
         if array.read_only {
             let site = self.site(a, pc);
             let name = array.name.clone();
-            self.findings.add(FindingKind::ReadOnlyWrite, self.site_key(pc), || format!("{site}: writes read-only {name}"));
+            self.findings
+                .add(FindingKind::ReadOnlyWrite, self.site_key(pc), || {
+                    format!("{site}: writes read-only {name}")
+                });
         }
         let s = self.mem.arrays[arr].stamps[e];
         if race && !s.is_uninit() && !self.visible(a, &s) {
             let site = self.site(a, pc);
             let name = &self.mem.arrays[arr].name;
             let writer = self.who(s.agent);
-            let msg = || format!("{site}: writes {name}[{e}], last written by {writer} and not ordered before this write");
-            self.findings.add(FindingKind::WriteRace, self.site_key(pc), msg);
+            let msg = || {
+                format!(
+                    "{site}: writes {name}[{e}], last written by {writer} and not ordered before this write"
+                )
+            };
+            self.findings
+                .add(FindingKind::WriteRace, self.site_key(pc), msg);
         }
     }
 
@@ -661,7 +759,9 @@ impl<'a> Engine<'a> {
     }
 
     fn load(&mut self, a: usize, pc: u32, dst: &[u32], mem: &CMem) {
-        let Some((arr, first)) = self.resolve(a, pc, mem, dst.len()) else { return };
+        let Some((arr, first)) = self.resolve(a, pc, mem, dst.len()) else {
+            return;
+        };
         for (i, &d) in dst.iter().enumerate() {
             self.check_read(a, pc, arr, first + i);
             self.regs[a * self.nregs + d as usize] = self.mem.arrays[arr].vals[first + i];
@@ -670,7 +770,9 @@ impl<'a> Engine<'a> {
 
     fn store(&mut self, a: usize, pc: u32, mem: &CMem, values: &[Fx]) {
         let vals: Vec<u32> = values.iter().map(|v| self.eval(a, v)).collect();
-        let Some((arr, first)) = self.resolve(a, pc, mem, vals.len()) else { return };
+        let Some((arr, first)) = self.resolve(a, pc, mem, vals.len()) else {
+            return;
+        };
         let stamp = self.stamp(a, false);
         for (i, v) in vals.into_iter().enumerate() {
             self.check_write(a, pc, arr, first + i, true);
@@ -689,13 +791,17 @@ impl<'a> Engine<'a> {
 
     fn acquire(&mut self, a: usize, key: (u32, u32), scope: Scope) {
         let me = self.place(a);
-        let Some(list) = self.sync.get(&key) else { return };
+        let Some(list) = self.sync.get(&key) else {
+            return;
+        };
         let mut joined: Option<Clock> = None;
         for r in list {
             if r.from.shares(me, narrower(r.scope, scope)) {
                 let mine = joined.as_ref().unwrap_or(&self.lanes[a].vc);
                 if !mine.includes(&r.clock) {
-                    joined.get_or_insert_with(|| (*self.lanes[a].vc).clone()).join(&r.clock);
+                    joined
+                        .get_or_insert_with(|| (*self.lanes[a].vc).clone())
+                        .join(&r.clock);
                 }
             }
         }
@@ -714,8 +820,19 @@ impl<'a> Engine<'a> {
 
     /// Record the release side of an atomic write: a store starts a new release sequence, an RMW
     /// continues it.
-    fn publish(&mut self, a: usize, key: (u32, u32), is_store: bool, ordering: Ordering, scope: Scope) {
-        let rel = is_release(ordering).then(|| Release { scope, from: self.place(a), clock: self.lane_clock(a) });
+    fn publish(
+        &mut self,
+        a: usize,
+        key: (u32, u32),
+        is_store: bool,
+        ordering: Ordering,
+        scope: Scope,
+    ) {
+        let rel = is_release(ordering).then(|| Release {
+            scope,
+            from: self.place(a),
+            clock: self.lane_clock(a),
+        });
         let fence = self.lanes[a].fence.clone();
         let list = self.sync.entry(key).or_default();
         if is_store {
@@ -745,12 +862,17 @@ impl<'a> Engine<'a> {
         scope: Scope,
     ) {
         let operand = value.map(|v| self.eval(a, v));
-        let Some((arr, e)) = self.resolve(a, pc, mem, 1) else { return };
+        let Some((arr, e)) = self.resolve(a, pc, mem, 1) else {
+            return;
+        };
         let rank = self.place(a).rank;
         if matches!(op, AtomicOp::Add | AtomicOp::Max) && self.mem.arrays[arr].rank != rank {
             let site = self.site(a, pc);
             let name = self.mem.arrays[arr].name.clone();
-            self.findings.add(FindingKind::PeerRmw, self.site_key(pc), || format!("{site}: RMW on {name} (§5.12)"));
+            self.findings
+                .add(FindingKind::PeerRmw, self.site_key(pc), || {
+                    format!("{site}: RMW on {name} (§5.12)")
+                });
         }
         let key = (arr as u32, e as u32);
         let old = self.mem.arrays[arr].vals[e];
@@ -802,7 +924,11 @@ impl<'a> Engine<'a> {
             self.lanes[a].vc = Rc::new(c);
         }
         if is_release(ordering) {
-            let r = Release { scope, from: self.place(a), clock: self.lane_clock(a) };
+            let r = Release {
+                scope,
+                from: self.place(a),
+                clock: self.lane_clock(a),
+            };
             self.lanes[a].fence = Some(Rc::new(r));
             self.lanes[a].time += 1;
         }
@@ -824,7 +950,9 @@ impl<'a> Engine<'a> {
         code: u32,
     ) {
         let t = self.eval(a, target);
-        let Some((arr, e)) = self.resolve(a, pc, mem, 1) else { return };
+        let Some((arr, e)) = self.resolve(a, pc, mem, 1) else {
+            return;
+        };
         if !self.mem.arrays[arr].stamps[e].atomic() {
             self.check_read(a, pc, arr, e);
         }
@@ -859,7 +987,10 @@ impl<'a> Engine<'a> {
 
     fn time_out(&mut self, a: usize, pc: u32, error: &CMem, code: u32, value: u32, target: u32) {
         let site = self.site(a, pc);
-        let epoch = self.k.epoch.map(|p| self.mem.scalars[self.place(a).rank as usize][p.index()]);
+        let epoch = self
+            .k
+            .epoch
+            .map(|p| self.mem.scalars[self.place(a).rank as usize][p.index()]);
         let epoch = epoch.map(|e| format!(" (epoch {e})")).unwrap_or_default();
         self.findings.add(FindingKind::Timeout, self.site_key(pc), || {
             format!("{site}{epoch}: the location holds {value}, the wait needs {target}; error word := {code}")
@@ -869,7 +1000,13 @@ impl<'a> Engine<'a> {
             let stamp = self.stamp(a, true);
             self.mem.arrays[arr].vals[e] = code;
             self.mem.arrays[arr].stamps[e] = stamp;
-            self.publish(a, (arr as u32, e as u32), true, Ordering::Relaxed, Scope::System);
+            self.publish(
+                a,
+                (arr as u32, e as u32),
+                true,
+                Ordering::Relaxed,
+                Scope::System,
+            );
             self.wake(arr, e);
         }
         self.lanes[a].pc = pc + 1;
@@ -892,8 +1029,13 @@ impl<'a> Engine<'a> {
     /// Time out every parked wait whose budget is spent by now.
     fn expire_waits(&mut self) {
         let now = self.now();
-        let expired: Vec<u32> =
-            self.parked.items.iter().copied().filter(|&l| self.lanes[l as usize].deadline <= now).collect();
+        let expired: Vec<u32> = self
+            .parked
+            .items
+            .iter()
+            .copied()
+            .filter(|&l| self.lanes[l as usize].deadline <= now)
+            .collect();
         for l in expired {
             let a = l as usize;
             self.parked.remove(l);
@@ -902,15 +1044,30 @@ impl<'a> Engine<'a> {
                 ws.retain(|&x| x != l);
             }
             let pc = self.lanes[a].pc;
-            let Inst::WaitGe { mem, target, error, code, .. } = &self.prog.insts[pc as usize] else {
+            let Inst::WaitGe {
+                mem,
+                target,
+                error,
+                code,
+                ..
+            } = &self.prog.insts[pc as usize]
+            else {
                 unreachable!("parked lanes sit at a wait")
             };
             let t = self.eval(a, target);
-            let v = self.resolve(a, pc, mem, 1).map_or(0, |(arr, e)| self.mem.arrays[arr].vals[e]);
+            let v = self
+                .resolve(a, pc, mem, 1)
+                .map_or(0, |(arr, e)| self.mem.arrays[arr].vals[e]);
             self.time_out(a, pc, error, *code, v, t);
             self.set_state(a, St::Ready);
         }
-        self.next_deadline = self.parked.items.iter().map(|&l| self.lanes[l as usize].deadline).min().unwrap_or(u64::MAX);
+        self.next_deadline = self
+            .parked
+            .items
+            .iter()
+            .map(|&l| self.lanes[l as usize].deadline)
+            .min()
+            .unwrap_or(u64::MAX);
     }
 
     /// No lane can run: report who waits where; spinning waits then run out of budget.
@@ -918,12 +1075,22 @@ impl<'a> Engine<'a> {
         let (key, text) = self.describe_blocked();
         let spinning = !self.parked.is_empty();
         let msg = || {
-            let tail = if spinning { "; the spinning waits run out of budget" } else { "" };
+            let tail = if spinning {
+                "; the spinning waits run out of budget"
+            } else {
+                ""
+            };
             format!("no lane can run: {text}{tail}")
         };
         self.findings.add(FindingKind::Deadlock, key, msg);
         if spinning {
-            let first = self.parked.items.iter().map(|&l| self.lanes[l as usize].deadline).min().expect("parked");
+            let first = self
+                .parked
+                .items
+                .iter()
+                .map(|&l| self.lanes[l as usize].deadline)
+                .min()
+                .expect("parked");
             self.skipped += first.saturating_sub(self.now());
             self.expire_waits();
         } else {
@@ -954,7 +1121,10 @@ impl<'a> Engine<'a> {
                 let extra = match &self.prog.insts[*pc as usize] {
                     Inst::WaitGe { mem, target, .. } => {
                         let t = self.eval(first, target);
-                        let v = self.peek(first, mem).map(|v| v.to_string()).unwrap_or("?".into());
+                        let v = self
+                            .peek(first, mem)
+                            .map(|v| v.to_string())
+                            .unwrap_or("?".into());
                         format!(" (holds {v}, needs {t})")
                     }
                     _ => String::new(),
@@ -968,8 +1138,15 @@ impl<'a> Engine<'a> {
                 )
             })
             .collect();
-        let more = if groups.len() > 8 { format!("; … {} more groups", groups.len() - 8) } else { String::new() };
-        (format!("waits at pcs {key:?}"), format!("{}{more}", parts.join("; ")))
+        let more = if groups.len() > 8 {
+            format!("; … {} more groups", groups.len() - 8)
+        } else {
+            String::new()
+        };
+        (
+            format!("waits at pcs {key:?}"),
+            format!("{}{more}", parts.join("; ")),
+        )
     }
 
     /// A location's value without side effects (for messages).
@@ -984,7 +1161,10 @@ impl<'a> Engine<'a> {
             }
             CBase::Lds(l) => self.mem.lds_base + p.slot as usize * self.mem.num_lds + *l as usize,
         };
-        self.mem.arrays[arr].vals.get(self.eval(a, &mem.index) as usize).copied()
+        self.mem.arrays[arr]
+            .vals
+            .get(self.eval(a, &mem.index) as usize)
+            .copied()
     }
 
     // ---- Rendezvous. ----
@@ -998,7 +1178,9 @@ impl<'a> Engine<'a> {
             let lane = &self.lanes[l];
             let where_ = match lane.st {
                 St::Done => "finished".to_owned(),
-                St::Barrier | St::Reduce | St::Wait => format!("at pc {} `{}`", lane.pc, self.prog.text[lane.pc as usize]),
+                St::Barrier | St::Reduce | St::Wait => {
+                    format!("at pc {} `{}`", lane.pc, self.prog.text[lane.pc as usize])
+                }
                 _ => continue,
             };
             match groups.iter_mut().find(|(w, _)| *w == where_) {
@@ -1011,9 +1193,10 @@ impl<'a> Engine<'a> {
         }
         let site = self.site(a, pc);
         let what = what.to_owned();
-        self.findings.add(FindingKind::PartialBarrier, self.site_key(pc), || {
-            format!("{site}: {what}; {}", at.join("; "))
-        });
+        self.findings
+            .add(FindingKind::PartialBarrier, self.site_key(pc), || {
+                format!("{site}: {what}; {}", at.join("; "))
+            });
         self.aborted = true;
     }
 
@@ -1022,7 +1205,11 @@ impl<'a> Engine<'a> {
         let slot = self.slot(a);
         let g = &self.wgs[slot];
         if g.finished > 0 || g.at.is_some_and(|p| p != pc) {
-            self.partial(a, pc, "workgroup barrier reached by part of the workgroup (§5.8)");
+            self.partial(
+                a,
+                pc,
+                "workgroup barrier reached by part of the workgroup (§5.8)",
+            );
             return;
         }
         let g = &mut self.wgs[slot];
@@ -1080,12 +1267,15 @@ impl<'a> Engine<'a> {
     }
 
     fn complete_reduce(&mut self, a: usize, pc: u32, len: u32) {
-        let Inst::WaveReduce { dst, op, ty, .. } = &self.prog.insts[pc as usize] else { unreachable!() };
+        let Inst::WaveReduce { dst, op, ty, .. } = &self.prog.insts[pc as usize] else {
+            unreachable!()
+        };
         let (dst, op, ty) = (*dst, *op, *ty);
         let w = self.wave_index(a);
         self.waves[w].arrived = 0;
         self.waves[w].at = None;
-        let first = a - (a % self.wg_size as usize) + (self.place(a).wave * self.wave_size) as usize;
+        let first =
+            a - (a % self.wg_size as usize) + (self.place(a).wave * self.wave_size) as usize;
         let identity = match (op, ty) {
             (ReduceKind::Sum, Ty::F32 | Ty::F16) => 0f32.to_bits(),
             (ReduceKind::Sum, _) => 0,
@@ -1095,7 +1285,13 @@ impl<'a> Engine<'a> {
         };
         let width = self.wave_size.next_power_of_two() as usize;
         let mut v: Vec<u32> = (0..width)
-            .map(|i| if i < len as usize { self.lanes[first + i].reduce } else { identity })
+            .map(|i| {
+                if i < len as usize {
+                    self.lanes[first + i].reduce
+                } else {
+                    identity
+                }
+            })
             .collect();
         let bop = match op {
             ReduceKind::Sum => crate::lowered::BinOp::Add,
@@ -1105,7 +1301,9 @@ impl<'a> Engine<'a> {
         // the same bits.
         let mut off = width / 2;
         while off >= 1 {
-            v = (0..width).map(|i| eval::bin(bop, ty, v[i], v[i ^ off], &self.fault)).collect();
+            v = (0..width)
+                .map(|i| eval::bin(bop, ty, v[i], v[i ^ off], &self.fault))
+                .collect();
             off /= 2;
         }
         for (i, &result) in v.iter().enumerate().take(len as usize) {
@@ -1126,18 +1324,30 @@ impl<'a> Engine<'a> {
         self.waves[w].finished += 1;
         let pc = self.lanes[a].pc;
         if self.wgs[slot].arrived > 0 {
-            self.partial(a, pc, "a lane finished while others of its workgroup wait at a barrier (§5.8)");
+            self.partial(
+                a,
+                pc,
+                "a lane finished while others of its workgroup wait at a barrier (§5.8)",
+            );
             return;
         }
         if self.waves[w].arrived > 0 {
-            self.partial(a, pc, "a lane finished while others of its wave wait in a wave reduction");
+            self.partial(
+                a,
+                pc,
+                "a lane finished while others of its wave wait in a wave reduction",
+            );
             return;
         }
         let rank = slot / self.grid as usize;
         // What the lane knew joins the rank's end-of-launch clock (its own writes are covered by
         // the kernel boundary); lanes that share a clock join once.
         let vc = &self.lanes[a].vc;
-        if !self.ranks[rank].last_joined.as_ref().is_some_and(|l| Rc::ptr_eq(l, vc)) {
+        if !self.ranks[rank]
+            .last_joined
+            .as_ref()
+            .is_some_and(|l| Rc::ptr_eq(l, vc))
+        {
             let vc = vc.clone();
             if !self.ranks[rank].end_clock.includes(&vc) {
                 self.ranks[rank].end_clock.join(&vc);
@@ -1158,8 +1368,21 @@ impl<'a> Engine<'a> {
 
     fn host_view(&mut self, r: u32) -> (HostView<'_>, &mut dyn Host) {
         let launch = self.ranks[r as usize].launch;
-        let stamp = Stamp::new(self.host_agent(r), self.host_slot(r), u64::from(launch) << 32, false);
-        (HostView { mem: &mut self.mem, kernel: self.k, rank: r, stamp }, &mut *self.host)
+        let stamp = Stamp::new(
+            self.host_agent(r),
+            self.host_slot(r),
+            u64::from(launch) << 32,
+            false,
+        );
+        (
+            HostView {
+                mem: &mut self.mem,
+                kernel: self.k,
+                rank: r,
+                stamp,
+            },
+            &mut *self.host,
+        )
     }
 
     fn start_launch(&mut self, r: u32) {
@@ -1192,7 +1415,11 @@ impl<'a> Engine<'a> {
         rs.start_clock = Rc::new(c);
         rs.running = true;
         rs.lanes_left = self.grid * self.wg_size;
-        let resident = self.opts.resident_workgroups.unwrap_or(self.grid).clamp(1, self.grid);
+        let resident = self
+            .opts
+            .resident_workgroups
+            .unwrap_or(self.grid)
+            .clamp(1, self.grid);
         rs.next_wg = resident;
         for wg in 0..resident {
             self.start_wg((r * self.grid + wg) as usize);
@@ -1201,7 +1428,10 @@ impl<'a> Engine<'a> {
 
     fn start_wg(&mut self, slot: usize) {
         let rank = slot / self.grid as usize;
-        self.wgs[slot] = Group { left: self.wg_size, ..Group::default() };
+        self.wgs[slot] = Group {
+            left: self.wg_size,
+            ..Group::default()
+        };
         for w in 0..self.waves_per_wg as usize {
             self.waves[slot * self.waves_per_wg as usize + w] = Group::default();
         }

@@ -175,7 +175,11 @@ pub(super) fn bin(op: BinOp, ty: Ty, a: u32, b: u32, fault: &Cell<Option<&'stati
                 BinOp::Max => x.max(y),
                 _ => unreachable!("checked: no bit operations on floats"),
             };
-            if ty == Ty::F16 { f16_round(r).to_bits() } else { r.to_bits() }
+            if ty == Ty::F16 {
+                f16_round(r).to_bits()
+            } else {
+                r.to_bits()
+            }
         }
         Ty::I32 | Ty::I8 => {
             let (x, y) = (a as i32, b as i32);
@@ -201,7 +205,11 @@ pub(super) fn bin(op: BinOp, ty: Ty, a: u32, b: u32, fault: &Cell<Option<&'stati
                 BinOp::Shr => x.wrapping_shr(y as u32),
                 _ => unreachable!(),
             };
-            if ty == Ty::I8 { r as i8 as i32 as u32 } else { r as u32 }
+            if ty == Ty::I8 {
+                r as i8 as i32 as u32
+            } else {
+                r as u32
+            }
         }
         Ty::U32 => {
             if let Some(c) = cmp(op, a, b) {
@@ -248,7 +256,11 @@ fn un(op: UnOp, ty: Ty, a: u32) -> u32 {
             UnOp::Rsqrt => 1.0 / x.sqrt(),
             UnOp::Not => unreachable!(),
         };
-        return if ty == Ty::F16 { f16_round(r).to_bits() } else { r.to_bits() };
+        return if ty == Ty::F16 {
+            f16_round(r).to_bits()
+        } else {
+            r.to_bits()
+        };
     }
     let r = match (op, ty) {
         (UnOp::Not, Ty::Bool) => a ^ 1,
@@ -257,7 +269,11 @@ fn un(op: UnOp, ty: Ty, a: u32) -> u32 {
         (UnOp::Abs, _) => (a as i32).wrapping_abs() as u32,
         _ => unreachable!(),
     };
-    if ty == Ty::I8 { r as i8 as i32 as u32 } else { r }
+    if ty == Ty::I8 {
+        r as i8 as i32 as u32
+    } else {
+        r
+    }
 }
 
 /// Numeric conversion (`Expr::Cast`): float → f16 rounds to nearest even, float → int truncates

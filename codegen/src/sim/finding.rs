@@ -97,14 +97,24 @@ pub(super) struct Findings {
 impl Findings {
     /// Record a finding at `site` (merged with earlier ones of the same kind and site); `message`
     /// is built only for the first occurrence.
-    pub(super) fn add(&mut self, kind: FindingKind, site: impl Into<String>, message: impl FnOnce() -> String) {
+    pub(super) fn add(
+        &mut self,
+        kind: FindingKind,
+        site: impl Into<String>,
+        message: impl FnOnce() -> String,
+    ) {
         let key = (kind, site.into());
         if let Some(&i) = self.index.get(&key) {
             self.list[i].count += 1;
             return;
         }
         self.index.insert(key.clone(), self.list.len());
-        self.list.push(Finding { kind, site: key.1, message: message(), count: 1 });
+        self.list.push(Finding {
+            kind,
+            site: key.1,
+            message: message(),
+            count: 1,
+        });
     }
 
     pub(super) fn into_vec(self) -> Vec<Finding> {

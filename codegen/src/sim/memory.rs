@@ -22,7 +22,14 @@ pub(super) struct Array {
 
 impl Array {
     fn new(name: String, elem: Ty, len: usize, read_only: bool, rank: u32) -> Self {
-        Array { name, elem, read_only, rank, vals: vec![0; len], stamps: vec![Stamp::INITIAL; len] }
+        Array {
+            name,
+            elem,
+            read_only,
+            rank,
+            vals: vec![0; len],
+            stamps: vec![Stamp::INITIAL; len],
+        }
     }
 }
 
@@ -58,9 +65,12 @@ impl Memory {
         for (p, d) in k.params.iter() {
             let mut per_rank = Vec::new();
             let (elem, len, access) = match &d.kind {
-                ParamKind::Array { elem, len, access, .. } | ParamKind::PeerArrays { elem, len, access, .. } => {
-                    (*elem, *len, *access)
+                ParamKind::Array {
+                    elem, len, access, ..
                 }
+                | ParamKind::PeerArrays {
+                    elem, len, access, ..
+                } => (*elem, *len, *access),
                 ParamKind::Scalar { .. } => {
                     param_arrays.push(per_rank);
                     continue;
@@ -77,13 +87,26 @@ impl Memory {
         for slot in 0..k.tp * k.grid {
             let (rank, wg) = (slot / k.grid, slot % k.grid);
             for (l, d) in k.lds.iter() {
-                let mut a = Array::new(format!("{l} of rank {rank} wg {wg}"), d.elem, d.len, false, rank);
+                let mut a = Array::new(
+                    format!("{l} of rank {rank} wg {wg}"),
+                    d.elem,
+                    d.len,
+                    false,
+                    rank,
+                );
                 a.stamps.fill(Stamp::UNINIT);
                 arrays.push(a);
             }
         }
         let scalars = vec![vec![0; k.params.len()]; k.tp as usize];
-        Memory { arrays, param_arrays, lds_base, num_lds: k.lds.len(), scalars, peer_table }
+        Memory {
+            arrays,
+            param_arrays,
+            lds_base,
+            num_lds: k.lds.len(),
+            scalars,
+            peer_table,
+        }
     }
 
     /// Reset workgroup slot `slot`'s LDS to undefined contents (a new launch).

@@ -135,9 +135,17 @@ pub struct Skew {
 
 impl Skew {
     /// No skew: uniform random interleaving.
-    pub const NONE: Skew = Skew { max_rank_delay: 0, max_wg_delay: 0, mean_gap: 0 };
+    pub const NONE: Skew = Skew {
+        max_rank_delay: 0,
+        max_wg_delay: 0,
+        mean_gap: 0,
+    };
     /// Ranks held up to 4000 steps, workgroups up to 1000, a hold every ~500 steps.
-    pub const DEFAULT: Skew = Skew { max_rank_delay: 4000, max_wg_delay: 1000, mean_gap: 500 };
+    pub const DEFAULT: Skew = Skew {
+        max_rank_delay: 4000,
+        max_wg_delay: 1000,
+        mean_gap: 500,
+    };
 }
 
 /// How the host fills each rank's peer table.
@@ -192,11 +200,19 @@ impl SimOptions {
     /// skew, mild skew and strong skew in turn.
     pub fn sweep(seed: u64, i: u64) -> Self {
         let mut o = SimOptions::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(i));
-        o.granularity = if i % 2 == 0 { Granularity::Lane } else { Granularity::Wave };
+        o.granularity = if i % 2 == 0 {
+            Granularity::Lane
+        } else {
+            Granularity::Wave
+        };
         o.skew = match i % 3 {
             0 => Skew::NONE,
             1 => Skew::DEFAULT,
-            _ => Skew { max_rank_delay: 20_000, max_wg_delay: 5000, mean_gap: 200 },
+            _ => Skew {
+                max_rank_delay: 20_000,
+                max_wg_delay: 5000,
+                mean_gap: 200,
+            },
         };
         o
     }
@@ -236,7 +252,10 @@ pub fn simulate_with_host(
     let prog = program::Program::compile(k)?;
     let mut engine = engine::Engine::new(k, &prog, opts, host, launches);
     let stats = engine.run();
-    Ok(RawReport { findings: engine.findings.into_vec(), stats })
+    Ok(RawReport {
+        findings: engine.findings.into_vec(),
+        stats,
+    })
 }
 
 /// What a run of a lowered kernel against its op-level kernel found.
@@ -265,7 +284,10 @@ impl SimReport {
 
     /// The largest relative L2 error over all outputs, ranks and launches.
     pub fn max_rel_l2(&self) -> f64 {
-        self.errors.iter().map(|e| e.rel_l2).fold(0.0, |m, e| if e.is_nan() || e > m { e } else { m })
+        self.errors
+            .iter()
+            .map(|e| e.rel_l2)
+            .fold(0.0, |m, e| if e.is_nan() || e > m { e } else { m })
     }
 }
 
@@ -282,7 +304,10 @@ pub struct Case {
 impl Case {
     /// Evaluate the reference for each launch's inputs.
     pub fn new(ir: &Kernel, inputs: Vec<Vec<RankInputs>>) -> Result<Case, SimError> {
-        let reference = inputs.iter().map(|inp| evaluate(ir, inp)).collect::<Result<Vec<_>, _>>()?;
+        let reference = inputs
+            .iter()
+            .map(|inp| evaluate(ir, inp))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Case { inputs, reference })
     }
 }
@@ -300,23 +325,43 @@ pub fn simulate(
 }
 
 /// [`simulate`] with the reference already evaluated.
-pub fn simulate_case(lowered: &LoweredKernel, ir: &Kernel, case: &Case, opts: &SimOptions) -> Result<SimReport, SimError> {
+pub fn simulate_case(
+    lowered: &LoweredKernel,
+    ir: &Kernel,
+    case: &Case,
+    opts: &SimOptions,
+) -> Result<SimReport, SimError> {
     if lowered.tp != ir.tp() {
-        return Err(SimError::Binding(format!("lowered for tp={}, op-level kernel has tp={}", lowered.tp, ir.tp())));
+        return Err(SimError::Binding(format!(
+            "lowered for tp={}, op-level kernel has tp={}",
+            lowered.tp,
+            ir.tp()
+        )));
     }
     let (launches, reference) = (&case.inputs, &case.reference);
     let prog = program::Program::compile(lowered)?;
     let mut host = bind::OpHost::new(ir, lowered, launches)?;
     let (mut findings, stats) = {
-        let mut engine = engine::Engine::new(lowered, &prog, opts, &mut host, launches.len() as u32);
+        let mut engine =
+            engine::Engine::new(lowered, &prog, opts, &mut host, launches.len() as u32);
         let stats = engine.run();
         (engine.findings, stats)
     };
     let completed: Vec<Vec<bool>> = host
         .results
         .iter()
-        .map(|ranks| ranks.iter().map(|outs| !outs.is_empty() || ir.outputs().next().is_none()).collect())
+        .map(|ranks| {
+            ranks
+                .iter()
+                .map(|outs| !outs.is_empty() || ir.outputs().next().is_none())
+                .collect()
+        })
         .collect();
     let errors = bind::compare(ir, &host.results, reference, &completed, &mut findings);
-    Ok(SimReport { outputs: host.results, errors, findings: findings.into_vec(), stats })
+    Ok(SimReport {
+        outputs: host.results,
+        errors,
+        findings: findings.into_vec(),
+        stats,
+    })
 }

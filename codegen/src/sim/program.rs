@@ -9,8 +9,8 @@ use cranelift_entity::EntityRef;
 use wavefuse_ir::{Ordering, Scope};
 
 use crate::lowered::{
-    AtomicOp, Base, BinOp, Block, Expr, LoweredKernel, MemRef, ParamKind, ReduceKind, Special, Stmt,
-    Ty, UnOp, Access,
+    Access, AtomicOp, Base, BinOp, Block, Expr, LoweredKernel, MemRef, ParamKind, ReduceKind,
+    Special, Stmt, Ty, UnOp,
 };
 
 use super::SimError;
@@ -54,19 +54,55 @@ pub(super) struct CMem {
 
 /// One instruction of the flat program.
 pub(super) enum Inst {
-    Assign { dst: u32, value: Fx },
+    Assign {
+        dst: u32,
+        value: Fx,
+    },
     /// `local`: a read-only array of the executing rank, which no lane writes; its accesses are
     /// not scheduling points.
-    Load { dst: Vec<u32>, mem: CMem, local: bool },
-    Store { mem: CMem, values: Vec<Fx> },
-    Atomic { dst: Option<u32>, op: AtomicOp, mem: CMem, value: Option<Fx>, ordering: Ordering, scope: Scope },
-    Fence { ordering: Ordering, scope: Scope },
-    WaitGe { mem: CMem, target: Fx, ordering: Ordering, scope: Scope, budget: u32, error: CMem, code: u32 },
-    WaveReduce { dst: u32, op: ReduceKind, ty: Ty, value: Fx },
+    Load {
+        dst: Vec<u32>,
+        mem: CMem,
+        local: bool,
+    },
+    Store {
+        mem: CMem,
+        values: Vec<Fx>,
+    },
+    Atomic {
+        dst: Option<u32>,
+        op: AtomicOp,
+        mem: CMem,
+        value: Option<Fx>,
+        ordering: Ordering,
+        scope: Scope,
+    },
+    Fence {
+        ordering: Ordering,
+        scope: Scope,
+    },
+    WaitGe {
+        mem: CMem,
+        target: Fx,
+        ordering: Ordering,
+        scope: Scope,
+        budget: u32,
+        error: CMem,
+        code: u32,
+    },
+    WaveReduce {
+        dst: u32,
+        op: ReduceKind,
+        ty: Ty,
+        value: Fx,
+    },
     Barrier,
     Jump(u32),
     /// Jump to `to` when `cond` is false.
-    BranchFalse { cond: Fx, to: u32 },
+    BranchFalse {
+        cond: Fx,
+        to: u32,
+    },
     End,
 }
 
@@ -76,7 +112,11 @@ impl Inst {
     pub(super) fn is_yield(&self) -> bool {
         !matches!(
             self,
-            Inst::Assign { .. } | Inst::Jump(_) | Inst::BranchFalse { .. } | Inst::Load { local: true, .. } | Inst::End
+            Inst::Assign { .. }
+                | Inst::Jump(_)
+                | Inst::BranchFalse { .. }
+                | Inst::Load { local: true, .. }
+                | Inst::End
         )
     }
 }
@@ -91,10 +131,18 @@ pub(super) struct Program {
 impl Program {
     /// Compile `k`'s body. Rejects un-expanded synchronisation objects and ill-typed statements.
     pub(super) fn compile(k: &LoweredKernel) -> Result<Program, SimError> {
-        let mut c = Compiler { k, insts: Vec::new(), text: Vec::new() };
+        let mut c = Compiler {
+            k,
+            insts: Vec::new(),
+            text: Vec::new(),
+        };
         c.block(&k.body)?;
         c.emit(Inst::End, "end of kernel".into());
-        Ok(Program { insts: c.insts, text: c.text, num_regs: k.regs.len() })
+        Ok(Program {
+            insts: c.insts,
+            text: c.text,
+            num_regs: k.regs.len(),
+        })
     }
 }
 
@@ -105,7 +153,10 @@ struct Compiler<'a> {
 }
 
 fn type_err(stmt: &str, what: String) -> SimError {
-    SimError::Type { stmt: stmt.to_owned(), what }
+    SimError::Type {
+        stmt: stmt.to_owned(),
+        what,
+    }
 }
 
 /// `i32` and `u32` are the same bits in memory.
@@ -139,16 +190,28 @@ impl Compiler<'_> {
                 let (e, t) = self.expr(value).map_err(|w| type_err(&text, w))?;
                 let rt = self.k.regs[*dst].ty;
                 if rt != t {
-                    return Err(type_err(&text, format!("assigns {} to a {} register", t.name(), rt.name())));
+                    return Err(type_err(
+                        &text,
+                        format!("assigns {} to a {} register", t.name(), rt.name()),
+                    ));
                 }
-                self.emit(Inst::Assign { dst: dst.index() as u32, value: closure(e) }, text);
+                self.emit(
+                    Inst::Assign {
+                        dst: dst.index() as u32,
+                        value: closure(e),
+                    },
+                    text,
+                );
             }
             Stmt::Load { dst, mem } => {
                 let (m, local) = self.mem(mem).map_err(|w| type_err(&text, w))?;
                 for r in dst {
                     let rt = self.k.regs[*r].ty;
                     if !same_bits(rt, m.elem) {
-                        return Err(type_err(&text, format!("loads {} into a {} register", m.elem.name(), rt.name())));
+                        return Err(type_err(
+                            &text,
+                            format!("loads {} into a {} register", m.elem.name(), rt.name()),
+                        ));
                     }
                 }
                 let dst = dst.iter().map(|r| r.index() as u32).collect();
@@ -160,67 +223,143 @@ impl Compiler<'_> {
                 for v in values {
                     let (e, t) = self.expr(v).map_err(|w| type_err(&text, w))?;
                     if !same_bits(t, m.elem) {
-                        return Err(type_err(&text, format!("stores {} into {} memory", t.name(), m.elem.name())));
+                        return Err(type_err(
+                            &text,
+                            format!("stores {} into {} memory", t.name(), m.elem.name()),
+                        ));
                     }
                     vs.push(closure(e));
                 }
                 self.emit(Inst::Store { mem: m, values: vs }, text);
             }
-            Stmt::For { var, start, end, step, body } => self.for_loop(&text, *var, start, end, step, body)?,
-            Stmt::If { cond, then_body, else_body } => {
+            Stmt::For {
+                var,
+                start,
+                end,
+                step,
+                body,
+            } => self.for_loop(&text, *var, start, end, step, body)?,
+            Stmt::If {
+                cond,
+                then_body,
+                else_body,
+            } => {
                 let (c, t) = self.expr(cond).map_err(|w| type_err(&text, w))?;
                 if t != Ty::Bool {
                     return Err(type_err(&text, format!("condition is {}", t.name())));
                 }
-                let branch = self.emit(Inst::BranchFalse { cond: closure(c), to: 0 }, text.clone());
+                let branch = self.emit(
+                    Inst::BranchFalse {
+                        cond: closure(c),
+                        to: 0,
+                    },
+                    text.clone(),
+                );
                 self.block(then_body)?;
                 let jump = self.emit(Inst::Jump(0), format!("end of then-branch of {text}"));
                 let else_pc = self.pc();
                 self.block(else_body)?;
                 let end = self.pc();
-                self.insts[branch as usize] = match std::mem::replace(&mut self.insts[branch as usize], Inst::End) {
-                    Inst::BranchFalse { cond, .. } => Inst::BranchFalse { cond, to: else_pc },
-                    _ => unreachable!(),
-                };
+                self.insts[branch as usize] =
+                    match std::mem::replace(&mut self.insts[branch as usize], Inst::End) {
+                        Inst::BranchFalse { cond, .. } => Inst::BranchFalse { cond, to: else_pc },
+                        _ => unreachable!(),
+                    };
                 self.insts[jump as usize] = Inst::Jump(end);
             }
             Stmt::WorkgroupBarrier => {
                 self.emit(Inst::Barrier, text);
             }
-            Stmt::Atomic { dst, op, mem, value, ordering, scope, .. } => {
+            Stmt::Atomic {
+                dst,
+                op,
+                mem,
+                value,
+                ordering,
+                scope,
+                ..
+            } => {
                 let (m, _) = self.mem(mem).map_err(|w| type_err(&text, w))?;
                 let value = match value {
                     Some(v) => {
                         let (e, t) = self.expr(v).map_err(|w| type_err(&text, w))?;
                         if !same_bits(t, m.elem) {
-                            return Err(type_err(&text, format!("operand is {}, memory is {}", t.name(), m.elem.name())));
+                            return Err(type_err(
+                                &text,
+                                format!("operand is {}, memory is {}", t.name(), m.elem.name()),
+                            ));
                         }
                         Some(closure(e))
                     }
-                    None if *op != AtomicOp::Load => return Err(type_err(&text, "missing operand".into())),
+                    None if *op != AtomicOp::Load => {
+                        return Err(type_err(&text, "missing operand".into()));
+                    }
                     None => None,
                 };
                 if let Some(d) = dst {
                     let rt = self.k.regs[*d].ty;
                     if !same_bits(rt, m.elem) {
-                        return Err(type_err(&text, format!("result register is {}, memory is {}", rt.name(), m.elem.name())));
+                        return Err(type_err(
+                            &text,
+                            format!(
+                                "result register is {}, memory is {}",
+                                rt.name(),
+                                m.elem.name()
+                            ),
+                        ));
                     }
                 }
                 if m.elem == Ty::Bool || m.elem == Ty::F16 || m.elem == Ty::I8 {
-                    return Err(type_err(&text, format!("atomics on {} are not supported", m.elem.name())));
+                    return Err(type_err(
+                        &text,
+                        format!("atomics on {} are not supported", m.elem.name()),
+                    ));
                 }
                 let dst = dst.map(|d| d.index() as u32);
-                self.emit(Inst::Atomic { dst, op: *op, mem: m, value, ordering: *ordering, scope: *scope }, text);
+                self.emit(
+                    Inst::Atomic {
+                        dst,
+                        op: *op,
+                        mem: m,
+                        value,
+                        ordering: *ordering,
+                        scope: *scope,
+                    },
+                    text,
+                );
             }
-            Stmt::Fence { ordering, scope, .. } => {
-                self.emit(Inst::Fence { ordering: *ordering, scope: *scope }, text);
+            Stmt::Fence {
+                ordering, scope, ..
+            } => {
+                self.emit(
+                    Inst::Fence {
+                        ordering: *ordering,
+                        scope: *scope,
+                    },
+                    text,
+                );
             }
-            Stmt::WaitGe { mem, target, ordering, scope, budget, error, code, .. } => {
+            Stmt::WaitGe {
+                mem,
+                target,
+                ordering,
+                scope,
+                budget,
+                error,
+                code,
+                ..
+            } => {
                 let (m, _) = self.mem(mem).map_err(|w| type_err(&text, w))?;
                 let (e, _) = self.mem(error).map_err(|w| type_err(&text, w))?;
                 let (t, tt) = self.expr(target).map_err(|w| type_err(&text, w))?;
-                if !same_bits(m.elem, Ty::U32) || !same_bits(tt, Ty::U32) || !same_bits(e.elem, Ty::U32) {
-                    return Err(type_err(&text, "wait_ge needs u32 memory, target and error word".into()));
+                if !same_bits(m.elem, Ty::U32)
+                    || !same_bits(tt, Ty::U32)
+                    || !same_bits(e.elem, Ty::U32)
+                {
+                    return Err(type_err(
+                        &text,
+                        "wait_ge needs u32 memory, target and error word".into(),
+                    ));
                 }
                 let inst = Inst::WaitGe {
                     mem: m,
@@ -237,9 +376,20 @@ impl Compiler<'_> {
                 let (e, t) = self.expr(value).map_err(|w| type_err(&text, w))?;
                 let rt = self.k.regs[*dst].ty;
                 if rt != t || t == Ty::Bool {
-                    return Err(type_err(&text, format!("reduces {} into a {} register", t.name(), rt.name())));
+                    return Err(type_err(
+                        &text,
+                        format!("reduces {} into a {} register", t.name(), rt.name()),
+                    ));
                 }
-                self.emit(Inst::WaveReduce { dst: dst.index() as u32, op: *op, ty: t, value: closure(e) }, text);
+                self.emit(
+                    Inst::WaveReduce {
+                        dst: dst.index() as u32,
+                        op: *op,
+                        ty: t,
+                        value: closure(e),
+                    },
+                    text,
+                );
             }
             Stmt::GridBarrier { .. } | Stmt::PublishFlag { .. } | Stmt::WaitFlag { .. } => {
                 return Err(SimError::NotExpanded(text));
@@ -261,24 +411,52 @@ impl Compiler<'_> {
     ) -> Result<(), SimError> {
         let vt = self.k.regs[var].ty;
         if !is_int(vt) {
-            return Err(type_err(text, format!("induction variable is {}", vt.name())));
+            return Err(type_err(
+                text,
+                format!("induction variable is {}", vt.name()),
+            ));
         }
         let v = var.index() as u32;
         let typed = |e: &Expr| -> Result<CExpr, SimError> {
             let (c, t) = self.expr(e).map_err(|w| type_err(text, w))?;
             if t != vt {
-                return Err(type_err(text, format!("loop bound is {}, variable is {}", t.name(), vt.name())));
+                return Err(type_err(
+                    text,
+                    format!("loop bound is {}, variable is {}", t.name(), vt.name()),
+                ));
             }
             Ok(c)
         };
         let (start, end, step) = (typed(start)?, typed(end)?, typed(step)?);
-        self.emit(Inst::Assign { dst: v, value: closure(start) }, format!("{text} (init)"));
+        self.emit(
+            Inst::Assign {
+                dst: v,
+                value: closure(start),
+            },
+            format!("{text} (init)"),
+        );
         let test = self.pc();
-        let cond = closure(CExpr::Bin(BinOp::Lt, vt, Box::new(CExpr::Reg(v)), Box::new(end)));
+        let cond = closure(CExpr::Bin(
+            BinOp::Lt,
+            vt,
+            Box::new(CExpr::Reg(v)),
+            Box::new(end),
+        ));
         let branch = self.emit(Inst::BranchFalse { cond, to: 0 }, format!("{text} (test)"));
         self.block(body)?;
-        let next = closure(CExpr::Bin(BinOp::Add, vt, Box::new(CExpr::Reg(v)), Box::new(step)));
-        self.emit(Inst::Assign { dst: v, value: next }, format!("{text} (step)"));
+        let next = closure(CExpr::Bin(
+            BinOp::Add,
+            vt,
+            Box::new(CExpr::Reg(v)),
+            Box::new(step),
+        ));
+        self.emit(
+            Inst::Assign {
+                dst: v,
+                value: next,
+            },
+            format!("{text} (step)"),
+        );
         self.emit(Inst::Jump(test), format!("{text} (back edge)"));
         let exit = self.pc();
         if let Inst::BranchFalse { to, .. } = &mut self.insts[branch as usize] {
@@ -291,9 +469,11 @@ impl Compiler<'_> {
     fn mem(&self, m: &MemRef) -> Result<(CMem, bool), String> {
         let (base, elem, local) = match &m.base {
             Base::Param(p) => match self.k.params.get(*p).map(|d| &d.kind) {
-                Some(ParamKind::Array { elem, access, .. }) => {
-                    (CBase::Array(p.index() as u32), *elem, *access == Access::Read)
-                }
+                Some(ParamKind::Array { elem, access, .. }) => (
+                    CBase::Array(p.index() as u32),
+                    *elem,
+                    *access == Access::Read,
+                ),
                 Some(_) => return Err(format!("{p} is not an array parameter")),
                 None => return Err(format!("{p} is not a parameter")),
             },
@@ -317,7 +497,14 @@ impl Compiler<'_> {
         if !is_int(it) {
             return Err(format!("index is {}", it.name()));
         }
-        Ok((CMem { base, index: closure(index), elem }, local))
+        Ok((
+            CMem {
+                base,
+                index: closure(index),
+                elem,
+            },
+            local,
+        ))
     }
 
     fn expr(&self, e: &Expr) -> Result<(CExpr, Ty), String> {
@@ -369,11 +556,20 @@ impl Compiler<'_> {
             Expr::Select(c, a, b) => {
                 let ((c, tc), (a, ta), (b, tb)) = (self.expr(c)?, self.expr(a)?, self.expr(b)?);
                 if tc != Ty::Bool || ta != tb {
-                    return Err(format!("select({}, {}, {})", tc.name(), ta.name(), tb.name()));
+                    return Err(format!(
+                        "select({}, {}, {})",
+                        tc.name(),
+                        ta.name(),
+                        tb.name()
+                    ));
                 }
                 (CExpr::Select(Box::new(c), Box::new(a), Box::new(b)), ta)
             }
-            Expr::Bfe { value, offset, width } => {
+            Expr::Bfe {
+                value,
+                offset,
+                width,
+            } => {
                 let ((v, tv), (o, to)) = (self.expr(value)?, self.expr(offset)?);
                 if !same_bits(tv, Ty::U32) || !same_bits(to, Ty::U32) || !(1..=32).contains(width) {
                     return Err(format!("bfe({}, {}, {width})", tv.name(), to.name()));
@@ -412,7 +608,11 @@ fn check_bin(op: BinOp, t: Ty) -> Result<(), String> {
         BinOp::Eq | BinOp::Ne => true,
         _ => t != Ty::Bool,
     };
-    if ok { Ok(()) } else { Err(format!("{op:?} on {}", t.name())) }
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{op:?} on {}", t.name()))
+    }
 }
 
 // ---- Rendering, for findings (one line per statement). ----
@@ -455,12 +655,20 @@ pub(super) fn show_expr(e: &Expr) -> String {
             Special::WaveId => "wave_id",
         }
         .to_owned(),
-        Expr::Bin(op @ (BinOp::Min | BinOp::Max), a, b) => format!("{}({}, {})", bin_name(*op), show_expr(a), show_expr(b)),
+        Expr::Bin(op @ (BinOp::Min | BinOp::Max), a, b) => {
+            format!("{}({}, {})", bin_name(*op), show_expr(a), show_expr(b))
+        }
         Expr::Bin(op, a, b) => format!("({} {} {})", show_expr(a), bin_name(*op), show_expr(b)),
         Expr::Un(op, a) => format!("{}({})", format!("{op:?}").to_lowercase(), show_expr(a)),
         Expr::Cast(ty, a) => format!("{}({})", ty.name(), show_expr(a)),
-        Expr::Select(c, a, b) => format!("({} ? {} : {})", show_expr(c), show_expr(a), show_expr(b)),
-        Expr::Bfe { value, offset, width } => format!("bfe({}, {}, {width})", show_expr(value), show_expr(offset)),
+        Expr::Select(c, a, b) => {
+            format!("({} ? {} : {})", show_expr(c), show_expr(a), show_expr(b))
+        }
+        Expr::Bfe {
+            value,
+            offset,
+            width,
+        } => format!("bfe({}, {}, {width})", show_expr(value), show_expr(offset)),
         Expr::Fma(a, b, c) => format!("fma({}, {}, {})", show_expr(a), show_expr(b), show_expr(c)),
     }
 }
@@ -468,7 +676,9 @@ pub(super) fn show_expr(e: &Expr) -> String {
 fn show_mem(m: &MemRef) -> String {
     match &m.base {
         Base::Param(p) => format!("{p}[{}]", show_expr(&m.index)),
-        Base::Peer { param, rank } => format!("{param}@peer({})[{}]", show_expr(rank), show_expr(&m.index)),
+        Base::Peer { param, rank } => {
+            format!("{param}@peer({})[{}]", show_expr(rank), show_expr(&m.index))
+        }
         Base::Lds(l) => format!("{l}[{}]", show_expr(&m.index)),
     }
 }
@@ -498,23 +708,68 @@ pub(super) fn show_stmt(s: &Stmt) -> String {
     match s {
         Stmt::Assign { dst, value } => format!("{dst} = {}", show_expr(value)),
         Stmt::Load { dst, mem } => {
-            let d = dst.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ");
+            let d = dst
+                .iter()
+                .map(|r| r.to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
             format!("{d} = load.x{} {}", dst.len(), show_mem(mem))
         }
-        Stmt::Store { mem, values } => format!("store.x{} {}, {}", values.len(), show_mem(mem), list(values)),
-        Stmt::For { var, start, end, step, .. } => {
-            format!("for {var} in {}..{} step {}", show_expr(start), show_expr(end), show_expr(step))
+        Stmt::Store { mem, values } => format!(
+            "store.x{} {}, {}",
+            values.len(),
+            show_mem(mem),
+            list(values)
+        ),
+        Stmt::For {
+            var,
+            start,
+            end,
+            step,
+            ..
+        } => {
+            format!(
+                "for {var} in {}..{} step {}",
+                show_expr(start),
+                show_expr(end),
+                show_expr(step)
+            )
         }
         Stmt::If { cond, .. } => format!("if {}", show_expr(cond)),
         Stmt::WorkgroupBarrier => "workgroup_barrier".into(),
-        Stmt::Atomic { dst, op, mem, value, ordering, scope, .. } => {
+        Stmt::Atomic {
+            dst,
+            op,
+            mem,
+            value,
+            ordering,
+            scope,
+            ..
+        } => {
             let dst = dst.map(|d| format!("{d} = ")).unwrap_or_default();
-            let value = value.as_ref().map(|v| format!(", {}", show_expr(v))).unwrap_or_default();
+            let value = value
+                .as_ref()
+                .map(|v| format!(", {}", show_expr(v)))
+                .unwrap_or_default();
             let op = format!("{op:?}").to_lowercase();
-            format!("{dst}atomic.{op} {}{value} {} {}", show_mem(mem), ordering_name(*ordering), scope_name(*scope))
+            format!(
+                "{dst}atomic.{op} {}{value} {} {}",
+                show_mem(mem),
+                ordering_name(*ordering),
+                scope_name(*scope)
+            )
         }
-        Stmt::Fence { ordering, scope, .. } => format!("fence {} {}", ordering_name(*ordering), scope_name(*scope)),
-        Stmt::WaitGe { mem, target, ordering, scope, code, .. } => format!(
+        Stmt::Fence {
+            ordering, scope, ..
+        } => format!("fence {} {}", ordering_name(*ordering), scope_name(*scope)),
+        Stmt::WaitGe {
+            mem,
+            target,
+            ordering,
+            scope,
+            code,
+            ..
+        } => format!(
             "wait_ge {}, {} {} {} (code {code})",
             show_mem(mem),
             show_expr(target),
@@ -522,9 +777,15 @@ pub(super) fn show_stmt(s: &Stmt) -> String {
             scope_name(*scope)
         ),
         Stmt::WaveReduce { dst, op, value } => {
-            format!("{dst} = wave_reduce.{} {}", format!("{op:?}").to_lowercase(), show_expr(value))
+            format!(
+                "{dst} = wave_reduce.{} {}",
+                format!("{op:?}").to_lowercase(),
+                show_expr(value)
+            )
         }
-        Stmt::GridBarrier { counter, index } => format!("grid_barrier #{index} {}", show_mem(counter)),
+        Stmt::GridBarrier { counter, index } => {
+            format!("grid_barrier #{index} {}", show_mem(counter))
+        }
         Stmt::PublishFlag { flag, round } => format!("publish_flag #{round} {}", show_mem(flag)),
         Stmt::WaitFlag { flag, round } => format!("wait_flag #{round} {}", show_mem(flag)),
         Stmt::Comment(c) => format!("// {c}"),

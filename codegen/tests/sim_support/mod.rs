@@ -52,15 +52,24 @@ pub fn lt(a: Expr, b: Expr) -> Expr {
 }
 
 pub fn at(p: Param, index: Expr) -> MemRef {
-    MemRef { base: Base::Param(p), index }
+    MemRef {
+        base: Base::Param(p),
+        index,
+    }
 }
 
 pub fn peer(p: Param, rank: Expr, index: Expr) -> MemRef {
-    MemRef { base: Base::Peer { param: p, rank }, index }
+    MemRef {
+        base: Base::Peer { param: p, rank },
+        index,
+    }
 }
 
 pub fn lds_at(l: Lds, index: Expr) -> MemRef {
-    MemRef { base: Base::Lds(l), index }
+    MemRef {
+        base: Base::Lds(l),
+        index,
+    }
 }
 
 pub fn assign(dst: Reg, value: Expr) -> Stmt {
@@ -68,40 +77,114 @@ pub fn assign(dst: Reg, value: Expr) -> Stmt {
 }
 
 pub fn load(dst: Reg, mem: MemRef) -> Stmt {
-    Stmt::Load { dst: vec![dst], mem }
+    Stmt::Load {
+        dst: vec![dst],
+        mem,
+    }
 }
 
 pub fn store(mem: MemRef, value: Expr) -> Stmt {
-    Stmt::Store { mem, values: vec![value] }
+    Stmt::Store {
+        mem,
+        values: vec![value],
+    }
 }
 
 pub fn if_(cond: Expr, then_body: Block) -> Stmt {
-    Stmt::If { cond, then_body, else_body: vec![] }
+    Stmt::If {
+        cond,
+        then_body,
+        else_body: vec![],
+    }
 }
 
-pub fn atomic(op: AtomicOp, mem: MemRef, value: Option<Expr>, ordering: Ordering, scope: Scope) -> Stmt {
-    Stmt::Atomic { dst: None, op, mem, value, ordering, scope, why: Invariant::PeerFlagHandshake }
+pub fn atomic(
+    op: AtomicOp,
+    mem: MemRef,
+    value: Option<Expr>,
+    ordering: Ordering,
+    scope: Scope,
+) -> Stmt {
+    Stmt::Atomic {
+        dst: None,
+        op,
+        mem,
+        value,
+        ordering,
+        scope,
+        why: Invariant::PeerFlagHandshake,
+    }
 }
 
-pub fn wait_ge(k: &mut LoweredKernel, mem: MemRef, target: Expr, ordering: Ordering, scope: Scope, budget: u32, code: u32) -> Stmt {
+pub fn wait_ge(
+    k: &mut LoweredKernel,
+    mem: MemRef,
+    target: Expr,
+    ordering: Ordering,
+    scope: Scope,
+    budget: u32,
+    code: u32,
+) -> Stmt {
     let error = at(k.error_param(), u(0));
-    Stmt::WaitGe { mem, target, ordering, scope, budget, error, code, why: Invariant::BoundedSpin }
+    Stmt::WaitGe {
+        mem,
+        target,
+        ordering,
+        scope,
+        budget,
+        error,
+        code,
+        why: Invariant::BoundedSpin,
+    }
 }
 
-pub fn array(k: &mut LoweredKernel, name: &str, elem: Ty, len: usize, access: Access, purpose: Purpose) -> Param {
-    k.param(name, ParamKind::Array { elem, len, space: MemorySpace::Global, access, purpose })
+pub fn array(
+    k: &mut LoweredKernel,
+    name: &str,
+    elem: Ty,
+    len: usize,
+    access: Access,
+    purpose: Purpose,
+) -> Param {
+    k.param(
+        name,
+        ParamKind::Array {
+            elem,
+            len,
+            space: MemorySpace::Global,
+            access,
+            purpose,
+        },
+    )
 }
 
 pub fn peers(k: &mut LoweredKernel, name: &str, elem: Ty, len: usize, purpose: Purpose) -> Param {
-    k.param(name, ParamKind::PeerArrays { elem, len, access: Access::ReadWrite, purpose })
+    k.param(
+        name,
+        ParamKind::PeerArrays {
+            elem,
+            len,
+            access: Access::ReadWrite,
+            purpose,
+        },
+    )
 }
 
 pub fn data(buffer: &str, part: &'static str) -> Purpose {
-    Purpose::Data { buffer: buffer.into(), part }
+    Purpose::Data {
+        buffer: buffer.into(),
+        part,
+    }
 }
 
 pub fn rank_param(k: &mut LoweredKernel) -> Param {
-    k.param("rank", ParamKind::Scalar { ty: Ty::U32, purpose: Purpose::Rank })
+    k.param(
+        "rank",
+        ParamKind::Scalar {
+            ty: Ty::U32,
+            purpose: Purpose::Rank,
+        },
+    )
 }
 
 /// Values of a parameter per (launch, rank, element).
@@ -170,16 +253,33 @@ pub fn inputs(k: &Kernel, seed: u64) -> Vec<RankInputs> {
             k.inputs()
                 .map(|b| {
                     let d = k.buffer(b).unwrap();
-                    let BufferType::Tensor(t) = d.local_type() else { panic!("dense inputs only") };
-                    let tag = if d.sharding == Sharding::Replicated { 0 } else { rank + 1 };
-                    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (u64::from(b.as_u32()) << 40) ^ (u64::from(tag) << 32));
+                    let BufferType::Tensor(t) = d.local_type() else {
+                        panic!("dense inputs only")
+                    };
+                    let tag = if d.sharding == Sharding::Replicated {
+                        0
+                    } else {
+                        rank + 1
+                    };
+                    let mut rng = ChaCha8Rng::seed_from_u64(
+                        seed ^ (u64::from(b.as_u32()) << 40) ^ (u64::from(tag) << 32),
+                    );
                     let (mean, std) = match (t.shape.len(), d.sharding) {
                         (1, _) => (1.0, 0.1),
                         (_, Sharding::Partial { tp }) => (0.0, 1.0 / f64::from(tp).sqrt()),
                         _ => (0.0, 1.0),
                     };
-                    let data: Vec<f64> = (0..t.len()).map(|_| mean + std * normal(&mut rng)).collect();
-                    (b, HostData::Tensor(HostTensor::rounded(t.dtype, t.shape.clone(), data.into_iter().map(|x| round_to(t.dtype, x)))))
+                    let data: Vec<f64> = (0..t.len())
+                        .map(|_| mean + std * normal(&mut rng))
+                        .collect();
+                    (
+                        b,
+                        HostData::Tensor(HostTensor::rounded(
+                            t.dtype,
+                            t.shape.clone(),
+                            data.into_iter().map(|x| round_to(t.dtype, x)),
+                        )),
+                    )
                 })
                 .collect()
         })
@@ -189,5 +289,7 @@ pub fn inputs(k: &Kernel, seed: u64) -> Vec<RankInputs> {
 /// Inputs for `n` launches, different in every launch (so stale data from a previous launch is
 /// a wrong answer, not a lucky one).
 pub fn launches(k: &Kernel, seed: u64, n: u32) -> Vec<Vec<RankInputs>> {
-    (0..n).map(|l| inputs(k, seed.wrapping_mul(31).wrapping_add(u64::from(l)))).collect()
+    (0..n)
+        .map(|l| inputs(k, seed.wrapping_mul(31).wrapping_add(u64::from(l))))
+        .collect()
 }

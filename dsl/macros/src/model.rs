@@ -144,7 +144,10 @@ pub const DTYPES: [(&str, Dtype); 6] = [
 impl Dtype {
     /// The name, as written.
     pub fn name(self) -> &'static str {
-        DTYPES.iter().find(|(_, d)| *d == self).map_or("?", |(n, _)| n)
+        DTYPES
+            .iter()
+            .find(|(_, d)| *d == self)
+            .map_or("?", |(n, _)| n)
     }
 
     /// Whether it is a floating-point type.
@@ -177,7 +180,10 @@ pub const SHARDINGS: [(&str, Sharding); 4] = [
 impl Sharding {
     /// The name, as written.
     pub fn name(self) -> &'static str {
-        SHARDINGS.iter().find(|(_, s)| *s == self).map_or("?", |(n, _)| n)
+        SHARDINGS
+            .iter()
+            .find(|(_, s)| *s == self)
+            .map_or("?", |(n, _)| n)
     }
 }
 

@@ -37,7 +37,9 @@ fn distance(a: &str, b: &str) -> usize {
     for i in 1..=a.len() {
         for j in 1..=b.len() {
             let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
             if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
                 best = best.min(d[i - 2][j - 2] + 1);
             }
@@ -54,7 +56,10 @@ mod tests {
     #[test]
     fn typos_and_abbreviations_are_close() {
         assert_eq!(closest("rmsnrom", ["rmsnorm", "silu"]), Some("rmsnorm"));
-        assert_eq!(closest("col_paralel", ["row_parallel", "col_parallel"]), Some("col_parallel"));
+        assert_eq!(
+            closest("col_paralel", ["row_parallel", "col_parallel"]),
+            Some("col_parallel")
+        );
         assert_eq!(closest("epsilon", ["eps"]), Some("eps"));
         assert_eq!(closest("fp16", ["f16", "bf16"]), Some("f16"));
     }

@@ -42,17 +42,24 @@ pub fn check<'a>(def: &'a KernelDef, body: &'a Body) -> Result<Kernel<'a>, Failu
     let before = c.errors.len();
     if let Some(across) = &def.across {
         if dims::eval_int(&across.tp) == Some(0) {
-            c.errors.push(Error::new_spanned(&across.tp, "a TP group has at least one rank"));
+            c.errors.push(Error::new_spanned(
+                &across.tp,
+                "a TP group has at least one rank",
+            ));
         }
     }
     for decl in &body.decls {
         c.declare(decl);
     }
     c.decls_ok = c.errors.len() == before;
-    c.later = body.stmts.iter().flat_map(bound_names).fold(HashMap::new(), |mut m, n| {
-        *m.entry(n).or_insert(0) += 1;
-        m
-    });
+    c.later = body
+        .stmts
+        .iter()
+        .flat_map(bound_names)
+        .fold(HashMap::new(), |mut m, n| {
+            *m.entry(n).or_insert(0) += 1;
+            m
+        });
     for stmt in &body.stmts {
         c.statement(stmt);
         for name in bound_names(stmt) {
@@ -66,10 +73,14 @@ pub fn check<'a>(def: &'a KernelDef, body: &'a Body) -> Result<Kernel<'a>, Failu
 
 fn bound_names(stmt: &Stmt) -> Vec<String> {
     match stmt {
-        Stmt::Let { names: LetNames::One(i), .. } => vec![i.to_string()],
-        Stmt::Let { names: LetNames::Tuple(is, _), .. } => {
-            is.iter().map(Ident::to_string).collect()
-        }
+        Stmt::Let {
+            names: LetNames::One(i),
+            ..
+        } => vec![i.to_string()],
+        Stmt::Let {
+            names: LetNames::Tuple(is, _),
+            ..
+        } => is.iter().map(Ident::to_string).collect(),
         Stmt::Assign { .. } => Vec::new(),
     }
 }
@@ -132,7 +143,10 @@ impl<'a> Checker<'a> {
         Checker {
             def,
             errors: Vec::new(),
-            group: TpGroup { present: def.across.is_some(), reported: false },
+            group: TpGroup {
+                present: def.across.is_some(),
+                reported: false,
+            },
             decls: Vec::new(),
             buffers: Vec::new(),
             scope: HashMap::new(),
@@ -186,11 +200,17 @@ impl<'a> Checker<'a> {
 
     fn statement(&mut self, stmt: &'a Stmt) {
         match stmt {
-            Stmt::Let { names: LetNames::One(ident), expr } => {
+            Stmt::Let {
+                names: LetNames::One(ident),
+                expr,
+            } => {
                 let v = self.eval(expr);
                 self.bind(ident, v);
             }
-            Stmt::Let { names: LetNames::Tuple(idents, tokens), expr } => {
+            Stmt::Let {
+                names: LetNames::Tuple(idents, tokens),
+                expr,
+            } => {
                 let values = match expr {
                     Expr::Call(call) => self.call(call, idents.len()),
                     other => {
@@ -245,9 +265,10 @@ impl<'a> Checker<'a> {
                 self.written[b] = Some(value);
                 self.store(b, expr, value);
             }
-            Some(Binding::Buffer(_)) => {
-                self.err(target, format!("`{name}` is an input: a kernel never writes its inputs"))
-            }
+            Some(Binding::Buffer(_)) => self.err(
+                target,
+                format!("`{name}` is an input: a kernel never writes its inputs"),
+            ),
             Some(Binding::Let(_)) => self.err(
                 target,
                 format!(
@@ -258,8 +279,9 @@ impl<'a> Checker<'a> {
             None => {
                 let unwritten: Vec<String> = self.outputs(|w| w.is_none());
                 let guess = closest(&name, unwritten.iter().map(String::as_str)).map(str::to_owned);
-                let hint =
-                    guess.as_ref().map_or(String::new(), |g| format!("; did you mean `{g}`?"));
+                let hint = guess
+                    .as_ref()
+                    .map_or(String::new(), |g| format!("; did you mean `{g}`?"));
                 self.err(target, format!("no output named `{name}`{hint}"));
                 if let Some(Binding::Buffer(b)) = guess.and_then(|g| self.scope.get(&g)) {
                     self.written[*b] = Some(None);
@@ -280,7 +302,13 @@ impl<'a> Checker<'a> {
             return;
         };
         if let Some(ty) = self.types[v].clone() {
-            if let Err(e) = typing::check_store(b, &Operand { ty, tokens: expr.tokens() }) {
+            if let Err(e) = typing::check_store(
+                b,
+                &Operand {
+                    ty,
+                    tokens: expr.tokens(),
+                },
+            ) {
                 self.errors.push(e);
             }
         }
@@ -291,8 +319,18 @@ impl<'a> Checker<'a> {
         match expr {
             Expr::Name(ident) => self.value(ident),
             Expr::Call(call) => self.call(call, 1).pop().flatten(),
-            Expr::Binary { op, op_span, lhs, rhs, tokens } => {
-                let op = if *op == crate::ast::BinOp::Add { Op::Add } else { Op::Mul };
+            Expr::Binary {
+                op,
+                op_span,
+                lhs,
+                rhs,
+                tokens,
+            } => {
+                let op = if *op == crate::ast::BinOp::Add {
+                    Op::Add
+                } else {
+                    Op::Mul
+                };
                 let sym = if op == Op::Add {
                     quote_spanned!(*op_span=> +)
                 } else {
@@ -301,7 +339,9 @@ impl<'a> Checker<'a> {
                 let a = self.eval(lhs);
                 let b = self.eval(rhs);
                 let operands = [(a, lhs.tokens()), (b, rhs.tokens())];
-                self.apply(op, &sym, None, None, &operands, Vec::new(), tokens).pop().flatten()
+                self.apply(op, &sym, None, None, &operands, Vec::new(), tokens)
+                    .pop()
+                    .flatten()
             }
             Expr::Invalid(tokens) => {
                 self.touch_tokens(tokens.clone());
@@ -376,7 +416,12 @@ impl<'a> Checker<'a> {
         self.used[b] = true;
         let ty = match &self.buffers[b] {
             None => return None,
-            Some(buffer @ Buffer { ty: BufType::Tensor { .. }, .. }) => typing::buffer_ty(buffer),
+            Some(
+                buffer @ Buffer {
+                    ty: BufType::Tensor { .. },
+                    ..
+                },
+            ) => typing::buffer_ty(buffer),
             Some(w) => {
                 let mode = match w.sharding {
                     Sharding::Replicated | Sharding::Partial => "rep",
@@ -409,8 +454,13 @@ impl<'a> Checker<'a> {
         }
         let names: Vec<String> = self.scope.keys().cloned().collect();
         let guess = closest(&name, names.iter().map(String::as_str)).map(str::to_owned);
-        let hint = guess.as_ref().map_or(String::new(), |g| format!("; did you mean `{g}`?"));
-        self.err(ident, format!("cannot find {what} `{name}` in this kernel{hint}"));
+        let hint = guess
+            .as_ref()
+            .map_or(String::new(), |g| format!("; did you mean `{g}`?"));
+        self.err(
+            ident,
+            format!("cannot find {what} `{name}` in this kernel{hint}"),
+        );
         match guess.and_then(|g| self.scope.get(&g)) {
             Some(Binding::Let(i)) => self.lets[*i].used = true,
             Some(Binding::Buffer(b)) => self.used[*b] = true,
@@ -502,7 +552,13 @@ impl<'a> Checker<'a> {
         let is_weight = |e: &Expr| match e {
             Expr::Name(i) => match self.scope.get(&i.to_string()) {
                 Some(Binding::Buffer(b)) => {
-                    matches!(&self.buffers[*b], Some(Buffer { ty: BufType::Weight { .. }, .. }))
+                    matches!(
+                        &self.buffers[*b],
+                        Some(Buffer {
+                            ty: BufType::Weight { .. },
+                            ..
+                        })
+                    )
                 }
                 _ => false,
             },
@@ -528,7 +584,10 @@ impl<'a> Checker<'a> {
                 op.results()
             )
         } else {
-            format!("`{}` has one result: bind it with `let name = …`", op.name())
+            format!(
+                "`{}` has one result: bind it with `let name = …`",
+                op.name()
+            )
         };
         self.err(&call.tokens, msg);
         vec![None; want]
@@ -556,7 +615,11 @@ impl<'a> Checker<'a> {
         } else if let Some(guess) = closest(&call.name, names) {
             format!("unknown op `{}`; did you mean `{guess}`?", call.name)
         } else {
-            format!("unknown op `{}`; the ops are {}", call.name, names.join(", "))
+            format!(
+                "unknown op `{}`; the ops are {}",
+                call.name,
+                names.join(", ")
+            )
         };
         let at = match (&call.variant, call.name.split_once('.')) {
             (Some(v), Some((family, _)))
@@ -605,7 +668,10 @@ impl<'a> Checker<'a> {
                 }
                 None => {
                     let hint = did_you_mean(&key, spec.iter().map(|(n, _)| *n));
-                    self.err(&a.key, format!("`{}` has no attribute `{key}`{hint}", op.name()));
+                    self.err(
+                        &a.key,
+                        format!("`{}` has no attribute `{key}`{hint}", op.name()),
+                    );
                     ok = false;
                 }
             }
@@ -617,9 +683,16 @@ impl<'a> Checker<'a> {
             .map(|((n, _), _)| format!("`{n} = …`"))
             .collect();
         if !missing.is_empty() && ok {
-            self.err(&call.tokens, format!("`{}` needs {}", op.name(), missing.join(" and ")));
+            self.err(
+                &call.tokens,
+                format!("`{}` needs {}", op.name(), missing.join(" and ")),
+            );
         }
-        found.into_iter().collect::<Option<Vec<_>>>().filter(|_| ok).unwrap_or_default()
+        found
+            .into_iter()
+            .collect::<Option<Vec<_>>>()
+            .filter(|_| ok)
+            .unwrap_or_default()
     }
 
     /// Type an op, define its results, and record the step.
@@ -641,11 +714,21 @@ impl<'a> Checker<'a> {
             && weight.as_ref().is_none_or(Option::is_some);
         let typed: Option<Vec<Operand>> = operands
             .iter()
-            .map(|(v, t)| Some(Operand { ty: self.types[(*v)?].clone()?, tokens: t.clone() }))
+            .map(|(v, t)| {
+                Some(Operand {
+                    ty: self.types[(*v)?].clone()?,
+                    tokens: t.clone(),
+                })
+            })
             .collect();
         let mut tys: Vec<Option<Ty>> = vec![None; op.results()];
         if let (true, Some(typed)) = (complete, typed) {
-            let site = Site { op, name, variant, attrs: &attrs };
+            let site = Site {
+                op,
+                name,
+                variant,
+                attrs: &attrs,
+            };
             let w = weight.as_ref().and_then(|w| w.as_ref().map(|(_, w)| w));
             match typing::infer(&site, w, &typed) {
                 Ok(t) => tys = t.into_iter().map(Some).collect(),
@@ -674,13 +757,26 @@ impl<'a> Checker<'a> {
         let mut errors = self.errors.into_iter();
         if let Some(mut error) = errors.next() {
             error.extend(errors);
-            return Err(Failure { error, buffers, collective });
+            return Err(Failure {
+                error,
+                buffers,
+                collective,
+            });
         }
         match buffers {
-            Some(buffers) => Ok(Kernel { def: self.def, buffers, steps: self.steps, collective }),
+            Some(buffers) => Ok(Kernel {
+                def: self.def,
+                buffers,
+                steps: self.steps,
+                collective,
+            }),
             None => {
                 let error = Error::new_spanned(&self.def.name, "a parameter did not resolve");
-                Err(Failure { error, buffers: None, collective })
+                Err(Failure {
+                    error,
+                    buffers: None,
+                    collective,
+                })
             }
         }
     }
@@ -706,8 +802,10 @@ impl<'a> Checker<'a> {
             self.errors.push(Error::new_spanned(name, msg));
         }
         for l in self.lets.iter().filter(|l| !l.used) {
-            let msg =
-                format!("value `{}` is never used: nothing it computes reaches an output", l.ident);
+            let msg = format!(
+                "value `{}` is never used: nothing it computes reaches an output",
+                l.ident
+            );
             self.errors.push(Error::new_spanned(l.ident, msg));
         }
     }

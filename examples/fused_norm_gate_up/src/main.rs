@@ -108,7 +108,10 @@ fn compare_with_unfused(
         for n in ["x", "norm_w"] {
             norm_in.insert(find(&norm, n)?, inp[&find(fused, n)?].clone());
         }
-        let h = evaluate(&norm, &[norm_in])?.remove(0).remove(&find(&norm, "h")?).ok_or("no h")?;
+        let h = evaluate(&norm, &[norm_in])?
+            .remove(0)
+            .remove(&find(&norm, "h")?)
+            .ok_or("no h")?;
         let mut dual_in = RankInputs::new();
         for n in ["w_gate", "w_up"] {
             dual_in.insert(find(&dual, n)?, inp[&find(fused, n)?].clone());
@@ -157,7 +160,10 @@ fn bind_rank0(s: &Shapes, fused: &Kernel, inputs: &RankInputs) -> Result<(), Box
         y: Output::new(&mut y),
     };
     args.check(fused)?;
-    println!("rank 0's arguments bind: {} parameters checked", fused.buffers().len());
+    println!(
+        "rank 0's arguments bind: {} parameters checked",
+        fused.buffers().len()
+    );
     let tp2 = Shapes::qwen27b(2);
     let other = rmsnorm_gate_up_silu(tp2.tp, tp2.batch, tp2.ffn_local(), tp2.gptq);
     match args.check(&other) {

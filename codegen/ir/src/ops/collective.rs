@@ -59,7 +59,10 @@ impl AllReduce {
 
     pub(crate) fn infer(&self, cx: &dyn TypeCtx) -> Result<ValueType, OpError> {
         if self.tp != cx.tp() {
-            return Err(OpError::TpMismatch { expected: cx.tp(), found: self.tp });
+            return Err(OpError::TpMismatch {
+                expected: cx.tp(),
+                found: self.tp,
+            });
         }
         let x = cx.value(self.x)?;
         expect_float("x", x)?;
@@ -68,15 +71,23 @@ impl AllReduce {
         if let Compression::Int8 { block } = self.compression {
             check_block(block, x.features())?;
         }
-        Ok(ValueType { dtype: ScalarType::F32, shape: x.shape.clone(), dist: Dist::Replicated })
+        Ok(ValueType {
+            dtype: ScalarType::F32,
+            shape: x.shape.clone(),
+            dist: Dist::Replicated,
+        })
     }
 }
 
 /// A quantisation block must be non-empty and divide the feature axis.
 pub(crate) fn check_block(block: usize, features: usize) -> Result<(), OpError> {
     if block == 0 || features % block != 0 {
-        let what = format!("{block} does not divide the {features} features (blocks are non-empty)");
-        return Err(OpError::Attribute { operand: "block", what });
+        let what =
+            format!("{block} does not divide the {features} features (blocks are non-empty)");
+        return Err(OpError::Attribute {
+            operand: "block",
+            what,
+        });
     }
     Ok(())
 }

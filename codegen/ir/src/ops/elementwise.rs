@@ -49,19 +49,40 @@ impl Binary {
         expect_float("rhs", b)?;
         if a.shape != b.shape {
             let (expected, found) = (a.shape.clone(), b.shape.clone());
-            return Err(OpError::Shape { operand: "rhs", expected, found });
+            return Err(OpError::Shape {
+                operand: "rhs",
+                expected,
+                found,
+            });
         }
         if self.op == BinaryOp::Mul && (a.dist == Dist::Partial || b.dist == Dist::Partial) {
-            let (operand, found) = if a.dist == Dist::Partial { ("lhs", a.dist) } else { ("rhs", b.dist) };
+            let (operand, found) = if a.dist == Dist::Partial {
+                ("lhs", a.dist)
+            } else {
+                ("rhs", b.dist)
+            };
             let hint = ": a product involving partial sums is not a partial sum; allreduce first";
             let expected = "replicated or sharded";
-            return Err(OpError::Dist { operand, expected, found, hint });
+            return Err(OpError::Dist {
+                operand,
+                expected,
+                found,
+                hint,
+            });
         }
         if a.dist != b.dist {
             let hint = ": both operands must be distributed the same way over the TP group";
-            return Err(OpError::Dist { operand: "rhs", expected: a.dist.name(), found: b.dist, hint });
+            return Err(OpError::Dist {
+                operand: "rhs",
+                expected: a.dist.name(),
+                found: b.dist,
+                hint,
+            });
         }
-        Ok(ValueType { dtype: ScalarType::F32, ..a.clone() })
+        Ok(ValueType {
+            dtype: ScalarType::F32,
+            ..a.clone()
+        })
     }
 }
 
@@ -97,9 +118,17 @@ impl Unary {
         if x.dist == Dist::Partial {
             let hint = ": a nonlinear function of partial sums; allreduce first";
             let expected = "replicated or sharded";
-            return Err(OpError::Dist { operand: "x", expected, found: x.dist, hint });
+            return Err(OpError::Dist {
+                operand: "x",
+                expected,
+                found: x.dist,
+                hint,
+            });
         }
-        Ok(ValueType { dtype: ScalarType::F32, ..x.clone() })
+        Ok(ValueType {
+            dtype: ScalarType::F32,
+            ..x.clone()
+        })
     }
 }
 
@@ -115,9 +144,17 @@ impl RoundF16 {
         let x = cx.value(self.x)?;
         if x.dtype != ScalarType::F32 {
             let hint = ": only an unrounded f32 value can be rounded";
-            return Err(OpError::Dtype { operand: "x", expected: "f32", found: x.dtype, hint });
+            return Err(OpError::Dtype {
+                operand: "x",
+                expected: "f32",
+                found: x.dtype,
+                hint,
+            });
         }
-        Ok(ValueType { dtype: ScalarType::F16, ..x.clone() })
+        Ok(ValueType {
+            dtype: ScalarType::F16,
+            ..x.clone()
+        })
     }
 }
 
@@ -142,7 +179,10 @@ impl Slice {
                 "{} column(s) from column {} do not fit in the {f} features of x (a slice is non-empty and in bounds)",
                 self.len, self.start
             );
-            return Err(OpError::Attribute { operand: "range", what });
+            return Err(OpError::Attribute {
+                operand: "range",
+                what,
+            });
         }
         let mut shape = x.shape.clone();
         *shape.last_mut().expect("features() saw an axis") = self.len;

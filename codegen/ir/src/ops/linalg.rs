@@ -85,7 +85,9 @@ impl Gemv {
     pub(crate) fn infer(&self, cx: &dyn TypeCtx) -> Result<ValueType, OpError> {
         let wb = cx.buffer(self.weight)?;
         let BufferType::Weight(w) = wb.local_type() else {
-            return Err(OpError::NotAWeight { name: wb.name.clone() });
+            return Err(OpError::NotAWeight {
+                name: wb.name.clone(),
+            });
         };
         if !self.parallel.accepts(wb.sharding) {
             return Err(OpError::WeightSharding {
@@ -98,12 +100,21 @@ impl Gemv {
         let x = cx.value(self.x)?;
         if x.dtype != ScalarType::F16 {
             let hint = ": GEMV activations are FP16; round_f16 them first";
-            return Err(OpError::Dtype { operand: "x", expected: "f16", found: x.dtype, hint });
+            return Err(OpError::Dtype {
+                operand: "x",
+                expected: "f16",
+                found: x.dtype,
+                hint,
+            });
         }
         if x.shape.len() != 2 || x.shape[1] != w.k {
             let batch = if x.shape.len() == 2 { x.shape[0] } else { 1 };
             let expected = vec![batch, w.k];
-            return Err(OpError::Shape { operand: "x", expected, found: x.shape.clone() });
+            return Err(OpError::Shape {
+                operand: "x",
+                expected,
+                found: x.shape.clone(),
+            });
         }
         let (x_dist, y_dist) = self.parallel.dists();
         let hint = match self.parallel {
@@ -111,6 +122,10 @@ impl Gemv {
             _ => "",
         };
         super::expect_dist("x", x, x_dist, hint)?;
-        Ok(ValueType { dtype: ScalarType::F32, shape: vec![x.shape[0], w.n], dist: y_dist })
+        Ok(ValueType {
+            dtype: ScalarType::F32,
+            shape: vec![x.shape[0], w.n],
+            dist: y_dist,
+        })
     }
 }

@@ -42,13 +42,19 @@ impl Load {
     pub(crate) fn infer(&self, cx: &dyn TypeCtx) -> Result<ValueType, OpError> {
         let b = cx.buffer(self.buffer)?;
         if b.role == Role::Output {
-            return Err(OpError::ReadOutput { name: b.name.clone() });
+            return Err(OpError::ReadOutput {
+                name: b.name.clone(),
+            });
         }
         match b.local_type() {
-            BufferType::Tensor(t) => {
-                Ok(ValueType { dtype: t.dtype, shape: t.shape, dist: dist_of(b.sharding) })
-            }
-            BufferType::Weight(_) => Err(OpError::WeightLoaded { name: b.name.clone() }),
+            BufferType::Tensor(t) => Ok(ValueType {
+                dtype: t.dtype,
+                shape: t.shape,
+                dist: dist_of(b.sharding),
+            }),
+            BufferType::Weight(_) => Err(OpError::WeightLoaded {
+                name: b.name.clone(),
+            }),
         }
     }
 }
@@ -58,21 +64,37 @@ impl Store {
         let b = cx.buffer(self.buffer)?;
         let v = cx.value(self.value)?;
         if b.role == Role::Input {
-            return Err(OpError::WriteInput { name: b.name.clone() });
+            return Err(OpError::WriteInput {
+                name: b.name.clone(),
+            });
         }
         let BufferType::Tensor(t) = b.local_type() else {
-            return Err(OpError::WeightStored { name: b.name.clone() });
+            return Err(OpError::WeightStored {
+                name: b.name.clone(),
+            });
         };
         if v.dtype != t.dtype {
             let (expected, found) = (t.dtype, v.dtype);
-            return Err(OpError::StoreType { name: b.name.clone(), expected, found });
+            return Err(OpError::StoreType {
+                name: b.name.clone(),
+                expected,
+                found,
+            });
         }
         if v.shape != t.shape {
             let (expected, found) = (t.shape, v.shape.clone());
-            return Err(OpError::Shape { operand: "stored value", expected, found });
+            return Err(OpError::Shape {
+                operand: "stored value",
+                expected,
+                found,
+            });
         }
         let want = dist_of(b.sharding);
-        let hint = if v.dist == Dist::Partial { ": allreduce it first" } else { "" };
+        let hint = if v.dist == Dist::Partial {
+            ": allreduce it first"
+        } else {
+            ""
+        };
         super::expect_dist("stored value", v, want, hint)
     }
 }

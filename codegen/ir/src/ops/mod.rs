@@ -154,7 +154,12 @@ pub(crate) fn expect_float(operand: &'static str, t: &ValueType) -> Result<(), O
     if t.dtype.is_float() {
         Ok(())
     } else {
-        Err(OpError::Dtype { operand, expected: "a float type", found: t.dtype, hint: "" })
+        Err(OpError::Dtype {
+            operand,
+            expected: "a float type",
+            found: t.dtype,
+            hint: "",
+        })
     }
 }
 
@@ -168,6 +173,11 @@ pub(crate) fn expect_dist(
     if t.dist == want {
         Ok(())
     } else {
-        Err(OpError::Dist { operand, expected: want.name(), found: t.dist, hint })
+        Err(OpError::Dist {
+            operand,
+            expected: want.name(),
+            found: t.dist,
+            hint,
+        })
     }
 }

@@ -35,17 +35,32 @@ impl RmsNorm {
         };
         expect_dist("x", x, Dist::Replicated, hint)?;
         if w.dtype != ScalarType::F16 {
-            return Err(OpError::Dtype { operand: "weight", expected: "f16", found: w.dtype, hint: "" });
+            return Err(OpError::Dtype {
+                operand: "weight",
+                expected: "f16",
+                found: w.dtype,
+                hint: "",
+            });
         }
         expect_dist("weight", w, Dist::Replicated, "")?;
         if w.shape != [x.features()] {
             let (expected, found) = (vec![x.features()], w.shape.clone());
-            return Err(OpError::Shape { operand: "weight", expected, found });
+            return Err(OpError::Shape {
+                operand: "weight",
+                expected,
+                found,
+            });
         }
         if !(self.eps.is_finite() && self.eps > 0.0) {
             let what = format!("must be positive and finite, found {}", self.eps);
-            return Err(OpError::Attribute { operand: "eps", what });
+            return Err(OpError::Attribute {
+                operand: "eps",
+                what,
+            });
         }
-        Ok(ValueType { dtype: ScalarType::F32, ..x.clone() })
+        Ok(ValueType {
+            dtype: ScalarType::F32,
+            ..x.clone()
+        })
     }
 }

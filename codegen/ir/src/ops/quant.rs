@@ -31,8 +31,15 @@ impl QuantizeInt8 {
         if let Some(last) = scale_shape.last_mut() {
             *last /= self.block;
         }
-        let codes = ValueType { dtype: ScalarType::I8, ..x.clone() };
-        let scales = ValueType { dtype: ScalarType::F32, shape: scale_shape, dist: x.dist };
+        let codes = ValueType {
+            dtype: ScalarType::I8,
+            ..x.clone()
+        };
+        let scales = ValueType {
+            dtype: ScalarType::F32,
+            shape: scale_shape,
+            dist: x.dist,
+        };
         Ok(vec![codes, scales])
     }
 }
@@ -53,10 +60,20 @@ impl DequantizeInt8 {
         let q = cx.value(self.codes)?;
         let s = cx.value(self.scales)?;
         if q.dtype != ScalarType::I8 {
-            return Err(OpError::Dtype { operand: "codes", expected: "i8", found: q.dtype, hint: "" });
+            return Err(OpError::Dtype {
+                operand: "codes",
+                expected: "i8",
+                found: q.dtype,
+                hint: "",
+            });
         }
         if s.dtype != ScalarType::F32 {
-            return Err(OpError::Dtype { operand: "scales", expected: "f32", found: s.dtype, hint: "" });
+            return Err(OpError::Dtype {
+                operand: "scales",
+                expected: "f32",
+                found: s.dtype,
+                hint: "",
+            });
         }
         check_block(self.block, q.features())?;
         let mut expected = q.shape.clone();
@@ -65,11 +82,23 @@ impl DequantizeInt8 {
         }
         if s.dist != q.dist {
             let hint = ": codes and scales must be distributed the same way";
-            return Err(OpError::Dist { operand: "scales", expected: q.dist.name(), found: s.dist, hint });
+            return Err(OpError::Dist {
+                operand: "scales",
+                expected: q.dist.name(),
+                found: s.dist,
+                hint,
+            });
         }
         if s.shape != expected {
-            return Err(OpError::Shape { operand: "scales", expected, found: s.shape.clone() });
+            return Err(OpError::Shape {
+                operand: "scales",
+                expected,
+                found: s.shape.clone(),
+            });
         }
-        Ok(ValueType { dtype: ScalarType::F32, ..q.clone() })
+        Ok(ValueType {
+            dtype: ScalarType::F32,
+            ..q.clone()
+        })
     }
 }

@@ -52,12 +52,21 @@ impl Reduce {
             } else {
                 ": a nonlinear reduction of partial sums is not a partial sum; allreduce first"
             };
-            return Err(OpError::Dist { operand: "x", expected: "replicated", found: x.dist, hint });
+            return Err(OpError::Dist {
+                operand: "x",
+                expected: "replicated",
+                found: x.dist,
+                hint,
+            });
         }
         let mut shape = x.shape.clone();
         if let Some(last) = shape.last_mut() {
             *last = 1;
         }
-        Ok(ValueType { dtype: ScalarType::F32, shape, dist: x.dist })
+        Ok(ValueType {
+            dtype: ScalarType::F32,
+            shape,
+            dist: x.dist,
+        })
     }
 }

@@ -16,7 +16,11 @@ pub struct HostTensor {
 
 impl HostTensor {
     /// A tensor from f64 values, each rounded to `dtype` (nearest-even for f16).
-    pub fn rounded(dtype: ScalarType, shape: Vec<usize>, data: impl IntoIterator<Item = f64>) -> Self {
+    pub fn rounded(
+        dtype: ScalarType,
+        shape: Vec<usize>,
+        data: impl IntoIterator<Item = f64>,
+    ) -> Self {
         let data = data.into_iter().map(|x| round_to(dtype, x)).collect();
         HostTensor { dtype, shape, data }
     }

@@ -68,7 +68,10 @@ impl Val {
     }
 
     fn map(&self, f: impl Fn(f64) -> f64) -> Val {
-        Val { shape: self.shape.clone(), data: self.data.iter().map(|&x| f(x)).collect() }
+        Val {
+            shape: self.shape.clone(),
+            data: self.data.iter().map(|&x| f(x)).collect(),
+        }
     }
 }
 
@@ -76,14 +79,22 @@ impl Val {
 pub fn evaluate(kernel: &Kernel, inputs: &[RankInputs]) -> Result<Vec<RankOutputs>, EvalError> {
     let info = validate(kernel)?;
     if inputs.len() != kernel.tp as usize {
-        return Err(EvalError::RankCount { expected: kernel.tp, found: inputs.len() });
+        return Err(EvalError::RankCount {
+            expected: kernel.tp,
+            found: inputs.len(),
+        });
     }
     for (rank, inp) in inputs.iter().enumerate() {
         for b in kernel.inputs() {
             check_input(kernel, rank, b, inp.get(&b))?;
         }
     }
-    let mut ev = Evaluator { kernel, info, inputs, vals: vec![Vec::new(); inputs.len()] };
+    let mut ev = Evaluator {
+        kernel,
+        info,
+        inputs,
+        vals: vec![Vec::new(); inputs.len()],
+    };
     for rank_vals in &mut ev.vals {
         rank_vals.resize(kernel.values.len(), None);
     }
@@ -103,7 +114,9 @@ struct Evaluator<'a> {
 
 impl Evaluator<'_> {
     fn get(&self, rank: usize, v: Value) -> &Val {
-        self.vals[rank][v.index()].as_ref().expect("validated: defined before use")
+        self.vals[rank][v.index()]
+            .as_ref()
+            .expect("validated: defined before use")
     }
 
     fn step(&mut self, kind: &OpKind, results: &[Value], outputs: &mut [RankOutputs]) {
@@ -119,7 +132,14 @@ impl Evaluator<'_> {
             for (rank, out) in outputs.iter_mut().enumerate() {
                 let v = self.get(rank, s.value);
                 let data = v.data.iter().map(|&x| round_to(dtype, x)).collect();
-                out.insert(s.buffer, HostTensor { dtype, shape: v.shape.clone(), data });
+                out.insert(
+                    s.buffer,
+                    HostTensor {
+                        dtype,
+                        shape: v.shape.clone(),
+                        data,
+                    },
+                );
             }
             return;
         }
@@ -142,19 +162,28 @@ impl Evaluator<'_> {
             }),
             OpKind::RoundF16(r) => one(self.get(rank, r.x).map(|x| round_to(ScalarType::F16, x))),
             OpKind::Slice(s) => one(slice(self.get(rank, s.x), s.start, s.len)),
-            OpKind::RmsNorm(n) => one(rmsnorm(self.get(rank, n.x), self.get(rank, n.weight), n.eps)),
+            OpKind::RmsNorm(n) => one(rmsnorm(
+                self.get(rank, n.x),
+                self.get(rank, n.weight),
+                n.eps,
+            )),
             OpKind::Reduce(r) => one(reduce(r.op, self.get(rank, r.x))),
             OpKind::QuantizeInt8(q) => quantize(self.get(rank, q.x), q.block),
-            OpKind::DequantizeInt8(d) => {
-                one(dequantize(self.get(rank, d.codes), self.get(rank, d.scales), d.block))
-            }
+            OpKind::DequantizeInt8(d) => one(dequantize(
+                self.get(rank, d.codes),
+                self.get(rank, d.scales),
+                d.block,
+            )),
             OpKind::Store(_) | OpKind::AllReduce(_) => unreachable!("handled in step"),
         }
     }
 
     fn load(&self, rank: usize, b: Buffer) -> Val {
         match &self.inputs[rank][&b] {
-            HostData::Tensor(t) => Val { shape: t.shape.clone(), data: t.data.clone() },
+            HostData::Tensor(t) => Val {
+                shape: t.shape.clone(),
+                data: t.data.clone(),
+            },
             _ => unreachable!("validated: only tensors are loaded"),
         }
     }
@@ -175,7 +204,10 @@ impl Evaluator<'_> {
                     y[b * w.n + col] = wrow.iter().zip(xb).map(|(a, c)| a * c).sum();
                 }
             }
-            return Val { shape: vec![batch, w.n], data: y };
+            return Val {
+                shape: vec![batch, w.n],
+                data: y,
+            };
         }
         let mut row = vec![0.0; w.n];
         for k in 0..w.k {
@@ -187,7 +219,10 @@ impl Evaluator<'_> {
                 }
             }
         }
-        Val { shape: vec![batch, w.n], data: y }
+        Val {
+            shape: vec![batch, w.n],
+            data: y,
+        }
     }
 
     fn allreduce(&self, a: &AllReduce) -> Val {
@@ -208,7 +243,10 @@ impl Evaluator<'_> {
             }
         }
         debug_assert!(self.info.uses(a.x) >= 1);
-        Val { shape: first.shape.clone(), data: sum }
+        Val {
+            shape: first.shape.clone(),
+            data: sum,
+        }
     }
 }
 
@@ -220,7 +258,14 @@ fn tensor_dtype(kernel: &Kernel, b: Buffer) -> ScalarType {
 }
 
 /// Row k of a weight `[K, N]`, dequantised.
-fn weight_row(format: &WeightFormat, kdim: usize, n: usize, data: &HostData, k: usize, out: &mut [f64]) {
+fn weight_row(
+    format: &WeightFormat,
+    kdim: usize,
+    n: usize,
+    data: &HostData,
+    k: usize,
+    out: &mut [f64],
+) {
     match (format, data) {
         (WeightFormat::Gptq(l), HostData::Int4(p)) => quant::gptq_row(l, kdim, n, p, k, out),
         (WeightFormat::Awq(l), HostData::Int4(p)) => quant::awq_row(l.group, kdim, n, p, k, out),
@@ -233,15 +278,24 @@ fn binary(op: BinaryOp, a: &Val, b: &Val) -> Val {
         BinaryOp::Add => x + y,
         BinaryOp::Mul => x * y,
     });
-    Val { shape: a.shape.clone(), data: data.collect() }
+    Val {
+        shape: a.shape.clone(),
+        data: data.collect(),
+    }
 }
 
 fn slice(x: &Val, start: usize, len: usize) -> Val {
     let f = x.features();
-    let data = x.data.chunks(f).flat_map(|row| row[start..start + len].iter().copied());
+    let data = x
+        .data
+        .chunks(f)
+        .flat_map(|row| row[start..start + len].iter().copied());
     let mut shape = x.shape.clone();
     *shape.last_mut().expect("values have an axis") = len;
-    Val { shape, data: data.collect() }
+    Val {
+        shape,
+        data: data.collect(),
+    }
 }
 
 fn rmsnorm(x: &Val, w: &Val, eps: f64) -> Val {
@@ -252,7 +306,10 @@ fn rmsnorm(x: &Val, w: &Val, eps: f64) -> Val {
         let inv = 1.0 / (ms + eps).sqrt();
         data.extend(row.iter().zip(&w.data).map(|(v, wi)| v * inv * wi));
     }
-    Val { shape: x.shape.clone(), data }
+    Val {
+        shape: x.shape.clone(),
+        data,
+    }
 }
 
 fn reduce(op: ReduceOp, x: &Val) -> Val {
@@ -263,7 +320,10 @@ fn reduce(op: ReduceOp, x: &Val) -> Val {
     });
     let mut shape = x.shape.clone();
     *shape.last_mut().expect("values have an axis") = 1;
-    Val { shape, data: data.collect() }
+    Val {
+        shape,
+        data: data.collect(),
+    }
 }
 
 fn quantize(x: &Val, block: usize) -> Vec<Val> {
@@ -275,60 +335,117 @@ fn quantize(x: &Val, block: usize) -> Vec<Val> {
     }
     let mut sshape = x.shape.clone();
     *sshape.last_mut().expect("values have an axis") /= block;
-    vec![Val { shape: x.shape.clone(), data: codes }, Val { shape: sshape, data: scales }]
+    vec![
+        Val {
+            shape: x.shape.clone(),
+            data: codes,
+        },
+        Val {
+            shape: sshape,
+            data: scales,
+        },
+    ]
 }
 
 fn dequantize(codes: &Val, scales: &Val, block: usize) -> Val {
-    let data = codes.data.iter().enumerate().map(|(i, q)| q * scales.data[i / block]);
-    Val { shape: codes.shape.clone(), data: data.collect() }
+    let data = codes
+        .data
+        .iter()
+        .enumerate()
+        .map(|(i, q)| q * scales.data[i / block]);
+    Val {
+        shape: codes.shape.clone(),
+        data: data.collect(),
+    }
 }
 
 /// Check one rank's data for one input against the buffer's declaration.
-fn check_input(kernel: &Kernel, rank: usize, b: Buffer, data: Option<&HostData>) -> Result<(), EvalError> {
+fn check_input(
+    kernel: &Kernel,
+    rank: usize,
+    b: Buffer,
+    data: Option<&HostData>,
+) -> Result<(), EvalError> {
     let decl = &kernel.buffers[b];
-    let err = |what: String| EvalError::Input { rank, name: decl.name.clone(), what };
+    let err = |what: String| EvalError::Input {
+        rank,
+        name: decl.name.clone(),
+        what,
+    };
     let data = data.ok_or_else(|| err("no data bound".into()))?;
     match (decl.local_type(), data) {
         (BufferType::Tensor(t), HostData::Tensor(h)) => {
             if h.dtype != t.dtype || h.shape != t.shape || h.data.len() != t.len() {
                 return Err(err(format!(
                     "expected {}{:?}, got {}{:?} with {} values",
-                    t.dtype, t.shape, h.dtype, h.shape, h.data.len()
+                    t.dtype,
+                    t.shape,
+                    h.dtype,
+                    h.shape,
+                    h.data.len()
                 )));
             }
             check_representable(t.dtype, &h.data).map_err(err)
         }
         (BufferType::Weight(w), HostData::F16Weight(v)) if w.format == WeightFormat::F16 => {
             if v.len() != w.k * w.n {
-                return Err(err(format!("expected {} FP16 values [N={}, K={}], got {}", w.k * w.n, w.n, w.k, v.len())));
+                return Err(err(format!(
+                    "expected {} FP16 values [N={}, K={}], got {}",
+                    w.k * w.n,
+                    w.n,
+                    w.k,
+                    v.len()
+                )));
             }
             check_representable(ScalarType::F16, v).map_err(err)
         }
-        (BufferType::Weight(w), HostData::Int4(p)) => check_packed(&w.format, w.k, w.n, p).map_err(err),
+        (BufferType::Weight(w), HostData::Int4(p)) => {
+            check_packed(&w.format, w.k, w.n, p).map_err(err)
+        }
         (ty, _) => Err(err(format!("data does not match the declared type {ty}"))),
     }
 }
 
 fn check_representable(dtype: ScalarType, data: &[f64]) -> Result<(), String> {
-    match data.iter().position(|&x| !x.is_finite() || round_to(dtype, x) != x) {
-        Some(i) => Err(format!("value {} at index {i} is not a finite {dtype}", data[i])),
+    match data
+        .iter()
+        .position(|&x| !x.is_finite() || round_to(dtype, x) != x)
+    {
+        Some(i) => Err(format!(
+            "value {} at index {i} is not a finite {dtype}",
+            data[i]
+        )),
         None => Ok(()),
     }
 }
 
 fn check_packed(format: &WeightFormat, k: usize, n: usize, p: &PackedInt4) -> Result<(), String> {
     let (group, qweight_len, zeros, scale, g_idx) = match format {
-        WeightFormat::Gptq(l) => (l.group, k / 8 * n, l.zero != ZeroPoint::Symmetric, l.scale, l.act_order),
+        WeightFormat::Gptq(l) => (
+            l.group,
+            k / 8 * n,
+            l.zero != ZeroPoint::Symmetric,
+            l.scale,
+            l.act_order,
+        ),
         WeightFormat::Awq(l) => (l.group, k * n / 8, true, l.scale, false),
         WeightFormat::F16 => return Err("an FP16 weight needs F16Weight data".into()),
     };
     let groups = k / group.rows(k);
     let expect = |what: &str, want: usize, got: usize| {
-        if want == got { Ok(()) } else { Err(format!("{what}: expected {want} elements, got {got}")) }
+        if want == got {
+            Ok(())
+        } else {
+            Err(format!("{what}: expected {want} elements, got {got}"))
+        }
     };
     expect("qweight", qweight_len, p.qweight.len())?;
     expect("scales", groups * n, p.scales.len())?;
-    expect("qzeros", if zeros { groups * n / 8 } else { 0 }, p.qzeros.len())?;
+    expect(
+        "qzeros",
+        if zeros { groups * n / 8 } else { 0 },
+        p.qzeros.len(),
+    )?;
     check_representable(scale, &p.scales).map_err(|e| format!("scales: {e}"))?;
     match (&p.g_idx, g_idx) {
         (None, false) => Ok(()),
@@ -337,7 +454,10 @@ fn check_packed(format: &WeightFormat, k: usize, n: usize, p: &PackedInt4) -> Re
         (Some(g), true) => {
             expect("g_idx", k, g.len())?;
             match g.iter().position(|&x| x < 0 || x as usize >= groups) {
-                Some(i) => Err(format!("g_idx[{i}] = {} is not a group in 0..{groups}", g[i])),
+                Some(i) => Err(format!(
+                    "g_idx[{i}] = {} is not a group in 0..{groups}",
+                    g[i]
+                )),
                 None => Ok(()),
             }
         }

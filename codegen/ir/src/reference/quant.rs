@@ -1,6 +1,6 @@
 //! Dequantisation of packed INT4 weights and block INT8 quantisation, in f64.
 
-use crate::types::{AWQ_NIBBLE_ORDER, GroupSize, GptqLayout, ZeroPoint};
+use crate::types::{AWQ_NIBBLE_ORDER, GptqLayout, GroupSize, ZeroPoint};
 
 use super::data::PackedInt4;
 
@@ -35,7 +35,10 @@ pub fn gptq_row(l: &GptqLayout, kdim: usize, n: usize, w: &PackedInt4, k: usize,
 pub fn awq_row(group: GroupSize, kdim: usize, n: usize, w: &PackedInt4, k: usize, out: &mut [f64]) {
     let g = k / group.rows(kdim);
     for (col, o) in out.iter_mut().enumerate() {
-        let pos = AWQ_NIBBLE_ORDER.iter().position(|&c| c == col % 8).expect("a permutation");
+        let pos = AWQ_NIBBLE_ORDER
+            .iter()
+            .position(|&c| c == col % 8)
+            .expect("a permutation");
         let q = i64::from(nibble(w.qweight[k * (n / 8) + col / 8], pos));
         let z = i64::from(nibble(w.qzeros[g * (n / 8) + col / 8], pos));
         *o = (q - z) as f64 * w.scales[g * n + col];
@@ -59,7 +62,13 @@ pub fn int8_quantize(block: &[f64]) -> (Vec<f64>, f64) {
     let s = f64::from(absmax as f32 / 127.0f32);
     let codes = block
         .iter()
-        .map(|&x| if s == 0.0 { 0.0 } else { (x / s).round().clamp(-127.0, 127.0) })
+        .map(|&x| {
+            if s == 0.0 {
+                0.0
+            } else {
+                (x / s).round().clamp(-127.0, 127.0)
+            }
+        })
         .collect();
     (codes, s)
 }

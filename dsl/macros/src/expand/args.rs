@@ -23,7 +23,8 @@ pub fn args_struct_name(def: &KernelDef) -> Ident {
         .filter(|w| !w.is_empty())
         .map(|w| {
             let mut c = w.chars();
-            c.next().map_or(String::new(), |f| f.to_uppercase().chain(c).collect())
+            c.next()
+                .map_or(String::new(), |f| f.to_uppercase().chain(c).collect())
         })
         .collect();
     format_ident!("{}Args", camel, span = def.name.span())
@@ -109,7 +110,11 @@ pub fn args_struct(def: &KernelDef, buffers: &[Buffer], collective: bool) -> Tok
     let kernel = &def.name;
     let kernel_str = kernel.to_string();
     let vis = &def.vis;
-    let cfgs: Vec<_> = def.attrs.iter().filter(|a| a.path().is_ident("cfg")).collect();
+    let cfgs: Vec<_> = def
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("cfg"))
+        .collect();
     let fields = buffers.iter().map(|b| {
         let (id, ty) = (b.name, field_type(b));
         let doc = describe(b);

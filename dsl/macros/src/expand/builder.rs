@@ -98,7 +98,11 @@ fn declaration(b: &Buffer, tp: &Ident) -> TokenStream {
         Sharding::Row => quote!(#ir::Sharding::RowParallel { tp: #tp }),
         Sharding::Partial => quote!(#ir::Sharding::Partial { tp: #tp }),
     };
-    let ctor = if b.role == Role::In { quote!(input) } else { quote!(output) };
+    let ctor = if b.role == Role::In {
+        quote!(input)
+    } else {
+        quote!(output)
+    };
     let mut decl = quote!(#ir::BufferDecl::#ctor(#name, #ty, #sharding));
     if b.host {
         decl = quote!(#decl.space(#ir::MemorySpace::HostVisible));
@@ -150,7 +154,12 @@ fn weight_format(f: &Format) -> TokenStream {
     let ir = paths::ir();
     match f {
         Format::F16 => quote!(#ir::WeightFormat::F16),
-        Format::GptqLit(GptqLit { group: g, zero, scale, act_order }) => {
+        Format::GptqLit(GptqLit {
+            group: g,
+            zero,
+            scale,
+            act_order,
+        }) => {
             let (g, scale) = (group(*g), scalar(*scale));
             let zero = match zero {
                 Zero::V1 => quote!(V1),
@@ -187,10 +196,21 @@ fn step(s: &Step, b: &Ident) -> TokenStream {
             let (v, bf) = (val(*value), buf(*i));
             quote!(#b.store(#v, #bf);)
         }
-        Step::Op { op, weight, args, attrs, results, tokens } => {
+        Step::Op {
+            op,
+            weight,
+            args,
+            attrs,
+            results,
+            tokens,
+        } => {
             let call = op_call(*op, *weight, args, attrs, b);
             let results: Vec<Ident> = results.iter().map(|r| val(*r)).collect();
-            let span = tokens.clone().into_iter().next().map_or_else(Span::call_site, |t| t.span());
+            let span = tokens
+                .clone()
+                .into_iter()
+                .next()
+                .map_or_else(Span::call_site, |t| t.span());
             match results.as_slice() {
                 [r] => quote_spanned!(span=> let #r = #call;),
                 rs => quote_spanned!(span=> let (#(#rs),*) = #call;),
@@ -259,7 +279,13 @@ fn op_call(
 /// Rendered Rust tokens, with the spaces `to_string` puts around `.` and parentheses removed.
 pub fn pretty(tokens: &TokenStream) -> String {
     let mut s = tokens.to_string();
-    for (from, to) in [(" . ", "."), (" (", "("), ("( ", "("), (" )", ")"), (" ,", ",")] {
+    for (from, to) in [
+        (" . ", "."),
+        (" (", "("),
+        ("( ", "("),
+        (" )", ")"),
+        (" ,", ","),
+    ] {
         s = s.replace(from, to);
     }
     s
@@ -286,6 +312,10 @@ fn docs(k: &Kernel) -> TokenStream {
         ),
         String::new(),
     ];
-    lines.extend(k.buffers.iter().map(|b| format!("- {}", super::args::describe(b))));
+    lines.extend(
+        k.buffers
+            .iter()
+            .map(|b| format!("- {}", super::args::describe(b))),
+    );
     quote!(#(#[doc = #lines])*)
 }

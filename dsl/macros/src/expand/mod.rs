@@ -32,9 +32,11 @@ pub fn fallback(def: &KernelDef, failure: Option<&Failure>, error: &syn::Error) 
     let types = def.params.iter().map(|p| &p.ty);
     let (ir, core) = (paths::ir(), paths::core());
     let args = match failure {
-        Some(Failure { buffers: Some(buffers), collective, .. }) => {
-            args::args_struct(def, buffers, *collective)
-        }
+        Some(Failure {
+            buffers: Some(buffers),
+            collective,
+            ..
+        }) => args::args_struct(def, buffers, *collective),
         _ => args::fallback_struct(def),
     };
     quote! {

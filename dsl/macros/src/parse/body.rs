@@ -11,7 +11,11 @@ use super::expr::convert;
 /// Parse a whole body. Errors in op expressions are collected in `Body::errors`; anything else
 /// stops the parse.
 pub fn parse_body(input: ParseStream) -> syn::Result<Body> {
-    let mut body = Body { decls: Vec::new(), stmts: Vec::new(), errors: Vec::new() };
+    let mut body = Body {
+        decls: Vec::new(),
+        stmts: Vec::new(),
+        errors: Vec::new(),
+    };
     while !input.is_empty() {
         if is_decl(input) {
             let after_stmt = !body.stmts.is_empty();

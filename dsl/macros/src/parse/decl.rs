@@ -16,8 +16,16 @@ pub fn parse_decl(input: ParseStream, after_stmt: bool) -> syn::Result<Decl> {
     let name: Ident = input.parse()?;
     input.parse::<Token![:]>()?;
     let ty = parse_type(input)?;
-    let mut decl =
-        Decl { role, role_span, name, ty, sharding: None, space: None, index: None, after_stmt };
+    let mut decl = Decl {
+        role,
+        role_span,
+        name,
+        ty,
+        sharding: None,
+        space: None,
+        index: None,
+        after_stmt,
+    };
     parse_modifiers(input, &mut decl)?;
     input.parse::<Token![;]>()?;
     Ok(decl)
@@ -25,7 +33,11 @@ pub fn parse_decl(input: ParseStream, after_stmt: bool) -> syn::Result<Decl> {
 
 fn parse_type(input: ParseStream) -> syn::Result<TypeSpec> {
     let keyword = input.call(Ident::parse_any)?;
-    let generics = if input.peek(Token![<]) { Some(parse_generics(input)?) } else { None };
+    let generics = if input.peek(Token![<]) {
+        Some(parse_generics(input)?)
+    } else {
+        None
+    };
     let arg = if input.peek(syn::token::Paren) {
         let content;
         syn::parenthesized!(content in input);
@@ -78,7 +90,11 @@ fn parse_modifiers(input: ParseStream, decl: &mut Decl) -> syn::Result<()> {
     while !input.peek(Token![;]) {
         if input.peek(Token![@]) {
             input.parse::<Token![@]>()?;
-            set_once(&mut decl.space, input.call(Ident::parse_any)?, "memory space")?;
+            set_once(
+                &mut decl.space,
+                input.call(Ident::parse_any)?,
+                "memory space",
+            )?;
         } else if input.peek(Ident) && input.peek2(Token![=]) {
             let key: Ident = input.parse()?;
             if key != "index" {
@@ -88,7 +104,11 @@ fn parse_modifiers(input: ParseStream, decl: &mut Decl) -> syn::Result<()> {
                 ));
             }
             input.parse::<Token![=]>()?;
-            set_once(&mut decl.index, input.call(Ident::parse_any)?, "index space")?;
+            set_once(
+                &mut decl.index,
+                input.call(Ident::parse_any)?,
+                "index space",
+            )?;
         } else if input.peek(Ident) {
             set_once(&mut decl.sharding, input.parse()?, "sharding")?;
         } else {

@@ -57,7 +57,11 @@ fn call(c: &syn::ExprCall, errors: &mut Vec<syn::Error>) -> Expr {
         return invalid(&c.func, "expected an op name", errors);
     };
     let Some(name) = single_ident(path) else {
-        return invalid(&c.func, "expected an op name such as `rmsnorm` or `gemv.row`", errors);
+        return invalid(
+            &c.func,
+            "expected an op name such as `rmsnorm` or `gemv.row`",
+            errors,
+        );
     };
     let (args, attrs) = arguments(&c.args, errors);
     Expr::Call(Call {
@@ -80,7 +84,10 @@ fn method_call(m: &syn::ExprMethodCall, errors: &mut Vec<syn::Error>) -> Expr {
         );
     };
     if let Some(turbofish) = &m.turbofish {
-        errors.push(syn::Error::new_spanned(turbofish, "ops take no type arguments"));
+        errors.push(syn::Error::new_spanned(
+            turbofish,
+            "ops take no type arguments",
+        ));
     }
     let (args, attrs) = arguments(&m.args, errors);
     let method = &m.method;
@@ -103,8 +110,14 @@ fn arguments(args: &Args, errors: &mut Vec<syn::Error>) -> (Vec<Expr>, Vec<Named
     for arg in args {
         match arg {
             syn::Expr::Assign(a) => match as_ident(&a.left) {
-                Some(key) => attrs.push(NamedArg { key: key.clone(), value: (*a.right).clone() }),
-                None => errors.push(syn::Error::new_spanned(&a.left, "expected an attribute name")),
+                Some(key) => attrs.push(NamedArg {
+                    key: key.clone(),
+                    value: (*a.right).clone(),
+                }),
+                None => errors.push(syn::Error::new_spanned(
+                    &a.left,
+                    "expected an attribute name",
+                )),
             },
             value => {
                 if let Some(first) = attrs.first() {

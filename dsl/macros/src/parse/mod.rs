@@ -61,7 +61,14 @@ impl Parse for KernelDef {
         let content;
         syn::braced!(content in input);
         let body = content.parse()?;
-        Ok(KernelDef { attrs, vis, name, params, across, body })
+        Ok(KernelDef {
+            attrs,
+            vis,
+            name,
+            params,
+            across,
+            body,
+        })
     }
 }
 
@@ -72,9 +79,10 @@ fn parse_params(input: ParseStream) -> syn::Result<Vec<syn::PatType>> {
     args.into_iter()
         .map(|arg| match arg {
             FnArg::Typed(p) => Ok(p),
-            FnArg::Receiver(r) => {
-                Err(syn::Error::new_spanned(r, "a kernel is a free function: it takes no `self`"))
-            }
+            FnArg::Receiver(r) => Err(syn::Error::new_spanned(
+                r,
+                "a kernel is a free function: it takes no `self`",
+            )),
         })
         .collect()
 }

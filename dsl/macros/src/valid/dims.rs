@@ -64,7 +64,10 @@ pub fn show(shape: &[Dim]) -> String {
 /// Evaluate integer-literal arithmetic (`+ - * /`, parentheses); anything else is `None`.
 pub fn eval_int(expr: &syn::Expr) -> Option<u128> {
     match expr {
-        syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(i), .. }) => i.base10_parse().ok(),
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(i),
+            ..
+        }) => i.base10_parse().ok(),
         syn::Expr::Paren(p) => eval_int(&p.expr),
         syn::Expr::Group(g) => eval_int(&g.expr),
         syn::Expr::Binary(b) => {
@@ -84,8 +87,14 @@ pub fn eval_int(expr: &syn::Expr) -> Option<u128> {
 /// Evaluate a float or integer literal, possibly negated; anything else is `None`.
 pub fn eval_float(expr: &syn::Expr) -> Option<f64> {
     match expr {
-        syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Float(f), .. }) => f.base10_parse().ok(),
-        syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(i), .. }) => i.base10_parse().ok(),
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Float(f),
+            ..
+        }) => f.base10_parse().ok(),
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(i),
+            ..
+        }) => i.base10_parse().ok(),
         syn::Expr::Paren(p) => eval_float(&p.expr),
         syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => eval_float(&u.expr).map(|v| -v),
         _ => None,

@@ -26,8 +26,14 @@ pub fn resolve<'a>(
     let host = space(decl.space.as_ref(), errors);
     let global_index = index(decl.index.as_ref(), errors);
     let ty = buffer_type(&decl.ty, errors);
-    let buffer =
-        Buffer { name: &decl.name, role: decl.role, ty: ty?, sharding, host, global_index };
+    let buffer = Buffer {
+        name: &decl.name,
+        role: decl.role,
+        ty: ty?,
+        sharding,
+        host,
+        global_index,
+    };
     check_combination(decl, &buffer, errors);
     (errors.len() == n_errors).then_some(buffer)
 }
@@ -138,25 +144,36 @@ fn tensor<'a>(dtype: Dtype, ty: &'a TypeSpec, errors: &mut Vec<Error>) -> Option
             errors.push(Error::new_spanned(d, "a dimension of length zero"));
         }
     }
-    Some(BufType::Tensor { dtype, dims: &ty.dims })
+    Some(BufType::Tensor {
+        dtype,
+        dims: &ty.dims,
+    })
 }
 
 fn format<'a>(word: &str, ty: &'a TypeSpec, errors: &mut Vec<Error>) -> Option<Format<'a>> {
     let span = ty.keyword.span();
     match (word, &ty.generics, &ty.arg) {
         ("f16_nk", None, None) => Some(Format::F16),
-        ("f16_nk", ..) => err(errors, span, "`f16_nk` (FP16, stored [N, K]) takes no layout"),
-        (_, Some(_), Some(_)) => {
-            err(errors, span, "give the layout either as `<…>` or as `(value)`, not both")
-        }
+        ("f16_nk", ..) => err(
+            errors,
+            span,
+            "`f16_nk` (FP16, stored [N, K]) takes no layout",
+        ),
+        (_, Some(_), Some(_)) => err(
+            errors,
+            span,
+            "give the layout either as `<…>` or as `(value)`, not both",
+        ),
         ("gptq", Some(g), None) => gptq(g, span, errors).map(Format::GptqLit),
         ("gptq", None, Some(e)) => Some(Format::GptqExpr(e)),
         ("awq", Some(g), None) => awq(g, span, errors).map(Format::AwqLit),
         ("awq", None, Some(e)) => Some(Format::AwqExpr(e)),
         ("weight", None, Some(e)) => Some(Format::Any(e)),
-        ("weight", ..) => {
-            err(errors, span, "`weight` takes its format as a value: `weight(format)[k, n]`")
-        }
+        ("weight", ..) => err(
+            errors,
+            span,
+            "`weight` takes its format as a value: `weight(format)[k, n]`",
+        ),
         _ => err(
             errors,
             span,
@@ -184,7 +201,11 @@ impl<'g> Entries<'g> {
         for e in &g.entries {
             let key = e.key.to_string();
             if !keys.contains(&key.as_str()) {
-                let expected = keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+                let expected = keys
+                    .iter()
+                    .map(|k| format!("`{k}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
                 let hint = did_you_mean(&key, keys.iter().copied());
                 let msg = format!("unknown layout key `{key}`: expected {expected}{hint}");
                 errors.push(Error::new(e.key.span(), msg));
@@ -208,28 +229,43 @@ fn gptq(g: &Generics, keyword: Span, errors: &mut Vec<Error>) -> Option<GptqLit>
     let zero = zero(keyword, entries.get("zero"), errors);
     let scale = scale(entries.get("scale"), errors);
     let act_order = match entries.get("g_idx") {
-        Some(GenericEntry { value: Some(_), key }) => {
+        Some(GenericEntry {
+            value: Some(_),
+            key,
+        }) => {
             err::<()>(errors, key.span(), "`g_idx` is a flag: write `g_idx` alone");
             true
         }
         Some(_) => true,
         None => false,
     };
-    Some(GptqLit { group: group?, zero: zero?, scale: scale?, act_order })
+    Some(GptqLit {
+        group: group?,
+        zero: zero?,
+        scale: scale?,
+        act_order,
+    })
 }
 
 fn awq(g: &Generics, keyword: Span, errors: &mut Vec<Error>) -> Option<AwqLit> {
     let entries = Entries::new(g, &["group", "scale"], errors);
     let group = group(keyword, entries.get("group"), errors);
     let scale = scale(entries.get("scale"), errors);
-    Some(AwqLit { group: group?, scale: scale? })
+    Some(AwqLit {
+        group: group?,
+        scale: scale?,
+    })
 }
 
 fn group(span: Span, e: Option<&GenericEntry>, errors: &mut Vec<Error>) -> Option<Group> {
     match e.and_then(|e| e.value.as_ref()) {
         Some(GenericValue::Int(lit)) => match lit.base10_parse::<u32>() {
             Ok(g) if g > 0 => Some(Group::Rows(g)),
-            _ => err(errors, lit.span(), "a group size is a positive number of rows of K"),
+            _ => err(
+                errors,
+                lit.span(),
+                "a group size is a positive number of rows of K",
+            ),
         },
         Some(GenericValue::Ident(i)) if i == "per_channel" => Some(Group::PerChannel),
         Some(GenericValue::Ident(i)) => {
@@ -263,9 +299,11 @@ fn zero(span: Span, e: Option<&GenericEntry>, errors: &mut Vec<Error>) -> Option
             );
             err(errors, i.span(), &msg)
         }
-        Some(GenericValue::Int(lit)) => {
-            err(errors, lit.span(), "a zero-point convention is `v1`, `v2` or `sym`")
-        }
+        Some(GenericValue::Int(lit)) => err(
+            errors,
+            lit.span(),
+            "a zero-point convention is `v1`, `v2` or `sym`",
+        ),
         None => err(
             errors,
             e.map_or(span, |e| e.key.span()),
@@ -284,7 +322,11 @@ fn scale(e: Option<&GenericEntry>, errors: &mut Vec<Error>) -> Option<Dtype> {
                 Some((_, d)) if d.is_float() => Some(*d),
                 _ => {
                     let hint = did_you_mean(&word, ["f16", "bf16", "f32"]);
-                    err(errors, i.span(), &format!("scales are `f16`, `bf16` or `f32`{hint}"))
+                    err(
+                        errors,
+                        i.span(),
+                        &format!("scales are `f16`, `bf16` or `f32`{hint}"),
+                    )
                 }
             }
         }
@@ -314,11 +356,23 @@ fn check_combination(decl: &Decl, b: &Buffer, errors: &mut Vec<Error>) {
         errors.push(Error::new(decl.ty.keyword.span(), msg));
     }
     if let BufType::Weight { format, k, n } = &b.ty {
-        let local_k =
-            if b.global_index && b.sharding == Sharding::Row { Dim::Unknown } else { Dim::of(k) };
-        let local_n =
-            if b.global_index && b.sharding == Sharding::Col { Dim::Unknown } else { Dim::of(n) };
-        let dims = WeightDims { k, n, local_k, local_n, row: b.sharding == Sharding::Row };
+        let local_k = if b.global_index && b.sharding == Sharding::Row {
+            Dim::Unknown
+        } else {
+            Dim::of(k)
+        };
+        let local_n = if b.global_index && b.sharding == Sharding::Col {
+            Dim::Unknown
+        } else {
+            Dim::of(n)
+        };
+        let dims = WeightDims {
+            k,
+            n,
+            local_k,
+            local_n,
+            row: b.sharding == Sharding::Row,
+        };
         check_layout(decl, format, &dims, errors);
     }
 }

@@ -77,7 +77,11 @@ pub fn buffer_ty(b: &Buffer) -> Option<Ty> {
             *last = Dim::Unknown;
         }
     }
-    Some(Ty { dtype: *dtype, dist: dist_of(b.sharding), shape })
+    Some(Ty {
+        dtype: *dtype,
+        dist: dist_of(b.sharding),
+        shape,
+    })
 }
 
 /// A weight operand of a GEMV.
@@ -98,9 +102,22 @@ pub fn weight_of<'x>(b: &Buffer, name: &'x Ident) -> Option<Weight<'x>> {
         return None;
     };
     let global = b.global_index;
-    let k = if global && b.sharding == Sharding::Row { Dim::Unknown } else { Dim::of(k) };
-    let n = if global && b.sharding == Sharding::Col { Dim::Unknown } else { Dim::of(n) };
-    Some(Weight { name, sharding: b.sharding, k, n })
+    let k = if global && b.sharding == Sharding::Row {
+        Dim::Unknown
+    } else {
+        Dim::of(k)
+    };
+    let n = if global && b.sharding == Sharding::Col {
+        Dim::Unknown
+    } else {
+        Dim::of(n)
+    };
+    Some(Weight {
+        name,
+        sharding: b.sharding,
+        k,
+        n,
+    })
 }
 
 /// A value operand: its type and its tokens.
@@ -151,7 +168,10 @@ fn float(x: &Operand, what: &str) -> Result<(), Error> {
     if x.ty.dtype.is_float() {
         return Ok(());
     }
-    Err(at(&x.tokens, format!("{what} takes a float value, found {}", x.ty.dtype.name())))
+    Err(at(
+        &x.tokens,
+        format!("{what} takes a float value, found {}", x.ty.dtype.name()),
+    ))
 }
 
 fn gemv(site: &Site, mode: Mode, w: &Weight, x: &Operand) -> Result<Ty, Error> {
@@ -172,13 +192,21 @@ fn gemv(site: &Site, mode: Mode, w: &Weight, x: &Operand) -> Result<Ty, Error> {
                 "`{}` reads a replicated x, found a {} one{}",
                 site.op.name(),
                 x.ty.dist.name(),
-                if x.ty.dist == Dist::Partial { ": allreduce it first" } else { "" }
+                if x.ty.dist == Dist::Partial {
+                    ": allreduce it first"
+                } else {
+                    ""
+                }
             ),
         };
         return Err(at(&x.tokens, msg));
     }
     let shape = vec![x.ty.shape[0].clone(), w.n.clone()];
-    Ok(Ty { dtype: Dtype::F32, dist: y_dist, shape })
+    Ok(Ty {
+        dtype: Dtype::F32,
+        dist: y_dist,
+        shape,
+    })
 }
 
 /// The GEMV's mode must match the weight's declared sharding (DESIGN.md §5.6); reported on the
@@ -206,14 +234,22 @@ fn gemv_mode(site: &Site, wants: Sharding, w: &Weight) -> Result<(), Error> {
 /// An FP16 `[batch, K]` activation whose K is the weight's, where both are known.
 fn gemv_activation(w: &Weight, x: &Operand) -> Result<(), Error> {
     if x.ty.dtype != Dtype::F16 {
-        let hint =
-            if x.ty.dtype == Dtype::F32 { ": insert `round_f16` (a rounding point)" } else { "" };
-        let msg = format!("GEMV activations are f16, found {}{hint}", x.ty.dtype.name());
+        let hint = if x.ty.dtype == Dtype::F32 {
+            ": insert `round_f16` (a rounding point)"
+        } else {
+            ""
+        };
+        let msg = format!(
+            "GEMV activations are f16, found {}{hint}",
+            x.ty.dtype.name()
+        );
         return Err(at(&x.tokens, msg));
     }
     if x.ty.shape.len() != 2 {
-        let msg =
-            format!("a GEMV reads a `[batch, K]` activation; found shape {}", show(&x.ty.shape));
+        let msg = format!(
+            "a GEMV reads a `[batch, K]` activation; found shape {}",
+            show(&x.ty.shape)
+        );
         return Err(at(&x.tokens, msg));
     }
     if x.ty.features().same(&w.k) == Some(false) {
@@ -258,7 +294,10 @@ fn binary(site: &Site, a: &Operand, b: &Operand) -> Result<Ty, Error> {
         );
         return Err(at(&b.tokens, msg));
     }
-    Ok(Ty { dtype: Dtype::F32, ..a.ty.clone() })
+    Ok(Ty {
+        dtype: Dtype::F32,
+        ..a.ty.clone()
+    })
 }
 
 fn silu(x: &Operand) -> Result<Ty, Error> {
@@ -268,17 +307,26 @@ fn silu(x: &Operand) -> Result<Ty, Error> {
             "silu of partial sums: a nonlinear function needs the summed value; allreduce first";
         return Err(at(&x.tokens, msg));
     }
-    Ok(Ty { dtype: Dtype::F32, ..x.ty.clone() })
+    Ok(Ty {
+        dtype: Dtype::F32,
+        ..x.ty.clone()
+    })
 }
 
 fn round_f16(x: &Operand) -> Result<Ty, Error> {
     match x.ty.dtype {
-        Dtype::F32 => Ok(Ty { dtype: Dtype::F16, ..x.ty.clone() }),
+        Dtype::F32 => Ok(Ty {
+            dtype: Dtype::F16,
+            ..x.ty.clone()
+        }),
         Dtype::F16 => Err(at(
             &x.tokens,
             "this value is already f16: `round_f16` rounds an unrounded f32 value, once",
         )),
-        d => Err(at(&x.tokens, format!("`round_f16` takes an f32 value, found {}", d.name()))),
+        d => Err(at(
+            &x.tokens,
+            format!("`round_f16` takes an f32 value, found {}", d.name()),
+        )),
     }
 }
 
@@ -297,7 +345,10 @@ fn slice(site: &Site, x: &Operand) -> Result<Ty, Error> {
         }
         _ => {}
     }
-    Ok(Ty { shape: x.ty.with_features(Dim::of(len)), ..x.ty.clone() })
+    Ok(Ty {
+        shape: x.ty.with_features(Dim::of(len)),
+        ..x.ty.clone()
+    })
 }
 
 fn rmsnorm(site: &Site, x: &Operand, w: &Operand) -> Result<Ty, Error> {
@@ -322,7 +373,10 @@ fn rmsnorm(site: &Site, x: &Operand, w: &Operand) -> Result<Ty, Error> {
         return Err(at(&w.tokens, msg));
     }
     if w.ty.dist != Dist::Replicated {
-        return Err(at(&w.tokens, "rmsnorm weights are replicated on every rank"));
+        return Err(at(
+            &w.tokens,
+            "rmsnorm weights are replicated on every rank",
+        ));
     }
     let expected = [x.ty.features().clone()];
     if !same_shape(&w.ty.shape, &expected) {
@@ -337,7 +391,10 @@ fn rmsnorm(site: &Site, x: &Operand, w: &Operand) -> Result<Ty, Error> {
     if eval_float(eps).is_some_and(|e| !(e.is_finite() && e > 0.0)) {
         return Err(Error::new_spanned(eps, "eps must be positive and finite"));
     }
-    Ok(Ty { dtype: Dtype::F32, ..x.ty.clone() })
+    Ok(Ty {
+        dtype: Dtype::F32,
+        ..x.ty.clone()
+    })
 }
 
 fn reduce(site: &Site, r: Reduce, x: &Operand) -> Result<Ty, Error> {
@@ -350,7 +407,11 @@ fn reduce(site: &Site, r: Reduce, x: &Operand) -> Result<Ty, Error> {
         );
         return Err(at(&x.tokens, msg));
     }
-    Ok(Ty { dtype: Dtype::F32, shape: x.ty.with_features(Dim::Known(1)), dist: x.ty.dist })
+    Ok(Ty {
+        dtype: Dtype::F32,
+        shape: x.ty.with_features(Dim::Known(1)),
+        dist: x.ty.dist,
+    })
 }
 
 /// A literal block size must be positive and divide the features.
@@ -383,7 +444,11 @@ fn allreduce(site: &Site, x: &Operand) -> Result<Ty, Error> {
     if site.op == Op::AllReduceInt8 {
         block(site, x.ty.features())?;
     }
-    Ok(Ty { dtype: Dtype::F32, dist: Dist::Replicated, shape: x.ty.shape.clone() })
+    Ok(Ty {
+        dtype: Dtype::F32,
+        dist: Dist::Replicated,
+        shape: x.ty.shape.clone(),
+    })
 }
 
 fn scale_shape(x: &Ty, b: Option<u128>) -> Vec<Dim> {
@@ -397,18 +462,31 @@ fn scale_shape(x: &Ty, b: Option<u128>) -> Vec<Dim> {
 fn quantize(site: &Site, x: &Operand) -> Result<Vec<Ty>, Error> {
     float(x, "`quantize_int8`")?;
     let b = block(site, x.ty.features())?;
-    let codes = Ty { dtype: Dtype::I8, ..x.ty.clone() };
-    let scales = Ty { dtype: Dtype::F32, shape: scale_shape(&x.ty, b), dist: x.ty.dist };
+    let codes = Ty {
+        dtype: Dtype::I8,
+        ..x.ty.clone()
+    };
+    let scales = Ty {
+        dtype: Dtype::F32,
+        shape: scale_shape(&x.ty, b),
+        dist: x.ty.dist,
+    };
     Ok(vec![codes, scales])
 }
 
 fn dequantize(site: &Site, q: &Operand, s: &Operand) -> Result<Ty, Error> {
     if q.ty.dtype != Dtype::I8 {
-        let msg = format!("codes are i8 (from `quantize_int8`), found {}", q.ty.dtype.name());
+        let msg = format!(
+            "codes are i8 (from `quantize_int8`), found {}",
+            q.ty.dtype.name()
+        );
         return Err(at(&q.tokens, msg));
     }
     if s.ty.dtype != Dtype::F32 {
-        let msg = format!("scales are f32 (from `quantize_int8`), found {}", s.ty.dtype.name());
+        let msg = format!(
+            "scales are f32 (from `quantize_int8`), found {}",
+            s.ty.dtype.name()
+        );
         return Err(at(&s.tokens, msg));
     }
     let b = block(site, q.ty.features())?;
@@ -421,7 +499,10 @@ fn dequantize(site: &Site, q: &Operand, s: &Operand) -> Result<Ty, Error> {
         );
         return Err(at(&s.tokens, msg));
     }
-    Ok(Ty { dtype: Dtype::F32, ..q.ty.clone() })
+    Ok(Ty {
+        dtype: Dtype::F32,
+        ..q.ty.clone()
+    })
 }
 
 /// `buffer = value;`: element type, shape and distribution must match the output.
@@ -442,8 +523,11 @@ pub fn check_store(b: &Buffer, v: &Operand) -> Result<(), Error> {
         return Err(at(&v.tokens, msg));
     }
     if !same_shape(&v.ty.shape, &t.shape) {
-        let msg =
-            format!("output `{name}` is {} but the value is {}", show(&t.shape), show(&v.ty.shape));
+        let msg = format!(
+            "output `{name}` is {} but the value is {}",
+            show(&t.shape),
+            show(&v.ty.shape)
+        );
         return Err(at(&v.tokens, msg));
     }
     if v.ty.dist != t.dist {
