@@ -59,6 +59,7 @@ impl<D: Dialect> Writer<'_, D> {
             Expr::Bin(op, a, b) => self.binary(*op, a, b)?,
             Expr::Un(op, a) => self.unary(*op, a)?,
             Expr::Cast(to, a) => self.cast(*to, a)?,
+            Expr::Bitcast(to, a) => self.bitcast(*to, a)?,
             Expr::Select(c, a, b) => {
                 let [c, a, b] = [c, a, b].map(|x| self.ex(x));
                 Cx::new(
@@ -198,6 +199,33 @@ impl<D: Dialect> Writer<'_, D> {
             (UnOp::Rsqrt, Ty::F32) => Cx::primary(format!("rsqrtf({})", x.text)),
             (UnOp::Abs | UnOp::Exp | UnOp::Rsqrt, _) => return Err(unsupported()),
         })
+    }
+
+    /// A reinterpretation of 32 bits: the `__*_as_*` intrinsics both HIP and CUDA provide.
+    fn bitcast(&self, to: Ty, a: &Expr) -> Result<Cx, Error> {
+        let from = expr_ty(self.k, a)?;
+        let x = self.ex(a)?;
+        let f = match (from, to) {
+            _ if from == to => return Ok(x),
+            (Ty::U32, Ty::F32) => "__uint_as_float",
+            (Ty::I32, Ty::F32) => "__int_as_float",
+            (Ty::F32, Ty::U32) => "__float_as_uint",
+            (Ty::F32, Ty::I32) => "__float_as_int",
+            (Ty::U32 | Ty::I32, Ty::U32 | Ty::I32) => {
+                return Ok(Cx::new(
+                    format!("({}){}", self.ty(to)?, x.at(Prec::Primary)),
+                    Prec::Unary,
+                ));
+            }
+            _ => {
+                return Err(Error::Malformed(format!(
+                    "bitcast of {} to {}",
+                    from.name(),
+                    to.name()
+                )));
+            }
+        };
+        Ok(Cx::primary(format!("{f}({})", x.text)))
     }
 
     fn cast(&self, to: Ty, a: &Expr) -> Result<Cx, Error> {

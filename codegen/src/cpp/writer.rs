@@ -619,7 +619,7 @@ fn count_expr(e: &Expr, n: &mut SecondaryMap<Reg, u32>) {
             count_expr(a, n);
             count_expr(b, n);
         }
-        Expr::Un(_, a) | Expr::Cast(_, a) => count_expr(a, n),
+        Expr::Un(_, a) | Expr::Cast(_, a) | Expr::Bitcast(_, a) => count_expr(a, n),
         Expr::Select(a, b, c) | Expr::Fma(a, b, c) => {
             count_expr(a, n);
             count_expr(b, n);

@@ -98,7 +98,7 @@ mod point;
 mod schedule;
 mod sync;
 
-pub use schedule::{AllreduceProtocol, Schedule};
+pub use schedule::{AllreduceProtocol, Int4Scaling, NibbleDecode, Schedule};
 
 use thiserror::Error;
 use wavefuse_ir::{Kernel, ValidationError};

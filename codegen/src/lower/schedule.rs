@@ -1,5 +1,6 @@
 //! Schedules: how one kernel's work is split over workgroups, lanes and registers.
 
+use serde::{Deserialize, Serialize};
 use wavefuse_ir::ops::Compression;
 use wavefuse_ir::{BufferType, Kernel, OpKind, WeightFormat};
 
@@ -7,10 +8,38 @@ use crate::target::Arch;
 
 use super::LowerError;
 
+/// INT4: how a 4-bit code becomes an f32 (both exact).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NibbleDecode {
+    /// `f32(bfe(word, 4i, 4))`: a bitfield extract and an integer → float conversion. On gfx906
+    /// both are full-rate VALU instructions (`v_bfe_u32`, `v_cvt_f32_u32`); on sm_90 the
+    /// conversion (I2F) issues at a quarter of the FP32 rate and `bfe` is two instructions.
+    Convert,
+    /// The "magic number" decode: `bitcast<f32>(((word >> 4i) & 0xF) | 0x4B00_0000) − 2^23`.
+    /// `0x4B00_0000` is `2^23`, whose ulp is 1, so OR-ing `q` into the mantissa gives `2^23 + q`
+    /// exactly and the subtraction gives `q` exactly: a shift, a LOP3 and an FADD, all full-rate.
+    Magic,
+}
+
+/// INT4: where a group's scale `s` and zero point `z` are applied.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Int4Scaling {
+    /// Per weight: `w = fma(q, s, −z·s)` (exactly `(q − z)·s`), then `acc = fma(w, x, acc)`.
+    PerWeight,
+    /// Per work unit: `a = Σ q·x` and `X = Σ x` over the unit's K rows, then
+    /// `acc = fma(s, a − z·X, acc)`: one FMA per weight instead of two. `Σ (q − z)·s·x` equals
+    /// `s·(Σ q·x − z·Σ x)`; in f32 the two sums are exact to 2^-24 relative, far inside the
+    /// FP16 output's rounding.
+    PerUnit,
+}
+
 /// How the allreduce moves each rank's partial to its peers (DESIGN.md §5.12). Both protocols use
 /// only plain stores, loads and release/acquire flag accesses on peer memory — never a
 /// read-modify-write.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum AllreduceProtocol {
     /// Each rank writes its partial into its own slot of a peer-visible scratch array and
     /// release-stores its flag; peers acquire that flag (polling over the link) and read the slot.
@@ -27,7 +56,8 @@ pub enum AllreduceProtocol {
 /// Each workgroup owns a *tile* of `columns_per_workgroup` consecutive output columns (of the
 /// GEMV's N, or of the allreduced vector's features) for every batch row; the grid is
 /// `ceil(N / columns_per_workgroup)` workgroups.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Schedule {
     /// Lanes per workgroup (a multiple of the wave size).
     pub workgroup_size: u32,
@@ -49,6 +79,15 @@ pub struct Schedule {
     pub accumulators: u32,
     /// Allreduce protocol.
     pub protocol: AllreduceProtocol,
+    /// INT4: K words (8 K rows each) in one work unit, a divisor of the group's words. Each
+    /// group is cut into `group_words / k_unit_words` units and the K slices take units round
+    /// robin, so smaller units balance K better across slices (at the cost of one scale/zero
+    /// load and one fold per unit).
+    pub k_unit_words: u32,
+    /// INT4: how a nibble becomes an f32.
+    pub nibble_decode: NibbleDecode,
+    /// INT4: where scale and zero point are applied.
+    pub int4_scaling: Int4Scaling,
 }
 
 impl Schedule {
@@ -71,6 +110,9 @@ impl Schedule {
             words_per_iteration: 1,
             accumulators,
             protocol: AllreduceProtocol::Pull,
+            k_unit_words: 16,
+            nibble_decode: NibbleDecode::Convert,
+            int4_scaling: Int4Scaling::PerWeight,
         };
         match gemv_format(kernel) {
             Some(WeightFormat::F16) => Schedule {

@@ -102,6 +102,9 @@ pub enum Expr {
     Un(UnOp, Box<Expr>),
     /// Numeric conversion; float → f16 rounds to nearest even, float → int truncates.
     Cast(Ty, Box<Expr>),
+    /// Reinterpret the bits of a 32-bit value (u32, i32 or f32) as another 32-bit type. The
+    /// INT4 "magic number" decode uses it: `bitcast<f32>(0x4B00_0000 | q)` is `2^23 + q` exactly.
+    Bitcast(Ty, Box<Expr>),
     /// `cond ? a : b`.
     Select(Box<Expr>, Box<Expr>, Box<Expr>),
     /// Unsigned bitfield extract: `(value >> offset) & ((1 << width) − 1)` on u32.
@@ -151,6 +154,11 @@ impl Expr {
     /// A conversion.
     pub fn cast(ty: Ty, a: Expr) -> Expr {
         Expr::Cast(ty, Box::new(a))
+    }
+
+    /// A reinterpretation of a 32-bit value's bits.
+    pub fn bitcast(ty: Ty, a: Expr) -> Expr {
+        Expr::Bitcast(ty, Box::new(a))
     }
 }
 

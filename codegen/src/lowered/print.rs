@@ -78,6 +78,7 @@ pub fn expr(e: &Expr) -> String {
             format!("{name}({})", expr(a))
         }
         Expr::Cast(ty, a) => format!("{}({})", ty.name(), expr(a)),
+        Expr::Bitcast(ty, a) => format!("bitcast<{}>({})", ty.name(), expr(a)),
         Expr::Select(c, a, b) => format!("({} ? {} : {})", expr(c), expr(a), expr(b)),
         Expr::Bfe {
             value,

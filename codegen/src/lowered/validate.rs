@@ -372,6 +372,18 @@ pub fn ty(e: &Expr, k: &LoweredKernel) -> Result<Ty, TypeError> {
             }
             Ok(*t)
         }
+        Expr::Bitcast(t, a) => {
+            let from = ty(a, k)?;
+            let word = |t: Ty| matches!(t, Ty::U32 | Ty::I32 | Ty::F32);
+            if !word(from) || !word(*t) {
+                return Err(TypeError::Operand {
+                    what: "bitcast",
+                    expected: "u32, i32 or f32 on both sides",
+                    found: if word(from) { t.name() } else { from.name() },
+                });
+            }
+            Ok(*t)
+        }
         Expr::Select(c, a, b) => {
             expect(ty(c, k)?, Ty::Bool, "select condition")?;
             let (ta, tb) = (ty(a, k)?, ty(b, k)?);
@@ -519,7 +531,7 @@ fn expr_uni(e: &Expr, regs: &SecondaryMap<Reg, Uni>) -> Uni {
         Expr::Special(Special::WorkgroupId | Special::NumWorkgroups) => Uni::Uniform,
         Expr::Reg(r) => regs[*r],
         Expr::Bin(_, a, b) => expr_uni(a, regs).max(expr_uni(b, regs)),
-        Expr::Un(_, a) | Expr::Cast(_, a) => expr_uni(a, regs),
+        Expr::Un(_, a) | Expr::Cast(_, a) | Expr::Bitcast(_, a) => expr_uni(a, regs),
         Expr::Select(c, a, b) => expr_uni(c, regs)
             .max(expr_uni(a, regs))
             .max(expr_uni(b, regs)),

@@ -553,6 +553,8 @@ impl Compiler<'_> {
                 let (a, from) = self.expr(a)?;
                 (CExpr::Cast(from, *to, Box::new(a)), *to)
             }
+            // Values are held as their 32-bit patterns: a bitcast only changes the type.
+            Expr::Bitcast(to, a) => (self.expr(a)?.0, *to),
             Expr::Select(c, a, b) => {
                 let ((c, tc), (a, ta), (b, tb)) = (self.expr(c)?, self.expr(a)?, self.expr(b)?);
                 if tc != Ty::Bool || ta != tb {
@@ -661,6 +663,7 @@ pub(super) fn show_expr(e: &Expr) -> String {
         Expr::Bin(op, a, b) => format!("({} {} {})", show_expr(a), bin_name(*op), show_expr(b)),
         Expr::Un(op, a) => format!("{}({})", format!("{op:?}").to_lowercase(), show_expr(a)),
         Expr::Cast(ty, a) => format!("{}({})", ty.name(), show_expr(a)),
+        Expr::Bitcast(ty, a) => format!("bitcast<{}>({})", ty.name(), show_expr(a)),
         Expr::Select(c, a, b) => {
             format!("({} ? {} : {})", show_expr(c), show_expr(a), show_expr(b))
         }

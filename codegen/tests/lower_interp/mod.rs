@@ -128,6 +128,21 @@ pub fn round_f16(x: f32) -> f32 {
     f16_value(f16_bits(x))
 }
 
+fn bitcast(t: Ty, v: V) -> V {
+    let bits = match v {
+        V::U32(x) => x,
+        V::I32(x) => x as u32,
+        V::F32(x) => x.to_bits(),
+        v => panic!("bitcast of {v:?}"),
+    };
+    match t {
+        Ty::U32 => V::U32(bits),
+        Ty::I32 => V::I32(bits as i32),
+        Ty::F32 => V::F32(f32::from_bits(bits)),
+        t => panic!("bitcast to {t:?}"),
+    }
+}
+
 fn cast(t: Ty, v: V) -> V {
     let fl = match v {
         V::F16(x) | V::F32(x) => Some(x),
@@ -352,6 +367,7 @@ impl<'k> Machine<'k> {
                 (op, v) => panic!("{op:?} on {v:?}"),
             },
             Expr::Cast(ty, a) => cast(*ty, self.eval(a, t)),
+            Expr::Bitcast(ty, a) => bitcast(*ty, self.eval(a, t)),
             Expr::Select(c, a, b) => {
                 if self.eval(c, t).b() {
                     self.eval(a, t)
