@@ -92,7 +92,8 @@ pub struct Generated {
 }
 
 /// Lower kernel `id` for `arch` at `tp` (default workload shapes, batch `batch`) with the
-/// default schedule, and write it.
+/// default schedule (the tuned one when `wavefuse emit --schedule tuned` installed a selector,
+/// [`crate::tune::select`]), and write it.
 pub fn generate(id: KernelId, arch: Arch, tp: u32, batch: usize) -> Result<Generated, GenError> {
     let kernel = id.build(&Shapes {
         batch,
@@ -104,7 +105,10 @@ pub fn generate(id: KernelId, arch: Arch, tp: u32, batch: usize) -> Result<Gener
         tp,
         source: Box::new(e),
     })?;
-    let lowered = lower(&kernel, arch, &Schedule::default_for(arch, &kernel)).map_err(|e| {
+    let shape = crate::ab::ShapeSet { tp, batch }.name();
+    let schedule = crate::tune::select::tuned(name, &shape, arch, &kernel)
+        .unwrap_or_else(|| Schedule::default_for(arch, &kernel));
+    let lowered = lower(&kernel, arch, &schedule).map_err(|e| {
         GenError::Lower {
             kernel: name,
             arch,

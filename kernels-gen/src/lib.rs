@@ -11,6 +11,7 @@ pub mod report;
 pub mod set;
 pub mod shapes;
 pub mod suite;
+pub mod tune;
 pub mod workload;
 
 pub use set::KernelId;

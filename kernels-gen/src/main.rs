@@ -13,6 +13,7 @@ use wavefuse_kernels::cmd_codegen;
 use wavefuse_kernels::cmd_sim;
 use wavefuse_kernels::report::{row, table};
 use wavefuse_kernels::shapes::TP_SIZES;
+use wavefuse_kernels::tune::select::ScheduleArgs;
 use wavefuse_kernels::{KernelId, Shapes, Workload};
 
 #[derive(Parser)]
@@ -53,6 +54,8 @@ enum Command {
         /// Tokens decoded at once (1–8).
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=8))]
         batch: u16,
+        #[command(flatten)]
+        schedule: ScheduleArgs,
     },
     /// Compile every kernel of the set for a target with the real compiler and check the
     /// resource report against kernels-gen/budgets.toml.
@@ -116,7 +119,12 @@ enum Command {
     /// Run one kernel on the default workload (on the GPU, in the simulator, or as the f64
     /// reference alone) and compare it with the f64 reference; exit non-zero when outside
     /// tolerance or when the device is missing.
-    Run(wavefuse_kernels::cmd_run::RunArgs),
+    Run {
+        #[command(flatten)]
+        args: wavefuse_kernels::cmd_run::RunArgs,
+        #[command(flatten)]
+        schedule: ScheduleArgs,
+    },
     /// The GPU suite: every kernel at TP 1, 2, 4, 8 (ranks on one device), model and odd shapes,
     /// against the f64 reference; back-to-back launches of synchronising kernels; JSON + Markdown.
     GpuSuite(wavefuse_kernels::suite::SuiteArgs),
@@ -124,7 +132,20 @@ enum Command {
     /// with --manual/--abi) and the f64 reference: correctness, then event timing with rotating
     /// inputs, bandwidth against the copy bandwidth of the same run; table, verdicts, JSON,
     /// Markdown, SVG chart. Without a GPU: the simulator and the compilers' resource reports.
-    Ab(wavefuse_kernels::ab::AbArgs),
+    Ab {
+        #[command(flatten)]
+        args: wavefuse_kernels::ab::AbArgs,
+        #[command(flatten)]
+        schedule: ScheduleArgs,
+    },
+    /// Search a kernel's schedule at the given shapes (workgroup size, tile, K slices, words per
+    /// load, accumulators, INT4 decode and scaling, allreduce protocol): compile the candidates
+    /// (in parallel, through the cache; the compile rate is reported), drop those that spill or
+    /// lose occupancy, check each against the f64 reference and time it like `wavefuse ab`
+    /// (cold rotating inputs, events, median of ≥ 100 launches), and store the winner per
+    /// (kernel, shape, arch, device) for `--schedule tuned`. gfx906: a static model instead of
+    /// timing. Without a GPU: compile and filter only, and it says so.
+    Tune(wavefuse_kernels::tune::TuneArgs),
 }
 
 fn parse_tp(s: &str) -> Result<u32, String> {
@@ -164,8 +185,12 @@ fn main() -> ExitCode {
             batch,
             out,
             lowered,
+            schedule,
             ..
-        } => cmd_codegen::emit_cmd(kernel, arch, tp, batch.into(), out, lowered),
+        } => match schedule.install(arch) {
+            Ok(()) => cmd_codegen::emit_cmd(kernel, arch, tp, batch.into(), out, lowered),
+            Err(e) => store_error(e),
+        },
         Command::Emit {
             kernel,
             ir,
@@ -200,14 +225,28 @@ fn main() -> ExitCode {
             };
             cmd_sim::sim_cmd(kernel, config, schedules, seed)
         }
-        Command::Run(args) => wavefuse_kernels::cmd_run::run_cmd(&args),
+        Command::Run { args, schedule } => {
+            match schedule.install(args.target.unwrap_or(Arch::Sm90)) {
+                Ok(()) => wavefuse_kernels::cmd_run::run_cmd(&args),
+                Err(e) => store_error(e),
+            }
+        }
         Command::GpuSuite(args) => wavefuse_kernels::suite::suite_cmd(&args),
-        Command::Ab(args) => wavefuse_kernels::ab::ab_cmd(&args),
+        Command::Ab { args, schedule } => match schedule.install(Arch::Sm90) {
+            Ok(()) => wavefuse_kernels::ab::ab_cmd(&args),
+            Err(e) => store_error(e),
+        },
+        Command::Tune(args) => wavefuse_kernels::tune::tune_cmd(&args),
         Command::Cache { clear } => cache_cmd(clear),
         Command::Report { tp, seed } => {
             report(if tp.is_empty() { TP_SIZES.to_vec() } else { tp }, seed)
         }
     }
+}
+
+fn store_error(e: wavefuse_kernels::tune::store::StoreError) -> ExitCode {
+    eprintln!("error: {e}");
+    ExitCode::from(2)
 }
 
 fn emit(id: KernelId, ir: bool, tp: u32, batch: usize) -> ExitCode {

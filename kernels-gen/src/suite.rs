@@ -230,10 +230,16 @@ pub fn op_kernel(c: &CaseSpec) -> Result<Option<Kernel>, String> {
     Ok(Some(kernel))
 }
 
-/// The schedule of a case: the target's default, or the simulator's for small shapes.
+/// The schedule of a case: the simulator's for small shapes; at the model shapes the tuned one
+/// when `--schedule tuned` installed a selector and the store has an entry
+/// ([`crate::tune::select`]); else the target's default.
 pub fn schedule(c: &CaseSpec, arch: Arch, ir: &Kernel) -> Schedule {
     match c.shape {
         ShapeKind::Small => small_schedule(arch, ir),
+        ShapeKind::Model => {
+            crate::tune::select::tuned(c.id.name(), &crate::ab::shape_name(c), arch, ir)
+                .unwrap_or_else(|| Schedule::default_for(arch, ir))
+        }
         _ => Schedule::default_for(arch, ir),
     }
 }
@@ -338,7 +344,7 @@ pub fn generate(c: &CaseSpec, arch: Arch) -> Result<Generated, PrepError> {
         Ok(None) => return Err(PrepError::NotApplicable(c.shape.name().into())),
         Err(e) => return Err(PrepError::NotApplicable(e)),
     };
-    let lowered = lower_coresident(&ir, arch, schedule(c, arch, &ir)).map_err(|e| match e {
+    let (lowered, _) = lower_coresident(&ir, arch, schedule(c, arch, &ir)).map_err(|e| match e {
         LowerError::Unsupported(m) => PrepError::Unsupported(m),
         e => PrepError::Failed(format!("lowering: {e}")),
     })?;
@@ -363,17 +369,27 @@ const RESIDENT_PER_CU: u32 = 4;
 /// columns, twice the words per lane: the same 256 lanes) until they do. All ranks on one device
 /// is how the suite runs TP > 1; the runtime still checks the real capacity before launch
 /// (DESIGN.md §5.9), so this only avoids refusals, never hides a deadlock.
-fn lower_coresident(ir: &Kernel, arch: Arch, mut s: Schedule) -> Result<LoweredKernel, LowerError> {
+/// Returns the lowering and the schedule it used.
+pub fn lower_coresident(
+    ir: &Kernel,
+    arch: Arch,
+    mut s: Schedule,
+) -> Result<(LoweredKernel, Schedule), LowerError> {
     loop {
         let k = lower(ir, arch, &s)?;
-        let resident = arch.compute_units() * RESIDENT_PER_CU;
-        let fits = k.coresidency.is_none() || k.tp * k.grid <= resident;
-        if fits || s.words_per_iteration >= 8 || s.threads_per_column == 1 {
-            return Ok(k);
+        if fits_coresident(&k, arch) || s.words_per_iteration >= 8 || s.threads_per_column == 1 {
+            return Ok((k, s));
         }
         s.columns_per_workgroup *= 2;
         s.words_per_iteration *= 2;
     }
+}
+
+/// Whether every rank's grid of `k` fits on one device at [`RESIDENT_PER_CU`] workgroups per
+/// CU/SM (always, for a kernel without a grid barrier): what [`lower_coresident`] widens tiles
+/// for, and what the tuner requires of its candidates so the suite keeps their schedule as is.
+pub fn fits_coresident(k: &LoweredKernel, arch: Arch) -> bool {
+    k.coresidency.is_none() || k.tp * k.grid <= arch.compute_units() * RESIDENT_PER_CU
 }
 
 /// Inputs and the f64 reference outputs for them.

@@ -42,9 +42,9 @@ pub const MAX_SETS: usize = 64;
 /// Repeats of the whole timing.
 pub const REPEATS: usize = 2;
 /// Bytes of one copy of the copy-bandwidth measurement (far larger than L2).
-const COPY_BYTES: usize = 1 << 30;
+pub(crate) const COPY_BYTES: usize = 1 << 30;
 /// Timed copies per copy-bandwidth measurement.
-const COPIES: usize = 20;
+pub(crate) const COPIES: usize = 20;
 
 /// Copies of one input array: `by_set[set][rank]`.
 struct Copies {
@@ -53,18 +53,21 @@ struct Copies {
     by_set: Vec<Vec<CudaBuffer>>,
 }
 
-/// Every input array of every rank, `sets` times over.
-struct Rotation {
+/// Every input array of every rank, `sets` times over (also `wavefuse tune`'s cold inputs).
+pub(crate) struct Rotation {
     arrays: Vec<Copies>,
-    sets: usize,
-    bytes: u64,
-    flush: bool,
+    /// Input sets.
+    pub(crate) sets: usize,
+    /// Bytes of all sets.
+    pub(crate) bytes: u64,
+    /// Whether L2 is also flushed before each launch (the sets alone are under 4 × L2).
+    pub(crate) flush: bool,
 }
 
 impl Rotation {
     /// Sets of `g`'s input arrays filled with `inputs`: enough to total `4 × l2` bytes, at most
     /// [`MAX_SETS`].
-    fn new(
+    pub(crate) fn new(
         group: &RankGroup<CudaDevice>,
         g: &LoweredKernel,
         ir: &Kernel,
@@ -148,7 +151,11 @@ impl Rotation {
     }
 
     /// Binds set `i` (mod the number of sets).
-    fn bind(&self, inst: &mut KernelInstance<'_, CudaDevice>, i: usize) -> Result<(), RtError> {
+    pub(crate) fn bind(
+        &self,
+        inst: &mut KernelInstance<'_, CudaDevice>,
+        i: usize,
+    ) -> Result<(), RtError> {
         for c in &self.arrays {
             let refs: Vec<_> = c.by_set[i % self.sets].iter().collect();
             inst.bind(&c.buffer, c.part, &refs)?;
@@ -435,7 +442,7 @@ fn check_loaded(
     Ok(())
 }
 
-fn empty_version(origin: &str, symbol: &str) -> Version {
+pub(crate) fn empty_version(origin: &str, symbol: &str) -> Version {
     Version {
         origin: origin.to_owned(),
         symbol: symbol.to_owned(),
@@ -457,6 +464,20 @@ fn run_once<'g>(
     artifact: &Artifact,
     p: &Prepared,
 ) -> Option<OpKernel<'g, CudaDevice>> {
+    check_once(v, group, ir, lowered, artifact, &p.data, p.g.spec.id)
+}
+
+/// [`run_once`] on `data`, at kernel `id`'s tolerance (also `wavefuse tune`'s per-candidate
+/// check).
+pub(crate) fn check_once<'g>(
+    v: &mut Version,
+    group: &'g RankGroup<CudaDevice>,
+    ir: &Kernel,
+    lowered: &LoweredKernel,
+    artifact: &Artifact,
+    data: &suite::Data,
+    id: crate::KernelId,
+) -> Option<OpKernel<'g, CudaDevice>> {
     let mut k = match OpKernel::new(group, ir, lowered, artifact) {
         Ok(k) => k,
         Err(e) => {
@@ -464,7 +485,7 @@ fn run_once<'g>(
             return None;
         }
     };
-    let outputs = match k.run(&p.data.inputs) {
+    let outputs = match k.run(&data.inputs) {
         Ok(o) => o,
         Err(e @ RtError::NotCoResident { .. }) => {
             v.check = Check::not_run(format!("refused: {e}"));
@@ -476,9 +497,9 @@ fn run_once<'g>(
             return None;
         }
     };
-    let tol = crate::suite::tolerance(p.g.spec.id).0;
+    let tol = crate::suite::tolerance(id).0;
     let on = format!("{}, model shapes", group.device(0).info().name);
-    v.check = check_of(&on, &exec::compare(ir, &outputs, &p.data.reference), tol);
+    v.check = check_of(&on, &exec::compare(ir, &outputs, &data.reference), tol);
     if v.check.pass {
         Some(k)
     } else {
@@ -569,7 +590,7 @@ impl<'g> Live<'g> {
 }
 
 /// `warmup + iters` launches of `k`, each on the next input set, the timed ones returned in ms.
-fn series(
+pub(crate) fn series(
     group: &RankGroup<CudaDevice>,
     k: &mut OpKernel<'_, CudaDevice>,
     rot: &Rotation,

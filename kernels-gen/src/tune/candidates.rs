@@ -1,0 +1,195 @@
+//! From schedules to compiled candidates: lowered and written (identical sources kept once),
+//! then compiled through the compile cache on several threads.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::Sender;
+use std::time::Instant;
+
+use wavefuse::ir::Kernel;
+use wavefuse_codegen::Arch;
+use wavefuse_codegen::cpp::{self, Source};
+use wavefuse_codegen::lower::{Schedule, lower};
+use wavefuse_codegen::lowered::LoweredKernel;
+use wavefuse_runtime::compile::CompileError;
+use wavefuse_runtime::exec::{self, ArtifactSource};
+use wavefuse_runtime::{Artifact, Cache, CompileRequest, Error as RtError};
+
+use super::space;
+use crate::ab::report::Resources;
+use crate::ab::usage_of;
+use crate::suite;
+
+/// A schedule lowered and written.
+#[derive(Clone, Debug)]
+pub struct Generated {
+    /// The schedule.
+    pub schedule: Schedule,
+    /// Its lowering.
+    pub lowered: LoweredKernel,
+    /// Its source.
+    pub source: Source,
+}
+
+/// The space of one kernel and shape after lowering.
+#[derive(Clone, Debug, Default)]
+pub struct Space {
+    /// Schedules enumerated (before the budget).
+    pub enumerated: usize,
+    /// Schedules looked at (enumeration order, until the budget of distinct sources was reached).
+    pub considered: usize,
+    /// Rejected by `lower` or the C++ writer: how many, and a few examples (schedule, why).
+    pub rejected: usize,
+    /// Up to five rejections, for the report.
+    pub rejected_examples: Vec<(String, String)>,
+    /// Whose grids would not all be resident at once with every rank on one device.
+    pub not_coresident: usize,
+    /// Whose source equals an earlier candidate's (a field the lowering ignores, or does not
+    /// change for this kernel).
+    pub duplicates: usize,
+    /// The candidates, the default first.
+    pub kept: Vec<Generated>,
+    /// Seconds spent lowering and writing.
+    pub seconds: f64,
+}
+
+/// Lowers `schedules` for `arch` in order (the first is the baseline and always kept when it
+/// lowers), keeping at most `budget` distinct sources.
+pub fn build(ir: &Kernel, arch: Arch, schedules: &[Schedule], budget: usize) -> Space {
+    let start = Instant::now();
+    let family = space::Family::of(ir);
+    let mut out = Space {
+        enumerated: schedules.len(),
+        ..Space::default()
+    };
+    let mut sources: HashMap<String, usize> = HashMap::new();
+    for (i, s) in schedules.iter().enumerate() {
+        if out.kept.len() >= budget.max(1) {
+            break;
+        }
+        out.considered += 1;
+        let reject = |out: &mut Space, why: String| {
+            out.rejected += 1;
+            if out.rejected_examples.len() < 5 {
+                out.rejected_examples.push((space::summary(s, family), why));
+            }
+        };
+        let lowered = match lower(ir, arch, s) {
+            Ok(k) => k,
+            Err(e) => {
+                reject(&mut out, e.to_string());
+                continue;
+            }
+        };
+        if i > 0 && !suite::fits_coresident(&lowered, arch) {
+            out.not_coresident += 1;
+            continue;
+        }
+        let source = match cpp::emit(&lowered) {
+            Ok(src) => src,
+            Err(e) => {
+                reject(&mut out, format!("C++ writer: {e}"));
+                continue;
+            }
+        };
+        if sources.contains_key(&source.text) {
+            out.duplicates += 1;
+            continue;
+        }
+        sources.insert(source.text.clone(), out.kept.len());
+        out.kept.push(Generated {
+            schedule: s.clone(),
+            lowered,
+            source,
+        });
+    }
+    out.seconds = start.elapsed().as_secs_f64();
+    out
+}
+
+/// One candidate compiled.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    /// Index into [`Space::kept`].
+    pub index: usize,
+    /// The artifact, or why there is none.
+    pub artifact: Result<Artifact, String>,
+    /// Whether it came from the cache (or prebuilt) rather than the compiler.
+    pub cached: bool,
+    /// Wall time of the compile (or cache read), ms.
+    pub ms: f64,
+    /// The resource report.
+    pub resources: Resources,
+}
+
+/// Compiles `kept` on `threads` threads through `cache`, sending each result as it is ready (in
+/// any order). Returns when all are sent or the receiver is gone.
+pub fn compile_all(kept: &[Generated], arch: Arch, threads: usize, cache: &Cache, tx: Sender<Compiled>) {
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..threads.clamp(1, kept.len().max(1)) {
+            let tx = tx.clone();
+            let next = &next;
+            scope.spawn(move || {
+                let compiler = suite::compiler_for(arch);
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(g) = kept.get(i) else { break };
+                    let c = compile_one(i, g, compiler.as_ref(), cache);
+                    if tx.send(c).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+}
+
+fn compile_one(
+    index: usize,
+    g: &Generated,
+    compiler: &dyn wavefuse_runtime::compile::Compiler,
+    cache: &Cache,
+) -> Compiled {
+    let start = Instant::now();
+    let req = CompileRequest::new(&g.lowered.name, g.source.text.clone(), g.lowered.arch);
+    let result = exec::artifact_for(cache, compiler, &req);
+    let ms = start.elapsed().as_secs_f64() * 1e3;
+    match result {
+        Ok((a, src)) => Compiled {
+            index,
+            resources: usage_of(&a, &g.source.symbol, g.lowered.workgroup_size),
+            artifact: Ok(a),
+            cached: !matches!(src, ArtifactSource::Compiled),
+            ms,
+        },
+        Err(e) => {
+            let why = short_error(&e);
+            Compiled {
+                index,
+                resources: Resources {
+                    arch: g.lowered.arch.name().to_owned(),
+                    compiler: compiler.id().name().to_owned(),
+                    usage: Err(why.clone()),
+                },
+                artifact: Err(why),
+                cached: false,
+                ms,
+            }
+        }
+    }
+}
+
+/// A compile error in one line.
+pub fn short_error(e: &RtError) -> String {
+    match e {
+        RtError::Compile(CompileError::Missing { compiler, .. }) => format!("{compiler} not found"),
+        RtError::Compile(CompileError::Failed { log, .. }) => format!(
+            "failed: {}",
+            log.lines()
+                .find(|l| l.contains("error"))
+                .unwrap_or("see the log")
+        ),
+        e => e.to_string().lines().next().unwrap_or("").to_owned(),
+    }
+}

@@ -1,0 +1,333 @@
+//! The timed search on an NVIDIA sm_90 GPU, with `wavefuse ab`'s method and code
+//! ([`crate::ab::gpu`]): every TP rank on the one device, each launch of the group between two
+//! events behind a gate, inputs rotating over sets totalling ≥ 4 × L2 (L2 also flushed when the
+//! sets cannot reach that), [`super::Settings::iters`] timed launches per series after
+//! [`super::Settings::warmup`] untimed ones.
+//!
+//! Per kernel and shape: the default is compiled first (its occupancy is the filter's floor), then
+//! the other candidates compile on worker threads while this thread checks and times those
+//! already compiled. Every candidate within budget is launched once on the workload's inputs and
+//! compared with the f64 reference before it is timed; a wrong one is never timed. Then the
+//! fastest [`FINALISTS`] and the default are re-timed [`FINAL_REPEATS`] times, interleaved, and
+//! their outputs after timing compared with the reference again. [`super::report::pick_winner`]
+//! then picks among the candidates known to be correct.
+
+use std::sync::mpsc;
+use std::time::Instant;
+
+use indicatif::ProgressBar;
+use wavefuse_codegen::Arch;
+use wavefuse_codegen::lowered::{LoweredKernel, ParamKind, Purpose};
+use wavefuse_runtime::device::CudaBuffer;
+use wavefuse_runtime::exec::{self, OpKernel};
+use wavefuse_runtime::timing::{self, GroupTimer};
+use wavefuse_runtime::{Cache, CudaDevice, Device, MemKind, RankGroup, SameDeviceMode};
+
+use super::candidates::{self, Compiled, Generated};
+use super::report::{Basis, CaseReport, Header, Timing, TuneReport};
+use super::{Settings, Target};
+use crate::ab::gpu::{COPIES, COPY_BYTES, Rotation, check_once, empty_version, series};
+use crate::ab::check_of;
+use crate::suite::{self, Data};
+
+/// Candidates re-timed in the finals, besides the default.
+pub const FINALISTS: usize = 4;
+/// Series per finalist in the finals.
+pub const FINAL_REPEATS: usize = 2;
+
+/// Runs every target's search on GPU 0. `Err`: why there is no usable GPU (nothing ran).
+pub fn run(targets: &[Target], o: &Settings, bar: &ProgressBar) -> Result<TuneReport, String> {
+    let start = Instant::now();
+    let dev = suite::open_cuda()
+        .map_err(|e| e.replace("; run with --device cpu-ref or --device sim", ""))?;
+    let info = dev.info().clone();
+    if info.arch != Some(Arch::Sm90) {
+        return Err(format!("{} is not an sm_90 GPU, the target timed here", info.name));
+    }
+    let l2 = timing::l2_bytes(&dev).map_err(|e| e.to_string())?;
+    let flush = dev
+        .alloc(2 * l2 as usize, MemKind::Device)
+        .map_err(|e| e.to_string())?;
+    let mut header = super::header(o, Arch::Sm90, Basis::Timed);
+    header.device = info.name.clone();
+    header.l2_bytes = l2;
+    header.driver = suite::nvidia_driver_version().unwrap_or_else(|| "unknown".into());
+    header.finalists = FINALISTS;
+    header.final_repeats = FINAL_REPEATS;
+    copy(&dev, &mut header);
+    let cache = Cache::from_env();
+    let mut cases = Vec::new();
+    for t in targets {
+        bar.set_message(format!("{}: lowering the space", t.label()));
+        cases.push(search(t, o, &cache, l2, &flush, bar));
+    }
+    copy(&dev, &mut header);
+    let mut report = TuneReport {
+        header,
+        cases,
+        stored_in: Vec::new(),
+        seconds: start.elapsed().as_secs_f64(),
+    };
+    let copy_gbps = report.copy_gbps();
+    for c in &mut report.cases {
+        super::bandwidth(c, copy_gbps);
+    }
+    Ok(report)
+}
+
+fn copy(dev: &CudaDevice, header: &mut Header) {
+    match timing::copy_bandwidth(dev, COPY_BYTES, COPIES) {
+        Ok(c) => header.copy_gbps.push(c.gbps),
+        Err(e) => eprintln!("warning: copy bandwidth: {e}"),
+    }
+}
+
+/// A candidate bound on the device and correct: kept for the finals while among the fastest.
+struct Bound<'g> {
+    index: usize,
+    kernel: OpKernel<'g, CudaDevice>,
+    median_us: f64,
+    /// Its data arrays ([`signature`]): it can only be re-timed on rotation sets built for them.
+    signature: Vec<String>,
+}
+
+/// The search of one kernel at one shape.
+fn search(
+    t: &Target,
+    o: &Settings,
+    cache: &Cache,
+    l2: u64,
+    flush: &CudaBuffer,
+    bar: &ProgressBar,
+) -> CaseReport {
+    let (mut case, space) = match super::lowered_space(t, Arch::Sm90, o) {
+        Ok(x) => x,
+        Err(report) => return *report,
+    };
+    let group = match CudaDevice::new(0)
+        .map_err(|e| e.to_string())
+        .and_then(|d| {
+            RankGroup::on_one_device(d, t.spec.tp, SameDeviceMode::Streams)
+                .map_err(|e| e.to_string())
+        }) {
+        Ok(g) => g,
+        Err(e) => {
+            case.note = format!("rank group: {e}");
+            return case;
+        }
+    };
+    let timer = match GroupTimer::new(&group) {
+        Ok(t) => t,
+        Err(e) => {
+            case.note = format!("events: {e}");
+            return case;
+        }
+    };
+    bar.set_length(bar.length().unwrap_or(0) + space.kept.len() as u64);
+    let compile_start = Instant::now();
+    // The default first: its occupancy is the floor of the resource filter.
+    let (tx, rx) = mpsc::channel::<Compiled>();
+    candidates::compile_all(&space.kept[..1], Arch::Sm90, 1, cache, tx);
+    let first = rx.recv().ok();
+    let mut live = Live {
+        t,
+        o,
+        group: &group,
+        timer: &timer,
+        flush,
+        l2,
+        data: None,
+        rotation: None,
+        signature: Vec::new(),
+        bound: Vec::new(),
+        timing_s: 0.0,
+    };
+    let mut compile_s = 0.0;
+    std::thread::scope(|scope| {
+        let (tx, rx) = mpsc::channel::<Compiled>();
+        let rest = &space.kept[1..];
+        let threads = o.threads;
+        scope.spawn(move || candidates::compile_all(rest, Arch::Sm90, threads, cache, tx));
+        let mut n = 0;
+        for mut c in first.into_iter().chain(rx.iter().map(|mut c| {
+            c.index += 1;
+            c
+        })) {
+            n += 1;
+            if n == space.kept.len() {
+                compile_s = compile_start.elapsed().as_secs_f64();
+            }
+            bar.set_message(format!("{}: candidate {}", t.label(), c.index));
+            super::record_compile(&mut case, &mut c);
+            let g = &space.kept[c.index];
+            live.check_and_time(&mut case, g, &c);
+            bar.inc(1);
+        }
+    });
+    if compile_s == 0.0 {
+        compile_s = compile_start.elapsed().as_secs_f64();
+    }
+    super::compile_rates(&mut case, compile_s, o.threads);
+    bar.set_message(format!("{}: finals", t.label()));
+    live.finals(&mut case);
+    case.timing_s = live.timing_s;
+    case.timing_rate = case.timed as f64 / live.timing_s.max(1e-9);
+    super::conclude(&mut case, Basis::Timed);
+    case
+}
+
+/// The device side of one search.
+struct Live<'a, 'g> {
+    t: &'a Target,
+    o: &'a Settings,
+    group: &'g RankGroup<CudaDevice>,
+    timer: &'a GroupTimer,
+    flush: &'a CudaBuffer,
+    l2: u64,
+    data: Option<Result<Data, String>>,
+    rotation: Option<Rotation>,
+    signature: Vec<String>,
+    bound: Vec<Bound<'g>>,
+    timing_s: f64,
+}
+
+/// The data arrays of a lowered kernel: candidates with the same list share the rotation sets.
+fn signature(k: &LoweredKernel) -> Vec<String> {
+    k.params
+        .values()
+        .filter(|p| {
+            matches!(
+                &p.kind,
+                ParamKind::Array { purpose: Purpose::Data { .. }, .. }
+                    | ParamKind::PeerArrays { purpose: Purpose::Data { .. }, .. }
+            )
+        })
+        .map(|p| format!("{}: {:?}", p.name, p.kind))
+        .collect()
+}
+
+impl<'g> Live<'_, 'g> {
+    /// Checks candidate `c` on the device and, when correct, times one series.
+    fn check_and_time(&mut self, case: &mut CaseReport, g: &Generated, c: &Compiled) {
+        let start = Instant::now();
+        let cand = &mut case.candidates[c.index];
+        let (Ok(artifact), true) = (&c.artifact, cand.resources_ok) else {
+            return;
+        };
+        let data = self
+            .data
+            .get_or_insert_with(|| Data::new(&self.t.ir, self.o.seed).map_err(|e| e.to_string()));
+        let data = match data {
+            Ok(d) => d,
+            Err(e) => {
+                cand.error = Some(format!("reference: {e}"));
+                return;
+            }
+        };
+        let mut v = empty_version("candidate", &g.lowered.name);
+        let ir = &self.t.ir;
+        let kernel = check_once(&mut v, self.group, ir, &g.lowered, artifact, data, self.t.spec.id);
+        cand.correct = Some(v.check.ran && v.check.pass);
+        if !v.check.ran {
+            cand.correct = None;
+        }
+        cand.rel_l2 = v.check.ran.then_some(v.check.rel_l2);
+        cand.check_detail = if v.check.detail.is_empty() {
+            v.check.on.clone()
+        } else {
+            v.check.detail.clone()
+        };
+        if let Some(e) = v.error {
+            cand.error = Some(e);
+        }
+        let Some(mut kernel) = kernel else {
+            return;
+        };
+        let sig = signature(&g.lowered);
+        if self.rotation.is_none() || sig != self.signature {
+            self.rotation = None;
+            match Rotation::new(self.group, &g.lowered, &self.t.ir, &data.inputs, self.l2) {
+                Ok(r) => {
+                    self.rotation = Some(r);
+                    self.signature = sig;
+                }
+                Err(e) => {
+                    case.candidates[c.index].error = Some(format!("input sets: {e}"));
+                    return;
+                }
+            }
+        }
+        let rot = self.rotation.as_ref().expect("built above");
+        let cand = &mut case.candidates[c.index];
+        match series(self.group, &mut kernel, rot, self.timer, self.flush, self.o.warmup, self.o.iters) {
+            Ok(samples) => {
+                let timing = Timing::from_ms(&samples);
+                let median_us = timing.median_us;
+                cand.timing = Some(timing);
+                case.timed += 1;
+                let signature = self.signature.clone();
+                self.keep(Bound {
+                    index: c.index,
+                    kernel,
+                    median_us,
+                    signature,
+                });
+            }
+            Err(e) => cand.error = Some(format!("timing: {e}")),
+        }
+        self.timing_s += start.elapsed().as_secs_f64();
+    }
+
+    /// Keeps the default and the fastest [`FINALISTS`] bound (the others free their arrays).
+    fn keep(&mut self, b: Bound<'g>) {
+        self.bound.push(b);
+        self.bound.sort_by(|a, b| {
+            (a.index != 0)
+                .cmp(&(b.index != 0))
+                .then(a.median_us.total_cmp(&b.median_us))
+        });
+        let has_default = self.bound.first().is_some_and(|b| b.index == 0);
+        self.bound.truncate(FINALISTS + usize::from(has_default));
+    }
+
+    /// Re-times the finalists, interleaved, then compares their outputs after timing.
+    fn finals(&mut self, case: &mut CaseReport) {
+        let start = Instant::now();
+        let Some(rot) = &self.rotation else { return };
+        let mut samples: Vec<Vec<f64>> = vec![Vec::new(); self.bound.len()];
+        for _ in 0..FINAL_REPEATS {
+            for (b, s) in self.bound.iter_mut().zip(&mut samples) {
+                if case.candidates[b.index].error.is_some() {
+                    continue;
+                }
+                if b.signature != self.signature {
+                    // Other arrays than the last rotation's: its first series stands.
+                    continue;
+                }
+                match series(self.group, &mut b.kernel, rot, self.timer, self.flush, self.o.warmup, self.o.iters) {
+                    Ok(x) => s.extend(x),
+                    Err(e) => case.candidates[b.index].error = Some(format!("finals: {e}")),
+                }
+            }
+        }
+        let tol = suite::tolerance(self.t.spec.id).0;
+        for (b, s) in self.bound.iter().zip(samples) {
+            let cand = &mut case.candidates[b.index];
+            if !s.is_empty() {
+                cand.finals = Some(Timing::from_ms(&s));
+            }
+            let Some(Ok(data)) = &self.data else { continue };
+            match b.kernel.read_outputs() {
+                Ok(out) => {
+                    let after = check_of("", &exec::compare(&self.t.ir, &out, &data.reference), tol);
+                    if !after.pass {
+                        cand.correct = Some(false);
+                        cand.check_detail = format!("after timing: {}", after.detail);
+                    }
+                }
+                Err(e) => cand.error = Some(format!("reading back after timing: {e}")),
+            }
+        }
+        self.timing_s += start.elapsed().as_secs_f64();
+    }
+}

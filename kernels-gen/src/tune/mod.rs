@@ -1,0 +1,606 @@
+//! `wavefuse tune` (issue 7): search the schedule of a kernel at a shape, keep the winner.
+//!
+//! 1. The space ([`space`]): [`Schedule`] values around [`Schedule::default_for`], in priority
+//!    order, cut at `--budget` distinct sources ([`candidates::build`]: what `lower` accepts,
+//!    every rank's grid co-resident when the kernel has a grid barrier, identical sources once).
+//! 2. Compile ([`candidates::compile_all`]) on several threads through the compile cache, and the
+//!    resource filter: no spills, occupancy at least the default's (sm_90) or the hand-written
+//!    kernel's (gfx906). The report gives the compile rate (candidates per second).
+//! 3. Choose: on an sm_90 GPU by event timing with cold rotating inputs ([`gpu`]), every candidate
+//!    checked against the f64 reference first; for gfx906 by a documented static model
+//!    ([`statics`]) with a simulator check. Without a GPU, for sm_90: compile and filter only,
+//!    and it says that no timing was possible.
+//! 4. Keep ([`store`]): the winner per (kernel, shape, arch, device) in `tuned.toml` in the cache
+//!    directory and in `--store PATH`; `--schedule tuned` ([`select`]) reads them and the
+//!    committed `kernels-gen/tuned/tuned.toml`.
+//! 5. Report ([`report`]): table, JSON, Markdown.
+
+pub mod candidates;
+pub mod gpu;
+pub mod report;
+pub mod select;
+pub mod space;
+pub mod statics;
+pub mod store;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::mpsc;
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use wavefuse::ir::Kernel;
+use wavefuse_codegen::Arch;
+use wavefuse_codegen::lower::Schedule;
+use wavefuse_runtime::Cache;
+use wavefuse_runtime::exec;
+
+use crate::ab::handwritten::{Found, find_reference, reference_dir};
+use crate::ab::{ShapeSet, parse_shape, shape_name, usage_of};
+use crate::suite::{self, CaseSpec, ShapeKind, compiler_for};
+use crate::{KernelId, Workload};
+
+use candidates::{Compiled, Space};
+use report::{Basis, Candidate, CaseReport, Header, TuneReport, pick_winner};
+use store::{ANY_DEVICE, Entry, Key, Method, Store};
+
+/// Default candidates per kernel and shape.
+pub const DEFAULT_BUDGET: usize = 200;
+/// Candidates per kernel and shape with `--quick`.
+pub const QUICK_BUDGET: usize = 32;
+
+/// The arguments of `wavefuse tune`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct TuneArgs {
+    /// Kernels to tune (see `wavefuse list`).
+    #[arg(required = true)]
+    pub kernels: Vec<KernelId>,
+    /// Shape sets, comma-separated (qwen27b-tp1 … -tp8, optionally -b1 … -b8). Default:
+    /// qwen27b-tp4.
+    #[arg(long, value_delimiter = ',', value_parser = parse_shape)]
+    pub shapes: Vec<ShapeSet>,
+    /// Target: sm90 (timed on the GPU when there is one) or gfx906 (compile, resource filter and
+    /// the static model: nothing is timed).
+    #[arg(long, default_value_t = Arch::Sm90)]
+    pub arch: Arch,
+    /// Candidates per kernel and shape at most (distinct sources); default 200, 32 with --quick.
+    #[arg(long)]
+    pub budget: Option<usize>,
+    /// The quick space: the default, its neighbours and the tiles (no random fill).
+    #[arg(long)]
+    pub quick: bool,
+    /// Timed launches per series (DESIGN.md §8 asks for at least 100).
+    #[arg(long, default_value_t = 100)]
+    pub iters: usize,
+    /// Untimed launches before each series.
+    #[arg(long, default_value_t = 10)]
+    pub warmup: usize,
+    /// Compiler threads (default: the number of cores, at most 12).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Seed of the synthetic workload.
+    #[arg(long, default_value_t = Workload::DEFAULT_SEED)]
+    pub seed: u64,
+    /// The commit the binary was built from (default: `$WAVEFUSE_COMMIT`, else `unknown`).
+    #[arg(long)]
+    pub commit: Option<String>,
+    /// Also write the winners into this store file (TOML; created or updated).
+    #[arg(long)]
+    pub store: Option<PathBuf>,
+    /// Do not write the cache directory's store.
+    #[arg(long)]
+    pub no_cache_store: bool,
+    /// Write the JSON report here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write the Markdown report here.
+    #[arg(long)]
+    pub md: Option<PathBuf>,
+    /// Do not use a GPU even when there is one: compile and filter only.
+    #[arg(long)]
+    pub no_gpu: bool,
+}
+
+/// Settings of one run.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Candidates per kernel and shape.
+    pub budget: usize,
+    /// The quick space.
+    pub quick: bool,
+    /// Timed launches per series.
+    pub iters: usize,
+    /// Untimed launches per series.
+    pub warmup: usize,
+    /// Compiler threads.
+    pub threads: usize,
+    /// Workload seed.
+    pub seed: u64,
+    /// Commit of the binary.
+    pub commit: String,
+}
+
+/// One kernel at one shape.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// The case (model shapes).
+    pub spec: CaseSpec,
+    /// Its op-level kernel.
+    pub ir: Kernel,
+}
+
+impl Target {
+    /// `kernel@shape`.
+    pub fn label(&self) -> String {
+        format!("{}@{}", self.spec.id.name(), shape_name(&self.spec))
+    }
+}
+
+/// `wavefuse tune`.
+pub fn tune_cmd(a: &TuneArgs) -> ExitCode {
+    if let Some(path) = suite::locate_nvrtc() {
+        eprintln!("note: using NVRTC at {}", path.display());
+    }
+    let o = Settings {
+        budget: a
+            .budget
+            .unwrap_or(if a.quick { QUICK_BUDGET } else { DEFAULT_BUDGET })
+            .max(1),
+        quick: a.quick,
+        iters: a.iters.max(1),
+        warmup: a.warmup,
+        threads: a.threads.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .clamp(1, 12)
+        }),
+        seed: a.seed,
+        commit: a
+            .commit
+            .clone()
+            .or_else(|| std::env::var("WAVEFUSE_COMMIT").ok())
+            .unwrap_or_else(|| "unknown".into()),
+    };
+    let targets = match plan(a) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let bar = progress();
+    let timed = match (a.arch, a.no_gpu) {
+        (Arch::Sm90, false) => gpu::run(&targets, &o, &bar),
+        (Arch::Sm90, true) => Err("--no-gpu".into()),
+        (Arch::Gfx906, _) => Err("gfx906 is never timed here: static model".into()),
+    };
+    let mut report = match timed {
+        Ok(r) => r,
+        Err(reason) => without_timing(&targets, &o, a.arch, reason, &bar),
+    };
+    bar.finish_and_clear();
+    match store_winners(a, &report) {
+        Ok(paths) => report.stored_in = paths,
+        Err(e) => {
+            eprintln!("error: {e}");
+            print!("{}", report.terminal());
+            return ExitCode::FAILURE;
+        }
+    }
+    print!("{}", report.terminal());
+    for p in &report.stored_in {
+        eprintln!("winners stored in {p}");
+    }
+    if let Err(e) = write_outputs(a, &report) {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+/// The kernels at the shapes, validated.
+fn plan(a: &TuneArgs) -> Result<Vec<Target>, String> {
+    let mut shapes = a.shapes.clone();
+    if shapes.is_empty() {
+        shapes.push(ShapeSet { tp: 4, batch: 1 });
+    }
+    shapes.dedup();
+    let mut out = Vec::new();
+    for &id in &a.kernels {
+        for s in &shapes {
+            let spec = CaseSpec {
+                id,
+                tp: s.tp,
+                batch: s.batch,
+                shape: ShapeKind::Model,
+            };
+            let ir = suite::op_kernel(&spec)
+                .map_err(|e| format!("{}: {e}", spec.label()))?
+                .ok_or_else(|| format!("{}: no model shapes", spec.label()))?;
+            out.push(Target { spec, ir });
+        }
+    }
+    Ok(out)
+}
+
+/// A progress bar on stderr when it is a terminal, hidden otherwise.
+fn progress() -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+    let style = ProgressStyle::with_template("{elapsed:>4} [{bar:30}] {pos}/{len} {wide_msg}")
+        .expect("a valid template")
+        .progress_chars("=> ");
+    bar.set_style(style);
+    bar
+}
+
+/// The report's header before anything ran.
+pub fn header(o: &Settings, arch: Arch, basis: Basis) -> Header {
+    Header {
+        mode: if basis == Basis::Timed { "timed" } else { "static" }.into(),
+        no_timing: None,
+        arch: arch.name().into(),
+        device: "none".into(),
+        driver: "none".into(),
+        compiler: compiler_for(arch)
+            .version()
+            .map(|v| v.lines().next().unwrap_or("").to_owned())
+            .unwrap_or_else(|e| format!("none ({e})")),
+        l2_bytes: 0,
+        copy_gbps: Vec::new(),
+        commit: o.commit.clone(),
+        date: suite::utc_now(),
+        seed: o.seed,
+        warmup: o.warmup,
+        iters: o.iters,
+        finalists: 0,
+        final_repeats: 0,
+        budget: o.budget,
+        quick: o.quick,
+        basis: Some(basis),
+    }
+}
+
+/// The effective default (as `wavefuse ab` lowers it: tiles widened when every rank's grid
+/// would not fit on one device) and the space after lowering; a report of why not otherwise.
+pub fn lowered_space(
+    t: &Target,
+    arch: Arch,
+    o: &Settings,
+) -> Result<(CaseReport, Space), Box<CaseReport>> {
+    let mut case = CaseReport {
+        kernel: t.spec.id.name().into(),
+        shape: shape_name(&t.spec),
+        floor_from: "default".into(),
+        ..CaseReport::default()
+    };
+    let base = match suite::lower_coresident(&t.ir, arch, Schedule::default_for(arch, &t.ir)) {
+        Ok((_, s)) => s,
+        Err(e) => {
+            case.note = format!("the default schedule does not lower: {e}");
+            return Err(Box::new(case));
+        }
+    };
+    let mut schedules = vec![base.clone()];
+    schedules.extend(
+        space::enumerate(arch, &t.ir, o.quick)
+            .into_iter()
+            .filter(|s| *s != base),
+    );
+    let space = candidates::build(&t.ir, arch, &schedules, o.budget);
+    case.enumerated = space.enumerated;
+    case.considered = space.considered;
+    case.rejected_by_lower = space.rejected;
+    case.rejected_examples = space.rejected_examples.clone();
+    case.not_coresident = space.not_coresident;
+    case.duplicates = space.duplicates;
+    case.lowering_s = space.seconds;
+    let Some(first) = space.kept.first() else {
+        case.note = "no candidate lowers".into();
+        return Err(Box::new(case));
+    };
+    let bytes: u64 = t.ir.buffers().map(|(_, d)| d.local_type().bytes() as u64).sum();
+    case.bytes_per_group = bytes * u64::from(t.spec.tp);
+    case.dims = suite::Generated {
+        spec: t.spec,
+        ir: t.ir.clone(),
+        lowered: first.lowered.clone(),
+        source: first.source.clone(),
+    }
+    .dims();
+    let family = space::Family::of(&t.ir);
+    case.candidates = space
+        .kept
+        .iter()
+        .enumerate()
+        .map(|(i, g)| Candidate::new(i, space::summary(&g.schedule, family), g.schedule.clone()))
+        .collect();
+    if arch == Arch::Gfx906 {
+        hand_floor(&mut case, &first.lowered);
+    }
+    Ok((case, space))
+}
+
+/// gfx906: the hand-written kernel's occupancy as the floor, when there is one.
+fn hand_floor(case: &mut CaseReport, lowered: &wavefuse_codegen::lowered::LoweredKernel) {
+    let Found::Hand(h) = find_reference(reference_dir(None).as_deref(), lowered) else {
+        return;
+    };
+    let Ok(req) = h.request() else { return };
+    let cache = Cache::from_env();
+    let compiler = wavefuse_runtime::compile::default_compiler(Arch::Gfx906);
+    let Ok((a, _)) = exec::artifact_for(&cache, compiler.as_ref(), &req) else {
+        return;
+    };
+    if let Ok(u) = usage_of(&a, &h.abi.symbol, h.abi.workgroup_size).usage {
+        case.occupancy_floor = Some(u.occupancy);
+        case.floor_from = "hand-written".into();
+    }
+}
+
+/// Records a compile result on its candidate, and the resource filter's verdict (the default
+/// sets the floor when nothing else has).
+pub fn record_compile(case: &mut CaseReport, c: &mut Compiled) {
+    let floor = match (case.occupancy_floor, c.index, &c.resources.usage) {
+        (None, 0, Ok(u)) => {
+            case.occupancy_floor = Some(u.occupancy);
+            Some(u.occupancy)
+        }
+        (f, _, _) => f,
+    };
+    let cand = &mut case.candidates[c.index];
+    cand.compile_ms = Some(c.ms);
+    cand.cached = c.cached;
+    match (&c.artifact, &c.resources.usage) {
+        (Err(e), _) => {
+            case.compile_failed += 1;
+            cand.rejected = Some(format!("compile: {e}"));
+        }
+        (Ok(_), Err(e)) => {
+            cand.rejected = Some(format!("no resource report: {e}"));
+        }
+        (Ok(_), Ok(u)) => {
+            cand.registers = Some(u.registers);
+            cand.spills = Some(u.spills);
+            cand.occupancy = Some(u.occupancy);
+            cand.rejected = if u.spills > 0 {
+                Some(format!("{} spilled", u.spills))
+            } else if floor.is_some_and(|f| u.occupancy < f) {
+                Some(format!("occupancy {} < {}", u.occupancy, floor.unwrap_or(0)))
+            } else {
+                None
+            };
+        }
+    }
+    if c.artifact.is_ok() {
+        if c.cached {
+            case.cached += 1;
+        } else {
+            case.compiled_fresh += 1;
+        }
+    }
+    cand.resources_ok = cand.rejected.is_none();
+    if !cand.resources_ok && c.artifact.is_ok() {
+        case.resource_rejected += 1;
+    }
+}
+
+/// The compile stage's rate.
+pub fn compile_rates(case: &mut CaseReport, seconds: f64, threads: usize) {
+    case.compile_s = seconds;
+    case.compile_threads = threads;
+    case.compile_rate = case.candidates.len() as f64 / seconds.max(1e-9);
+}
+
+/// Bandwidth of every timed candidate against the copy bandwidth.
+pub fn bandwidth(case: &mut CaseReport, copy_gbps: Option<f64>) {
+    for c in &mut case.candidates {
+        if let Some(m) = c.best_median_us() {
+            let gbps = case.bytes_per_group as f64 / (m * 1e-6) / 1e9;
+            c.gbps = Some(gbps);
+            c.copy_fraction = copy_gbps.map(|b| gbps / b);
+        }
+    }
+}
+
+/// The winner and its ratio to the default.
+pub fn conclude(case: &mut CaseReport, basis: Basis) {
+    case.winner = pick_winner(&case.candidates, basis);
+    let default = case.candidates.first().and_then(Candidate::best_median_us);
+    let win = case
+        .winner
+        .and_then(|w| case.candidates[w].best_median_us());
+    case.speedup = match (default, win) {
+        (Some(d), Some(w)) if basis == Basis::Timed => Some(d / w),
+        _ => None,
+    };
+}
+
+/// Compile and filter every target; for gfx906 also rank by the static model.
+fn without_timing(
+    targets: &[Target],
+    o: &Settings,
+    arch: Arch,
+    reason: String,
+    bar: &ProgressBar,
+) -> TuneReport {
+    let start = Instant::now();
+    let basis = Basis::StaticModel;
+    let mut header = header(o, arch, basis);
+    header.no_timing = Some(reason);
+    if arch == Arch::Sm90 {
+        header.basis = None;
+        header.mode = "compile only".into();
+    }
+    let cache = Cache::from_env();
+    let mut cases = Vec::new();
+    for t in targets {
+        bar.set_message(format!("{}: lowering the space", t.label()));
+        let (mut case, space) = match lowered_space(t, arch, o) {
+            Ok(x) => x,
+            Err(c) => {
+                cases.push(*c);
+                continue;
+            }
+        };
+        bar.set_length(bar.length().unwrap_or(0) + space.kept.len() as u64);
+        let compile_start = Instant::now();
+        let (tx, rx) = mpsc::channel::<Compiled>();
+        let mut results = Vec::new();
+        std::thread::scope(|scope| {
+            let kept = &space.kept;
+            let cache = &cache;
+            scope.spawn(move || candidates::compile_all(kept, arch, o.threads, cache, tx));
+            for c in rx {
+                bar.set_message(format!("{}: compiled candidate {}", t.label(), c.index));
+                bar.inc(1);
+                results.push(c);
+            }
+        });
+        compile_rates(&mut case, compile_start.elapsed().as_secs_f64(), o.threads);
+        results.sort_by_key(|c| c.index);
+        for mut c in results {
+            record_compile(&mut case, &mut c);
+        }
+        if arch == Arch::Gfx906 {
+            rank_statically(&mut case, t, o);
+        } else {
+            case.note = "nothing timed: no winner without a GPU".into();
+        }
+        cases.push(case);
+    }
+    TuneReport {
+        header,
+        cases,
+        stored_in: Vec::new(),
+        seconds: start.elapsed().as_secs_f64(),
+    }
+}
+
+/// gfx906: the static model's cost of every candidate within budget; the cheapest are checked
+/// in the simulator, in order, until one passes; that one wins.
+fn rank_statically(case: &mut CaseReport, t: &Target, o: &Settings) {
+    let family = space::Family::of(&t.ir);
+    let k = gemv_k(&t.ir);
+    for c in &mut case.candidates {
+        c.static_cost = statics::cost(&c.schedule, family, t.spec.batch, k);
+    }
+    if case.candidates.iter().all(|c| c.static_cost.is_none()) {
+        case.note = "the static model covers INT4 GEMVs only: the default stays".into();
+        return;
+    }
+    let mut order: Vec<usize> = (0..case.candidates.len())
+        .filter(|&i| case.candidates[i].resources_ok)
+        .collect();
+    let key = |c: &Candidate| (c.static_cost.unwrap_or(f64::INFINITY), c.registers.unwrap_or(u32::MAX));
+    order.sort_by(|&a, &b| {
+        let (ka, kb) = (key(&case.candidates[a]), key(&case.candidates[b]));
+        ka.0.total_cmp(&kb.0).then(ka.1.cmp(&kb.1)).then(a.cmp(&b))
+    });
+    for i in order.into_iter().take(16) {
+        let c = &mut case.candidates[i];
+        let (ok, detail) = statics::sim_check(&t.spec, Arch::Gfx906, &c.schedule, o.seed);
+        c.correct = ok;
+        c.check_detail = detail;
+        if ok == Some(true) {
+            break;
+        }
+    }
+    // Among equal costs the register tie-break must hold too: fold it into the score.
+    for c in &mut case.candidates {
+        if let (Some(cost), Some(r)) = (c.static_cost, c.registers) {
+            c.static_cost = Some(cost + f64::from(r) * 1e-6);
+        }
+    }
+    conclude(case, Basis::StaticModel);
+}
+
+/// K of the kernel's (first) GEMV.
+fn gemv_k(ir: &Kernel) -> usize {
+    ir.buffers()
+        .find_map(|(_, d)| match d.local_type() {
+            wavefuse::ir::BufferType::Weight(w) => Some(w.k),
+            wavefuse::ir::BufferType::Tensor(_) => None,
+        })
+        .unwrap_or(1)
+}
+
+/// The store entries of a report's winners.
+pub fn entries(report: &TuneReport) -> Vec<Entry> {
+    let h = &report.header;
+    let method = match h.basis {
+        Some(Basis::Timed) => Method::Timed,
+        Some(Basis::StaticModel) => Method::StaticModel,
+        None => return Vec::new(),
+    };
+    let device = match method {
+        Method::Timed => h.device.clone(),
+        Method::StaticModel => ANY_DEVICE.to_owned(),
+    };
+    report
+        .cases
+        .iter()
+        .filter_map(|c| {
+            let w = &c.candidates[c.winner?];
+            Some(Entry {
+                key: Key {
+                    kernel: c.kernel.clone(),
+                    shape: c.shape.clone(),
+                    arch: h.arch.clone(),
+                    device: device.clone(),
+                },
+                method,
+                median_us: w.best_median_us(),
+                default_median_us: c.candidates.first().and_then(Candidate::best_median_us),
+                commit: h.commit.clone(),
+                date: h.date.clone(),
+                compiler: h.compiler.clone(),
+                schedule: w.schedule.clone(),
+            })
+        })
+        .collect()
+}
+
+/// Writes the winners into the cache directory's store and `--store`; the paths written.
+fn store_winners(a: &TuneArgs, report: &TuneReport) -> Result<Vec<String>, String> {
+    let entries = entries(report);
+    if entries.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut paths = Vec::new();
+    if !a.no_cache_store {
+        paths.push(Store::cache_path());
+    }
+    paths.extend(a.store.clone());
+    let mut written = Vec::new();
+    for p in paths {
+        let mut s = Store::load(&p).map_err(|e| e.to_string())?;
+        for e in &entries {
+            s.insert(e.clone());
+        }
+        s.save(&p).map_err(|e| e.to_string())?;
+        written.push(p.display().to_string());
+    }
+    Ok(written)
+}
+
+fn write_outputs(a: &TuneArgs, report: &TuneReport) -> Result<(), String> {
+    let write = |p: &PathBuf, text: String| {
+        std::fs::write(p, text).map_err(|e| format!("writing {}: {e}", p.display()))?;
+        eprintln!("wrote {}", p.display());
+        Ok::<(), String>(())
+    };
+    if let Some(p) = &a.json {
+        write(
+            p,
+            serde_json::to_string_pretty(&report.to_json()).expect("JSON serialises"),
+        )?;
+    }
+    if let Some(p) = &a.md {
+        write(p, report.markdown())?;
+    }
+    Ok(())
+}

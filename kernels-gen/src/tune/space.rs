@@ -1,0 +1,366 @@
+//! The search space: [`Schedule`] values around [`Schedule::default_for`], in priority order.
+//!
+//! The order is what makes a budget meaningful: a search cut at N candidates has tried the N most
+//! promising ones, not the first N of an arbitrary product. It is, deterministically:
+//! 1. the default;
+//! 2. its neighbours: one field changed at a time (a tile field changed with the others kept and
+//!    the columns recomputed from the INT4 / FP16 relation);
+//! 3. every tile (workgroup size × words per lane × K slices, or FP16 lanes per column) with the
+//!    default's other fields;
+//! 4. every tile with the INT4 inner loop the issue expects to win (`magic` decode, `per_unit`
+//!    scaling);
+//! 5. the rest of the full product in a seeded pseudo-random order (skipped by `--quick`).
+//!
+//! Only schedules that satisfy the field relations documented on [`Schedule`] are produced; the
+//! lowering is still the judge (`super::candidates` keeps what [`wavefuse_codegen::lower::lower`]
+//! accepts). `k_split` stays 1: split-K is not implemented and `lower` rejects it. Tiles whose
+//! grid would leave more than half of the target's compute units idle are pruned (a decode GEMV
+//! is memory bound: idle SMs are lost bandwidth), unless the default itself does.
+
+use std::collections::HashSet;
+
+use wavefuse::ir::{BufferType, Kernel, OpKind, WeightFormat};
+use wavefuse_codegen::Arch;
+use wavefuse_codegen::lower::{AllreduceProtocol, Int4Scaling, NibbleDecode, Schedule};
+
+/// Workgroup sizes tried.
+pub const WORKGROUP_SIZES: [u32; 3] = [128, 256, 512];
+/// Words per lane and load tried.
+pub const WORDS: [u32; 4] = [1, 2, 4, 8];
+/// Independent accumulators tried.
+pub const ACCUMULATORS: [u32; 3] = [1, 2, 4];
+/// INT4 K slices (threads per column) tried.
+pub const INT4_SLICES: [u32; 6] = [1, 2, 4, 8, 16, 32];
+/// INT4 work-unit sizes tried (those dividing the group's words).
+pub const K_UNITS: [u32; 5] = [1, 2, 4, 8, 16];
+/// Largest tile tried, in columns.
+pub const MAX_COLUMNS: u32 = 512;
+
+/// What kind of kernel a schedule is searched for.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// An INT4 (GPTQ) GEMV, possibly fused with an allreduce.
+    Int4 {
+        /// Output columns of the widest GEMV (per rank).
+        n: usize,
+        /// Packed words of one quantisation group.
+        group_words: u32,
+        /// Whether the kernel has an allreduce (the protocol is searched).
+        allreduce: bool,
+    },
+    /// An FP16 GEMV.
+    F16 {
+        /// Output columns (per rank).
+        n: usize,
+    },
+    /// Elementwise and allreduce kernels: only the tile and the protocol matter.
+    Elementwise {
+        /// Whether the kernel has an allreduce.
+        allreduce: bool,
+    },
+}
+
+impl Family {
+    /// The family of `kernel`.
+    pub fn of(kernel: &Kernel) -> Family {
+        let allreduce = kernel
+            .ops()
+            .any(|(_, o)| matches!(o.kind, OpKind::AllReduce(_)));
+        let mut int4: Option<(usize, u32)> = None;
+        let mut f16: Option<usize> = None;
+        for (_, op) in kernel.ops() {
+            let OpKind::Gemv(g) = &op.kind else { continue };
+            let Some(BufferType::Weight(w)) = kernel.buffer(g.weight).map(|d| d.local_type())
+            else {
+                continue;
+            };
+            match w.format {
+                WeightFormat::F16 => f16 = Some(f16.unwrap_or(0).max(w.n)),
+                WeightFormat::Gptq(_) | WeightFormat::Awq(_) => {
+                    let rows = w.format.group().map_or(w.k, |g| g.rows(w.k));
+                    let words = (rows / 8).max(1) as u32;
+                    let n = int4.map_or(0, |(n, _)| n).max(w.n);
+                    int4 = Some((n, words));
+                }
+            }
+        }
+        match (int4, f16) {
+            (Some((n, group_words)), _) => Family::Int4 {
+                n,
+                group_words,
+                allreduce,
+            },
+            (None, Some(n)) => Family::F16 { n },
+            (None, None) => Family::Elementwise { allreduce },
+        }
+    }
+
+    fn allreduce(self) -> bool {
+        match self {
+            Family::Int4 { allreduce, .. } | Family::Elementwise { allreduce } => allreduce,
+            Family::F16 { .. } => false,
+        }
+    }
+}
+
+/// Every schedule of the space for `kernel` on `arch`, default first, in priority order (see the
+/// module docs), without duplicates. `quick` stops after step 4.
+pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
+    let default = Schedule::default_for(arch, kernel);
+    let family = Family::of(kernel);
+    let mut out = Ordered::default();
+    out.push(default.clone());
+    let tiles = tiles(arch, family, &default);
+    for s in neighbours(&default, family, &tiles) {
+        out.push(s);
+    }
+    for t in &tiles {
+        out.push(t.clone());
+    }
+    if let Family::Int4 { .. } = family {
+        for t in &tiles {
+            out.push(Schedule {
+                nibble_decode: NibbleDecode::Magic,
+                int4_scaling: Int4Scaling::PerUnit,
+                ..t.clone()
+            });
+        }
+    }
+    if !quick {
+        let mut rest = product(family, &default, &tiles);
+        shuffle(&mut rest, 0x7E5E_ED);
+        for s in rest {
+            out.push(s);
+        }
+    }
+    out.list
+}
+
+/// A list that keeps the first of equal schedules.
+#[derive(Default)]
+struct Ordered {
+    list: Vec<Schedule>,
+    seen: HashSet<Schedule>,
+}
+
+impl Ordered {
+    fn push(&mut self, s: Schedule) {
+        if self.seen.insert(s.clone()) {
+            self.list.push(s);
+        }
+    }
+}
+
+/// The tiles of the family, each on the default's other fields (default's own tile first).
+fn tiles(arch: Arch, family: Family, d: &Schedule) -> Vec<Schedule> {
+    let wave = arch.wave_size();
+    let min_grid = arch.compute_units().div_ceil(2) as usize;
+    let fills = |n: usize, c: u32| n.div_ceil(c as usize) >= min_grid;
+    let mut out = Vec::new();
+    for wg in WORKGROUP_SIZES
+        .into_iter()
+        .filter(|&w| w % wave == 0 && w <= arch.max_workgroup_size())
+    {
+        match family {
+            Family::Int4 { n, .. } => {
+                for v in WORDS {
+                    for t in INT4_SLICES {
+                        if (wg * v) % t != 0 {
+                            continue;
+                        }
+                        let c = wg * v / t;
+                        if c < v || c > MAX_COLUMNS || !fills(n, c) {
+                            continue;
+                        }
+                        out.push(Schedule {
+                            workgroup_size: wg,
+                            columns_per_workgroup: c,
+                            threads_per_column: t,
+                            words_per_iteration: v,
+                            ..d.clone()
+                        });
+                    }
+                }
+            }
+            Family::F16 { n } => {
+                for m in [1, 2, 4, 8] {
+                    let t = wave * m;
+                    if wg % t != 0 {
+                        continue;
+                    }
+                    let c = wg / t;
+                    if !fills(n, c) {
+                        continue;
+                    }
+                    for v in WORDS {
+                        out.push(Schedule {
+                            workgroup_size: wg,
+                            columns_per_workgroup: c,
+                            threads_per_column: t,
+                            words_per_iteration: v,
+                            ..d.clone()
+                        });
+                    }
+                }
+            }
+            Family::Elementwise { .. } => {
+                for c in [wg / 2, wg, 2 * wg, 4 * wg, 8 * wg] {
+                    out.push(Schedule {
+                        workgroup_size: wg,
+                        columns_per_workgroup: c,
+                        ..d.clone()
+                    });
+                }
+            }
+        }
+    }
+    // The default's own tile first, then by distance from it.
+    let dist = |s: &Schedule| {
+        let l = |a: u32, b: u32| (a.max(1) as f64 / b.max(1) as f64).log2().abs();
+        l(s.workgroup_size, d.workgroup_size)
+            + l(s.columns_per_workgroup, d.columns_per_workgroup)
+            + l(s.words_per_iteration, d.words_per_iteration)
+    };
+    out.sort_by(|a, b| dist(a).total_cmp(&dist(b)));
+    out
+}
+
+/// The default with one field changed.
+fn neighbours(d: &Schedule, family: Family, tiles: &[Schedule]) -> Vec<Schedule> {
+    let mut out = Vec::new();
+    // Tiles one step away: same words and workgroup size (other slices), or same slices.
+    out.extend(tiles.iter().filter(|t| {
+        let same = [
+            t.workgroup_size == d.workgroup_size,
+            t.words_per_iteration == d.words_per_iteration,
+            t.threads_per_column == d.threads_per_column,
+        ];
+        same.iter().filter(|&&x| x).count() == 2
+    }).cloned());
+    for a in ACCUMULATORS {
+        out.push(Schedule {
+            accumulators: a,
+            ..d.clone()
+        });
+    }
+    if family.allreduce() {
+        for p in [AllreduceProtocol::Pull, AllreduceProtocol::Push] {
+            out.push(d.clone().with_protocol(p));
+        }
+    }
+    if let Family::Int4 { group_words, .. } = family {
+        for ku in k_units(group_words) {
+            out.push(Schedule {
+                k_unit_words: ku,
+                ..d.clone()
+            });
+        }
+        for nd in [NibbleDecode::Convert, NibbleDecode::Magic] {
+            out.push(Schedule {
+                nibble_decode: nd,
+                ..d.clone()
+            });
+        }
+        for sc in [Int4Scaling::PerWeight, Int4Scaling::PerUnit] {
+            out.push(Schedule {
+                int4_scaling: sc,
+                ..d.clone()
+            });
+        }
+    }
+    out
+}
+
+/// Work-unit sizes that divide the group.
+fn k_units(group_words: u32) -> impl Iterator<Item = u32> {
+    K_UNITS
+        .into_iter()
+        .filter(move |&k| k <= group_words && group_words % k == 0)
+}
+
+/// The full product over the tiles and every other field.
+fn product(family: Family, d: &Schedule, tiles: &[Schedule]) -> Vec<Schedule> {
+    let protocols: Vec<AllreduceProtocol> = if family.allreduce() {
+        vec![AllreduceProtocol::Pull, AllreduceProtocol::Push]
+    } else {
+        vec![d.protocol]
+    };
+    let (kus, decodes, scalings): (Vec<u32>, Vec<NibbleDecode>, Vec<Int4Scaling>) = match family
+    {
+        Family::Int4 { group_words, .. } => (
+            k_units(group_words).collect(),
+            vec![NibbleDecode::Convert, NibbleDecode::Magic],
+            vec![Int4Scaling::PerWeight, Int4Scaling::PerUnit],
+        ),
+        _ => (
+            vec![d.k_unit_words],
+            vec![d.nibble_decode],
+            vec![d.int4_scaling],
+        ),
+    };
+    let accs: Vec<u32> = match family {
+        Family::Elementwise { .. } => vec![d.accumulators],
+        _ => ACCUMULATORS.to_vec(),
+    };
+    let mut out = Vec::new();
+    for t in tiles {
+        for &accumulators in &accs {
+            for &k_unit_words in &kus {
+                for &nibble_decode in &decodes {
+                    for &int4_scaling in &scalings {
+                        for &protocol in &protocols {
+                            out.push(Schedule {
+                                accumulators,
+                                k_unit_words,
+                                nibble_decode,
+                                int4_scaling,
+                                protocol,
+                                ..t.clone()
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Fisher–Yates with splitmix64: the same order on every machine.
+fn shuffle(v: &mut [Schedule], seed: u64) {
+    for i in (1..v.len()).rev() {
+        let j = (crate::suite::mix(seed, i as u64) % (i as u64 + 1)) as usize;
+        v.swap(i, j);
+    }
+}
+
+/// A schedule in a few characters: `wg256 c32 t8 w1 a2 ku16 convert per_weight` (and the protocol
+/// for kernels with an allreduce).
+pub fn summary(s: &Schedule, family: Family) -> String {
+    let mut out = format!(
+        "wg{} c{} t{} w{} a{}",
+        s.workgroup_size,
+        s.columns_per_workgroup,
+        s.threads_per_column,
+        s.words_per_iteration,
+        s.accumulators
+    );
+    if let Family::Int4 { .. } = family {
+        let nd = match s.nibble_decode {
+            NibbleDecode::Convert => "convert",
+            NibbleDecode::Magic => "magic",
+        };
+        let sc = match s.int4_scaling {
+            Int4Scaling::PerWeight => "per_weight",
+            Int4Scaling::PerUnit => "per_unit",
+        };
+        out.push_str(&format!(" ku{} {nd} {sc}", s.k_unit_words));
+    }
+    if family.allreduce() {
+        out.push_str(match s.protocol {
+            AllreduceProtocol::Pull => " pull",
+            AllreduceProtocol::Push => " push",
+        });
+    }
+    out
+}
