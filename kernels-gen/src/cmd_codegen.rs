@@ -108,13 +108,11 @@ pub fn generate(id: KernelId, arch: Arch, tp: u32, batch: usize) -> Result<Gener
     let shape = crate::ab::ShapeSet { tp, batch }.name();
     let schedule = crate::tune::select::tuned(name, &shape, arch, &kernel)
         .unwrap_or_else(|| Schedule::default_for(arch, &kernel));
-    let lowered = lower(&kernel, arch, &schedule).map_err(|e| {
-        GenError::Lower {
-            kernel: name,
-            arch,
-            tp,
-            source: Box::new(e),
-        }
+    let lowered = lower(&kernel, arch, &schedule).map_err(|e| GenError::Lower {
+        kernel: name,
+        arch,
+        tp,
+        source: Box::new(e),
     })?;
     let source = cpp::emit(&lowered).map_err(|source| GenError::Write {
         kernel: name,

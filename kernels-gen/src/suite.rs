@@ -344,10 +344,11 @@ pub fn generate(c: &CaseSpec, arch: Arch) -> Result<Generated, PrepError> {
         Ok(None) => return Err(PrepError::NotApplicable(c.shape.name().into())),
         Err(e) => return Err(PrepError::NotApplicable(e)),
     };
-    let (lowered, _) = lower_coresident(&ir, arch, schedule(c, arch, &ir)).map_err(|e| match e {
-        LowerError::Unsupported(m) => PrepError::Unsupported(m),
-        e => PrepError::Failed(format!("lowering: {e}")),
-    })?;
+    let (lowered, _) =
+        lower_coresident(&ir, arch, schedule(c, arch, &ir)).map_err(|e| match e {
+            LowerError::Unsupported(m) => PrepError::Unsupported(m),
+            e => PrepError::Failed(format!("lowering: {e}")),
+        })?;
     let source = cpp::emit(&lowered).map_err(|e| match e {
         cpp::Error::Unsupported(m) => PrepError::Unsupported(m.to_string()),
         e => PrepError::Failed(format!("C++ writer: {e}")),

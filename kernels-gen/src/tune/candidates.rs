@@ -8,12 +8,12 @@ use std::time::Instant;
 
 use wavefuse::ir::Kernel;
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::cpp::{self, Source};
+use wavefuse_codegen::cpp::{self, Source, toolchain};
 use wavefuse_codegen::lower::{Schedule, lower};
 use wavefuse_codegen::lowered::LoweredKernel;
 use wavefuse_runtime::compile::CompileError;
 use wavefuse_runtime::exec::{self, ArtifactSource};
-use wavefuse_runtime::{Artifact, Cache, CompileRequest, Error as RtError};
+use wavefuse_runtime::{Artifact, Cache, CompileRequest, Error as RtError, ResourceUsage};
 
 use super::space;
 use crate::ab::report::Resources;
@@ -120,11 +120,41 @@ pub struct Compiled {
     pub ms: f64,
     /// The resource report.
     pub resources: Resources,
+    /// The same report in the terms of the committed budget (`kernels-gen/budgets.toml`).
+    pub budget: Option<toolchain::Resources>,
+}
+
+/// An artifact's report of `symbol` in the budget's terms.
+fn budget_terms(a: &Artifact, symbol: &str, workgroup_size: u32) -> Option<toolchain::Resources> {
+    Some(match a.usage_of(symbol)? {
+        ResourceUsage::Amd(u) => toolchain::Resources {
+            vgprs: u.vgprs,
+            sgprs: Some(u.sgprs),
+            spills: u.vgpr_spills + u.sgpr_spills,
+            scratch_bytes: u.scratch_bytes_per_lane,
+            lds_bytes: u.lds_bytes,
+            occupancy: u.occupancy_waves_per_simd,
+        },
+        ResourceUsage::Nvidia(u) => toolchain::Resources {
+            vgprs: u.registers,
+            sgprs: None,
+            spills: u.spill_store_bytes + u.spill_load_bytes,
+            scratch_bytes: u.stack_frame_bytes,
+            lds_bytes: u.shared_bytes,
+            occupancy: toolchain::sm90_occupancy(u.registers, u.shared_bytes, workgroup_size),
+        },
+    })
 }
 
 /// Compiles `kept` on `threads` threads through `cache`, sending each result as it is ready (in
 /// any order). Returns when all are sent or the receiver is gone.
-pub fn compile_all(kept: &[Generated], arch: Arch, threads: usize, cache: &Cache, tx: Sender<Compiled>) {
+pub fn compile_all(
+    kept: &[Generated],
+    arch: Arch,
+    threads: usize,
+    cache: &Cache,
+    tx: Sender<Compiled>,
+) {
     let next = AtomicUsize::new(0);
     std::thread::scope(|scope| {
         for _ in 0..threads.clamp(1, kept.len().max(1)) {
@@ -159,6 +189,7 @@ fn compile_one(
         Ok((a, src)) => Compiled {
             index,
             resources: usage_of(&a, &g.source.symbol, g.lowered.workgroup_size),
+            budget: budget_terms(&a, &g.source.symbol, g.lowered.workgroup_size),
             artifact: Ok(a),
             cached: !matches!(src, ArtifactSource::Compiled),
             ms,
@@ -173,6 +204,7 @@ fn compile_one(
                     usage: Err(why.clone()),
                 },
                 artifact: Err(why),
+                budget: None,
                 cached: false,
                 ms,
             }

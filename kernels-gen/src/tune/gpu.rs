@@ -26,8 +26,8 @@ use wavefuse_runtime::{Cache, CudaDevice, Device, MemKind, RankGroup, SameDevice
 use super::candidates::{self, Compiled, Generated};
 use super::report::{Basis, CaseReport, Header, Timing, TuneReport};
 use super::{Settings, Target};
-use crate::ab::gpu::{COPIES, COPY_BYTES, Rotation, check_once, empty_version, series};
 use crate::ab::check_of;
+use crate::ab::gpu::{COPIES, COPY_BYTES, Rotation, check_once, empty_version, series};
 use crate::suite::{self, Data};
 
 /// Candidates re-timed in the finals, besides the default.
@@ -42,7 +42,10 @@ pub fn run(targets: &[Target], o: &Settings, bar: &ProgressBar) -> Result<TuneRe
         .map_err(|e| e.replace("; run with --device cpu-ref or --device sim", ""))?;
     let info = dev.info().clone();
     if info.arch != Some(Arch::Sm90) {
-        return Err(format!("{} is not an sm_90 GPU, the target timed here", info.name));
+        return Err(format!(
+            "{} is not an sm_90 GPU, the target timed here",
+            info.name
+        ));
     }
     let l2 = timing::l2_bytes(&dev).map_err(|e| e.to_string())?;
     let flush = dev
@@ -104,12 +107,9 @@ fn search(
         Ok(x) => x,
         Err(report) => return *report,
     };
-    let group = match CudaDevice::new(0)
-        .map_err(|e| e.to_string())
-        .and_then(|d| {
-            RankGroup::on_one_device(d, t.spec.tp, SameDeviceMode::Streams)
-                .map_err(|e| e.to_string())
-        }) {
+    let group = match CudaDevice::new(0).map_err(|e| e.to_string()).and_then(|d| {
+        RankGroup::on_one_device(d, t.spec.tp, SameDeviceMode::Streams).map_err(|e| e.to_string())
+    }) {
         Ok(g) => g,
         Err(e) => {
             case.note = format!("rank group: {e}");
@@ -158,7 +158,7 @@ fn search(
                 compile_s = compile_start.elapsed().as_secs_f64();
             }
             bar.set_message(format!("{}: candidate {}", t.label(), c.index));
-            super::record_compile(&mut case, &mut c);
+            super::record_compile(&mut case, &mut c, Arch::Sm90, t.spec.tp);
             let g = &space.kept[c.index];
             live.check_and_time(&mut case, g, &c);
             bar.inc(1);
@@ -198,8 +198,13 @@ fn signature(k: &LoweredKernel) -> Vec<String> {
         .filter(|p| {
             matches!(
                 &p.kind,
-                ParamKind::Array { purpose: Purpose::Data { .. }, .. }
-                    | ParamKind::PeerArrays { purpose: Purpose::Data { .. }, .. }
+                ParamKind::Array {
+                    purpose: Purpose::Data { .. },
+                    ..
+                } | ParamKind::PeerArrays {
+                    purpose: Purpose::Data { .. },
+                    ..
+                }
             )
         })
         .map(|p| format!("{}: {:?}", p.name, p.kind))
@@ -226,7 +231,15 @@ impl<'g> Live<'_, 'g> {
         };
         let mut v = empty_version("candidate", &g.lowered.name);
         let ir = &self.t.ir;
-        let kernel = check_once(&mut v, self.group, ir, &g.lowered, artifact, data, self.t.spec.id);
+        let kernel = check_once(
+            &mut v,
+            self.group,
+            ir,
+            &g.lowered,
+            artifact,
+            data,
+            self.t.spec.id,
+        );
         cand.correct = Some(v.check.ran && v.check.pass);
         if !v.check.ran {
             cand.correct = None;
@@ -259,7 +272,15 @@ impl<'g> Live<'_, 'g> {
         }
         let rot = self.rotation.as_ref().expect("built above");
         let cand = &mut case.candidates[c.index];
-        match series(self.group, &mut kernel, rot, self.timer, self.flush, self.o.warmup, self.o.iters) {
+        match series(
+            self.group,
+            &mut kernel,
+            rot,
+            self.timer,
+            self.flush,
+            self.o.warmup,
+            self.o.iters,
+        ) {
             Ok(samples) => {
                 let timing = Timing::from_ms(&samples);
                 let median_us = timing.median_us;
@@ -304,7 +325,15 @@ impl<'g> Live<'_, 'g> {
                     // Other arrays than the last rotation's: its first series stands.
                     continue;
                 }
-                match series(self.group, &mut b.kernel, rot, self.timer, self.flush, self.o.warmup, self.o.iters) {
+                match series(
+                    self.group,
+                    &mut b.kernel,
+                    rot,
+                    self.timer,
+                    self.flush,
+                    self.o.warmup,
+                    self.o.iters,
+                ) {
                     Ok(x) => s.extend(x),
                     Err(e) => case.candidates[b.index].error = Some(format!("finals: {e}")),
                 }
@@ -319,7 +348,8 @@ impl<'g> Live<'_, 'g> {
             let Some(Ok(data)) = &self.data else { continue };
             match b.kernel.read_outputs() {
                 Ok(out) => {
-                    let after = check_of("", &exec::compare(&self.t.ir, &out, &data.reference), tol);
+                    let after =
+                        check_of("", &exec::compare(&self.t.ir, &out, &data.reference), tol);
                     if !after.pass {
                         cand.correct = Some(false);
                         cand.check_detail = format!("after timing: {}", after.detail);

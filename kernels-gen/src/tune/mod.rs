@@ -100,6 +100,10 @@ pub struct TuneArgs {
     /// Do not use a GPU even when there is one: compile and filter only.
     #[arg(long)]
     pub no_gpu: bool,
+    /// The resource filter's occupancy floor (warps per SM sub-partition on sm90, waves per SIMD
+    /// on gfx906) instead of the default's (sm90) or the hand-written kernel's (gfx906).
+    #[arg(long)]
+    pub min_occupancy: Option<u32>,
 }
 
 /// Settings of one run.
@@ -119,6 +123,8 @@ pub struct Settings {
     pub seed: u64,
     /// Commit of the binary.
     pub commit: String,
+    /// `--min-occupancy`.
+    pub min_occupancy: Option<u32>,
 }
 
 /// One kernel at one shape.
@@ -145,7 +151,11 @@ pub fn tune_cmd(a: &TuneArgs) -> ExitCode {
     let o = Settings {
         budget: a
             .budget
-            .unwrap_or(if a.quick { QUICK_BUDGET } else { DEFAULT_BUDGET })
+            .unwrap_or(if a.quick {
+                QUICK_BUDGET
+            } else {
+                DEFAULT_BUDGET
+            })
             .max(1),
         quick: a.quick,
         iters: a.iters.max(1),
@@ -161,6 +171,7 @@ pub fn tune_cmd(a: &TuneArgs) -> ExitCode {
             .clone()
             .or_else(|| std::env::var("WAVEFUSE_COMMIT").ok())
             .unwrap_or_else(|| "unknown".into()),
+        min_occupancy: a.min_occupancy,
     };
     let targets = match plan(a) {
         Ok(t) => t,
@@ -240,7 +251,12 @@ fn progress() -> ProgressBar {
 /// The report's header before anything ran.
 pub fn header(o: &Settings, arch: Arch, basis: Basis) -> Header {
     Header {
-        mode: if basis == Basis::Timed { "timed" } else { "static" }.into(),
+        mode: if basis == Basis::Timed {
+            "timed"
+        } else {
+            "static"
+        }
+        .into(),
         no_timing: None,
         arch: arch.name().into(),
         device: "none".into(),
@@ -302,7 +318,10 @@ pub fn lowered_space(
         case.note = "no candidate lowers".into();
         return Err(Box::new(case));
     };
-    let bytes: u64 = t.ir.buffers().map(|(_, d)| d.local_type().bytes() as u64).sum();
+    let bytes: u64 =
+        t.ir.buffers()
+            .map(|(_, d)| d.local_type().bytes() as u64)
+            .sum();
     case.bytes_per_group = bytes * u64::from(t.spec.tp);
     case.dims = suite::Generated {
         spec: t.spec,
@@ -318,7 +337,10 @@ pub fn lowered_space(
         .enumerate()
         .map(|(i, g)| Candidate::new(i, space::summary(&g.schedule, family), g.schedule.clone()))
         .collect();
-    if arch == Arch::Gfx906 {
+    if let Some(f) = o.min_occupancy {
+        case.occupancy_floor = Some(f);
+        case.floor_from = "command line".into();
+    } else if arch == Arch::Gfx906 {
         hand_floor(&mut case, &first.lowered);
     }
     Ok((case, space))
@@ -341,9 +363,10 @@ fn hand_floor(case: &mut CaseReport, lowered: &wavefuse_codegen::lowered::Lowere
     }
 }
 
-/// Records a compile result on its candidate, and the resource filter's verdict (the default
-/// sets the floor when nothing else has).
-pub fn record_compile(case: &mut CaseReport, c: &mut Compiled) {
+/// Records a compile result on its candidate, and the resource filter's verdict: no spills,
+/// occupancy at least the floor (the default's unless something else set it), and within the
+/// committed budget (`kernels-gen/budgets.toml`) for this kernel, arch and TP size.
+pub fn record_compile(case: &mut CaseReport, c: &mut Compiled, arch: Arch, tp: u32) {
     let floor = match (case.occupancy_floor, c.index, &c.resources.usage) {
         (None, 0, Ok(u)) => {
             case.occupancy_floor = Some(u.occupancy);
@@ -366,12 +389,22 @@ pub fn record_compile(case: &mut CaseReport, c: &mut Compiled) {
             cand.registers = Some(u.registers);
             cand.spills = Some(u.spills);
             cand.occupancy = Some(u.occupancy);
+            let over = c
+                .budget
+                .as_ref()
+                .zip(crate::cmd_codegen::budgets().ok())
+                .map(|(r, b)| b.check(arch, &case.kernel, tp, r))
+                .filter(|v| !v.violations.is_empty());
             cand.rejected = if u.spills > 0 {
                 Some(format!("{} spilled", u.spills))
             } else if floor.is_some_and(|f| u.occupancy < f) {
-                Some(format!("occupancy {} < {}", u.occupancy, floor.unwrap_or(0)))
+                Some(format!(
+                    "occupancy {} < {}",
+                    u.occupancy,
+                    floor.unwrap_or(0)
+                ))
             } else {
-                None
+                over.map(|v| format!("budget: {}", v.violations.join(", ")))
             };
         }
     }
@@ -463,7 +496,7 @@ fn without_timing(
         compile_rates(&mut case, compile_start.elapsed().as_secs_f64(), o.threads);
         results.sort_by_key(|c| c.index);
         for mut c in results {
-            record_compile(&mut case, &mut c);
+            record_compile(&mut case, &mut c, arch, t.spec.tp);
         }
         if arch == Arch::Gfx906 {
             rank_statically(&mut case, t, o);
@@ -495,7 +528,12 @@ fn rank_statically(case: &mut CaseReport, t: &Target, o: &Settings) {
     let mut order: Vec<usize> = (0..case.candidates.len())
         .filter(|&i| case.candidates[i].resources_ok)
         .collect();
-    let key = |c: &Candidate| (c.static_cost.unwrap_or(f64::INFINITY), c.registers.unwrap_or(u32::MAX));
+    let key = |c: &Candidate| {
+        (
+            c.static_cost.unwrap_or(f64::INFINITY),
+            c.registers.unwrap_or(u32::MAX),
+        )
+    };
     order.sort_by(|&a, &b| {
         let (ka, kb) = (key(&case.candidates[a]), key(&case.candidates[b]));
         ka.0.total_cmp(&kb.0).then(ka.1.cmp(&kb.1)).then(a.cmp(&b))

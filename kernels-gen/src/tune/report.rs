@@ -321,7 +321,15 @@ impl TuneReport {
             let _ = writeln!(
                 s,
                 "  {:>4} {:<48} {:>8} {:>5} {:>6} {:>4} {:>7} {:>26} {:>8}",
-                "#", "schedule", "compile", "regs", "spills", "occ", "correct", "µs median [p10, p90]", "GB/s"
+                "#",
+                "schedule",
+                "compile",
+                "regs",
+                "spills",
+                "occ",
+                "correct",
+                "µs median [p10, p90]",
+                "GB/s"
             );
             for x in shown.iter().take(12) {
                 let mark = if Some(x.index) == c.winner { "*" } else { " " };
@@ -335,14 +343,22 @@ impl TuneReport {
                     opt(x.spills),
                     opt(x.occupancy),
                     correct(x),
-                    us(if x.finals.is_some() { &x.finals } else { &x.timing }),
+                    us(if x.finals.is_some() {
+                        &x.finals
+                    } else {
+                        &x.timing
+                    }),
                     x.gbps.map_or("–".into(), |g| format!("{g:.0}")),
                     x.static_cost
                         .map_or(String::new(), |c| format!("  cost {c:.3}")),
                 );
             }
             if shown.len() > 12 {
-                let _ = writeln!(s, "  … {} more in the JSON/Markdown report", shown.len() - 12);
+                let _ = writeln!(
+                    s,
+                    "  … {} more in the JSON/Markdown report",
+                    shown.len() - 12
+                );
             }
             let _ = writeln!(s, "  {}", verdict(c));
         }
@@ -397,13 +413,21 @@ impl TuneReport {
                 "\n| # | schedule | compile ms | regs | spills | occ | filter | correct | µs median | p10 | p90 | GB/s | % copy | static cost |\n|---:|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|"
             );
             for x in &c.candidates {
-                let t = if x.finals.is_some() { &x.finals } else { &x.timing };
+                let t = if x.finals.is_some() {
+                    &x.finals
+                } else {
+                    &x.timing
+                };
                 let f = |v: Option<f64>, p: usize| v.map_or("–".into(), |v| format!("{v:.p$}"));
                 let _ = writeln!(
                     s,
                     "| {}{} | `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                     x.index,
-                    if Some(x.index) == c.winner { " ★" } else { "" },
+                    if Some(x.index) == c.winner {
+                        " ★"
+                    } else {
+                        ""
+                    },
                     x.summary,
                     f(x.compile_ms, 0),
                     opt(x.registers),
@@ -427,7 +451,7 @@ impl TuneReport {
 /// From enumeration to timing, in one line.
 fn funnel(c: &CaseReport) -> String {
     let mut s = format!(
-        "{} schedules enumerated, {} considered: {} rejected by lower, {} not co-resident, {} duplicate sources → {} candidates; compiled {} ({} fresh, {} cached, {} failed) in {:.1} s on {} threads = {:.2} candidates/s; resource filter (no spills, occupancy ≥ {} of the {}) rejected {}",
+        "{} schedules enumerated, {} considered: {} rejected by lower, {} not co-resident, {} duplicate sources → {} candidates; compiled {} ({} fresh, {} cached, {} failed) in {:.1} s on {} threads = {:.2} candidates/s; resource filter (no spills, occupancy ≥ {} of the {}, within kernels-gen/budgets.toml) rejected {}",
         c.enumerated,
         c.considered,
         c.rejected_by_lower,
@@ -457,7 +481,10 @@ fn funnel(c: &CaseReport) -> String {
 
 /// The winner against the default, in one line.
 fn verdict(c: &CaseReport) -> String {
-    let Some(w) = c.winner.and_then(|w| c.candidates.iter().find(|x| x.index == w)) else {
+    let Some(w) = c
+        .winner
+        .and_then(|w| c.candidates.iter().find(|x| x.index == w))
+    else {
         return "no winner: no candidate is known correct and within budget (the default stays)"
             .into();
     };

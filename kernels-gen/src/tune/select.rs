@@ -151,7 +151,10 @@ pub fn choose(
         Lookup::Exact(e) => (e, format!("tuned on {}", e.key.device)),
         Lookup::OtherDevice(e) => (
             e,
-            format!("tuned on {} (this machine's device is unknown)", e.key.device),
+            format!(
+                "tuned on {} (this machine's device is unknown)",
+                e.key.device
+            ),
         ),
         Lookup::Missing(others) => {
             let also = if others.is_empty() {
@@ -169,7 +172,10 @@ pub fn choose(
     match lower(ir, arch, &entry.schedule) {
         Ok(_) => (
             Some(entry.schedule.clone()),
-            format!("schedule: tuned for {what} ({whence}, commit {})", entry.commit),
+            format!(
+                "schedule: tuned for {what} ({whence}, commit {})",
+                entry.commit
+            ),
         ),
         Err(e) => (
             None,

@@ -19,6 +19,7 @@
 
 use std::collections::HashSet;
 
+use wavefuse::ir::ops::Compression;
 use wavefuse::ir::{BufferType, Kernel, OpKind, WeightFormat};
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::lower::{AllreduceProtocol, Int4Scaling, NibbleDecode, Schedule};
@@ -57,6 +58,9 @@ pub enum Family {
     Elementwise {
         /// Whether the kernel has an allreduce.
         allreduce: bool,
+        /// Features per block of an INT8-compressed allreduce (one wave quantises one block, so
+        /// the tile follows from the workgroup size).
+        int8_block: Option<u32>,
     },
 }
 
@@ -91,13 +95,22 @@ impl Family {
                 allreduce,
             },
             (None, Some(n)) => Family::F16 { n },
-            (None, None) => Family::Elementwise { allreduce },
+            (None, None) => Family::Elementwise {
+                allreduce,
+                int8_block: kernel.ops().find_map(|(_, o)| match &o.kind {
+                    OpKind::AllReduce(a) => match a.compression {
+                        Compression::Int8 { block } => Some(block as u32),
+                        Compression::None => None,
+                    },
+                    _ => None,
+                }),
+            },
         }
     }
 
     fn allreduce(self) -> bool {
         match self {
-            Family::Int4 { allreduce, .. } | Family::Elementwise { allreduce } => allreduce,
+            Family::Int4 { allreduce, .. } | Family::Elementwise { allreduce, .. } => allreduce,
             Family::F16 { .. } => false,
         }
     }
@@ -203,8 +216,12 @@ fn tiles(arch: Arch, family: Family, d: &Schedule) -> Vec<Schedule> {
                     }
                 }
             }
-            Family::Elementwise { .. } => {
-                for c in [wg / 2, wg, 2 * wg, 4 * wg, 8 * wg] {
+            Family::Elementwise { int8_block, .. } => {
+                let tiles = match int8_block {
+                    Some(b) if b % wave == 0 => vec![wg * (b / wave)],
+                    _ => vec![wg / 2, wg, 2 * wg, 4 * wg, 8 * wg],
+                };
+                for c in tiles {
                     out.push(Schedule {
                         workgroup_size: wg,
                         columns_per_workgroup: c,
@@ -229,14 +246,19 @@ fn tiles(arch: Arch, family: Family, d: &Schedule) -> Vec<Schedule> {
 fn neighbours(d: &Schedule, family: Family, tiles: &[Schedule]) -> Vec<Schedule> {
     let mut out = Vec::new();
     // Tiles one step away: same words and workgroup size (other slices), or same slices.
-    out.extend(tiles.iter().filter(|t| {
-        let same = [
-            t.workgroup_size == d.workgroup_size,
-            t.words_per_iteration == d.words_per_iteration,
-            t.threads_per_column == d.threads_per_column,
-        ];
-        same.iter().filter(|&&x| x).count() == 2
-    }).cloned());
+    out.extend(
+        tiles
+            .iter()
+            .filter(|t| {
+                let same = [
+                    t.workgroup_size == d.workgroup_size,
+                    t.words_per_iteration == d.words_per_iteration,
+                    t.threads_per_column == d.threads_per_column,
+                ];
+                same.iter().filter(|&&x| x).count() == 2
+            })
+            .cloned(),
+    );
     for a in ACCUMULATORS {
         out.push(Schedule {
             accumulators: a,
@@ -285,8 +307,7 @@ fn product(family: Family, d: &Schedule, tiles: &[Schedule]) -> Vec<Schedule> {
     } else {
         vec![d.protocol]
     };
-    let (kus, decodes, scalings): (Vec<u32>, Vec<NibbleDecode>, Vec<Int4Scaling>) = match family
-    {
+    let (kus, decodes, scalings): (Vec<u32>, Vec<NibbleDecode>, Vec<Int4Scaling>) = match family {
         Family::Int4 { group_words, .. } => (
             k_units(group_words).collect(),
             vec![NibbleDecode::Convert, NibbleDecode::Magic],

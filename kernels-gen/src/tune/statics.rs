@@ -61,7 +61,12 @@ pub fn cost(s: &Schedule, family: Family, batch: usize, k: usize) -> Option<f64>
 /// Lowers `schedule` for the simulator's small version of `spec`'s kernel and runs it once in the
 /// CPU protocol simulator against the f64 reference: `Some(pass)`, or None (with why) when the
 /// schedule does not apply at the small shapes.
-pub fn sim_check(spec: &CaseSpec, arch: Arch, schedule: &Schedule, seed: u64) -> (Option<bool>, String) {
+pub fn sim_check(
+    spec: &CaseSpec,
+    arch: Arch,
+    schedule: &Schedule,
+    seed: u64,
+) -> (Option<bool>, String) {
     let small = CaseSpec {
         shape: ShapeKind::Small,
         ..*spec

@@ -196,7 +196,13 @@ impl Store {
 
     /// The schedule for `kernel` at `shape` on `arch` and `device` (None: unknown here); see the
     /// module docs for the rules.
-    pub fn lookup(&self, kernel: &str, shape: &str, arch: &str, device: Option<&str>) -> Lookup<'_> {
+    pub fn lookup(
+        &self,
+        kernel: &str,
+        shape: &str,
+        arch: &str,
+        device: Option<&str>,
+    ) -> Lookup<'_> {
         let mut same: Vec<&Entry> = self
             .entries
             .iter()

@@ -1,0 +1,489 @@
+//! `wavefuse tune`: the space (only schedules `lower` accepts), the store (round trip, lookup
+//! keys), `--schedule tuned` picking the store's entry, the winner rule (a wrong candidate never
+//! wins), the no-GPU path end to end, and, ignored by default, the timed search on a GPU.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use wavefuse_codegen::Arch;
+use wavefuse_codegen::lower::{NibbleDecode, Schedule, lower};
+use wavefuse_kernels::KernelId;
+use wavefuse_kernels::ab::report::NO_TIMING;
+use wavefuse_kernels::suite::{self, CaseSpec, ShapeKind};
+use wavefuse_kernels::tune::report::{Basis, Candidate, Timing, pick_winner};
+use wavefuse_kernels::tune::select::choose;
+use wavefuse_kernels::tune::store::{Entry, Key, Lookup, Method, Store};
+use wavefuse_kernels::tune::{candidates, space};
+
+fn ir(id: KernelId, tp: u32) -> wavefuse::ir::Kernel {
+    suite::op_kernel(&CaseSpec {
+        id,
+        tp,
+        batch: 1,
+        shape: ShapeKind::Model,
+    })
+    .unwrap()
+    .unwrap()
+}
+
+fn wavefuse(args: &[&str], cache: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wavefuse"))
+        .args(args)
+        .env("WAVEFUSE_CACHE_DIR", cache)
+        .output()
+        .expect("runs")
+}
+
+// ---------------------------------------------------------------------------------------------
+// The space
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn the_quick_space_of_every_kernel_holds_only_schedules_lower_accepts() {
+    for arch in [Arch::Sm90, Arch::Gfx906] {
+        for id in KernelId::ALL {
+            let k = ir(id, 4);
+            let all = space::enumerate(arch, &k, true);
+            assert_eq!(
+                all[0],
+                Schedule::default_for(arch, &k),
+                "{id}: default first"
+            );
+            let s = candidates::build(&k, arch, &all, usize::MAX);
+            assert!(!s.kept.is_empty(), "{id}@{arch}: no candidate");
+            for g in &s.kept {
+                assert_eq!(g.schedule.k_split, 1);
+                lower(&k, arch, &g.schedule)
+                    .unwrap_or_else(|e| panic!("{id}@{arch}: kept {:?}: {e}", g.schedule));
+            }
+            // The enumeration keeps the documented relations, so `lower` rejects none of it.
+            assert_eq!(s.rejected, 0, "{id}@{arch}: {:?}", s.rejected_examples);
+        }
+    }
+}
+
+#[test]
+fn the_int4_space_keeps_the_documented_relation_and_respects_the_budget() {
+    let k = ir(KernelId::GemvInt4, 4);
+    let all = space::enumerate(Arch::Sm90, &k, false);
+    assert!(
+        all.len() > 200,
+        "the full product is larger than the budget"
+    );
+    for s in &all {
+        assert_eq!(
+            s.workgroup_size * s.words_per_iteration,
+            s.threads_per_column * s.columns_per_workgroup,
+            "{s:?}"
+        );
+        assert_eq!(16 % s.k_unit_words, 0, "{s:?}");
+    }
+    let seen: std::collections::HashSet<_> = all.iter().collect();
+    assert_eq!(seen.len(), all.len(), "no schedule twice");
+    let s = candidates::build(&k, Arch::Sm90, &all, 7);
+    assert_eq!(s.kept.len(), 7);
+    let sources: std::collections::HashSet<_> = s.kept.iter().map(|g| &g.source.text).collect();
+    assert_eq!(sources.len(), 7, "identical sources are kept once");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The store
+// ---------------------------------------------------------------------------------------------
+
+fn entry(kernel: &str, shape: &str, arch: &str, device: &str, s: Schedule) -> Entry {
+    Entry {
+        key: Key {
+            kernel: kernel.into(),
+            shape: shape.into(),
+            arch: arch.into(),
+            device: device.into(),
+        },
+        method: Method::Timed,
+        median_us: Some(30.5),
+        default_median_us: Some(41.0),
+        commit: "abc".into(),
+        date: "2026-11-29T00:00:00Z".into(),
+        compiler: "nvrtc 13.0".into(),
+        schedule: s,
+    }
+}
+
+fn wide(k: &wavefuse::ir::Kernel) -> Schedule {
+    Schedule {
+        columns_per_workgroup: 64,
+        words_per_iteration: 2,
+        nibble_decode: NibbleDecode::Magic,
+        ..Schedule::default_for(Arch::Sm90, k)
+    }
+}
+
+#[test]
+fn store_round_trips_through_toml_and_a_file() {
+    let k = ir(KernelId::GemvInt4, 4);
+    let mut s = Store::default();
+    s.insert(entry(
+        "gemv_int4",
+        "qwen27b-tp4",
+        "sm90",
+        "NVIDIA H200",
+        wide(&k),
+    ));
+    let mut st = entry(
+        "gemv_int4",
+        "qwen27b-tp1",
+        "gfx906",
+        "*",
+        Schedule::default_for(Arch::Gfx906, &k),
+    );
+    st.method = Method::StaticModel;
+    st.median_us = None;
+    st.default_median_us = None;
+    s.insert(st);
+    let text = s.to_toml();
+    let back = Store::parse(&text, Path::new("x.toml")).unwrap();
+    assert_eq!(back.entries.len(), 2);
+    for e in &s.entries {
+        assert_eq!(back.get(&e.key), Some(e));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("sub/tuned.toml");
+    s.save(&p).unwrap();
+    assert_eq!(Store::load(&p).unwrap().entries.len(), 2);
+    assert!(
+        Store::load(&dir.path().join("absent.toml"))
+            .unwrap()
+            .entries
+            .is_empty()
+    );
+    // The same key again replaces, never duplicates.
+    s.insert(entry(
+        "gemv_int4",
+        "qwen27b-tp4",
+        "sm90",
+        "NVIDIA H200",
+        Schedule::default_for(Arch::Sm90, &k),
+    ));
+    assert_eq!(s.entries.len(), 2);
+}
+
+#[test]
+fn invalid_store_is_a_clear_error_not_a_panic() {
+    let e = Store::parse("[[entry]]\nkernel = 1\n", Path::new("bad.toml")).unwrap_err();
+    assert!(e.to_string().contains("bad.toml"), "{e}");
+    let e = Store::parse(
+        "[[entry]]\nkernel='k'\nshape='s'\narch='sm90'\ndevice='d'\nmethod='timed'\ncommit=''\ndate=''\ncompiler=''\n[entry.schedule]\nworkgroup_size=1\n",
+        Path::new("old.toml"),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("old.toml"), "{e}");
+    assert!(Store::committed().is_ok(), "the committed store parses");
+}
+
+#[test]
+fn lookup_prefers_the_device_then_any_device_and_borrows_only_when_the_device_is_unknown() {
+    let k = ir(KernelId::GemvInt4, 4);
+    let d = Schedule::default_for(Arch::Sm90, &k);
+    let mut s = Store::default();
+    s.insert(entry(
+        "gemv_int4",
+        "qwen27b-tp4",
+        "sm90",
+        "NVIDIA H200",
+        wide(&k),
+    ));
+    s.insert(entry(
+        "gemv_int4",
+        "qwen27b-tp4",
+        "sm90",
+        "NVIDIA H100",
+        d.clone(),
+    ));
+    let get = |dev: Option<&str>| s.lookup("gemv_int4", "qwen27b-tp4", "sm90", dev);
+    match get(Some("NVIDIA H200")) {
+        Lookup::Exact(e) => assert_eq!(e.schedule, wide(&k)),
+        x => panic!("{x:?}"),
+    }
+    match get(None) {
+        Lookup::OtherDevice(e) => assert_eq!(e.key.device, "NVIDIA H100", "first by name"),
+        x => panic!("{x:?}"),
+    }
+    match get(Some("NVIDIA A100")) {
+        Lookup::Missing(devs) => assert_eq!(devs, ["NVIDIA H100", "NVIDIA H200"]),
+        x => panic!("{x:?}"),
+    }
+    // Another shape, arch or kernel is another key.
+    assert!(matches!(
+        s.lookup("gemv_int4", "qwen27b-tp1", "sm90", None),
+        Lookup::Missing(_)
+    ));
+    assert!(matches!(
+        s.lookup("gemv_int4", "qwen27b-tp4", "gfx906", None),
+        Lookup::Missing(_)
+    ));
+    assert!(matches!(
+        s.lookup("gemv_f16", "qwen27b-tp4", "sm90", None),
+        Lookup::Missing(_)
+    ));
+    // A device-independent entry holds for a known device without one of its own.
+    s.insert(entry("gemv_int4", "qwen27b-tp4", "sm90", "*", d.clone()));
+    let any = s.lookup("gemv_int4", "qwen27b-tp4", "sm90", Some("NVIDIA A100"));
+    assert!(matches!(any, Lookup::Exact(e) if e.key.device == "*"));
+}
+
+#[test]
+fn tuned_choice_picks_the_store_entry_and_falls_back_to_the_default() {
+    let k = ir(KernelId::GemvInt4, 4);
+    let mut s = Store::default();
+    let (none, note) = choose(
+        &s,
+        "gemv_int4",
+        "qwen27b-tp4",
+        Arch::Sm90,
+        Some("NVIDIA H200"),
+        &k,
+    );
+    assert_eq!(none, None);
+    assert!(note.contains("schedule: default"), "{note}");
+    s.insert(entry(
+        "gemv_int4",
+        "qwen27b-tp4",
+        "sm90",
+        "NVIDIA H200",
+        wide(&k),
+    ));
+    let (got, note) = choose(
+        &s,
+        "gemv_int4",
+        "qwen27b-tp4",
+        Arch::Sm90,
+        Some("NVIDIA H200"),
+        &k,
+    );
+    assert_eq!(got, Some(wide(&k)));
+    assert!(
+        note.contains("schedule: tuned") && note.contains("NVIDIA H200"),
+        "{note}"
+    );
+    // An entry that no longer lowers is not used.
+    let mut bad = wide(&k);
+    bad.threads_per_column = 3;
+    s.insert(entry(
+        "gemv_int4",
+        "qwen27b-tp4",
+        "sm90",
+        "NVIDIA H200",
+        bad,
+    ));
+    let (got, note) = choose(
+        &s,
+        "gemv_int4",
+        "qwen27b-tp4",
+        Arch::Sm90,
+        Some("NVIDIA H200"),
+        &k,
+    );
+    assert_eq!(got, None);
+    assert!(note.contains("no longer lowers"), "{note}");
+}
+
+#[test]
+fn emit_with_schedule_tuned_uses_the_store_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = suite::op_kernel(&CaseSpec {
+        id: KernelId::GemvInt4,
+        tp: 4,
+        batch: 1,
+        shape: ShapeKind::Model,
+    })
+    .unwrap()
+    .unwrap();
+    let mut s = Store::default();
+    let mut e = entry("gemv_int4", "qwen27b-tp4", "gfx906", "*", wide(&k));
+    e.schedule.nibble_decode = NibbleDecode::Convert;
+    s.insert(e);
+    let store = dir.path().join("store.toml");
+    s.save(&store).unwrap();
+    let args = [
+        "emit",
+        "gemv_int4",
+        "--target",
+        "gfx906",
+        "--tp",
+        "4",
+        "--lowered",
+    ];
+    let default = wavefuse(&args, dir.path());
+    assert!(default.status.success());
+    let mut tuned_args = args.to_vec();
+    tuned_args.extend([
+        "--schedule",
+        "tuned",
+        "--tuned-store",
+        store.to_str().unwrap(),
+    ]);
+    let tuned = wavefuse(&tuned_args, dir.path());
+    let err = String::from_utf8_lossy(&tuned.stderr);
+    assert!(tuned.status.success(), "{err}");
+    assert!(
+        err.contains("schedule: tuned for gemv_int4@qwen27b-tp4"),
+        "{err}"
+    );
+    assert_ne!(
+        default.stdout, tuned.stdout,
+        "the tuned tile changes the lowering"
+    );
+    let other = wavefuse(
+        &[
+            "emit",
+            "gemv_int4",
+            "--target",
+            "gfx906",
+            "--tp",
+            "1",
+            "--lowered",
+            "--schedule",
+            "tuned",
+            "--tuned-store",
+            store.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert!(
+        err.contains("schedule: default for gemv_int4@qwen27b-tp1"),
+        "{err}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The winner
+// ---------------------------------------------------------------------------------------------
+
+fn timed(i: usize, us: f64, correct: Option<bool>) -> Candidate {
+    let mut c = Candidate::new(
+        i,
+        format!("#{i}"),
+        Schedule::default_for(Arch::Sm90, &ir(KernelId::GemvInt4, 4)),
+    );
+    c.resources_ok = true;
+    c.correct = correct;
+    c.timing = Some(Timing {
+        samples: 100,
+        median_us: us,
+        p10_us: us,
+        p90_us: us,
+    });
+    c
+}
+
+#[test]
+fn a_wrong_or_unchecked_candidate_never_wins_however_fast() {
+    let cands = vec![
+        timed(0, 40.0, Some(true)),
+        timed(1, 5.0, Some(false)),
+        timed(2, 6.0, None),
+        timed(3, 35.0, Some(true)),
+    ];
+    assert_eq!(pick_winner(&cands, Basis::Timed), Some(3));
+    let mut over = cands.clone();
+    over[3].resources_ok = false;
+    assert_eq!(
+        pick_winner(&over, Basis::Timed),
+        Some(0),
+        "over budget never wins"
+    );
+    let mut failed = cands.clone();
+    failed[3].error = Some("timing: launch failed".into());
+    assert_eq!(pick_winner(&failed, Basis::Timed), Some(0));
+    // The finals' median ranks when there is one.
+    let mut finals = cands.clone();
+    finals[3].finals = Some(Timing {
+        samples: 200,
+        median_us: 45.0,
+        p10_us: 44.0,
+        p90_us: 46.0,
+    });
+    assert_eq!(pick_winner(&finals, Basis::Timed), Some(0));
+    let wrong_only = vec![timed(0, 40.0, Some(false)), timed(1, 5.0, Some(false))];
+    assert_eq!(pick_winner(&wrong_only, Basis::Timed), None);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The no-GPU path, end to end
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn no_gpu_tune_compiles_reports_the_rate_and_says_no_timing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, md) = (dir.path().join("t.json"), dir.path().join("t.md"));
+    let o = wavefuse(
+        &[
+            "tune",
+            "gemv_int4",
+            "--quick",
+            "--budget",
+            "3",
+            "--no-gpu",
+            "--json",
+            json.to_str().unwrap(),
+            "--md",
+            md.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains(NO_TIMING), "{out}");
+    assert!(out.contains("candidates/s"), "{out}");
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(j["cases"][0]["kernel"], "gemv_int4");
+    assert_eq!(j["cases"][0]["candidates"].as_array().unwrap().len(), 3);
+    assert!(
+        j["cases"][0]["winner"].is_null(),
+        "nothing timed, nothing wins"
+    );
+    assert!(std::fs::read_to_string(&md).unwrap().contains(NO_TIMING));
+    assert!(
+        !dir.path().join("tuned.toml").exists(),
+        "no winner is stored without timing"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// On a GPU
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+#[ignore = "needs an NVIDIA sm_90 GPU; run with --ignored where there is one"]
+fn gpu_tune_times_candidates_and_stores_a_correct_winner() {
+    use wavefuse_runtime::Device as _;
+    if !wavefuse_runtime::CudaDevice::count().is_ok_and(|n| n > 0) {
+        println!("skipped: no GPU");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store.toml");
+    let o = wavefuse(
+        &[
+            "tune",
+            "gemv_int4",
+            "--quick",
+            "--budget",
+            "6",
+            "--store",
+            store.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(!out.contains(NO_TIMING), "{out}");
+    let s = Store::load(&store).unwrap();
+    assert_eq!(s.entries.len(), 1, "{out}");
+    assert_eq!(s.entries[0].method, Method::Timed);
+    assert!(s.entries[0].median_us.is_some());
+}
