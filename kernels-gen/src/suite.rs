@@ -363,7 +363,7 @@ pub fn generate(c: &CaseSpec, arch: Arch) -> Result<Generated, PrepError> {
 
 /// Workgroups per CU/SM that every generated kernel fits at once (the occupancy the budgets keep,
 /// with margin): the target for all ranks' grids together when they share one device.
-const RESIDENT_PER_CU: u32 = 4;
+pub const RESIDENT_PER_CU: u32 = 4;
 
 /// Lower, and when the kernel has a grid barrier and all `tp` ranks' grids would not fit on one
 /// device at [`RESIDENT_PER_CU`] workgroups per CU/SM, widen the INT4 column tiles (twice the

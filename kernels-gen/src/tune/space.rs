@@ -141,7 +141,7 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
     }
     if !quick {
         let mut rest = product(family, &default, &tiles);
-        shuffle(&mut rest, 0x7E5E_ED);
+        shuffle(&mut rest, 0x007E_5EED);
         for s in rest {
             out.push(s);
         }
