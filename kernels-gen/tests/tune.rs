@@ -355,6 +355,43 @@ fn emit_with_schedule_tuned_uses_the_store_entry() {
     );
 }
 
+#[test]
+fn ab_with_schedule_tuned_generates_the_store_entry_for_the_model_shapes() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = ir(KernelId::GemvInt4, 4);
+    let mut s = Store::default();
+    s.insert(entry(
+        "gemv_int4",
+        "qwen27b-tp4",
+        "sm90",
+        "NVIDIA H200",
+        wide(&k),
+    ));
+    let store = dir.path().join("store.toml");
+    s.save(&store).unwrap();
+    let o = wavefuse(
+        &[
+            "ab",
+            "gemv_int4",
+            "--shapes",
+            "qwen27b-tp4",
+            "--no-gpu",
+            "--schedule",
+            "tuned",
+            "--tuned-store",
+            store.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    // No GPU here: the device is unknown, so the H200's entry is used and named.
+    assert!(
+        err.contains("schedule: tuned for gemv_int4@qwen27b-tp4 for sm90 (tuned on NVIDIA H200"),
+        "{err}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // The winner
 // ---------------------------------------------------------------------------------------------

@@ -142,31 +142,32 @@ fn search(
         bound: Vec::new(),
         timing_s: 0.0,
     };
-    let mut compile_s = 0.0;
-    std::thread::scope(|scope| {
+    // Compiling runs on its own threads while this one checks and times: the compile stage's
+    // wall time is measured where it ends, not where its last result is picked up.
+    let compile_s = std::thread::scope(|scope| {
         let (tx, rx) = mpsc::channel::<Compiled>();
         let rest = &space.kept[1..];
         let threads = o.threads;
-        scope.spawn(move || candidates::compile_all(rest, Arch::Sm90, threads, cache, tx));
-        let mut n = 0;
-        for mut c in first.into_iter().chain(rx.iter().map(|mut c| {
+        let compiling = scope.spawn(move || {
+            candidates::compile_all(rest, Arch::Sm90, threads, cache, tx);
+            compile_start.elapsed().as_secs_f64()
+        });
+        let rest = rx.iter().map(|mut c| {
             c.index += 1;
             c
-        })) {
-            n += 1;
-            if n == space.kept.len() {
-                compile_s = compile_start.elapsed().as_secs_f64();
-            }
+        });
+        for mut c in first.into_iter().chain(rest) {
             bar.set_message(format!("{}: candidate {}", t.label(), c.index));
             super::record_compile(&mut case, &mut c, Arch::Sm90, t.spec.tp);
-            let g = &space.kept[c.index];
-            live.check_and_time(&mut case, g, &c);
+            let start = Instant::now();
+            live.check_and_time(&mut case, &space.kept[c.index], &c);
+            live.timing_s += start.elapsed().as_secs_f64();
             bar.inc(1);
         }
+        compiling
+            .join()
+            .unwrap_or_else(|_| compile_start.elapsed().as_secs_f64())
     });
-    if compile_s == 0.0 {
-        compile_s = compile_start.elapsed().as_secs_f64();
-    }
     super::compile_rates(&mut case, compile_s, o.threads);
     bar.set_message(format!("{}: finals", t.label()));
     live.finals(&mut case);
@@ -214,7 +215,6 @@ fn signature(k: &LoweredKernel) -> Vec<String> {
 impl<'g> Live<'_, 'g> {
     /// Checks candidate `c` on the device and, when correct, times one series.
     fn check_and_time(&mut self, case: &mut CaseReport, g: &Generated, c: &Compiled) {
-        let start = Instant::now();
         let cand = &mut case.candidates[c.index];
         let (Ok(artifact), true) = (&c.artifact, cand.resources_ok) else {
             return;
@@ -296,7 +296,6 @@ impl<'g> Live<'_, 'g> {
             }
             Err(e) => cand.error = Some(format!("timing: {e}")),
         }
-        self.timing_s += start.elapsed().as_secs_f64();
     }
 
     /// Keeps the default and the fastest [`FINALISTS`] bound (the others free their arrays).
