@@ -388,13 +388,15 @@ fn int4_decodes_scalings_and_units_match_reference() {
 
 /// The tensor-core INT4 GEMV (`int4_dot = mma`): every zero-point convention, the kernels with
 /// one and two weights and with the allreduce epilogue, batch 1, 3 and 8, a tail tile (N = 200),
-/// one and two column warps per workgroup and units of 4, 8 and 16 K-words, against the f64
+/// one and two column warps per workgroup, units of 4, 8 and 16 K-words and both pipeline
+/// depths (the pipelined loop's odd unit counts included: 3 groups over 2 or 8 slices), against the f64
 /// reference through the interpreter's independent model of the PTX fragment layout.
 #[test]
 fn int4_mma_matches_reference() {
     use wavefuse_codegen::lower::{Int4Dot, LowerError};
-    let mma = |k: &Kernel, cols: u32, unit: u32| {
+    let mma = |k: &Kernel, cols: u32, unit: u32, depth: u32| {
         let mut sc = Schedule::default_for(Arch::Sm90, k);
+        sc.pipeline_depth = depth;
         sc.int4_dot = Int4Dot::Mma;
         sc.words_per_iteration = 4;
         sc.columns_per_workgroup = cols;
@@ -412,8 +414,8 @@ fn int4_mma_matches_reference() {
             };
             for name in ["gemv_int4", "gemv_int4_dual_silu"] {
                 let k = build(name, &s);
-                for (cols, unit) in [(32, 16), (64, 4), (32, 8)] {
-                    check_numerics(&k, Arch::Sm90, &mma(&k, cols, unit), 2e-3);
+                for (cols, unit, depth) in [(32, 16, 1), (64, 4, 2), (32, 8, 2), (32, 4, 1)] {
+                    check_numerics(&k, Arch::Sm90, &mma(&k, cols, unit, depth), 2e-3);
                 }
             }
         }
@@ -421,13 +423,12 @@ fn int4_mma_matches_reference() {
     for name in ["gemv_int4_allreduce_rmsnorm", "gemv_int4_qkv"] {
         for tp in [1, 2] {
             let k = build(name, &small(tp, 3));
-            check_numerics(&k, Arch::Sm90, &mma(&k, 32, 16), 2e-3);
+            check_numerics(&k, Arch::Sm90, &mma(&k, 32, 16, 2), 2e-3);
         }
     }
     // No tensor-core MMA in a 64-lane wave: a schedule error, not a panic.
     let k = build("gemv_int4", &small(1, 1));
-    let mut sc = mma(&k, 32, 16);
-    sc.workgroup_size = 256;
+    let sc = mma(&k, 32, 16, 1);
     assert!(matches!(
         lower(&k, Arch::Gfx906, &sc),
         Err(LowerError::Schedule(_))

@@ -8,6 +8,33 @@ use crate::lowered::{Base, BinOp, Expr, Param, ReduceKind, Reg, Special, Stmt, T
 use super::schedule::{Int4Dot, Int4Scaling, NibbleDecode};
 use super::LowerError;
 
+/// The tensor-core tiling of one GPTQ GEMV kernel (see `gemv_gptq_mma`).
+struct MmaTiling {
+    l: GptqLayout,
+    kdim: usize,
+    n: usize,
+    batch: usize,
+    /// K words per unit (a multiple of 4) and units per group.
+    unit: usize,
+    upg: usize,
+    /// MMA steps (4 K-words each) per unit.
+    steps: usize,
+    x: Param,
+    n0: Reg,
+    quad: Reg,
+    tq: Reg,
+    weights: Vec<Buffer>,
+}
+
+/// The registers one unit's loads fill: per weight the 4 scales, the zero word and
+/// `[step][4]` packed words; per step the 8 activations.
+struct MmaBuf {
+    scales: Vec<Vec<Reg>>,
+    zero_words: Vec<Reg>,
+    words: Vec<Vec<Vec<Reg>>>,
+    xs: Vec<Vec<Reg>>,
+}
+
 /// `2^23` as f32 bits: its ulp is 1, so OR-ing a 4-bit code into the mantissa adds it exactly.
 const MAGIC_2P23: u32 = 0x4B00_0000;
 use super::build::*;
@@ -504,131 +531,55 @@ impl Lowering<'_> {
         ));
         // totals[mi][p][i]: D fragment slot i of column pair p.
         let totals = self.zeros(m * 8, "acc", out);
-        let un_reg = self.k.reg(Ty::U32, if upg == 1 { "group" } else { "unit" });
-        let mut body = Vec::new();
-        let gi = if upg == 1 {
-            un_reg
-        } else {
-            let gi = self.k.reg(Ty::U32, "group");
-            body.push(assign(gi, div(r(un_reg), u(upg))));
-            gi
+        let t = MmaTiling {
+            l,
+            kdim,
+            n,
+            batch,
+            unit,
+            upg,
+            steps,
+            x,
+            n0,
+            quad,
+            tq,
+            weights,
         };
-        let col_ok = lt(r(n0), u(n));
-        let h0 = || Expr::Float(0.0, Ty::F16);
-        // Per weight: the 4 columns' scales (f32) and zero pairs (1024 + z in both halves).
-        let mut sf = vec![];
-        let mut zp = vec![];
-        for &w in &weights {
-            let BufParams::Gptq { scales, qzeros, .. } = self.bufs[&w] else {
-                unreachable!("a GPTQ weight")
-            };
-            let sh: Vec<Reg> = (0..4).map(|_| self.k.reg(Ty::F16, "scale_h")).collect();
-            sh.iter().for_each(|&h| body.push(assign(h, h0())));
-            let mut loads = vec![load(sh.clone(), at(Base::Param(scales), add(mul(r(gi), u(n)), r(n0))))];
-            let zw = qzeros.map(|zp| {
-                let zw = self.k.reg(Ty::U32, "zero_word");
-                body.push(assign(zw, u(0)));
-                loads.push(load(
-                    vec![zw],
-                    at(Base::Param(zp), add(mul(r(gi), u(n / 8)), div(r(n0), u(8)))),
-                ));
-                zw
-            });
-            when(col_ok.clone(), loads, &mut body);
-            for (j, &h) in sh.iter().enumerate() {
-                let s32 = self.k.reg(Ty::F32, "scale");
-                body.push(assign(s32, cast(Ty::F32, r(h))));
-                let z = match (l.zero, zw) {
-                    (ZeroPoint::Symmetric, _) | (_, None) => u(8),
-                    (zero, Some(zw)) => {
-                        let nib = bfe(r(zw), mul(rem(add(r(n0), u(j)), u(8)), u(4)), 4);
-                        if zero == ZeroPoint::V1 { add(nib, u(1)) } else { nib }
-                    }
-                };
-                let zr = self.k.reg(Ty::U32, "zero_pair");
-                body.push(assign(zr, mul(add(z, u(0x6400)), u(0x1_0001))));
-                sf.push(s32);
-                zp.push(zr);
+        let units = kdim / group * upg;
+        let un_reg = self.k.reg(Ty::U32, if upg == 1 { "group" } else { "unit" });
+        match self.s.pipeline_depth {
+            1 => {
+                let buf = self.mma_buffers(&t);
+                let mut body = self.mma_loads(&t, &buf, un_reg);
+                body.extend(self.mma_compute(&t, &buf, &totals));
+                out.push(for_loop(un_reg, r(kwarp), u(units), u(kwarps), body));
+            }
+            2 => {
+                // Software pipelining: unit u + kwarps's loads are in flight while unit u
+                // computes. Every condition is warp-uniform (kwarp is), so the MMAs under them
+                // run with the whole warp.
+                out.push(comment("pipelined: the next unit's loads are issued before this unit's MMAs"));
+                let (b0, b1) = (self.mma_buffers(&t), self.mma_buffers(&t));
+                let u1 = self.k.reg(Ty::U32, "next_unit");
+                let u2 = self.k.reg(Ty::U32, "after_next");
+                out.push(assign(u1, r(kwarp)));
+                let first = self.mma_loads(&t, &b0, u1);
+                when(lt(r(u1), u(units)), first, out);
+                let mut body = vec![assign(u1, add(r(un_reg), u(kwarps)))];
+                let next = self.mma_loads(&t, &b1, u1);
+                when(lt(r(u1), u(units)), next, &mut body);
+                body.extend(self.mma_compute(&t, &b0, &totals));
+                body.push(assign(u2, add(r(un_reg), u(2 * kwarps))));
+                let after = self.mma_loads(&t, &b0, u2);
+                when(lt(r(u2), u(units)), after, &mut body);
+                let second = self.mma_compute(&t, &b1, &totals);
+                when(lt(r(u1), u(units)), second, &mut body);
+                out.push(for_loop(un_reg, r(kwarp), u(units), u(2 * kwarps), body));
+            }
+            d => {
+                return sched(format!("INT4 mma: pipeline depth {d} (1 or 2)"));
             }
         }
-        // Every load of the unit first (4·steps words per weight and 8·steps activations in
-        // flight), then the MMAs.
-        let mut words = vec![]; // [mi][step][4]
-        for &w in &weights {
-            let BufParams::Gptq { qweight, .. } = self.bufs[&w] else {
-                unreachable!("a GPTQ weight")
-            };
-            let mut per_w = vec![];
-            for st in 0..steps {
-                let ws: Vec<Reg> = (0..4).map(|_| self.k.reg(Ty::U32, "qword")).collect();
-                ws.iter().for_each(|&q| body.push(assign(q, u(0))));
-                let kword = add(mul(r(un_reg), u(unit)), add(u(4 * st), r(tq)));
-                let ld = load(ws.clone(), at(Base::Param(qweight), add(mul(kword, u(n)), r(n0))));
-                when(col_ok.clone(), vec![ld], &mut body);
-                per_w.push(ws);
-            }
-            words.push(per_w);
-        }
-        let mut xs = vec![]; // [step][8]
-        for st in 0..steps {
-            let xh: Vec<Reg> = (0..8).map(|_| self.k.reg(Ty::F16, "x")).collect();
-            xh.iter().for_each(|&h| body.push(assign(h, h0())));
-            let kword = add(mul(r(un_reg), u(unit)), add(u(4 * st), r(tq)));
-            let ld = load(
-                xh.clone(),
-                at(Base::Param(x), add(mul(r(quad), u(kdim)), mul(kword, u(8)))),
-            );
-            when(lt(r(quad), u(batch)), vec![ld], &mut body);
-            xs.push(xh);
-        }
-        let unit_acc: Vec<Reg> = self.zeros(m * 8, "unit_acc", &mut body);
-        for st in 0..steps {
-            // B fragments: (x[2h], x[2h+4]) and (x[2h+1], x[2h+5]).
-            let xh = &xs[st];
-            let mut bfrag = vec![];
-            for pair in [(0, 4), (1, 5), (2, 6), (3, 7)] {
-                let b = self.k.reg(Ty::U32, "bfrag");
-                body.push(assign(b, Expr::PackHalf2(Box::new(r(xh[pair.0])), Box::new(r(xh[pair.1])))));
-                bfrag.push(b);
-            }
-            for mi in 0..m {
-                let ws = &words[mi][st];
-                for p in 0..2 {
-                    for h in 0..2 {
-                        let mut a = vec![];
-                        // a[0..4]: (row g, k 2t..), (row g+8, k 2t..), (row g, k 2t+8..), (row g+8, k 2t+8..)
-                        // = (column word 2p + cwi, nibble pair 2h + slot).
-                        for (cwi, slot) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
-                            let wreg = ws[2 * p + cwi];
-                            let i = 2 * h + slot;
-                            let nib = if i == 0 { r(wreg) } else { bin(BinOp::Shr, r(wreg), Expr::u32(4 * i as u32)) };
-                            let pair = bin(BinOp::Or, bin(BinOp::And, nib, Expr::u32(0x000F_000F)), Expr::u32(0x6400_6400));
-                            let ar = self.k.reg(Ty::U32, "afrag");
-                            let z = r(zp[mi * 4 + 2 * p + cwi]);
-                            body.push(assign(ar, Expr::SubHalf2(Box::new(pair), Box::new(z))));
-                            a.push(ar);
-                        }
-                        let acc: [Reg; 4] = std::array::from_fn(|i| unit_acc[mi * 8 + p * 4 + i]);
-                        body.push(Stmt::MmaF16 {
-                            acc,
-                            a: [a[0], a[1], a[2], a[3]],
-                            b: [bfrag[2 * h], bfrag[2 * h + 1]],
-                        });
-                    }
-                }
-            }
-        }
-        // Scale per unit: D slots 0, 1 are column n0 + 2p, slots 2, 3 column n0 + 2p + 1.
-        for mi in 0..m {
-            for p in 0..2 {
-                for i in 0..4 {
-                    let t = totals[mi * 8 + p * 4 + i];
-                    let s = sf[mi * 4 + 2 * p + i / 2];
-                    body.push(assign(t, fma(r(s), r(unit_acc[mi * 8 + p * 4 + i]), r(t))));
-                }
-            }
-        }
-        out.push(for_loop(un_reg, r(kwarp), u(kdim / group * upg), u(kwarps), body));
 
         out.push(comment("cross-slice reduction: each K slice's sums to LDS (batch rows 2t, 2t+1 of the D fragment), added in slice order after the barrier"));
         for mi in 0..m {
@@ -644,6 +595,157 @@ impl Lowering<'_> {
         }
         out.push(Stmt::WorkgroupBarrier);
         Ok(())
+    }
+
+    /// The registers one unit's loads fill.
+    fn mma_buffers(&mut self, t: &MmaTiling) -> MmaBuf {
+        let m = t.weights.len();
+        let scales = (0..m)
+            .map(|_| (0..4).map(|_| self.k.reg(Ty::F16, "scale_h")).collect())
+            .collect();
+        let zero_words = (0..m).map(|_| self.k.reg(Ty::U32, "zero_word")).collect();
+        let words = (0..m)
+            .map(|_| {
+                (0..t.steps)
+                    .map(|_| (0..4).map(|_| self.k.reg(Ty::U32, "qword")).collect())
+                    .collect()
+            })
+            .collect();
+        let xs = (0..t.steps)
+            .map(|_| (0..8).map(|_| self.k.reg(Ty::F16, "x")).collect())
+            .collect();
+        MmaBuf {
+            scales,
+            zero_words,
+            words,
+            xs,
+        }
+    }
+
+    /// Unit `unit`'s loads into `b`: every load of the unit at once (4·steps packed words per
+    /// weight, 8·steps activations, the scales and zero words), zero where masked.
+    fn mma_loads(&mut self, t: &MmaTiling, b: &MmaBuf, unit: Reg) -> Vec<Stmt> {
+        let mut out = vec![];
+        let gi = self.k.reg(Ty::U32, "group");
+        out.push(assign(gi, if t.upg == 1 { r(unit) } else { div(r(unit), u(t.upg)) }));
+        let col_ok = lt(r(t.n0), u(t.n));
+        let h0 = || Expr::Float(0.0, Ty::F16);
+        let mut guarded = vec![];
+        for (mi, &w) in t.weights.iter().enumerate() {
+            let BufParams::Gptq { scales, qzeros, qweight, .. } = self.bufs[&w] else {
+                unreachable!("a GPTQ weight")
+            };
+            b.scales[mi].iter().for_each(|&h| out.push(assign(h, h0())));
+            out.push(assign(b.zero_words[mi], u(0)));
+            guarded.push(load(
+                b.scales[mi].clone(),
+                at(Base::Param(scales), add(mul(r(gi), u(t.n)), r(t.n0))),
+            ));
+            if let Some(zp) = qzeros {
+                guarded.push(load(
+                    vec![b.zero_words[mi]],
+                    at(Base::Param(zp), add(mul(r(gi), u(t.n / 8)), div(r(t.n0), u(8)))),
+                ));
+            }
+            for st in 0..t.steps {
+                b.words[mi][st].iter().for_each(|&q| out.push(assign(q, u(0))));
+                let kword = add(mul(r(unit), u(t.unit)), add(u(4 * st), r(t.tq)));
+                guarded.push(load(
+                    b.words[mi][st].clone(),
+                    at(Base::Param(qweight), add(mul(kword, u(t.n)), r(t.n0))),
+                ));
+            }
+        }
+        when(col_ok, guarded, &mut out);
+        for st in 0..t.steps {
+            b.xs[st].iter().for_each(|&h| out.push(assign(h, h0())));
+            let kword = add(mul(r(unit), u(t.unit)), add(u(4 * st), r(t.tq)));
+            let ld = load(
+                b.xs[st].clone(),
+                at(Base::Param(t.x), add(mul(r(t.quad), u(t.kdim)), mul(kword, u(8)))),
+            );
+            when(lt(r(t.quad), u(t.batch)), vec![ld], &mut out);
+        }
+        out
+    }
+
+    /// One unit's MMAs on the registers of `b`, then `totals += s · unit sums`.
+    fn mma_compute(&mut self, t: &MmaTiling, b: &MmaBuf, totals: &[Reg]) -> Vec<Stmt> {
+        let mut out = vec![];
+        let m = t.weights.len();
+        let (mut sf, mut zp) = (vec![], vec![]);
+        for mi in 0..m {
+            for j in 0..4 {
+                let s32 = self.k.reg(Ty::F32, "scale");
+                out.push(assign(s32, cast(Ty::F32, r(b.scales[mi][j]))));
+                let z = match t.l.zero {
+                    ZeroPoint::Symmetric => u(8),
+                    _ if self.bufs_have_no_zeros(&t.weights[mi]) => u(8),
+                    zero => {
+                        let nib = bfe(r(b.zero_words[mi]), mul(rem(add(r(t.n0), u(j)), u(8)), u(4)), 4);
+                        if zero == ZeroPoint::V1 { add(nib, u(1)) } else { nib }
+                    }
+                };
+                // 1024 + z in both halves: 0x6400 + z is its FP16 pattern (ulp 1 in [1024, 2048)).
+                let zr = self.k.reg(Ty::U32, "zero_pair");
+                out.push(assign(zr, mul(add(z, u(0x6400)), u(0x1_0001))));
+                sf.push(s32);
+                zp.push(zr);
+            }
+        }
+        let unit_acc: Vec<Reg> = self.zeros(m * 8, "unit_acc", &mut out);
+        for st in 0..t.steps {
+            // B fragments: (x[2h], x[2h+4]) and (x[2h+1], x[2h+5]).
+            let xh = &b.xs[st];
+            let mut bfrag = vec![];
+            for pair in [(0, 4), (1, 5), (2, 6), (3, 7)] {
+                let br = self.k.reg(Ty::U32, "bfrag");
+                out.push(assign(br, Expr::PackHalf2(Box::new(r(xh[pair.0])), Box::new(r(xh[pair.1])))));
+                bfrag.push(br);
+            }
+            for mi in 0..m {
+                let ws = &b.words[mi][st];
+                for p in 0..2 {
+                    for h in 0..2 {
+                        let mut a = vec![];
+                        // a[0..4]: (row g, k 2t..), (row g+8, k 2t..), (row g, k 2t+8..), (row g+8, k 2t+8..)
+                        // = (column word 2p + cwi, nibble pair 2h + slot).
+                        for (cwi, slot) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
+                            let wreg = ws[2 * p + cwi];
+                            let i = 2 * h + slot;
+                            let nib = if i == 0 { r(wreg) } else { bin(BinOp::Shr, r(wreg), Expr::u32(4 * i as u32)) };
+                            let pair = bin(BinOp::Or, bin(BinOp::And, nib, Expr::u32(0x000F_000F)), Expr::u32(0x6400_6400));
+                            let ar = self.k.reg(Ty::U32, "afrag");
+                            let z = r(zp[mi * 4 + 2 * p + cwi]);
+                            out.push(assign(ar, Expr::SubHalf2(Box::new(pair), Box::new(z))));
+                            a.push(ar);
+                        }
+                        let acc: [Reg; 4] = std::array::from_fn(|i| unit_acc[mi * 8 + p * 4 + i]);
+                        out.push(Stmt::MmaF16 {
+                            acc,
+                            a: [a[0], a[1], a[2], a[3]],
+                            b: [bfrag[2 * h], bfrag[2 * h + 1]],
+                        });
+                    }
+                }
+            }
+        }
+        // Scale per unit: D slots 0, 1 are column n0 + 2p, slots 2, 3 column n0 + 2p + 1.
+        for mi in 0..m {
+            for p in 0..2 {
+                for i in 0..4 {
+                    let tot = totals[mi * 8 + p * 4 + i];
+                    let s = sf[mi * 4 + 2 * p + i / 2];
+                    out.push(assign(tot, fma(r(s), r(unit_acc[mi * 8 + p * 4 + i]), r(tot))));
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether a GPTQ weight comes without zero points (symmetric: z = 8).
+    fn bufs_have_no_zeros(&self, w: &Buffer) -> bool {
+        matches!(self.bufs[w], BufParams::Gptq { qzeros: None, .. })
     }
 
     fn gemv_f16(&mut self, out: &mut Vec<Stmt>) -> Result<(), LowerError> {

@@ -108,6 +108,9 @@ pub struct Schedule {
     pub int4_scaling: Int4Scaling,
     /// INT4: FMAs or tensor-core MMAs for the dot products.
     pub int4_dot: Int4Dot,
+    /// INT4 with MMAs: units whose loads are in flight at once per warp — 1, or 2 to issue the
+    /// next unit's loads before this unit's MMAs (software pipelining, twice the registers).
+    pub pipeline_depth: u32,
 }
 
 impl Schedule {
@@ -134,6 +137,7 @@ impl Schedule {
             nibble_decode: NibbleDecode::Convert,
             int4_scaling: Int4Scaling::PerWeight,
             int4_dot: Int4Dot::Fma,
+            pipeline_depth: 1,
         };
         match gemv_format(kernel) {
             Some(WeightFormat::F16) => Schedule {
