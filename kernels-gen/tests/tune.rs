@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::lower::{NibbleDecode, Schedule, lower};
+use wavefuse_codegen::lower::{Int4Dot, NibbleDecode, Schedule, lower};
 use wavefuse_kernels::KernelId;
 use wavefuse_kernels::ab::report::NO_TIMING;
 use wavefuse_kernels::suite::{self, CaseSpec, ShapeKind};
@@ -71,8 +71,12 @@ fn the_int4_space_keeps_the_documented_relation_and_respects_the_budget() {
         "the full product is larger than the budget"
     );
     for s in &all {
+        let lanes = match s.int4_dot {
+            Int4Dot::Fma => s.workgroup_size * s.words_per_iteration,
+            Int4Dot::Mma => s.workgroup_size,
+        };
         assert_eq!(
-            s.workgroup_size * s.words_per_iteration,
+            lanes,
             s.threads_per_column * s.columns_per_workgroup,
             "{s:?}"
         );

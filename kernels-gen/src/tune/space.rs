@@ -7,8 +7,8 @@
 //!    the columns recomputed from the INT4 / FP16 relation);
 //! 3. every tile (workgroup size × words per lane × K slices, or FP16 lanes per column) with the
 //!    default's other fields;
-//! 4. every tile with the INT4 inner loop the issue expects to win (`magic` decode, `per_unit`
-//!    scaling);
+//! 4. on sm_90, every tensor-core tile ([`Int4Dot::Mma`]) at pipeline depths 1 and 2, then every
+//!    FMA tile with the inner loop the issue expects to win (`magic` decode, `per_unit` scaling);
 //! 5. the rest of the full product in a seeded pseudo-random order (skipped by `--quick`).
 //!
 //! Only schedules that satisfy the field relations documented on [`Schedule`] are produced; the
@@ -22,7 +22,7 @@ use std::collections::HashSet;
 use wavefuse::ir::ops::Compression;
 use wavefuse::ir::{BufferType, Kernel, OpKind, WeightFormat};
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::lower::{AllreduceProtocol, Int4Scaling, NibbleDecode, Schedule};
+use wavefuse_codegen::lower::{AllreduceProtocol, Int4Dot, Int4Scaling, NibbleDecode, Schedule};
 
 /// Workgroup sizes tried.
 pub const WORKGROUP_SIZES: [u32; 3] = [128, 256, 512];
@@ -36,6 +36,10 @@ pub const INT4_SLICES: [u32; 6] = [1, 2, 4, 8, 16, 32];
 pub const K_UNITS: [u32; 5] = [1, 2, 4, 8, 16];
 /// Largest tile tried, in columns.
 pub const MAX_COLUMNS: u32 = 512;
+/// Tensor-core INT4 (sm_90): work units tried (multiples of the MMA step's 4 K-words).
+pub const MMA_K_UNITS: [u32; 3] = [4, 8, 16];
+/// Tensor-core INT4: pipeline depths tried.
+pub const PIPELINE_DEPTHS: [u32; 2] = [1, 2];
 
 /// What kind of kernel a schedule is searched for.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -130,6 +134,15 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
     for t in &tiles {
         out.push(t.clone());
     }
+    let mma = mma_tiles(arch, family, &default);
+    for t in &mma {
+        for pipeline_depth in PIPELINE_DEPTHS {
+            out.push(Schedule {
+                pipeline_depth,
+                ..t.clone()
+            });
+        }
+    }
     if let Family::Int4 { .. } = family {
         for t in &tiles {
             out.push(Schedule {
@@ -141,6 +154,7 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
     }
     if !quick {
         let mut rest = product(family, &default, &tiles);
+        rest.extend(mma_product(family, &mma));
         shuffle(&mut rest, 0x007E_5EED);
         for s in rest {
             out.push(s);
@@ -239,6 +253,74 @@ fn tiles(arch: Arch, family: Family, d: &Schedule) -> Vec<Schedule> {
             + l(s.words_per_iteration, d.words_per_iteration)
     };
     out.sort_by(|a, b| dist(a).total_cmp(&dist(b)));
+    out
+}
+
+/// Tensor-core INT4 tiles ([`Int4Dot::Mma`], sm_90's 32-lane warps only): 4 words per lane,
+/// columns a multiple of 32, `workgroup_size = threads_per_column · columns_per_workgroup`, the
+/// default's work unit when it is a multiple of 4 (else 16).
+fn mma_tiles(arch: Arch, family: Family, d: &Schedule) -> Vec<Schedule> {
+    let Family::Int4 { n, group_words, .. } = family else {
+        return Vec::new();
+    };
+    if arch.wave_size() != 32 {
+        return Vec::new();
+    }
+    let min_grid = arch.compute_units().div_ceil(2) as usize;
+    let unit = if d.k_unit_words % 4 == 0 && group_words % d.k_unit_words == 0 {
+        d.k_unit_words
+    } else {
+        16.min(group_words)
+    };
+    let mut out = Vec::new();
+    for wg in WORKGROUP_SIZES
+        .into_iter()
+        .filter(|&w| w <= arch.max_workgroup_size())
+    {
+        for c in [32, 64, 128, 256, 512] {
+            if wg % c != 0 || n.div_ceil(c as usize) < min_grid {
+                continue;
+            }
+            out.push(Schedule {
+                workgroup_size: wg,
+                columns_per_workgroup: c,
+                threads_per_column: wg / c,
+                words_per_iteration: 4,
+                k_unit_words: unit,
+                int4_dot: Int4Dot::Mma,
+                pipeline_depth: 1,
+                ..d.clone()
+            });
+        }
+    }
+    out
+}
+
+/// Every tensor-core tile with every work unit, pipeline depth and protocol.
+fn mma_product(family: Family, tiles: &[Schedule]) -> Vec<Schedule> {
+    let Family::Int4 { group_words, .. } = family else {
+        return Vec::new();
+    };
+    let protocols = if family.allreduce() {
+        vec![AllreduceProtocol::Pull, AllreduceProtocol::Push]
+    } else {
+        tiles.first().map(|t| vec![t.protocol]).unwrap_or_default()
+    };
+    let mut out = Vec::new();
+    for t in tiles {
+        for k_unit_words in MMA_K_UNITS.into_iter().filter(|k| group_words % k == 0) {
+            for pipeline_depth in PIPELINE_DEPTHS {
+                for &protocol in &protocols {
+                    out.push(Schedule {
+                        k_unit_words,
+                        pipeline_depth,
+                        protocol,
+                        ..t.clone()
+                    });
+                }
+            }
+        }
+    }
     out
 }
 
@@ -355,8 +437,9 @@ fn shuffle(v: &mut [Schedule], seed: u64) {
     }
 }
 
-/// A schedule in a few characters: `wg256 c32 t8 w1 a2 ku16 convert per_weight` (and the protocol
-/// for kernels with an allreduce).
+/// A schedule in a few characters: `wg256 c32 t8 w1 a2 ku16 convert per_weight`, or
+/// `wg256 c64 t4 w4 ku16 mma d2` on the tensor cores (and the protocol for kernels with an
+/// allreduce).
 pub fn summary(s: &Schedule, family: Family) -> String {
     let mut out = format!(
         "wg{} c{} t{} w{} a{}",
@@ -366,7 +449,17 @@ pub fn summary(s: &Schedule, family: Family) -> String {
         s.words_per_iteration,
         s.accumulators
     );
-    if let Family::Int4 { .. } = family {
+    if let (Family::Int4 { .. }, Int4Dot::Mma) = (family, s.int4_dot) {
+        out = format!(
+            "wg{} c{} t{} w{} ku{} mma d{}",
+            s.workgroup_size,
+            s.columns_per_workgroup,
+            s.threads_per_column,
+            s.words_per_iteration,
+            s.k_unit_words,
+            s.pipeline_depth
+        );
+    } else if let Family::Int4 { .. } = family {
         let nd = match s.nibble_decode {
             NibbleDecode::Convert => "convert",
             NibbleDecode::Magic => "magic",
