@@ -84,7 +84,10 @@ step() { # name limit_s args...
         note "$name: skipped, time budget spent ($(elapsed) s)"
         return
     fi
-    timeout "$limit" "$BIN" "$@" >"$LOGS/$name.stdout" 2>"$LOGS/$name.stderr"
+    # A tune step stops timing new candidates 25 s before its limit and still writes its results.
+    local extra=()
+    [ "$1" = tune ] && extra=(--deadline $((limit - 25)))
+    timeout "$limit" "$BIN" "$@" "${extra[@]}" >"$LOGS/$name.stdout" 2>"$LOGS/$name.stderr"
     local rc=$?
     grep -E "winner|no winner|enumerated|candidates/s|no timing|schedule: " "$LOGS/$name.stdout" "$LOGS/$name.stderr" 2>/dev/null |
         sed 's/^[^:]*://' | head -20 >>"$SUMMARY"

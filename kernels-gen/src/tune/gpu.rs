@@ -159,9 +159,16 @@ fn search(
         for mut c in first.into_iter().chain(rest) {
             bar.set_message(format!("{}: candidate {}", t.label(), c.index));
             super::record_compile(&mut case, &mut c, Arch::Sm90, t.spec.tp);
-            let start = Instant::now();
-            live.check_and_time(&mut case, &space.kept[c.index], &c);
-            live.timing_s += start.elapsed().as_secs_f64();
+            if o.deadline.is_some_and(|d| Instant::now() >= d) {
+                case.candidates[c.index].check_detail = "not timed: --deadline passed".into();
+                if !case.note.contains("deadline") {
+                    case.note = "--deadline passed: later candidates were not timed".into();
+                }
+            } else {
+                let start = Instant::now();
+                live.check_and_time(&mut case, &space.kept[c.index], &c);
+                live.timing_s += start.elapsed().as_secs_f64();
+            }
             bar.inc(1);
         }
         compiling

@@ -100,6 +100,10 @@ pub struct TuneArgs {
     /// Do not use a GPU even when there is one: compile and filter only.
     #[arg(long)]
     pub no_gpu: bool,
+    /// Stop checking and timing new candidates this many seconds after the start (the finals and
+    /// the reports still run): a run under a time limit keeps what it measured.
+    #[arg(long)]
+    pub deadline: Option<f64>,
     /// The resource filter's occupancy floor (warps per SM sub-partition on sm90, waves per SIMD
     /// on gfx906) instead of the default's (sm90) or the hand-written kernel's (gfx906).
     #[arg(long)]
@@ -125,6 +129,8 @@ pub struct Settings {
     pub commit: String,
     /// `--min-occupancy`.
     pub min_occupancy: Option<u32>,
+    /// `--deadline`, from the start of the run.
+    pub deadline: Option<Instant>,
 }
 
 /// One kernel at one shape.
@@ -172,6 +178,9 @@ pub fn tune_cmd(a: &TuneArgs) -> ExitCode {
             .or_else(|| std::env::var("WAVEFUSE_COMMIT").ok())
             .unwrap_or_else(|| "unknown".into()),
         min_occupancy: a.min_occupancy,
+        deadline: a
+            .deadline
+            .map(|s| Instant::now() + std::time::Duration::from_secs_f64(s.max(0.0))),
     };
     let targets = match plan(a) {
         Ok(t) => t,
