@@ -301,10 +301,11 @@ fn time_row(
         }
         sets.push(set);
     }
+    let copies = sets.len();
     for sample in 0..o.samples + 2 {
         let graphs = GroupGraphs::capture(group, o.calls, || {
             for call in 0..o.calls as usize {
-                for k in sets[call % sets.len()].iter_mut() {
+                for k in sets[call % copies].iter_mut() {
                     k.instance().launch()?;
                 }
             }
