@@ -751,7 +751,10 @@ pub const COMMUNICATING: [KernelId; 4] = [
 
 /// The per-device suite's TP sizes by default: 2 and 4, as far as `visible` GPUs allow.
 pub fn per_device_tps(visible: usize) -> Vec<u32> {
-    [2, 4].into_iter().filter(|&t| t as usize <= visible).collect()
+    [2, 4]
+        .into_iter()
+        .filter(|&t| t as usize <= visible)
+        .collect()
 }
 
 /// The default launch skew of a per-device run: 20 µs steps, alternating which GPU starts first.
@@ -1260,7 +1263,11 @@ impl Report {
             if self.options.skew.is_none() {
                 "none".to_string()
             } else {
-                format!("{} µs steps ({})", self.options.skew.step.as_micros(), self.options.skew)
+                format!(
+                    "{} µs steps ({})",
+                    self.options.skew.step.as_micros(),
+                    self.options.skew
+                )
             },
             self.seconds
         );

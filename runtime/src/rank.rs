@@ -235,7 +235,11 @@ impl<D: Device> RankGroup<D> {
             .iter()
             .map(|d| d.new_stream())
             .collect::<Result<_, _>>()?;
-        Ok(RankGroup::assemble(devices, streams, Placement::OnePerDevice))
+        Ok(RankGroup::assemble(
+            devices,
+            streams,
+            Placement::OnePerDevice,
+        ))
     }
 
     /// `tp` ranks on one device.
@@ -419,7 +423,9 @@ impl<D: Device> RankGroup<D> {
                         cap.check(kernels[r].name(), spec.workgroups())?;
                         // SAFETY: the caller upholds the argument contract; the grid fits the
                         // device's co-resident capacity (checked above, §5.9).
-                        unsafe { d.launch_raw(&kernels[r], spec, &args[r], &self.streams[r], false) }?;
+                        unsafe {
+                            d.launch_raw(&kernels[r], spec, &args[r], &self.streams[r], false)
+                        }?;
                         continue;
                     }
                     // SAFETY: the caller upholds the argument contract; `launch` checks

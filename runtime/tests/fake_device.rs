@@ -54,12 +54,14 @@ struct Launch {
     stream: usize,
 }
 
+/// Every `delay_stream` of a fake device: (device, stream, delay, launches recorded before it).
+type DelayLog = Arc<Mutex<Vec<(usize, usize, Duration, usize)>>>;
+
 struct Fake {
     info: DeviceInfo,
     mem: Arc<Memory>,
     launches: Arc<Mutex<Vec<Launch>>>,
-    /// Every `delay_stream`: (device, stream, delay, launches recorded before it).
-    delays: Arc<Mutex<Vec<(usize, usize, Duration, usize)>>>,
+    delays: DelayLog,
     blocks_per_cu: u32,
     streams: AtomicU64,
 }
@@ -577,7 +579,9 @@ fn one_per_device_state_lives_on_each_ranks_device() {
     }
     // Rank r's copy of each peer table is on device r (the fake addresses encode the device).
     let on_device = |ptr: u64| (ptr / 0x1000_0000 - 1) as usize;
-    let flags: Vec<u64> = (0..4).map(|r| inst.owned("flags", r).unwrap().ptr()).collect();
+    let flags: Vec<u64> = (0..4)
+        .map(|r| inst.owned("flags", r).unwrap().ptr())
+        .collect();
     let mut inst = inst;
     let _d = bind_data(&mut inst, &group);
     for r in 0..4u32 {
@@ -588,7 +592,11 @@ fn one_per_device_state_lives_on_each_ranks_device() {
         let t = s.mem.read_u64s(table, 4);
         for p in 0..4u32 {
             assert_eq!(t[peer_slot(p)], flags[p as usize]);
-            assert_eq!(on_device(t[peer_slot(p)]), p as usize, "peer {p}'s flags on device {p}");
+            assert_eq!(
+                on_device(t[peer_slot(p)]),
+                p as usize,
+                "peer {p}'s flags on device {p}"
+            );
         }
     }
 }
@@ -618,7 +626,9 @@ fn skew_delays_each_rank_before_its_launch() {
     inst.run().unwrap();
     let us = |r: usize| -> Vec<(u128, usize)> {
         let log = logs[r].lock().unwrap();
-        log.iter().map(|(_, _, d, before)| (d.as_micros(), *before)).collect()
+        log.iter()
+            .map(|(_, _, d, before)| (d.as_micros(), *before))
+            .collect()
     };
     // Launch 0 ascending (rank r waits r steps), launch 1 descending; no zero delays enqueued;
     // each delay is enqueued before that launch's first kernel.
@@ -644,13 +654,23 @@ fn capturing_launches_plainly_after_the_capacity_check_and_without_skew() {
     group.set_capturing(false);
     let launches = s.take();
     assert_eq!(launches.len(), 4);
-    assert!(launches.iter().all(|l| !l.cooperative), "graph-safe plain launches");
+    assert!(
+        launches.iter().all(|l| !l.cooperative),
+        "graph-safe plain launches"
+    );
     // Epochs still advance per launch: a graph holds each launch's own epoch.
     assert_eq!(launches[2].args[6], KernelArg::U32(2));
-    assert!(logs.iter().all(|l| l.lock().unwrap().is_empty()), "no skew in a graph");
+    assert!(
+        logs.iter().all(|l| l.lock().unwrap().is_empty()),
+        "no skew in a graph"
+    );
     inst.launch().unwrap();
     assert!(s.take().iter().all(|l| l.cooperative));
-    assert_eq!(logs[1].lock().unwrap().len(), 1, "skew again outside capture");
+    assert_eq!(
+        logs[1].lock().unwrap().len(),
+        1,
+        "skew again outside capture"
+    );
 
     // The capacity check still refuses a grid that cannot be resident (§5.9).
     let mut big = KernelInstance::new(&group, &kernel("k", 2, 9), &artifact()).unwrap();

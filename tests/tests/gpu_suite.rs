@@ -25,7 +25,7 @@ fn gpu_suite_sm90() {
 #[ignore = "needs 2 or more NVIDIA GPUs"]
 fn gpu_suite_per_device_sm90() {
     suite::locate_nvrtc();
-    let visible = match wavefuse_runtime::CudaDevice::count() {
+    let visible = match <wavefuse_runtime::CudaDevice as wavefuse_runtime::Device>::count() {
         Ok(n) if n >= 2 => n,
         Ok(n) => return println!("skipped: no GPU (per-device needs 2 GPUs, {n} visible)"),
         Err(e) => return println!("skipped: no GPU ({e})"),
