@@ -26,7 +26,7 @@ use wavefuse::ir::reference::{HostData, RankInputs, RankOutputs, evaluate};
 use wavefuse::ir::{GptqLayout, Kernel, validate};
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::cpp::{self, Source};
-use wavefuse_codegen::lower::{Schedule, lower};
+use wavefuse_codegen::lower::lower;
 use wavefuse_codegen::lowered::LoweredKernel;
 use wavefuse_runtime::exec::{self, OpKernel, OutputMetrics};
 use wavefuse_runtime::rank::per_device_ordinals;
@@ -133,7 +133,8 @@ impl BenchCase {
 pub struct Built {
     /// The op-level kernel.
     pub ir: Kernel,
-    /// Lowered with the target's default schedule (one rank per device: no widening).
+    /// Lowered with the model schedule (the target's default plus `$WAVEFUSE_SCHEDULE`
+    /// overrides, as `wavefuse emit` and the suite use; one rank per device: no widening).
     pub lowered: LoweredKernel,
     /// Its CUDA source.
     pub source: Source,
@@ -144,8 +145,9 @@ pub fn build(case: BenchCase, tp: u32, arch: Arch) -> Result<Vec<Built>, String>
     case.kernels(tp)?
         .into_iter()
         .map(|ir| {
-            let lowered = lower(&ir, arch, &Schedule::default_for(arch, &ir))
-                .map_err(|e| format!("{}: lowering: {e}", ir.name()))?;
+            let schedule = suite::model_schedule(arch, &ir)?;
+            let lowered =
+                lower(&ir, arch, &schedule).map_err(|e| format!("{}: lowering: {e}", ir.name()))?;
             let source =
                 cpp::emit(&lowered).map_err(|e| format!("{}: C++ writer: {e}", ir.name()))?;
             Ok(Built {
