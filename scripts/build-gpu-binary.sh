@@ -6,7 +6,8 @@
 #   carry/cache/     sm_90 cubins of every kernel the suite and scripts/gpu-suite.sh run, compiled
 #                    here with NVRTC: used as is where the GPU machine has the same NVRTC, and as
 #                    prebuilt artifacts where it has none (a newer NVRTC there recompiles).
-# Then, on the GPU machine, from the repository root: `bash scripts/gpu-suite.sh`.
+# Then, on the GPU machine, from the repository root: `bash scripts/gpu-suite.sh` (one GPU) or
+# `bash scripts/multi-gpu.sh` (2 or more GPUs, issue 9).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -29,6 +30,10 @@ rm -rf carry/cache
 if ! WAVEFUSE_CACHE_DIR="$PWD/carry/cache" carry/wavefuse gpu-suite --prebuild 2>carry/prebuild.log; then
     tail -5 carry/prebuild.log >&2
     echo "warning: prebuilding failed (see carry/prebuild.log); the GPU machine compiles with its own NVRTC" >&2
+fi
+# The multi-GPU benchmark's kernels (scripts/multi-gpu.sh): the default schedules, one rank per GPU.
+if ! WAVEFUSE_CACHE_DIR="$PWD/carry/cache" carry/wavefuse mgpu-bench --prebuild 2>>carry/prebuild.log; then
+    echo "warning: prebuilding mgpu-bench failed (see carry/prebuild.log)" >&2
 fi
 tail -1 carry/prebuild.log
 echo "commit $commit; carry/ holds $(du -sh carry | cut -f1) (limit 64 MiB)"

@@ -117,9 +117,15 @@ enum Command {
     /// reference alone) and compare it with the f64 reference; exit non-zero when outside
     /// tolerance or when the device is missing.
     Run(wavefuse_kernels::cmd_run::RunArgs),
-    /// The GPU suite: every kernel at TP 1, 2, 4, 8 (ranks on one device), model and odd shapes,
-    /// against the f64 reference; back-to-back launches of synchronising kernels; JSON + Markdown.
+    /// The GPU suite: every kernel at TP 1, 2, 4, 8 (ranks on one device; `--placement
+    /// per-device`: rank r on GPU r, the communicating kernels, with launch skew), model and odd
+    /// shapes, against the f64 reference; back-to-back launches of synchronising kernels; JSON +
+    /// Markdown.
     GpuSuite(wavefuse_kernels::suite::SuiteArgs),
+    /// One rank per GPU: CUDA-graph time per call of the generated allreduce (10 KB, 32 KB), the
+    /// fused kernel and the unfused wavefuse chain at TP 2 and 4, checked against the f64
+    /// reference; JSON + Markdown (NCCL's side: bench/torch/nccl_allreduce.py).
+    MgpuBench(wavefuse_kernels::mgpu::BenchArgs),
     /// A/B the generated kernels against the hand-written ones (kernels-gen/reference, or your own
     /// with --manual/--abi) and the f64 reference: correctness, then event timing with rotating
     /// inputs, bandwidth against the copy bandwidth of the same run; table, verdicts, JSON,
@@ -203,6 +209,7 @@ fn main() -> ExitCode {
         Command::Run(args) => wavefuse_kernels::cmd_run::run_cmd(&args),
         Command::GpuSuite(args) => wavefuse_kernels::suite::suite_cmd(&args),
         Command::Ab(args) => wavefuse_kernels::ab::ab_cmd(&args),
+        Command::MgpuBench(args) => wavefuse_kernels::mgpu::bench_cmd(&args),
         Command::Cache { clear } => cache_cmd(clear),
         Command::Report { tp, seed } => {
             report(if tp.is_empty() { TP_SIZES.to_vec() } else { tp }, seed)
