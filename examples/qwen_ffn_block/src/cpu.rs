@@ -53,8 +53,13 @@ pub fn check(seed: u64, schedules: u64) -> Result<Vec<SimRun>, String> {
         let data = BlockData::new(&block, seed)?;
         for schedule in 0..schedules {
             let opts = SimOptions::sweep(seed, schedule);
-            let ra = simulate(&a.lowered, &a.ir, &[data.gate_up_inputs.clone()], &opts)
-                .map_err(|e| format!("simulating {}: {e}", a.ir.name()))?;
+            let ra = simulate(
+                &a.lowered,
+                &a.ir,
+                std::slice::from_ref(&data.gate_up_inputs),
+                &opts,
+            )
+            .map_err(|e| format!("simulating {}: {e}", a.ir.name()))?;
             let y = ra
                 .outputs
                 .first()

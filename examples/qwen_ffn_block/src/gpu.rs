@@ -30,20 +30,20 @@ use wavefuse::ir::reference::{HostTensor, RankOutputs};
 use wavefuse::ir::{BufferType, Kernel, ScalarType};
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::lowered::{LoweredKernel, ParamKind, Purpose, Ty};
+use wavefuse_kernels::KernelId;
 use wavefuse_kernels::ab::gpu::Rotation;
 use wavefuse_kernels::ab::handwritten::{Found, find_reference, reference_dir};
 use wavefuse_kernels::ab::report::Stats;
 use wavefuse_kernels::suite::{
     self, CaseSpec, Generated, ShapeKind, Worst, compiler_for, generate,
 };
-use wavefuse_kernels::KernelId;
 use wavefuse_runtime::compile::Nvrtc;
 use wavefuse_runtime::device::CudaBuffer;
 use wavefuse_runtime::exec::{self, OpKernel, OutputMetrics};
 use wavefuse_runtime::timing::{self, GroupTimer};
 use wavefuse_runtime::{
-    Artifact, Cache, CompileRequest, CudaDevice, Device, DeviceBuffer, Error as RtError,
-    MemKind, RankGroup,
+    Artifact, Cache, CompileRequest, CudaDevice, Device, DeviceBuffer, Error as RtError, MemKind,
+    RankGroup,
 };
 
 use crate::block::{Block, BlockData, DOWN_IN, GATE_UP_OUT, LAYERS, TOLERANCE, TP};
@@ -134,7 +134,11 @@ pub fn handwritten(g: &Generation, cache: &Cache) -> Result<Version, String> {
         };
         let problems = h.check(&x.lowered);
         if !problems.is_empty() {
-            return Err(format!("{}: ABI mismatch: {}", h.origin(), problems.join("; ")));
+            return Err(format!(
+                "{}: ABI mismatch: {}",
+                h.origin(),
+                problems.join("; ")
+            ));
         }
         let shell = h.launch_shell(TP)?;
         let req = h.request()?;
@@ -211,7 +215,12 @@ impl<'g> Chain<'g> {
         data: &BlockData,
         l2: u64,
     ) -> Result<Chain<'g>, RtError> {
-        let gate_up = OpKernel::new(group, &block.gate_up, &v.gate_up.lowered, &v.gate_up.artifact)?;
+        let gate_up = OpKernel::new(
+            group,
+            &block.gate_up,
+            &v.gate_up.lowered,
+            &v.gate_up.artifact,
+        )?;
         let down = OpKernel::new(group, &block.down, &v.down.lowered, &v.down.artifact)?;
         gate_up.upload_inputs(&data.gate_up_inputs)?;
         down.upload_inputs(&data.down_inputs)?;
@@ -273,7 +282,9 @@ impl<'g> Chain<'g> {
 
     /// Poisons `y` and the outputs, runs one block and compares with the chained reference.
     pub fn check(&mut self, data: &BlockData) -> Result<Check, RtError> {
-        let nan = 0x7E00u16.to_le_bytes().repeat(self.y_shape.iter().product());
+        let nan = 0x7E00u16
+            .to_le_bytes()
+            .repeat(self.y_shape.iter().product());
         for (r, buf) in self.y.iter().enumerate() {
             self.group.device(r as u32).upload(buf, 0, &nan)?;
         }
@@ -314,10 +325,7 @@ impl<'g> Chain<'g> {
 
     /// Bytes of one block's inputs over all ranks (weights, scales, zero points, activations).
     pub fn bytes_per_block(&self) -> u64 {
-        self.rotation
-            .iter()
-            .map(|r| r.bytes / r.sets as u64)
-            .sum()
+        self.rotation.iter().map(|r| r.bytes / r.sets as u64).sum()
     }
 
     /// `warmup + iters` one-block windows, each on the next rotation set; the timed ones in ms.
@@ -502,12 +510,18 @@ pub struct GpuReport {
     pub seconds: f64,
 }
 
+/// A chain being timed: its timer, and whether the 64-block windows run.
+type Timed<'g> = (Chain<'g>, GroupTimer, bool);
+
 /// Runs the block on `dev`: setup, check, timing (repeats interleave the versions).
 pub fn run(dev: CudaDevice, plan: &Plan) -> Result<GpuReport, String> {
     let start = Instant::now();
     let info = dev.info().clone();
     if info.arch != Some(Arch::Sm90) {
-        return Err(format!("{} is not an sm_90 GPU, the target of this example", info.name));
+        return Err(format!(
+            "{} is not an sm_90 GPU, the target of this example",
+            info.name
+        ));
     }
     let l2 = timing::l2_bytes(&dev).map_err(|e| e.to_string())?;
     let header = Header {
@@ -526,7 +540,10 @@ pub fn run(dev: CudaDevice, plan: &Plan) -> Result<GpuReport, String> {
     let block = g.block();
     let t = Instant::now();
     let data = BlockData::new(&block, plan.seed)?;
-    eprintln!("inputs and f64 reference: {:.1} s", t.elapsed().as_secs_f64());
+    eprintln!(
+        "inputs and f64 reference: {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
     let cache = Cache::from_env();
     let mut versions: Vec<(Measured, Option<Version>)> = Vec::new();
     match generated(&g, &cache) {
@@ -559,7 +576,7 @@ pub fn run(dev: CudaDevice, plan: &Plan) -> Result<GpuReport, String> {
     let flush = dev
         .alloc(2 * l2 as usize, MemKind::Device)
         .map_err(|e| e.to_string())?;
-    let mut live: Vec<(Measured, Option<(Chain<'_>, GroupTimer, bool)>)> = Vec::new();
+    let mut live: Vec<(Measured, Option<Timed<'_>>)> = Vec::new();
     for ((mut m, v), group) in versions.into_iter().zip(&groups) {
         let Some(v) = v else {
             live.push((m, None));
@@ -652,4 +669,3 @@ pub fn run(dev: CudaDevice, plan: &Plan) -> Result<GpuReport, String> {
         seconds: start.elapsed().as_secs_f64(),
     })
 }
-

@@ -25,9 +25,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use serde_json::{Value as Json, json};
+use wavefuse_kernels::Workload;
 use wavefuse_kernels::ab::report::Stats;
 use wavefuse_kernels::suite::{self, Worst};
-use wavefuse_kernels::Workload;
 use wavefuse_runtime::exec::OutputMetrics;
 
 use block::{LAYERS, TOLERANCE, TOLERANCE_WHY, TP};
@@ -98,7 +98,10 @@ fn main() -> ExitCode {
     match dev {
         Ok(dev) => gpu_main(&args, dev),
         Err(why) => {
-            println!("no GPU run ({}): the CPU path", why.lines().next().unwrap_or(""));
+            println!(
+                "no GPU run ({}): the CPU path",
+                why.lines().next().unwrap_or("")
+            );
             cpu_main(&args)
         }
     }
@@ -187,7 +190,12 @@ fn gpu_main(a: &Args, dev: wavefuse_runtime::CudaDevice) -> ExitCode {
 /// The PyTorch FFN block from the baselines' JSON: its stats, or why there are none.
 #[derive(Clone, Debug)]
 enum TorchBlock {
-    Measured { median_us: f64, p10_us: f64, p90_us: f64, what: String },
+    Measured {
+        median_us: f64,
+        p10_us: f64,
+        p90_us: f64,
+        what: String,
+    },
     Missing(String),
 }
 
@@ -204,7 +212,11 @@ fn torch_block(path: &std::path::Path) -> TorchBlock {
     if let Some(e) = b["error"].as_str() {
         return TorchBlock::Missing(format!("the PyTorch run failed: {e}"));
     }
-    match (b["median_us"].as_f64(), b["p10_us"].as_f64(), b["p90_us"].as_f64()) {
+    match (
+        b["median_us"].as_f64(),
+        b["p10_us"].as_f64(),
+        b["p90_us"].as_f64(),
+    ) {
         (Some(median_us), Some(p10_us), Some(p90_us)) => TorchBlock::Measured {
             median_us,
             p10_us,
@@ -293,9 +305,16 @@ fn markdown(r: &gpu::GpuReport, torch: Option<&TorchBlock>, commit: &str, date: 
             "| {} | {} | {} | {} | {} | {} | {} |",
             m.label,
             check_cell(m.check.as_ref()),
-            if blocks.is_empty() { "–".into() } else { blocks.join("; ") },
+            if blocks.is_empty() {
+                "–".into()
+            } else {
+                blocks.join("; ")
+            },
             layer_us(m).map_or("–".into(), |t| format!("{t:.1}")),
-            per.map_or("–".into(), |t| format!("{:.2} ms", t * LAYERS as f64 / 1e3)),
+            per.map_or("–".into(), |t| format!(
+                "{:.2} ms",
+                t * LAYERS as f64 / 1e3
+            )),
             gbps.map_or("–".into(), |g| format!("{g:.0}")),
             match (gbps, copy) {
                 (Some(g), Some(c)) => format!("{:.0} %", 100.0 * g / c),
@@ -318,7 +337,10 @@ fn markdown(r: &gpu::GpuReport, torch: Option<&TorchBlock>, commit: &str, date: 
             );
         }
         Some(TorchBlock::Missing(why)) => {
-            let _ = writeln!(out, "| PyTorch | – | not available: {why} | – | – | – | – |");
+            let _ = writeln!(
+                out,
+                "| PyTorch | – | not available: {why} | – | – | – | – |"
+            );
         }
         None => {}
     }
@@ -328,7 +350,11 @@ fn markdown(r: &gpu::GpuReport, torch: Option<&TorchBlock>, commit: &str, date: 
             out,
             "- {}: {}; {} MB of inputs per block over all ranks; rotation sets {} + {}{}{}{}",
             m.label,
-            if m.origin.is_empty() { "–" } else { &m.origin },
+            if m.origin.is_empty() {
+                "–"
+            } else {
+                &m.origin
+            },
             m.bytes_per_block / 1_000_000,
             m.sets[0],
             m.sets[1],
@@ -336,8 +362,15 @@ fn markdown(r: &gpu::GpuReport, torch: Option<&TorchBlock>, commit: &str, date: 
                 .as_ref()
                 .map(|c| format!("; after timing: {}", check_cell(Some(c))))
                 .unwrap_or_default(),
-            if m.note.is_empty() { String::new() } else { format!("; {}", m.note) },
-            m.error.as_ref().map(|e| format!("; ERROR: {e}")).unwrap_or_default(),
+            if m.note.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", m.note)
+            },
+            m.error
+                .as_ref()
+                .map(|e| format!("; ERROR: {e}"))
+                .unwrap_or_default(),
         );
     }
     let _ = writeln!(
@@ -460,8 +493,8 @@ mod tests {
     /// A wrong intermediate is caught: feeding the second kernel a zeroed `y` must fail the check.
     #[test]
     fn a_wrong_intermediate_fails() {
-        use wavefuse_kernels::cmd_sim::{SmallShapes, prepare};
         use wavefuse_kernels::KernelId;
+        use wavefuse_kernels::cmd_sim::{SmallShapes, prepare};
         let p = |id| prepare(id, TP, wavefuse_codegen::Arch::Sm90, &SmallShapes::DEFAULT).unwrap();
         let b = block::Block {
             gate_up: p(KernelId::GemvInt4DualSilu).ir,
@@ -470,11 +503,16 @@ mod tests {
         let data = block::BlockData::new(&b, 7).unwrap();
         let mut zero = data.gate_up_ref.clone();
         for r in &mut zero {
-            r.values_mut().for_each(|t| t.data.iter_mut().for_each(|v| *v = 0.0));
+            r.values_mut()
+                .for_each(|t| t.data.iter_mut().for_each(|v| *v = 0.0));
         }
         let inputs = block::feed(&b, data.down_inputs.clone(), &zero).unwrap();
         let got = wavefuse::ir::reference::evaluate(&b.down, &inputs).unwrap();
-        let w = Worst::of(&wavefuse_runtime::exec::compare(&b.down, &got, &data.down_ref));
+        let w = Worst::of(&wavefuse_runtime::exec::compare(
+            &b.down,
+            &got,
+            &data.down_ref,
+        ));
         assert!(!w.passes(TOLERANCE), "rel L2 {:.2e}", w.rel_l2);
     }
 }
