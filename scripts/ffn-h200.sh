@@ -49,13 +49,13 @@ fi
 } >"$OUT/device.txt"
 
 # 1. PyTorch baselines (they write torch.json and torch.md themselves, even after a failure).
-timeout 100 python3 bench/torch/int4_baselines.py "$OUT/torch.json" >/dev/null 2>"$OUT/torch.log"
+timeout 80 python3 bench/torch/int4_baselines.py "$OUT/torch.json" >/dev/null 2>"$OUT/torch.log"
 rc=$?
 note "torch baselines: exit $rc ($(elapsed) s)$([ $rc = 124 ] && echo ', TIMED OUT: see torch.log')"
 if [ -f "$OUT/torch.md" ]; then cat "$OUT/torch.md" | tee -a "$SUMMARY"; fi
 
 # 2. The FFN block, with the PyTorch block beside it.
-timeout 120 "$BIN" --torch "$OUT/torch.json" --json "$OUT/ffn.json" >/dev/null 2>"$OUT/ffn.log"
+timeout 90 "$BIN" --torch "$OUT/torch.json" --json "$OUT/ffn.json" >/dev/null 2>"$OUT/ffn.log"
 status=$?
 note "qwen_ffn_block: exit $status ($(elapsed) s)$([ $status = 124 ] && echo ', TIMED OUT: see ffn.log')"
 if [ -f "$OUT/ffn.md" ]; then cat "$OUT/ffn.md" | tee -a "$SUMMARY"; else tail -5 "$OUT/ffn.log"; fi

@@ -4,7 +4,7 @@
 //!
 //! # Chaining
 //! Each kernel is bound through the runtime's [`OpKernel`] (its own arrays for every input, the
-//! synchronisation state in its [`KernelInstance`]); then one FP16 array per rank is bound as
+//! synchronisation state in its [`KernelInstance`](wavefuse_runtime::KernelInstance)); then one FP16 array per rank is bound as
 //! both the first kernel's output `y` and the second kernel's input `x`. Rank r's stream runs
 //! rank r's first kernel, then its second: the stream order is the only dependency the block
 //! needs, as the second kernel's cross-rank exchange has its own flags (DESIGN.md §5.3).
