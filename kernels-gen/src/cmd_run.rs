@@ -522,7 +522,7 @@ fn device_outputs(
         (_, Some(t)) => t,
         _ => Arch::Sm90,
     };
-    let schedule = wavefuse_codegen::lower::Schedule::default_for(arch, ir);
+    let schedule = crate::suite::model_schedule(arch, ir).map_err(fail)?;
     let lowered = wavefuse_codegen::lower::lower(ir, arch, &schedule)
         .map_err(|e| fail(format!("lowering: {e}")))?;
     if a.device == DeviceKind::Sim {
