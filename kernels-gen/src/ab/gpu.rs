@@ -53,18 +53,21 @@ struct Copies {
     by_set: Vec<Vec<CudaBuffer>>,
 }
 
-/// Every input array of every rank, `sets` times over.
-struct Rotation {
+/// Every input array of every rank, `sets` times over (also used by `examples/qwen_ffn_block`).
+pub struct Rotation {
     arrays: Vec<Copies>,
-    sets: usize,
-    bytes: u64,
-    flush: bool,
+    /// Copies of the inputs.
+    pub sets: usize,
+    /// Bytes of all sets together.
+    pub bytes: u64,
+    /// Whether the sets total less than 4 × L2 (L2 must then be flushed before each launch).
+    pub flush: bool,
 }
 
 impl Rotation {
     /// Sets of `g`'s input arrays filled with `inputs`: enough to total `4 × l2` bytes, at most
     /// [`MAX_SETS`].
-    fn new(
+    pub fn new(
         group: &RankGroup<CudaDevice>,
         g: &LoweredKernel,
         ir: &Kernel,
@@ -148,7 +151,7 @@ impl Rotation {
     }
 
     /// Binds set `i` (mod the number of sets).
-    fn bind(&self, inst: &mut KernelInstance<'_, CudaDevice>, i: usize) -> Result<(), RtError> {
+    pub fn bind(&self, inst: &mut KernelInstance<'_, CudaDevice>, i: usize) -> Result<(), RtError> {
         for c in &self.arrays {
             let refs: Vec<_> = c.by_set[i % self.sets].iter().collect();
             inst.bind(&c.buffer, c.part, &refs)?;
