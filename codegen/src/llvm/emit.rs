@@ -443,7 +443,7 @@ impl<'c, 'k> Emitter<'c, 'k> {
                         .build_load(mem_ty(self.cx, elem), p, "")
                         .map_err(be)?;
                     set_align(v, elem.bytes() as u32)?;
-                    let v = self.from_mem(v, elem)?;
+                    let v = self.bool_from_mem(v, elem)?;
                     self.set(*r, V { v, ty: elem })?;
                 }
             }
@@ -483,7 +483,7 @@ impl<'c, 'k> Emitter<'c, 'k> {
             None => {
                 for (i, v) in vals.into_iter().enumerate() {
                     let (p, _) = self.address(m, i as u32)?;
-                    let v = self.to_mem(v, elem)?;
+                    let v = self.bool_to_mem(v, elem)?;
                     let st = self.b.build_store(p, v).map_err(be)?;
                     st.set_alignment(elem.bytes() as u32)
                         .map_err(|e| Error::Llvm(format!("{e:?}")))?;
@@ -494,7 +494,7 @@ impl<'c, 'k> Emitter<'c, 'k> {
     }
 
     /// Bool is an i8 in memory and an i1 in registers.
-    fn from_mem(&self, v: BasicValueEnum<'c>, elem: Ty) -> Result<BasicValueEnum<'c>, Error> {
+    fn bool_from_mem(&self, v: BasicValueEnum<'c>, elem: Ty) -> Result<BasicValueEnum<'c>, Error> {
         if elem != Ty::Bool {
             return Ok(v);
         }
@@ -506,7 +506,7 @@ impl<'c, 'k> Emitter<'c, 'k> {
             .into())
     }
 
-    fn to_mem(&self, v: BasicValueEnum<'c>, elem: Ty) -> Result<BasicValueEnum<'c>, Error> {
+    fn bool_to_mem(&self, v: BasicValueEnum<'c>, elem: Ty) -> Result<BasicValueEnum<'c>, Error> {
         if elem != Ty::Bool {
             return Ok(v);
         }
@@ -1090,7 +1090,7 @@ impl<'c, 'k> Emitter<'c, 'k> {
                     .build_int_compare(IP::SLT, x, x.get_type().const_zero(), "")
                     .map_err(be)?;
                 V {
-                    v: self.b.build_select(neg, n, x, "").map_err(be)?.into(),
+                    v: self.b.build_select(neg, n, x, "").map_err(be)?,
                     ty,
                 }
             }

@@ -11,7 +11,7 @@
 //!   lanes), the module flag `amdgpu_code_object_version` = 400. NVPTX: `ptx_kernel` with
 //!   `nvvm.annotations` `kernel` and `maxntidx` = W, PTX ISA 7.8 (the newest LLVM 16 writes; it
 //!   is the first with sm_90).
-//! - The helper library ([`helpers`]): every atomic, fence, barrier, hardware index, shuffle and
+//! - The helper library (`helpers.rs`): every atomic, fence, barrier, hardware index, shuffle and
 //!   transcendental as a small `alwaysinline` function, parsed from textual IR and linked in. On
 //!   AMDGPU the atomics are LLVM atomics with the lowered IR's ordering and `syncscope`
 //!   (`wavefront`, `workgroup`, `agent`; the system scope is LLVM's default scope); on NVPTX, whose

@@ -60,12 +60,10 @@ pub fn occupancy_gfx906(r: &AmdResources, workgroup_size: u32) -> u32 {
     let by_vgpr = 256 / round(r.vgprs, 4);
     let by_sgpr = 800 / round(r.sgprs, 16);
     let waves_per_group = workgroup_size.div_ceil(64).max(1);
-    let by_lds = if r.lds_bytes == 0 {
-        10
-    } else {
-        // Workgroups per CU by LDS, their waves spread over the 4 SIMDs.
-        (65536 / r.lds_bytes) * waves_per_group / 4
-    };
+    // Workgroups per CU by LDS, their waves spread over the 4 SIMDs.
+    let by_lds = 65536u32
+        .checked_div(r.lds_bytes)
+        .map_or(10, |groups| groups * waves_per_group / 4);
     by_vgpr.min(by_sgpr).min(by_lds).min(10)
 }
 
