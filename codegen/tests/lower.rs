@@ -341,6 +341,111 @@ fn wider_words_and_more_accumulators_match_reference() {
     }
 }
 
+/// Every INT4 decode x scaling x unit size, with wide words and several chains, on a tail shape
+/// (N = 200 is not a multiple of the tile) and every zero-point convention, against the f64
+/// reference: the magic-number decode and the per-unit fold are exact rewrites of
+/// `(q − z)·s·x`, so they must meet the same tolerance as the per-weight form.
+#[test]
+fn int4_decodes_scalings_and_units_match_reference() {
+    use wavefuse_codegen::lower::{Int4Scaling, LowerError, NibbleDecode};
+    for zero in [ZeroPoint::V1, ZeroPoint::V2, ZeroPoint::Symmetric] {
+        let s = Shapes {
+            hidden: 384,
+            ffn: 200,
+            gptq: GptqLayout::new(GroupSize::Rows(128), zero),
+            ..small(1, 2)
+        };
+        for name in ["gemv_int4", "gemv_int4_dual_silu"] {
+            let k = build(name, &s);
+            for arch in Arch::ALL {
+                for decode in [NibbleDecode::Convert, NibbleDecode::Magic] {
+                    for scaling in [Int4Scaling::PerWeight, Int4Scaling::PerUnit] {
+                        for (unit, v, accs) in [(16, 1, 2), (4, 2, 1), (1, 4, 2), (8, 1, 4)] {
+                            let mut sc = Schedule::default_for(arch, &k);
+                            sc.nibble_decode = decode;
+                            sc.int4_scaling = scaling;
+                            sc.k_unit_words = unit;
+                            sc.words_per_iteration = v;
+                            sc.accumulators = accs;
+                            sc.columns_per_workgroup = 8 * v;
+                            sc.threads_per_column = sc.workgroup_size / 8;
+                            check_numerics(&k, arch, &sc, 2e-3);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // A unit that does not divide the group is a schedule error, not a panic.
+    let k = build("gemv_int4", &small(1, 1));
+    let mut sc = Schedule::default_for(Arch::Sm90, &k);
+    sc.k_unit_words = 3;
+    assert!(matches!(
+        lower(&k, Arch::Sm90, &sc),
+        Err(LowerError::Schedule(_))
+    ));
+}
+
+/// The tensor-core INT4 GEMV (`int4_dot = mma`): every zero-point convention, the kernels with
+/// one and two weights and with the allreduce epilogue, batch 1, 3 and 8, a tail tile (N = 200),
+/// one and two column warps per workgroup and units of 4, 8 and 16 K-words, against the f64
+/// reference through the interpreter's independent model of the PTX fragment layout.
+#[test]
+fn int4_mma_matches_reference() {
+    use wavefuse_codegen::lower::{Int4Dot, LowerError};
+    let mma = |k: &Kernel, cols: u32, unit: u32| {
+        let mut sc = Schedule::default_for(Arch::Sm90, k);
+        sc.int4_dot = Int4Dot::Mma;
+        sc.words_per_iteration = 4;
+        sc.columns_per_workgroup = cols;
+        sc.threads_per_column = sc.workgroup_size / cols;
+        sc.k_unit_words = unit;
+        sc
+    };
+    for zero in [ZeroPoint::V1, ZeroPoint::V2, ZeroPoint::Symmetric] {
+        for batch in [1, 3, 8] {
+            let s = Shapes {
+                hidden: 384,
+                ffn: 200,
+                gptq: GptqLayout::new(GroupSize::Rows(128), zero),
+                ..small(1, batch)
+            };
+            for name in ["gemv_int4", "gemv_int4_dual_silu"] {
+                let k = build(name, &s);
+                for (cols, unit) in [(32, 16), (64, 4), (32, 8)] {
+                    check_numerics(&k, Arch::Sm90, &mma(&k, cols, unit), 2e-3);
+                }
+            }
+        }
+    }
+    for name in ["gemv_int4_allreduce_rmsnorm", "gemv_int4_qkv"] {
+        for tp in [1, 2] {
+            let k = build(name, &small(tp, 3));
+            check_numerics(&k, Arch::Sm90, &mma(&k, 32, 16), 2e-3);
+        }
+    }
+    // No tensor-core MMA in a 64-lane wave: a schedule error, not a panic.
+    let k = build("gemv_int4", &small(1, 1));
+    let mut sc = mma(&k, 32, 16);
+    sc.workgroup_size = 256;
+    assert!(matches!(
+        lower(&k, Arch::Gfx906, &sc),
+        Err(LowerError::Schedule(_))
+    ));
+}
+
+#[test]
+fn int4_unit_must_divide_the_group() {
+    use wavefuse_codegen::lower::LowerError;
+    let k = build("gemv_int4", &small(1, 1));
+    let mut sc = Schedule::default_for(Arch::Sm90, &k);
+    sc.k_unit_words = 3;
+    assert!(matches!(
+        lower(&k, Arch::Sm90, &sc),
+        Err(LowerError::Schedule(_))
+    ));
+}
+
 /// A replicated GEMV with a residual epilogue and two outputs (the sum and the bare product).
 fn gemv_residual(format: WeightFormat, batch: usize) -> Kernel {
     use wavefuse_codegen::ir::{Builder, Parallelism, Sharding, Tensor, Weight};

@@ -12,7 +12,7 @@ use wavefuse_codegen::abi::Abi;
 use wavefuse_codegen::cpp::budget::{Budgets, Verdict};
 use wavefuse_codegen::cpp::toolchain::{self, Compiled, Resources, Tool, ToolError};
 use wavefuse_codegen::cpp::{self, Source};
-use wavefuse_codegen::lower::{LowerError, Schedule, lower};
+use wavefuse_codegen::lower::{LowerError, lower};
 use wavefuse_codegen::lowered::LoweredKernel;
 
 use crate::{KernelId, Shapes};
@@ -50,6 +50,9 @@ pub enum GenError {
         /// What went wrong.
         source: Box<LowerError>,
     },
+    /// A schedule override (`$WAVEFUSE_SCHEDULE…`) is malformed.
+    #[error("{0}")]
+    Schedule(String),
     /// The C++ writer failed.
     #[error("{kernel}@{arch}_tp{tp}: C++ writer: {source}")]
     Write {
@@ -71,7 +74,7 @@ impl GenError {
         match self {
             GenError::Lower { source, .. } => matches!(**source, LowerError::Unsupported(_)),
             GenError::Write { source, .. } => matches!(source, cpp::Error::Unsupported(_)),
-            GenError::Invalid { .. } => false,
+            GenError::Invalid { .. } | GenError::Schedule(_) => false,
         }
     }
 }
@@ -104,7 +107,8 @@ pub fn generate(id: KernelId, arch: Arch, tp: u32, batch: usize) -> Result<Gener
         tp,
         source: Box::new(e),
     })?;
-    let lowered = lower(&kernel, arch, &Schedule::default_for(arch, &kernel)).map_err(|e| {
+    let schedule = crate::suite::model_schedule(arch, &kernel).map_err(GenError::Schedule)?;
+    let lowered = lower(&kernel, arch, &schedule).map_err(|e| {
         GenError::Lower {
             kernel: name,
             arch,

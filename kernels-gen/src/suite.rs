@@ -11,10 +11,10 @@ use std::time::Instant;
 
 use serde_json::{Value as Json, json};
 use wavefuse::ir::reference::{RankInputs, RankOutputs, evaluate};
-use wavefuse::ir::{GptqLayout, GroupSize, Kernel, ZeroPoint, validate};
+use wavefuse::ir::{GptqLayout, GroupSize, Kernel, OpKind, ZeroPoint, validate};
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::cpp::{self, Source};
-use wavefuse_codegen::lower::{LowerError, Schedule, lower};
+use wavefuse_codegen::lower::{Int4Dot, LowerError, Schedule, lower};
 use wavefuse_codegen::lowered::LoweredKernel;
 use wavefuse_runtime::compile::{Compiler, Nvrtc, default_compiler};
 use wavefuse_runtime::exec::{self, ArtifactSource, OpKernel, OutputMetrics};
@@ -230,13 +230,35 @@ pub fn op_kernel(c: &CaseSpec) -> Result<Option<Kernel>, String> {
     Ok(Some(kernel))
 }
 
-/// The schedule of a case: the target's default, or the simulator's for small shapes.
-pub fn schedule(c: &CaseSpec, arch: Arch, ir: &Kernel) -> Schedule {
+/// The schedule of a case: the target's default, or the simulator's for small shapes; at model
+/// shapes, `$WAVEFUSE_SCHEDULE` and then `$WAVEFUSE_SCHEDULE_SM90` / `_GFX906` (`field=value,...`,
+/// see [`Schedule::with_overrides`]) replace fields of the default for kernels with a GEMV, so
+/// one schedule can be tried without the tuner.
+pub fn schedule(c: &CaseSpec, arch: Arch, ir: &Kernel) -> Result<Schedule, String> {
     match c.shape {
-        ShapeKind::Small => small_schedule(arch, ir),
-        _ => Schedule::default_for(arch, ir),
+        ShapeKind::Small => Ok(small_schedule(arch, ir)),
+        _ => model_schedule(arch, ir),
     }
 }
+
+/// The schedule of a kernel at model shapes: the target's default with the overrides of
+/// [`schedule`] (`wavefuse emit`, `run` and the suite all use it).
+pub fn model_schedule(arch: Arch, ir: &Kernel) -> Result<Schedule, String> {
+    let mut s = Schedule::default_for(arch, ir);
+    if !ir.ops().any(|(_, o)| matches!(o.kind, OpKind::Gemv(_))) {
+        return Ok(s);
+    }
+    let per_arch = format!("{SCHEDULE_ENV}_{}", arch.to_string().to_uppercase());
+    for var in [SCHEDULE_ENV.to_owned(), per_arch] {
+        if let Ok(spec) = std::env::var(&var) {
+            s = s.with_overrides(&spec).map_err(|e| format!("${var}: {e}"))?;
+        }
+    }
+    Ok(s)
+}
+
+/// The environment variable of [`schedule`]'s overrides.
+pub const SCHEDULE_ENV: &str = "WAVEFUSE_SCHEDULE";
 
 /// The suite's cases. Full: per TP, the model shapes at batch 1, 3 and 8, odd N at batch 3, odd
 /// K at batch 1 and 8. Quick: per TP, the model shapes at batch 1 and odd N at batch 3.
@@ -338,7 +360,8 @@ pub fn generate(c: &CaseSpec, arch: Arch) -> Result<Generated, PrepError> {
         Ok(None) => return Err(PrepError::NotApplicable(c.shape.name().into())),
         Err(e) => return Err(PrepError::NotApplicable(e)),
     };
-    let lowered = lower_coresident(&ir, arch, schedule(c, arch, &ir)).map_err(|e| match e {
+    let sched = schedule(c, arch, &ir).map_err(PrepError::Failed)?;
+    let lowered = lower_coresident(&ir, arch, sched).map_err(|e| match e {
         LowerError::Unsupported(m) => PrepError::Unsupported(m),
         e => PrepError::Failed(format!("lowering: {e}")),
     })?;
@@ -368,11 +391,19 @@ fn lower_coresident(ir: &Kernel, arch: Arch, mut s: Schedule) -> Result<LoweredK
         let k = lower(ir, arch, &s)?;
         let resident = arch.compute_units() * RESIDENT_PER_CU;
         let fits = k.coresidency.is_none() || k.tp * k.grid <= resident;
-        if fits || s.words_per_iteration >= 8 || s.threads_per_column == 1 {
+        if fits || s.threads_per_column == 1 {
             return Ok(k);
         }
-        s.columns_per_workgroup *= 2;
-        s.words_per_iteration *= 2;
+        if s.int4_dot == Int4Dot::Mma {
+            // The tensor-core tiling keeps 16-byte loads: twice the column warps, half the K ones.
+            s.columns_per_workgroup *= 2;
+            s.threads_per_column /= 2;
+        } else if s.words_per_iteration < 8 {
+            s.columns_per_workgroup *= 2;
+            s.words_per_iteration *= 2;
+        } else {
+            return Ok(k);
+        }
     }
 }
 

@@ -151,4 +151,26 @@ impl Fp16 for CudaDialect {
     fn f16_to_bits(&self, e: &str) -> String {
         format!("(unsigned short){e}")
     }
+
+    fn sub_half2_helper(&self) -> (&'static str, &'static str) {
+        (
+            "wf_sub_half2",
+            "static __device__ __forceinline__ unsigned wf_sub_half2(unsigned a, unsigned b) {\n    \
+             unsigned d;\n    \
+             asm(\"sub.rn.f16x2 %0, %1, %2;\" : \"=r\"(d) : \"r\"(a), \"r\"(b));\n    \
+             return d;\n}",
+        )
+    }
+
+    fn mma_f16(&self, acc: &[String], a: &[String], b: &[String]) -> Option<String> {
+        // PTX ISA "Matrix Fragments for mma.m16n8k16 with floating point type": the layout
+        // Stmt::MmaF16 documents. D = C (in place).
+        Some(format!(
+            "asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 \
+             {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};\" \
+             : \"+f\"({}), \"+f\"({}), \"+f\"({}), \"+f\"({}) \
+             : \"r\"({}), \"r\"({}), \"r\"({}), \"r\"({}), \"r\"({}), \"r\"({}));",
+            acc[0], acc[1], acc[2], acc[3], a[0], a[1], a[2], a[3], b[0], b[1]
+        ))
+    }
 }

@@ -156,6 +156,17 @@ pub trait Fp16 {
 
     /// The 16 bits of an f16, as an `unsigned short`.
     fn f16_to_bits(&self, e: &str) -> String;
+
+    /// The name and definition of `unsigned name(unsigned a, unsigned b)`: lane-wise FP16
+    /// subtraction of two packed pairs, rounding to nearest even.
+    fn sub_half2_helper(&self) -> (&'static str, &'static str);
+
+    /// One statement `acc += A·B` for the FP16 m16n8k16 MMA with f32 accumulation over the
+    /// named fragment registers, or `None` where the target has no such instruction.
+    fn mma_f16(&self, acc: &[String], a: &[String], b: &[String]) -> Option<String> {
+        let _ = (acc, a, b);
+        None
+    }
 }
 
 /// The hardware indices of a 1-D workgroup, spelled the same in HIP and CUDA.

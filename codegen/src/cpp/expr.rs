@@ -60,6 +60,23 @@ impl<D: Dialect> Writer<'_, D> {
             Expr::Un(op, a) => self.unary(*op, a)?,
             Expr::Cast(to, a) => self.cast(*to, a)?,
             Expr::Bitcast(to, a) => self.bitcast(*to, a)?,
+            Expr::PackHalf2(lo, hi) => {
+                let bits = |e: &Expr| -> Result<String, Error> {
+                    Ok(self.d.f16_to_bits(&self.ex(e)?.at(Prec::Primary)))
+                };
+                Cx::new(
+                    format!("(unsigned)({}) | ((unsigned)({}) << 16)", bits(lo)?, bits(hi)?),
+                    Prec::Binary,
+                )
+            }
+            Expr::SubHalf2(a, b) => {
+                let (name, def) = self.d.sub_half2_helper();
+                self.helpers
+                    .borrow_mut()
+                    .entry(name.to_owned())
+                    .or_insert_with(|| def.to_owned());
+                Cx::primary(format!("{name}({}, {})", self.expr(a)?, self.expr(b)?))
+            }
             Expr::Select(c, a, b) => {
                 let [c, a, b] = [c, a, b].map(|x| self.ex(x));
                 Cx::new(

@@ -151,4 +151,14 @@ impl Fp16 for HipDialect {
     fn f16_to_bits(&self, e: &str) -> String {
         format!("__builtin_bit_cast(unsigned short, {e})")
     }
+
+    fn sub_half2_helper(&self) -> (&'static str, &'static str) {
+        // A two-lane _Float16 vector subtraction: v_pk_add_f16 with a negated operand on gfx906.
+        (
+            "wf_sub_half2",
+            "static __device__ __forceinline__ unsigned wf_sub_half2(unsigned a, unsigned b) {\n    \
+             typedef _Float16 wf_half2 __attribute__((ext_vector_type(2)));\n    \
+             return __builtin_bit_cast(unsigned, __builtin_bit_cast(wf_half2, a) - __builtin_bit_cast(wf_half2, b));\n}",
+        )
+    }
 }

@@ -18,7 +18,7 @@ pub struct Writer<'k, D> {
     pub(super) d: D,
     pub(super) names: Names,
     /// Helper functions used by the body, by name (printed in this order).
-    pub(super) helpers: BTreeMap<String, String>,
+    pub(super) helpers: std::cell::RefCell<BTreeMap<String, String>>,
     /// Parameters accessed atomically: never `const`, never `__restrict__`.
     atomic_params: HashSet<Param>,
     /// Induction variables declared in their `for` header (defined and used only there).
@@ -36,7 +36,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
             k,
             d,
             names: Names::new(k),
-            helpers: BTreeMap::new(),
+            helpers: Default::default(),
             atomic_params,
             loop_local: loop_local_regs(&k.body),
             out: String::new(),
@@ -61,7 +61,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
             f.push_str(self.d.prelude());
             f.push('\n');
         }
-        for def in self.helpers.values() {
+        for def in self.helpers.borrow().values() {
             f.push_str(def);
             f.push('\n');
         }
@@ -275,6 +275,14 @@ impl<'k, D: Dialect> Writer<'k, D> {
             } => self.fence(*ordering, *scope, *why, lvl),
             Stmt::WaitGe { .. } => self.wait_ge(s, lvl),
             Stmt::WaveReduce { dst, op, value } => self.wave_reduce(*dst, *op, value, lvl),
+            Stmt::MmaF16 { acc, a, b } => {
+                let regs = |rs: &[Reg]| rs.iter().map(|r| self.names.reg(*r).to_owned()).collect::<Vec<_>>();
+                let text = self.d.mma_f16(&regs(acc), &regs(a), &regs(b)).ok_or_else(|| {
+                    Error::Unsupported(format!("{}: FP16 mma (m16n8k16)", self.k.arch))
+                })?;
+                self.line(lvl, &text);
+                Ok(())
+            }
             Stmt::GridBarrier { .. } | Stmt::PublishFlag { .. } | Stmt::WaitFlag { .. } => {
                 Err(Error::Malformed(
                     "grid barrier or flag not expanded; run lowered::expand::expand_sync first"
@@ -387,7 +395,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
             ReduceKind::Max => "max",
         };
         let name = format!("wf_wave_{opname}_{}", ty.name());
-        if self.helpers.contains_key(&name) {
+        if self.helpers.borrow().contains_key(&name) {
             return Ok(name);
         }
         let cty = self.ty(ty)?;
@@ -405,7 +413,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
             mask /= 2;
         }
         let _ = writeln!(def, "{}return v;\n}}", Level::TOP.next());
-        self.helpers.insert(name.clone(), def);
+        self.helpers.borrow_mut().insert(name.clone(), def);
         Ok(name)
     }
 }
@@ -596,6 +604,9 @@ fn count_block(block: &Block, n: &mut SecondaryMap<Reg, u32>) {
                 reg(*dst, n);
                 count_expr(value, n);
             }
+            Stmt::MmaF16 { acc, a, b } => {
+                acc.iter().chain(a).chain(b).for_each(|r| reg(*r, n));
+            }
             Stmt::GridBarrier { counter: m, .. }
             | Stmt::PublishFlag { flag: m, .. }
             | Stmt::WaitFlag { flag: m, .. } => count_mem(m, n),
@@ -620,6 +631,10 @@ fn count_expr(e: &Expr, n: &mut SecondaryMap<Reg, u32>) {
             count_expr(b, n);
         }
         Expr::Un(_, a) | Expr::Cast(_, a) | Expr::Bitcast(_, a) => count_expr(a, n),
+        Expr::PackHalf2(a, b) | Expr::SubHalf2(a, b) => {
+            count_expr(a, n);
+            count_expr(b, n);
+        }
         Expr::Select(a, b, c) | Expr::Fma(a, b, c) => {
             count_expr(a, n);
             count_expr(b, n);

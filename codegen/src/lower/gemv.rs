@@ -3,9 +3,13 @@
 
 use wavefuse_ir::{Buffer, GptqLayout, WeightFormat, ZeroPoint};
 
-use crate::lowered::{Base, Expr, Param, ReduceKind, Reg, Special, Stmt, Ty, UnOp};
+use crate::lowered::{Base, BinOp, Expr, Param, ReduceKind, Reg, Special, Stmt, Ty, UnOp};
 
+use super::schedule::{Int4Dot, Int4Scaling, NibbleDecode};
 use super::LowerError;
+
+/// `2^23` as f32 bits: its ulp is 1, so OR-ing a 4-bit code into the mantissa adds it exactly.
+const MAGIC_2P23: u32 = 0x4B00_0000;
 use super::build::*;
 use super::lowering::{BufParams, Lowering};
 
@@ -21,6 +25,10 @@ struct Gptq {
     n: usize,
     groups: usize,
     words_per_group: usize,
+    /// K words per work unit (divides `words_per_group`).
+    unit: usize,
+    decode: NibbleDecode,
+    scaling: Int4Scaling,
     v: usize,
     lanes_per_row: usize,
     slices: usize,
@@ -41,6 +49,7 @@ impl Lowering<'_> {
     pub(super) fn gemv(&mut self, out: &mut Vec<Stmt>) -> Result<(), LowerError> {
         let g = self.plan.gemv.as_ref().expect("called with a GEMV");
         match g.weight.format {
+            WeightFormat::Gptq(l) if self.s.int4_dot == Int4Dot::Mma => self.gemv_gptq_mma(l, out),
             WeightFormat::Gptq(l) => self.gemv_gptq(l, out),
             WeightFormat::F16 => self.gemv_f16(out),
             WeightFormat::Awq(_) => Err(LowerError::Unsupported("AWQ weights".into())),
@@ -97,12 +106,22 @@ impl Lowering<'_> {
                 self.s.threads_per_column
             ));
         }
+        let unit = self.s.k_unit_words as usize;
+        if unit == 0 || (group / 8) % unit != 0 {
+            return sched(format!(
+                "INT4: k_unit_words = {unit} does not divide the group's {} K-words",
+                group / 8
+            ));
+        }
         Ok(Gptq {
             l,
             k: kdim,
             n,
             groups: kdim / group,
             words_per_group: group / 8,
+            unit,
+            decode: self.s.nibble_decode,
+            scaling: self.s.int4_scaling,
             v,
             lanes_per_row,
             slices: wg / lanes_per_row,
@@ -116,11 +135,13 @@ impl Lowering<'_> {
     fn gemv_gptq(&mut self, l: GptqLayout, out: &mut Vec<Stmt>) -> Result<(), LowerError> {
         let t = self.gptq_tiling(l)?;
         self.reduction_arrays(t.slices);
+        let upg = t.words_per_group / t.unit;
         out.push(comment(format!(
             "GPTQ INT4 GEMV: lane (local_id % {lpr}) reads {v} adjacent packed column word(s) of one K-row (coalesced); \
-             K slice local_id / {lpr} of {s} takes groups slice, slice + {s}, ...",
+             K is cut into units of {unit} K-words ({upg} per group); K slice local_id / {lpr} of {s} takes units slice, slice + {s}, ...",
             lpr = t.lanes_per_row,
             v = t.v,
+            unit = t.unit,
             s = t.slices
         )));
         let (col_l, slice, n0) = (
@@ -133,17 +154,39 @@ impl Lowering<'_> {
         out.push(assign(n0, add(r(self.tile0), mul(r(col_l), u(t.v)))));
         let acc = self.zeros(t.weights.len() * t.batch * t.v * t.accs, "acc", out);
 
-        let gi = self.k.reg(Ty::U32, "group");
-        let mut group_body = Vec::new();
-        let (sf, nzs) = self.gptq_group_constants(&t, gi, n0, &mut group_body);
-        let kw = self.k.reg(Ty::U32, "kword");
-        let word_body = self.gptq_word(&t, gi, kw, n0, &sf, &nzs, &acc);
-        group_body.push(for_loop(kw, u(0), u(t.words_per_group), u(1), word_body));
-        let groups_loop = for_loop(gi, r(slice), u(t.groups), u(t.slices), group_body);
-        out.push(comment(
-            "dequantise: w = fma(f32(bfe(word, 4i, 4)), s, -z*s), which is (q - z)*s exactly in f32; acc = fma(w, f32(x), acc)",
-        ));
-        when(lt(r(n0), u(t.n)), vec![groups_loop], out);
+        // One unit per iteration: unit `un` covers K-words [un·unit, un·unit + unit) of group
+        // un / upg (the K-word index of a unit never crosses a group: unit divides the group).
+        let unit_reg = self.k.reg(Ty::U32, if upg == 1 { "group" } else { "unit" });
+        let mut unit_body = Vec::new();
+        let gi = if upg == 1 {
+            unit_reg
+        } else {
+            let gi = self.k.reg(Ty::U32, "group");
+            unit_body.push(assign(gi, div(r(unit_reg), u(upg))));
+            gi
+        };
+        let (sf, zs) = self.gptq_group_constants(&t, gi, n0, &mut unit_body);
+        match t.scaling {
+            Int4Scaling::PerWeight => {
+                let kw = self.k.reg(Ty::U32, "kword");
+                let word_body = self.gptq_word(&t, unit_reg, kw, n0, &sf, &zs, &acc);
+                unit_body.push(for_loop(kw, u(0), u(t.unit), u(1), word_body));
+            }
+            Int4Scaling::PerUnit => self.gptq_unit_factored(&t, unit_reg, n0, &sf, &zs, &acc, &mut unit_body),
+        }
+        let units_loop = for_loop(unit_reg, r(slice), u(t.groups * upg), u(t.slices), unit_body);
+        out.push(comment(match (t.scaling, t.decode) {
+            (Int4Scaling::PerWeight, NibbleDecode::Convert) => {
+                "dequantise: w = fma(f32(bfe(word, 4i, 4)), s, -z*s), which is (q - z)*s exactly in f32; acc = fma(w, f32(x), acc)"
+            }
+            (Int4Scaling::PerWeight, NibbleDecode::Magic) => {
+                "dequantise: q = bitcast<f32>(((word >> 4i) & 15) | 0x4B000000) - 2^23 (exact), w = fma(q, s, -z*s) = (q - z)*s exactly; acc = fma(w, f32(x), acc)"
+            }
+            (Int4Scaling::PerUnit, _) => {
+                "per unit: a = sum q*x and X = sum x over the unit's K rows (q exact in f32), then acc = fma(s, a - z*X, acc) = acc + sum (q - z)*s*x"
+            }
+        }));
+        when(lt(r(n0), u(t.n)), vec![units_loop], out);
 
         out.push(comment("cross-slice reduction: each slice's sums to LDS, added in slice order after the barrier"));
         for mi in 0..t.weights.len() {
@@ -163,8 +206,9 @@ impl Lowering<'_> {
         Ok(())
     }
 
-    /// Once per group (DESIGN.md §2): the scale `s` as f32 and `−z·s` for every weight and
-    /// column word, from `scales[g, n]` and nibble `n % 8` of `qzeros[g, n / 8]`.
+    /// Once per unit (DESIGN.md §2): the scale `s` as f32 for every weight and column word, and
+    /// the zero point's term: `−z·s` (per-weight scaling) or `z` itself (per-unit scaling), from
+    /// `scales[g, n]` and nibble `n % 8` of `qzeros[g, n / 8]`.
     fn gptq_group_constants(
         &mut self,
         t: &Gptq,
@@ -172,7 +216,7 @@ impl Lowering<'_> {
         n0: Reg,
         out: &mut Vec<Stmt>,
     ) -> (Vec<Reg>, Vec<Reg>) {
-        let (mut sf, mut nzs) = (vec![], vec![]);
+        let (mut sf, mut zs) = (vec![], vec![]);
         if t.l.zero == ZeroPoint::V1 {
             out.push(comment(
                 "GPTQ v1 zero points: the stored nibble is z - 1, so add 1",
@@ -213,13 +257,43 @@ impl Lowering<'_> {
                         cast(Ty::F32, nib)
                     }
                 };
-                let nz = self.k.reg(Ty::F32, "neg_zs");
-                out.push(assign(nz, un(UnOp::Neg, Expr::mul(z, r(s32)))));
+                let zr = match t.scaling {
+                    Int4Scaling::PerWeight => {
+                        let nz = self.k.reg(Ty::F32, "neg_zs");
+                        out.push(assign(nz, un(UnOp::Neg, Expr::mul(z, r(s32)))));
+                        nz
+                    }
+                    Int4Scaling::PerUnit => {
+                        let zf = self.k.reg(Ty::F32, "zero");
+                        out.push(assign(zf, z));
+                        zf
+                    }
+                };
                 sf.push(s32);
-                nzs.push(nz);
+                zs.push(zr);
             }
         }
-        (sf, nzs)
+        (sf, zs)
+    }
+
+    /// Nibble `i` of `word` as an exact f32 in [0, 15].
+    fn nibble(decode: NibbleDecode, word: Reg, i: u32) -> Expr {
+        match decode {
+            NibbleDecode::Convert => cast(Ty::F32, bfe(r(word), Expr::u32(4 * i), 4)),
+            NibbleDecode::Magic => {
+                let shifted = if i == 0 {
+                    r(word)
+                } else {
+                    bin(BinOp::Shr, r(word), Expr::u32(4 * i))
+                };
+                let bits = bin(
+                    BinOp::Or,
+                    bin(BinOp::And, shifted, Expr::u32(0xF)),
+                    Expr::u32(MAGIC_2P23),
+                );
+                sub(Expr::bitcast(Ty::F32, bits), f(8_388_608.0))
+            }
+        }
     }
 
     /// One K-row word per weight and column: dequantise its 8 nibbles, then one FMA per nibble
@@ -228,7 +302,7 @@ impl Lowering<'_> {
     fn gptq_word(
         &mut self,
         t: &Gptq,
-        gi: Reg,
+        unit_reg: Reg,
         kw: Reg,
         n0: Reg,
         sf: &[Reg],
@@ -236,7 +310,7 @@ impl Lowering<'_> {
         acc: &[Reg],
     ) -> Vec<Stmt> {
         let row = self.k.reg(Ty::U32, "krow");
-        let mut out = vec![assign(row, add(mul(r(gi), u(t.words_per_group)), r(kw)))];
+        let mut out = vec![assign(row, add(mul(r(unit_reg), u(t.unit)), r(kw)))];
         let mut wf = vec![]; // per (weight, column word, nibble)
         for (mi, &w) in t.weights.iter().enumerate() {
             let BufParams::Gptq { qweight, .. } = self.bufs[&w] else {
@@ -250,7 +324,7 @@ impl Lowering<'_> {
             for (j, &word) in words.iter().enumerate() {
                 for i in 0..8u32 {
                     let wr = self.k.reg(Ty::F32, "w");
-                    let q = cast(Ty::F32, bfe(r(word), Expr::u32(4 * i), 4));
+                    let q = Self::nibble(t.decode, word, i);
                     out.push(assign(
                         wr,
                         fma(q, r(sf[mi * t.v + j]), r(nzs[mi * t.v + j])),
@@ -276,6 +350,300 @@ impl Lowering<'_> {
             }
         }
         out
+    }
+
+    /// A whole unit with per-unit scaling, unrolled: first every packed word of the unit (so
+    /// `unit × v` loads per weight are in flight at once), then per K row the activations, their
+    /// running sum `X`, and one FMA `a = fma(q, x, a)` per nibble; at the end
+    /// `acc = fma(s, fma(−z, X, a), acc)` per weight, batch row and column word.
+    #[allow(clippy::too_many_arguments)]
+    fn gptq_unit_factored(
+        &mut self,
+        t: &Gptq,
+        unit_reg: Reg,
+        n0: Reg,
+        sf: &[Reg],
+        zf: &[Reg],
+        acc: &[Reg],
+        out: &mut Vec<Stmt>,
+    ) {
+        let row0 = self.k.reg(Ty::U32, "krow0");
+        out.push(assign(row0, mul(r(unit_reg), u(t.unit))));
+        let row = |kw: usize| {
+            if kw == 0 {
+                r(row0)
+            } else {
+                add(r(row0), u(kw))
+            }
+        };
+        // words[mi][kw][j]
+        let mut words = vec![];
+        for &w in &t.weights {
+            let BufParams::Gptq { qweight, .. } = self.bufs[&w] else {
+                unreachable!("a GPTQ weight")
+            };
+            let mut per_w = vec![];
+            for kw in 0..t.unit {
+                let ws: Vec<Reg> = (0..t.v).map(|_| self.k.reg(Ty::U32, "qword")).collect();
+                out.push(load(
+                    ws.clone(),
+                    at(Base::Param(qweight), add(mul(row(kw), u(t.n)), r(n0))),
+                ));
+                per_w.push(ws);
+            }
+            words.push(per_w);
+        }
+        // Unit accumulators a[(mi, bi, j)][chain] and activation sums X[bi][chain].
+        let ua = self.zeros(t.weights.len() * t.batch * t.v * t.accs, "unit_acc", out);
+        let xs = self.zeros(t.batch * t.accs, "xsum", out);
+        for kw in 0..t.unit {
+            let mut q = vec![]; // [mi][j][i]
+            for per_w in &words {
+                for &word in &per_w[kw] {
+                    for i in 0..8u32 {
+                        let qr = self.k.reg(Ty::F32, "q");
+                        out.push(assign(qr, Self::nibble(t.decode, word, i)));
+                        q.push(qr);
+                    }
+                }
+            }
+            for bi in 0..t.batch {
+                let xh: Vec<Reg> = (0..8).map(|_| self.k.reg(Ty::F16, "x")).collect();
+                out.push(load(
+                    xh.clone(),
+                    at(Base::Param(t.x), add(u(bi * t.k), mul(row(kw), u(8)))),
+                ));
+                for (i, &xi) in xh.iter().enumerate() {
+                    let xf = self.k.reg(Ty::F32, "xf");
+                    out.push(assign(xf, cast(Ty::F32, r(xi))));
+                    let c = (kw * 8 + i) % t.accs;
+                    let xa = xs[bi * t.accs + c];
+                    out.push(assign(xa, add(r(xa), r(xf))));
+                    for mi in 0..t.weights.len() {
+                        for j in 0..t.v {
+                            let a = ua[t.acc(mi, bi, j) + c];
+                            let qr = q[(mi * t.v + j) * 8 + i as usize];
+                            out.push(assign(a, fma(r(qr), r(xf), r(a))));
+                        }
+                    }
+                }
+            }
+        }
+        for mi in 0..t.weights.len() {
+            for bi in 0..t.batch {
+                let x_sum = Self::sum_accs(&xs[bi * t.accs..(bi + 1) * t.accs]);
+                for j in 0..t.v {
+                    let base = t.acc(mi, bi, j);
+                    let a = Self::sum_accs(&ua[base..base + t.accs]);
+                    let folded = fma(un(UnOp::Neg, r(zf[mi * t.v + j])), x_sum.clone(), a);
+                    // The fold goes to the first chain of the kernel-wide accumulators.
+                    let dst = acc[base];
+                    out.push(assign(dst, fma(r(sf[mi * t.v + j]), folded, r(dst))));
+                }
+            }
+        }
+    }
+
+    /// The tensor-core GPTQ GEMV ([`Int4Dot::Mma`]). Warp `w` of the workgroup covers the
+    /// columns `tile0 + 32·(w mod cw) ..+32` (`cw = C / 32` column warps) and K slice `w / cw`;
+    /// lane `l` (quad `g = l / 4`, `t = l % 4`) loads the 4 adjacent packed words of columns
+    /// `n0 = … + 4g ..+4` at K-word `unit·U + 4·step + t` (one 16-byte load) and the 8
+    /// activations of batch row `g` at the same K rows. MMA `(p, h)` (column pair p, nibble half
+    /// h) takes rows `g ↔ column n0 + 2p` and `g + 8 ↔ n0 + 2p + 1`; its k slots
+    /// `(2t, 2t+1, 2t+8, 2t+9)` hold nibbles `(2h, 2h+4, 2h+1, 2h+5)` of the lane's word — any
+    /// permutation of k is correct as long as A and B use the same one, and this one is what
+    /// `(word >> 4i) & 0x000F000F` yields — and B holds the activations of those rows.
+    fn gemv_gptq_mma(&mut self, l: GptqLayout, out: &mut Vec<Stmt>) -> Result<(), LowerError> {
+        let g = self.plan.gemv.as_ref().expect("a GEMV");
+        let (kdim, n, batch) = (g.weight.k, g.weight.n, self.plan.batch);
+        let group = l.group.rows(kdim);
+        if kdim % 8 != 0 || group % 8 != 0 || kdim % group != 0 || n % 8 != 0 {
+            return Err(LowerError::Unsupported(format!(
+                "GPTQ shape K={kdim}, N={n}, group {group} (K must be whole groups of whole words, N whole zero-point words)"
+            )));
+        }
+        let (c, wg, wpg) = (self.cols, self.wg(), group / 8);
+        let unit = self.s.k_unit_words as usize;
+        if self.wave() != 32 {
+            return sched(format!("INT4 mma needs 32-lane waves ({} has {})", self.k.arch, self.wave()));
+        }
+        if self.s.words_per_iteration != 4 || c % 32 != 0 || unit % 4 != 0 || wpg % unit != 0 || batch > 8 {
+            return sched(format!(
+                "INT4 mma needs 4 words per lane (not {}), columns a multiple of 32 (not {c}), a unit of 4, 8 or 16 K-words dividing the group's {wpg} (not {unit}) and batch <= 8 (not {batch})",
+                self.s.words_per_iteration
+            ));
+        }
+        let (cw, warps) = (c / 32, wg / 32);
+        if warps % cw != 0 || (warps / cw) != self.s.threads_per_column as usize {
+            return sched(format!(
+                "INT4 mma: {wg} lanes = threads per column ({}) x columns ({c}) does not hold",
+                self.s.threads_per_column
+            ));
+        }
+        let kwarps = warps / cw;
+        let x = self.dense(g.x);
+        let weights: Vec<Buffer> = g.gemvs.iter().map(|&(_, w)| w).collect();
+        let m = weights.len();
+        self.reduction_arrays(kwarps);
+        let (upg, steps) = (wpg / unit, unit / 4);
+        out.push(comment(format!(
+            "GPTQ INT4 GEMV on the tensor cores: warp w covers 32 columns (column warp w % {cw}) and K slice w / {cw} of {kwarps}, \
+             units of {unit} K-words round robin; lane quad g = lane / 4 loads 4 packed columns n0..n0+3 at K-word 4*step + lane % 4 \
+             (16 bytes) and batch row g's 8 activations there; q - z exact in FP16 (0x6400 | q is 1024 + q), mma.m16n8k16 with f32 \
+             accumulation, the scale per unit in f32"
+        )));
+        let [cwarp, kwarp, quad, tq, n0] =
+            ["cwarp", "kwarp", "quad", "tq", "n0"].map(|h| self.k.reg(Ty::U32, h));
+        out.push(assign(cwarp, rem(sp(Special::WaveId), u(cw))));
+        out.push(assign(kwarp, div(sp(Special::WaveId), u(cw))));
+        out.push(assign(quad, div(sp(Special::LaneId), u(4))));
+        out.push(assign(tq, rem(sp(Special::LaneId), u(4))));
+        out.push(assign(
+            n0,
+            add(r(self.tile0), add(mul(r(cwarp), u(32)), mul(r(quad), u(4)))),
+        ));
+        // totals[mi][p][i]: D fragment slot i of column pair p.
+        let totals = self.zeros(m * 8, "acc", out);
+        let un_reg = self.k.reg(Ty::U32, if upg == 1 { "group" } else { "unit" });
+        let mut body = Vec::new();
+        let gi = if upg == 1 {
+            un_reg
+        } else {
+            let gi = self.k.reg(Ty::U32, "group");
+            body.push(assign(gi, div(r(un_reg), u(upg))));
+            gi
+        };
+        let col_ok = lt(r(n0), u(n));
+        let h0 = || Expr::Float(0.0, Ty::F16);
+        // Per weight: the 4 columns' scales (f32) and zero pairs (1024 + z in both halves).
+        let mut sf = vec![];
+        let mut zp = vec![];
+        for &w in &weights {
+            let BufParams::Gptq { scales, qzeros, .. } = self.bufs[&w] else {
+                unreachable!("a GPTQ weight")
+            };
+            let sh: Vec<Reg> = (0..4).map(|_| self.k.reg(Ty::F16, "scale_h")).collect();
+            sh.iter().for_each(|&h| body.push(assign(h, h0())));
+            let mut loads = vec![load(sh.clone(), at(Base::Param(scales), add(mul(r(gi), u(n)), r(n0))))];
+            let zw = qzeros.map(|zp| {
+                let zw = self.k.reg(Ty::U32, "zero_word");
+                body.push(assign(zw, u(0)));
+                loads.push(load(
+                    vec![zw],
+                    at(Base::Param(zp), add(mul(r(gi), u(n / 8)), div(r(n0), u(8)))),
+                ));
+                zw
+            });
+            when(col_ok.clone(), loads, &mut body);
+            for (j, &h) in sh.iter().enumerate() {
+                let s32 = self.k.reg(Ty::F32, "scale");
+                body.push(assign(s32, cast(Ty::F32, r(h))));
+                let z = match (l.zero, zw) {
+                    (ZeroPoint::Symmetric, _) | (_, None) => u(8),
+                    (zero, Some(zw)) => {
+                        let nib = bfe(r(zw), mul(rem(add(r(n0), u(j)), u(8)), u(4)), 4);
+                        if zero == ZeroPoint::V1 { add(nib, u(1)) } else { nib }
+                    }
+                };
+                let zr = self.k.reg(Ty::U32, "zero_pair");
+                body.push(assign(zr, mul(add(z, u(0x6400)), u(0x1_0001))));
+                sf.push(s32);
+                zp.push(zr);
+            }
+        }
+        // Every load of the unit first (4·steps words per weight and 8·steps activations in
+        // flight), then the MMAs.
+        let mut words = vec![]; // [mi][step][4]
+        for &w in &weights {
+            let BufParams::Gptq { qweight, .. } = self.bufs[&w] else {
+                unreachable!("a GPTQ weight")
+            };
+            let mut per_w = vec![];
+            for st in 0..steps {
+                let ws: Vec<Reg> = (0..4).map(|_| self.k.reg(Ty::U32, "qword")).collect();
+                ws.iter().for_each(|&q| body.push(assign(q, u(0))));
+                let kword = add(mul(r(un_reg), u(unit)), add(u(4 * st), r(tq)));
+                let ld = load(ws.clone(), at(Base::Param(qweight), add(mul(kword, u(n)), r(n0))));
+                when(col_ok.clone(), vec![ld], &mut body);
+                per_w.push(ws);
+            }
+            words.push(per_w);
+        }
+        let mut xs = vec![]; // [step][8]
+        for st in 0..steps {
+            let xh: Vec<Reg> = (0..8).map(|_| self.k.reg(Ty::F16, "x")).collect();
+            xh.iter().for_each(|&h| body.push(assign(h, h0())));
+            let kword = add(mul(r(un_reg), u(unit)), add(u(4 * st), r(tq)));
+            let ld = load(
+                xh.clone(),
+                at(Base::Param(x), add(mul(r(quad), u(kdim)), mul(kword, u(8)))),
+            );
+            when(lt(r(quad), u(batch)), vec![ld], &mut body);
+            xs.push(xh);
+        }
+        let unit_acc: Vec<Reg> = self.zeros(m * 8, "unit_acc", &mut body);
+        for st in 0..steps {
+            // B fragments: (x[2h], x[2h+4]) and (x[2h+1], x[2h+5]).
+            let xh = &xs[st];
+            let mut bfrag = vec![];
+            for pair in [(0, 4), (1, 5), (2, 6), (3, 7)] {
+                let b = self.k.reg(Ty::U32, "bfrag");
+                body.push(assign(b, Expr::PackHalf2(Box::new(r(xh[pair.0])), Box::new(r(xh[pair.1])))));
+                bfrag.push(b);
+            }
+            for mi in 0..m {
+                let ws = &words[mi][st];
+                for p in 0..2 {
+                    for h in 0..2 {
+                        let mut a = vec![];
+                        // a[0..4]: (row g, k 2t..), (row g+8, k 2t..), (row g, k 2t+8..), (row g+8, k 2t+8..)
+                        // = (column word 2p + cwi, nibble pair 2h + slot).
+                        for (cwi, slot) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
+                            let wreg = ws[2 * p + cwi];
+                            let i = 2 * h + slot;
+                            let nib = if i == 0 { r(wreg) } else { bin(BinOp::Shr, r(wreg), Expr::u32(4 * i as u32)) };
+                            let pair = bin(BinOp::Or, bin(BinOp::And, nib, Expr::u32(0x000F_000F)), Expr::u32(0x6400_6400));
+                            let ar = self.k.reg(Ty::U32, "afrag");
+                            let z = r(zp[mi * 4 + 2 * p + cwi]);
+                            body.push(assign(ar, Expr::SubHalf2(Box::new(pair), Box::new(z))));
+                            a.push(ar);
+                        }
+                        let acc: [Reg; 4] = std::array::from_fn(|i| unit_acc[mi * 8 + p * 4 + i]);
+                        body.push(Stmt::MmaF16 {
+                            acc,
+                            a: [a[0], a[1], a[2], a[3]],
+                            b: [bfrag[2 * h], bfrag[2 * h + 1]],
+                        });
+                    }
+                }
+            }
+        }
+        // Scale per unit: D slots 0, 1 are column n0 + 2p, slots 2, 3 column n0 + 2p + 1.
+        for mi in 0..m {
+            for p in 0..2 {
+                for i in 0..4 {
+                    let t = totals[mi * 8 + p * 4 + i];
+                    let s = sf[mi * 4 + 2 * p + i / 2];
+                    body.push(assign(t, fma(r(s), r(unit_acc[mi * 8 + p * 4 + i]), r(t))));
+                }
+            }
+        }
+        out.push(for_loop(un_reg, r(kwarp), u(kdim / group * upg), u(kwarps), body));
+
+        out.push(comment("cross-slice reduction: each K slice's sums to LDS (batch rows 2t, 2t+1 of the D fragment), added in slice order after the barrier"));
+        for mi in 0..m {
+            for p in 0..2 {
+                for i in 0..4 {
+                    let b = add(mul(r(tq), u(2)), u(i % 2));
+                    let col = add(mul(r(cwarp), u(32)), add(mul(r(quad), u(4)), u(2 * p + i / 2)));
+                    let idx = add(mul(add(mul(r(kwarp), u(batch)), b.clone()), u(c)), col);
+                    let st = store(self.lds_at(self.red[mi], idx), vec![r(totals[mi * 8 + p * 4 + i])]);
+                    when(lt(b, u(batch)), vec![st], out);
+                }
+            }
+        }
+        out.push(Stmt::WorkgroupBarrier);
+        Ok(())
     }
 
     fn gemv_f16(&mut self, out: &mut Vec<Stmt>) -> Result<(), LowerError> {

@@ -98,7 +98,7 @@ mod point;
 mod schedule;
 mod sync;
 
-pub use schedule::{AllreduceProtocol, Int4Scaling, NibbleDecode, Schedule};
+pub use schedule::{AllreduceProtocol, Int4Dot, Int4Scaling, NibbleDecode, Schedule};
 
 use thiserror::Error;
 use wavefuse_ir::{Kernel, ValidationError};

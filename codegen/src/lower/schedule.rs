@@ -35,6 +35,24 @@ pub enum Int4Scaling {
     PerUnit,
 }
 
+/// INT4: which instructions form the dot products.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Int4Dot {
+    /// FP32 FMAs per weight (with [`NibbleDecode`] and [`Int4Scaling`]): 3-5 ALU instructions
+    /// per weight, which makes the GEMV issue-bound on sm_90 (measured: ~30 % of copy bandwidth).
+    Fma,
+    /// The tensor cores (sm_90 only, [`Stmt::MmaF16`](crate::lowered::Stmt::MmaF16)): each
+    /// packed word gives four FP16 pairs `1024 + q` by one LOP3 each (`0x6400 | q` is exactly
+    /// `1024 + q`), one `sub.f16x2` with `1024 + z` makes the exact `q − z`, and
+    /// `mma.m16n8k16` multiplies them by the FP16 activations with f32 accumulation (products
+    /// exact); the scale is applied per unit in f32. About 1.5 instructions per weight. A warp
+    /// covers 32 columns × 4 K-words per step (16-byte loads: `words_per_iteration` = 4); the
+    /// batch (≤ 8) is the MMA's N. `workgroup_size = threads_per_column · columns_per_workgroup`
+    /// with `threads_per_column` the K-slicing warps; `k_unit_words` a multiple of 4.
+    Mma,
+}
+
 /// How the allreduce moves each rank's partial to its peers (DESIGN.md §5.12). Both protocols use
 /// only plain stores, loads and release/acquire flag accesses on peer memory — never a
 /// read-modify-write.
@@ -88,6 +106,8 @@ pub struct Schedule {
     pub nibble_decode: NibbleDecode,
     /// INT4: where scale and zero point are applied.
     pub int4_scaling: Int4Scaling,
+    /// INT4: FMAs or tensor-core MMAs for the dot products.
+    pub int4_dot: Int4Dot,
 }
 
 impl Schedule {
@@ -113,6 +133,7 @@ impl Schedule {
             k_unit_words: 16,
             nibble_decode: NibbleDecode::Convert,
             int4_scaling: Int4Scaling::PerWeight,
+            int4_dot: Int4Dot::Fma,
         };
         match gemv_format(kernel) {
             Some(WeightFormat::F16) => Schedule {
@@ -124,6 +145,7 @@ impl Schedule {
             Some(_) => Schedule {
                 columns_per_workgroup: 32,
                 threads_per_column: workgroup_size / 32,
+                k_unit_words: gptq_group_words(kernel).unwrap_or(16),
                 ..base
             },
             None => match int8_block(kernel) {
@@ -134,6 +156,33 @@ impl Schedule {
                 _ => base,
             },
         }
+    }
+
+    /// The same schedule with some fields replaced, from `field=value` pairs separated by commas,
+    /// e.g. `words_per_iteration=4,nibble_decode=magic` (field names as in this struct; enum
+    /// values in snake case). Unknown fields and bad values are errors naming the pair.
+    pub fn with_overrides(self, spec: &str) -> Result<Self, LowerError> {
+        let bad = |what: String| LowerError::Schedule(what);
+        let mut v = serde_json::to_value(&self).map_err(|e| bad(e.to_string()))?;
+        let table = v.as_object_mut().expect("a struct serialises to an object");
+        for pair in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (key, value) = pair
+                .split_once('=')
+                .ok_or_else(|| bad(format!("`{pair}` is not field=value")))?;
+            let (key, value) = (key.trim(), value.trim());
+            let Some(slot) = table.get_mut(key) else {
+                let fields: Vec<&str> = table.keys().map(String::as_str).collect();
+                return Err(bad(format!(
+                    "unknown schedule field `{key}` (fields: {})",
+                    fields.join(", ")
+                )));
+            };
+            *slot = match value.parse::<u32>() {
+                Ok(n) => serde_json::Value::from(n),
+                Err(_) => serde_json::Value::from(value),
+            };
+        }
+        serde_json::from_value(v).map_err(|e| bad(format!("`{spec}`: {e}")))
     }
 
     /// The same schedule with another allreduce protocol.
@@ -193,6 +242,20 @@ fn gemv_format(kernel: &Kernel) -> Option<WeightFormat> {
     kernel.ops().find_map(|(_, op)| match &op.kind {
         OpKind::Gemv(g) => match &kernel.buffer(g.weight)?.ty {
             BufferType::Weight(w) => Some(w.format),
+            BufferType::Tensor(_) => None,
+        },
+        _ => None,
+    })
+}
+
+/// K words (8 rows each) in one GPTQ group of the kernel's GEMV: the default work unit.
+fn gptq_group_words(kernel: &Kernel) -> Option<u32> {
+    kernel.ops().find_map(|(_, op)| match &op.kind {
+        OpKind::Gemv(g) => match &kernel.buffer(g.weight)?.ty {
+            BufferType::Weight(w) => match w.format {
+                WeightFormat::Gptq(l) => u32::try_from(l.group.rows(w.k) / 8).ok(),
+                _ => None,
+            },
             BufferType::Tensor(_) => None,
         },
         _ => None,

@@ -105,6 +105,11 @@ pub enum Expr {
     /// Reinterpret the bits of a 32-bit value (u32, i32 or f32) as another 32-bit type. The
     /// INT4 "magic number" decode uses it: `bitcast<f32>(0x4B00_0000 | q)` is `2^23 + q` exactly.
     Bitcast(Ty, Box<Expr>),
+    /// Two FP16 values packed into a u32, the first in the low 16 bits (an MMA operand pair).
+    PackHalf2(Box<Expr>, Box<Expr>),
+    /// Lane-wise FP16 subtraction of two packed pairs (u32 each), rounding to nearest even: the
+    /// PTX `sub.rn.f16x2`. Exact on the small integers of the INT4 decode.
+    SubHalf2(Box<Expr>, Box<Expr>),
     /// `cond ? a : b`.
     Select(Box<Expr>, Box<Expr>, Box<Expr>),
     /// Unsigned bitfield extract: `(value >> offset) & ((1 << width) − 1)` on u32.

@@ -79,6 +79,8 @@ pub fn expr(e: &Expr) -> String {
         }
         Expr::Cast(ty, a) => format!("{}({})", ty.name(), expr(a)),
         Expr::Bitcast(ty, a) => format!("bitcast<{}>({})", ty.name(), expr(a)),
+        Expr::PackHalf2(a, b) => format!("pack_half2({}, {})", expr(a), expr(b)),
+        Expr::SubHalf2(a, b) => format!("sub_half2({}, {})", expr(a), expr(b)),
         Expr::Select(c, a, b) => format!("({} ? {} : {})", expr(c), expr(a), expr(b)),
         Expr::Bfe {
             value,
@@ -202,6 +204,12 @@ fn stmts(out: &mut String, block: &[Stmt], depth: usize) {
             Stmt::WaveReduce { dst, op, value } => {
                 format!("{dst} = wave_reduce.{op:?} {}", expr(value)).to_lowercase()
             }
+            Stmt::MmaF16 { acc, a, b } => format!(
+                "{{{}}} += mma.m16n8k16.f16.f32 {{{}}} x {{{}}}",
+                list(acc, |r| r.to_string()),
+                list(a, |r| r.to_string()),
+                list(b, |r| r.to_string())
+            ),
             Stmt::GridBarrier { counter, index } => {
                 format!("grid_barrier #{index} {}", mem(counter))
             }

@@ -232,6 +232,22 @@ pub enum Stmt {
         /// The invariant this wait upholds.
         why: Invariant,
     },
+    /// Warp-wide FP16 matrix multiply-accumulate with f32 accumulation, `acc += A·B` for a
+    /// 16×16 A, a 16×8 B and a 16×8 accumulator D, each spread over the 32 lanes in the fragment
+    /// layout of PTX's `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32` (sm_80 and later):
+    /// lane `l` (group `g = l / 4`, `t = l % 4`) holds the packed FP16 pairs (low half first)
+    /// `a = [(A[g][2t], A[g][2t+1]), (A[g+8][2t], A[g+8][2t+1]), (A[g][2t+8], A[g][2t+9]),
+    /// (A[g+8][2t+8], A[g+8][2t+9])]`, `b = [(B[2t][g], B[2t+1][g]), (B[2t+8][g], B[2t+9][g])]`
+    /// and `acc = [D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1]]`. FP16 products are exact in
+    /// f32. Every lane of the wave executes it (wave-uniform control flow, like a reduction).
+    MmaF16 {
+        /// The accumulator fragment (f32), read and written.
+        acc: [Reg; 4],
+        /// The A fragment (u32, packed FP16 pairs).
+        a: [Reg; 4],
+        /// The B fragment (u32, packed FP16 pairs).
+        b: [Reg; 2],
+    },
     /// Reduce `value` over the lanes of the wave; every lane receives the result in `dst`.
     WaveReduce {
         /// Result.

@@ -139,8 +139,8 @@ pub enum StmtError {
         /// The statement kind.
         what: &'static str,
     },
-    /// A wave reduction some lanes of the wave may skip.
-    #[error("wave reduction in control flow that may diverge within a wave")]
+    /// A wave reduction or MMA some lanes of the wave may skip.
+    #[error("wave reduction or mma in control flow that may diverge within a wave")]
     DivergentWaveReduce,
     /// §5.12.
     #[error("read-modify-write atomic `{0:?}` on peer memory (§5.12: never RMW over the link)")]
@@ -372,6 +372,16 @@ pub fn ty(e: &Expr, k: &LoweredKernel) -> Result<Ty, TypeError> {
             }
             Ok(*t)
         }
+        Expr::PackHalf2(a, b) => {
+            expect(ty(a, k)?, Ty::F16, "packed half")?;
+            expect(ty(b, k)?, Ty::F16, "packed half")?;
+            Ok(Ty::U32)
+        }
+        Expr::SubHalf2(a, b) => {
+            expect(ty(a, k)?, Ty::U32, "packed half pair")?;
+            expect(ty(b, k)?, Ty::U32, "packed half pair")?;
+            Ok(Ty::U32)
+        }
         Expr::Bitcast(t, a) => {
             let from = ty(a, k)?;
             let word = |t: Ty| matches!(t, Ty::U32 | Ty::I32 | Ty::F32);
@@ -532,6 +542,7 @@ fn expr_uni(e: &Expr, regs: &SecondaryMap<Reg, Uni>) -> Uni {
         Expr::Reg(r) => regs[*r],
         Expr::Bin(_, a, b) => expr_uni(a, regs).max(expr_uni(b, regs)),
         Expr::Un(_, a) | Expr::Cast(_, a) | Expr::Bitcast(_, a) => expr_uni(a, regs),
+        Expr::PackHalf2(a, b) | Expr::SubHalf2(a, b) => expr_uni(a, regs).max(expr_uni(b, regs)),
         Expr::Select(c, a, b) => expr_uni(c, regs)
             .max(expr_uni(a, regs))
             .max(expr_uni(b, regs)),
@@ -585,6 +596,12 @@ fn uni_block(block: &[Stmt], ctx: Uni, regs: &mut SecondaryMap<Reg, Uni>, change
             }
             Stmt::Atomic { dst: Some(d), .. } => raise(regs, *d, Uni::Divergent, changed),
             Stmt::WaveReduce { dst, .. } => raise(regs, *dst, ctx.max(Uni::Wave), changed),
+            Stmt::MmaF16 { acc, .. } => {
+                // Each lane receives its own part of the result.
+                for &d in acc {
+                    raise(regs, d, Uni::Divergent, changed);
+                }
+            }
             Stmt::For {
                 var,
                 start,
@@ -861,6 +878,25 @@ impl Checker<'_> {
                         expected: "u32",
                         found: e.elem.name(),
                     }));
+                }
+                Ok(())
+            }
+            Stmt::MmaF16 { acc, a, b } => {
+                if ctx == Uni::Divergent {
+                    return Err(self.err(StmtError::DivergentWaveReduce));
+                }
+                if self.k.wave_size() != 32 {
+                    return Err(self.err(StmtError::Mismatch {
+                        what: "mma fragment layout",
+                        expected: "a 32-lane wave",
+                        found: "a 64-lane wave",
+                    }));
+                }
+                for &r in acc {
+                    self.want(&Expr::Reg(r), Ty::F32, "mma accumulator")?;
+                }
+                for &r in a.iter().chain(b) {
+                    self.want(&Expr::Reg(r), Ty::U32, "mma operand (packed FP16 pair)")?;
                 }
                 Ok(())
             }

@@ -646,6 +646,8 @@ impl<'a> Engine<'a> {
                 self.lanes[a].reduce = v;
                 self.arrive_reduce(a, pc);
             }
+            // The fragments stay in the waiting lanes' registers until the whole wave arrives.
+            Inst::Mma { .. } => self.arrive_reduce(a, pc),
             Inst::Barrier => self.arrive_barrier(a, pc),
             _ => unreachable!("not a scheduling point"),
         }
@@ -1267,6 +1269,9 @@ impl<'a> Engine<'a> {
     }
 
     fn complete_reduce(&mut self, a: usize, pc: u32, len: u32) {
+        if let Inst::Mma { acc, a: fa, b: fb } = &self.prog.insts[pc as usize] {
+            return self.complete_mma(a, pc, len, *acc, *fa, *fb);
+        }
         let Inst::WaveReduce { dst, op, ty, .. } = &self.prog.insts[pc as usize] else {
             unreachable!()
         };
@@ -1311,6 +1316,59 @@ impl<'a> Engine<'a> {
             self.regs[l * self.nregs + dst as usize] = result;
             self.lanes[l].pc += 1;
             self.set_state(l, St::Ready);
+        }
+    }
+
+    /// `acc += A·B` over the wave's fragments (the layout of [`crate::lowered::Stmt::MmaF16`]),
+    /// products exact, sums in f32 in k order.
+    fn complete_mma(&mut self, a: usize, pc: u32, len: u32, acc: [u32; 4], fa: [u32; 4], fb: [u32; 2]) {
+        let w = self.wave_index(a);
+        self.waves[w].arrived = 0;
+        self.waves[w].at = None;
+        let first =
+            a - (a % self.wg_size as usize) + (self.place(a).wave * self.wave_size) as usize;
+        if len != 32 {
+            self.partial(a, pc, "mma needs a full 32-lane wave");
+            return;
+        }
+        let reg = |s: &Self, lane: usize, r: u32| s.regs[(first + lane) * s.nregs + r as usize];
+        let (mut am, mut bm) = ([[0f32; 16]; 16], [[0f32; 8]; 16]);
+        for l in 0..32 {
+            let (g, t) = (l / 4, l % 4);
+            let pairs: Vec<[f32; 2]> = fa.iter().map(|&r| eval::unpack_half2(reg(self, l, r))).collect();
+            for (i, (row, col)) in [(g, 2 * t), (g + 8, 2 * t), (g, 2 * t + 8), (g + 8, 2 * t + 8)]
+                .into_iter()
+                .enumerate()
+            {
+                am[row][col] = pairs[i][0];
+                am[row][col + 1] = pairs[i][1];
+            }
+            for (i, k) in [2 * t, 2 * t + 8].into_iter().enumerate() {
+                let p = eval::unpack_half2(reg(self, l, fb[i]));
+                bm[k][g] = p[0];
+                bm[k + 1][g] = p[1];
+            }
+        }
+        let mut out = vec![[0u32; 4]; 32];
+        for (l, o) in out.iter_mut().enumerate() {
+            let (g, t) = (l / 4, l % 4);
+            for (i, (row, col)) in [(g, 2 * t), (g, 2 * t + 1), (g + 8, 2 * t), (g + 8, 2 * t + 1)]
+                .into_iter()
+                .enumerate()
+            {
+                let mut d = f32::from_bits(reg(self, l, acc[i]));
+                for k in 0..16 {
+                    d += am[row][k] * bm[k][col];
+                }
+                o[i] = d.to_bits();
+            }
+        }
+        for (l, o) in out.iter().enumerate() {
+            for i in 0..4 {
+                self.regs[(first + l) * self.nregs + acc[i] as usize] = o[i];
+            }
+            self.lanes[first + l].pc += 1;
+            self.set_state(first + l, St::Ready);
         }
     }
 

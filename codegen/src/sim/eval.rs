@@ -92,6 +92,19 @@ pub(super) fn closure(e: CExpr) -> Fx {
             let (a, b, c) = (closure(*a), closure(*b), closure(*c));
             Box::new(move |cx| f(a(cx)).mul_add(f(b(cx)), f(c(cx))).to_bits())
         }
+        // F16 registers hold the f32 bits of their (FP16-exact) value; packed pairs hold the
+        // real FP16 bits.
+        CExpr::PackHalf2(a, b) => {
+            let (a, b) = (closure(*a), closure(*b));
+            Box::new(move |cx| half_bits(f(a(cx))) | (half_bits(f(b(cx))) << 16))
+        }
+        CExpr::SubHalf2(a, b) => {
+            let (a, b) = (closure(*a), closure(*b));
+            Box::new(move |cx| {
+                let (x, y) = (unpack_half2(a(cx)), unpack_half2(b(cx)));
+                half_bits(x[0] - y[0]) | (half_bits(x[1] - y[1]) << 16)
+            })
+        }
     }
 }
 
@@ -327,4 +340,17 @@ pub(super) fn to_f64(ty: Ty, bits: u32) -> f64 {
         Ty::I32 | Ty::I8 => f64::from(bits as i32),
         Ty::U32 | Ty::Bool => f64::from(bits),
     }
+}
+
+/// The FP16 bits of `x` rounded to nearest even.
+pub(super) fn half_bits(x: f32) -> u32 {
+    u32::from(half::f16::from_f32(x).to_bits())
+}
+
+/// The two FP16 values of a packed pair, low half first.
+pub(super) fn unpack_half2(v: u32) -> [f32; 2] {
+    [
+        half::f16::from_bits(v as u16).to_f32(),
+        half::f16::from_bits((v >> 16) as u16).to_f32(),
+    ]
 }

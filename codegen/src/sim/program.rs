@@ -33,6 +33,8 @@ pub(super) enum CExpr {
     Select(Box<CExpr>, Box<CExpr>, Box<CExpr>),
     Bfe(Box<CExpr>, Box<CExpr>, u32),
     Fma(Box<CExpr>, Box<CExpr>, Box<CExpr>),
+    PackHalf2(Box<CExpr>, Box<CExpr>),
+    SubHalf2(Box<CExpr>, Box<CExpr>),
 }
 
 /// The array an access addresses.
@@ -95,6 +97,12 @@ pub(super) enum Inst {
         op: ReduceKind,
         ty: Ty,
         value: Fx,
+    },
+    /// A wave-collective FP16 MMA: register indices of the fragments.
+    Mma {
+        acc: [u32; 4],
+        a: [u32; 4],
+        b: [u32; 2],
     },
     Barrier,
     Jump(u32),
@@ -372,6 +380,24 @@ impl Compiler<'_> {
                 };
                 self.emit(inst, text);
             }
+            Stmt::MmaF16 { acc, a, b } => {
+                let idx = |r: &crate::lowered::Reg| r.index() as u32;
+                let tys = |rs: &[crate::lowered::Reg], t: Ty| rs.iter().all(|r| self.k.regs[*r].ty == t);
+                if !tys(acc, Ty::F32) || !tys(a, Ty::U32) || !tys(b, Ty::U32) {
+                    return Err(type_err(
+                        &text,
+                        "mma needs f32 accumulators and u32 operands".into(),
+                    ));
+                }
+                self.emit(
+                    Inst::Mma {
+                        acc: acc.map(|r| idx(&r)),
+                        a: a.map(|r| idx(&r)),
+                        b: b.map(|r| idx(&r)),
+                    },
+                    text,
+                );
+            }
             Stmt::WaveReduce { dst, op, value } => {
                 let (e, t) = self.expr(value).map_err(|w| type_err(&text, w))?;
                 let rt = self.k.regs[*dst].ty;
@@ -553,6 +579,20 @@ impl Compiler<'_> {
                 let (a, from) = self.expr(a)?;
                 (CExpr::Cast(from, *to, Box::new(a)), *to)
             }
+            Expr::PackHalf2(a, b) => {
+                let ((a, ta), (b, tb)) = (self.expr(a)?, self.expr(b)?);
+                if ta != Ty::F16 || tb != Ty::F16 {
+                    return Err(format!("pack_half2({}, {})", ta.name(), tb.name()));
+                }
+                (CExpr::PackHalf2(Box::new(a), Box::new(b)), Ty::U32)
+            }
+            Expr::SubHalf2(a, b) => {
+                let ((a, ta), (b, tb)) = (self.expr(a)?, self.expr(b)?);
+                if ta != Ty::U32 || tb != Ty::U32 {
+                    return Err(format!("sub_half2({}, {})", ta.name(), tb.name()));
+                }
+                (CExpr::SubHalf2(Box::new(a), Box::new(b)), Ty::U32)
+            }
             // Values are held as their 32-bit patterns: a bitcast only changes the type.
             Expr::Bitcast(to, a) => (self.expr(a)?.0, *to),
             Expr::Select(c, a, b) => {
@@ -664,6 +704,8 @@ pub(super) fn show_expr(e: &Expr) -> String {
         Expr::Un(op, a) => format!("{}({})", format!("{op:?}").to_lowercase(), show_expr(a)),
         Expr::Cast(ty, a) => format!("{}({})", ty.name(), show_expr(a)),
         Expr::Bitcast(ty, a) => format!("bitcast<{}>({})", ty.name(), show_expr(a)),
+        Expr::PackHalf2(a, b) => format!("pack_half2({}, {})", show_expr(a), show_expr(b)),
+        Expr::SubHalf2(a, b) => format!("sub_half2({}, {})", show_expr(a), show_expr(b)),
         Expr::Select(c, a, b) => {
             format!("({} ? {} : {})", show_expr(c), show_expr(a), show_expr(b))
         }
@@ -779,6 +821,7 @@ pub(super) fn show_stmt(s: &Stmt) -> String {
             ordering_name(*ordering),
             scope_name(*scope)
         ),
+        Stmt::MmaF16 { acc, a, b } => format!("{acc:?} += mma {a:?} x {b:?}"),
         Stmt::WaveReduce { dst, op, value } => {
             format!(
                 "{dst} = wave_reduce.{} {}",

@@ -128,6 +128,11 @@ pub fn round_f16(x: f32) -> f32 {
     f16_value(f16_bits(x))
 }
 
+/// The two FP16 values of a packed pair, low half first.
+fn unpack(v: u32) -> [f32; 2] {
+    [f16_value(v as u16), f16_value((v >> 16) as u16)]
+}
+
 fn bitcast(t: Ty, v: V) -> V {
     let bits = match v {
         V::U32(x) => x,
@@ -392,6 +397,20 @@ impl<'k> Machine<'k> {
                 (V::F32(a), V::F32(b), V::F32(c)) => V::F32(a.mul_add(b, c)),
                 other => panic!("fma on {other:?}"),
             },
+            Expr::PackHalf2(a, b) => match (self.eval(a, t), self.eval(b, t)) {
+                (V::F16(a), V::F16(b)) => {
+                    V::U32(u32::from(f16_bits(a)) | (u32::from(f16_bits(b)) << 16))
+                }
+                other => panic!("pack_half2 on {other:?}"),
+            },
+            Expr::SubHalf2(a, b) => match (self.eval(a, t), self.eval(b, t)) {
+                (V::U32(a), V::U32(b)) => {
+                    let (x, y) = (unpack(a), unpack(b));
+                    let d = |i: usize| u32::from(f16_bits(round_f16(x[i] - y[i])));
+                    V::U32(d(0) | (d(1) << 16))
+                }
+                other => panic!("sub_half2 on {other:?}"),
+            },
         }
     }
 
@@ -546,6 +565,56 @@ impl<'k> Machine<'k> {
                         return Err(format!(
                             "wait {code} not satisfied in lockstep: {loc:?}[{i}] = {v} < {target} (thread {t})"
                         ));
+                    }
+                }
+            }
+            Stmt::MmaF16 { acc, a, b } => {
+                // The PTX m16n8k16 fragment layout (see Stmt::MmaF16), written out independently
+                // of the simulator's version.
+                let n = mask.len();
+                for w0 in (0..n).step_by(self.wave) {
+                    let lanes: Vec<usize> = (w0..w0 + self.wave).filter(|&t| mask[t]).collect();
+                    if lanes.is_empty() {
+                        continue;
+                    }
+                    assert_eq!(lanes.len(), 32, "mma with a partial warp");
+                    let word = |t: usize, r: Reg| match self.regs[t][r.as_u32() as usize] {
+                        V::U32(x) => unpack(x),
+                        v => panic!("mma operand {v:?}"),
+                    };
+                    let (mut am, mut bm) = ([[0f64; 16]; 16], [[0f64; 8]; 16]);
+                    for (l, &t) in lanes.iter().enumerate() {
+                        let (g, q) = (l / 4, l % 4);
+                        let rows = [g, g + 8, g, g + 8];
+                        let cols = [2 * q, 2 * q, 2 * q + 8, 2 * q + 8];
+                        for i in 0..4 {
+                            let p = word(t, a[i]);
+                            am[rows[i]][cols[i]] = f64::from(p[0]);
+                            am[rows[i]][cols[i] + 1] = f64::from(p[1]);
+                        }
+                        for (i, k) in [2 * q, 2 * q + 8].into_iter().enumerate() {
+                            let p = word(t, b[i]);
+                            bm[k][g] = f64::from(p[0]);
+                            bm[k + 1][g] = f64::from(p[1]);
+                        }
+                    }
+                    let mut out = vec![[0f32; 4]; 32];
+                    for (l, &t) in lanes.iter().enumerate() {
+                        let (g, q) = (l / 4, l % 4);
+                        let at = [(g, 2 * q), (g, 2 * q + 1), (g + 8, 2 * q), (g + 8, 2 * q + 1)];
+                        for (i, &(row, col)) in at.iter().enumerate() {
+                            let dot: f64 = (0..16).map(|k| am[row][k] * bm[k][col]).sum();
+                            let c = match self.regs[t][acc[i].as_u32() as usize] {
+                                V::F32(c) => c,
+                                v => panic!("mma accumulator {v:?}"),
+                            };
+                            out[l][i] = (f64::from(c) + dot) as f32;
+                        }
+                    }
+                    for (l, &t) in lanes.iter().enumerate() {
+                        for i in 0..4 {
+                            self.regs[t][acc[i].as_u32() as usize] = V::F32(out[l][i]);
+                        }
                     }
                 }
             }
