@@ -108,13 +108,11 @@ pub fn generate(id: KernelId, arch: Arch, tp: u32, batch: usize) -> Result<Gener
         source: Box::new(e),
     })?;
     let schedule = crate::suite::model_schedule(arch, &kernel).map_err(GenError::Schedule)?;
-    let lowered = lower(&kernel, arch, &schedule).map_err(|e| {
-        GenError::Lower {
-            kernel: name,
-            arch,
-            tp,
-            source: Box::new(e),
-        }
+    let lowered = lower(&kernel, arch, &schedule).map_err(|e| GenError::Lower {
+        kernel: name,
+        arch,
+        tp,
+        source: Box::new(e),
     })?;
     let source = cpp::emit(&lowered).map_err(|source| GenError::Write {
         kernel: name,

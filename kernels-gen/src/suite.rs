@@ -251,7 +251,9 @@ pub fn model_schedule(arch: Arch, ir: &Kernel) -> Result<Schedule, String> {
     let per_arch = format!("{SCHEDULE_ENV}_{}", arch.to_string().to_uppercase());
     for var in [SCHEDULE_ENV.to_owned(), per_arch] {
         if let Ok(spec) = std::env::var(&var) {
-            s = s.with_overrides(&spec).map_err(|e| format!("${var}: {e}"))?;
+            s = s
+                .with_overrides(&spec)
+                .map_err(|e| format!("${var}: {e}"))?;
         }
     }
     Ok(s)

@@ -212,6 +212,7 @@ impl<'c, 'k> Emitter<'c, 'k> {
             }
             Stmt::WaitGe { .. } => self.wait_ge(s),
             Stmt::WaveReduce { dst, op, value } => self.wave_reduce(*dst, *op, value),
+            Stmt::MmaF16 { acc, a, b } => self.mma_f16(acc, a, b),
             Stmt::GridBarrier { .. } | Stmt::PublishFlag { .. } | Stmt::WaitFlag { .. } => {
                 Err(malformed(
                     "grid barrier or flag not expanded; run lowered::expand::expand_sync first",
@@ -732,6 +733,51 @@ impl<'c, 'k> Emitter<'c, 'k> {
         self.set(dst, v)
     }
 
+    /// `acc += A·B`, m16n8k16 FP16 with f32 accumulation: the PTX instruction (as the CUDA
+    /// dialect), inline, since the fragment layout is PTX's. AMDGPU (gfx906) has no MMA.
+    fn mma_f16(&mut self, acc: &[Reg; 4], a: &[Reg; 4], b: &[Reg; 2]) -> Result<(), Error> {
+        if self.lib.flavor() != Flavor::Nvptx {
+            return Err(Error::Unsupported("FP16 mma (m16n8k16) on AMDGPU".into()));
+        }
+        let f32t = self.cx.f32_type();
+        let i32t = self.cx.i32_type();
+        let ret = self.cx.struct_type(&[f32t.into(); 4], false);
+        let mut params: Vec<BasicMetadataTypeEnum> = vec![f32t.into(); 4];
+        params.extend([BasicMetadataTypeEnum::from(i32t); 6]);
+        let fty = ret.fn_type(&params, false);
+        let asm = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {$0, $1, $2, $3}, \
+                   {$8, $9, $10, $11}, {$12, $13}, {$4, $5, $6, $7};"
+            .to_owned();
+        let constraints = "=f,=f,=f,=f,0,1,2,3,r,r,r,r,r,r".to_owned();
+        let ptr = self
+            .cx
+            .create_inline_asm(fty, asm, constraints, true, false, None, false);
+        let mut args: Vec<BasicMetadataValueEnum> = Vec::new();
+        for (regs, want) in [(&acc[..], Ty::F32), (&a[..], Ty::U32), (&b[..], Ty::U32)] {
+            for r in regs {
+                let v = self.get(*r)?;
+                if v.ty != want {
+                    return Err(malformed(format!("mma operand {r} is {}", v.ty.name())));
+                }
+                args.push(v.v.into());
+            }
+        }
+        let call = self
+            .b
+            .build_indirect_call(fty, ptr, &args, "mma")
+            .map_err(be)?;
+        let out = call
+            .try_as_basic_value()
+            .basic()
+            .ok_or_else(|| Error::Llvm("mma without a value".into()))?
+            .into_struct_value();
+        for (i, r) in acc.iter().enumerate() {
+            let v = self.b.build_extract_value(out, i as u32, "").map_err(be)?;
+            self.set(*r, V { v, ty: Ty::F32 })?;
+        }
+        Ok(())
+    }
+
     // ---- control flow ----------------------------------------------------------------------
 
     fn for_loop(
@@ -833,6 +879,47 @@ impl<'c, 'k> Emitter<'c, 'k> {
             Expr::Bitcast(to, a) => {
                 let a = self.expr(a)?;
                 self.bitcast(*to, a)?
+            }
+            Expr::PackHalf2(lo, hi) => {
+                let (lo, hi) = (self.expr(lo)?, self.expr(hi)?);
+                if lo.ty != Ty::F16 || hi.ty != Ty::F16 {
+                    return Err(malformed("pack_half2 of non-f16 values"));
+                }
+                let bits = |s: &Self, v: V<'c>| -> Result<IntValue<'c>, Error> {
+                    let h =
+                        s.b.build_bit_cast(v.v, s.cx.i16_type(), "")
+                            .map_err(be)?
+                            .into_int_value();
+                    s.b.build_int_z_extend(h, s.cx.i32_type(), "").map_err(be)
+                };
+                let (l, h) = (bits(self, lo)?, bits(self, hi)?);
+                let h = self.b.build_left_shift(h, self.u32c(16), "").map_err(be)?;
+                let v = self.b.build_or(l, h, "half2").map_err(be)?;
+                V {
+                    v: v.into(),
+                    ty: Ty::U32,
+                }
+            }
+            Expr::SubHalf2(a, b) => {
+                // Lane-wise FP16 subtraction, round to nearest even (`sub.rn.f16x2` on sm_90).
+                let (a, b) = (self.int(a, Ty::U32)?, self.int(b, Ty::U32)?);
+                let h2 = self.cx.f16_type().vec_type(2);
+                let x = self
+                    .b
+                    .build_bit_cast(a, h2, "")
+                    .map_err(be)?
+                    .into_vector_value();
+                let y = self
+                    .b
+                    .build_bit_cast(b, h2, "")
+                    .map_err(be)?
+                    .into_vector_value();
+                let d = self.b.build_float_sub(x, y, "").map_err(be)?;
+                let v = self
+                    .b
+                    .build_bit_cast(d, self.cx.i32_type(), "")
+                    .map_err(be)?;
+                V { v, ty: Ty::U32 }
             }
             Expr::Select(c, a, b) => {
                 let c = self.int(c, Ty::Bool)?;

@@ -162,6 +162,11 @@ impl Library {
         }
     }
 
+    /// The target flavor.
+    pub fn flavor(&self) -> Flavor {
+        self.flavor
+    }
+
     /// The whole library as one textual module (definitions in name order).
     pub fn text(&self, triple: &str, data_layout: &str) -> String {
         let mut t = format!(

@@ -5,8 +5,8 @@ use wavefuse_ir::{Buffer, GptqLayout, WeightFormat, ZeroPoint};
 
 use crate::lowered::{Base, BinOp, Expr, Param, ReduceKind, Reg, Special, Stmt, Ty, UnOp};
 
-use super::schedule::{Int4Dot, Int4Scaling, NibbleDecode};
 use super::LowerError;
+use super::schedule::{Int4Dot, Int4Scaling, NibbleDecode};
 
 /// `2^23` as f32 bits: its ulp is 1, so OR-ing a 4-bit code into the mantissa adds it exactly.
 const MAGIC_2P23: u32 = 0x4B00_0000;
@@ -172,9 +172,17 @@ impl Lowering<'_> {
                 let word_body = self.gptq_word(&t, unit_reg, kw, n0, &sf, &zs, &acc);
                 unit_body.push(for_loop(kw, u(0), u(t.unit), u(1), word_body));
             }
-            Int4Scaling::PerUnit => self.gptq_unit_factored(&t, unit_reg, n0, &sf, &zs, &acc, &mut unit_body),
+            Int4Scaling::PerUnit => {
+                self.gptq_unit_factored(&t, unit_reg, n0, &sf, &zs, &acc, &mut unit_body)
+            }
         }
-        let units_loop = for_loop(unit_reg, r(slice), u(t.groups * upg), u(t.slices), unit_body);
+        let units_loop = for_loop(
+            unit_reg,
+            r(slice),
+            u(t.groups * upg),
+            u(t.slices),
+            unit_body,
+        );
         out.push(comment(match (t.scaling, t.decode) {
             (Int4Scaling::PerWeight, NibbleDecode::Convert) => {
                 "dequantise: w = fma(f32(bfe(word, 4i, 4)), s, -z*s), which is (q - z)*s exactly in f32; acc = fma(w, f32(x), acc)"
@@ -465,9 +473,18 @@ impl Lowering<'_> {
         let (c, wg, wpg) = (self.cols, self.wg(), group / 8);
         let unit = self.s.k_unit_words as usize;
         if self.wave() != 32 {
-            return sched(format!("INT4 mma needs 32-lane waves ({} has {})", self.k.arch, self.wave()));
+            return sched(format!(
+                "INT4 mma needs 32-lane waves ({} has {})",
+                self.k.arch,
+                self.wave()
+            ));
         }
-        if self.s.words_per_iteration != 4 || c % 32 != 0 || unit % 4 != 0 || wpg % unit != 0 || batch > 8 {
+        if self.s.words_per_iteration != 4
+            || c % 32 != 0
+            || unit % 4 != 0
+            || wpg % unit != 0
+            || batch > 8
+        {
             return sched(format!(
                 "INT4 mma needs 4 words per lane (not {}), columns a multiple of 32 (not {c}), a unit of 4, 8 or 16 K-words dividing the group's {wpg} (not {unit}) and batch <= 8 (not {batch})",
                 self.s.words_per_iteration
@@ -524,7 +541,10 @@ impl Lowering<'_> {
             };
             let sh: Vec<Reg> = (0..4).map(|_| self.k.reg(Ty::F16, "scale_h")).collect();
             sh.iter().for_each(|&h| body.push(assign(h, h0())));
-            let mut loads = vec![load(sh.clone(), at(Base::Param(scales), add(mul(r(gi), u(n)), r(n0))))];
+            let mut loads = vec![load(
+                sh.clone(),
+                at(Base::Param(scales), add(mul(r(gi), u(n)), r(n0))),
+            )];
             let zw = qzeros.map(|zp| {
                 let zw = self.k.reg(Ty::U32, "zero_word");
                 body.push(assign(zw, u(0)));
@@ -542,7 +562,11 @@ impl Lowering<'_> {
                     (ZeroPoint::Symmetric, _) | (_, None) => u(8),
                     (zero, Some(zw)) => {
                         let nib = bfe(r(zw), mul(rem(add(r(n0), u(j)), u(8)), u(4)), 4);
-                        if zero == ZeroPoint::V1 { add(nib, u(1)) } else { nib }
+                        if zero == ZeroPoint::V1 {
+                            add(nib, u(1))
+                        } else {
+                            nib
+                        }
                     }
                 };
                 let zr = self.k.reg(Ty::U32, "zero_pair");
@@ -563,7 +587,10 @@ impl Lowering<'_> {
                 let ws: Vec<Reg> = (0..4).map(|_| self.k.reg(Ty::U32, "qword")).collect();
                 ws.iter().for_each(|&q| body.push(assign(q, u(0))));
                 let kword = add(mul(r(un_reg), u(unit)), add(u(4 * st), r(tq)));
-                let ld = load(ws.clone(), at(Base::Param(qweight), add(mul(kword, u(n)), r(n0))));
+                let ld = load(
+                    ws.clone(),
+                    at(Base::Param(qweight), add(mul(kword, u(n)), r(n0))),
+                );
                 when(col_ok.clone(), vec![ld], &mut body);
                 per_w.push(ws);
             }
@@ -588,7 +615,10 @@ impl Lowering<'_> {
             let mut bfrag = vec![];
             for pair in [(0, 4), (1, 5), (2, 6), (3, 7)] {
                 let b = self.k.reg(Ty::U32, "bfrag");
-                body.push(assign(b, Expr::PackHalf2(Box::new(r(xh[pair.0])), Box::new(r(xh[pair.1])))));
+                body.push(assign(
+                    b,
+                    Expr::PackHalf2(Box::new(r(xh[pair.0])), Box::new(r(xh[pair.1]))),
+                ));
                 bfrag.push(b);
             }
             for mi in 0..m {
@@ -601,8 +631,16 @@ impl Lowering<'_> {
                         for (cwi, slot) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
                             let wreg = ws[2 * p + cwi];
                             let i = 2 * h + slot;
-                            let nib = if i == 0 { r(wreg) } else { bin(BinOp::Shr, r(wreg), Expr::u32(4 * i as u32)) };
-                            let pair = bin(BinOp::Or, bin(BinOp::And, nib, Expr::u32(0x000F_000F)), Expr::u32(0x6400_6400));
+                            let nib = if i == 0 {
+                                r(wreg)
+                            } else {
+                                bin(BinOp::Shr, r(wreg), Expr::u32(4 * i as u32))
+                            };
+                            let pair = bin(
+                                BinOp::Or,
+                                bin(BinOp::And, nib, Expr::u32(0x000F_000F)),
+                                Expr::u32(0x6400_6400),
+                            );
                             let ar = self.k.reg(Ty::U32, "afrag");
                             let z = r(zp[mi * 4 + 2 * p + cwi]);
                             body.push(assign(ar, Expr::SubHalf2(Box::new(pair), Box::new(z))));
@@ -628,16 +666,28 @@ impl Lowering<'_> {
                 }
             }
         }
-        out.push(for_loop(un_reg, r(kwarp), u(kdim / group * upg), u(kwarps), body));
+        out.push(for_loop(
+            un_reg,
+            r(kwarp),
+            u(kdim / group * upg),
+            u(kwarps),
+            body,
+        ));
 
         out.push(comment("cross-slice reduction: each K slice's sums to LDS (batch rows 2t, 2t+1 of the D fragment), added in slice order after the barrier"));
         for mi in 0..m {
             for p in 0..2 {
                 for i in 0..4 {
                     let b = add(mul(r(tq), u(2)), u(i % 2));
-                    let col = add(mul(r(cwarp), u(32)), add(mul(r(quad), u(4)), u(2 * p + i / 2)));
+                    let col = add(
+                        mul(r(cwarp), u(32)),
+                        add(mul(r(quad), u(4)), u(2 * p + i / 2)),
+                    );
                     let idx = add(mul(add(mul(r(kwarp), u(batch)), b.clone()), u(c)), col);
-                    let st = store(self.lds_at(self.red[mi], idx), vec![r(totals[mi * 8 + p * 4 + i])]);
+                    let st = store(
+                        self.lds_at(self.red[mi], idx),
+                        vec![r(totals[mi * 8 + p * 4 + i])],
+                    );
                     when(lt(b, u(batch)), vec![st], out);
                 }
             }
