@@ -2,17 +2,21 @@
 # Builds the one binary a GPU machine needs (no cargo there) into carry/, the git-ignored folder
 # that travels to it, and prebuilds the CUDA kernels it will run:
 #   carry/wavefuse   the release binary (`wavefuse gpu-suite`, `wavefuse run … --device gpu`)
+#   carry/qwen_ffn_block  the FFN-block example (`scripts/ffn-h200.sh`)
 #   carry/COMMIT     the commit it was built from (`-dirty` with uncommitted changes)
-#   carry/cache/     sm_90 cubins of every kernel the suite and scripts/gpu-suite.sh run, compiled
+#   carry/cache/     sm_90 cubins of every kernel the suite, scripts/gpu-suite.sh and the example
+#                    (generated and hand-written) run, compiled
 #                    here with NVRTC: used as is where the GPU machine has the same NVRTC, and as
 #                    prebuilt artifacts where it has none (a newer NVRTC there recompiles).
-# Then, on the GPU machine, from the repository root: `bash scripts/gpu-suite.sh`.
+# Then, on the GPU machine, from the repository root: `bash scripts/gpu-suite.sh` (one GPU) or
+# `bash scripts/multi-gpu.sh` (2 or more GPUs, issue 9).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-cargo build --release -p wavefuse-kernels --bin wavefuse
+cargo build --release -p wavefuse-kernels -p qwen_ffn_block --bin wavefuse --bin qwen_ffn_block
 mkdir -p carry
 cp target/release/wavefuse carry/wavefuse
+cp target/release/qwen_ffn_block carry/qwen_ffn_block
 
 commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
@@ -30,5 +34,12 @@ if ! WAVEFUSE_CACHE_DIR="$PWD/carry/cache" carry/wavefuse gpu-suite --prebuild 2
     tail -5 carry/prebuild.log >&2
     echo "warning: prebuilding failed (see carry/prebuild.log); the GPU machine compiles with its own NVRTC" >&2
 fi
-tail -1 carry/prebuild.log
+# The multi-GPU benchmark's kernels (scripts/multi-gpu.sh): the default schedules, one rank per GPU.
+if ! WAVEFUSE_CACHE_DIR="$PWD/carry/cache" carry/wavefuse mgpu-bench --prebuild 2>>carry/prebuild.log; then
+    echo "warning: prebuilding mgpu-bench failed (see carry/prebuild.log)" >&2
+fi
+if ! WAVEFUSE_CACHE_DIR="$PWD/carry/cache" carry/qwen_ffn_block --prebuild 2>>carry/prebuild.log; then
+    echo "warning: prebuilding the FFN-block example failed (see carry/prebuild.log)" >&2
+fi
+tail -3 carry/prebuild.log
 echo "commit $commit; carry/ holds $(du -sh carry | cut -f1) (limit 64 MiB)"

@@ -22,6 +22,11 @@ CUDA_PINS=(
 )
 # g++ is nvcc's host preprocessor; Rust needs a C linker anyway, so it is normally there already.
 APT_PKGS=(hipcc libamdhip64-dev rocm-device-libs g++)
+# The LLVM back end (cargo feature `llvm`): LLVM 16 for inkwell/llvm-sys. Installed when
+# WAVEFUSE_LLVM=1 (scripts/test.sh sets it: CI builds and tests the feature).
+if [[ -n "${WAVEFUSE_LLVM:-}" ]]; then
+    APT_PKGS+=(llvm-16-dev libpolly-16-dev libzstd-dev)
+fi
 
 log() { printf '[install-deps] %s\n' "$*"; }
 die() { printf '[install-deps] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -112,6 +117,7 @@ export WAVEFUSE_NVRTC_LIB='$NVRTC_LIB'
 export WAVEFUSE_CUDA_INCLUDE='$CUDA_INCLUDE'
 export WAVEFUSE_HIPCC='$HIPCC'
 export WAVEFUSE_LLVM_OBJDUMP='$LLVM_OBJDUMP'
+export LLVM_SYS_160_PREFIX='/usr/lib/llvm-16'
 case ":\$PATH:" in *":$CUDA_ROOT/bin:"*) ;; *) export PATH='$CUDA_ROOT/bin':"\$PATH" ;; esac
 case ":\${LD_LIBRARY_PATH:-}:" in *":$CUDA_ROOT/lib:"*) ;; *) export LD_LIBRARY_PATH='$CUDA_ROOT/lib'"\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" ;; esac
 EOF

@@ -3,19 +3,25 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+# CI also builds and tests the LLVM back end (feature `llvm`): LLVM 16 from Debian.
+export WAVEFUSE_LLVM=1
 bash scripts/install-deps.sh
 # shellcheck source=/dev/null
 source .venv-cuda/wavefuse-env.sh
 export INSTA_UPDATE=no # a stale or missing snapshot fails instead of being written
 export CI="${CI:-}"
 
+# One build of the workspace with the LLVM back end on (its snapshots, sync audit, gfx906 code
+# objects through LLVM's AMDGPU back end, PTX through ptxas); every other test runs in it too.
+FEATURES=(--features wavefuse-tests/llvm,wavefuse-kernels/llvm)
 rc=0
 cargo fmt --all --check || rc=$? # unformatted code fails CI
 if cargo nextest --version >/dev/null 2>&1; then
-    cargo nextest run --workspace --no-fail-fast || rc=$?
+    cargo nextest run --workspace "${FEATURES[@]}" --no-fail-fast || rc=$?
 else
-    cargo test --workspace --no-fail-fast || rc=$?
+    cargo test --workspace "${FEATURES[@]}" --no-fail-fast || rc=$?
 fi
-cargo test --workspace --doc || rc=$? # nextest does not run doctests
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q || rc=$? # docs build without warnings
+cargo test --workspace "${FEATURES[@]}" --doc || rc=$? # nextest does not run doctests
+cargo check -q -p wavefuse-kernels --bin wavefuse || rc=$? # the default build needs no LLVM
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace "${FEATURES[@]}" --no-deps -q || rc=$? # docs build without warnings
 exit "$rc"

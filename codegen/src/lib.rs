@@ -7,9 +7,13 @@
 //!   compilers' resource checks.
 //! - [`sim`]: the CPU protocol simulator of the lowered level (schedules, visibility, deadlocks).
 //! - [`abi`]: the ABI description of a generated kernel, for the runtime.
+//! - `llvm` (feature `llvm`): the LLVM back end (inkwell, LLVM 16): gfx906 code objects and
+//!   sm_90 PTX from the same lowered kernels.
 
 pub mod abi;
 pub mod cpp;
+#[cfg(feature = "llvm")]
+pub mod llvm;
 pub mod lower;
 pub mod lowered;
 pub mod sim;

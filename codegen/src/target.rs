@@ -76,6 +76,15 @@ impl Arch {
         }
     }
 
+    /// Whether the warp-wide FP16 MMA with f32 accumulation (`mma.sync…m16n8k16…f32.f16`) exists:
+    /// sm_80 and later. gfx906 has no matrix cores (MFMA came with gfx908).
+    pub fn has_fp16_mma(self) -> bool {
+        match self {
+            Arch::Gfx906 => false,
+            Arch::Sm90 => true,
+        }
+    }
+
     /// Most threads in one workgroup.
     pub fn max_workgroup_size(self) -> u32 {
         1024

@@ -334,6 +334,7 @@ fn wider_words_and_more_accumulators_match_reference() {
     let k = build("gemv_int4", &small(2, 2));
     for (v, a) in [(2, 1), (4, 2), (8, 4)] {
         let mut s = Schedule::default_for(Arch::Sm90, &k);
+        s.int4_dot = wavefuse_codegen::lower::Int4Dot::Fma;
         s.words_per_iteration = v;
         s.accumulators = a;
         s.columns_per_workgroup = 32 * v;
@@ -362,6 +363,7 @@ fn int4_decodes_scalings_and_units_match_reference() {
                     for scaling in [Int4Scaling::PerWeight, Int4Scaling::PerUnit] {
                         for (unit, v, accs) in [(16, 1, 2), (4, 2, 1), (1, 4, 2), (8, 1, 4)] {
                             let mut sc = Schedule::default_for(arch, &k);
+                            sc.int4_dot = wavefuse_codegen::lower::Int4Dot::Fma;
                             sc.nibble_decode = decode;
                             sc.int4_scaling = scaling;
                             sc.k_unit_words = unit;
@@ -521,17 +523,29 @@ fn schedule_defaults_per_target() {
     let int4 = build("gemv_int4", &Shapes::qwen27b(4, 1));
     let f16 = build("gemv_f16", &Shapes::qwen27b(4, 1));
     let int8 = build("allreduce_int8", &Shapes::qwen27b(4, 1));
+    let dual = build("gemv_int4_dual_silu", &Shapes::qwen27b(4, 1));
     for arch in Arch::ALL {
         let s = Schedule::default_for(arch, &int4);
+        // gfx906: 8 K slices of one word per lane, FMAs; sm90: 8 K-slicing warps of
+        // 16-byte loads on the tensor cores, whole-group units (8 K-words with two weights).
+        let (v, dot, unit) = if arch.has_fp16_mma() {
+            (4, wavefuse_codegen::lower::Int4Dot::Mma, 16)
+        } else {
+            (1, wavefuse_codegen::lower::Int4Dot::Fma, 16)
+        };
         assert_eq!(
             (
                 s.workgroup_size,
                 s.columns_per_workgroup,
                 s.threads_per_column,
-                s.words_per_iteration
+                s.words_per_iteration,
+                s.int4_dot,
+                s.k_unit_words
             ),
-            (256, 32, 8, 1)
+            (256, 32, 8, v, dot, unit)
         );
+        let d = Schedule::default_for(arch, &dual);
+        assert_eq!(d.k_unit_words, if arch.has_fp16_mma() { 4 } else { 16 });
         let s = Schedule::default_for(arch, &f16);
         assert_eq!(s.threads_per_column, arch.wave_size());
         // One wave per 128-column INT8 block.

@@ -6,6 +6,8 @@ pub mod checkpoint;
 pub mod cmd_codegen;
 pub mod cmd_run;
 pub mod cmd_sim;
+pub mod llvm_diff;
+pub mod mgpu;
 pub mod npy;
 pub mod report;
 pub mod set;

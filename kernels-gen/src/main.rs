@@ -125,9 +125,15 @@ enum Command {
         #[command(flatten)]
         schedule: ScheduleArgs,
     },
-    /// The GPU suite: every kernel at TP 1, 2, 4, 8 (ranks on one device), model and odd shapes,
-    /// against the f64 reference; back-to-back launches of synchronising kernels; JSON + Markdown.
+    /// The GPU suite: every kernel at TP 1, 2, 4, 8 (ranks on one device; `--placement
+    /// per-device`: rank r on GPU r, the communicating kernels, with launch skew), model and odd
+    /// shapes, against the f64 reference; back-to-back launches of synchronising kernels; JSON +
+    /// Markdown.
     GpuSuite(wavefuse_kernels::suite::SuiteArgs),
+    /// One rank per GPU: CUDA-graph time per call of the generated allreduce (10 KB, 32 KB), the
+    /// fused kernel and the unfused wavefuse chain at TP 2 and 4, checked against the f64
+    /// reference; JSON + Markdown (NCCL's side: bench/torch/nccl_allreduce.py).
+    MgpuBench(wavefuse_kernels::mgpu::BenchArgs),
     /// A/B the generated kernels against the hand-written ones (kernels-gen/reference, or your own
     /// with --manual/--abi) and the f64 reference: correctness, then event timing with rotating
     /// inputs, bandwidth against the copy bandwidth of the same run; table, verdicts, JSON,
@@ -146,6 +152,47 @@ enum Command {
     /// (kernel, shape, arch, device) for `--schedule tuned`. gfx906: a static model instead of
     /// timing. Without a GPU: compile and filter only, and it says so.
     Tune(wavefuse_kernels::tune::TuneArgs),
+    /// The LLVM back end's differential run on an NVIDIA GPU: every kernel at TP 1 and 4 through
+    /// the C++ path (NVRTC) and through the LLVM-built PTX of `wavefuse llvm ptx`, both against
+    /// the f64 reference; compile times of both paths; JSON + Markdown.
+    LlvmDiff(wavefuse_kernels::llvm_diff::LlvmDiffArgs),
+    /// The LLVM back end (built with `--features llvm`).
+    #[cfg(feature = "llvm")]
+    #[command(subcommand)]
+    Llvm(LlvmCommand),
+}
+
+/// `wavefuse llvm …`.
+#[cfg(feature = "llvm")]
+#[derive(Subcommand)]
+enum LlvmCommand {
+    /// Print a kernel's LLVM IR (after mem2reg, before optimisation).
+    Emit {
+        /// Kernel name (see `wavefuse list`).
+        kernel: KernelId,
+        /// gfx906 (AMDGPU) or sm90 (NVPTX).
+        #[arg(long)]
+        target: Arch,
+        /// TP group size.
+        #[arg(long, default_value_t = 4, value_parser = parse_tp)]
+        tp: u32,
+    },
+    /// Compile the set at one TP through LLVM and, for gfx906, hipcc: resources side by side and
+    /// compile times.
+    Check {
+        /// gfx906 or sm90.
+        #[arg(long)]
+        target: Arch,
+        /// TP group size.
+        #[arg(long, default_value_t = 4, value_parser = parse_tp)]
+        tp: u32,
+    },
+    /// Write the PTX of the differential set (TP 1 and 4) and its manifest for `wavefuse llvm-diff`.
+    Ptx {
+        /// Output folder.
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 fn parse_tp(s: &str) -> Result<u32, String> {
@@ -172,6 +219,9 @@ fn parse_protocol(s: &str) -> Result<AllreduceProtocol, String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::LlvmDiff(a) => wavefuse_kernels::llvm_diff::llvm_diff_cmd(&a),
+        #[cfg(feature = "llvm")]
+        Command::Llvm(c) => llvm_cmd(c),
         Command::List => {
             for id in KernelId::ALL {
                 println!("{:<28} {}", id.name(), id.summary());
@@ -237,6 +287,7 @@ fn main() -> ExitCode {
             Err(e) => store_error(e),
         },
         Command::Tune(args) => wavefuse_kernels::tune::tune_cmd(&args),
+        Command::MgpuBench(args) => wavefuse_kernels::mgpu::bench_cmd(&args),
         Command::Cache { clear } => cache_cmd(clear),
         Command::Report { tp, seed } => {
             report(if tp.is_empty() { TP_SIZES.to_vec() } else { tp }, seed)
@@ -324,5 +375,137 @@ fn cache_cmd(clear: bool) -> ExitCode {
             eprintln!("error: clearing {}: {e}", cache.dir().display());
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(feature = "llvm")]
+fn llvm_cmd(c: LlvmCommand) -> ExitCode {
+    use wavefuse_codegen::llvm;
+    match c {
+        LlvmCommand::Emit { kernel, target, tp } => {
+            match cmd_codegen::generate(kernel, target, tp, 1)
+                .map_err(|e| e.to_string())
+                .and_then(|g| llvm::emit_ir(&g.lowered).map_err(|e| e.to_string()))
+            {
+                Ok(ir) => {
+                    print!("{ir}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        LlvmCommand::Check { target, tp } => llvm_check(target, tp),
+        LlvmCommand::Ptx { out } => match wavefuse_kernels::llvm_diff::write_ptx_set(&out) {
+            Ok(n) => {
+                println!(
+                    "wrote {n} PTX files and manifest.json into {}",
+                    out.display()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+/// Resources and compile times: LLVM vs hipcc (gfx906) or LLVM vs nvcc (sm90).
+#[cfg(feature = "llvm")]
+fn llvm_check(arch: Arch, tp: u32) -> ExitCode {
+    use wavefuse_codegen::cpp::toolchain::{self, Tool};
+    use wavefuse_codegen::llvm;
+    let native = toolchain::find(Tool::compiler(arch)).is_ok();
+    let dir = match toolchain::scratch_dir("llvm-check") {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let cname = Tool::compiler(arch).name();
+    println!(
+        "{:<28} | {:>5} {:>5} {:>6} {:>4} {:>8} | {cname}: {:>5} {:>5} {:>6} {:>4} {:>8}",
+        format!("kernel@{arch}_tp{tp}"),
+        "sgpr",
+        "vgpr",
+        "lds",
+        "occ",
+        "LLVM ms",
+        "sgpr",
+        "vgpr",
+        "lds",
+        "occ",
+        "ms"
+    );
+    let mut ok = true;
+    for id in KernelId::ALL {
+        let g = match cmd_codegen::generate(id, arch, tp, 1) {
+            Ok(g) => g,
+            Err(e) => {
+                eprintln!("{id}: {e}");
+                ok = false;
+                continue;
+            }
+        };
+        let c = match llvm::compile(&g.lowered, true) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("{id}: {e}");
+                ok = false;
+                continue;
+            }
+        };
+        let ours = match &c.asm {
+            Some(asm) => match llvm::parse_amd_asm(asm, g.lowered.workgroup_size) {
+                Ok(r) => format!(
+                    "{:>5} {:>5} {:>6} {:>4} {:>8.1}",
+                    r.sgprs,
+                    r.vgprs,
+                    r.lds_bytes,
+                    r.occupancy,
+                    c.total_ms()
+                ),
+                Err(e) => e,
+            },
+            None => format!(
+                "{:>5} {:>5} {:>6} {:>4} {:>8.1}",
+                "-",
+                "-",
+                "-",
+                "-",
+                c.total_ms()
+            ),
+        };
+        let theirs = if native {
+            let t = std::time::Instant::now();
+            match toolchain::compile(&g.source, g.lowered.workgroup_size, &dir) {
+                Ok(h) => {
+                    let r = &h.resources;
+                    format!(
+                        "{:>5} {:>5} {:>6} {:>4} {:>8.1}",
+                        r.sgprs.map_or("-".into(), |s| s.to_string()),
+                        r.vgprs,
+                        r.lds_bytes,
+                        r.occupancy,
+                        t.elapsed().as_secs_f64() * 1e3
+                    )
+                }
+                Err(e) => format!("failed: {e}"),
+            }
+        } else {
+            format!("skipped: {cname} not found")
+        };
+        println!("{:<28} | {ours} | {cname}: {theirs}", id.name());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }

@@ -3,6 +3,11 @@
 //! with outputs poisoned first; 10,000 back-to-back launches of every synchronising kernel; a JSON
 //! results file and a Markdown table. Also the pieces `wavefuse run` shares: the tolerance table,
 //! case building, preparation (inputs and reference), and execution on a device.
+//!
+//! With `--placement per-device` ([`SuitePlacement::PerDevice`]) rank r runs on GPU r instead: the
+//! communicating kernels at TP 2 and 4 (TP ≤ visible GPUs, refused otherwise), cross-device flags
+//! and peer buffers, with a deliberate launch skew between the GPUs ([`Skew`]) on every launch,
+//! including the 10,000-launch stress run.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,6 +23,7 @@ use wavefuse_codegen::lower::{Int4Dot, LowerError, Schedule, lower};
 use wavefuse_codegen::lowered::LoweredKernel;
 use wavefuse_runtime::compile::{Compiler, Nvrtc, default_compiler};
 use wavefuse_runtime::exec::{self, ArtifactSource, OpKernel, OutputMetrics};
+use wavefuse_runtime::rank::{Skew, per_device_ordinals};
 use wavefuse_runtime::{
     Cache, CompileRequest, CudaDevice, Device, DeviceError, Error as RtError, RankGroup,
     SameDeviceMode,
@@ -365,16 +371,27 @@ impl Generated {
 
 /// Build, lower and write a case for `arch`.
 pub fn generate(c: &CaseSpec, arch: Arch) -> Result<Generated, PrepError> {
+    generate_for(c, arch, c.tp)
+}
+
+/// As [`generate`], for `ranks_per_device` ranks sharing each device (TP for one device, 1 for one
+/// rank per device): the tiles are widened only as far as those ranks' grids need to fit.
+pub fn generate_for(
+    c: &CaseSpec,
+    arch: Arch,
+    ranks_per_device: u32,
+) -> Result<Generated, PrepError> {
     let ir = match op_kernel(c) {
         Ok(Some(k)) => k,
         Ok(None) => return Err(PrepError::NotApplicable(c.shape.name().into())),
         Err(e) => return Err(PrepError::NotApplicable(e)),
     };
     let sched = schedule(c, arch, &ir).map_err(PrepError::Failed)?;
-    let (lowered, _) = lower_coresident(&ir, arch, sched).map_err(|e| match e {
-        LowerError::Unsupported(m) => PrepError::Unsupported(m),
-        e => PrepError::Failed(format!("lowering: {e}")),
-    })?;
+    let (lowered, _) =
+        lower_coresident(&ir, arch, sched, ranks_per_device).map_err(|e| match e {
+            LowerError::Unsupported(m) => PrepError::Unsupported(m),
+            e => PrepError::Failed(format!("lowering: {e}")),
+        })?;
     let source = cpp::emit(&lowered).map_err(|e| match e {
         cpp::Error::Unsupported(m) => PrepError::Unsupported(m.to_string()),
         e => PrepError::Failed(format!("C++ writer: {e}")),
@@ -401,10 +418,11 @@ pub fn lower_coresident(
     ir: &Kernel,
     arch: Arch,
     mut s: Schedule,
+    ranks_per_device: u32,
 ) -> Result<(LoweredKernel, Schedule), LowerError> {
     loop {
         let k = lower(ir, arch, &s)?;
-        if fits_coresident(&k, arch) || s.threads_per_column == 1 {
+        if fits_coresident(&k, arch, ranks_per_device) || s.threads_per_column == 1 {
             return Ok((k, s));
         }
         if s.int4_dot == Int4Dot::Mma {
@@ -420,11 +438,11 @@ pub fn lower_coresident(
     }
 }
 
-/// Whether every rank's grid of `k` fits on one device at [`RESIDENT_PER_CU`] workgroups per
+/// Whether the grids of `ranks_per_device` ranks of `k` fit on one device at [`RESIDENT_PER_CU`] workgroups per
 /// CU/SM (always, for a kernel without a grid barrier): what [`lower_coresident`] widens tiles
 /// for, and what the tuner requires of its candidates so the suite keeps their schedule as is.
-pub fn fits_coresident(k: &LoweredKernel, arch: Arch) -> bool {
-    k.coresidency.is_none() || k.tp * k.grid <= arch.compute_units() * RESIDENT_PER_CU
+pub fn fits_coresident(k: &LoweredKernel, arch: Arch, ranks_per_device: u32) -> bool {
+    k.coresidency.is_none() || ranks_per_device * k.grid <= arch.compute_units() * RESIDENT_PER_CU
 }
 
 /// Inputs and the f64 reference outputs for them.
@@ -465,7 +483,18 @@ pub struct Prepared {
 
 /// Generate a case and its data (seed `seed`; the stress run's fresh data uses a derived seed).
 pub fn prepare(c: &CaseSpec, arch: Arch, seed: u64, stress: bool) -> Result<Prepared, PrepError> {
-    let g = generate(c, arch)?;
+    prepare_for(c, arch, seed, stress, c.tp)
+}
+
+/// As [`prepare`], generating with [`generate_for`].
+pub fn prepare_for(
+    c: &CaseSpec,
+    arch: Arch,
+    seed: u64,
+    stress: bool,
+    ranks_per_device: u32,
+) -> Result<Prepared, PrepError> {
+    let g = generate_for(c, arch, ranks_per_device)?;
     let data = Data::new(&g.ir, seed)?;
     let fresh = if stress && synchronises(&g.lowered) {
         Some(Data::new(&g.ir, mix(seed, 0xF8E5))?)
@@ -557,9 +586,20 @@ pub struct Executed {
 }
 
 /// Compile (through the cache), bind, upload, poison, launch, read back and compare; then, when
-/// `stress_launches > 0` and the case has fresh data, the back-to-back run.
+/// `stress_launches > 0` and the case has fresh data, the back-to-back run. All ranks on `device`.
 pub fn execute<D: Device>(
     device: D,
+    p: &Prepared,
+    cache: &Cache,
+    stress_launches: u32,
+) -> Result<Executed, RtError> {
+    let group = RankGroup::on_one_device(device, p.g.lowered.tp, SameDeviceMode::Streams)?;
+    execute_on(&group, p, cache, stress_launches)
+}
+
+/// As [`execute`], on a rank group built by the caller (one rank per device, skewed, …).
+pub fn execute_on<D: Device>(
+    group: &RankGroup<D>,
     p: &Prepared,
     cache: &Cache,
     stress_launches: u32,
@@ -568,8 +608,7 @@ pub fn execute<D: Device>(
     let compiler = compiler_for(g.lowered.arch);
     let req = CompileRequest::new(&g.lowered.name, g.source.text.clone(), g.lowered.arch);
     let (artifact, source) = exec::artifact_for(cache, compiler.as_ref(), &req)?;
-    let group = RankGroup::on_one_device(device, g.lowered.tp, SameDeviceMode::Streams)?;
-    let mut k = OpKernel::new(&group, &g.ir, &g.lowered, &artifact)?;
+    let mut k = OpKernel::new(group, &g.ir, &g.lowered, &artifact)?;
     let start = Instant::now();
     let outputs = k.run(&p.data.inputs)?;
     let run_ms = start.elapsed().as_secs_f64() * 1e3;
@@ -715,6 +754,59 @@ pub struct SuiteOptions {
     /// Cases not started by this many seconds into the run are reported as skipped, so the
     /// results file is written within a time budget even when launches time out.
     pub deadline_s: Option<f64>,
+    /// Where the ranks run.
+    pub placement: SuitePlacement,
+    /// The launch skew between ranks (applied before every launch, stress runs included).
+    pub skew: Skew,
+}
+
+/// Where the suite's ranks run.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum SuitePlacement {
+    /// Every rank on GPU 0, one stream each.
+    #[default]
+    SameDevice,
+    /// Rank r on GPU r, peer access between every pair.
+    PerDevice,
+}
+
+impl SuitePlacement {
+    /// Its name in reports and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            SuitePlacement::SameDevice => "same-device",
+            SuitePlacement::PerDevice => "per-device",
+        }
+    }
+
+    /// Ranks sharing one device in a group of `tp`.
+    pub fn ranks_per_device(self, tp: u32) -> u32 {
+        match self {
+            SuitePlacement::SameDevice => tp,
+            SuitePlacement::PerDevice => 1,
+        }
+    }
+}
+
+/// The kernels of the set that communicate across ranks: the per-device suite's default.
+pub const COMMUNICATING: [KernelId; 4] = [
+    KernelId::AllreduceResidual,
+    KernelId::AllreduceResidualRmsnorm,
+    KernelId::GemvInt4AllreduceRmsnorm,
+    KernelId::AllreduceInt8,
+];
+
+/// The per-device suite's TP sizes by default: 2 and 4, as far as `visible` GPUs allow.
+pub fn per_device_tps(visible: usize) -> Vec<u32> {
+    [2, 4]
+        .into_iter()
+        .filter(|&t| t as usize <= visible)
+        .collect()
+}
+
+/// The default launch skew of a per-device run: 20 µs steps, alternating which GPU starts first.
+pub fn default_per_device_skew() -> Skew {
+    "20:alt".parse().expect("a valid skew")
 }
 
 impl SuiteOptions {
@@ -732,6 +824,8 @@ impl SuiteOptions {
                 .saturating_sub(2)
                 .clamp(1, 12),
             deadline_s: None,
+            placement: SuitePlacement::SameDevice,
+            skew: Skew::none(),
         }
     }
 }
@@ -832,6 +926,9 @@ pub enum SuiteError {
     /// No GPU or driver: nothing ran.
     #[error("{0}")]
     NoGpu(String),
+    /// The placement asks for more GPUs than are visible: nothing ran.
+    #[error("{0}")]
+    Placement(String),
 }
 
 /// Run the suite on GPU 0 (CUDA). Cases are prepared (inputs, reference) on `threads` threads
@@ -844,22 +941,37 @@ pub fn run_suite(o: &SuiteOptions) -> Result<Report, SuiteError> {
             dev.info().name
         ))
     })?;
-    let header = header(&dev, arch, &o.commit);
-    // Kept open to the end: it holds the GPU's primary context, which every case's device then
-    // shares instead of creating and destroying one per case.
-    let _primary = dev;
-    let open = || CudaDevice::new(0).map_err(|e| e.to_string());
+    let mut header = header(&dev, arch, &o.commit);
+    // Kept open to the end: they hold the GPUs' primary contexts, which every case's devices then
+    // share instead of creating and destroying one per case.
+    let mut _primary = vec![dev];
+    if o.placement == SuitePlacement::PerDevice {
+        let visible = CudaDevice::count().map_err(|e| SuiteError::NoGpu(e.to_string()))?;
+        let most = o.tps.iter().copied().max().unwrap_or(1);
+        per_device_ordinals(most, visible).map_err(|e| SuiteError::Placement(e.to_string()))?;
+        for ordinal in 1..most as usize {
+            let d = CudaDevice::new(ordinal).map_err(|e| SuiteError::NoGpu(e.to_string()))?;
+            if d.info().arch != Some(arch) {
+                let why = format!("GPU {ordinal} ({}) is not {}", d.info().name, arch.name());
+                return Err(SuiteError::Placement(why));
+            }
+            _primary.push(d);
+        }
+        header.device = format!("{} × {}", most, header.device);
+    }
+    let open = |ordinal: usize| CudaDevice::new(ordinal).map_err(|e| e.to_string());
     Ok(run_cases(o, arch, header, &Cache::from_env(), open))
 }
 
-/// The suite's cases on the devices `open` returns (one per case), for `arch`: prepared on
+/// The suite's cases on the devices `open` returns (by ordinal: GPU 0 for every rank, or GPU r
+/// for rank r with [`SuitePlacement::PerDevice`]; opened per case), for `arch`: prepared on
 /// `o.threads` threads while this thread runs earlier ones.
 pub fn run_cases<D: Device>(
     o: &SuiteOptions,
     arch: Arch,
     header: Header,
     cache: &Cache,
-    open: impl Fn() -> Result<D, String>,
+    open: impl Fn(usize) -> Result<D, String>,
 ) -> Report {
     let start = Instant::now();
     let specs = cases(o.quick, &o.kernels, &o.tps);
@@ -876,7 +988,8 @@ pub fn run_cases<D: Device>(
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(c) = specs.get(i) else { break };
                     let stress = c.shape == ShapeKind::Model && c.batch == 1;
-                    let p = prepare(c, arch, mix(o.seed, i as u64), stress);
+                    let per_device = o.placement.ranks_per_device(c.tp);
+                    let p = prepare_for(c, arch, mix(o.seed, i as u64), stress, per_device);
                     if tx.send((i, p)).is_err() {
                         break;
                     }
@@ -892,7 +1005,7 @@ pub fn run_cases<D: Device>(
             let r = if late {
                 skipped(&specs[i], seed)
             } else {
-                run_case(&specs[i], p, cache, &open, o.stress_launches, seed)
+                run_case(&specs[i], p, cache, &open, o, seed)
             };
             eprintln!("[{:>3}/{total}] {}", results.len() + 1, progress_line(&r));
             results.push((i, r));
@@ -926,8 +1039,8 @@ fn run_case<D: Device>(
     c: &CaseSpec,
     p: Result<Prepared, PrepError>,
     cache: &Cache,
-    open: &dyn Fn() -> Result<D, String>,
-    stress_launches: u32,
+    open: &dyn Fn(usize) -> Result<D, String>,
+    o: &SuiteOptions,
     seed: u64,
 ) -> CaseResult {
     let (tol, _) = tolerance(c.id);
@@ -956,14 +1069,14 @@ fn run_case<D: Device>(
         }
     };
     r.dims = p.g.dims();
-    let dev = match open() {
-        Ok(d) => d,
+    let group = match open_group(c.tp, o.placement, open) {
+        Ok(g) => g.with_skew(o.skew),
         Err(e) => {
             r.detail = e;
             return r;
         }
     };
-    match execute(dev, &p, cache, stress_launches) {
+    match execute_on(&group, &p, cache, o.stress_launches) {
         Ok(x) => judge(&mut r, x),
         Err(e @ RtError::NotCoResident { .. }) => {
             r.status = Status::Refused;
@@ -972,6 +1085,24 @@ fn run_case<D: Device>(
         Err(e) => r.detail = e.to_string(),
     }
     r
+}
+
+/// The rank group of one case: `tp` ranks on GPU 0, or rank r on GPU r.
+fn open_group<D: Device>(
+    tp: u32,
+    placement: SuitePlacement,
+    open: &dyn Fn(usize) -> Result<D, String>,
+) -> Result<RankGroup<D>, String> {
+    let group = match placement {
+        SuitePlacement::SameDevice => {
+            RankGroup::on_one_device(open(0)?, tp, SameDeviceMode::Streams)
+        }
+        SuitePlacement::PerDevice => {
+            let devices = (0..tp as usize).map(open).collect::<Result<Vec<_>, _>>()?;
+            RankGroup::one_per_device(devices)
+        }
+    };
+    group.map_err(|e| e.to_string())
 }
 
 fn judge(r: &mut CaseResult, x: Executed) {
@@ -1136,6 +1267,8 @@ impl Report {
             "seed": self.options.seed,
             "stress_launches": self.options.stress_launches,
             "same_device_mode": "streams",
+            "placement": self.options.placement.name(),
+            "skew": self.options.skew.to_string(),
             "seconds": self.seconds,
             "summary": {
                 "cases": self.cases.len(),
@@ -1161,7 +1294,7 @@ impl Report {
         let _ = writeln!(
             out,
             "## wavefuse GPU suite ({})\n\n{} ({} SMs), driver {}, CUDA {}, {}; commit {}, {}; \
-             all ranks on one device; {:.0} s\n",
+             {}; launch skew {}; {:.0} s\n",
             if self.options.quick { "quick" } else { "full" },
             h.device,
             h.sms,
@@ -1170,6 +1303,19 @@ impl Report {
             h.compiler,
             h.commit,
             h.date,
+            match self.options.placement {
+                SuitePlacement::SameDevice => "all ranks on one device",
+                SuitePlacement::PerDevice => "one rank per device",
+            },
+            if self.options.skew.is_none() {
+                "none".to_string()
+            } else {
+                format!(
+                    "{} µs steps ({})",
+                    self.options.skew.step.as_micros(),
+                    self.options.skew
+                )
+            },
             self.seconds
         );
         let _ = writeln!(
@@ -1332,10 +1478,15 @@ pub fn sources_to_prebuild(arch: Arch) -> Vec<Result<Generated, (CaseSpec, PrepE
             });
         }
     }
+    let per_device = cases(false, &COMMUNICATING, &[2, 4]);
+    let variants = specs
+        .into_iter()
+        .map(|c| (c, c.tp))
+        .chain(per_device.into_iter().map(|c| (c, 1)));
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
-    for c in specs {
-        match generate(&c, arch) {
+    for (c, ranks_per_device) in variants {
+        match generate_for(&c, arch, ranks_per_device) {
             Ok(g) => {
                 if seen.insert(g.source.text.clone()) {
                     out.push(Ok(g));
@@ -1385,6 +1536,15 @@ pub struct SuiteArgs {
     /// (`$WAVEFUSE_CACHE_DIR`) instead of running: no GPU needed.
     #[arg(long)]
     pub prebuild: bool,
+    /// Where the ranks run: `same-device` (every rank on GPU 0) or `per-device` (rank r on GPU r;
+    /// default kernels: the four that communicate; default TP: 2 and 4 as far as the visible GPUs
+    /// allow; an explicit TP above the GPU count is refused).
+    #[arg(long, value_enum, default_value_t = SuitePlacement::SameDevice)]
+    pub placement: SuitePlacement,
+    /// Launch skew `STEP_US[:asc|desc|alt]`: rank r's launch is held back by a multiple of the
+    /// step before every launch (default: none on one device, `20:alt` per device; `0`: none).
+    #[arg(long)]
+    pub skew: Option<Skew>,
 }
 
 /// `wavefuse gpu-suite`.
@@ -1397,6 +1557,28 @@ pub fn suite_cmd(a: &SuiteArgs) -> std::process::ExitCode {
         return prebuild_cmd();
     }
     let mut o = SuiteOptions::new(a.quick);
+    o.placement = a.placement;
+    if a.placement == SuitePlacement::PerDevice {
+        o.kernels = COMMUNICATING.to_vec();
+        o.skew = default_per_device_skew();
+        if a.tps.is_empty() {
+            let visible = match CudaDevice::count() {
+                Ok(n) => n,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            o.tps = per_device_tps(visible);
+            if o.tps.is_empty() {
+                eprintln!("error: --placement per-device needs at least 2 GPUs; {visible} visible");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    if let Some(skew) = a.skew {
+        o.skew = skew;
+    }
     if !a.kernels.is_empty() {
         o.kernels = a.kernels.clone();
     }
@@ -1411,7 +1593,7 @@ pub fn suite_cmd(a: &SuiteArgs) -> std::process::ExitCode {
     }
     let report = match run_suite(&o) {
         Ok(r) => r,
-        Err(SuiteError::NoGpu(m)) => {
+        Err(SuiteError::NoGpu(m) | SuiteError::Placement(m)) => {
             eprintln!("error: {m}");
             return ExitCode::from(2);
         }

@@ -470,7 +470,7 @@ fn suite_on_a_fake_device_catches_unwritten_outputs() {
             .put(&exec::prebuilt_key(compiler.as_ref(), &req), &artifact())
             .unwrap();
     }
-    let open = || Ok(fake_device(Box::new(|_: &Memory, _: &[KernelArg]| {})));
+    let open = |_| Ok(fake_device(Box::new(|_: &Memory, _: &[KernelArg]| {})));
     let report = suite::run_cases(&o, Arch::Sm90, header, &cache, open);
     assert_eq!(report.cases.len(), 4);
     for c in &report.cases {

@@ -112,12 +112,18 @@ fn entry(kernel: &str, shape: &str, arch: &str, device: &str, s: Schedule) -> En
     }
 }
 
+/// An FMA tile other than any default: 64 columns, 2 words per lane, 8 K slices of 256 lanes.
 fn wide(k: &wavefuse::ir::Kernel) -> Schedule {
     Schedule {
+        workgroup_size: 256,
         columns_per_workgroup: 64,
+        threads_per_column: 8,
         words_per_iteration: 2,
+        k_unit_words: 16,
+        int4_dot: Int4Dot::Fma,
+        pipeline_depth: 1,
         nibble_decode: NibbleDecode::Magic,
-        ..Schedule::default_for(Arch::Sm90, k)
+        ..Schedule::default_for(Arch::Gfx906, k)
     }
 }
 

@@ -25,12 +25,30 @@
 //!     pointers indexed by rank (a peer table is already rank-independent and is passed once);
 //!     the `rank` scalar is not passed. The C++ writer does not emit that ABI yet.
 //!
+//! # One rank per device
+//! [`RankGroup::per_device`] opens devices `0..tp` (refusing, with the count it sees, when fewer
+//! are visible) and enables peer access between every pair. Every runtime-owned array — flags,
+//! scratch, grid-barrier counters, the error word — is allocated on its rank's own device
+//! ([`RankGroup::alloc_per_rank`]); flags with [`MemKind::Flags`] (uncached on AMD, DESIGN.md
+//! §5.12). Each rank's peer table is uploaded to that rank's device: the same pointers, in the
+//! same slots, on every device. The epochs of [`crate::sync`] are the group's, never reset
+//! between launches (§5.4).
+//!
+//! # Skew
+//! A [`Skew`] delays rank r's launch by a multiple of a step before every launch
+//! ([`Device::delay_stream`]): the flag protocol must give the same result whichever rank starts
+//! first and however late (DESIGN.md §5.3, §5.10), so the GPU suite runs with skew on purpose.
+//!
 //! # Peer order
 //! Peer tables are built with the one rule the generated code uses,
 //! [`wavefuse_codegen::lowered::peer_slot`]: slot `peer_slot(p)` holds rank p's pointer, in every
 //! rank's table (DESIGN.md §5.5).
 
+use std::fmt;
+use std::str::FromStr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 use wavefuse_codegen::lowered::peer_slot;
 
@@ -61,6 +79,103 @@ pub enum Placement {
     SameDevice(SameDeviceMode),
 }
 
+/// Which rank starts late, launch after launch.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SkewPattern {
+    /// Rank r waits r steps: rank 0 first, the last rank last.
+    #[default]
+    Ascending,
+    /// Rank r waits `tp − 1 − r` steps: the last rank first, rank 0 last.
+    Descending,
+    /// Ascending on even launches, descending on odd ones: every rank is both early and late.
+    Alternating,
+}
+
+/// A deliberate delay of each rank's launch: rank r's stream is held for `k(r) × step` before
+/// the launch, `k` given by the pattern. Zero steps is no skew.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Skew {
+    /// The delay of one step.
+    pub step: Duration,
+    /// Which ranks wait how many steps.
+    pub pattern: SkewPattern,
+}
+
+impl Skew {
+    /// No skew.
+    pub fn none() -> Skew {
+        Skew::default()
+    }
+
+    /// Whether any rank is ever delayed.
+    pub fn is_none(&self) -> bool {
+        self.step.is_zero()
+    }
+
+    /// Rank `rank`'s delay (of `tp` ranks) before the group's launch number `launch` (from 0).
+    pub fn delay(&self, rank: u32, tp: u32, launch: u64) -> Duration {
+        let up = rank;
+        let down = tp.saturating_sub(1).saturating_sub(rank);
+        let steps = match self.pattern {
+            SkewPattern::Ascending => up,
+            SkewPattern::Descending => down,
+            SkewPattern::Alternating if launch % 2 == 0 => up,
+            SkewPattern::Alternating => down,
+        };
+        self.step * steps
+    }
+}
+
+impl fmt::Display for Skew {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let pattern = match self.pattern {
+            SkewPattern::Ascending => "asc",
+            SkewPattern::Descending => "desc",
+            SkewPattern::Alternating => "alt",
+        };
+        write!(f, "{}:{pattern}", self.step.as_micros())
+    }
+}
+
+/// `STEP_US[:asc|desc|alt]`, e.g. `50`, `20:alt`; `0` is no skew.
+impl FromStr for Skew {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Skew, String> {
+        let (step, pattern) = s.split_once(':').unwrap_or((s, "asc"));
+        let us: u64 = step.trim().trim_end_matches("us").parse().map_err(|_| {
+            format!("skew `{s}`: expected STEP_US[:asc|desc|alt], e.g. `50` or `20:alt`")
+        })?;
+        let pattern = match pattern {
+            "asc" => SkewPattern::Ascending,
+            "desc" => SkewPattern::Descending,
+            "alt" => SkewPattern::Alternating,
+            p => return Err(format!("skew pattern `{p}`: expected asc, desc or alt")),
+        };
+        Ok(Skew {
+            step: Duration::from_micros(us),
+            pattern,
+        })
+    }
+}
+
+/// The device ordinals of a one-rank-per-device group of `tp` ranks when `visible` devices are
+/// visible: `0..tp`, or a clear refusal when there are too few.
+pub fn per_device_ordinals(tp: u32, visible: usize) -> Result<Vec<usize>> {
+    if tp == 0 {
+        return Err(Error::RankGroup(
+            "a rank group needs at least one rank".into(),
+        ));
+    }
+    if tp as usize > visible {
+        return Err(Error::RankGroup(format!(
+            "TP {tp} with one rank per device needs {tp} devices, but {visible} are visible \
+             (check CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES, or use same-device placement)"
+        )));
+    }
+    Ok((0..tp as usize).collect())
+}
+
 /// A TP group of ranks.
 pub struct RankGroup<D: Device> {
     /// Rank r's device (the same one for every rank of a same-device group).
@@ -68,9 +183,26 @@ pub struct RankGroup<D: Device> {
     /// Rank r's stream.
     streams: Vec<D::Stream>,
     placement: Placement,
+    /// The launch skew, applied by [`RankGroup::launch`].
+    skew: Skew,
+    /// Group launches so far (the skew pattern's launch number).
+    launches: AtomicU64,
+    /// Whether the streams are being captured into graphs (see [`RankGroup::set_capturing`]).
+    capturing: AtomicBool,
 }
 
 impl<D: Device> RankGroup<D> {
+    /// `tp` ranks on devices `0..tp` (one each), with peer access enabled between every pair.
+    /// Refuses when fewer than `tp` devices are visible ([`per_device_ordinals`]).
+    pub fn per_device(tp: u32) -> Result<Self> {
+        let ordinals = per_device_ordinals(tp, D::count()?)?;
+        let devices = ordinals
+            .into_iter()
+            .map(D::new)
+            .collect::<Result<Vec<_>, _>>()?;
+        RankGroup::one_per_device(devices)
+    }
+
     /// Rank r on `devices[r]`, with peer access enabled between every pair. Fails when a pair
     /// cannot access each other's memory.
     pub fn one_per_device(devices: Vec<D>) -> Result<Self> {
@@ -103,11 +235,11 @@ impl<D: Device> RankGroup<D> {
             .iter()
             .map(|d| d.new_stream())
             .collect::<Result<_, _>>()?;
-        Ok(RankGroup {
+        Ok(RankGroup::assemble(
             devices,
             streams,
-            placement: Placement::OnePerDevice,
-        })
+            Placement::OnePerDevice,
+        ))
     }
 
     /// `tp` ranks on one device.
@@ -127,11 +259,47 @@ impl<D: Device> RankGroup<D> {
             .map(|_| device.new_stream())
             .collect::<Result<_, _>>()?;
         let devices = vec![device; tp as usize];
-        Ok(RankGroup {
+        Ok(RankGroup::assemble(
             devices,
             streams,
-            placement: Placement::SameDevice(mode),
-        })
+            Placement::SameDevice(mode),
+        ))
+    }
+
+    fn assemble(devices: Vec<Arc<D>>, streams: Vec<D::Stream>, placement: Placement) -> Self {
+        RankGroup {
+            devices,
+            streams,
+            placement,
+            skew: Skew::none(),
+            launches: AtomicU64::new(0),
+            capturing: AtomicBool::new(false),
+        }
+    }
+
+    /// The same group, delaying every rank's launch by `skew` from now on.
+    pub fn with_skew(mut self, skew: Skew) -> Self {
+        self.skew = skew;
+        self
+    }
+
+    /// The launch skew.
+    pub fn skew(&self) -> Skew {
+        self.skew
+    }
+
+    /// Marks the streams as being captured into graphs (or no longer). While capturing, a launch
+    /// that must be co-resident is checked against the device's capacity and enqueued as a plain
+    /// launch: DESIGN.md §5.9 allows either a cooperative launch or a grid no larger than the
+    /// co-resident capacity, and the second is the one every driver records in a graph. No skew
+    /// is applied while capturing (a graph replays back to back; skew belongs to the suite).
+    pub fn set_capturing(&self, capturing: bool) {
+        self.capturing.store(capturing, Ordering::Relaxed);
+    }
+
+    /// Whether the streams are being captured.
+    pub fn capturing(&self) -> bool {
+        self.capturing.load(Ordering::Relaxed)
     }
 
     /// Ranks in the group.
@@ -239,6 +407,7 @@ impl<D: Device> RankGroup<D> {
                 let d = &self.devices[0];
                 let cap = Capacity::of(d.as_ref(), &kernels[0], spec)?;
                 cap.check(kernels[0].name(), spec.workgroups() * u64::from(self.tp()))?;
+                self.apply_skew()?;
                 for r in 0..self.devices.len() {
                     // SAFETY: the caller upholds the argument contract; the capacity of the device
                     // covers every rank's workgroups (checked above), so plain launches suffice.
@@ -246,19 +415,39 @@ impl<D: Device> RankGroup<D> {
                 }
             }
             _ => {
+                self.apply_skew()?;
                 for r in 0..self.devices.len() {
+                    let d = self.devices[r].as_ref();
+                    if self.capturing() && spec.coresidency == CoResidency::Required {
+                        let cap = Capacity::of(d, &kernels[r], spec)?;
+                        cap.check(kernels[r].name(), spec.workgroups())?;
+                        // SAFETY: the caller upholds the argument contract; the grid fits the
+                        // device's co-resident capacity (checked above, §5.9).
+                        unsafe {
+                            d.launch_raw(&kernels[r], spec, &args[r], &self.streams[r], false)
+                        }?;
+                        continue;
+                    }
                     // SAFETY: the caller upholds the argument contract; `launch` checks
                     // co-residency per device.
-                    unsafe {
-                        launch::launch(
-                            self.devices[r].as_ref(),
-                            &kernels[r],
-                            spec,
-                            &args[r],
-                            &self.streams[r],
-                        )
-                    }?;
+                    unsafe { launch::launch(d, &kernels[r], spec, &args[r], &self.streams[r]) }?;
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// Holds each rank's stream for its skew delay before this launch (nothing without skew or
+    /// while capturing).
+    fn apply_skew(&self) -> Result<()> {
+        let n = self.launches.fetch_add(1, Ordering::Relaxed);
+        if self.skew.is_none() || self.capturing() {
+            return Ok(());
+        }
+        for r in 0..self.tp() {
+            let delay = self.skew.delay(r, self.tp(), n);
+            if !delay.is_zero() {
+                self.devices[r as usize].delay_stream(&self.streams[r as usize], delay)?;
             }
         }
         Ok(())

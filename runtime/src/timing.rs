@@ -15,6 +15,15 @@
 //! opens the window on rank 0's stream and makes every other rank's stream wait for its start
 //! event, and closes it on rank 0's stream after waiting for an end event of every other rank:
 //! the window runs from the moment any rank may start to the moment the last one has finished.
+//! The same holds across devices (a stream may wait on another device's event).
+//!
+//! # CUDA graphs of a multi-device group
+//! [`GroupGraphs`] captures, per rank, one graph of many back-to-back launches on that rank's
+//! stream (on that rank's device), then replays all ranks' graphs once behind one gate per stream,
+//! released together, with a start and end event on every rank's own stream: one call's time is
+//! the slowest rank's window divided by the launches in it (per-call time = max over ranks).
+//! A captured launch holds its epoch as a fixed argument, so a graph may be replayed only once
+//! (DESIGN.md §5.4: epochs never repeat): [`GroupGraphs::replay`] consumes it.
 
 use std::ffi::c_void;
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -101,8 +110,10 @@ impl GroupTimer {
         let dev = group.device(0);
         Ok(GroupTimer {
             start: event(dev)?,
+            // Rank r's end event belongs to rank r's device: an event is recorded only on a
+            // stream of its own context (rank 0's stream may wait on it from another device).
             ends: (1..group.tp())
-                .map(|_| event(dev))
+                .map(|r| event(group.device(r)))
                 .collect::<Result<_, _>>()?,
             end: event(dev)?,
         })
@@ -141,6 +152,114 @@ impl GroupTimer {
             .elapsed_ms(&self.end)
             .map_err(api("cuEventElapsedTime"))?;
         Ok(f64::from(ms))
+    }
+}
+
+/// One CUDA graph per rank, captured from the launches enqueued on a group's streams; see the
+/// module docs.
+pub struct GroupGraphs {
+    graphs: Vec<driver::CudaGraph>,
+    calls: u32,
+}
+
+/// One replay of a [`GroupGraphs`]: every rank's window.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Replay {
+    /// Per rank, milliseconds from the gate's release to the end of its graph.
+    pub rank_ms: Vec<f64>,
+    /// Launches per rank in the graph.
+    pub calls: u32,
+}
+
+impl Replay {
+    /// One call's time in microseconds: the slowest rank's window over the calls in it.
+    pub fn per_call_us(&self) -> f64 {
+        let max = self.rank_ms.iter().copied().fold(0.0, f64::max);
+        max * 1e3 / f64::from(self.calls.max(1))
+    }
+}
+
+impl GroupGraphs {
+    /// Captures what `body` enqueues on `group`'s streams (it makes `calls` launches per rank)
+    /// into one graph per rank. While capturing, launches that need co-residency are plain
+    /// launches after the capacity check ([`RankGroup::set_capturing`]). Every stream's capture
+    /// is ended even when `body` fails.
+    pub fn capture(
+        group: &RankGroup<CudaDevice>,
+        calls: u32,
+        body: impl FnOnce() -> Result<()>,
+    ) -> Result<GroupGraphs> {
+        let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
+        let mut begun = 0;
+        let mut result = Ok(());
+        for r in 0..group.tp() {
+            match group.stream(r).inner().begin_capture(mode) {
+                Ok(()) => begun += 1,
+                Err(e) => {
+                    result = Err(api("cuStreamBeginCapture")(e).into());
+                    break;
+                }
+            }
+        }
+        if result.is_ok() {
+            group.set_capturing(true);
+            result = body();
+            group.set_capturing(false);
+        }
+        let mut graphs = Vec::with_capacity(begun);
+        for r in 0..begun as u32 {
+            let flags = sys::CUgraphInstantiate_flags(0);
+            match group.stream(r).inner().end_capture(flags) {
+                Ok(Some(g)) => graphs.push(g),
+                Ok(None) => {
+                    let e = DeviceError::Unsupported(format!("rank {r}: an empty graph"));
+                    result = result.and(Err(e.into()));
+                }
+                Err(e) => result = result.and(Err(api("cuStreamEndCapture")(e).into())),
+            }
+        }
+        result.map(|()| GroupGraphs { graphs, calls })
+    }
+
+    /// Replays every rank's graph once, all released together behind gates; waits for the end.
+    pub fn replay(self, group: &RankGroup<CudaDevice>) -> Result<Replay> {
+        let tp = group.tp();
+        let starts = (0..tp)
+            .map(|r| event(group.device(r)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let ends = (0..tp)
+            .map(|r| event(group.device(r)))
+            .collect::<Result<Vec<_>, _>>()?;
+        for g in &self.graphs {
+            g.upload().map_err(api("cuGraphUpload"))?;
+        }
+        group.synchronize()?;
+        let mut gates = Vec::with_capacity(tp as usize);
+        for r in 0..tp {
+            let s = group.stream(r);
+            gates.push(Gate::hold(s)?);
+            starts[r as usize]
+                .record(s.inner())
+                .map_err(api("cuEventRecord"))?;
+            self.graphs[r as usize]
+                .launch()
+                .map_err(api("cuGraphLaunch"))?;
+            ends[r as usize]
+                .record(s.inner())
+                .map_err(api("cuEventRecord"))?;
+        }
+        // Every device starts as soon as its gate opens: the host releases them back to back.
+        drop(gates);
+        let rank_ms = starts
+            .iter()
+            .zip(&ends)
+            .map(|(s, e)| s.elapsed_ms(e).map(f64::from))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(api("cuEventElapsedTime"))?;
+        Ok(Replay {
+            rank_ms,
+            calls: self.calls,
+        })
     }
 }
 

@@ -5,13 +5,14 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::lowered::{Access, LoweredKernel, ParamKind, Purpose, Ty, peer_slot};
 use wavefuse_codegen::target::Vendor;
 use wavefuse_ir::MemorySpace;
 use wavefuse_runtime::device::LoadedKernel;
-use wavefuse_runtime::rank::SameDeviceMode;
+use wavefuse_runtime::rank::{SameDeviceMode, Skew, SkewPattern, per_device_ordinals};
 use wavefuse_runtime::{
     Artifact, ArtifactFormat, CompilerId, Device, DeviceBuffer, DeviceError, DeviceInfo, Error,
     KernelArg, KernelInstance, LaunchSpec, MemKind, RankGroup,
@@ -53,10 +54,14 @@ struct Launch {
     stream: usize,
 }
 
+/// Every `delay_stream` of a fake device: (device, stream, delay, launches recorded before it).
+type DelayLog = Arc<Mutex<Vec<(usize, usize, Duration, usize)>>>;
+
 struct Fake {
     info: DeviceInfo,
     mem: Arc<Memory>,
     launches: Arc<Mutex<Vec<Launch>>>,
+    delays: DelayLog,
     blocks_per_cu: u32,
     streams: AtomicU64,
 }
@@ -109,6 +114,7 @@ impl Fake {
             info,
             mem: mem.clone(),
             launches: launches.clone(),
+            delays: Arc::default(),
             blocks_per_cu: 2,
             streams: AtomicU64::new(0),
         }
@@ -199,6 +205,12 @@ impl Device for Fake {
             stream: *stream,
         };
         self.launches.lock().unwrap().push(launch);
+        Ok(())
+    }
+    fn delay_stream(&self, stream: &usize, delay: Duration) -> Result<(), DeviceError> {
+        let before = self.launches.lock().unwrap().len();
+        let entry = (self.info.ordinal, *stream, delay, before);
+        self.delays.lock().unwrap().push(entry);
         Ok(())
     }
     fn sync_stream(&self, _: &usize) -> Result<(), DeviceError> {
@@ -535,4 +547,135 @@ fn invalid_bindings_are_typed_errors() {
         "{err}"
     );
     assert!(RankGroup::on_one_device(s.device(0), 9, SameDeviceMode::Streams).is_err());
+}
+
+#[test]
+fn per_device_refuses_more_ranks_than_visible_devices() {
+    assert_eq!(per_device_ordinals(2, 4).unwrap(), vec![0, 1]);
+    assert_eq!(per_device_ordinals(4, 4).unwrap(), vec![0, 1, 2, 3]);
+    let err = per_device_ordinals(4, 2).unwrap_err().to_string();
+    assert!(
+        err.contains("TP 4") && err.contains("needs 4 devices") && err.contains("2 are visible"),
+        "{err}"
+    );
+    assert!(per_device_ordinals(0, 2).is_err());
+    // The fake driver sees 8 devices: a 9-rank group is refused before any device is opened.
+    assert!(matches!(
+        RankGroup::<Fake>::per_device(9),
+        Err(Error::RankGroup(m)) if m.contains("9 devices")
+    ));
+}
+
+#[test]
+fn one_per_device_state_lives_on_each_ranks_device() {
+    let s = Setup::new();
+    let group = RankGroup::one_per_device((0..4).map(|o| s.device(o)).collect()).unwrap();
+    let inst = KernelInstance::new(&group, &kernel("allreduce", 4, 2), &artifact()).unwrap();
+    for r in 0..4u32 {
+        for name in ["flags", "partials", "counter", "error_word"] {
+            let buf = inst.owned(name, r).unwrap();
+            assert_eq!(buf.ordinal(), r as usize, "rank {r}'s `{name}`");
+        }
+    }
+    // Rank r's copy of each peer table is on device r (the fake addresses encode the device).
+    let on_device = |ptr: u64| (ptr / 0x1000_0000 - 1) as usize;
+    let flags: Vec<u64> = (0..4)
+        .map(|r| inst.owned("flags", r).unwrap().ptr())
+        .collect();
+    let mut inst = inst;
+    let _d = bind_data(&mut inst, &group);
+    for r in 0..4u32 {
+        let KernelArg::Ptr(table) = inst.args(r, 1).unwrap()[2] else {
+            panic!("device table expected")
+        };
+        assert_eq!(on_device(table), r as usize);
+        let t = s.mem.read_u64s(table, 4);
+        for p in 0..4u32 {
+            assert_eq!(t[peer_slot(p)], flags[p as usize]);
+            assert_eq!(
+                on_device(t[peer_slot(p)]),
+                p as usize,
+                "peer {p}'s flags on device {p}"
+            );
+        }
+    }
+}
+
+#[test]
+fn skew_delays_each_rank_before_its_launch() {
+    let alt: Skew = "10:alt".parse().unwrap();
+    assert_eq!(alt.pattern, SkewPattern::Alternating);
+    assert_eq!(alt.to_string(), "10:alt");
+    assert_eq!(alt.delay(0, 3, 0), Duration::ZERO);
+    assert_eq!(alt.delay(2, 3, 0), Duration::from_micros(20));
+    assert_eq!(alt.delay(0, 3, 1), Duration::from_micros(20));
+    assert_eq!(alt.delay(2, 3, 1), Duration::ZERO);
+    let desc: Skew = "5:desc".parse().unwrap();
+    assert_eq!(desc.delay(0, 4, 7), Duration::from_micros(15));
+    assert!("0".parse::<Skew>().unwrap().is_none());
+    assert!("x".parse::<Skew>().is_err());
+    assert!("5:sideways".parse::<Skew>().is_err());
+
+    let s = Setup::new();
+    let devices: Vec<Fake> = (0..3).map(|o| s.device(o)).collect();
+    let logs: Vec<_> = devices.iter().map(|d| d.delays.clone()).collect();
+    let group = RankGroup::one_per_device(devices).unwrap().with_skew(alt);
+    let mut inst = KernelInstance::new(&group, &kernel("allreduce", 3, 2), &artifact()).unwrap();
+    let _d = bind_data(&mut inst, &group);
+    inst.run().unwrap();
+    inst.run().unwrap();
+    let us = |r: usize| -> Vec<(u128, usize)> {
+        let log = logs[r].lock().unwrap();
+        log.iter()
+            .map(|(_, _, d, before)| (d.as_micros(), *before))
+            .collect()
+    };
+    // Launch 0 ascending (rank r waits r steps), launch 1 descending; no zero delays enqueued;
+    // each delay is enqueued before that launch's first kernel.
+    assert_eq!(us(0), vec![(20, 3)]);
+    assert_eq!(us(1), vec![(10, 0), (10, 3)]);
+    assert_eq!(us(2), vec![(20, 0)]);
+    assert_eq!(s.take().len(), 6);
+}
+
+#[test]
+fn capturing_launches_plainly_after_the_capacity_check_and_without_skew() {
+    let s = Setup::new();
+    let devices: Vec<Fake> = (0..2).map(|o| s.device(o)).collect();
+    let logs: Vec<_> = devices.iter().map(|d| d.delays.clone()).collect();
+    let group = RankGroup::one_per_device(devices)
+        .unwrap()
+        .with_skew("50".parse().unwrap());
+    let mut inst = KernelInstance::new(&group, &kernel("allreduce", 2, 8), &artifact()).unwrap();
+    let _d = bind_data(&mut inst, &group);
+    group.set_capturing(true);
+    inst.launch().unwrap();
+    inst.launch().unwrap();
+    group.set_capturing(false);
+    let launches = s.take();
+    assert_eq!(launches.len(), 4);
+    assert!(
+        launches.iter().all(|l| !l.cooperative),
+        "graph-safe plain launches"
+    );
+    // Epochs still advance per launch: a graph holds each launch's own epoch.
+    assert_eq!(launches[2].args[6], KernelArg::U32(2));
+    assert!(
+        logs.iter().all(|l| l.lock().unwrap().is_empty()),
+        "no skew in a graph"
+    );
+    inst.launch().unwrap();
+    assert!(s.take().iter().all(|l| l.cooperative));
+    assert_eq!(
+        logs[1].lock().unwrap().len(),
+        1,
+        "skew again outside capture"
+    );
+
+    // The capacity check still refuses a grid that cannot be resident (§5.9).
+    let mut big = KernelInstance::new(&group, &kernel("k", 2, 9), &artifact()).unwrap();
+    let _d2 = bind_data(&mut big, &group);
+    group.set_capturing(true);
+    assert!(matches!(big.launch(), Err(Error::NotCoResident { .. })));
+    group.set_capturing(false);
 }

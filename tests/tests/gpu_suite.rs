@@ -12,8 +12,39 @@ fn gpu_suite_sm90() {
     let full = std::env::var_os("WAVEFUSE_SUITE_FULL").is_some_and(|v| v == "1");
     let report = match suite::run_suite(&SuiteOptions::new(!full)) {
         Ok(r) => r,
-        Err(SuiteError::NoGpu(why)) => return println!("skipped: no GPU ({why})"),
+        Err(SuiteError::NoGpu(why) | SuiteError::Placement(why)) => {
+            return println!("skipped: no GPU ({why})");
+        }
     };
+    check(&report);
+}
+
+/// One rank per GPU: the communicating kernels at TP 2 (and 4 where 4 GPUs are visible), with a
+/// launch skew. Fewer than 2 GPUs: "skipped: no GPU".
+#[test]
+#[ignore = "needs 2 or more NVIDIA GPUs"]
+fn gpu_suite_per_device_sm90() {
+    suite::locate_nvrtc();
+    let visible = match <wavefuse_runtime::CudaDevice as wavefuse_runtime::Device>::count() {
+        Ok(n) if n >= 2 => n,
+        Ok(n) => return println!("skipped: no GPU (per-device needs 2 GPUs, {n} visible)"),
+        Err(e) => return println!("skipped: no GPU ({e})"),
+    };
+    let mut o = SuiteOptions::new(true);
+    o.placement = suite::SuitePlacement::PerDevice;
+    o.kernels = suite::COMMUNICATING.to_vec();
+    o.tps = suite::per_device_tps(visible);
+    o.skew = suite::default_per_device_skew();
+    let report = match suite::run_suite(&o) {
+        Ok(r) => r,
+        Err(SuiteError::NoGpu(why) | SuiteError::Placement(why)) => {
+            return println!("skipped: no GPU ({why})");
+        }
+    };
+    check(&report);
+}
+
+fn check(report: &suite::Report) {
     println!("{}", report.markdown());
     let failed: Vec<String> = report
         .cases

@@ -65,7 +65,11 @@ impl<D: Dialect> Writer<'_, D> {
                     Ok(self.d.f16_to_bits(&self.ex(e)?.at(Prec::Primary)))
                 };
                 Cx::new(
-                    format!("(unsigned)({}) | ((unsigned)({}) << 16)", bits(lo)?, bits(hi)?),
+                    format!(
+                        "(unsigned)({}) | ((unsigned)({}) << 16)",
+                        bits(lo)?,
+                        bits(hi)?
+                    ),
                     Prec::Binary,
                 )
             }

@@ -276,10 +276,17 @@ impl<'k, D: Dialect> Writer<'k, D> {
             Stmt::WaitGe { .. } => self.wait_ge(s, lvl),
             Stmt::WaveReduce { dst, op, value } => self.wave_reduce(*dst, *op, value, lvl),
             Stmt::MmaF16 { acc, a, b } => {
-                let regs = |rs: &[Reg]| rs.iter().map(|r| self.names.reg(*r).to_owned()).collect::<Vec<_>>();
-                let text = self.d.mma_f16(&regs(acc), &regs(a), &regs(b)).ok_or_else(|| {
-                    Error::Unsupported(format!("{}: FP16 mma (m16n8k16)", self.k.arch))
-                })?;
+                let regs = |rs: &[Reg]| {
+                    rs.iter()
+                        .map(|r| self.names.reg(*r).to_owned())
+                        .collect::<Vec<_>>()
+                };
+                let text = self
+                    .d
+                    .mma_f16(&regs(acc), &regs(a), &regs(b))
+                    .ok_or_else(|| {
+                        Error::Unsupported(format!("{}: FP16 mma (m16n8k16)", self.k.arch))
+                    })?;
                 self.line(lvl, &text);
                 Ok(())
             }

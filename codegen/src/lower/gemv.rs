@@ -5,8 +5,8 @@ use wavefuse_ir::{Buffer, GptqLayout, WeightFormat, ZeroPoint};
 
 use crate::lowered::{Base, BinOp, Expr, Param, ReduceKind, Reg, Special, Stmt, Ty, UnOp};
 
-use super::schedule::{Int4Dot, Int4Scaling, NibbleDecode};
 use super::LowerError;
+use super::schedule::{Int4Dot, Int4Scaling, NibbleDecode};
 
 /// The tensor-core tiling of one GPTQ GEMV kernel (see `gemv_gptq_mma`).
 struct MmaTiling {
@@ -199,9 +199,17 @@ impl Lowering<'_> {
                 let word_body = self.gptq_word(&t, unit_reg, kw, n0, &sf, &zs, &acc);
                 unit_body.push(for_loop(kw, u(0), u(t.unit), u(1), word_body));
             }
-            Int4Scaling::PerUnit => self.gptq_unit_factored(&t, unit_reg, n0, &sf, &zs, &acc, &mut unit_body),
+            Int4Scaling::PerUnit => {
+                self.gptq_unit_factored(&t, unit_reg, n0, &sf, &zs, &acc, &mut unit_body)
+            }
         }
-        let units_loop = for_loop(unit_reg, r(slice), u(t.groups * upg), u(t.slices), unit_body);
+        let units_loop = for_loop(
+            unit_reg,
+            r(slice),
+            u(t.groups * upg),
+            u(t.slices),
+            unit_body,
+        );
         out.push(comment(match (t.scaling, t.decode) {
             (Int4Scaling::PerWeight, NibbleDecode::Convert) => {
                 "dequantise: w = fma(f32(bfe(word, 4i, 4)), s, -z*s), which is (q - z)*s exactly in f32; acc = fma(w, f32(x), acc)"
@@ -492,9 +500,18 @@ impl Lowering<'_> {
         let (c, wg, wpg) = (self.cols, self.wg(), group / 8);
         let unit = self.s.k_unit_words as usize;
         if self.wave() != 32 {
-            return sched(format!("INT4 mma needs 32-lane waves ({} has {})", self.k.arch, self.wave()));
+            return sched(format!(
+                "INT4 mma needs 32-lane waves ({} has {})",
+                self.k.arch,
+                self.wave()
+            ));
         }
-        if self.s.words_per_iteration != 4 || c % 32 != 0 || unit % 4 != 0 || wpg % unit != 0 || batch > 8 {
+        if self.s.words_per_iteration != 4
+            || c % 32 != 0
+            || unit % 4 != 0
+            || wpg % unit != 0
+            || batch > 8
+        {
             return sched(format!(
                 "INT4 mma needs 4 words per lane (not {}), columns a multiple of 32 (not {c}), a unit of 4, 8 or 16 K-words dividing the group's {wpg} (not {unit}) and batch <= 8 (not {batch})",
                 self.s.words_per_iteration
@@ -558,7 +575,9 @@ impl Lowering<'_> {
                 // Software pipelining: unit u + kwarps's loads are in flight while unit u
                 // computes. Every condition is warp-uniform (kwarp is), so the MMAs under them
                 // run with the whole warp.
-                out.push(comment("pipelined: the next unit's loads are issued before this unit's MMAs"));
+                out.push(comment(
+                    "pipelined: the next unit's loads are issued before this unit's MMAs",
+                ));
                 let (b0, b1) = (self.mma_buffers(&t), self.mma_buffers(&t));
                 let u1 = self.k.reg(Ty::U32, "next_unit");
                 let u2 = self.k.reg(Ty::U32, "after_next");
@@ -586,9 +605,15 @@ impl Lowering<'_> {
             for p in 0..2 {
                 for i in 0..4 {
                     let b = add(mul(r(tq), u(2)), u(i % 2));
-                    let col = add(mul(r(cwarp), u(32)), add(mul(r(quad), u(4)), u(2 * p + i / 2)));
+                    let col = add(
+                        mul(r(cwarp), u(32)),
+                        add(mul(r(quad), u(4)), u(2 * p + i / 2)),
+                    );
                     let idx = add(mul(add(mul(r(kwarp), u(batch)), b.clone()), u(c)), col);
-                    let st = store(self.lds_at(self.red[mi], idx), vec![r(totals[mi * 8 + p * 4 + i])]);
+                    let st = store(
+                        self.lds_at(self.red[mi], idx),
+                        vec![r(totals[mi * 8 + p * 4 + i])],
+                    );
                     when(lt(b, u(batch)), vec![st], out);
                 }
             }
@@ -627,12 +652,25 @@ impl Lowering<'_> {
     fn mma_loads(&mut self, t: &MmaTiling, b: &MmaBuf, unit: Reg) -> Vec<Stmt> {
         let mut out = vec![];
         let gi = self.k.reg(Ty::U32, "group");
-        out.push(assign(gi, if t.upg == 1 { r(unit) } else { div(r(unit), u(t.upg)) }));
+        out.push(assign(
+            gi,
+            if t.upg == 1 {
+                r(unit)
+            } else {
+                div(r(unit), u(t.upg))
+            },
+        ));
         let col_ok = lt(r(t.n0), u(t.n));
         let h0 = || Expr::Float(0.0, Ty::F16);
         let mut guarded = vec![];
         for (mi, &w) in t.weights.iter().enumerate() {
-            let BufParams::Gptq { scales, qzeros, qweight, .. } = self.bufs[&w] else {
+            let BufParams::Gptq {
+                scales,
+                qzeros,
+                qweight,
+                ..
+            } = self.bufs[&w]
+            else {
                 unreachable!("a GPTQ weight")
             };
             b.scales[mi].iter().for_each(|&h| out.push(assign(h, h0())));
@@ -644,11 +682,16 @@ impl Lowering<'_> {
             if let Some(zp) = qzeros {
                 guarded.push(load(
                     vec![b.zero_words[mi]],
-                    at(Base::Param(zp), add(mul(r(gi), u(t.n / 8)), div(r(t.n0), u(8)))),
+                    at(
+                        Base::Param(zp),
+                        add(mul(r(gi), u(t.n / 8)), div(r(t.n0), u(8))),
+                    ),
                 ));
             }
             for st in 0..t.steps {
-                b.words[mi][st].iter().for_each(|&q| out.push(assign(q, u(0))));
+                b.words[mi][st]
+                    .iter()
+                    .for_each(|&q| out.push(assign(q, u(0))));
                 let kword = add(mul(r(unit), u(t.unit)), add(u(4 * st), r(t.tq)));
                 guarded.push(load(
                     b.words[mi][st].clone(),
@@ -662,7 +705,10 @@ impl Lowering<'_> {
             let kword = add(mul(r(unit), u(t.unit)), add(u(4 * st), r(t.tq)));
             let ld = load(
                 b.xs[st].clone(),
-                at(Base::Param(t.x), add(mul(r(t.quad), u(t.kdim)), mul(kword, u(8)))),
+                at(
+                    Base::Param(t.x),
+                    add(mul(r(t.quad), u(t.kdim)), mul(kword, u(8))),
+                ),
             );
             when(lt(r(t.quad), u(t.batch)), vec![ld], &mut out);
         }
@@ -682,8 +728,16 @@ impl Lowering<'_> {
                     ZeroPoint::Symmetric => u(8),
                     _ if self.bufs_have_no_zeros(&t.weights[mi]) => u(8),
                     zero => {
-                        let nib = bfe(r(b.zero_words[mi]), mul(rem(add(r(t.n0), u(j)), u(8)), u(4)), 4);
-                        if zero == ZeroPoint::V1 { add(nib, u(1)) } else { nib }
+                        let nib = bfe(
+                            r(b.zero_words[mi]),
+                            mul(rem(add(r(t.n0), u(j)), u(8)), u(4)),
+                            4,
+                        );
+                        if zero == ZeroPoint::V1 {
+                            add(nib, u(1))
+                        } else {
+                            nib
+                        }
                     }
                 };
                 // 1024 + z in both halves: 0x6400 + z is its FP16 pattern (ulp 1 in [1024, 2048)).
@@ -700,7 +754,10 @@ impl Lowering<'_> {
             let mut bfrag = vec![];
             for pair in [(0, 4), (1, 5), (2, 6), (3, 7)] {
                 let br = self.k.reg(Ty::U32, "bfrag");
-                out.push(assign(br, Expr::PackHalf2(Box::new(r(xh[pair.0])), Box::new(r(xh[pair.1])))));
+                out.push(assign(
+                    br,
+                    Expr::PackHalf2(Box::new(r(xh[pair.0])), Box::new(r(xh[pair.1]))),
+                ));
                 bfrag.push(br);
             }
             for mi in 0..m {
@@ -713,8 +770,16 @@ impl Lowering<'_> {
                         for (cwi, slot) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
                             let wreg = ws[2 * p + cwi];
                             let i = 2 * h + slot;
-                            let nib = if i == 0 { r(wreg) } else { bin(BinOp::Shr, r(wreg), Expr::u32(4 * i as u32)) };
-                            let pair = bin(BinOp::Or, bin(BinOp::And, nib, Expr::u32(0x000F_000F)), Expr::u32(0x6400_6400));
+                            let nib = if i == 0 {
+                                r(wreg)
+                            } else {
+                                bin(BinOp::Shr, r(wreg), Expr::u32(4 * i as u32))
+                            };
+                            let pair = bin(
+                                BinOp::Or,
+                                bin(BinOp::And, nib, Expr::u32(0x000F_000F)),
+                                Expr::u32(0x6400_6400),
+                            );
                             let ar = self.k.reg(Ty::U32, "afrag");
                             let z = r(zp[mi * 4 + 2 * p + cwi]);
                             out.push(assign(ar, Expr::SubHalf2(Box::new(pair), Box::new(z))));
@@ -736,7 +801,10 @@ impl Lowering<'_> {
                 for i in 0..4 {
                     let tot = totals[mi * 8 + p * 4 + i];
                     let s = sf[mi * 4 + 2 * p + i / 2];
-                    out.push(assign(tot, fma(r(s), r(unit_acc[mi * 8 + p * 4 + i]), r(tot))));
+                    out.push(assign(
+                        tot,
+                        fma(r(s), r(unit_acc[mi * 8 + p * 4 + i]), r(tot)),
+                    ));
                 }
             }
         }

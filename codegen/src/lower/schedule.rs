@@ -114,9 +114,11 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// Sensible defaults for `kernel` on `arch`: 256-lane workgroups; INT4 tiles of 32 columns
-    /// × 8 K slices with one word per lane (coalesced 128-byte rows, ~136 workgroups at the
-    /// TP = 4 FFN shapes); FP16 GEMVs with one wave per column and 16-byte loads; elementwise
+    /// Sensible defaults for `kernel` on `arch`: 256-lane workgroups; INT4 tiles of 32 columns:
+    /// on sm_90 the tensor-core GEMV ([`Int4Dot::Mma`]: 8 K-slicing warps, 16-byte loads, units
+    /// of a whole group, 8 K-words with two weights — the fastest of the H200 sweep in
+    /// `bench/results/2026-11-29-h200-int4-sweep/`), on gfx906 8 K slices with one word per lane
+    /// and FP32 FMAs (coalesced 128-byte rows, ~136 workgroups at the TP = 4 FFN shapes); FP16 GEMVs with one wave per column and 16-byte loads; elementwise
     /// and allreduce kernels with two columns per lane (or, with INT8 compression, one
     /// quantisation block per wave). Two accumulators at batch 1, one otherwise (the batch rows
     /// already give independent chains), which keeps register use modest.
@@ -146,12 +148,33 @@ impl Schedule {
                 words_per_iteration: 4,
                 ..base
             },
-            Some(_) => Schedule {
-                columns_per_workgroup: 32,
-                threads_per_column: workgroup_size / 32,
-                k_unit_words: gptq_group_words(kernel).unwrap_or(16),
-                ..base
-            },
+            Some(_) => {
+                let group_words = gptq_group_words(kernel).unwrap_or(16);
+                let fma = Schedule {
+                    columns_per_workgroup: 32,
+                    threads_per_column: workgroup_size / 32,
+                    k_unit_words: group_words,
+                    ..base
+                };
+                // Two weights (gate and up) hold twice the packed words per unit: units of 4
+                // keep nvcc at occupancy >= 8 warps per SMSP, the hand-written kernel's (units of
+                // 8 were 12% faster on the H200 but need 70 registers: occupancy 6).
+                let max_unit = if gemv_count(kernel) > 1 { 4 } else { 16 };
+                let unit = [16, 8, 4]
+                    .into_iter()
+                    .find(|u| *u <= max_unit && group_words % u == 0);
+                match unit {
+                    Some(unit) if arch.has_fp16_mma() && batch <= 8 => Schedule {
+                        int4_dot: Int4Dot::Mma,
+                        words_per_iteration: 4,
+                        columns_per_workgroup: 32,
+                        threads_per_column: workgroup_size / 32,
+                        k_unit_words: unit,
+                        ..fma
+                    },
+                    _ => fma,
+                }
+            }
             None => match int8_block(kernel) {
                 Some(block) if block % wave as usize == 0 => Schedule {
                     columns_per_workgroup: workgroup_size * (block as u32 / wave),
@@ -250,6 +273,14 @@ fn gemv_format(kernel: &Kernel) -> Option<WeightFormat> {
         },
         _ => None,
     })
+}
+
+/// GEMVs in the kernel (two for gate/up).
+fn gemv_count(kernel: &Kernel) -> usize {
+    kernel
+        .ops()
+        .filter(|(_, op)| matches!(op.kind, OpKind::Gemv(_)))
+        .count()
 }
 
 /// K words (8 rows each) in one GPTQ group of the kernel's GEMV: the default work unit.

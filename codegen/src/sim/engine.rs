@@ -1321,7 +1321,15 @@ impl<'a> Engine<'a> {
 
     /// `acc += A·B` over the wave's fragments (the layout of [`crate::lowered::Stmt::MmaF16`]),
     /// products exact, sums in f32 in k order.
-    fn complete_mma(&mut self, a: usize, pc: u32, len: u32, acc: [u32; 4], fa: [u32; 4], fb: [u32; 2]) {
+    fn complete_mma(
+        &mut self,
+        a: usize,
+        pc: u32,
+        len: u32,
+        acc: [u32; 4],
+        fa: [u32; 4],
+        fb: [u32; 2],
+    ) {
         let w = self.wave_index(a);
         self.waves[w].arrived = 0;
         self.waves[w].at = None;
@@ -1335,10 +1343,18 @@ impl<'a> Engine<'a> {
         let (mut am, mut bm) = ([[0f32; 16]; 16], [[0f32; 8]; 16]);
         for l in 0..32 {
             let (g, t) = (l / 4, l % 4);
-            let pairs: Vec<[f32; 2]> = fa.iter().map(|&r| eval::unpack_half2(reg(self, l, r))).collect();
-            for (i, (row, col)) in [(g, 2 * t), (g + 8, 2 * t), (g, 2 * t + 8), (g + 8, 2 * t + 8)]
-                .into_iter()
-                .enumerate()
+            let pairs: Vec<[f32; 2]> = fa
+                .iter()
+                .map(|&r| eval::unpack_half2(reg(self, l, r)))
+                .collect();
+            for (i, (row, col)) in [
+                (g, 2 * t),
+                (g + 8, 2 * t),
+                (g, 2 * t + 8),
+                (g + 8, 2 * t + 8),
+            ]
+            .into_iter()
+            .enumerate()
             {
                 am[row][col] = pairs[i][0];
                 am[row][col + 1] = pairs[i][1];
@@ -1352,9 +1368,14 @@ impl<'a> Engine<'a> {
         let mut out = vec![[0u32; 4]; 32];
         for (l, o) in out.iter_mut().enumerate() {
             let (g, t) = (l / 4, l % 4);
-            for (i, (row, col)) in [(g, 2 * t), (g, 2 * t + 1), (g + 8, 2 * t), (g + 8, 2 * t + 1)]
-                .into_iter()
-                .enumerate()
+            for (i, (row, col)) in [
+                (g, 2 * t),
+                (g, 2 * t + 1),
+                (g + 8, 2 * t),
+                (g + 8, 2 * t + 1),
+            ]
+            .into_iter()
+            .enumerate()
             {
                 let mut d = f32::from_bits(reg(self, l, acc[i]));
                 for k in 0..16 {

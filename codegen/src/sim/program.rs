@@ -382,7 +382,8 @@ impl Compiler<'_> {
             }
             Stmt::MmaF16 { acc, a, b } => {
                 let idx = |r: &crate::lowered::Reg| r.index() as u32;
-                let tys = |rs: &[crate::lowered::Reg], t: Ty| rs.iter().all(|r| self.k.regs[*r].ty == t);
+                let tys =
+                    |rs: &[crate::lowered::Reg], t: Ty| rs.iter().all(|r| self.k.regs[*r].ty == t);
                 if !tys(acc, Ty::F32) || !tys(a, Ty::U32) || !tys(b, Ty::U32) {
                     return Err(type_err(
                         &text,

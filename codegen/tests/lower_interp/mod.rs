@@ -601,7 +601,12 @@ impl<'k> Machine<'k> {
                     let mut out = vec![[0f32; 4]; 32];
                     for (l, &t) in lanes.iter().enumerate() {
                         let (g, q) = (l / 4, l % 4);
-                        let at = [(g, 2 * q), (g, 2 * q + 1), (g + 8, 2 * q), (g + 8, 2 * q + 1)];
+                        let at = [
+                            (g, 2 * q),
+                            (g, 2 * q + 1),
+                            (g + 8, 2 * q),
+                            (g + 8, 2 * q + 1),
+                        ];
                         for (i, &(row, col)) in at.iter().enumerate() {
                             let dot: f64 = (0..16).map(|k| am[row][k] * bm[k][col]).sum();
                             let c = match self.regs[t][acc[i].as_u32() as usize] {

@@ -53,21 +53,21 @@ struct Copies {
     by_set: Vec<Vec<CudaBuffer>>,
 }
 
-/// Every input array of every rank, `sets` times over (also `wavefuse tune`'s cold inputs).
-pub(crate) struct Rotation {
+/// Every input array of every rank, `sets` times over (also used by `examples/qwen_ffn_block`).
+pub struct Rotation {
     arrays: Vec<Copies>,
-    /// Input sets.
-    pub(crate) sets: usize,
-    /// Bytes of all sets.
-    pub(crate) bytes: u64,
-    /// Whether L2 is also flushed before each launch (the sets alone are under 4 × L2).
-    pub(crate) flush: bool,
+    /// Copies of the inputs.
+    pub sets: usize,
+    /// Bytes of all sets together.
+    pub bytes: u64,
+    /// Whether the sets total less than 4 × L2 (L2 must then be flushed before each launch).
+    pub flush: bool,
 }
 
 impl Rotation {
     /// Sets of `g`'s input arrays filled with `inputs`: enough to total `4 × l2` bytes, at most
     /// [`MAX_SETS`].
-    pub(crate) fn new(
+    pub fn new(
         group: &RankGroup<CudaDevice>,
         g: &LoweredKernel,
         ir: &Kernel,
@@ -151,11 +151,7 @@ impl Rotation {
     }
 
     /// Binds set `i` (mod the number of sets).
-    pub(crate) fn bind(
-        &self,
-        inst: &mut KernelInstance<'_, CudaDevice>,
-        i: usize,
-    ) -> Result<(), RtError> {
+    pub fn bind(&self, inst: &mut KernelInstance<'_, CudaDevice>, i: usize) -> Result<(), RtError> {
         for c in &self.arrays {
             let refs: Vec<_> = c.by_set[i % self.sets].iter().collect();
             inst.bind(&c.buffer, c.part, &refs)?;

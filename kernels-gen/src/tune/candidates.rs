@@ -81,7 +81,7 @@ pub fn build(ir: &Kernel, arch: Arch, schedules: &[Schedule], budget: usize) -> 
                 continue;
             }
         };
-        if i > 0 && !suite::fits_coresident(&lowered, arch) {
+        if i > 0 && !suite::fits_coresident(&lowered, arch, lowered.tp) {
             out.not_coresident += 1;
             continue;
         }

@@ -302,13 +302,14 @@ pub fn lowered_space(
         floor_from: "default".into(),
         ..CaseReport::default()
     };
-    let base = match suite::lower_coresident(&t.ir, arch, Schedule::default_for(arch, &t.ir)) {
-        Ok((_, s)) => s,
-        Err(e) => {
-            case.note = format!("the default schedule does not lower: {e}");
-            return Err(Box::new(case));
-        }
-    };
+    let base =
+        match suite::lower_coresident(&t.ir, arch, Schedule::default_for(arch, &t.ir), t.spec.tp) {
+            Ok((_, s)) => s,
+            Err(e) => {
+                case.note = format!("the default schedule does not lower: {e}");
+                return Err(Box::new(case));
+            }
+        };
     let mut schedules = vec![base.clone()];
     schedules.extend(
         space::enumerate(arch, &t.ir, o.quick)

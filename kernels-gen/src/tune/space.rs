@@ -204,6 +204,8 @@ fn tiles(arch: Arch, family: Family, d: &Schedule) -> Vec<Schedule> {
                             columns_per_workgroup: c,
                             threads_per_column: t,
                             words_per_iteration: v,
+                            int4_dot: Int4Dot::Fma,
+                            pipeline_depth: 1,
                             ..d.clone()
                         });
                     }
@@ -352,7 +354,20 @@ fn neighbours(d: &Schedule, family: Family, tiles: &[Schedule]) -> Vec<Schedule>
             out.push(d.clone().with_protocol(p));
         }
     }
-    if let Family::Int4 { group_words, .. } = family {
+    if let (Family::Int4 { group_words, .. }, Int4Dot::Mma) = (family, d.int4_dot) {
+        for ku in MMA_K_UNITS.into_iter().filter(|k| group_words % k == 0) {
+            out.push(Schedule {
+                k_unit_words: ku,
+                ..d.clone()
+            });
+        }
+        for pipeline_depth in PIPELINE_DEPTHS {
+            out.push(Schedule {
+                pipeline_depth,
+                ..d.clone()
+            });
+        }
+    } else if let Family::Int4 { group_words, .. } = family {
         for ku in k_units(group_words) {
             out.push(Schedule {
                 k_unit_words: ku,

@@ -41,6 +41,9 @@ pub enum CompilerId {
     Nvcc,
     /// CUDA's runtime compiler, loaded through cudarc.
     Nvrtc,
+    /// wavefuse's LLVM back end (feature `llvm` of wavefuse-codegen) targeting NVPTX: PTX built
+    /// on another machine and loaded as is (`wavefuse llvm-diff`).
+    LlvmNvptx,
 }
 
 impl CompilerId {
@@ -52,13 +55,14 @@ impl CompilerId {
         CompilerId::Nvrtc,
     ];
 
-    /// Lower-case name (`hipcc`, `hiprtc`, `nvcc`, `nvrtc`).
+    /// Lower-case name (`hipcc`, `hiprtc`, `nvcc`, `nvrtc`, `llvm-nvptx`).
     pub fn name(self) -> &'static str {
         match self {
             CompilerId::Hipcc => "hipcc",
             CompilerId::Hiprtc => "hiprtc",
             CompilerId::Nvcc => "nvcc",
             CompilerId::Nvrtc => "nvrtc",
+            CompilerId::LlvmNvptx => "llvm-nvptx",
         }
     }
 
@@ -66,7 +70,7 @@ impl CompilerId {
     pub fn vendor(self) -> Vendor {
         match self {
             CompilerId::Hipcc | CompilerId::Hiprtc => Vendor::Amd,
-            CompilerId::Nvcc | CompilerId::Nvrtc => Vendor::Nvidia,
+            CompilerId::Nvcc | CompilerId::Nvrtc | CompilerId::LlvmNvptx => Vendor::Nvidia,
         }
     }
 }

@@ -5,7 +5,9 @@
 //! here (raw `cuMemAlloc`/`cuMemFree` behind RAII [`CudaBuffer`]s) so that kernel arguments are
 //! plain device addresses; contexts, modules, streams and events use cudarc's safe types.
 
+use std::ffi::c_void;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use cudarc::driver::result::{self as cu, DriverError};
 use cudarc::driver::{self, sys};
@@ -156,6 +158,23 @@ impl CudaStream {
     /// The cudarc stream.
     pub fn inner(&self) -> &Arc<driver::CudaStream> {
         &self.0
+    }
+}
+
+/// The longest stream delay honoured: a skew is microseconds to milliseconds; anything longer is a
+/// mistake that would only slow a run down.
+pub const MAX_STREAM_DELAY: Duration = Duration::from_millis(100);
+
+/// The host function of [`Device::delay_stream`]: spins until the delay has passed (a sleep would
+/// overshoot short delays by the scheduler's granularity). Makes no CUDA call, as host functions
+/// must not.
+unsafe extern "C" fn hold_stream(data: *mut c_void) {
+    // SAFETY: `data` is the `Box<Duration>` leaked by `delay_stream`, handed to exactly this one
+    // call by the driver; it is reclaimed here once.
+    let delay = unsafe { Box::from_raw(data.cast::<Duration>()) };
+    let start = Instant::now();
+    while start.elapsed() < *delay {
+        std::hint::spin_loop();
     }
 }
 
@@ -341,6 +360,30 @@ impl Device for CudaDevice {
         } else {
             "cuLaunchKernel"
         }))
+    }
+
+    fn delay_stream(&self, stream: &CudaStream, delay: Duration) -> Result<(), DeviceError> {
+        if delay.is_zero() {
+            return Ok(());
+        }
+        if delay > MAX_STREAM_DELAY {
+            return Err(DeviceError::Unsupported(format!(
+                "a stream delay of {delay:?} exceeds the {MAX_STREAM_DELAY:?} a skew may use"
+            )));
+        }
+        self.bind()?;
+        let data = Box::into_raw(Box::new(delay));
+        // SAFETY: the stream is live; the callback takes ownership of `data` and makes no CUDA
+        // call; on failure the driver never calls it, so ownership comes back here.
+        let rc = unsafe {
+            cu::stream::launch_host_function(stream.0.cu_stream(), hold_stream, data.cast())
+        };
+        if let Err(e) = rc {
+            // SAFETY: the launch failed, so the callback will never reclaim the box.
+            drop(unsafe { Box::from_raw(data) });
+            return Err(api("cuLaunchHostFunc")(e));
+        }
+        Ok(())
     }
 
     fn sync_stream(&self, stream: &CudaStream) -> Result<(), DeviceError> {

@@ -13,13 +13,15 @@
 mod cuda;
 mod hip;
 
+use std::time::Duration;
+
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::target::Vendor;
 
 use crate::compile::{Artifact, ArtifactFormat};
 use crate::launch::{KernelArg, LaunchSpec};
 
-pub use cuda::{CudaBuffer, CudaDevice, CudaEvent, CudaKernel, CudaStream};
+pub use cuda::{CudaBuffer, CudaDevice, CudaEvent, CudaKernel, CudaStream, MAX_STREAM_DELAY};
 pub use hip::{HipBuffer, HipDevice, HipEvent, HipKernel, HipStream, hip_runtime_library};
 
 /// What a device allocation is for.
@@ -199,6 +201,18 @@ pub trait Device: Sized + Send + Sync {
         stream: &Self::Stream,
         cooperative: bool,
     ) -> Result<(), DeviceError>;
+
+    /// Holds `stream` for `delay` before the work enqueued after this call may start (a host
+    /// function on the stream that waits), to skew ranks' launches deliberately: the cross-rank
+    /// protocol must not depend on launch timing ([`crate::rank::Skew`]). Devices without host
+    /// functions answer [`DeviceError::Unsupported`].
+    fn delay_stream(&self, stream: &Self::Stream, delay: Duration) -> Result<(), DeviceError> {
+        let _ = (stream, delay);
+        Err(DeviceError::Unsupported(format!(
+            "delaying a stream (launch skew) is not implemented for {}",
+            self.info().name
+        )))
+    }
 
     /// Waits for everything enqueued on `stream`.
     fn sync_stream(&self, stream: &Self::Stream) -> Result<(), DeviceError>;

@@ -174,6 +174,16 @@ impl<'g, D: Device> OpKernel<'g, D> {
         &mut self.inst
     }
 
+    /// Every rank's device array for part `part` of op-level buffer `buffer` (an input or an
+    /// output), e.g. to bind one kernel's output as the next kernel's input.
+    pub fn array(&self, buffer: &str, part: &str) -> Option<Vec<&D::Buffer>> {
+        let a = self
+            .arrays
+            .iter()
+            .find(|a| a.name == buffer && a.part == part)?;
+        Some(a.per_rank.iter().collect())
+    }
+
     /// Writes every rank's inputs (`inputs[r]` for rank r) into the device arrays.
     pub fn upload_inputs(&self, inputs: &[RankInputs]) -> Result<()> {
         let tp = self.group.tp() as usize;

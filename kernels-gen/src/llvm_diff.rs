@@ -1,0 +1,340 @@
+//! The LLVM back end's differential run on a GPU, split so the GPU machine needs neither cargo
+//! nor LLVM:
+//!
+//! - here (`wavefuse llvm ptx --out DIR`, feature `llvm`): the LLVM-built sm_90 PTX of every
+//!   kernel of the set at TP 1 and 4 (model shapes, batch 1), and `manifest.json` with LLVM's
+//!   compile time per kernel and a hash of the C++ source of the same lowering;
+//! - there (`wavefuse llvm-diff --ptx DIR`, any build): per kernel, the C++ path (NVRTC, timed
+//!   there) and the LLVM path (the PTX, loaded through the CUDA driver by the same device trait),
+//!   each on the same inputs against the f64 reference; JSON and Markdown with both verdicts and
+//!   the compile times of both paths.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use serde_json::{Value as Json, json};
+use wavefuse_codegen::Arch;
+use wavefuse_runtime::compile::{Artifact, ArtifactFormat, CompileRequest, CompilerId};
+use wavefuse_runtime::exec::{self, OpKernel};
+use wavefuse_runtime::{Cache, RankGroup, SameDeviceMode};
+
+use crate::KernelId;
+use crate::suite::{self, CaseSpec, ShapeKind, Worst};
+
+/// The manifest's file name in the PTX folder.
+pub const MANIFEST: &str = "manifest.json";
+
+/// TP sizes of the differential set.
+pub const DIFF_TPS: [u32; 2] = [1, 4];
+
+/// The cases of the differential set.
+pub fn cases() -> Vec<CaseSpec> {
+    DIFF_TPS
+        .iter()
+        .flat_map(|&tp| {
+            KernelId::ALL.iter().map(move |&id| CaseSpec {
+                id,
+                tp,
+                batch: 1,
+                shape: ShapeKind::Model,
+            })
+        })
+        .collect()
+}
+
+/// The PTX file of a case.
+pub fn ptx_file(c: &CaseSpec) -> String {
+    format!("{}@tp{}.ptx", c.id.name(), c.tp)
+}
+
+/// FNV-1a (64-bit) of a text: identifies the lowering the PTX was built from (not a security
+/// hash; both sides run the same deterministic lowering).
+pub fn fingerprint(text: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// `wavefuse llvm-diff` arguments.
+#[derive(clap::Args, Debug)]
+pub struct LlvmDiffArgs {
+    /// Folder written by `wavefuse llvm ptx --out` (PTX files and manifest.json).
+    #[arg(long)]
+    pub ptx: PathBuf,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write the results as a Markdown table here.
+    #[arg(long)]
+    pub md: Option<PathBuf>,
+    /// Seed of the synthetic workload.
+    #[arg(long, default_value_t = crate::Workload::DEFAULT_SEED)]
+    pub seed: u64,
+}
+
+struct Row {
+    label: String,
+    tol: f64,
+    cpp: Result<Worst, String>,
+    llvm: Result<Worst, String>,
+    nvrtc_ms: Option<f64>,
+    llvm_ms: f64,
+}
+
+/// `wavefuse llvm-diff --ptx DIR`.
+pub fn llvm_diff_cmd(a: &LlvmDiffArgs) -> ExitCode {
+    let manifest = match read_manifest(&a.ptx) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(path) = suite::locate_nvrtc() {
+        eprintln!("note: using NVRTC at {}", path.display());
+    }
+    if let Err(m) = suite::open_cuda() {
+        eprintln!("error: {m}");
+        return ExitCode::from(2);
+    }
+    let mut rows = Vec::new();
+    for c in cases() {
+        let entry = manifest["entries"]
+            .as_array()
+            .and_then(|es| es.iter().find(|e| e["file"] == ptx_file(&c)));
+        let Some(entry) = entry else {
+            eprintln!("error: {} is not in the manifest", ptx_file(&c));
+            return ExitCode::FAILURE;
+        };
+        let row = diff_case(&c, entry, &a.ptx, a.seed);
+        println!(
+            "{:<40} C++: {:<24} LLVM: {:<24} NVRTC {} ms, LLVM {:.1} ms",
+            row.label,
+            verdict(&row.cpp, row.tol),
+            verdict(&row.llvm, row.tol),
+            row.nvrtc_ms.map_or("-".into(), |m| format!("{m:.1}")),
+            row.llvm_ms
+        );
+        rows.push(row);
+    }
+    let ok = rows
+        .iter()
+        .all(|r| passes(&r.cpp, r.tol) && passes(&r.llvm, r.tol));
+    let device = suite::open_cuda()
+        .map(|d| wavefuse_runtime::device::Device::info(&d).name.clone())
+        .unwrap_or_default();
+    let header = json!({
+        "device": device,
+        "driver": suite::nvidia_driver_version(),
+        "date": suite::utc_now(),
+        "commit": option_env!("WAVEFUSE_COMMIT").unwrap_or("see carry/COMMIT"),
+        "llvm": manifest["llvm"],
+        "llvm_built_at": manifest["commit"],
+        "seed": a.seed,
+    });
+    if let Some(p) = &a.json {
+        let j = json!({"header": header, "rows": rows.iter().map(row_json).collect::<Vec<_>>()});
+        if let Err(e) = std::fs::write(p, serde_json::to_string_pretty(&j).unwrap_or_default()) {
+            eprintln!("error: writing {}: {e}", p.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    if let Some(p) = &a.md {
+        if let Err(e) = std::fs::write(p, markdown(&header, &rows)) {
+            eprintln!("error: writing {}: {e}", p.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    let n_ok = rows
+        .iter()
+        .filter(|r| passes(&r.cpp, r.tol) && passes(&r.llvm, r.tol))
+        .count();
+    println!(
+        "{n_ok} of {} kernels: both paths within tolerance",
+        rows.len()
+    );
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn read_manifest(dir: &Path) -> Result<Json, String> {
+    let path = dir.join(MANIFEST);
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        format!(
+            "{}: {e} (write it with `wavefuse llvm ptx --out`)",
+            path.display()
+        )
+    })?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn passes(r: &Result<Worst, String>, tol: f64) -> bool {
+    r.as_ref().is_ok_and(|w| w.passes(tol))
+}
+
+fn verdict(r: &Result<Worst, String>, tol: f64) -> String {
+    match r {
+        Ok(w) if w.passes(tol) => format!("ok (rel L2 {:.1e})", w.rel_l2),
+        Ok(w) => format!("FAIL (rel L2 {:.1e})", w.rel_l2),
+        Err(e) => format!("ERROR: {}", e.lines().next().unwrap_or("")),
+    }
+}
+
+fn diff_case(c: &CaseSpec, entry: &Json, dir: &Path, seed: u64) -> Row {
+    let (tol, _) = suite::tolerance(c.id);
+    let mut row = Row {
+        label: c.label(),
+        tol,
+        cpp: Err("not run".into()),
+        llvm: Err("not run".into()),
+        nvrtc_ms: None,
+        llvm_ms: entry["llvm_ms"]["total"].as_f64().unwrap_or(f64::NAN),
+    };
+    let p = match suite::prepare(c, Arch::Sm90, seed, false) {
+        Ok(p) => p,
+        Err(e) => {
+            row.cpp = Err(e.to_string());
+            row.llvm = Err(e.to_string());
+            return row;
+        }
+    };
+    if entry["cpp_fingerprint"].as_str() != Some(fingerprint(&p.g.source.text).as_str()) {
+        row.llvm = Err("the PTX was built from a different lowering (rebuild both)".into());
+    }
+    // C++ path: NVRTC here, timed (uncached), or the carried prebuilt cubin without NVRTC.
+    let req = CompileRequest::new(&p.g.lowered.name, p.g.source.text.clone(), Arch::Sm90);
+    let compiler = suite::compiler_for(Arch::Sm90);
+    let t = Instant::now();
+    let cpp_artifact = match compiler.compile(&req) {
+        Ok(a) => {
+            row.nvrtc_ms = Some(t.elapsed().as_secs_f64() * 1e3);
+            Ok(a)
+        }
+        Err(_) => exec::artifact_for(&Cache::from_env(), compiler.as_ref(), &req)
+            .map(|(a, _)| a)
+            .map_err(|e| e.to_string()),
+    };
+    row.cpp = cpp_artifact.and_then(|a| run(&p, &a));
+    if row.llvm.is_ok() || matches!(&row.llvm, Err(e) if e == "not run") {
+        row.llvm = std::fs::read(dir.join(ptx_file(c)))
+            .map_err(|e| format!("{}: {e}", ptx_file(c)))
+            .and_then(|image| {
+                let a = Artifact {
+                    compiler: CompilerId::LlvmNvptx,
+                    compiler_version: format!("LLVM {}", entry["llvm"].as_str().unwrap_or("?")),
+                    arch: Arch::Sm90,
+                    format: ArtifactFormat::Ptx,
+                    flags: Vec::new(),
+                    usage: Default::default(),
+                    log: String::new(),
+                    image,
+                };
+                run(&p, &a)
+            });
+    }
+    row
+}
+
+/// Bind, upload, poison, launch once, read back, compare with the f64 reference.
+fn run(p: &suite::Prepared, a: &Artifact) -> Result<Worst, String> {
+    let dev = suite::open_cuda()?;
+    let group = RankGroup::on_one_device(dev, p.g.lowered.tp, SameDeviceMode::Streams)
+        .map_err(|e| e.to_string())?;
+    let mut k = OpKernel::new(&group, &p.g.ir, &p.g.lowered, a).map_err(|e| e.to_string())?;
+    let out = k.run(&p.data.inputs).map_err(|e| e.to_string())?;
+    Ok(Worst::of(&exec::compare(&p.g.ir, &out, &p.data.reference)))
+}
+
+fn worst_json(r: &Result<Worst, String>, tol: f64) -> Json {
+    match r {
+        Ok(w) => json!({"pass": w.passes(tol), "rel_l2": w.rel_l2, "max_abs": w.max_abs,
+                        "non_finite": w.non_finite, "rank_diffs": w.rank_diffs}),
+        Err(e) => json!({"pass": false, "error": e}),
+    }
+}
+
+fn row_json(r: &Row) -> Json {
+    json!({
+        "case": r.label, "tolerance": r.tol,
+        "cpp": worst_json(&r.cpp, r.tol), "llvm": worst_json(&r.llvm, r.tol),
+        "nvrtc_ms": r.nvrtc_ms, "llvm_ms": r.llvm_ms,
+    })
+}
+
+fn markdown(header: &Json, rows: &[Row]) -> String {
+    let mut s = format!(
+        "# LLVM back end vs C++ path on {}\n\n{} · driver {} · LLVM {} (PTX built at {}) · seed {}\n\n",
+        header["device"].as_str().unwrap_or("?"),
+        header["date"].as_str().unwrap_or("?"),
+        header["driver"].as_str().unwrap_or("?"),
+        header["llvm"].as_str().unwrap_or("?"),
+        header["llvm_built_at"].as_str().unwrap_or("?"),
+        header["seed"]
+    );
+    s += "| case | tolerance | C++ (NVRTC) rel L2 | LLVM (PTX) rel L2 | NVRTC ms | LLVM ms |\n";
+    s += "|---|---:|---|---|---:|---:|\n";
+    for r in rows {
+        s += &format!(
+            "| {} | {:.0e} | {} | {} | {} | {:.1} |\n",
+            r.label,
+            r.tol,
+            verdict(&r.cpp, r.tol),
+            verdict(&r.llvm, r.tol),
+            r.nvrtc_ms.map_or("-".into(), |m| format!("{m:.1}")),
+            r.llvm_ms
+        );
+    }
+    s
+}
+
+/// `wavefuse llvm ptx --out DIR`: the PTX of the differential set and its manifest.
+#[cfg(feature = "llvm")]
+pub fn write_ptx_set(out: &Path) -> Result<usize, String> {
+    use wavefuse_codegen::llvm;
+    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let mut entries = Vec::new();
+    for c in cases() {
+        let g = suite::generate(&c, Arch::Sm90).map_err(|e| format!("{}: {e}", c.label()))?;
+        let compiled =
+            llvm::compile(&g.lowered, false).map_err(|e| format!("{}: {e}", c.label()))?;
+        std::fs::write(out.join(ptx_file(&c)), &compiled.image)
+            .map_err(|e| format!("{}: {e}", ptx_file(&c)))?;
+        entries.push(json!({
+            "file": ptx_file(&c), "kernel": c.id.name(), "tp": c.tp, "symbol": compiled.symbol,
+            "cpp_fingerprint": fingerprint(&g.source.text),
+            "llvm": llvm_version_string(),
+            "llvm_ms": {"build": compiled.build_ms, "opt": compiled.opt_ms,
+                        "codegen": compiled.codegen_ms, "total": compiled.total_ms()},
+        }));
+        println!("{}: {:.1} ms", ptx_file(&c), compiled.total_ms());
+    }
+    let n = entries.len();
+    let commit = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    let m = json!({"llvm": llvm_version_string(), "commit": commit, "date": suite::utc_now(),
+                   "entries": entries});
+    std::fs::write(
+        out.join(MANIFEST),
+        serde_json::to_string_pretty(&m).unwrap_or_default(),
+    )
+    .map_err(|e| format!("{MANIFEST}: {e}"))?;
+    Ok(n)
+}
+
+/// `16.0.6`.
+#[cfg(feature = "llvm")]
+pub fn llvm_version_string() -> String {
+    let (a, b, c) = wavefuse_codegen::llvm::llvm_version();
+    format!("{a}.{b}.{c}")
+}

@@ -1,0 +1,715 @@
+//! `wavefuse mgpu-bench`: one rank per GPU, CUDA-graph timing per call of the generated
+//! communicating kernels (DESIGN.md §8, issue 9), to set beside NCCL on the same machine
+//! (`bench/torch/nccl_allreduce.py`):
+//!
+//! - `allreduce_residual` at N = 5120 (10 KB of FP16) and N = 16384 (32 KB);
+//! - `allreduce_residual_rmsnorm` at N = 5120 (the wavefuse side of "NCCL allreduce + residual +
+//!   RMSNorm");
+//! - the fused `gemv_int4_allreduce_rmsnorm` at the Qwen 3.5 27B down-projection shape per rank
+//!   (K = 17408 / TP → N = 5120);
+//! - the unfused wavefuse chain: a row-parallel `gemv_int4` writing the FP16 partial, then
+//!   `allreduce_residual_rmsnorm` reading it (two launches per rank and call).
+//!
+//! Per sample, every rank's launches of `calls` consecutive calls are captured into one graph per
+//! GPU ([`GroupGraphs`]; a graph holds fixed epochs, so each is replayed exactly once, DESIGN.md
+//! §5.4), all GPUs are released together behind gates, and one call's time is the slowest rank's
+//! window over `calls`. Kernels that read weights rotate over enough copies of them that the
+//! copies together exceed 4 × L2, so no call finds its weights in L2 (§8). After timing, every
+//! rank's error word is checked and the outputs are compared with the f64 reference (the inputs do
+//! not change between calls, so the last call's outputs are the reference's).
+
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use serde_json::{Value as Json, json};
+use wavefuse::ir::reference::{HostData, RankInputs, RankOutputs, evaluate};
+use wavefuse::ir::{GptqLayout, Kernel, validate};
+use wavefuse_codegen::Arch;
+use wavefuse_codegen::cpp::{self, Source};
+use wavefuse_codegen::lower::lower;
+use wavefuse_codegen::lowered::LoweredKernel;
+use wavefuse_runtime::exec::{self, OpKernel, OutputMetrics};
+use wavefuse_runtime::rank::per_device_ordinals;
+use wavefuse_runtime::timing::{GroupGraphs, l2_bytes};
+use wavefuse_runtime::{Cache, CompileRequest, CudaDevice, Device, RankGroup};
+
+use crate::shapes::{FFN, HIDDEN};
+use crate::suite::{self, Worst};
+use crate::{KernelId, Shapes, Workload};
+
+wavefuse::kernel! {
+    /// `allreduce_residual` at any width `n` (the set's kernel is this at n = 5120).
+    pub fn allreduce_residual_n(tp: u32, batch: usize, n: usize) across tp {
+        in partial: f16[batch, n] partial;
+        in residual: f16[batch, n];
+        out residual_out: f16[batch, n];
+
+        residual_out = round_f16(allreduce(partial) + residual);
+    }
+
+    /// The first half of the unfused chain: the down projection's row-parallel INT4 GEMV, its
+    /// FP16 partial sums written out for a separate allreduce.
+    pub fn gemv_int4_row(tp: u32, batch: usize, k: usize, gptq: GptqLayout) across tp {
+        in w_down: gptq(gptq)[k, HIDDEN] row_parallel;
+        in x: f16[batch, k] col_parallel;
+        out partial: f16[batch, HIDDEN] partial;
+
+        partial = round_f16(gemv.row(w_down, x));
+    }
+}
+
+/// What one benchmark row measures.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum BenchCase {
+    /// `allreduce_residual` of `n` FP16 per rank.
+    Allreduce {
+        /// Elements per rank.
+        n: usize,
+    },
+    /// `allreduce_residual_rmsnorm` at 5120.
+    AllreduceRmsnorm,
+    /// The fused kernel at the down-projection shape.
+    Fused,
+    /// `gemv_int4` (row-parallel) then `allreduce_residual_rmsnorm`.
+    Chain,
+}
+
+impl BenchCase {
+    /// Every case, in report order.
+    pub const ALL: [BenchCase; 5] = [
+        BenchCase::Allreduce { n: HIDDEN },
+        BenchCase::Allreduce { n: 16384 },
+        BenchCase::AllreduceRmsnorm,
+        BenchCase::Fused,
+        BenchCase::Chain,
+    ];
+
+    /// Its name in reports.
+    pub fn name(self) -> String {
+        match self {
+            BenchCase::Allreduce { n } => format!("allreduce_residual n={n}"),
+            BenchCase::AllreduceRmsnorm => "allreduce_residual_rmsnorm n=5120".into(),
+            BenchCase::Fused => "gemv_int4_allreduce_rmsnorm (fused)".into(),
+            BenchCase::Chain => "gemv_int4 + allreduce_residual_rmsnorm (unfused)".into(),
+        }
+    }
+
+    /// The op-level kernels it launches per call, in order (validated).
+    pub fn kernels(self, tp: u32) -> Result<Vec<Kernel>, String> {
+        let s = Shapes::qwen27b(tp);
+        let ks = match self {
+            BenchCase::Allreduce { n } if n == HIDDEN => {
+                vec![KernelId::AllreduceResidual.build(&s)]
+            }
+            BenchCase::Allreduce { n } => vec![allreduce_residual_n(tp, 1, n)],
+            BenchCase::AllreduceRmsnorm => vec![KernelId::AllreduceResidualRmsnorm.build(&s)],
+            BenchCase::Fused => vec![KernelId::GemvInt4AllreduceRmsnorm.build(&s)],
+            BenchCase::Chain => vec![
+                gemv_int4_row(tp, 1, s.ffn_local(), s.gptq),
+                KernelId::AllreduceResidualRmsnorm.build(&s),
+            ],
+        };
+        for k in &ks {
+            validate(k).map_err(|e| format!("{}: {e}", k.name()))?;
+        }
+        Ok(ks)
+    }
+
+    /// Whether it reads INT4 weights (and so rotates over copies of them).
+    pub fn reads_weights(self) -> bool {
+        matches!(self, BenchCase::Fused | BenchCase::Chain)
+    }
+
+    /// Bytes per rank and call that do not depend on the allreduce: the weights and activations
+    /// (for the achieved-bandwidth column), 0 for the pure allreduces.
+    pub fn weight_bytes(tp: u32) -> usize {
+        let k = FFN / tp as usize;
+        // qweight (4 bits per weight) + scales (FP16 per 128 rows) + qzeros (4 bits per group).
+        k * HIDDEN / 2 + (k / 128) * HIDDEN * 2 + (k / 128) * HIDDEN / 2
+    }
+}
+
+/// One lowered and emitted kernel of a case.
+pub struct Built {
+    /// The op-level kernel.
+    pub ir: Kernel,
+    /// Lowered with the model schedule (the target's default plus `$WAVEFUSE_SCHEDULE`
+    /// overrides, as `wavefuse emit` and the suite use; one rank per device: no widening).
+    pub lowered: LoweredKernel,
+    /// Its CUDA source.
+    pub source: Source,
+}
+
+/// Lowers and emits every kernel of `case` at `tp` for `arch`.
+pub fn build(case: BenchCase, tp: u32, arch: Arch) -> Result<Vec<Built>, String> {
+    case.kernels(tp)?
+        .into_iter()
+        .map(|ir| {
+            let schedule = suite::model_schedule(arch, &ir)?;
+            let lowered =
+                lower(&ir, arch, &schedule).map_err(|e| format!("{}: lowering: {e}", ir.name()))?;
+            let source =
+                cpp::emit(&lowered).map_err(|e| format!("{}: C++ writer: {e}", ir.name()))?;
+            Ok(Built {
+                ir,
+                lowered,
+                source,
+            })
+        })
+        .collect()
+}
+
+/// The measurements of one row.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// The case.
+    pub case: BenchCase,
+    /// TP size (= GPUs).
+    pub tp: u32,
+    /// Per sample: one call's time (µs), the slowest rank's graph window over the calls.
+    pub per_call_us: Vec<f64>,
+    /// Per sample: every rank's window (ms), for the spread between GPUs.
+    pub rank_ms: Vec<Vec<f64>>,
+    /// Calls per graph.
+    pub calls: u32,
+    /// Copies of the weights rotated over.
+    pub rotation: usize,
+    /// The outputs after timing against the f64 reference.
+    pub metrics: Vec<OutputMetrics>,
+    /// Why it could not run, if so.
+    pub error: Option<String>,
+}
+
+impl Row {
+    /// Percentile `p` (0–100) of the per-call samples (nearest rank).
+    pub fn percentile(&self, p: f64) -> f64 {
+        let mut v = self.per_call_us.clone();
+        if v.is_empty() {
+            return f64::NAN;
+        }
+        v.sort_by(f64::total_cmp);
+        let i = ((p / 100.0) * (v.len() - 1) as f64).round() as usize;
+        v[i.min(v.len() - 1)]
+    }
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    /// TP sizes (one GPU per rank).
+    pub tps: Vec<u32>,
+    /// Timed graphs per row (after two untimed ones).
+    pub samples: u32,
+    /// Calls per graph.
+    pub calls: u32,
+    /// Workload seed.
+    pub seed: u64,
+    /// Commit of the binary.
+    pub commit: String,
+}
+
+/// The case's data: inputs per kernel (the chain's second kernel reads the first's output) and
+/// the reference of the last kernel's outputs.
+struct CaseData {
+    inputs: Vec<Vec<RankInputs>>,
+    reference: Vec<RankOutputs>,
+}
+
+fn case_data(built: &[Built], seed: u64) -> Result<CaseData, String> {
+    let w = Workload::new(seed);
+    let mut inputs: Vec<Vec<RankInputs>> = built.iter().map(|b| w.inputs(&b.ir)).collect();
+    let first = evaluate(&built[0].ir, &inputs[0]).map_err(|e| format!("reference: {e}"))?;
+    let reference = if built.len() == 1 {
+        first
+    } else {
+        // The chain: the GEMV's FP16 partial is the allreduce's input, rank by rank.
+        let (g, a) = (&built[0].ir, &built[1].ir);
+        let out = g.buffer_by_name("partial").ok_or("no `partial` output")?;
+        let inp = a.buffer_by_name("partial").ok_or("no `partial` input")?;
+        for (r, rank) in inputs[1].iter_mut().enumerate() {
+            rank.insert(inp, HostData::Tensor(first[r][&out].clone()));
+        }
+        evaluate(a, &inputs[1]).map_err(|e| format!("reference: {e}"))?
+    };
+    Ok(CaseData { inputs, reference })
+}
+
+/// Runs one row on `group`; any failure is the row's error.
+fn run_row(
+    group: &RankGroup<CudaDevice>,
+    case: BenchCase,
+    o: &BenchOptions,
+    cache: &Cache,
+    l2: u64,
+) -> Row {
+    let tp = group.tp();
+    let mut row = Row {
+        case,
+        tp,
+        per_call_us: Vec::new(),
+        rank_ms: Vec::new(),
+        calls: o.calls,
+        rotation: 1,
+        metrics: Vec::new(),
+        error: None,
+    };
+    if let Err(e) = time_row(group, &mut row, o, cache, l2) {
+        row.error = Some(e);
+    }
+    row
+}
+
+fn time_row(
+    group: &RankGroup<CudaDevice>,
+    row: &mut Row,
+    o: &BenchOptions,
+    cache: &Cache,
+    l2: u64,
+) -> Result<(), String> {
+    let arch = group.device(0).info().arch.ok_or("not an sm_90 GPU")?;
+    let built = build(row.case, row.tp, arch)?;
+    let data = case_data(&built, o.seed)?;
+    let compiler = suite::compiler_for(arch);
+    let artifacts = built
+        .iter()
+        .map(|b| {
+            let req = CompileRequest::new(&b.lowered.name, b.source.text.clone(), arch);
+            exec::artifact_for(cache, compiler.as_ref(), &req).map(|(a, _)| a)
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    if row.case.reads_weights() {
+        let bytes = BenchCase::weight_bytes(row.tp) as u64;
+        row.rotation = (4 * l2).div_ceil(bytes.max(1)).clamp(1, 32) as usize;
+    }
+    // One set of kernels per weight copy; each set has its own flags and epochs.
+    let mut sets: Vec<Vec<OpKernel<'_, CudaDevice>>> = Vec::with_capacity(row.rotation);
+    for _ in 0..row.rotation {
+        let mut set = Vec::with_capacity(built.len());
+        for (i, b) in built.iter().enumerate() {
+            let k = OpKernel::new(group, &b.ir, &b.lowered, &artifacts[i]).map_err(str_err)?;
+            k.upload_inputs(&data.inputs[i]).map_err(str_err)?;
+            set.push(k);
+        }
+        if set.len() == 2 {
+            let (first, second) = set.split_at_mut(1);
+            let partial = first[0]
+                .array("partial", "data")
+                .ok_or("the GEMV has no `partial` output")?;
+            second[0]
+                .instance()
+                .bind("partial", "data", &partial)
+                .map_err(str_err)?;
+        }
+        sets.push(set);
+    }
+    let copies = sets.len();
+    for sample in 0..o.samples + 2 {
+        let graphs = GroupGraphs::capture(group, o.calls, || {
+            for call in 0..o.calls as usize {
+                for k in sets[call % copies].iter_mut() {
+                    k.instance().launch()?;
+                }
+            }
+            Ok(())
+        })
+        .map_err(str_err)?;
+        let replay = graphs.replay(group).map_err(str_err)?;
+        if sample >= 2 {
+            row.per_call_us.push(replay.per_call_us());
+            row.rank_ms.push(replay.rank_ms);
+        }
+    }
+    for set in sets.iter_mut() {
+        for k in set.iter_mut() {
+            k.instance().wait().map_err(str_err)?;
+        }
+    }
+    let last = sets[0].last().expect("a kernel per set");
+    let outputs = last.read_outputs().map_err(str_err)?;
+    row.metrics = exec::compare(&built[built.len() - 1].ir, &outputs, &data.reference);
+    Ok(())
+}
+
+fn str_err(e: wavefuse_runtime::Error) -> String {
+    e.to_string()
+}
+
+/// The run's header.
+#[derive(Clone, Debug)]
+pub struct BenchHeader {
+    /// GPUs (name of GPU 0 and the count visible).
+    pub devices: String,
+    /// Kernel-module version.
+    pub driver: String,
+    /// CUDA version of the driver.
+    pub cuda: String,
+    /// Commit.
+    pub commit: String,
+    /// UTC date.
+    pub date: String,
+    /// L2 of GPU 0, bytes.
+    pub l2_bytes: u64,
+}
+
+/// Every row of a run.
+pub struct BenchReport {
+    /// Device and toolchain.
+    pub header: BenchHeader,
+    /// Options.
+    pub options: BenchOptions,
+    /// Rows.
+    pub rows: Vec<Row>,
+    /// TP sizes refused (too few GPUs), with why.
+    pub refused: Vec<(u32, String)>,
+}
+
+/// Runs every case at every TP size that fits the visible GPUs.
+pub fn run_bench(o: &BenchOptions) -> Result<BenchReport, String> {
+    let visible = CudaDevice::count().map_err(|e| e.to_string())?;
+    let dev0 = suite::open_cuda()?;
+    let l2 = l2_bytes(&dev0).map_err(str_err)?;
+    let header = BenchHeader {
+        devices: format!("{visible} × {}", dev0.info().name),
+        driver: suite::nvidia_driver_version().unwrap_or_else(|| "unknown".into()),
+        cuda: exec::cuda_driver_version()
+            .map(|(a, b)| format!("{a}.{b}"))
+            .unwrap_or_else(|e| format!("unknown ({e})")),
+        commit: o.commit.clone(),
+        date: suite::utc_now(),
+        l2_bytes: l2,
+    };
+    drop(dev0);
+    let cache = Cache::from_env();
+    let mut rows = Vec::new();
+    let mut refused = Vec::new();
+    for &tp in &o.tps {
+        if let Err(e) = per_device_ordinals(tp, visible) {
+            eprintln!("TP {tp}: {e}");
+            refused.push((tp, e.to_string()));
+            continue;
+        }
+        let group = RankGroup::<CudaDevice>::per_device(tp).map_err(str_err)?;
+        for case in BenchCase::ALL {
+            let start = Instant::now();
+            let row = run_row(&group, case, o, &cache, l2);
+            eprintln!(
+                "TP {tp} {:<50} {} ({:.1} s)",
+                case.name(),
+                match &row.error {
+                    Some(e) => format!("ERROR {e}"),
+                    None => format!(
+                        "p50 {:.2} µs/call, rel L2 {:.2e}",
+                        row.percentile(50.0),
+                        Worst::of(&row.metrics).rel_l2
+                    ),
+                },
+                start.elapsed().as_secs_f64()
+            );
+            rows.push(row);
+        }
+    }
+    Ok(BenchReport {
+        header,
+        options: o.clone(),
+        rows,
+        refused,
+    })
+}
+
+impl BenchReport {
+    /// The results file.
+    pub fn to_json(&self) -> Json {
+        let h = &self.header;
+        json!({
+            "schema": "wavefuse-mgpu-bench/1",
+            "devices": h.devices,
+            "driver_version": h.driver,
+            "cuda_version": h.cuda,
+            "commit": h.commit,
+            "date": h.date,
+            "l2_bytes": h.l2_bytes,
+            "placement": "per-device",
+            "timing": "CUDA graph of `calls` back-to-back calls per GPU, GPUs released together; \
+                       per call = slowest GPU's window / calls",
+            "calls_per_graph": self.options.calls,
+            "samples": self.options.samples,
+            "seed": self.options.seed,
+            "refused": self.refused.iter().map(|(tp, why)| json!({"tp": tp, "why": why})).collect::<Vec<_>>(),
+            "rows": self.rows.iter().map(row_json).collect::<Vec<_>>(),
+        })
+    }
+
+    /// The Markdown table.
+    pub fn markdown(&self) -> String {
+        let h = &self.header;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "## wavefuse mgpu-bench (one rank per GPU, CUDA graphs)\n\n{}, driver {}, CUDA {}; \
+             commit {}, {}; {} calls per graph, {} samples; per call = slowest GPU's window / \
+             calls\n",
+            h.devices, h.driver, h.cuda, h.commit, h.date, self.options.calls, self.options.samples
+        );
+        let _ = writeln!(
+            out,
+            "| case | tp | p10 µs | p50 µs | p90 µs | spread | weight copies | rel L2 (worst) | status |"
+        );
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---|");
+        for r in &self.rows {
+            let w = Worst::of(&r.metrics);
+            let (p10, p50, p90) = (r.percentile(10.0), r.percentile(50.0), r.percentile(90.0));
+            let status = match &r.error {
+                Some(e) => format!("ERROR: {}", e.replace('|', "/")),
+                None if r.metrics.is_empty() => "no outputs".into(),
+                None if w.passes(1e-3) => "ok".into(),
+                None => "WRONG".into(),
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {p10:.2} | {p50:.2} | {p90:.2} | {:.1} % | {} | {:.2e} | {status} |",
+                r.case.name(),
+                r.tp,
+                100.0 * (p90 - p10) / p50,
+                r.rotation,
+                w.rel_l2,
+            );
+        }
+        for (tp, why) in &self.refused {
+            let _ = writeln!(out, "\nTP {tp} refused: {why}");
+        }
+        out
+    }
+
+    /// Whether every row ran and matched the reference.
+    pub fn all_ok(&self) -> bool {
+        self.rows.iter().all(|r| {
+            r.error.is_none() && !r.metrics.is_empty() && Worst::of(&r.metrics).passes(1e-3)
+        })
+    }
+}
+
+fn row_json(r: &Row) -> Json {
+    let w = Worst::of(&r.metrics);
+    json!({
+        "case": r.case.name(),
+        "tp": r.tp,
+        "calls_per_graph": r.calls,
+        "weight_copies": r.rotation,
+        "per_call_us": { "p10": r.percentile(10.0), "p50": r.percentile(50.0), "p90": r.percentile(90.0),
+                         "samples": r.per_call_us },
+        "rank_window_ms": r.rank_ms,
+        "rel_l2_worst": if r.metrics.is_empty() { Json::Null } else { json!(w.rel_l2) },
+        "non_finite": w.non_finite,
+        "error": r.error,
+    })
+}
+
+/// Every source `mgpu-bench` compiles, for `--prebuild`.
+pub fn sources(arch: Arch) -> Vec<Result<Built, String>> {
+    let mut out = Vec::new();
+    for tp in [2, 4] {
+        for case in BenchCase::ALL {
+            match build(case, tp, arch) {
+                Ok(bs) => out.extend(bs.into_iter().map(Ok)),
+                Err(e) => out.push(Err(format!("TP {tp} {}: {e}", case.name()))),
+            }
+        }
+    }
+    out
+}
+
+/// The arguments of `wavefuse mgpu-bench`.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct BenchArgs {
+    /// TP sizes, one GPU per rank (default: 2 and 4, as far as the visible GPUs allow; an
+    /// explicit TP above the GPU count is refused).
+    #[arg(long = "tp", value_delimiter = ',', value_parser = crate::cmd_run::parse_tp)]
+    pub tps: Vec<u32>,
+    /// Timed graphs per row (each after two untimed ones).
+    #[arg(long, default_value_t = 10)]
+    pub samples: u32,
+    /// Calls captured per graph.
+    #[arg(long, default_value_t = 100)]
+    pub calls: u32,
+    /// Workload seed.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// The commit the binary was built from (default: `$WAVEFUSE_COMMIT`, else `unknown`).
+    #[arg(long)]
+    pub commit: Option<String>,
+    /// Write the JSON results here.
+    #[arg(long)]
+    pub json: Option<std::path::PathBuf>,
+    /// Write the Markdown table here.
+    #[arg(long)]
+    pub md: Option<std::path::PathBuf>,
+    /// Compile every source of the benchmark for sm_90 into the cache (`$WAVEFUSE_CACHE_DIR`)
+    /// instead of running: no GPU needed.
+    #[arg(long)]
+    pub prebuild: bool,
+}
+
+/// `wavefuse mgpu-bench`.
+pub fn bench_cmd(a: &BenchArgs) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    if let Some(path) = suite::locate_nvrtc() {
+        eprintln!("note: using NVRTC at {}", path.display());
+    }
+    if a.prebuild {
+        return prebuild();
+    }
+    if a.samples == 0 || a.calls == 0 {
+        eprintln!("error: --samples and --calls must be at least 1");
+        return ExitCode::from(2);
+    }
+    let visible = match CudaDevice::count() {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let tps = if a.tps.is_empty() {
+        suite::per_device_tps(visible)
+    } else {
+        a.tps.clone()
+    };
+    if let Some(e) = tps
+        .iter()
+        .find_map(|&t| per_device_ordinals(t, visible).err())
+    {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
+    if tps.is_empty() {
+        eprintln!("error: mgpu-bench needs at least 2 GPUs; {visible} visible");
+        return ExitCode::from(2);
+    }
+    let o = BenchOptions {
+        tps,
+        samples: a.samples,
+        calls: a.calls,
+        seed: a.seed.unwrap_or(Workload::DEFAULT_SEED),
+        commit: a.commit.clone().unwrap_or_else(|| {
+            std::env::var("WAVEFUSE_COMMIT").unwrap_or_else(|_| "unknown".into())
+        }),
+    };
+    let report = match run_bench(&o) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let md = report.markdown();
+    print!("{md}");
+    let json = serde_json::to_string_pretty(&report.to_json()).expect("JSON serialises");
+    for (p, text) in [(&a.json, json), (&a.md, md)] {
+        if let Some(p) = p {
+            if let Err(e) = std::fs::write(p, text) {
+                eprintln!("error: writing {}: {e}", p.display());
+                return ExitCode::FAILURE;
+            }
+            eprintln!("wrote {}", p.display());
+        }
+    }
+    if report.all_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn prebuild() -> std::process::ExitCode {
+    let cache = Cache::from_env();
+    let arch = Arch::Sm90;
+    let compiler = suite::compiler_for(arch);
+    let mut failed = 0;
+    let mut seen = std::collections::HashSet::new();
+    for s in sources(arch) {
+        let b = match s {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("{e}");
+                failed += 1;
+                continue;
+            }
+        };
+        if !seen.insert(b.source.text.clone()) {
+            continue;
+        }
+        let req = CompileRequest::new(&b.lowered.name, b.source.text.clone(), arch);
+        match exec::artifact_for(&cache, compiler.as_ref(), &req) {
+            Ok((_, how)) => eprintln!(
+                "{:<32} tp {} {}",
+                b.lowered.name,
+                b.lowered.tp,
+                suite::artifact_name(&how)
+            ),
+            Err(e) => {
+                failed += 1;
+                eprintln!("{}: {e}", b.lowered.name);
+            }
+        }
+    }
+    eprintln!("mgpu-bench: {} sources, {failed} failed", seen.len());
+    if failed > 0 {
+        std::process::ExitCode::FAILURE
+    } else {
+        std::process::ExitCode::SUCCESS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_case_builds_for_sm90_at_tp_2_and_4() {
+        for s in sources(Arch::Sm90) {
+            if let Err(e) = s {
+                panic!("{e}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_chain_reference_feeds_the_gemv_partial_to_the_allreduce() {
+        let built = build(BenchCase::Chain, 2, Arch::Sm90).unwrap();
+        let data = case_data(&built, 7).unwrap();
+        let a = &built[1].ir;
+        let p = a.buffer_by_name("partial").unwrap();
+        let g = built[0].ir.buffer_by_name("partial").unwrap();
+        let first = evaluate(&built[0].ir, &data.inputs[0]).unwrap();
+        for (rank, out) in data.inputs[1].iter().zip(&first) {
+            let HostData::Tensor(t) = &rank[&p] else {
+                panic!("a tensor")
+            };
+            assert_eq!(t, &out[&g]);
+        }
+        assert_eq!(data.reference.len(), 2);
+    }
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let row = Row {
+            case: BenchCase::Fused,
+            tp: 2,
+            per_call_us: vec![5.0, 1.0, 3.0, 2.0, 4.0],
+            rank_ms: vec![],
+            calls: 1,
+            rotation: 1,
+            metrics: vec![],
+            error: None,
+        };
+        assert_eq!(
+            (
+                row.percentile(10.0),
+                row.percentile(50.0),
+                row.percentile(90.0)
+            ),
+            (1.0, 3.0, 5.0)
+        );
+    }
+}
