@@ -700,3 +700,59 @@ fn errors_name_the_statement_path() {
         "{err}"
     );
 }
+
+/// A tensor-core MMA is a warp collective like a wave reduction: every lane of the warp must
+/// execute it (§5.8's rule for collectives), and its fragment layout exists only for 32 lanes.
+fn mma_kernel(arch: Arch) -> (LoweredKernel, Stmt) {
+    let mut k = LoweredKernel::new("k", arch, 1, 256, 1);
+    let acc = std::array::from_fn(|_| k.reg(Ty::F32, "acc"));
+    let a = std::array::from_fn(|_| k.reg(Ty::U32, "a"));
+    let b = std::array::from_fn(|_| k.reg(Ty::U32, "b"));
+    let mut init: Vec<Stmt> = acc
+        .iter()
+        .map(|&r| Stmt::Assign {
+            dst: r,
+            value: Expr::f32(0.0),
+        })
+        .collect();
+    init.extend(a.iter().chain(&b).map(|&r| Stmt::Assign {
+        dst: r,
+        value: Expr::u32(0),
+    }));
+    k.body = init;
+    (k, Stmt::MmaF16 { acc, a, b })
+}
+
+#[test]
+fn valid_mma_in_warp_uniform_flow_is_accepted() {
+    let (mut k, mma) = mma_kernel(Arch::Sm90);
+    // Under a condition that is uniform per wave (the wave index), as the lowering's K slices are.
+    k.body.push(when(
+        lt(Expr::Special(Special::WaveId), Expr::u32(4)),
+        vec![mma],
+    ));
+    validate(&k).unwrap();
+}
+
+#[test]
+fn invalid_mma_in_divergent_if() {
+    let (mut k, mma) = mma_kernel(Arch::Sm90);
+    k.body.push(when(
+        lt(Expr::Special(Special::LaneId), Expr::u32(16)),
+        vec![mma],
+    ));
+    assert_eq!(stmt_error(&k).1, StmtError::DivergentWaveReduce);
+}
+
+#[test]
+fn invalid_mma_in_a_64_lane_wave() {
+    let (mut k, mma) = mma_kernel(Arch::Gfx906);
+    k.body.push(mma);
+    assert!(matches!(
+        stmt_error(&k).1,
+        StmtError::Mismatch {
+            what: "mma fragment layout",
+            ..
+        }
+    ));
+}

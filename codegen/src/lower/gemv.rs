@@ -109,8 +109,8 @@ impl Lowering<'_> {
             .fold(r(accs[0]), |e, &a| Expr::add(e, r(a)))
     }
 
-    /// The GPTQ tiling of this kernel, checked against the schedule.
-    fn gptq_tiling(&self, l: GptqLayout) -> Result<Gptq, LowerError> {
+    /// The GEMV's `(K, N, group rows)`, when the GPTQ layout supports them.
+    fn gptq_shape(&self, l: GptqLayout) -> Result<(usize, usize, usize), LowerError> {
         let g = self.plan.gemv.as_ref().expect("a GEMV");
         let (kdim, n) = (g.weight.k, g.weight.n);
         let group = l.group.rows(kdim);
@@ -119,6 +119,13 @@ impl Lowering<'_> {
                 "GPTQ shape K={kdim}, N={n}, group {group} (K must be whole groups of whole words, N whole zero-point words)"
             )));
         }
+        Ok((kdim, n, group))
+    }
+
+    /// The GPTQ tiling of this kernel, checked against the schedule.
+    fn gptq_tiling(&self, l: GptqLayout) -> Result<Gptq, LowerError> {
+        let g = self.plan.gemv.as_ref().expect("a GEMV");
+        let (kdim, n, group) = self.gptq_shape(l)?;
         let v = self.s.words_per_iteration as usize;
         let (c, wg) = (self.cols, self.wg());
         if c % v != 0 || n % v != 0 {
@@ -489,14 +496,9 @@ impl Lowering<'_> {
     /// permutation of k is correct as long as A and B use the same one, and this one is what
     /// `(word >> 4i) & 0x000F000F` yields — and B holds the activations of those rows.
     fn gemv_gptq_mma(&mut self, l: GptqLayout, out: &mut Vec<Stmt>) -> Result<(), LowerError> {
+        let (kdim, n, group) = self.gptq_shape(l)?;
         let g = self.plan.gemv.as_ref().expect("a GEMV");
-        let (kdim, n, batch) = (g.weight.k, g.weight.n, self.plan.batch);
-        let group = l.group.rows(kdim);
-        if kdim % 8 != 0 || group % 8 != 0 || kdim % group != 0 || n % 8 != 0 {
-            return Err(LowerError::Unsupported(format!(
-                "GPTQ shape K={kdim}, N={n}, group {group} (K must be whole groups of whole words, N whole zero-point words)"
-            )));
-        }
+        let batch = self.plan.batch;
         let (c, wg, wpg) = (self.cols, self.wg(), group / 8);
         let unit = self.s.k_unit_words as usize;
         if self.wave() != 32 {

@@ -33,7 +33,7 @@ mod entities;
 pub mod expand;
 mod expr;
 mod kernel;
-mod print;
+pub(crate) mod print;
 mod stmt;
 pub mod validate;
 

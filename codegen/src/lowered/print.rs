@@ -6,7 +6,7 @@ use wavefuse_ir::{Ordering, Scope};
 
 use super::{Base, BinOp, Expr, LoweredKernel, MemRef, ParamKind, Special, Stmt, UnOp};
 
-fn ordering(o: Ordering) -> &'static str {
+pub(crate) fn ordering(o: Ordering) -> &'static str {
     match o {
         Ordering::Relaxed => "relaxed",
         Ordering::Acquire => "acquire",
@@ -16,7 +16,7 @@ fn ordering(o: Ordering) -> &'static str {
     }
 }
 
-fn scope(s: Scope) -> &'static str {
+pub(crate) fn scope(s: Scope) -> &'static str {
     match s {
         Scope::Wave => "wave",
         Scope::Workgroup => "workgroup",
@@ -91,7 +91,7 @@ pub fn expr(e: &Expr) -> String {
     }
 }
 
-fn mem(m: &MemRef) -> String {
+pub(crate) fn mem(m: &MemRef) -> String {
     match &m.base {
         Base::Param(p) => format!("{p}[{}]", expr(&m.index)),
         Base::Peer { param, rank } => format!("{param}@peer({})[{}]", expr(rank), expr(&m.index)),

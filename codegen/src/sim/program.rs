@@ -14,7 +14,11 @@ use crate::lowered::{
 };
 
 use super::SimError;
+// Findings quote statements in the lowered printer's notation.
 use super::eval::{Fx, closure};
+use crate::lowered::print::{
+    expr as show_expr, mem as show_mem, ordering as ordering_name, scope as scope_name,
+};
 
 /// A typed, resolved expression (compiled further into closures, [`Fx`]). Values are 32-bit patterns: `f32` bits for both float types (an
 /// `f16` value is an `f32` holding a representable binary16 number), two's complement for
@@ -659,94 +663,6 @@ fn check_bin(op: BinOp, t: Ty) -> Result<(), String> {
 }
 
 // ---- Rendering, for findings (one line per statement). ----
-
-fn bin_name(op: BinOp) -> &'static str {
-    match op {
-        BinOp::Add => "+",
-        BinOp::Sub => "-",
-        BinOp::Mul => "*",
-        BinOp::Div => "/",
-        BinOp::Rem => "%",
-        BinOp::Min => "min",
-        BinOp::Max => "max",
-        BinOp::And => "&",
-        BinOp::Or => "|",
-        BinOp::Xor => "^",
-        BinOp::Shl => "<<",
-        BinOp::Shr => ">>",
-        BinOp::Lt => "<",
-        BinOp::Le => "<=",
-        BinOp::Eq => "==",
-        BinOp::Ne => "!=",
-        BinOp::Ge => ">=",
-        BinOp::Gt => ">",
-    }
-}
-
-/// An expression in the lowered printer's notation.
-pub(super) fn show_expr(e: &Expr) -> String {
-    match e {
-        Expr::Int(v, ty) => format!("{v}{}", ty.name()),
-        Expr::Float(v, ty) => format!("{v:?}{}", ty.name()),
-        Expr::Reg(r) => r.to_string(),
-        Expr::Param(p) => p.to_string(),
-        Expr::Special(s) => match s {
-            Special::LocalId => "local_id",
-            Special::WorkgroupId => "wg_id",
-            Special::NumWorkgroups => "num_wgs",
-            Special::LaneId => "lane_id",
-            Special::WaveId => "wave_id",
-        }
-        .to_owned(),
-        Expr::Bin(op @ (BinOp::Min | BinOp::Max), a, b) => {
-            format!("{}({}, {})", bin_name(*op), show_expr(a), show_expr(b))
-        }
-        Expr::Bin(op, a, b) => format!("({} {} {})", show_expr(a), bin_name(*op), show_expr(b)),
-        Expr::Un(op, a) => format!("{}({})", format!("{op:?}").to_lowercase(), show_expr(a)),
-        Expr::Cast(ty, a) => format!("{}({})", ty.name(), show_expr(a)),
-        Expr::Bitcast(ty, a) => format!("bitcast<{}>({})", ty.name(), show_expr(a)),
-        Expr::PackHalf2(a, b) => format!("pack_half2({}, {})", show_expr(a), show_expr(b)),
-        Expr::SubHalf2(a, b) => format!("sub_half2({}, {})", show_expr(a), show_expr(b)),
-        Expr::Select(c, a, b) => {
-            format!("({} ? {} : {})", show_expr(c), show_expr(a), show_expr(b))
-        }
-        Expr::Bfe {
-            value,
-            offset,
-            width,
-        } => format!("bfe({}, {}, {width})", show_expr(value), show_expr(offset)),
-        Expr::Fma(a, b, c) => format!("fma({}, {}, {})", show_expr(a), show_expr(b), show_expr(c)),
-    }
-}
-
-fn show_mem(m: &MemRef) -> String {
-    match &m.base {
-        Base::Param(p) => format!("{p}[{}]", show_expr(&m.index)),
-        Base::Peer { param, rank } => {
-            format!("{param}@peer({})[{}]", show_expr(rank), show_expr(&m.index))
-        }
-        Base::Lds(l) => format!("{l}[{}]", show_expr(&m.index)),
-    }
-}
-
-fn ordering_name(o: Ordering) -> &'static str {
-    match o {
-        Ordering::Relaxed => "relaxed",
-        Ordering::Acquire => "acquire",
-        Ordering::Release => "release",
-        Ordering::AcqRel => "acq_rel",
-        Ordering::SeqCst => "seq_cst",
-    }
-}
-
-fn scope_name(s: Scope) -> &'static str {
-    match s {
-        Scope::Wave => "wave",
-        Scope::Workgroup => "workgroup",
-        Scope::Agent => "agent",
-        Scope::System => "system",
-    }
-}
 
 /// One statement on one line (bodies elided).
 pub(super) fn show_stmt(s: &Stmt) -> String {
