@@ -210,10 +210,11 @@ impl Lowering<'_> {
                 self.gptq_unit_factored(&t, unit_reg, n0, &sf, &zs, &acc, &mut unit_body)
             }
         }
+        let (begin, end) = self.split_units(t.groups * upg)?;
         let units_loop = for_loop(
             unit_reg,
-            r(slice),
-            u(t.groups * upg),
+            add(begin, r(slice)),
+            end,
             u(t.slices),
             unit_body,
         );
@@ -564,14 +565,15 @@ impl Lowering<'_> {
             tq,
             weights,
         };
-        let units = kdim / group * upg;
+        let (begin, units) = self.split_units(kdim / group * upg)?;
         let un_reg = self.k.reg(Ty::U32, if upg == 1 { "group" } else { "unit" });
         match self.s.pipeline_depth {
             1 => {
                 let buf = self.mma_buffers(&t);
                 let mut body = self.mma_loads(&t, &buf, un_reg);
                 body.extend(self.mma_compute(&t, &buf, &totals));
-                out.push(for_loop(un_reg, r(kwarp), u(units), u(kwarps), body));
+                let start = add(begin, r(kwarp));
+                out.push(for_loop(un_reg, start, units, u(kwarps), body));
             }
             2 => {
                 // Software pipelining: unit u + kwarps's loads are in flight while unit u
@@ -583,19 +585,20 @@ impl Lowering<'_> {
                 let (b0, b1) = (self.mma_buffers(&t), self.mma_buffers(&t));
                 let u1 = self.k.reg(Ty::U32, "next_unit");
                 let u2 = self.k.reg(Ty::U32, "after_next");
-                out.push(assign(u1, r(kwarp)));
+                out.push(assign(u1, add(begin.clone(), r(kwarp))));
                 let first = self.mma_loads(&t, &b0, u1);
-                when(lt(r(u1), u(units)), first, out);
+                when(lt(r(u1), units.clone()), first, out);
                 let mut body = vec![assign(u1, add(r(un_reg), u(kwarps)))];
                 let next = self.mma_loads(&t, &b1, u1);
-                when(lt(r(u1), u(units)), next, &mut body);
+                when(lt(r(u1), units.clone()), next, &mut body);
                 body.extend(self.mma_compute(&t, &b0, &totals));
                 body.push(assign(u2, add(r(un_reg), u(2 * kwarps))));
                 let after = self.mma_loads(&t, &b0, u2);
-                when(lt(r(u2), u(units)), after, &mut body);
+                when(lt(r(u2), units.clone()), after, &mut body);
                 let second = self.mma_compute(&t, &b1, &totals);
-                when(lt(r(u1), u(units)), second, &mut body);
-                out.push(for_loop(un_reg, r(kwarp), u(units), u(2 * kwarps), body));
+                when(lt(r(u1), units.clone()), second, &mut body);
+                let start = add(begin, r(kwarp));
+                out.push(for_loop(un_reg, start, units, u(2 * kwarps), body));
             }
             d => {
                 return sched(format!("INT4 mma: pipeline depth {d} (1 or 2)"));

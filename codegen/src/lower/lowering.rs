@@ -55,8 +55,12 @@ pub(super) struct Lowering<'a> {
     pub bufs: HashMap<Buffer, BufParams>,
     /// Columns per workgroup (the tile width).
     pub cols: usize,
-    /// Workgroups per rank.
+    /// Workgroups per rank (`tiles · k_split`).
     pub grid: usize,
+    /// Column tiles: `ceil(N / cols)`.
+    pub tiles: usize,
+    /// Split-K across workgroups, when the schedule asks for it.
+    pub split: Option<super::splitk::SplitK>,
     /// `wg_id · cols`: the tile's first root column.
     pub tile0: Reg,
     /// Per GEMV: the per-slice results `[t_red][B][C]` f32.
@@ -83,7 +87,8 @@ impl<'a> Lowering<'a> {
     pub fn new(plan: Plan<'a>, arch: Arch, s: Schedule) -> Result<Self, LowerError> {
         s.check(arch)?;
         let cols = s.columns_per_workgroup as usize;
-        let grid = plan.n.div_ceil(cols);
+        let tiles = plan.n.div_ceil(cols);
+        let grid = tiles * s.k_split as usize;
         let grid32 =
             u32::try_from(grid).map_err(|_| LowerError::Schedule("grid too large".into()))?;
         let mut k = LoweredKernel::new(
@@ -102,6 +107,8 @@ impl<'a> Lowering<'a> {
             bufs: HashMap::new(),
             cols,
             grid,
+            tiles,
+            split: None,
             tile0,
             red: Vec::new(),
             t_red: 0,
@@ -243,13 +250,22 @@ impl<'a> Lowering<'a> {
             self.plan.batch,
             c = self.cols,
         ))];
-        let tile0 = mul(sp(Special::WorkgroupId), u(self.cols));
-        body.push(assign(self.tile0, tile0));
+        let tile = if self.s.k_split > 1 {
+            rem(sp(Special::WorkgroupId), u(self.tiles))
+        } else {
+            sp(Special::WorkgroupId)
+        };
+        body.push(assign(self.tile0, mul(tile, u(self.cols))));
+        self.declare_split(&mut body)?;
         self.declare_sync(&mut body)?;
         if self.plan.gemv.is_some() {
             self.gemv(&mut body)?;
         }
-        self.phase_loop(Phase::Pre, &mut body)?;
+        if self.split.is_some() {
+            self.split_finish(&mut body)?;
+        } else {
+            self.phase_loop(Phase::Pre, &mut body)?;
+        }
         if self.plan.allreduce.is_some() && !self.allreduce_is_identity() {
             self.exchange(&mut body)?;
             self.phase_loop(Phase::Post, &mut body)?;

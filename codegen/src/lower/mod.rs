@@ -84,8 +84,8 @@
 //! a workgroup barrier.
 //!
 //! # Unsupported (returned as [`LowerError::Unsupported`], never a panic)
-//! AWQ weights, GPTQ act-order (`g_idx`), non-FP16 scales, bf16 data, `k_split > 1` (split-K
-//! across workgroups with a last-arriver finish), reductions and (de)quantisation ops outside an
+//! AWQ weights, GPTQ act-order (`g_idx`), non-FP16 scales, bf16 data, `k_split > 1` for FP16
+//! GEMVs or with an allreduce or norm stage (split-K: `splitk.rs`), reductions and (de)quantisation ops outside an
 //! allreduce, more than one allreduce or norm per kernel, GEMVs with different activations or
 //! shapes in one kernel, a norm or allreduce over a column slice, and ops that combine different
 //! column ranges.
@@ -96,6 +96,7 @@ mod lowering;
 mod plan;
 mod point;
 mod schedule;
+mod splitk;
 mod sync;
 
 pub use schedule::{AllreduceProtocol, Int4Dot, Int4Scaling, NibbleDecode, Schedule};

@@ -334,7 +334,8 @@ impl Lowering<'_> {
         Ok(e)
     }
 
-    /// A GEMV result at `pt`: the slices' partial sums added in slice order.
+    /// A GEMV result at `pt`: the slices' partial sums added in slice order (or, in split-K's
+    /// finish, the K parts' sums from `splitk_partials` in part order).
     fn gemv_value(&mut self, v: Value, pt: &Point, out: &mut Vec<Stmt>) -> Expr {
         let mi = self
             .plan
@@ -345,6 +346,14 @@ impl Lowering<'_> {
             .iter()
             .position(|g| g.0 == v)
             .expect("a GEMV result");
+        match &self.split {
+            Some(s) if s.finishing => self.split_sum(mi, pt, out),
+            _ => self.slice_sum(mi, pt, out),
+        }
+    }
+
+    /// GEMV `mi` at `pt`: this workgroup's slices' partial sums in LDS, added in slice order.
+    pub(super) fn slice_sum(&mut self, mi: usize, pt: &Point, out: &mut Vec<Stmt>) -> Expr {
         let red = self.red[mi];
         let (sum, t, part) = (
             self.k.reg(Ty::F32, "dot"),

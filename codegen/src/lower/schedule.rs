@@ -87,8 +87,12 @@ pub struct Schedule {
     /// FP16 `[N, K]` weights: lanes along K of one row (a multiple of the wave size), so
     /// `workgroup_size = threads_per_column · columns_per_workgroup`. Ignored without a GEMV.
     pub threads_per_column: u32,
-    /// Workgroups that split K for one column tile. Only 1 is supported (split-K with a
-    /// last-arriver finish is future work).
+    /// Workgroups that split K for one column tile (GPTQ GEMVs without an allreduce or norm
+    /// stage). With `k_split > 1` the grid is `tiles · k_split`; workgroup `w` takes tile
+    /// `w mod tiles` and K part `w / tiles` (whole units, `units / k_split` each), writes its f32
+    /// sums to a global `splitk_partials` scratch, arrives once on the tile's `splitk_counter`,
+    /// and the last arriver of the launch adds the parts in K-part order and runs the epilogue
+    /// (see `lower/splitk.rs`).
     pub k_split: u32,
     /// 32-bit words each lane loads per step, as one vector load. INT4: adjacent packed columns
     /// of one K-row word (1, 2, 4 or 8); FP16: pairs of halves along K (8 halves = 16 bytes for 4).
@@ -244,11 +248,8 @@ impl Schedule {
                 self.words_per_iteration
             ));
         }
-        if self.k_split != 1 {
-            return Err(LowerError::Unsupported(format!(
-                "k_split = {}: split-K across workgroups (last-arriver finish) is not implemented",
-                self.k_split
-            )));
+        if self.k_split == 0 {
+            return bad("k_split must be at least 1".into());
         }
         Ok(())
     }

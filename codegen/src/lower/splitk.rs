@@ -1,0 +1,220 @@
+//! Split-K across workgroups with a last-arriver finish (DESIGN.md §3; §5.1, §5.2, §5.4, §5.11).
+//!
+//! With `k_split = P > 1` a GPTQ GEMV kernel runs `tiles · P` workgroups: workgroup `w` owns
+//! column tile `w mod tiles` and K part `p = w / tiles`, the units `[p·U/P, (p+1)·U/P)` of the
+//! GEMV's `U` K units (its K slices take them round robin, as without split-K). Consecutive
+//! workgroups share a part, so the workgroups that run together read the same K rows across
+//! adjacent columns. More, smaller workgroups keep more loads in flight per SM and leave a
+//! shorter tail than one workgroup per tile when the tiles alone do not fill the GPU (N = 5120:
+//! 160 tiles of 32 columns for 132 SMs).
+//!
+//! After its in-workgroup reduction each workgroup
+//! 1. writes its per-column sums to `splitk_partials[((p·M + m)·B + b)·N + n]` (f32, global:
+//!    LDS cannot reach other workgroups, §5.2). Every element is written by exactly one
+//!    workgroup before the same launch reads it, so the scratch needs no initialisation (§5.11);
+//! 2. passes a workgroup barrier (every lane's partials are written), then one elected lane adds
+//!    1 to `splitk_counter[tile]` with acq_rel ordering at agent scope: the release half
+//!    publishes the workgroup's partials (cumulatively, through the barrier), the acquire half
+//!    makes every earlier arrival's partials visible to the last arriver (an RMW continues the
+//!    release sequence). One arrival per workgroup, by an elected lane after a barrier (§5.1);
+//! 3. never resets the counter (§5.4): the host passes epoch 1 for the first launch on a zeroed
+//!    counter and one more per launch, so launch `e` takes the counter from `(e−1)·P` to `e·P`
+//!    and the arrival that reads `e·P − 1` is the launch's last. The elected lane stores that
+//!    verdict in LDS; a second workgroup barrier hands the verdict, and what the elected lane
+//!    acquired, to every lane of the workgroup;
+//! 4. if it is the last arriver, adds the P parts in part order (deterministic: the sum does not
+//!    depend on which workgroup arrived last) and runs the elementwise epilogue. The others are
+//!    done.
+//!
+//! Nothing waits, so no co-residency is needed (§5.9 does not apply), and a workgroup that
+//! arrives late only delays the finish. Kernels with an allreduce or an RMSNorm are refused: their
+//! later stages would need every tile finished first, which only a grid-wide stage could provide.
+
+use wavefuse_ir::{Ordering, Scope, WeightFormat};
+
+use crate::lowered::{AtomicOp, Base, Expr, Invariant, Lds, Param, Purpose, Reg, Special, Stmt, Ty};
+
+use super::LowerError;
+use super::build::*;
+use super::lowering::Lowering;
+use super::plan::Phase;
+use super::point::Point;
+
+/// The split-K state of one lowering.
+pub(super) struct SplitK {
+    /// `P`: workgroups per column tile.
+    pub parts: usize,
+    /// `wg_id / tiles`: this workgroup's K part (uniform).
+    pub part: Reg,
+    /// f32 `[P][M][B][N]`: every part's per-column sums.
+    pub partials: Param,
+    /// u32 `[tiles]`: arrivals per tile, monotonic over launches.
+    pub counter: Param,
+    /// u32 `[1]` in LDS: 1 when this workgroup is its tile's last arriver of this launch.
+    pub verdict: Lds,
+    /// Whether GEMV values are being read from `partials` (the last arriver's epilogue).
+    pub finishing: bool,
+}
+
+impl Lowering<'_> {
+    /// Declare split-K's arrays and this workgroup's K part when the schedule asks for
+    /// `k_split > 1`; refuse the kernels it cannot serve.
+    pub(super) fn declare_split(&mut self, out: &mut Vec<Stmt>) -> Result<(), LowerError> {
+        let parts = self.s.k_split as usize;
+        if parts == 1 {
+            return Ok(());
+        }
+        let unsupported = |why: &str| {
+            Err(LowerError::Unsupported(format!(
+                "k_split = {parts}: {why}"
+            )))
+        };
+        let Some(g) = self.plan.gemv.as_ref() else {
+            return unsupported("split-K needs a GEMV");
+        };
+        if !matches!(g.weight.format, WeightFormat::Gptq(_)) {
+            return unsupported("split-K is implemented for GPTQ INT4 GEMVs only");
+        }
+        let m = g.gemvs.len();
+        if (self.plan.allreduce.is_some() && !self.allreduce_is_identity())
+            || self.plan.norm.is_some()
+        {
+            return unsupported(
+                "split-K in a kernel with an allreduce or RMSNorm stage (those stages need every tile finished: a grid-wide stage after the finish)",
+            );
+        }
+        let (b, n) = (self.plan.batch, self.plan.n);
+        let part = self.k.reg(Ty::U32, "kpart");
+        out.push(comment(format!(
+            "split-K: {parts} workgroups per column tile; this one sums K part wg_id / {} (the last to arrive adds the parts)",
+            self.tiles
+        )));
+        out.push(assign(part, div(sp(Special::WorkgroupId), u(self.tiles))));
+        let partials =
+            self.global_array("splitk_partials", Ty::F32, parts * m * b * n, Purpose::Scratch);
+        let counter = self.global_array("splitk_counter", Ty::U32, self.tiles, Purpose::Counter);
+        let verdict = self.k.lds(Ty::U32, 1);
+        self.split = Some(SplitK {
+            parts,
+            part,
+            partials,
+            counter,
+            verdict,
+            finishing: false,
+        });
+        Ok(())
+    }
+
+    /// The K units `[begin, end)` of this workgroup (all `units` without split-K).
+    pub(super) fn split_units(&self, units: usize) -> Result<(Expr, Expr), LowerError> {
+        let Some(s) = &self.split else {
+            return Ok((u(0), u(units)));
+        };
+        if units % s.parts != 0 {
+            return Err(LowerError::Schedule(format!(
+                "k_split = {} does not divide the GEMV's {units} K units",
+                s.parts
+            )));
+        }
+        let per = units / s.parts;
+        let begin = mul(r(s.part), u(per));
+        Ok((begin.clone(), add(begin, u(per))))
+    }
+
+    /// `splitk_partials` index of GEMV `mi` at `pt` for K part `part`.
+    fn partial_index(&self, part: Expr, mi: usize, pt: &Point) -> Expr {
+        let m = self.plan.gemv.as_ref().expect("a GEMV").gemvs.len();
+        let row = add(mul(add(mul(part, u(m)), u(mi)), u(self.plan.batch)), pt.b.clone());
+        add(mul(row, u(self.plan.n)), pt.col.clone())
+    }
+
+    /// GEMV `mi` at `pt` in the last arriver: the parts' sums added in part order.
+    pub(super) fn split_sum(&mut self, mi: usize, pt: &Point, out: &mut Vec<Stmt>) -> Expr {
+        let s = self.split.as_ref().expect("split-K");
+        let (parts, partials) = (s.parts, s.partials);
+        let (sum, p, part) = (
+            self.k.reg(Ty::F32, "dot"),
+            self.k.reg(Ty::U32, "kp"),
+            self.k.reg(Ty::F32, "part"),
+        );
+        let idx = self.partial_index(r(p), mi, pt);
+        out.push(assign(sum, f(0.0)));
+        let body = vec![
+            load(vec![part], at(Base::Param(partials), idx)),
+            assign(sum, Expr::add(r(sum), r(part))),
+        ];
+        out.push(for_loop(p, u(0), u(parts), u(1), body));
+        r(sum)
+    }
+
+    /// After the GEMV's in-workgroup reduction: publish this part's sums, arrive, and in the
+    /// last arriver run the elementwise stage on the parts' sums (module docs, steps 1-4).
+    pub(super) fn split_finish(&mut self, out: &mut Vec<Stmt>) -> Result<(), LowerError> {
+        let m = self.plan.gemv.as_ref().expect("a GEMV").gemvs.len();
+        let s = self.split.as_ref().expect("split-K");
+        let (parts, part, partials, counter, verdict) =
+            (s.parts, s.part, s.partials, s.counter, s.verdict);
+        out.push(comment(
+            "split-K: this part's sums to splitk_partials (global memory: other workgroups read them, §5.2)",
+        ));
+        self.tile_loops(out, &mut |this, b, cb, body| {
+            let (per_lane, _) = this.lane_columns();
+            for j in 0..per_lane {
+                let (pt, valid) = this.point(b.clone(), cb.clone(), j, body);
+                let mut inner = Vec::new();
+                for mi in 0..m {
+                    let v = this.slice_sum(mi, &pt, &mut inner);
+                    let idx = this.partial_index(r(part), mi, &pt);
+                    inner.push(store(at(Base::Param(partials), idx), vec![v]));
+                }
+                when(valid, inner, body);
+            }
+            Ok(())
+        })?;
+        out.push(comment(
+            "split-K arrival: every lane's partials are written before the one arrival (§5.1)",
+        ));
+        out.push(Stmt::WorkgroupBarrier);
+        let old = self.k.reg(Ty::U32, "arrived");
+        let epoch = self.k.epoch_param();
+        let tile = div(r(self.tile0), u(self.cols));
+        let arrive = Stmt::Atomic {
+            dst: Some(old),
+            op: AtomicOp::Add,
+            mem: at(Base::Param(counter), tile),
+            value: Some(u(1)),
+            ordering: Ordering::AcqRel,
+            scope: Scope::Agent,
+            why: Invariant::OneArrivalPerWorkgroup,
+        };
+        // §5.4: launch e takes the never-reset counter from (e − 1)·P to e·P.
+        let last_arrival = sub(mul(Expr::Param(epoch), u(parts)), u(1));
+        let verdict_store = store(
+            self.lds_at(verdict, u(0)),
+            vec![sel(eq(r(old), last_arrival), u(1), u(0))],
+        );
+        out.push(comment(format!(
+            "the arrival that reads epoch*{parts} - 1 is this launch's last for the tile (§5.4: the counter is never reset)"
+        )));
+        out.push(Stmt::If {
+            cond: eq(sp(Special::LocalId), u(0)),
+            then_body: vec![arrive, verdict_store],
+            else_body: vec![],
+        });
+        out.push(comment(
+            "the verdict, and what the elected lane acquired, reach every lane of the workgroup",
+        ));
+        out.push(Stmt::WorkgroupBarrier);
+        let last = self.k.reg(Ty::U32, "last");
+        out.push(load(vec![last], self.lds_at(verdict, u(0))));
+        let mut finish = vec![comment(format!(
+            "the last arriver: the {parts} parts' sums added in part order, then the epilogue"
+        ))];
+        self.split.as_mut().expect("split-K").finishing = true;
+        let stage = self.phase_loop(Phase::Pre, &mut finish);
+        self.split.as_mut().expect("split-K").finishing = false;
+        stage?;
+        when(eq(r(last), u(1)), finish, out);
+        Ok(())
+    }
+}

@@ -1,0 +1,258 @@
+//! Split-K with a last-arriver finish (`codegen/src/lower/splitk.rs`) in the protocol simulator:
+//! the GPTQ GEMV kernels of the set at small shapes with `k_split` 2 and 4, both targets, clean
+//! over seeded schedules (three back-to-back launches each on the same never-reset counters,
+//! lane and wave granularity, workgroup skew); then each synchronisation step of the protocol
+//! weakened at a time, and the simulator must catch it on the same schedules.
+
+use wavefuse_codegen::Arch;
+use wavefuse_codegen::ir::Ordering;
+use wavefuse_codegen::lower::{Schedule, lower};
+use wavefuse_codegen::lowered::{AtomicOp, Block, Expr, Stmt};
+use wavefuse_codegen::sim::{FindingKind, PeerTable};
+use wavefuse_kernels::cmd_sim::{Prepared, SmallShapes, small_kernel, small_schedule, summary, sweep};
+use wavefuse_kernels::{KernelId, Shapes};
+
+const SCHEDULES: u64 = 24;
+const SEED: u64 = 0x5_917_4;
+
+/// `id` at the simulator's small shapes (batch `batch`, TP 1), lowered for `arch` with the small
+/// schedule split into `parts` K parts of 4-word units.
+fn split(id: KernelId, arch: Arch, batch: usize, parts: u32) -> Prepared {
+    let shapes = Shapes {
+        batch,
+        ..Shapes::qwen27b(1)
+    };
+    let ir = small_kernel(id, &shapes, &SmallShapes::DEFAULT).expect("small kernel");
+    let s = Schedule {
+        k_split: parts,
+        k_unit_words: 4,
+        ..small_schedule(arch, &ir)
+    };
+    let lowered = lower(&ir, arch, &s).unwrap_or_else(|e| panic!("{id}@{arch}: {e}"));
+    assert_eq!(
+        lowered.grid % parts,
+        0,
+        "{id}: the grid is tiles x parts ({} workgroups)",
+        lowered.grid
+    );
+    Prepared {
+        ir,
+        lowered,
+        shapes,
+        peer_table: PeerTable::Shared,
+    }
+}
+
+#[test]
+fn split_k_kernels_are_clean_in_the_simulator() {
+    for id in [
+        KernelId::GemvInt4,
+        KernelId::GemvInt4DualSilu,
+        KernelId::GemvInt4Qkv,
+    ] {
+        for arch in Arch::ALL {
+            for (batch, parts) in [(1, 2), (2, 4)] {
+                let p = split(id, arch, batch, parts);
+                let s = sweep(&p, SEED, 0, SCHEDULES, |_, _| {}).expect("simulates");
+                let text = summary(&p, &s);
+                eprintln!(
+                    "{id}@{arch} batch {batch} k_split {parts}: {}",
+                    text.lines().next().unwrap_or("")
+                );
+                assert!(s.findings.is_empty() && s.failing == 0, "{text}");
+            }
+        }
+    }
+}
+
+/// Apply `f` to every statement, depth first; `f` returns the statements that replace it.
+fn rewrite(block: Block, f: &mut dyn FnMut(Stmt) -> Vec<Stmt>) -> Block {
+    let mut out = Vec::new();
+    for s in block {
+        let s = match s {
+            Stmt::If {
+                cond,
+                then_body,
+                else_body,
+            } => Stmt::If {
+                cond,
+                then_body: rewrite(then_body, f),
+                else_body: rewrite(else_body, f),
+            },
+            Stmt::For {
+                var,
+                start,
+                end,
+                step,
+                body,
+            } => Stmt::For {
+                var,
+                start,
+                end,
+                step,
+                body: rewrite(body, f),
+            },
+            s => s,
+        };
+        out.extend(f(s));
+    }
+    out
+}
+
+fn gemv() -> Prepared {
+    split(KernelId::GemvInt4, Arch::Sm90, 1, 2)
+}
+
+/// The mutant is caught on at least half the schedules, with one of `kinds`.
+fn caught(p: Prepared, kinds: &[FindingKind]) {
+    let s = sweep(&p, SEED, 0, SCHEDULES, |_, _| {}).expect("simulates");
+    let text = summary(&p, &s);
+    assert!(
+        s.failing * 2 >= SCHEDULES,
+        "caught on only {} of {SCHEDULES} schedules:\n{text}",
+        s.failing
+    );
+    assert!(
+        s.findings.iter().any(|f| kinds.contains(&f.first.kind)),
+        "{text}"
+    );
+    eprintln!("{text}");
+}
+
+/// Whether `s` is the `if local_id == 0` block holding the split-K arrival.
+fn is_arrival(s: &Stmt) -> bool {
+    matches!(s, Stmt::If { then_body, .. }
+        if then_body.iter().any(|t| matches!(t, Stmt::Atomic { op: AtomicOp::Add, dst: Some(_), .. })))
+}
+
+/// The arrival with another ordering.
+fn arrival_ordered(p: &mut Prepared, ordering: Ordering) {
+    let mut f = |s: Stmt| match s {
+        Stmt::Atomic {
+            dst: Some(d),
+            op: AtomicOp::Add,
+            mem,
+            value,
+            scope,
+            why,
+            ..
+        } => vec![Stmt::Atomic {
+            dst: Some(d),
+            op: AtomicOp::Add,
+            mem,
+            value,
+            ordering,
+            scope,
+            why,
+        }],
+        s => vec![s],
+    };
+    p.lowered.body = rewrite(std::mem::take(&mut p.lowered.body), &mut f);
+}
+
+/// The release half is what publishes this part's partials to the last arriver.
+#[test]
+fn split_k_arrival_without_release_is_caught() {
+    let mut p = gemv();
+    arrival_ordered(&mut p, Ordering::Acquire);
+    caught(p, &[FindingKind::StaleRead]);
+}
+
+/// The acquire half is what makes the other parts' partials visible to the last arriver.
+#[test]
+fn split_k_arrival_without_acquire_is_caught() {
+    let mut p = gemv();
+    arrival_ordered(&mut p, Ordering::Release);
+    caught(p, &[FindingKind::StaleRead]);
+}
+
+/// §5.1: without the barrier before the arrival, lane 0's release covers only its own stores.
+#[test]
+fn split_k_arrival_without_the_barrier_before_it_is_caught() {
+    let mut p = gemv();
+    let mut out: Block = Vec::new();
+    for s in std::mem::take(&mut p.lowered.body) {
+        if is_arrival(&s) {
+            // the last statement before the arrival that is not a comment is the barrier
+            let at = out
+                .iter()
+                .rposition(|t| !matches!(t, Stmt::Comment(_)))
+                .expect("statements before the arrival");
+            assert!(matches!(out[at], Stmt::WorkgroupBarrier), "{:?}", out[at]);
+            out.remove(at);
+        }
+        out.push(s);
+    }
+    p.lowered.body = out;
+    caught(p, &[FindingKind::StaleRead]);
+}
+
+/// Without the barrier after the arrival, lanes read the verdict before lane 0 writes it, and
+/// nothing orders their reads of the partials after lane 0's acquire.
+#[test]
+fn split_k_verdict_without_the_barrier_after_the_arrival_is_caught() {
+    let mut p = gemv();
+    let body = std::mem::take(&mut p.lowered.body);
+    let mut out: Block = Vec::new();
+    let mut skip_next_barrier = false;
+    for s in body {
+        if skip_next_barrier && matches!(s, Stmt::WorkgroupBarrier) {
+            skip_next_barrier = false;
+            continue;
+        }
+        skip_next_barrier |= is_arrival(&s);
+        out.push(s);
+    }
+    p.lowered.body = out;
+    caught(
+        p,
+        &[FindingKind::UninitRead, FindingKind::StaleRead, FindingKind::WriteRace],
+    );
+}
+
+/// §5.1: every lane arrives, so the counter passes the launch's target early (or skips it).
+#[test]
+fn split_k_arrival_by_every_lane_is_caught() {
+    let mut p = gemv();
+    let mut f = |s: Stmt| {
+        if is_arrival(&s) {
+            let Stmt::If { then_body, .. } = s else {
+                unreachable!()
+            };
+            then_body
+        } else {
+            vec![s]
+        }
+    };
+    p.lowered.body = rewrite(std::mem::take(&mut p.lowered.body), &mut f);
+    caught(
+        p,
+        &[FindingKind::Mismatch, FindingKind::StaleRead, FindingKind::WriteRace],
+    );
+}
+
+/// §5.4: a last-arrival test that ignores the epoch (`old == parts − 1`) only works on the first
+/// launch on a zeroed counter; later launches never finish, and their outputs stay poisoned.
+#[test]
+fn split_k_last_arrival_without_the_epoch_is_caught() {
+    let mut p = gemv();
+    let parts = 2;
+    let mut f = |s: Stmt| match s {
+        Stmt::Store { mem, values } if matches!(values.as_slice(), [Expr::Select(..)]) => {
+            let Expr::Select(cond, a, b) = &values[0] else {
+                unreachable!()
+            };
+            let Expr::Bin(op, old, _) = cond.as_ref() else {
+                panic!("the verdict compares the arrival with its target")
+            };
+            let cond = Expr::bin(*op, old.as_ref().clone(), Expr::u32(parts - 1));
+            vec![Stmt::Store {
+                mem,
+                values: vec![Expr::Select(Box::new(cond), a.clone(), b.clone())],
+            }]
+        }
+        s => vec![s],
+    };
+    p.lowered.body = rewrite(std::mem::take(&mut p.lowered.body), &mut f);
+    caught(p, &[FindingKind::Mismatch]);
+}
