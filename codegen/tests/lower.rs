@@ -297,8 +297,8 @@ fn kernel_set_matches_reference_on_interpreter_sm90() {
     numerics_for(Arch::Sm90);
 }
 
-/// Split-K with a last-arriver finish: every GPTQ GEMV kernel of the set, both targets, 2 and 4
-/// K parts, batch 1 and 3, and a tail tile (N = 200), two launches (epochs 1 and 2 on the same
+/// Split-K with a last-arriver finish: every GPTQ GEMV kernel of the set, both targets, 1, 2 and
+/// 4 K parts, with and without the activations staged in LDS, batch 1 and 3, and a tail tile (N = 200), two launches (epochs 1 and 2 on the same
 /// counters) against the f64 reference. The interpreter runs workgroups one after another, so
 /// the last workgroup of each tile is the last arriver; the simulator (`kernels-gen/tests/
 /// sim_splitk.rs`) covers the interleavings.
@@ -309,13 +309,19 @@ fn split_k_matches_reference_on_interpreter() {
             let shapes = Shapes { ffn, ..small(1, batch) };
             let k = build(name, &shapes);
             for arch in Arch::ALL {
-                for parts in [2, 4] {
-                    let s = Schedule {
-                        k_split: parts,
-                        k_unit_words: 4,
-                        ..Schedule::default_for(arch, &k)
-                    };
-                    check_numerics(&k, arch, &s, 2e-3);
+                for parts in [1, 2, 4] {
+                    // Activations staged in LDS (the tensor-core path only) and streamed weight
+                    // loads (a cache hint) with and without split-K.
+                    for (x_in_lds, stream_weights) in [(false, false), (true, true)] {
+                        let s = Schedule {
+                            k_split: parts,
+                            k_unit_words: 4,
+                            x_in_lds,
+                            stream_weights,
+                            ..Schedule::default_for(arch, &k)
+                        };
+                        check_numerics(&k, arch, &s, 2e-3);
+                    }
                 }
             }
         }
@@ -388,6 +394,7 @@ fn int4_decodes_scalings_and_units_match_reference() {
                     for scaling in [Int4Scaling::PerWeight, Int4Scaling::PerUnit] {
                         for (unit, v, accs) in [(16, 1, 2), (4, 2, 1), (1, 4, 2), (8, 1, 4)] {
                             let mut sc = Schedule::default_for(arch, &k);
+                            sc.k_split = 1;
                             sc.int4_dot = wavefuse_codegen::lower::Int4Dot::Fma;
                             sc.nibble_decode = decode;
                             sc.int4_scaling = scaling;
@@ -415,14 +422,16 @@ fn int4_decodes_scalings_and_units_match_reference() {
 
 /// The tensor-core INT4 GEMV (`int4_dot = mma`): every zero-point convention, the kernels with
 /// one and two weights and with the allreduce epilogue, batch 1, 3 and 8, a tail tile (N = 200),
-/// one and two column warps per workgroup, units of 4, 8 and 16 K-words and both pipeline
-/// depths (the pipelined loop's odd unit counts included: 3 groups over 2 or 8 slices), against the f64
+/// one and two column warps per workgroup, units of 4, 8 and 16 K-words, both pipeline depths,
+/// the activations from global memory and staged in LDS, (the pipelined loop's odd unit counts included: 3 groups over 2 or 8 slices), against the f64
 /// reference through the interpreter's independent model of the PTX fragment layout.
 #[test]
 fn int4_mma_matches_reference() {
     use wavefuse_codegen::lower::{Int4Dot, LowerError};
-    let mma = |k: &Kernel, cols: u32, unit: u32, depth: u32| {
+    let mma = |k: &Kernel, cols: u32, unit: u32, depth: u32, x_in_lds: bool| {
         let mut sc = Schedule::default_for(Arch::Sm90, k);
+        sc.k_split = 1;
+        sc.x_in_lds = x_in_lds;
         sc.pipeline_depth = depth;
         sc.int4_dot = Int4Dot::Mma;
         sc.words_per_iteration = 4;
@@ -441,8 +450,14 @@ fn int4_mma_matches_reference() {
             };
             for name in ["gemv_int4", "gemv_int4_dual_silu"] {
                 let k = build(name, &s);
-                for (cols, unit, depth) in [(32, 16, 1), (64, 4, 2), (32, 8, 2), (32, 4, 1)] {
-                    check_numerics(&k, Arch::Sm90, &mma(&k, cols, unit, depth), 2e-3);
+                for (cols, unit, depth, xs) in [
+                    (32, 16, 1, true),
+                    (64, 4, 2, false),
+                    (32, 8, 2, true),
+                    (32, 4, 1, false),
+                    (64, 8, 1, true),
+                ] {
+                    check_numerics(&k, Arch::Sm90, &mma(&k, cols, unit, depth, xs), 2e-3);
                 }
             }
         }
@@ -450,12 +465,14 @@ fn int4_mma_matches_reference() {
     for name in ["gemv_int4_allreduce_rmsnorm", "gemv_int4_qkv"] {
         for tp in [1, 2] {
             let k = build(name, &small(tp, 3));
-            check_numerics(&k, Arch::Sm90, &mma(&k, 32, 16, 2), 2e-3);
+            for xs in [false, true] {
+                check_numerics(&k, Arch::Sm90, &mma(&k, 32, 16, 2, xs), 2e-3);
+            }
         }
     }
     // No tensor-core MMA in a 64-lane wave: a schedule error, not a panic.
     let k = build("gemv_int4", &small(1, 1));
-    let sc = mma(&k, 32, 16, 1);
+    let sc = mma(&k, 32, 16, 1, false);
     assert!(matches!(
         lower(&k, Arch::Gfx906, &sc),
         Err(LowerError::Schedule(_))
@@ -560,13 +577,20 @@ fn schedule_defaults_per_target() {
     let dual = build("gemv_int4_dual_silu", &Shapes::qwen27b(4, 1));
     for arch in Arch::ALL {
         let s = Schedule::default_for(arch, &int4);
-        // gfx906: 8 K slices of one word per lane, FMAs; sm90: 8 K-slicing warps of
-        // 16-byte loads on the tensor cores, whole-group units (8 K-words with two weights).
-        let (v, dot, unit) = if arch.has_fp16_mma() {
-            (4, wavefuse_codegen::lower::Int4Dot::Mma, 16)
+        // gfx906: 8 K slices of one word per lane, FMAs, one workgroup per tile; sm90: 4
+        // K-slicing warps of 16-byte loads on the tensor cores, whole-group units (4 K-words
+        // with two weights), 4 workgroups per tile (split-K), activations staged in LDS,
+        // streamed weight loads.
+        let (wg, slices, v, dot, unit) = if arch.has_fp16_mma() {
+            (128, 4, 4, wavefuse_codegen::lower::Int4Dot::Mma, 16)
         } else {
-            (1, wavefuse_codegen::lower::Int4Dot::Fma, 16)
+            (256, 8, 1, wavefuse_codegen::lower::Int4Dot::Fma, 16)
         };
+        let sm90 = arch.has_fp16_mma();
+        assert_eq!(
+            (s.k_split, s.x_in_lds, s.stream_weights),
+            if sm90 { (4, true, true) } else { (1, false, false) }
+        );
         assert_eq!(
             (
                 s.workgroup_size,
@@ -576,7 +600,7 @@ fn schedule_defaults_per_target() {
                 s.int4_dot,
                 s.k_unit_words
             ),
-            (256, 32, 8, v, dot, unit)
+            (wg, 32, slices, v, dot, unit)
         );
         let d = Schedule::default_for(arch, &dual);
         assert_eq!(d.k_unit_words, if arch.has_fp16_mma() { 4 } else { 16 });

@@ -26,6 +26,8 @@ fn split(id: KernelId, arch: Arch, batch: usize, parts: u32) -> Prepared {
     let s = Schedule {
         k_split: parts,
         k_unit_words: 4,
+        // the tensor-core path (sm90) stages the activations in LDS; the FMA path ignores it
+        x_in_lds: true,
         ..small_schedule(arch, &ir)
     };
     let lowered = lower(&ir, arch, &s).unwrap_or_else(|e| panic!("{id}@{arch}: {e}"));

@@ -51,8 +51,16 @@ fn the_quick_space_of_every_kernel_holds_only_schedules_lower_accepts() {
             );
             let s = candidates::build(&k, arch, &all, usize::MAX);
             assert!(!s.kept.is_empty(), "{id}@{arch}: no candidate");
+            let split_ok = !matches!(
+                id,
+                KernelId::AllreduceResidual
+                    | KernelId::AllreduceResidualRmsnorm
+                    | KernelId::GemvInt4AllreduceRmsnorm
+                    | KernelId::AllreduceInt8
+                    | KernelId::GemvF16
+            );
             for g in &s.kept {
-                assert_eq!(g.schedule.k_split, 1);
+                assert!(split_ok || g.schedule.k_split == 1, "{id}: split-K kept");
                 lower(&k, arch, &g.schedule)
                     .unwrap_or_else(|e| panic!("{id}@{arch}: kept {:?}: {e}", g.schedule));
             }

@@ -54,6 +54,17 @@ impl Builtins for CudaDialect {
     fn spin_pause(&self) -> &'static str {
         "__nanosleep(64);"
     }
+
+    /// `ld.global.nc.L1::no_allocate.L2::256B`: through the non-coherent (read-only) path, no L1
+    /// allocation, and L2 fetches 256 bytes. Each GEMV tile reads 128 bytes of a K-row and its
+    /// neighbour tile, running at the same time, the next 128: the 256-byte fetch halves the DRAM
+    /// requests of a row pair (H200 prototype, bench/results/2026-11-29-h200-int4-proto/: 6-12 %
+    /// faster at the four Qwen shapes).
+    fn streaming_load_v4(&self, var: &str, addr: &str) -> Option<String> {
+        Some(format!(
+            "uint4 {var}; asm(\"ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {{%0, %1, %2, %3}}, [%4];\" : \"=r\"({var}.x), \"=r\"({var}.y), \"=r\"({var}.z), \"=r\"({var}.w) : \"l\"({addr}));"
+        ))
+    }
 }
 
 impl WaveOps for CudaDialect {
@@ -160,6 +171,16 @@ impl Fp16 for CudaDialect {
              asm(\"sub.rn.f16x2 %0, %1, %2;\" : \"=r\"(d) : \"r\"(a), \"r\"(b));\n    \
              return d;\n}",
         )
+    }
+
+    fn fma_half2_helper(&self) -> Option<(&'static str, &'static str)> {
+        Some((
+            "wf_fma_half2",
+            "static __device__ __forceinline__ unsigned wf_fma_half2(unsigned a, unsigned b, unsigned c) {\n    \
+             unsigned d;\n    \
+             asm(\"fma.rn.f16x2 %0, %1, %2, %3;\" : \"=r\"(d) : \"r\"(a), \"r\"(b), \"r\"(c));\n    \
+             return d;\n}",
+        ))
     }
 
     fn mma_f16(&self, acc: &[String], a: &[String], b: &[String]) -> Option<String> {

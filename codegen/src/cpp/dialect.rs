@@ -94,6 +94,15 @@ pub trait Builtins {
     /// A short pause between polls of a spin loop, so polling does not saturate the memory system.
     fn spin_pause(&self) -> &'static str;
 
+    /// Statements declaring `const uint4 {var}` loaded from `addr` (a 16-byte aligned pointer into
+    /// an array the kernel never writes) as a streamed read: read once per launch, so not worth
+    /// an L1 line, with a wider L2 fetch. `None`: the target has no such load (a plain one is
+    /// emitted). A cache hint only: the loaded value is the same.
+    fn streaming_load_v4(&self, var: &str, addr: &str) -> Option<String> {
+        let _ = (var, addr);
+        None
+    }
+
     /// Unsigned bitfield extract of `width` bits at `offset` (both operands already printed).
     fn bfe(&self, value: &str, offset: &str, width: u32) -> String {
         if width >= 32 {
@@ -160,6 +169,13 @@ pub trait Fp16 {
     /// The name and definition of `unsigned name(unsigned a, unsigned b)`: lane-wise FP16
     /// subtraction of two packed pairs, rounding to nearest even.
     fn sub_half2_helper(&self) -> (&'static str, &'static str);
+
+    /// The helper for [`Expr::FmaHalf2`](crate::lowered::Expr::FmaHalf2) (name, definition), or
+    /// `None` where the writer has no single-rounding FP16 pair FMA to offer (the lowering only
+    /// uses it on the tensor-core path).
+    fn fma_half2_helper(&self) -> Option<(&'static str, &'static str)> {
+        None
+    }
 
     /// One statement `acc += A·B` for the FP16 m16n8k16 MMA with f32 accumulation over the
     /// named fragment registers, or `None` where the target has no such instruction.

@@ -81,6 +81,21 @@ impl<D: Dialect> Writer<'_, D> {
                     .or_insert_with(|| def.to_owned());
                 Cx::primary(format!("{name}({}, {})", self.expr(a)?, self.expr(b)?))
             }
+            Expr::FmaHalf2(a, b, c) => {
+                let (name, def) = self.d.fma_half2_helper().ok_or_else(|| {
+                    Error::Unsupported(format!("{}: fma_half2", self.k.arch))
+                })?;
+                self.helpers
+                    .borrow_mut()
+                    .entry(name.to_owned())
+                    .or_insert_with(|| def.to_owned());
+                Cx::primary(format!(
+                    "{name}({}, {}, {})",
+                    self.expr(a)?,
+                    self.expr(b)?,
+                    self.expr(c)?
+                ))
+            }
             Expr::Select(c, a, b) => {
                 let [c, a, b] = [c, a, b].map(|x| self.ex(x));
                 Cx::new(

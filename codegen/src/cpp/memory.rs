@@ -5,7 +5,7 @@
 //! a multiple of `n` and the array aligned to the access width; the ABI description records the
 //! alignment per parameter (see [`vector_words`]).
 
-use crate::lowered::{Base, Expr, LoweredKernel, MemRef, ParamKind, Reg, Ty};
+use crate::lowered::{Access, Base, Expr, LoweredKernel, MemRef, ParamKind, Purpose, Reg, Ty};
 
 use super::{Dialect, Error, Level, Writer, expr_ty};
 
@@ -65,6 +65,22 @@ impl<D: Dialect> Writer<'_, D> {
         })
     }
 
+    /// Whether `m` is in a packed weight array the kernel streams ([`LoweredKernel::stream_weights`](crate::lowered::LoweredKernel::stream_weights)).
+    fn is_streamed(&self, m: &MemRef) -> bool {
+        let Base::Param(p) = m.base else {
+            return false;
+        };
+        self.k.stream_weights
+            && matches!(
+                &self.k.params[p].kind,
+                ParamKind::Array {
+                    access: Access::Read,
+                    purpose: Purpose::Data { part: "qweight", .. },
+                    ..
+                }
+            )
+    }
+
     /// `base[index]`.
     pub(super) fn element(&self, m: &MemRef) -> Result<String, Error> {
         Ok(format!("{}[{}]", self.base(m)?, self.expr(&m.index)?))
@@ -103,7 +119,13 @@ impl<D: Dialect> Writer<'_, D> {
         self.line(lvl, "{");
         let inner = lvl.next();
         let mut word_names = Vec::new();
-        if count == 1 {
+        let streamed = (count == 1 && words == 4 && self.is_streamed(m))
+            .then(|| self.d.streaming_load_v4("wf_v", &addr))
+            .flatten();
+        if let Some(text) = streamed {
+            self.line(inner, &text);
+            word_names.extend(word_lanes("wf_v", words));
+        } else if count == 1 {
             self.line(
                 inner,
                 &format!("const {vty} wf_v = *reinterpret_cast<const {vty}*>({addr});"),

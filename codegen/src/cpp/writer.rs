@@ -642,6 +642,11 @@ fn count_expr(e: &Expr, n: &mut SecondaryMap<Reg, u32>) {
             count_expr(a, n);
             count_expr(b, n);
         }
+        Expr::FmaHalf2(a, b, c) => {
+            count_expr(a, n);
+            count_expr(b, n);
+            count_expr(c, n);
+        }
         Expr::Select(a, b, c) | Expr::Fma(a, b, c) => {
             count_expr(a, n);
             count_expr(b, n);

@@ -921,6 +921,36 @@ impl<'c, 'k> Emitter<'c, 'k> {
                     .map_err(be)?;
                 V { v, ty: Ty::U32 }
             }
+            Expr::FmaHalf2(a, b, c) => {
+                // Lane-wise FP16 FMA, one rounding: `llvm.fma.v2f16` (`fma.rn.f16x2` on sm_90,
+                // `v_pk_fma_f16` on gfx906).
+                let h2 = self.cx.f16_type().vec_type(2);
+                let mut vs = Vec::with_capacity(3);
+                for e in [a, b, c] {
+                    let w = self.int(e, Ty::U32)?;
+                    vs.push(self.b.build_bit_cast(w, h2, "").map_err(be)?);
+                }
+                let f = match self.m.get_function("llvm.fma.v2f16") {
+                    Some(f) => f,
+                    None => {
+                        let fty = h2.fn_type(&[h2.into(), h2.into(), h2.into()], false);
+                        self.m.add_function("llvm.fma.v2f16", fty, None)
+                    }
+                };
+                let args: Vec<BasicMetadataValueEnum> = vs.iter().map(|v| (*v).into()).collect();
+                let d = self
+                    .b
+                    .build_call(f, &args, "")
+                    .map_err(be)?
+                    .try_as_basic_value()
+                    .basic()
+                    .ok_or_else(|| Error::Llvm("llvm.fma.v2f16 returns no value".into()))?;
+                let v = self
+                    .b
+                    .build_bit_cast(d, self.cx.i32_type(), "")
+                    .map_err(be)?;
+                V { v, ty: Ty::U32 }
+            }
             Expr::Select(c, a, b) => {
                 let c = self.int(c, Ty::Bool)?;
                 let (a, b) = (self.expr(a)?, self.expr(b)?);

@@ -24,6 +24,19 @@ struct MmaTiling {
     quad: Reg,
     tq: Reg,
     weights: Vec<Buffer>,
+    /// The activations staged in LDS ([`Schedule::x_in_lds`](super::Schedule::x_in_lds)).
+    xs: Option<XStage>,
+}
+
+/// The workgroup's K part of the activations in LDS, in B-fragment order: u32 `[B][words][4]`,
+/// entry `(b, w)` = the FP16 pairs `(x0, x4), (x1, x5), (x2, x6), (x3, x7)` of batch row `b` at
+/// K-word `begin + w`.
+struct XStage {
+    lds: crate::lowered::Lds,
+    /// First K-word of the part (`part · words`).
+    begin: Expr,
+    /// K-words of the part.
+    words: usize,
 }
 
 /// The registers one unit's loads fill: per weight the 4 scales, the zero word and
@@ -551,6 +564,20 @@ impl Lowering<'_> {
         ));
         // totals[mi][p][i]: D fragment slot i of column pair p.
         let totals = self.zeros(m * 8, "acc", out);
+        let (begin, units) = self.split_units(kdim / group * upg)?;
+        let xs = if self.s.x_in_lds {
+            let words = kdim / 8 / self.s.k_split as usize;
+            let lds = self.k.lds(Ty::U32, batch * words * 4);
+            let stage = XStage {
+                lds,
+                begin: mul(begin.clone(), u(unit)),
+                words,
+            };
+            self.stage_x(x, kdim, batch, &stage, out);
+            Some(stage)
+        } else {
+            None
+        };
         let t = MmaTiling {
             l,
             kdim,
@@ -564,14 +591,14 @@ impl Lowering<'_> {
             quad,
             tq,
             weights,
+            xs,
         };
-        let (begin, units) = self.split_units(kdim / group * upg)?;
         let un_reg = self.k.reg(Ty::U32, if upg == 1 { "group" } else { "unit" });
         match self.s.pipeline_depth {
             1 => {
                 let buf = self.mma_buffers(&t);
                 let mut body = self.mma_loads(&t, &buf, un_reg);
-                body.extend(self.mma_compute(&t, &buf, &totals));
+                body.extend(self.mma_compute(&t, &buf, un_reg, &totals));
                 let start = add(begin, r(kwarp));
                 out.push(for_loop(un_reg, start, units, u(kwarps), body));
             }
@@ -591,11 +618,11 @@ impl Lowering<'_> {
                 let mut body = vec![assign(u1, add(r(un_reg), u(kwarps)))];
                 let next = self.mma_loads(&t, &b1, u1);
                 when(lt(r(u1), units.clone()), next, &mut body);
-                body.extend(self.mma_compute(&t, &b0, &totals));
+                body.extend(self.mma_compute(&t, &b0, un_reg, &totals));
                 body.push(assign(u2, add(r(un_reg), u(2 * kwarps))));
                 let after = self.mma_loads(&t, &b0, u2);
                 when(lt(r(u2), units.clone()), after, &mut body);
-                let second = self.mma_compute(&t, &b1, &totals);
+                let second = self.mma_compute(&t, &b1, u1, &totals);
                 when(lt(r(u1), units.clone()), second, &mut body);
                 let start = add(begin, r(kwarp));
                 out.push(for_loop(un_reg, start, units, u(2 * kwarps), body));
@@ -705,6 +732,9 @@ impl Lowering<'_> {
             }
         }
         when(col_ok, guarded, &mut out);
+        if t.xs.is_some() {
+            return out;
+        }
         for st in 0..t.steps {
             b.xs[st].iter().for_each(|&h| out.push(assign(h, h0())));
             let kword = add(mul(r(unit), u(t.unit)), add(u(4 * st), r(t.tq)));
@@ -721,7 +751,62 @@ impl Lowering<'_> {
     }
 
     /// One unit's MMAs on the registers of `b`, then `totals += s · unit sums`.
-    fn mma_compute(&mut self, t: &MmaTiling, b: &MmaBuf, totals: &[Reg]) -> Vec<Stmt> {
+    /// Stage this workgroup's K part of the activations in LDS (see [`XStage`]): lane `l` packs
+    /// entries `l, l + wg, …` from one 16-byte load each, then a workgroup barrier.
+    fn stage_x(&mut self, x: Param, kdim: usize, batch: usize, st: &XStage, out: &mut Vec<Stmt>) {
+        out.push(comment(format!(
+            "activations of this K part to LDS once, in B-fragment order: entry (b, w) = (x0,x4), (x1,x5), (x2,x6), (x3,x7) of batch row b at K-word {} + w",
+            if st.words * self.s.k_split as usize == kdim / 8 { "part start" } else { "the part's first" }
+        )));
+        let i = self.k.reg(Ty::U32, "xi");
+        let xh: Vec<Reg> = (0..8).map(|_| self.k.reg(Ty::F16, "xh")).collect();
+        let (row, word) = if batch == 1 {
+            (u(0), r(i))
+        } else {
+            (div(r(i), u(st.words)), rem(r(i), u(st.words)))
+        };
+        let src = add(mul(row, u(kdim)), mul(add(st.begin.clone(), word), u(8)));
+        let mut body = vec![load(xh.clone(), at(Base::Param(x), src))];
+        let packs = (0..4)
+            .map(|j| Expr::PackHalf2(Box::new(r(xh[j])), Box::new(r(xh[j + 4]))))
+            .collect();
+        body.push(store(self.lds_at(st.lds, mul(r(i), u(4))), packs));
+        out.push(for_loop(
+            i,
+            sp(Special::LocalId),
+            u(batch * st.words),
+            u(self.wg()),
+            body,
+        ));
+        out.push(Stmt::WorkgroupBarrier);
+    }
+
+    /// The B fragments of step `st` of `unit` from the staged activations: batch row `quad`'s
+    /// entry at K-word `unit·U + 4·st + t` (zero for quads past the batch).
+    fn mma_bfrags_lds(&mut self, t: &MmaTiling, xs: &XStage, unit: Reg, st: usize) -> (Vec<Stmt>, Vec<Reg>) {
+        let mut out = vec![];
+        let word = add(
+            sub(mul(r(unit), u(t.unit)), xs.begin.clone()),
+            add(u(4 * st), r(t.tq)),
+        );
+        let in_batch = lt(r(t.quad), u(t.batch));
+        let row = match t.batch {
+            1 => u(0),
+            8 => r(t.quad),
+            _ => sel(in_batch.clone(), r(t.quad), u(0)),
+        };
+        let idx = mul(add(mul(row, u(xs.words)), word), u(4));
+        let bfrag: Vec<Reg> = (0..4).map(|_| self.k.reg(Ty::U32, "bfrag")).collect();
+        out.push(load(bfrag.clone(), self.lds_at(xs.lds, idx)));
+        if t.batch < 8 {
+            for &b in &bfrag {
+                out.push(assign(b, sel(in_batch.clone(), r(b), u(0))));
+            }
+        }
+        (out, bfrag)
+    }
+
+    fn mma_compute(&mut self, t: &MmaTiling, b: &MmaBuf, unit: Reg, totals: &[Reg]) -> Vec<Stmt> {
         let mut out = vec![];
         let m = t.weights.len();
         let (mut sf, mut zp) = (vec![], vec![]);
@@ -747,24 +832,38 @@ impl Lowering<'_> {
                 };
                 // 1024 + z in both halves: 0x6400 + z is its FP16 pattern (ulp 1 in [1024, 2048)).
                 let zr = self.k.reg(Ty::U32, "zero_pair");
-                out.push(assign(zr, mul(add(z, u(0x6400)), u(0x1_0001))));
+                out.push(assign(zr, mul(add(z.clone(), u(0x6400)), u(0x1_0001))));
+                // −(64 + z) in both halves: 0xD400 is −64, and in [64, 128) the ulp is 1/16, so
+                // 16·z more in the mantissa is −(64 + z) exactly.
+                let zh = self.k.reg(Ty::U32, "zero_hi");
+                out.push(assign(
+                    zh,
+                    mul(add(mul(z, u(16)), u(0xD400)), u(0x1_0001)),
+                ));
                 sf.push(s32);
-                zp.push(zr);
+                zp.push((zr, zh));
             }
         }
         let unit_acc: Vec<Reg> = self.zeros(m * 8, "unit_acc", &mut out);
         for st in 0..t.steps {
             // B fragments: (x[2h], x[2h+4]) and (x[2h+1], x[2h+5]).
-            let xh = &b.xs[st];
-            let mut bfrag = vec![];
-            for pair in [(0, 4), (1, 5), (2, 6), (3, 7)] {
-                let br = self.k.reg(Ty::U32, "bfrag");
-                out.push(assign(
-                    br,
-                    Expr::PackHalf2(Box::new(r(xh[pair.0])), Box::new(r(xh[pair.1]))),
-                ));
-                bfrag.push(br);
-            }
+            let bfrag = if let Some(xs) = &t.xs {
+                let (stmts, bfrag) = self.mma_bfrags_lds(t, xs, unit, st);
+                out.extend(stmts);
+                bfrag
+            } else {
+                let xh = &b.xs[st];
+                let mut bfrag = vec![];
+                for pair in [(0, 4), (1, 5), (2, 6), (3, 7)] {
+                    let br = self.k.reg(Ty::U32, "bfrag");
+                    out.push(assign(
+                        br,
+                        Expr::PackHalf2(Box::new(r(xh[pair.0])), Box::new(r(xh[pair.1]))),
+                    ));
+                    bfrag.push(br);
+                }
+                bfrag
+            };
             for mi in 0..m {
                 let ws = &b.words[mi][st];
                 for p in 0..2 {
@@ -774,20 +873,35 @@ impl Lowering<'_> {
                         // = (column word 2p + cwi, nibble pair 2h + slot).
                         for (cwi, slot) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
                             let wreg = ws[2 * p + cwi];
-                            let i = 2 * h + slot;
-                            let nib = if i == 0 {
+                            // Nibble pair (i, i + 4), i = 2h + slot: pairs 0, 2 from `word` and `word >> 8`
+                            // with mask 0x000F000F are 1024 + q after the OR, minus 1024 + z;
+                            // pairs 1, 3 with mask 0x00F000F0 stay in place as 1024 + 16q, and
+                            // one FMA by 1/16 minus 64 + z gives q − z — one shift per word
+                            // instead of three (both exact in FP16).
+                            let word = if h == 0 {
                                 r(wreg)
                             } else {
-                                bin(BinOp::Shr, r(wreg), Expr::u32(4 * i as u32))
+                                bin(BinOp::Shr, r(wreg), Expr::u32(8))
                             };
+                            let mask = if slot == 0 { 0x000F_000F } else { 0x00F0_00F0 };
                             let pair = bin(
                                 BinOp::Or,
-                                bin(BinOp::And, nib, Expr::u32(0x000F_000F)),
+                                bin(BinOp::And, word, Expr::u32(mask)),
                                 Expr::u32(0x6400_6400),
                             );
                             let ar = self.k.reg(Ty::U32, "afrag");
-                            let z = r(zp[mi * 4 + 2 * p + cwi]);
-                            out.push(assign(ar, Expr::SubHalf2(Box::new(pair), Box::new(z))));
+                            let (zr, zh) = zp[mi * 4 + 2 * p + cwi];
+                            let dec = if slot == 0 {
+                                Expr::SubHalf2(Box::new(pair), Box::new(r(zr)))
+                            } else {
+                                // 1/16 in both halves is 0x2C00.
+                                Expr::FmaHalf2(
+                                    Box::new(pair),
+                                    Box::new(Expr::u32(0x2C00_2C00)),
+                                    Box::new(r(zh)),
+                                )
+                            };
+                            out.push(assign(ar, dec));
                             a.push(ar);
                         }
                         let acc: [Reg; 4] = std::array::from_fn(|i| unit_acc[mi * 8 + p * 4 + i]);

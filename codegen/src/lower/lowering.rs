@@ -98,6 +98,7 @@ impl<'a> Lowering<'a> {
             s.workgroup_size,
             grid32,
         );
+        k.stream_weights = s.stream_weights;
         let tile0 = k.reg(Ty::U32, "tile0");
         Ok(Lowering {
             plan,

@@ -115,6 +115,16 @@ pub struct Schedule {
     /// INT4 with MMAs: units whose loads are in flight at once per warp — 1, or 2 to issue the
     /// next unit's loads before this unit's MMAs (software pipelining, twice the registers).
     pub pipeline_depth: u32,
+    /// Packed INT4 weights are loaded as a stream (CUDA: `ld.global.nc.L1::no_allocate.L2::256B`
+    /// for 16-byte loads): see [`LoweredKernel::stream_weights`](crate::lowered::LoweredKernel::stream_weights).
+    /// Absent in stored schedules: false.
+    #[serde(default)]
+    pub stream_weights: bool,
+    /// INT4 with MMAs: the workgroup's K part of the activations is staged once in LDS, already
+    /// packed as MMA B fragments (`batch · K / k_split · 2` bytes), instead of every warp loading
+    /// and packing them per unit from global memory. Absent in stored schedules: false.
+    #[serde(default)]
+    pub x_in_lds: bool,
 }
 
 impl Schedule {
@@ -144,6 +154,8 @@ impl Schedule {
             int4_scaling: Int4Scaling::PerWeight,
             int4_dot: Int4Dot::Fma,
             pipeline_depth: 1,
+            stream_weights: false,
+            x_in_lds: false,
         };
         match gemv_format(kernel) {
             Some(WeightFormat::F16) => Schedule {
@@ -168,14 +180,18 @@ impl Schedule {
                     .into_iter()
                     .find(|u| *u <= max_unit && group_words % u == 0);
                 match unit {
-                    Some(unit) if arch.has_fp16_mma() && batch <= 8 => Schedule {
-                        int4_dot: Int4Dot::Mma,
-                        words_per_iteration: 4,
-                        columns_per_workgroup: 32,
-                        threads_per_column: workgroup_size / 32,
-                        k_unit_words: unit,
-                        ..fma
-                    },
+                    Some(unit) if arch.has_fp16_mma() && batch <= 8 => {
+                        let mma = Schedule {
+                            int4_dot: Int4Dot::Mma,
+                            words_per_iteration: 4,
+                            columns_per_workgroup: 32,
+                            threads_per_column: workgroup_size / 32,
+                            k_unit_words: unit,
+                            stream_weights: true,
+                            ..fma
+                        };
+                        mma_split(kernel, mma)
+                    }
                     _ => fma,
                 }
             }
@@ -208,9 +224,10 @@ impl Schedule {
                     fields.join(", ")
                 )));
             };
-            *slot = match value.parse::<u32>() {
-                Ok(n) => serde_json::Value::from(n),
-                Err(_) => serde_json::Value::from(value),
+            *slot = match (value.parse::<u32>(), value.parse::<bool>()) {
+                (Ok(n), _) => serde_json::Value::from(n),
+                (_, Ok(b)) => serde_json::Value::from(b),
+                _ => serde_json::Value::from(value),
             };
         }
         serde_json::from_value(v).map_err(|e| bad(format!("`{spec}`: {e}")))
@@ -253,6 +270,39 @@ impl Schedule {
         }
         Ok(())
     }
+}
+
+/// The tensor-core GEMV's split and staging (H200 sweep, `bench/results/2026-11-29-h200-splitk/`:
+/// 1.2-1.3x faster than 8 K warps of one workgroup per tile at every Qwen shape): without an
+/// allreduce or norm stage, 4 K warps per workgroup and 4 workgroups per tile (split-K, the
+/// largest of 4 and 2 that divides the K units); the activations of the workgroup's K part staged
+/// in LDS when they take at most 32 KiB.
+fn mma_split(kernel: &Kernel, mut s: Schedule) -> Schedule {
+    let units = gptq_k(kernel).map_or(0, |k| k / 8 / s.k_unit_words as usize);
+    let grid_stage = kernel
+        .ops()
+        .any(|(_, op)| matches!(op.kind, OpKind::AllReduce(_) | OpKind::RmsNorm(_)));
+    if !grid_stage {
+        if let Some(parts) = [4, 2].into_iter().find(|p| units > 0 && units % p == 0) {
+            s.workgroup_size = 128;
+            s.threads_per_column = 4;
+            s.k_split = parts as u32;
+        }
+    }
+    let staged = batch_of(kernel) * gptq_k(kernel).unwrap_or(usize::MAX / 4) * 2 / s.k_split as usize;
+    s.x_in_lds = staged <= 32 * 1024;
+    s
+}
+
+/// K of the kernel's GPTQ GEMV.
+fn gptq_k(kernel: &Kernel) -> Option<usize> {
+    kernel.ops().find_map(|(_, op)| match &op.kind {
+        OpKind::Gemv(g) => match &kernel.buffer(g.weight)?.ty {
+            BufferType::Weight(w) => Some(w.k),
+            BufferType::Tensor(_) => None,
+        },
+        _ => None,
+    })
 }
 
 /// Batch rows of the kernel's activations (1 when it has none).

@@ -110,6 +110,10 @@ pub enum Expr {
     /// Lane-wise FP16 subtraction of two packed pairs (u32 each), rounding to nearest even: the
     /// PTX `sub.rn.f16x2`. Exact on the small integers of the INT4 decode.
     SubHalf2(Box<Expr>, Box<Expr>),
+    /// Lane-wise FP16 fused multiply-add of packed pairs (u32 each), `a·b + c` rounded once to
+    /// nearest even: the PTX `fma.rn.f16x2`. The INT4 decode uses it on odd nibbles left in
+    /// place: `(1024 + 16q)·(1/16) − (64 + z)` is exactly `q − z`.
+    FmaHalf2(Box<Expr>, Box<Expr>, Box<Expr>),
     /// `cond ? a : b`.
     Select(Box<Expr>, Box<Expr>, Box<Expr>),
     /// Unsigned bitfield extract: `(value >> offset) & ((1 << width) − 1)` on u32.

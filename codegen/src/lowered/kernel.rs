@@ -150,6 +150,11 @@ pub struct LoweredKernel {
     pub flag_rounds_per_launch: u32,
     /// Set when the kernel has a grid barrier.
     pub coresidency: Option<CoResidency>,
+    /// Packed weight arrays (`qweight`, read-only) are streamed: read once per launch, so the
+    /// CUDA writer loads their 16-byte vectors without allocating in L1 and with 256-byte L2
+    /// fetches. A cache hint: no effect on values (the simulator, the HIP writer and the LLVM
+    /// back end ignore it). From [`Schedule::stream_weights`](crate::lower::Schedule::stream_weights).
+    pub stream_weights: bool,
 }
 
 impl LoweredKernel {
@@ -161,6 +166,7 @@ impl LoweredKernel {
             tp,
             workgroup_size,
             grid,
+            stream_weights: false,
             params: PrimaryMap::new(),
             regs: PrimaryMap::new(),
             lds: PrimaryMap::new(),

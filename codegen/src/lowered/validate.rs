@@ -382,6 +382,12 @@ pub fn ty(e: &Expr, k: &LoweredKernel) -> Result<Ty, TypeError> {
             expect(ty(b, k)?, Ty::U32, "packed half pair")?;
             Ok(Ty::U32)
         }
+        Expr::FmaHalf2(a, b, c) => {
+            for e in [a, b, c] {
+                expect(ty(e, k)?, Ty::U32, "packed half pair")?;
+            }
+            Ok(Ty::U32)
+        }
         Expr::Bitcast(t, a) => {
             let from = ty(a, k)?;
             let word = |t: Ty| matches!(t, Ty::U32 | Ty::I32 | Ty::F32);
@@ -543,6 +549,9 @@ fn expr_uni(e: &Expr, regs: &SecondaryMap<Reg, Uni>) -> Uni {
         Expr::Bin(_, a, b) => expr_uni(a, regs).max(expr_uni(b, regs)),
         Expr::Un(_, a) | Expr::Cast(_, a) | Expr::Bitcast(_, a) => expr_uni(a, regs),
         Expr::PackHalf2(a, b) | Expr::SubHalf2(a, b) => expr_uni(a, regs).max(expr_uni(b, regs)),
+        Expr::FmaHalf2(a, b, c) => expr_uni(a, regs)
+            .max(expr_uni(b, regs))
+            .max(expr_uni(c, regs)),
         Expr::Select(c, a, b) => expr_uni(c, regs)
             .max(expr_uni(a, regs))
             .max(expr_uni(b, regs)),

@@ -39,6 +39,7 @@ pub(super) enum CExpr {
     Fma(Box<CExpr>, Box<CExpr>, Box<CExpr>),
     PackHalf2(Box<CExpr>, Box<CExpr>),
     SubHalf2(Box<CExpr>, Box<CExpr>),
+    FmaHalf2(Box<CExpr>, Box<CExpr>, Box<CExpr>),
 }
 
 /// The array an access addresses.
@@ -597,6 +598,21 @@ impl Compiler<'_> {
                     return Err(format!("sub_half2({}, {})", ta.name(), tb.name()));
                 }
                 (CExpr::SubHalf2(Box::new(a), Box::new(b)), Ty::U32)
+            }
+            Expr::FmaHalf2(a, b, c) => {
+                let ((a, ta), (b, tb), (c, tc)) = (self.expr(a)?, self.expr(b)?, self.expr(c)?);
+                if ta != Ty::U32 || tb != Ty::U32 || tc != Ty::U32 {
+                    return Err(format!(
+                        "fma_half2({}, {}, {})",
+                        ta.name(),
+                        tb.name(),
+                        tc.name()
+                    ));
+                }
+                (
+                    CExpr::FmaHalf2(Box::new(a), Box::new(b), Box::new(c)),
+                    Ty::U32,
+                )
             }
             // Values are held as their 32-bit patterns: a bitcast only changes the type.
             Expr::Bitcast(to, a) => (self.expr(a)?.0, *to),

@@ -411,6 +411,20 @@ impl<'k> Machine<'k> {
                 }
                 other => panic!("sub_half2 on {other:?}"),
             },
+            Expr::FmaHalf2(a, b, c) => match (self.eval(a, t), self.eval(b, t), self.eval(c, t)) {
+                (V::U32(a), V::U32(b), V::U32(c)) => {
+                    let (x, y, z) = (unpack(a), unpack(b), unpack(c));
+                    // a·b + c in f64, then one rounding to FP16 (through f32 only when exact:
+                    // the decode's values are small integers and 1/16).
+                    let d = |i: usize| {
+                        let v = f64::from(x[i]) * f64::from(y[i]) + f64::from(z[i]);
+                        assert_eq!(v, f64::from(v as f32), "fma_half2 operands beyond the test's exact range");
+                        u32::from(f16_bits(round_f16(v as f32)))
+                    };
+                    V::U32(d(0) | (d(1) << 16))
+                }
+                other => panic!("fma_half2 on {other:?}"),
+            },
         }
     }
 

@@ -13,7 +13,9 @@
 //!
 //! Only schedules that satisfy the field relations documented on [`Schedule`] are produced; the
 //! lowering is still the judge (`super::candidates` keeps what [`wavefuse_codegen::lower::lower`]
-//! accepts). `k_split` stays 1: split-K is not implemented and `lower` rejects it. Tiles whose
+//! accepts). `k_split` (split-K) is searched over [`K_SPLITS`] on the tensor-core tiles of GEMV
+//! kernels without an allreduce or norm stage (it must divide the K units); elsewhere it stays the
+//! default's. Tiles whose
 //! grid would leave more than half of the target's compute units idle are pruned (a decode GEMV
 //! is memory bound: idle SMs are lost bandwidth), unless the default itself does.
 
@@ -40,6 +42,8 @@ pub const MAX_COLUMNS: u32 = 512;
 pub const MMA_K_UNITS: [u32; 3] = [4, 8, 16];
 /// Tensor-core INT4: pipeline depths tried.
 pub const PIPELINE_DEPTHS: [u32; 2] = [1, 2];
+/// Tensor-core INT4 without an allreduce or norm stage: workgroups per column tile tried.
+pub const K_SPLITS: [u32; 4] = [1, 2, 4, 8];
 
 /// What kind of kernel a schedule is searched for.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -48,6 +52,8 @@ pub enum Family {
     Int4 {
         /// Output columns of the widest GEMV (per rank).
         n: usize,
+        /// The GEMV's K (per rank).
+        k: usize,
         /// Packed words of one quantisation group.
         group_words: u32,
         /// Whether the kernel has an allreduce (the protocol is searched).
@@ -74,7 +80,7 @@ impl Family {
         let allreduce = kernel
             .ops()
             .any(|(_, o)| matches!(o.kind, OpKind::AllReduce(_)));
-        let mut int4: Option<(usize, u32)> = None;
+        let mut int4: Option<(usize, usize, u32)> = None;
         let mut f16: Option<usize> = None;
         for (_, op) in kernel.ops() {
             let OpKind::Gemv(g) = &op.kind else { continue };
@@ -87,14 +93,15 @@ impl Family {
                 WeightFormat::Gptq(_) | WeightFormat::Awq(_) => {
                     let rows = w.format.group().map_or(w.k, |g| g.rows(w.k));
                     let words = (rows / 8).max(1) as u32;
-                    let n = int4.map_or(0, |(n, _)| n).max(w.n);
-                    int4 = Some((n, words));
+                    let n = int4.map_or(0, |(n, _, _)| n).max(w.n);
+                    int4 = Some((n, w.k, words));
                 }
             }
         }
         match (int4, f16) {
-            (Some((n, group_words)), _) => Family::Int4 {
+            (Some((n, k, group_words)), _) => Family::Int4 {
                 n,
+                k,
                 group_words,
                 allreduce,
             },
@@ -141,6 +148,23 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
                 pipeline_depth,
                 ..t.clone()
             });
+        }
+    }
+    let norm = kernel
+        .ops()
+        .any(|(_, o)| matches!(o.kind, OpKind::RmsNorm(_)));
+    if let Family::Int4 {
+        k, allreduce: false, ..
+    } = family
+    {
+        for t in mma.iter().filter(|_| !norm) {
+            let units = k / 8 / t.k_unit_words as usize;
+            for k_split in K_SPLITS.into_iter().filter(|p| units % *p as usize == 0) {
+                out.push(Schedule {
+                    k_split,
+                    ..t.clone()
+                });
+            }
         }
     }
     if let Family::Int4 { .. } = family {
