@@ -306,7 +306,10 @@ fn kernel_set_matches_reference_on_interpreter_sm90() {
 fn split_k_matches_reference_on_interpreter() {
     for name in ["gemv_int4", "gemv_int4_dual_silu", "gemv_int4_qkv"] {
         for (ffn, batch) in [(512, 1), (200, 3)] {
-            let shapes = Shapes { ffn, ..small(1, batch) };
+            let shapes = Shapes {
+                ffn,
+                ..small(1, batch)
+            };
             let k = build(name, &shapes);
             for arch in Arch::ALL {
                 for parts in [1, 2, 4] {
@@ -423,11 +426,11 @@ fn int4_decodes_scalings_and_units_match_reference() {
 /// The tensor-core INT4 GEMV (`int4_dot = mma`): every zero-point convention, the kernels with
 /// one and two weights and with the allreduce epilogue, batch 1, 3 and 8, a tail tile (N = 200),
 /// one and two column warps per workgroup, units of 4, 8 and 16 K-words, both pipeline depths,
-/// the activations from global memory and staged in LDS, (the pipelined loop's odd unit counts included: 3 groups over 2 or 8 slices), against the f64
+/// the activations from global memory and staged in LDS, both nibble decodes (`MmaDecode`), (the pipelined loop's odd unit counts included: 3 groups over 2 or 8 slices), against the f64
 /// reference through the interpreter's independent model of the PTX fragment layout.
 #[test]
 fn int4_mma_matches_reference() {
-    use wavefuse_codegen::lower::{Int4Dot, LowerError};
+    use wavefuse_codegen::lower::{Int4Dot, LowerError, MmaDecode};
     let mma = |k: &Kernel, cols: u32, unit: u32, depth: u32, x_in_lds: bool| {
         let mut sc = Schedule::default_for(Arch::Sm90, k);
         sc.k_split = 1;
@@ -457,7 +460,13 @@ fn int4_mma_matches_reference() {
                     (32, 4, 1, false),
                     (64, 8, 1, true),
                 ] {
-                    check_numerics(&k, Arch::Sm90, &mma(&k, cols, unit, depth, xs), 2e-3);
+                    for decode in [MmaDecode::Shift, MmaDecode::Fma] {
+                        let sc = Schedule {
+                            mma_decode: decode,
+                            ..mma(&k, cols, unit, depth, xs)
+                        };
+                        check_numerics(&k, Arch::Sm90, &sc, 2e-3);
+                    }
                 }
             }
         }
@@ -589,7 +598,11 @@ fn schedule_defaults_per_target() {
         let sm90 = arch.has_fp16_mma();
         assert_eq!(
             (s.k_split, s.x_in_lds, s.stream_weights),
-            if sm90 { (4, true, true) } else { (1, false, false) }
+            if sm90 {
+                (4, true, true)
+            } else {
+                (1, false, false)
+            }
         );
         assert_eq!(
             (

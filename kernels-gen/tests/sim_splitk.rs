@@ -9,7 +9,9 @@ use wavefuse_codegen::ir::Ordering;
 use wavefuse_codegen::lower::{Schedule, lower};
 use wavefuse_codegen::lowered::{AtomicOp, Block, Expr, Stmt};
 use wavefuse_codegen::sim::{FindingKind, PeerTable};
-use wavefuse_kernels::cmd_sim::{Prepared, SmallShapes, small_kernel, small_schedule, summary, sweep};
+use wavefuse_kernels::cmd_sim::{
+    Prepared, SmallShapes, small_kernel, small_schedule, summary, sweep,
+};
 use wavefuse_kernels::{KernelId, Shapes};
 
 const SCHEDULES: u64 = 24;
@@ -208,7 +210,11 @@ fn split_k_verdict_without_the_barrier_after_the_arrival_is_caught() {
     p.lowered.body = out;
     caught(
         p,
-        &[FindingKind::UninitRead, FindingKind::StaleRead, FindingKind::WriteRace],
+        &[
+            FindingKind::UninitRead,
+            FindingKind::StaleRead,
+            FindingKind::WriteRace,
+        ],
     );
 }
 
@@ -229,7 +235,11 @@ fn split_k_arrival_by_every_lane_is_caught() {
     p.lowered.body = rewrite(std::mem::take(&mut p.lowered.body), &mut f);
     caught(
         p,
-        &[FindingKind::Mismatch, FindingKind::StaleRead, FindingKind::WriteRace],
+        &[
+            FindingKind::Mismatch,
+            FindingKind::StaleRead,
+            FindingKind::WriteRace,
+        ],
     );
 }
 

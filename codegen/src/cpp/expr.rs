@@ -82,9 +82,10 @@ impl<D: Dialect> Writer<'_, D> {
                 Cx::primary(format!("{name}({}, {})", self.expr(a)?, self.expr(b)?))
             }
             Expr::FmaHalf2(a, b, c) => {
-                let (name, def) = self.d.fma_half2_helper().ok_or_else(|| {
-                    Error::Unsupported(format!("{}: fma_half2", self.k.arch))
-                })?;
+                let (name, def) = self
+                    .d
+                    .fma_half2_helper()
+                    .ok_or_else(|| Error::Unsupported(format!("{}: fma_half2", self.k.arch)))?;
                 self.helpers
                     .borrow_mut()
                     .entry(name.to_owned())

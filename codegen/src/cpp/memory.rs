@@ -75,7 +75,10 @@ impl<D: Dialect> Writer<'_, D> {
                 &self.k.params[p].kind,
                 ParamKind::Array {
                     access: Access::Read,
-                    purpose: Purpose::Data { part: "qweight", .. },
+                    purpose: Purpose::Data {
+                        part: "qweight",
+                        ..
+                    },
                     ..
                 }
             )

@@ -440,7 +440,7 @@ fn param_note(kind: &ParamKind) -> String {
     let purpose = |p: &Purpose| match p {
         Purpose::Data { buffer, part } => format!("{buffer}.{part}"),
         Purpose::Scratch => "scratch".into(),
-        Purpose::Counter => "grid-barrier counter".into(),
+        Purpose::Counter => "arrival counter (monotonic, zeroed once)".into(),
         Purpose::Flags => "epoch flags".into(),
         Purpose::ErrorWord => "error word".into(),
         Purpose::Rank => "rank".into(),

@@ -6,7 +6,7 @@ use wavefuse_ir::{Buffer, GptqLayout, WeightFormat, ZeroPoint};
 use crate::lowered::{Base, BinOp, Expr, Param, ReduceKind, Reg, Special, Stmt, Ty, UnOp};
 
 use super::LowerError;
-use super::schedule::{Int4Dot, Int4Scaling, NibbleDecode};
+use super::schedule::{Int4Dot, Int4Scaling, MmaDecode, NibbleDecode};
 
 /// The tensor-core tiling of one GPTQ GEMV kernel (see `gemv_gptq_mma`).
 struct MmaTiling {
@@ -224,13 +224,7 @@ impl Lowering<'_> {
             }
         }
         let (begin, end) = self.split_units(t.groups * upg)?;
-        let units_loop = for_loop(
-            unit_reg,
-            add(begin, r(slice)),
-            end,
-            u(t.slices),
-            unit_body,
-        );
+        let units_loop = for_loop(unit_reg, add(begin, r(slice)), end, u(t.slices), unit_body);
         out.push(comment(match (t.scaling, t.decode) {
             (Int4Scaling::PerWeight, NibbleDecode::Convert) => {
                 "dequantise: w = fma(f32(bfe(word, 4i, 4)), s, -z*s), which is (q - z)*s exactly in f32; acc = fma(w, f32(x), acc)"
@@ -546,10 +540,15 @@ impl Lowering<'_> {
         let m = weights.len();
         self.reduction_arrays(kwarps);
         let (upg, steps) = (wpg / unit, unit / 4);
+        let xs_from = if self.s.x_in_lds {
+            "takes batch row g's 8 activations there from LDS"
+        } else {
+            "loads batch row g's 8 activations there"
+        };
         out.push(comment(format!(
             "GPTQ INT4 GEMV on the tensor cores: warp w covers 32 columns (column warp w % {cw}) and K slice w / {cw} of {kwarps}, \
              units of {unit} K-words round robin; lane quad g = lane / 4 loads 4 packed columns n0..n0+3 at K-word 4*step + lane % 4 \
-             (16 bytes) and batch row g's 8 activations there; q - z exact in FP16 (0x6400 | q is 1024 + q), mma.m16n8k16 with f32 \
+             (16 bytes) and {xs_from}; q - z exact in FP16 (0x6400 | q is 1024 + q), mma.m16n8k16 with f32 \
              accumulation, the scale per unit in f32"
         )));
         let [cwarp, kwarp, quad, tq, n0] =
@@ -783,7 +782,13 @@ impl Lowering<'_> {
 
     /// The B fragments of step `st` of `unit` from the staged activations: batch row `quad`'s
     /// entry at K-word `unit·U + 4·st + t` (zero for quads past the batch).
-    fn mma_bfrags_lds(&mut self, t: &MmaTiling, xs: &XStage, unit: Reg, st: usize) -> (Vec<Stmt>, Vec<Reg>) {
+    fn mma_bfrags_lds(
+        &mut self,
+        t: &MmaTiling,
+        xs: &XStage,
+        unit: Reg,
+        st: usize,
+    ) -> (Vec<Stmt>, Vec<Reg>) {
         let mut out = vec![];
         let word = add(
             sub(mul(r(unit), u(t.unit)), xs.begin.clone()),
@@ -835,11 +840,11 @@ impl Lowering<'_> {
                 out.push(assign(zr, mul(add(z.clone(), u(0x6400)), u(0x1_0001))));
                 // −(64 + z) in both halves: 0xD400 is −64, and in [64, 128) the ulp is 1/16, so
                 // 16·z more in the mantissa is −(64 + z) exactly.
-                let zh = self.k.reg(Ty::U32, "zero_hi");
-                out.push(assign(
-                    zh,
-                    mul(add(mul(z, u(16)), u(0xD400)), u(0x1_0001)),
-                ));
+                let zh = (self.s.mma_decode == MmaDecode::Fma).then(|| {
+                    let zh = self.k.reg(Ty::U32, "zero_hi");
+                    out.push(assign(zh, mul(add(mul(z, u(16)), u(0xD400)), u(0x1_0001))));
+                    zh
+                });
                 sf.push(s32);
                 zp.push((zr, zh));
             }
@@ -873,17 +878,24 @@ impl Lowering<'_> {
                         // = (column word 2p + cwi, nibble pair 2h + slot).
                         for (cwi, slot) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
                             let wreg = ws[2 * p + cwi];
-                            // Nibble pair (i, i + 4), i = 2h + slot: pairs 0, 2 from `word` and `word >> 8`
-                            // with mask 0x000F000F are 1024 + q after the OR, minus 1024 + z;
-                            // pairs 1, 3 with mask 0x00F000F0 stay in place as 1024 + 16q, and
-                            // one FMA by 1/16 minus 64 + z gives q − z — one shift per word
-                            // instead of three (both exact in FP16).
-                            let word = if h == 0 {
+                            // Nibble pair (i, i + 4), i = 2h + slot (MmaDecode): Shift takes
+                            // (word >> 4i) & 0x000F000F, 1024 + q after the OR, minus 1024 + z.
+                            // Fma takes pairs 0, 2 from `word` and `word >> 8` the same way and
+                            // leaves pairs 1, 3 in place (mask 0x00F000F0: 1024 + 16q); one FMA
+                            // by 1/16 minus 64 + z gives q − z. Both exact in FP16.
+                            let fma = self.s.mma_decode == MmaDecode::Fma;
+                            let i = 2 * h + slot;
+                            let shift = if fma { 8 * h } else { 4 * i };
+                            let word = if shift == 0 {
                                 r(wreg)
                             } else {
-                                bin(BinOp::Shr, r(wreg), Expr::u32(8))
+                                bin(BinOp::Shr, r(wreg), Expr::u32(shift as u32))
                             };
-                            let mask = if slot == 0 { 0x000F_000F } else { 0x00F0_00F0 };
+                            let mask = if fma && slot == 1 {
+                                0x00F0_00F0
+                            } else {
+                                0x000F_000F
+                            };
                             let pair = bin(
                                 BinOp::Or,
                                 bin(BinOp::And, word, Expr::u32(mask)),
@@ -891,14 +903,14 @@ impl Lowering<'_> {
                             );
                             let ar = self.k.reg(Ty::U32, "afrag");
                             let (zr, zh) = zp[mi * 4 + 2 * p + cwi];
-                            let dec = if slot == 0 {
+                            let dec = if !fma || slot == 0 {
                                 Expr::SubHalf2(Box::new(pair), Box::new(r(zr)))
                             } else {
                                 // 1/16 in both halves is 0x2C00.
                                 Expr::FmaHalf2(
                                     Box::new(pair),
                                     Box::new(Expr::u32(0x2C00_2C00)),
-                                    Box::new(r(zh)),
+                                    Box::new(r(zh.expect("the FMA decode's -(64 + z)"))),
                                 )
                             };
                             out.push(assign(ar, dec));

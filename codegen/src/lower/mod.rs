@@ -99,7 +99,7 @@ mod schedule;
 mod splitk;
 mod sync;
 
-pub use schedule::{AllreduceProtocol, Int4Dot, Int4Scaling, NibbleDecode, Schedule};
+pub use schedule::{AllreduceProtocol, Int4Dot, Int4Scaling, MmaDecode, NibbleDecode, Schedule};
 
 use thiserror::Error;
 use wavefuse_ir::{Kernel, ValidationError};

@@ -53,6 +53,20 @@ pub enum Int4Dot {
     Mma,
 }
 
+/// Tensor-core INT4: how a packed word becomes the MMA's FP16 `q − z` pairs.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MmaDecode {
+    /// Nibble pair `(i, i + 4)` = `((word >> 4i) & 0x000F000F) | 0x64006400` (1024 + q), minus
+    /// `1024 + z` with one `sub.f16x2`: three shifts, four LOP3 and four HSUB2 per word.
+    #[default]
+    Shift,
+    /// Pairs 0, 2 from `word` and `word >> 8` as above; pairs 1, 3 masked in place with
+    /// `0x00F000F0` (1024 + 16q) and fixed by one `fma.f16x2` with 1/16 and `−(64 + z)`: one shift
+    /// per word. Exact like `Shift`; one more register per column for `−(64 + z)`.
+    Fma,
+}
+
 /// How the allreduce moves each rank's partial to its peers (DESIGN.md §5.12). Both protocols use
 /// only plain stores, loads and release/acquire flag accesses on peer memory — never a
 /// read-modify-write.
@@ -125,6 +139,9 @@ pub struct Schedule {
     /// and packing them per unit from global memory. Absent in stored schedules: false.
     #[serde(default)]
     pub x_in_lds: bool,
+    /// Tensor-core INT4: the nibble decode. Absent in stored schedules: `shift`.
+    #[serde(default)]
+    pub mma_decode: MmaDecode,
 }
 
 impl Schedule {
@@ -156,6 +173,7 @@ impl Schedule {
             pipeline_depth: 1,
             stream_weights: false,
             x_in_lds: false,
+            mma_decode: MmaDecode::Shift,
         };
         match gemv_format(kernel) {
             Some(WeightFormat::F16) => Schedule {
@@ -275,8 +293,8 @@ impl Schedule {
 /// The tensor-core GEMV's split and staging (H200 sweep, `bench/results/2026-11-29-h200-splitk/`:
 /// 1.2-1.3x faster than 8 K warps of one workgroup per tile at every Qwen shape): without an
 /// allreduce or norm stage, 4 K warps per workgroup and 4 workgroups per tile (split-K, the
-/// largest of 4 and 2 that divides the K units); the activations of the workgroup's K part staged
-/// in LDS when they take at most 32 KiB.
+/// largest of 4 and 2 that divides the K units) and the one-shift decode ([`MmaDecode::Fma`]); the
+/// activations of the workgroup's K part staged in LDS when they take at most 32 KiB.
 fn mma_split(kernel: &Kernel, mut s: Schedule) -> Schedule {
     let units = gptq_k(kernel).map_or(0, |k| k / 8 / s.k_unit_words as usize);
     let grid_stage = kernel
@@ -288,8 +306,12 @@ fn mma_split(kernel: &Kernel, mut s: Schedule) -> Schedule {
             s.threads_per_column = 4;
             s.k_split = parts as u32;
         }
+        // With a grid stage (co-resident workgroups of 256 lanes) nvcc 13 held the fused
+        // kernel at 48 registers and spilled with the FMA decode: it keeps the shifts there.
+        s.mma_decode = MmaDecode::Fma;
     }
-    let staged = batch_of(kernel) * gptq_k(kernel).unwrap_or(usize::MAX / 4) * 2 / s.k_split as usize;
+    let staged =
+        batch_of(kernel) * gptq_k(kernel).unwrap_or(usize::MAX / 4) * 2 / s.k_split as usize;
     s.x_in_lds = staged <= 32 * 1024;
     s
 }

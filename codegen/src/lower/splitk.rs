@@ -32,7 +32,9 @@
 
 use wavefuse_ir::{Ordering, Scope, WeightFormat};
 
-use crate::lowered::{AtomicOp, Base, Expr, Invariant, Lds, Param, Purpose, Reg, Special, Stmt, Ty};
+use crate::lowered::{
+    AtomicOp, Base, Expr, Invariant, Lds, Param, Purpose, Reg, Special, Stmt, Ty,
+};
 
 use super::LowerError;
 use super::build::*;
@@ -64,11 +66,8 @@ impl Lowering<'_> {
         if parts == 1 {
             return Ok(());
         }
-        let unsupported = |why: &str| {
-            Err(LowerError::Unsupported(format!(
-                "k_split = {parts}: {why}"
-            )))
-        };
+        let unsupported =
+            |why: &str| Err(LowerError::Unsupported(format!("k_split = {parts}: {why}")));
         let Some(g) = self.plan.gemv.as_ref() else {
             return unsupported("split-K needs a GEMV");
         };
@@ -90,8 +89,12 @@ impl Lowering<'_> {
             self.tiles
         )));
         out.push(assign(part, div(sp(Special::WorkgroupId), u(self.tiles))));
-        let partials =
-            self.global_array("splitk_partials", Ty::F32, parts * m * b * n, Purpose::Scratch);
+        let partials = self.global_array(
+            "splitk_partials",
+            Ty::F32,
+            parts * m * b * n,
+            Purpose::Scratch,
+        );
         let counter = self.global_array("splitk_counter", Ty::U32, self.tiles, Purpose::Counter);
         let verdict = self.k.lds(Ty::U32, 1);
         self.split = Some(SplitK {
@@ -124,7 +127,10 @@ impl Lowering<'_> {
     /// `splitk_partials` index of GEMV `mi` at `pt` for K part `part`.
     fn partial_index(&self, part: Expr, mi: usize, pt: &Point) -> Expr {
         let m = self.plan.gemv.as_ref().expect("a GEMV").gemvs.len();
-        let row = add(mul(add(mul(part, u(m)), u(mi)), u(self.plan.batch)), pt.b.clone());
+        let row = add(
+            mul(add(mul(part, u(m)), u(mi)), u(self.plan.batch)),
+            pt.b.clone(),
+        );
         add(mul(row, u(self.plan.n)), pt.col.clone())
     }
 

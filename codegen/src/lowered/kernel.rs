@@ -31,7 +31,8 @@ pub enum Purpose {
     },
     /// Scratch written and read within one launch (published partials, split-K accumulators).
     Scratch,
-    /// Monotonic grid-barrier counters (u32, zeroed once at allocation, never reset).
+    /// Monotonic arrival counters: grid barriers and split-K last-arriver counts (u32, zeroed once
+    /// at allocation, never reset).
     Counter,
     /// Cross-rank epoch flags (u32, zeroed once at allocation; uncached memory on AMD).
     Flags,

@@ -108,7 +108,11 @@ pub(super) fn closure(e: CExpr) -> Fx {
         CExpr::FmaHalf2(a, b, c) => {
             let (a, b, c) = (closure(*a), closure(*b), closure(*c));
             Box::new(move |cx| {
-                let (x, y, z) = (unpack_half2(a(cx)), unpack_half2(b(cx)), unpack_half2(c(cx)));
+                let (x, y, z) = (
+                    unpack_half2(a(cx)),
+                    unpack_half2(b(cx)),
+                    unpack_half2(c(cx)),
+                );
                 // One rounding, from the f64 value (exact for the decode's operands).
                 let h = |i: usize| {
                     let v = f64::from(x[i]) * f64::from(y[i]) + f64::from(z[i]);

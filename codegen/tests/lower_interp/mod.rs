@@ -418,7 +418,11 @@ impl<'k> Machine<'k> {
                     // the decode's values are small integers and 1/16).
                     let d = |i: usize| {
                         let v = f64::from(x[i]) * f64::from(y[i]) + f64::from(z[i]);
-                        assert_eq!(v, f64::from(v as f32), "fma_half2 operands beyond the test's exact range");
+                        assert_eq!(
+                            v,
+                            f64::from(v as f32),
+                            "fma_half2 operands beyond the test's exact range"
+                        );
                         u32::from(f16_bits(round_f16(v as f32)))
                     };
                     V::U32(d(0) | (d(1) << 16))

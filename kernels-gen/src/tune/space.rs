@@ -154,7 +154,9 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
         .ops()
         .any(|(_, o)| matches!(o.kind, OpKind::RmsNorm(_)));
     if let Family::Int4 {
-        k, allreduce: false, ..
+        k,
+        allreduce: false,
+        ..
     } = family
     {
         for t in mma.iter().filter(|_| !norm) {
