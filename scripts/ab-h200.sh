@@ -6,6 +6,7 @@ set -uo pipefail
 OUT=${OUT:-/tmp/ab-out}
 mkdir -p "$OUT"
 export WAVEFUSE_CACHE_DIR=${WAVEFUSE_CACHE_DIR:-$PWD/carry/cache}
+export WAVEFUSE_COMMIT=${WAVEFUSE_COMMIT:-$(cat carry/COMMIT 2>/dev/null || echo unknown)}
 nvidia-smi --query-gpu=name,driver_version --format=csv >"$OUT/device.txt"
 timeout 300 carry/wavefuse ab --shapes qwen27b-tp4,qwen27b-tp1 --json "$OUT/ab.json" --md "$OUT/ab.md" >"$OUT/ab.txt" 2>&1
 echo "ab rc $?" >>"$OUT/ab.txt"
