@@ -139,6 +139,17 @@ impl<'a> Lowering<'a> {
             .is_some_and(|a| self.tp() == 1 && a.compression == Compression::None)
     }
 
+    /// One rank with an INT8-compressed allreduce: the quantise → dequantise round trip of the
+    /// IR stays in each lane's registers (the sum over one rank is the rank's own term, and the
+    /// lane that quantises a point is the lane that finishes it), so there is no scratch, no flag
+    /// and no barrier; the post-allreduce stage runs at each point right after its quantisation.
+    pub fn allreduce_in_registers(&self) -> bool {
+        self.plan
+            .allreduce
+            .as_ref()
+            .is_some_and(|a| self.tp() == 1 && matches!(a.compression, Compression::Int8 { .. }))
+    }
+
     /// The phase a value is computed in: with an identity allreduce, post-allreduce values are
     /// computed with the others.
     pub fn stage(&self, phase: Phase) -> Phase {
@@ -267,7 +278,10 @@ impl<'a> Lowering<'a> {
         } else {
             self.phase_loop(Phase::Pre, &mut body)?;
         }
-        if self.plan.allreduce.is_some() && !self.allreduce_is_identity() {
+        if self.plan.allreduce.is_some()
+            && !self.allreduce_is_identity()
+            && !self.allreduce_in_registers()
+        {
             self.exchange(&mut body)?;
             self.phase_loop(Phase::Post, &mut body)?;
         }

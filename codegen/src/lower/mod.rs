@@ -80,8 +80,11 @@
 //! (one wave covers one block: `s = wave_max(|x|) / 127`, `q = clamp(round_half_away(x/s), ±127)`
 //! computed exactly via `trunc` and the exact fraction), codes (`ar_codes`, i8) and scales
 //! (`ar_scales`, f32) are exchanged by the same protocol, and every rank sums `f32(q)·s` in rank
-//! order. With one rank the round trip still happens (the IR says so), through the scratch and
-//! a workgroup barrier.
+//! order. With one rank the round trip still happens (the IR says so: the output is the
+//! dequantised code, one INT8 rounding), but in each lane's registers: the lane that quantises a
+//! point finishes it (`Lowering::allreduce_in_registers`), with no scratch, flag or barrier — as
+//! the hand-written kernel does (1.25× faster than the scratch round trip in
+//! `bench/results/2026-11-29-h200-ab-4/`).
 //!
 //! # Unsupported (returned as [`LowerError::Unsupported`], never a panic)
 //! AWQ weights, GPTQ act-order (`g_idx`), non-FP16 scales, bf16 data, `k_split > 1` for FP16

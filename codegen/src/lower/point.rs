@@ -20,6 +20,9 @@ pub(super) struct Point {
     pub col: Expr,
     /// Values already computed at this point, by (value, coordinate offset).
     memo: HashMap<(Value, i64), Expr>,
+    /// The allreduce's value here when a lane already holds it (one rank, INT8: see
+    /// [`Lowering::allreduce_in_registers`]).
+    pub allreduce: Option<Expr>,
 }
 
 impl Point {
@@ -101,6 +104,7 @@ impl Lowering<'_> {
                 c: r(c),
                 col: r(col),
                 memo: HashMap::new(),
+                allreduce: None,
             },
             valid,
         )
@@ -113,7 +117,7 @@ impl Lowering<'_> {
         out: &mut Vec<Stmt>,
     ) -> Result<(), LowerError> {
         let int8_publish = phase == Phase::Pre
-            && self.exchange.is_some()
+            && (self.exchange.is_some() || self.allreduce_in_registers())
             && matches!(
                 self.plan.allreduce.as_ref().map(|a| a.compression),
                 Some(Compression::Int8 { .. })
@@ -163,7 +167,7 @@ impl Lowering<'_> {
 
     /// At one point: the stores of `phase`, and the allreduce payload and the norm's stash
     /// when their operands are computed in `phase`.
-    fn visit(
+    pub(super) fn visit(
         &mut self,
         phase: Phase,
         pt: &mut Point,
@@ -309,7 +313,10 @@ impl Lowering<'_> {
                 out.push(assign(dst, self.to_f32(a.x, x)));
                 r(dst)
             }
-            OpKind::AllReduce(_) => self.allreduce_value(v, pt, out)?,
+            OpKind::AllReduce(_) => match pt.allreduce.clone() {
+                Some(e) => e,
+                None => self.allreduce_value(v, pt, out)?,
+            },
             OpKind::RmsNorm(n) => {
                 let w = self.eval(n.weight, off, pt, out)?;
                 let w = self.to_f32(n.weight, w);

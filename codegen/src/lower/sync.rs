@@ -10,6 +10,7 @@ use crate::lowered::{
 
 use super::build::*;
 use super::lowering::{Exchange, Lowering, NormArrays, ty_of};
+use super::plan::Phase;
 use super::point::Point;
 use super::{AllreduceProtocol, LowerError};
 
@@ -24,7 +25,7 @@ impl Lowering<'_> {
             .plan
             .allreduce
             .as_ref()
-            .filter(|_| !self.allreduce_is_identity())
+            .filter(|_| !self.allreduce_is_identity() && !self.allreduce_in_registers())
         {
             let push = self.s.protocol == AllreduceProtocol::Push;
             if tp > 1 {
@@ -341,14 +342,30 @@ impl Lowering<'_> {
                 value: m,
             });
             body.push(assign(s, Expr::bin(BinOp::Div, r(amax), f(127.0))));
-            for (xr, (pt, valid)) in xs.iter().zip(&points) {
+            let in_registers = this.allreduce_in_registers();
+            for (xr, (pt, valid)) in xs.iter().zip(points.iter_mut()) {
                 let mut inner = Vec::new();
                 let q = this.quantise(*xr, s, &mut inner);
-                let idx = this.index(&[this.plan.batch, this.plan.n], pt, 0);
-                for mem in this.slot_writes(0, idx) {
-                    inner.push(store(mem, vec![cast(Ty::I8, r(q))]));
+                if in_registers {
+                    // One rank: the allreduce is this lane's own dequantised code; finish the
+                    // point here (the same lane, the same rounding as through the scratch).
+                    let dq = this.k.reg(Ty::F32, "dequant");
+                    inner.push(assign(
+                        dq,
+                        Expr::mul(cast(Ty::F32, cast(Ty::I8, r(q))), r(s)),
+                    ));
+                    pt.allreduce = Some(r(dq));
+                    this.visit(Phase::Post, pt, &mut inner)?;
+                } else {
+                    let idx = this.index(&[this.plan.batch, this.plan.n], pt, 0);
+                    for mem in this.slot_writes(0, idx) {
+                        inner.push(store(mem, vec![cast(Ty::I8, r(q))]));
+                    }
                 }
                 when(valid.clone(), inner, body);
+            }
+            if in_registers {
+                return Ok(());
             }
             let (pt0, valid0) = &points[0];
             let sidx = div(
