@@ -171,3 +171,79 @@ fn arrivals_are_elected_and_bracketed_by_workgroup_barriers() {
         ]
     );
 }
+
+/// `WaitFlagPerLane`: lane p (below `lanes`, where `cond` holds) polls its own flag, all lanes in
+/// one divergent `if`, then one workgroup barrier; the result validates, and the structured form
+/// is refused in divergent control flow and with more lanes than a wave (§5.8).
+#[test]
+fn per_lane_flag_waits_poll_in_parallel_then_one_barrier() {
+    use wavefuse_codegen::lowered::validate::validate;
+    let mut k = kernel_with_sync();
+    let flags = k.params.iter().find(|(_, d)| d.name == "flags").unwrap().0;
+    let lane = Expr::Special(Special::LocalId);
+    let wait = |lanes| Stmt::WaitFlagPerLane {
+        flag: MemRef {
+            base: Base::Peer {
+                param: flags,
+                rank: lane.clone(),
+            },
+            index: Expr::Special(Special::WorkgroupId),
+        },
+        lanes,
+        cond: Expr::bin(BinOp::Ne, lane.clone(), Expr::u32(0)),
+        round: 0,
+    };
+    k.body = vec![wait(2)];
+    validate(&k).expect("structured form validates");
+    let mut bad = k.clone();
+    bad.body = vec![Stmt::If {
+        cond: Expr::bin(BinOp::Lt, lane.clone(), Expr::u32(7)),
+        then_body: vec![wait(2)],
+        else_body: vec![],
+    }];
+    assert!(validate(&bad).is_err(), "a per-lane wait in divergent flow");
+    bad.body = vec![wait(65)];
+    assert!(validate(&bad).is_err(), "more lanes than a wave");
+    expand_sync(&mut k);
+    validate(&k).expect("expanded form validates");
+    assert_eq!(k.flag_rounds_per_launch, 1);
+    let text = k.to_string();
+    assert!(
+        text.contains("if ((local_id < 2u32) & (local_id != 0u32))")
+            && text.contains("wait_ge arg1@peer(local_id)[wg_id]"),
+        "{text}"
+    );
+    let mut all = Vec::new();
+    flatten(&k.body, &mut all);
+    let waits = all
+        .iter()
+        .filter(|s| {
+            matches!(
+                s,
+                Stmt::WaitGe {
+                    ordering: Ordering::Acquire,
+                    scope: Scope::System,
+                    ..
+                }
+            )
+        })
+        .count();
+    let barriers = all
+        .iter()
+        .filter(|s| matches!(s, Stmt::WorkgroupBarrier))
+        .count();
+    assert_eq!((waits, barriers), (1, 1), "{text}");
+    // The wait sits directly in the divergent `if`, followed by the barrier at the top level.
+    let pos = k
+        .body
+        .iter()
+        .position(|s| matches!(s, Stmt::If { then_body, .. } if matches!(then_body.as_slice(), [Stmt::WaitGe { .. }])))
+        .expect("the lane-guarded wait");
+    assert!(
+        k.body[pos + 1..]
+            .iter()
+            .find(|s| !matches!(s, Stmt::Comment(_)))
+            .is_some_and(|s| matches!(s, Stmt::WorkgroupBarrier)),
+        "{text}"
+    );
+}

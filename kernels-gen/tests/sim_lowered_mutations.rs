@@ -188,3 +188,29 @@ fn lowered_publish_without_the_workgroup_barrier_before_the_flag_is_caught() {
     p.lowered.body = out;
     caught(p, &mut |s| vec![s], &[FindingKind::StaleRead]);
 }
+
+/// The per-lane flag waits (lane p acquires peer p's flag) are followed by one workgroup barrier,
+/// which hands what each lane acquired to the whole workgroup: without it, lanes read peers'
+/// payloads that only the waiting lanes have acquired.
+#[test]
+fn lowered_per_lane_waits_without_the_barrier_after_them_are_caught() {
+    let mut p = fused();
+    let body = std::mem::take(&mut p.lowered.body);
+    let mut out: Block = Vec::new();
+    let mut after_wait = false;
+    let mut dropped = 0;
+    for s in body {
+        let waits = matches!(&s, Stmt::If { then_body, .. }
+            if then_body.iter().any(|t| matches!(t, Stmt::WaitGe { why: Invariant::PeerFlagHandshake, .. })));
+        if after_wait && matches!(s, Stmt::WorkgroupBarrier) {
+            after_wait = false;
+            dropped += 1;
+            continue;
+        }
+        after_wait |= waits;
+        out.push(s);
+    }
+    assert!(dropped > 0, "no per-lane wait found");
+    p.lowered.body = out;
+    caught(p, &mut |s| vec![s], &[FindingKind::StaleRead]);
+}

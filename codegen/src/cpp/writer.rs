@@ -290,12 +290,12 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 self.line(lvl, &text);
                 Ok(())
             }
-            Stmt::GridBarrier { .. } | Stmt::PublishFlag { .. } | Stmt::WaitFlag { .. } => {
-                Err(Error::Malformed(
-                    "grid barrier or flag not expanded; run lowered::expand::expand_sync first"
-                        .into(),
-                ))
-            }
+            Stmt::GridBarrier { .. }
+            | Stmt::PublishFlag { .. }
+            | Stmt::WaitFlag { .. }
+            | Stmt::WaitFlagPerLane { .. } => Err(Error::Malformed(
+                "grid barrier or flag not expanded; run lowered::expand::expand_sync first".into(),
+            )),
             Stmt::Comment(c) => {
                 for l in c.lines() {
                     self.line(lvl, &format!("// {l}"));
@@ -617,6 +617,10 @@ fn count_block(block: &Block, n: &mut SecondaryMap<Reg, u32>) {
             Stmt::GridBarrier { counter: m, .. }
             | Stmt::PublishFlag { flag: m, .. }
             | Stmt::WaitFlag { flag: m, .. } => count_mem(m, n),
+            Stmt::WaitFlagPerLane { flag, cond, .. } => {
+                count_mem(flag, n);
+                count_expr(cond, n);
+            }
             Stmt::WorkgroupBarrier | Stmt::Fence { .. } | Stmt::Comment(_) => {}
         }
     }

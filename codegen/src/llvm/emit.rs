@@ -213,11 +213,12 @@ impl<'c, 'k> Emitter<'c, 'k> {
             Stmt::WaitGe { .. } => self.wait_ge(s),
             Stmt::WaveReduce { dst, op, value } => self.wave_reduce(*dst, *op, value),
             Stmt::MmaF16 { acc, a, b } => self.mma_f16(acc, a, b),
-            Stmt::GridBarrier { .. } | Stmt::PublishFlag { .. } | Stmt::WaitFlag { .. } => {
-                Err(malformed(
-                    "grid barrier or flag not expanded; run lowered::expand::expand_sync first",
-                ))
-            }
+            Stmt::GridBarrier { .. }
+            | Stmt::PublishFlag { .. }
+            | Stmt::WaitFlag { .. }
+            | Stmt::WaitFlagPerLane { .. } => Err(malformed(
+                "grid barrier or flag not expanded; run lowered::expand::expand_sync first",
+            )),
             Stmt::Comment(_) => Ok(()),
         }
     }

@@ -202,22 +202,21 @@ impl Lowering<'_> {
                 );
             }
             out.push(comment(
-                "poll the local flags: each peer's slice of this tile has arrived (§5.3)",
+                "poll the local flags: each peer's slice of this tile has arrived (§5.3); lane p polls peer p's",
             ));
-            for p in 0..tp {
-                let flag = at(
+            let lane = sp(Special::LocalId);
+            out.push(Stmt::WaitFlagPerLane {
+                flag: at(
                     Base::Peer {
                         param: flags,
                         rank: rank.clone(),
                     },
-                    add(u(p as usize * grid), wg.clone()),
-                );
-                when(
-                    ne(rank.clone(), Expr::u32(p)),
-                    vec![Stmt::WaitFlag { flag, round: 0 }],
-                    out,
-                );
-            }
+                    add(mul(lane.clone(), u(grid)), wg.clone()),
+                ),
+                lanes: tp,
+                cond: ne(lane, rank.clone()),
+                round: 0,
+            });
         } else {
             out.push(comment(
                 "pull: this workgroup's slice is in this rank's scratch; release its flag (§5.3)",
@@ -233,20 +232,20 @@ impl Lowering<'_> {
             out.push(comment(
                 "publish before waiting: no rank waits on a peer before releasing its own slice, so the ranks cannot deadlock",
             ));
-            for p in 0..tp {
-                let flag = at(
+            // Lane p waits on peer p's flag (slot p is rank p, §5.5), all peers at once.
+            let lane = sp(Special::LocalId);
+            out.push(Stmt::WaitFlagPerLane {
+                flag: at(
                     Base::Peer {
                         param: flags,
-                        rank: Expr::u32(p),
+                        rank: lane.clone(),
                     },
                     wg.clone(),
-                );
-                when(
-                    ne(rank.clone(), Expr::u32(p)),
-                    vec![Stmt::WaitFlag { flag, round: 0 }],
-                    out,
-                );
-            }
+                ),
+                lanes: tp,
+                cond: ne(lane, rank.clone()),
+                round: 0,
+            });
         }
         Ok(())
     }

@@ -47,9 +47,9 @@ fn count(block: &Block, barriers: &mut u32, rounds: &mut u32) {
                 count(else_body, barriers, rounds);
             }
             Stmt::GridBarrier { index, .. } => *barriers = (*barriers).max(index + 1),
-            Stmt::PublishFlag { round, .. } | Stmt::WaitFlag { round, .. } => {
-                *rounds = (*rounds).max(round + 1)
-            }
+            Stmt::PublishFlag { round, .. }
+            | Stmt::WaitFlag { round, .. }
+            | Stmt::WaitFlagPerLane { round, .. } => *rounds = (*rounds).max(round + 1),
             _ => {}
         }
     }
@@ -110,6 +110,12 @@ impl Expander<'_> {
             Stmt::GridBarrier { counter, index } => self.grid_barrier(counter, index, out),
             Stmt::PublishFlag { flag, round } => self.publish(flag, round, out),
             Stmt::WaitFlag { flag, round } => self.wait_flag(flag, round, out),
+            Stmt::WaitFlagPerLane {
+                flag,
+                lanes,
+                cond,
+                round,
+            } => self.wait_flag_per_lane(flag, lanes, cond, round, out),
             other => out.push(other),
         }
     }
@@ -217,6 +223,42 @@ impl Expander<'_> {
         });
         out.push(Stmt::Comment(
             "the whole workgroup may now read what the peer published".into(),
+        ));
+        out.push(Stmt::WorkgroupBarrier);
+    }
+
+    /// Lane `l < lanes` with `cond` polls its own flag; all of them at once, then one barrier.
+    fn wait_flag_per_lane(
+        &mut self,
+        flag: MemRef,
+        lanes: u32,
+        cond: Expr,
+        round: u32,
+        out: &mut Block,
+    ) {
+        let target = self.flag_value(round);
+        let (error, code) = (self.error(), self.code());
+        let wait = Stmt::WaitGe {
+            mem: flag,
+            target,
+            ordering: Ordering::Acquire,
+            scope: Scope::System,
+            budget: SPIN_BUDGET,
+            error,
+            code,
+            why: Invariant::PeerFlagHandshake,
+        };
+        out.push(Stmt::Comment(format!(
+            "lanes below {lanes} wait on one peer's flag each, in parallel (§5.3)"
+        )));
+        let lane_ok = Expr::bin(BinOp::Lt, Expr::Special(Special::LocalId), Expr::u32(lanes));
+        out.push(Stmt::If {
+            cond: Expr::bin(BinOp::And, lane_ok, cond),
+            then_body: vec![wait],
+            else_body: vec![],
+        });
+        out.push(Stmt::Comment(
+            "the whole workgroup may now read what the peers published".into(),
         ));
         out.push(Stmt::WorkgroupBarrier);
     }

@@ -216,6 +216,16 @@ fn stmts(out: &mut String, block: &[Stmt], depth: usize) {
             }
             Stmt::PublishFlag { flag, round } => format!("publish_flag #{round} {}", mem(flag)),
             Stmt::WaitFlag { flag, round } => format!("wait_flag #{round} {}", mem(flag)),
+            Stmt::WaitFlagPerLane {
+                flag,
+                lanes,
+                cond,
+                round,
+            } => format!(
+                "wait_flag_per_lane #{round} lanes<{lanes} if {} {}",
+                expr(cond),
+                mem(flag)
+            ),
             Stmt::Comment(c) => format!("// {c}"),
         };
         let _ = writeln!(out, "{pad}{line}");

@@ -282,6 +282,22 @@ pub enum Stmt {
         /// Which flag round of the launch (0-based).
         round: u32,
     },
+    /// Several flag waits at once, one per lane: every lane `l < lanes` for which `cond` holds
+    /// waits (acquire, system scope, bounded) until `flag` — whose index and peer rank may use
+    /// `local_id` — holds this launch's value of `round`; then a workgroup barrier hands what
+    /// they acquired to the whole workgroup. The waits poll in parallel (no lane waits for
+    /// another's flag), where [`Stmt::WaitFlag`] would wait for one peer after the other.
+    /// Expanded by [`expand_sync`](super::expand::expand_sync).
+    WaitFlagPerLane {
+        /// The flag slot lane `local_id` waits on.
+        flag: MemRef,
+        /// Lanes `0 .. lanes` may wait (at most one wave).
+        lanes: u32,
+        /// Which of them do (Bool; may use `local_id`).
+        cond: Expr,
+        /// Which flag round of the launch (0-based).
+        round: u32,
+    },
     /// A comment for readers of the generated code.
     Comment(String),
 }

@@ -859,6 +859,20 @@ impl Checker<'_> {
                 self.uniform(ctx, "flag wait")?;
                 self.sync_word(flag, Some(Purpose::Flags))
             }
+            Stmt::WaitFlagPerLane {
+                flag, lanes, cond, ..
+            } => {
+                self.uniform(ctx, "flag wait")?;
+                self.want(cond, Ty::Bool, "per-lane wait condition")?;
+                if *lanes == 0 || *lanes > self.k.wave_size() {
+                    return Err(self.err(StmtError::Mismatch {
+                        what: "per-lane wait lanes",
+                        expected: "1 ..= the wave size",
+                        found: "outside",
+                    }));
+                }
+                self.sync_word(flag, Some(Purpose::Flags))
+            }
             Stmt::Atomic {
                 dst,
                 op,

@@ -423,7 +423,10 @@ impl Compiler<'_> {
                     text,
                 );
             }
-            Stmt::GridBarrier { .. } | Stmt::PublishFlag { .. } | Stmt::WaitFlag { .. } => {
+            Stmt::GridBarrier { .. }
+            | Stmt::PublishFlag { .. }
+            | Stmt::WaitFlag { .. }
+            | Stmt::WaitFlagPerLane { .. } => {
                 return Err(SimError::NotExpanded(text));
             }
             Stmt::Comment(_) => {}
@@ -767,6 +770,12 @@ pub(super) fn show_stmt(s: &Stmt) -> String {
         }
         Stmt::PublishFlag { flag, round } => format!("publish_flag #{round} {}", show_mem(flag)),
         Stmt::WaitFlag { flag, round } => format!("wait_flag #{round} {}", show_mem(flag)),
+        Stmt::WaitFlagPerLane {
+            flag, lanes, round, ..
+        } => format!(
+            "wait_flag_per_lane #{round} lanes<{lanes} {}",
+            show_mem(flag)
+        ),
         Stmt::Comment(c) => format!("// {c}"),
     }
 }

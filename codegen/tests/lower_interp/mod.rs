@@ -658,7 +658,10 @@ impl<'k> Machine<'k> {
                     }
                 }
             }
-            Stmt::GridBarrier { .. } | Stmt::PublishFlag { .. } | Stmt::WaitFlag { .. } => {
+            Stmt::GridBarrier { .. }
+            | Stmt::PublishFlag { .. }
+            | Stmt::WaitFlag { .. }
+            | Stmt::WaitFlagPerLane { .. } => {
                 return Err("unexpanded synchronisation object".into());
             }
         }
