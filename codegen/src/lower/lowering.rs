@@ -43,8 +43,10 @@ pub(super) struct NormArrays {
     pub xs: Lds,
     /// One partial per wave and batch row, f32 `[waves · B]`.
     pub waves: Lds,
-    /// `1 / rms` per batch row, f32 `[B]`.
-    pub inv: Lds,
+    /// `1 / rms` per batch row, f32 `[B]` (batch > 1).
+    pub inv: Option<Lds>,
+    /// `1 / rms` in every lane's register (batch 1: every wave computes it, no LDS).
+    pub inv_reg: Option<crate::lowered::Reg>,
 }
 
 pub(super) struct Lowering<'a> {

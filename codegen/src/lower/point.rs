@@ -321,11 +321,19 @@ impl Lowering<'_> {
                 let w = self.eval(n.weight, off, pt, out)?;
                 let w = self.to_f32(n.weight, w);
                 let norm = self.norm.as_ref().expect("norm arrays");
-                let (xs, inv) = (norm.xs, norm.inv);
-                let (x, s) = (self.k.reg(Ty::F32, "xn"), self.k.reg(Ty::F32, "inv_rms"));
+                let (xs, inv, inv_reg) = (norm.xs, norm.inv, norm.inv_reg);
+                let x = self.k.reg(Ty::F32, "xn");
                 let idx = add(mul(pt.b.clone(), u(self.cols)), pt.c.clone());
                 out.push(load(vec![x], self.lds_at(xs, idx)));
-                out.push(load(vec![s], self.lds_at(inv, pt.b.clone())));
+                let s = match inv_reg {
+                    Some(s) => s,
+                    None => {
+                        let s = self.k.reg(Ty::F32, "inv_rms");
+                        let inv = inv.expect("the 1/rms array at batch > 1");
+                        out.push(load(vec![s], self.lds_at(inv, pt.b.clone())));
+                        s
+                    }
+                };
                 let dst = self.fresh(v, "normed")?;
                 out.push(assign(dst, Expr::mul(Expr::mul(r(x), r(s)), w)));
                 r(dst)

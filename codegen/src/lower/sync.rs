@@ -89,8 +89,14 @@ impl Lowering<'_> {
             let waves = self.wg() / self.wave();
             let xs = self.k.lds(Ty::F32, b * self.cols);
             let wl = self.k.lds(Ty::F32, waves * b);
-            let inv = self.k.lds(Ty::F32, b);
-            self.norm = Some(NormArrays { xs, waves: wl, inv });
+            // batch 1: 1/rms stays in registers (`grid_sum_of_squares`)
+            let inv = (b > 1).then(|| self.k.lds(Ty::F32, b));
+            self.norm = Some(NormArrays {
+                xs,
+                waves: wl,
+                inv,
+                inv_reg: None,
+            });
         }
         Ok(())
     }
@@ -525,6 +531,41 @@ impl Lowering<'_> {
             counter: at(Base::Param(counter), u(0)),
             index: 0,
         });
+        if b == 1 {
+            // Every wave adds all partials itself: lane l takes partials l, l + wave, … and the
+            // wave's butterfly sum (commutative at each step, so every lane of every wave of every
+            // workgroup and rank gets the same bits) gives the total in registers — no LDS round
+            // trip and no second workgroup barrier (the hand-written kernels do the same).
+            out.push(comment(format!(
+                "every wave adds all {grid} partials in the same order, so every lane of every workgroup gets the same 1/rms (and all ranks: same data)"
+            )));
+            let wave = self.wave();
+            let (acc, i, p, total, inv_r) = (
+                self.k.reg(Ty::F32, "acc"),
+                self.k.reg(Ty::U32, "i"),
+                self.k.reg(Ty::F32, "p"),
+                self.k.reg(Ty::F32, "total"),
+                self.k.reg(Ty::F32, "inv_rms"),
+            );
+            out.push(assign(acc, f(0.0)));
+            let body = vec![
+                load(vec![p], at(Base::Param(partials), r(i))),
+                assign(acc, Expr::add(r(acc), r(p))),
+            ];
+            out.push(for_loop(i, sp(Special::LaneId), u(grid), u(wave), body));
+            out.push(Stmt::WaveReduce {
+                dst: total,
+                op: ReduceKind::Sum,
+                value: r(acc),
+            });
+            let mean = Expr::bin(BinOp::Div, r(total), f(n as f64));
+            out.push(assign(
+                inv_r,
+                un(UnOp::Rsqrt, Expr::add(mean, f(f64::from(eps as f32)))),
+            ));
+            self.norm.as_mut().expect("norm arrays").inv_reg = Some(inv_r);
+            return Ok(());
+        }
         out.push(comment(format!(
             "every workgroup adds all {grid} partials in the same order, so all get the same 1/rms (and all ranks: same data)"
         )));
@@ -546,6 +587,7 @@ impl Lowering<'_> {
             let total = self.waves_total(bi, &mut lane0);
             let mean = Expr::bin(BinOp::Div, r(total), f(n as f64));
             let value = un(UnOp::Rsqrt, Expr::add(mean, f(f64::from(eps as f32))));
+            let inv = inv.expect("the 1/rms array at batch > 1");
             lane0.push(store(self.lds_at(inv, u(bi)), vec![value]));
         }
         when(eq(sp(Special::LocalId), u(0)), lane0, out);
