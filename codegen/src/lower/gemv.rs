@@ -753,10 +753,9 @@ impl Lowering<'_> {
     /// Stage this workgroup's K part of the activations in LDS (see [`XStage`]): lane `l` packs
     /// entries `l, l + wg, …` from one 16-byte load each, then a workgroup barrier.
     fn stage_x(&mut self, x: Param, kdim: usize, batch: usize, st: &XStage, out: &mut Vec<Stmt>) {
-        out.push(comment(format!(
-            "activations of this K part to LDS once, in B-fragment order: entry (b, w) = (x0,x4), (x1,x5), (x2,x6), (x3,x7) of batch row b at K-word {} + w",
-            if st.words * self.s.k_split as usize == kdim / 8 { "part start" } else { "the part's first" }
-        )));
+        out.push(comment(
+            "activations of this K part to LDS once, in B-fragment order: entry (b, w) = (x0,x4), (x1,x5), (x2,x6), (x3,x7) of batch row b at the part's K-word w",
+        ));
         let i = self.k.reg(Ty::U32, "xi");
         let xh: Vec<Reg> = (0..8).map(|_| self.k.reg(Ty::F16, "xh")).collect();
         let (row, word) = if batch == 1 {
