@@ -2,6 +2,10 @@
 //! synchronisation step of its protocol weakened at a time: the simulator must catch each, on the
 //! same schedules where the unmodified kernel is clean (`sim_set.rs`).
 
+mod support;
+
+use support::rewrite;
+
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::ir::{Ordering, Scope};
 use wavefuse_codegen::lowered::{AtomicOp, Block, Invariant, Stmt};
@@ -19,40 +23,6 @@ fn fused() -> Prepared {
         &SmallShapes::DEFAULT,
     )
     .expect("lowers")
-}
-
-/// Apply `f` to every statement, depth first; `f` returns the statements that replace it.
-fn rewrite(block: Block, f: &mut dyn FnMut(Stmt) -> Vec<Stmt>) -> Block {
-    let mut out = Vec::new();
-    for s in block {
-        let s = match s {
-            Stmt::If {
-                cond,
-                then_body,
-                else_body,
-            } => Stmt::If {
-                cond,
-                then_body: rewrite(then_body, f),
-                else_body: rewrite(else_body, f),
-            },
-            Stmt::For {
-                var,
-                start,
-                end,
-                step,
-                body,
-            } => Stmt::For {
-                var,
-                start,
-                end,
-                step,
-                body: rewrite(body, f),
-            },
-            s => s,
-        };
-        out.extend(f(s));
-    }
-    out
 }
 
 fn caught(mut p: Prepared, mutate: &mut dyn FnMut(Stmt) -> Vec<Stmt>, kinds: &[FindingKind]) {

@@ -4,6 +4,10 @@
 //! lane and wave granularity, workgroup skew); then each synchronisation step of the protocol
 //! weakened at a time, and the simulator must catch it on the same schedules.
 
+mod support;
+
+use support::rewrite;
+
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::ir::Ordering;
 use wavefuse_codegen::lower::{Schedule, lower};
@@ -67,40 +71,6 @@ fn split_k_kernels_are_clean_in_the_simulator() {
             }
         }
     }
-}
-
-/// Apply `f` to every statement, depth first; `f` returns the statements that replace it.
-fn rewrite(block: Block, f: &mut dyn FnMut(Stmt) -> Vec<Stmt>) -> Block {
-    let mut out = Vec::new();
-    for s in block {
-        let s = match s {
-            Stmt::If {
-                cond,
-                then_body,
-                else_body,
-            } => Stmt::If {
-                cond,
-                then_body: rewrite(then_body, f),
-                else_body: rewrite(else_body, f),
-            },
-            Stmt::For {
-                var,
-                start,
-                end,
-                step,
-                body,
-            } => Stmt::For {
-                var,
-                start,
-                end,
-                step,
-                body: rewrite(body, f),
-            },
-            s => s,
-        };
-        out.extend(f(s));
-    }
-    out
 }
 
 fn gemv() -> Prepared {
