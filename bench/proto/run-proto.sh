@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build and run the INT4 GEMV prototype on an sm_90 GPU (the device machine: nvcc in PATH).
-# bench/proto/gen/gemv_int4.cu is `wavefuse emit gemv_int4 --target sm90 --tp 1 --out bench/proto/gen`.
+# bench/proto/gen/gemv_int4.cu is the baseline the prototype times: `wavefuse emit gemv_int4 --target sm90
+# --tp 1 --out bench/proto/gen` at commit 5e6d796 (8 K warps per tile, no split-K), kept as it was.
 set -euo pipefail
 cd "$(dirname "$0")"
 out=${OUT:-.}
