@@ -409,8 +409,9 @@ pub fn generate_for(
 pub const RESIDENT_PER_CU: u32 = 4;
 
 /// Lower, and when the kernel has a grid barrier and all `tp` ranks' grids would not fit on one
-/// device at [`RESIDENT_PER_CU`] workgroups per CU/SM, widen the INT4 column tiles (twice the
-/// columns, twice the words per lane: the same 256 lanes) until they do. All ranks on one device
+/// device at [`RESIDENT_PER_CU`] workgroups per CU/SM, first halve tensor-core workgroups above
+/// 256 lanes (half the K warps), then widen the INT4 column tiles (twice the columns, twice the
+/// words per lane: the same 256 lanes) until they do. All ranks on one device
 /// is how the suite runs TP > 1; the runtime still checks the real capacity before launch
 /// (DESIGN.md §5.9), so this only avoids refusals, never hides a deadlock.
 /// Returns the lowering and the schedule it used.
@@ -425,7 +426,11 @@ pub fn lower_coresident(
         if fits_coresident(&k, arch, ranks_per_device) || s.threads_per_column == 1 {
             return Ok((k, s));
         }
-        if s.int4_dot == Int4Dot::Mma {
+        if s.int4_dot == Int4Dot::Mma && s.workgroup_size > 256 {
+            // First back to 256-lane workgroups: the same tile, half the K warps.
+            s.workgroup_size /= 2;
+            s.threads_per_column /= 2;
+        } else if s.int4_dot == Int4Dot::Mma {
             // The tensor-core tiling keeps 16-byte loads: twice the column warps, half the K ones.
             s.columns_per_workgroup *= 2;
             s.threads_per_column /= 2;

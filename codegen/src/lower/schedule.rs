@@ -293,8 +293,9 @@ impl Schedule {
 /// The tensor-core GEMV's split and staging (H200 sweep, `bench/results/2026-11-29-h200-splitk/`:
 /// 1.2-1.3x faster than 8 K warps of one workgroup per tile at every Qwen shape): without an
 /// allreduce or norm stage, 4 K warps per workgroup and 4 workgroups per tile (split-K, the
-/// largest of 4 and 2 that divides the K units) and the one-shift decode ([`MmaDecode::Fma`]); the
-/// activations of the workgroup's K part staged in LDS when they take at most 32 KiB.
+/// largest of 4 and 2 that divides the K units) and the one-shift decode ([`MmaDecode::Fma`]);
+/// with one (the fused kernel), 512-lane workgroups of 16 K warps. The activations of the
+/// workgroup's K part are staged in LDS when they take at most 40 KiB.
 fn mma_split(kernel: &Kernel, mut s: Schedule) -> Schedule {
     let units = gptq_k(kernel).map_or(0, |k| k / 8 / s.k_unit_words as usize);
     let grid_stage = kernel
@@ -309,10 +310,19 @@ fn mma_split(kernel: &Kernel, mut s: Schedule) -> Schedule {
         // With a grid stage (co-resident workgroups of 256 lanes) nvcc 13 held the fused
         // kernel at 48 registers and spilled with the FMA decode: it keeps the shifts there.
         s.mma_decode = MmaDecode::Fma;
+    } else {
+        // A grid stage (the fused kernel's RMSNorm) rules out split-K (its workgroups must be
+        // co-resident and each owns its tile to the end), so the tile gets 16 K warps instead
+        // of 8: 512-lane workgroups, two per SM on the H200, twice the warps in flight (H200,
+        // `bench/results/2026-11-29-h200-fused-wg512/`: 47.6 → 32.1 µs at TP 1 with the
+        // activations in LDS). Where ranks share a device, `suite::lower_coresident` goes
+        // back to 256 lanes first.
+        s.workgroup_size = 512;
+        s.threads_per_column = 16;
     }
     let staged =
         batch_of(kernel) * gptq_k(kernel).unwrap_or(usize::MAX / 4) * 2 / s.k_split as usize;
-    s.x_in_lds = staged <= 32 * 1024;
+    s.x_in_lds = staged <= 40 * 1024;
     s
 }
 
