@@ -294,7 +294,7 @@ impl Schedule {
 /// 1.2-1.3x faster than 8 K warps of one workgroup per tile at every Qwen shape): without an
 /// allreduce or norm stage, 4 K warps per workgroup and 4 workgroups per tile (split-K, the
 /// largest of 4 and 2 that divides the K units) and the one-shift decode ([`MmaDecode::Fma`]);
-/// with one (the fused kernel), 512-lane workgroups of 16 K warps. The activations of the
+/// with one (the fused kernel), 512-lane workgroups of 16 K warps at batch 1. The activations of the
 /// workgroup's K part are staged in LDS when they take at most 40 KiB.
 fn mma_split(kernel: &Kernel, mut s: Schedule) -> Schedule {
     let units = gptq_k(kernel).map_or(0, |k| k / 8 / s.k_unit_words as usize);
@@ -316,9 +316,12 @@ fn mma_split(kernel: &Kernel, mut s: Schedule) -> Schedule {
         // of 8: 512-lane workgroups, two per SM on the H200, twice the warps in flight (H200,
         // `bench/results/2026-11-29-h200-fused-wg512/`: 47.6 → 32.1 µs at TP 1 with the
         // activations in LDS). Where ranks share a device, `suite::lower_coresident` goes
-        // back to 256 lanes first.
-        s.workgroup_size = 512;
-        s.threads_per_column = 16;
+        // back to 256 lanes first. Batch 1 only: at batch 8 the 512-lane workgroup needs more
+        // registers and only one fits per SM, fewer than the 160 that must be co-resident.
+        if batch_of(kernel) == 1 {
+            s.workgroup_size = 512;
+            s.threads_per_column = 16;
+        }
     }
     let staged =
         batch_of(kernel) * gptq_k(kernel).unwrap_or(usize::MAX / 4) * 2 / s.k_split as usize;
