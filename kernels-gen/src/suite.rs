@@ -447,7 +447,15 @@ pub fn lower_coresident(
 /// CU/SM (always, for a kernel without a grid barrier): what [`lower_coresident`] widens tiles
 /// for, and what the tuner requires of its candidates so the suite keeps their schedule as is.
 pub fn fits_coresident(k: &LoweredKernel, arch: Arch, ranks_per_device: u32) -> bool {
-    k.coresidency.is_none() || ranks_per_device * k.grid <= arch.compute_units() * RESIDENT_PER_CU
+    k.coresidency.is_none()
+        || ranks_per_device * k.grid <= arch.compute_units() * resident_per_cu(k.workgroup_size)
+}
+
+/// [`RESIDENT_PER_CU`] is for workgroups of up to 256 lanes: the budgets keep 1024 lanes per
+/// CU/SM resident, so larger workgroups fit proportionally fewer (512 lanes: 2; the H200
+/// refused 2 ranks × 160 fused workgroups of 512 lanes at 2 per SM).
+pub fn resident_per_cu(workgroup_size: u32) -> u32 {
+    (RESIDENT_PER_CU * 256 / workgroup_size.max(256)).max(1)
 }
 
 /// Inputs and the f64 reference outputs for them.
@@ -1683,6 +1691,21 @@ fn prebuild_cmd() -> std::process::ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// 512-lane fused workgroups count as 2 per SM: two ranks' 160 on one H200 do not fit, so
+    /// `lower_coresident` goes back to 256 lanes (which fit at 4 per SM); one rank keeps 512.
+    #[test]
+    fn coresidency_counts_large_workgroups_and_halves_them_first() {
+        assert_eq!([128, 256, 512, 1024].map(resident_per_cu), [4, 4, 2, 1]);
+        let ir = KernelId::GemvInt4AllreduceRmsnorm.build(&Shapes::qwen27b(2));
+        let s = Schedule::default_for(Arch::Sm90, &ir);
+        assert_eq!(s.workgroup_size, 512);
+        let (_, one) = lower_coresident(&ir, Arch::Sm90, s.clone(), 1).expect("lowers");
+        assert_eq!(one.workgroup_size, 512);
+        let (k, two) = lower_coresident(&ir, Arch::Sm90, s, 2).expect("lowers");
+        assert_eq!((two.workgroup_size, two.threads_per_column), (256, 8));
+        assert!(fits_coresident(&k, Arch::Sm90, 2));
+    }
 
     #[test]
     fn every_kernel_has_one_tolerance() {
