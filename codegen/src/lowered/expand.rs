@@ -203,10 +203,12 @@ impl Expander<'_> {
         });
     }
 
-    fn wait_flag(&mut self, flag: MemRef, round: u32, out: &mut Block) {
+    /// The bounded acquire wait (system scope) until `flag` holds this launch's value of `round`
+    /// (§5.3, §5.10), with its own wait-site code.
+    fn flag_wait(&mut self, flag: MemRef, round: u32) -> Stmt {
         let target = self.flag_value(round);
         let (error, code) = (self.error(), self.code());
-        let wait = Stmt::WaitGe {
+        Stmt::WaitGe {
             mem: flag,
             target,
             ordering: Ordering::Acquire,
@@ -215,7 +217,11 @@ impl Expander<'_> {
             error,
             code,
             why: Invariant::PeerFlagHandshake,
-        };
+        }
+    }
+
+    fn wait_flag(&mut self, flag: MemRef, round: u32, out: &mut Block) {
+        let wait = self.flag_wait(flag, round);
         out.push(Stmt::If {
             cond: lane0(),
             then_body: vec![wait],
@@ -236,18 +242,7 @@ impl Expander<'_> {
         round: u32,
         out: &mut Block,
     ) {
-        let target = self.flag_value(round);
-        let (error, code) = (self.error(), self.code());
-        let wait = Stmt::WaitGe {
-            mem: flag,
-            target,
-            ordering: Ordering::Acquire,
-            scope: Scope::System,
-            budget: SPIN_BUDGET,
-            error,
-            code,
-            why: Invariant::PeerFlagHandshake,
-        };
+        let wait = self.flag_wait(flag, round);
         out.push(Stmt::Comment(format!(
             "lanes below {lanes} wait on one peer's flag each, in parallel (§5.3)"
         )));
