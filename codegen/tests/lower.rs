@@ -298,7 +298,7 @@ fn kernel_set_matches_reference_on_interpreter_sm90() {
 }
 
 /// Split-K with a last-arriver finish: every GPTQ GEMV kernel of the set, both targets, 1, 2 and
-/// 4 K parts, with and without the activations staged in LDS, batch 1 and 3, and a tail tile (N = 200), two launches (epochs 1 and 2 on the same
+/// 4 K parts, with and without the activations staged in LDS, batch 1 and 3, and a tail tile (N = 200), and the fused kernel at TP 1, 2, 4, two launches (epochs 1 and 2 on the same
 /// counters) against the f64 reference. The interpreter runs workgroups one after another, so
 /// the last workgroup of each tile is the last arriver; the simulator (`kernels-gen/tests/
 /// sim_splitk.rs`) covers the interleavings.
@@ -326,6 +326,26 @@ fn split_k_matches_reference_on_interpreter() {
                         check_numerics(&k, arch, &s, 2e-3);
                     }
                 }
+            }
+        }
+    }
+    // The fused kernel: only each tile's last arriver publishes, waits, normalises; every
+    // workgroup passes the grid barrier. Hidden 200 leaves a tail tile.
+    for (tp, batch, hidden) in [(1, 1, 256), (2, 3, 200), (4, 1, 256)] {
+        let shapes = Shapes {
+            hidden,
+            ..small(tp, batch)
+        };
+        let k = build("gemv_int4_allreduce_rmsnorm", &shapes);
+        for arch in Arch::ALL {
+            for parts in [2, 4] {
+                let s = Schedule {
+                    k_split: parts,
+                    k_unit_words: 4,
+                    x_in_lds: true,
+                    ..Schedule::default_for(arch, &k)
+                };
+                check_numerics(&k, arch, &s, 2e-3);
             }
         }
     }
@@ -550,9 +570,9 @@ fn unsupported_patterns_are_errors_not_panics() {
         let err = lower(&k, Arch::Gfx906, &Schedule::default_for(Arch::Gfx906, &k)).unwrap_err();
         assert!(matches!(err, LowerError::Unsupported(_)), "{err}");
     }
-    // Split-K: kernels with a grid-wide stage after the GEMV are refused, FP16 GEMVs too, and
-    // a part count that does not divide the K units is a schedule error.
-    for name in ["gemv_int4_allreduce_rmsnorm", "gemv_f16"] {
+    // Split-K: kernels without a GEMV and FP16 GEMVs are refused, and a part count that does
+    // not divide the K units is a schedule error.
+    for name in ["allreduce_residual_rmsnorm", "gemv_f16"] {
         let k = build(name, &small(2, 1));
         let s = Schedule {
             k_split: 2,

@@ -409,9 +409,10 @@ pub fn generate_for(
 pub const RESIDENT_PER_CU: u32 = 4;
 
 /// Lower, and when the kernel has a grid barrier and all `tp` ranks' grids would not fit on one
-/// device at [`RESIDENT_PER_CU`] workgroups per CU/SM, first halve tensor-core workgroups above
-/// 256 lanes (half the K warps), then widen the INT4 column tiles (twice the columns, twice the
-/// words per lane: the same 256 lanes) until they do. All ranks on one device
+/// device at [`resident_per_cu`] workgroups per CU/SM, first halve the K split (fewer
+/// workgroups per tile), then halve tensor-core workgroups above 256 lanes (half the K warps),
+/// then widen the INT4 column tiles (twice the columns, twice the words per lane: the same
+/// lanes) until they do. All ranks on one device
 /// is how the suite runs TP > 1; the runtime still checks the real capacity before launch
 /// (DESIGN.md §5.9), so this only avoids refusals, never hides a deadlock.
 /// Returns the lowering and the schedule it used.
@@ -426,7 +427,10 @@ pub fn lower_coresident(
         if fits_coresident(&k, arch, ranks_per_device) || s.threads_per_column == 1 {
             return Ok((k, s));
         }
-        if s.int4_dot == Int4Dot::Mma && s.workgroup_size > 256 {
+        if s.k_split > 1 {
+            // Fewer K parts per tile: the grid shrinks, each workgroup keeps its warps.
+            s.k_split /= 2;
+        } else if s.int4_dot == Int4Dot::Mma && s.workgroup_size > 256 {
             // First back to 256-lane workgroups: the same tile, half the K warps.
             s.workgroup_size /= 2;
             s.threads_per_column /= 2;
@@ -451,11 +455,13 @@ pub fn fits_coresident(k: &LoweredKernel, arch: Arch, ranks_per_device: u32) -> 
         || ranks_per_device * k.grid <= arch.compute_units() * resident_per_cu(k.workgroup_size)
 }
 
-/// [`RESIDENT_PER_CU`] is for workgroups of up to 256 lanes: the budgets keep 1024 lanes per
-/// CU/SM resident, so larger workgroups fit proportionally fewer (512 lanes: 2; the H200
-/// refused 2 ranks × 160 fused workgroups of 512 lanes at 2 per SM).
+/// [`RESIDENT_PER_CU`] is for workgroups of 256 lanes: the budgets keep 1024 lanes per CU/SM
+/// resident (`min_occupancy` in `budgets.toml`: 8 warps per sub-partition on sm_90), so
+/// workgroups of other sizes fit in proportion — 512 lanes: 2 (the H200 refused 2 ranks × 160
+/// fused workgroups of 512 lanes at 2 per SM), 128 lanes: 8 (the split-K fused kernel). Below
+/// 128 lanes it stays at 8: LDS per workgroup, not lanes, may bound those.
 pub fn resident_per_cu(workgroup_size: u32) -> u32 {
-    (RESIDENT_PER_CU * 256 / workgroup_size.max(256)).max(1)
+    (RESIDENT_PER_CU * 256 / workgroup_size.max(128)).max(1)
 }
 
 /// Inputs and the f64 reference outputs for them.
@@ -1692,17 +1698,36 @@ fn prebuild_cmd() -> std::process::ExitCode {
 mod tests {
     use super::*;
 
-    /// 512-lane fused workgroups count as 2 per SM: two ranks' 160 on one H200 do not fit, so
-    /// `lower_coresident` goes back to 256 lanes (which fit at 4 per SM); one rank keeps 512.
+    /// The split-K fused kernel (128-lane workgroups, 8 per SM) keeps its K parts on a device of
+    /// its own and gives them up first where ranks share one; 512-lane fused workgroups count as
+    /// 2 per SM, so two ranks' 160 on one H200 go back to 256 lanes (4 per SM).
     #[test]
-    fn coresidency_counts_large_workgroups_and_halves_them_first() {
-        assert_eq!([128, 256, 512, 1024].map(resident_per_cu), [4, 4, 2, 1]);
+    fn coresidency_counts_workgroup_sizes_and_lowers_the_split_first() {
+        assert_eq!(
+            [64, 128, 256, 512, 1024].map(resident_per_cu),
+            [8, 8, 4, 2, 1]
+        );
         let ir = KernelId::GemvInt4AllreduceRmsnorm.build(&Shapes::qwen27b(2));
         let s = Schedule::default_for(Arch::Sm90, &ir);
-        assert_eq!(s.workgroup_size, 512);
-        let (_, one) = lower_coresident(&ir, Arch::Sm90, s.clone(), 1).expect("lowers");
+        assert_eq!((s.workgroup_size, s.k_split), (128, 4));
+        let (k, one) = lower_coresident(&ir, Arch::Sm90, s.clone(), 1).expect("lowers");
+        assert_eq!((one.k_split, k.grid), (4, 640));
+        let (k, two) = lower_coresident(&ir, Arch::Sm90, s.clone(), 2).expect("lowers");
+        assert_eq!((two.k_split, two.workgroup_size, k.grid), (2, 128, 320));
+        assert!(fits_coresident(&k, Arch::Sm90, 2));
+        let (k, four) = lower_coresident(&ir, Arch::Sm90, s, 4).expect("lowers");
+        assert_eq!((four.k_split, k.grid), (1, 160));
+        assert!(fits_coresident(&k, Arch::Sm90, 4));
+
+        let wide = Schedule {
+            workgroup_size: 512,
+            threads_per_column: 16,
+            k_split: 1,
+            ..Schedule::default_for(Arch::Sm90, &ir)
+        };
+        let (_, one) = lower_coresident(&ir, Arch::Sm90, wide.clone(), 1).expect("lowers");
         assert_eq!(one.workgroup_size, 512);
-        let (k, two) = lower_coresident(&ir, Arch::Sm90, s, 2).expect("lowers");
+        let (k, two) = lower_coresident(&ir, Arch::Sm90, wide, 2).expect("lowers");
         assert_eq!((two.workgroup_size, two.threads_per_column), (256, 8));
         assert!(fits_coresident(&k, Arch::Sm90, 2));
     }

@@ -10,7 +10,8 @@ use support::rewrite;
 
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::ir::Ordering;
-use wavefuse_codegen::lower::{Schedule, lower};
+use wavefuse_codegen::lower::{AllreduceProtocol, Schedule, lower, lower_structured};
+use wavefuse_codegen::lowered::expand::expand_sync;
 use wavefuse_codegen::lowered::{AtomicOp, Block, Expr, Stmt};
 use wavefuse_codegen::sim::{FindingKind, PeerTable};
 use wavefuse_kernels::cmd_sim::{
@@ -24,18 +25,33 @@ const SEED: u64 = 0x59_174;
 /// `id` at the simulator's small shapes (batch `batch`, TP 1), lowered for `arch` with the small
 /// schedule split into `parts` K parts of 4-word units.
 fn split(id: KernelId, arch: Arch, batch: usize, parts: u32) -> Prepared {
+    split_tp(id, arch, batch, parts, 1, None)
+}
+
+/// [`split`] at TP `tp`, optionally with another allreduce protocol.
+fn split_tp(
+    id: KernelId,
+    arch: Arch,
+    batch: usize,
+    parts: u32,
+    tp: u32,
+    protocol: Option<AllreduceProtocol>,
+) -> Prepared {
     let shapes = Shapes {
         batch,
-        ..Shapes::qwen27b(1)
+        ..Shapes::qwen27b(tp)
     };
     let ir = small_kernel(id, &shapes, &SmallShapes::DEFAULT).expect("small kernel");
-    let s = Schedule {
+    let mut s = Schedule {
         k_split: parts,
         k_unit_words: 4,
         // the tensor-core path (sm90) stages the activations in LDS; the FMA path ignores it
         x_in_lds: true,
         ..small_schedule(arch, &ir)
     };
+    if let Some(p) = protocol {
+        s = s.with_protocol(p);
+    }
     let lowered = lower(&ir, arch, &s).unwrap_or_else(|e| panic!("{id}@{arch}: {e}"));
     assert_eq!(
         lowered.grid % parts,
@@ -237,4 +253,145 @@ fn split_k_last_arrival_without_the_epoch_is_caught() {
     };
     p.lowered.body = rewrite(std::mem::take(&mut p.lowered.body), &mut f);
     caught(p, &[FindingKind::Mismatch]);
+}
+
+// The fused kernel with split-K: every K part of a tile arrives, only the tile's last arriver
+// publishes the tile's allreduce slice, waits on the peers, writes the tile's norm partials and
+// normalises; every workgroup, finisher or not, passes the grid barrier.
+
+const FUSED: KernelId = KernelId::GemvInt4AllreduceRmsnorm;
+
+#[test]
+fn fused_split_k_is_clean_in_the_simulator() {
+    for arch in Arch::ALL {
+        for (tp, batch, parts, protocol) in [
+            (1, 1, 2, None),
+            (2, 1, 2, None),
+            (2, 2, 4, Some(AllreduceProtocol::Push)),
+            (4, 1, 4, None),
+        ] {
+            let p = split_tp(FUSED, arch, batch, parts, tp, protocol);
+            let s = sweep(&p, SEED, 0, SCHEDULES, |_, _| {}).expect("simulates");
+            let text = summary(&p, &s);
+            eprintln!(
+                "{FUSED}@{arch} tp {tp} batch {batch} k_split {parts} {protocol:?}: {}",
+                text.lines().next().unwrap_or("")
+            );
+            assert!(s.findings.is_empty() && s.failing == 0, "{text}");
+        }
+    }
+}
+
+/// The fused kernel at TP 2 with `k_split` 2, its structured body rewritten by `f` before the
+/// synchronisation is expanded (the validator is not asked: the mutants are what it would not
+/// see, or what it is not there to see).
+fn fused_mutant(f: impl FnOnce(Block) -> Block) -> Prepared {
+    let shapes = Shapes {
+        batch: 1,
+        ..Shapes::qwen27b(2)
+    };
+    let arch = Arch::Sm90;
+    let ir = small_kernel(FUSED, &shapes, &SmallShapes::DEFAULT).expect("small kernel");
+    let s = Schedule {
+        k_split: 2,
+        k_unit_words: 4,
+        x_in_lds: true,
+        ..small_schedule(arch, &ir)
+    };
+    let mut lowered = lower_structured(&ir, arch, &s).expect("lowers");
+    lowered.body = f(std::mem::take(&mut lowered.body));
+    expand_sync(&mut lowered);
+    Prepared {
+        ir,
+        lowered,
+        shapes,
+        peer_table: PeerTable::Shared,
+    }
+}
+
+/// Whether `s` is the `if last == 1` block of the tile's finisher that holds the flag publish.
+fn is_finisher_with_publish(s: &Stmt) -> bool {
+    matches!(s, Stmt::If { then_body, else_body, .. }
+        if else_body.is_empty() && then_body.iter().any(|t| matches!(t, Stmt::PublishFlag { .. })))
+}
+
+/// Only the last arriver has the tile's sums: a flag published by every K part releases a
+/// payload the finisher has not written yet, and the peers read it (§5.3).
+#[test]
+fn fused_split_k_flag_published_by_every_part_is_caught() {
+    let p = fused_mutant(|body| {
+        let mut out: Block = Vec::new();
+        let mut found = false;
+        for s in body {
+            if !is_finisher_with_publish(&s) {
+                out.push(s);
+                continue;
+            }
+            found = true;
+            let Stmt::If {
+                cond, then_body, ..
+            } = s
+            else {
+                unreachable!()
+            };
+            let at = then_body
+                .iter()
+                .position(|t| matches!(t, Stmt::PublishFlag { .. }))
+                .expect("the publish");
+            let mut before = then_body;
+            let after = before.split_off(at + 1);
+            let publish = before.pop().expect("the publish");
+            out.push(Stmt::If {
+                cond: cond.clone(),
+                then_body: before,
+                else_body: vec![],
+            });
+            out.push(publish);
+            out.push(Stmt::If {
+                cond,
+                then_body: after,
+                else_body: vec![],
+            });
+        }
+        assert!(found, "the finisher's block with the publish");
+        out
+    });
+    caught(
+        p,
+        &[
+            FindingKind::StaleRead,
+            FindingKind::Mismatch,
+            FindingKind::RanksDisagree,
+        ],
+    );
+}
+
+/// The grid barrier counts every workgroup of the grid: passed by the finishers alone it never
+/// opens (§5.1, §5.9), and the bounded waits report it (§5.10).
+#[test]
+fn fused_split_k_grid_barrier_passed_by_finishers_only_is_caught() {
+    let p = fused_mutant(|body| {
+        let mut out: Block = Vec::new();
+        for s in body {
+            if matches!(s, Stmt::GridBarrier { .. }) {
+                let Some(Stmt::If { then_body, .. }) =
+                    out.iter_mut().rev().find(|t| matches!(t, Stmt::If { .. }))
+                else {
+                    panic!("the finisher's block before the grid barrier")
+                };
+                then_body.push(s);
+            } else {
+                out.push(s);
+            }
+        }
+        out
+    });
+    caught(
+        p,
+        &[
+            FindingKind::Timeout,
+            FindingKind::Deadlock,
+            FindingKind::ErrorWord,
+        ],
+    );
 }

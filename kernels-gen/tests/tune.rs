@@ -55,7 +55,6 @@ fn the_quick_space_of_every_kernel_holds_only_schedules_lower_accepts() {
                 id,
                 KernelId::AllreduceResidual
                     | KernelId::AllreduceResidualRmsnorm
-                    | KernelId::GemvInt4AllreduceRmsnorm
                     | KernelId::AllreduceInt8
                     | KernelId::GemvF16
             );

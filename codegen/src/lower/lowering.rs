@@ -47,6 +47,8 @@ pub(super) struct NormArrays {
     pub inv: Option<Lds>,
     /// `1 / rms` in every lane's register (batch 1: every wave computes it, no LDS).
     pub inv_reg: Option<crate::lowered::Reg>,
+    /// f32 `[tiles · B]` in global memory: every tile's sum of squares per batch row.
+    pub partials: Option<Param>,
 }
 
 pub(super) struct Lowering<'a> {
@@ -63,7 +65,10 @@ pub(super) struct Lowering<'a> {
     pub tiles: usize,
     /// Split-K across workgroups, when the schedule asks for it.
     pub split: Option<super::splitk::SplitK>,
-    /// `wg_id · cols`: the tile's first root column.
+    /// This workgroup's column tile: `wg_id`, or `wg_id mod tiles` with split-K. Flags and
+    /// norm partials are indexed by tile (with split-K only the tile's last arriver writes them).
+    pub tile: Expr,
+    /// `tile · cols`: the tile's first root column.
     pub tile0: Reg,
     /// Per GEMV: the per-slice results `[t_red][B][C]` f32.
     pub red: Vec<Lds>,
@@ -112,6 +117,7 @@ impl<'a> Lowering<'a> {
             grid,
             tiles,
             split: None,
+            tile: sp(Special::WorkgroupId),
             tile0,
             red: Vec::new(),
             t_red: 0,
@@ -264,32 +270,54 @@ impl<'a> Lowering<'a> {
             self.plan.batch,
             c = self.cols,
         ))];
-        let tile = if self.s.k_split > 1 {
-            rem(sp(Special::WorkgroupId), u(self.tiles))
-        } else {
-            sp(Special::WorkgroupId)
-        };
-        body.push(assign(self.tile0, mul(tile, u(self.cols))));
+        if self.s.k_split > 1 {
+            let tile = self.k.reg(Ty::U32, "tile");
+            body.push(assign(tile, rem(sp(Special::WorkgroupId), u(self.tiles))));
+            self.tile = r(tile);
+        }
+        body.push(assign(self.tile0, mul(self.tile.clone(), u(self.cols))));
         self.declare_split(&mut body)?;
         self.declare_sync(&mut body)?;
         if self.plan.gemv.is_some() {
             self.gemv(&mut body)?;
         }
-        if self.split.is_some() {
-            self.split_finish(&mut body)?;
-        } else {
-            self.phase_loop(Phase::Pre, &mut body)?;
-        }
+        // With split-K only each tile's last arriver goes on (`split_finish`); the grid barrier
+        // of an RMSNorm is still passed by every workgroup (it counts the whole grid).
+        let last = match self.split.is_some() {
+            true => Some(self.split_finish(&mut body)?),
+            false => None,
+        };
+        let mut tail = Vec::new();
+        let staged = if last.is_some() { &mut tail } else { &mut body };
+        self.phase_loop(Phase::Pre, staged)?;
         if self.plan.allreduce.is_some()
             && !self.allreduce_is_identity()
             && !self.allreduce_in_registers()
         {
-            self.exchange(&mut body)?;
-            self.phase_loop(Phase::Post, &mut body)?;
+            self.exchange(staged)?;
+            self.phase_loop(Phase::Post, staged)?;
         }
         if self.plan.norm.is_some() {
-            self.grid_sum_of_squares(&mut body)?;
-            self.phase_loop(Phase::Norm, &mut body)?;
+            self.tile_sum_of_squares(staged)?;
+        }
+        if let Some(last) = last {
+            let parts = self.s.k_split;
+            let what = format!(
+                "the {parts} parts' sums added in part order, then the stages up to the grid barrier"
+            );
+            self.finisher_only(last, &what, tail, &mut body);
+        }
+        if self.plan.norm.is_some() {
+            self.grid_barrier(&mut body);
+            let mut norm = Vec::new();
+            self.grid_inv_rms(&mut norm)?;
+            self.phase_loop(Phase::Norm, &mut norm)?;
+            match last {
+                Some(last) => {
+                    self.finisher_only(last, "the tile's normalised values", norm, &mut body)
+                }
+                None => body.extend(norm),
+            }
         }
         self.k.body = body;
         let lds = self.k.lds_bytes();

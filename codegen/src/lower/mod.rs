@@ -32,7 +32,7 @@
 //! - **Allreduce** (if any; see below), then a post-allreduce elementwise stage.
 //! - **RMSNorm** (if any): the stage before it stashes the norm's input per point in LDS; each
 //!   workgroup reduces its tile's sum of squares per batch row (wave reduction, then LDS), lane 0
-//!   writes it to a global `norm_partials[wg]` (never LDS, §5.2), a grid barrier on a
+//!   writes it to a global `norm_partials[tile]` (never LDS, §5.2), a grid barrier on a
 //!   `grid_counter` ([`Purpose::Counter`](crate::lowered::Purpose::Counter)) follows, and every
 //!   workgroup then adds all partials in the same fixed order, so every workgroup (and every
 //!   rank) gets the same `1/rms`. Kernels with a grid barrier need all their workgroups resident:
@@ -51,12 +51,12 @@
 //! FP16 weights).
 //!
 //! # Allreduce protocol (§5.3, §5.5, §5.12)
-//! [`AllreduceProtocol::Pull`] (default): workgroup `w` of every rank writes the allreduce
-//! operand for its tile into its own slot of a peer-visible scratch (`ar_payload`, a
+//! [`AllreduceProtocol::Pull`] (default): the workgroup of tile `t` (with split-K: the tile's
+//! last arriver) of every rank writes the allreduce operand for its tile into its own slot of a peer-visible scratch (`ar_payload`, a
 //! [`ParamKind::PeerArrays`](crate::lowered::ParamKind::PeerArrays) with
-//! [`Purpose::Scratch`](crate::lowered::Purpose::Scratch)), then publishes `ar_flags[w]`
+//! [`Purpose::Scratch`](crate::lowered::Purpose::Scratch)), then publishes `ar_flags[t]`
 //! (release, system scope, value = epoch); it then waits (acquire, system, bounded) on every
-//! peer's `ar_flags[w]` and reads the peers' slices of its tile, summing all ranks in f32 in
+//! peer's `ar_flags[t]` and reads the peers' slices of its tile, summing all ranks in f32 in
 //! ascending rank order (peer slot = rank, [`peer_slot`](crate::lowered::peer_slot)), so
 //! replicated results are bit-identical on every rank. Every rank publishes before it waits, so
 //! no cycle of waits can form. [`AllreduceProtocol::Push`]: each rank writes its slice into its
@@ -88,7 +88,7 @@
 //!
 //! # Unsupported (returned as [`LowerError::Unsupported`], never a panic)
 //! AWQ weights, GPTQ act-order (`g_idx`), non-FP16 scales, bf16 data, `k_split > 1` for FP16
-//! GEMVs or with an allreduce or norm stage (split-K: `splitk.rs`), reductions and (de)quantisation ops outside an
+//! GEMVs or kernels without a GEMV (split-K: `splitk.rs`), reductions and (de)quantisation ops outside an
 //! allreduce, more than one allreduce or norm per kernel, GEMVs with different activations or
 //! shapes in one kernel, a norm or allreduce over a column slice, and ops that combine different
 //! column ranges.

@@ -291,38 +291,33 @@ impl Schedule {
 }
 
 /// The tensor-core GEMV's split and staging (H200 sweep, `bench/results/2026-11-29-h200-splitk/`:
-/// 1.2-1.3x faster than 8 K warps of one workgroup per tile at every Qwen shape): without an
-/// allreduce or norm stage, 4 K warps per workgroup and 4 workgroups per tile (split-K, the
-/// largest of 4 and 2 that divides the K units) and the one-shift decode ([`MmaDecode::Fma`]);
-/// with one (the fused kernel), 512-lane workgroups of 16 K warps at batch 1. The activations of the
+/// 1.2-1.3x faster than 8 K warps of one workgroup per tile at every Qwen shape): 4 K warps per
+/// workgroup and 4 workgroups per tile (split-K, the largest of 4 and 2 that divides the K
+/// units). Kernels with an allreduce or norm stage (the fused kernel) split K the same way: only
+/// each tile's last arriver goes on to the exchange and the norm (`splitk.rs`), and all
+/// `tiles · P` workgroups must be co-resident (128 lanes each: 8 per SM at the budgets' 1024
+/// lanes; where ranks share a device `suite::lower_coresident` lowers P first). The decode is
+/// the one-shift [`MmaDecode::Fma`]. The activations of the
 /// workgroup's K part are staged in LDS when they take at most 40 KiB.
 fn mma_split(kernel: &Kernel, mut s: Schedule) -> Schedule {
     let units = gptq_k(kernel).map_or(0, |k| k / 8 / s.k_unit_words as usize);
     let grid_stage = kernel
         .ops()
         .any(|(_, op)| matches!(op.kind, OpKind::AllReduce(_) | OpKind::RmsNorm(_)));
-    if !grid_stage {
-        if let Some(parts) = [4, 2].into_iter().find(|p| units > 0 && units % p == 0) {
-            s.workgroup_size = 128;
-            s.threads_per_column = 4;
-            s.k_split = parts as u32;
-        }
-        // With a grid stage (co-resident workgroups of 256 lanes) nvcc 13 held the fused
-        // kernel at 48 registers and spilled with the FMA decode: it keeps the shifts there.
-        s.mma_decode = MmaDecode::Fma;
-    } else {
-        // A grid stage (the fused kernel's RMSNorm) rules out split-K (its workgroups must be
-        // co-resident and each owns its tile to the end), so the tile gets 16 K warps instead
-        // of 8: 512-lane workgroups, two per SM on the H200, twice the warps in flight (H200,
-        // `bench/results/2026-11-29-h200-fused-wg512/`: 47.6 → 32.1 µs at TP 1 with the
-        // activations in LDS). Where ranks share a device, `suite::lower_coresident` goes
-        // back to 256 lanes first. Batch 1 only: at batch 8 the 512-lane workgroup needs more
-        // registers and only one fits per SM, fewer than the 160 that must be co-resident.
-        if batch_of(kernel) == 1 {
-            s.workgroup_size = 512;
-            s.threads_per_column = 16;
-        }
+    if let Some(parts) = [4, 2].into_iter().find(|p| units > 0 && units % p == 0) {
+        s.workgroup_size = 128;
+        s.threads_per_column = 4;
+        s.k_split = parts as u32;
+    } else if grid_stage && batch_of(kernel) == 1 {
+        // No split: the tile gets 16 K warps instead of 8 (512-lane workgroups, two per SM;
+        // `bench/results/2026-11-29-h200-fused-wg512/`: 47.6 → 32.1 µs at TP 1). Batch 1 only:
+        // at batch 8 only one 512-lane workgroup fits per SM, fewer than must be co-resident.
+        s.workgroup_size = 512;
+        s.threads_per_column = 16;
     }
+    // The one-shift decode everywhere: in 128-lane workgroups nvcc 13 keeps even the fused
+    // kernel without spills (56 registers; in 256-lane ones it had spilled at 48).
+    s.mma_decode = MmaDecode::Fma;
     let staged =
         batch_of(kernel) * gptq_k(kernel).unwrap_or(usize::MAX / 4) * 2 / s.k_split as usize;
     s.x_in_lds = staged <= 40 * 1024;

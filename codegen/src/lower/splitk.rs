@@ -26,9 +26,23 @@
 //!    depend on which workgroup arrived last) and runs the elementwise epilogue. The others are
 //!    done.
 //!
-//! Nothing waits, so no co-residency is needed (§5.9 does not apply), and a workgroup that
-//! arrives late only delays the finish. Kernels with an allreduce or an RMSNorm are refused: their
-//! later stages would need every tile finished first, which only a grid-wide stage could provide.
+//! Without an allreduce or norm stage nothing waits, so no co-residency is needed (§5.9 does not
+//! apply), and a workgroup that arrives late only delays the finish.
+//!
+//! **With an allreduce and an RMSNorm (the fused kernel).** The tile's last arriver is the only
+//! workgroup that has the tile's sums, so it alone runs every later stage of the tile: it writes
+//! the tile's allreduce payload, publishes the tile's flag (`ar_flags[tile]`: indexed by tile, so
+//! exactly one workgroup per rank releases it, after its payload), waits on the peers' flags of
+//! the tile, and writes the tile's norm partials (`norm_partials[tile]`). The verdict `last` is
+//! loaded from LDS at a constant index after a barrier, hence uniform over the workgroup, and the
+//! finisher's block may hold barriers and flag handshakes (§5.8). The grid barrier is passed by
+//! *every* workgroup, finisher or not: it counts the whole grid, and the finishers' partials are
+//! released by it (§5.1, §5.2). After it only the finishers normalise. Every workgroup arrives
+//! on its tile's counter before anything waits, and each finisher publishes before it waits, so
+//! the flag waits cannot form a cycle; the grid barrier needs all `tiles · P` workgroups
+//! co-resident, which `expand_sync` records (§5.9). Mutations caught in the simulator: a flag
+//! published by every part, the grid barrier passed by the finishers only
+//! (`kernels-gen/tests/sim_splitk.rs`).
 
 use wavefuse_ir::{Ordering, Scope, WeightFormat};
 
@@ -39,7 +53,6 @@ use crate::lowered::{
 use super::LowerError;
 use super::build::*;
 use super::lowering::Lowering;
-use super::plan::Phase;
 use super::point::Point;
 
 /// The split-K state of one lowering.
@@ -75,13 +88,6 @@ impl Lowering<'_> {
             return unsupported("split-K is implemented for GPTQ INT4 GEMVs only");
         }
         let m = g.gemvs.len();
-        if (self.plan.allreduce.is_some() && !self.allreduce_is_identity())
-            || self.plan.norm.is_some()
-        {
-            return unsupported(
-                "split-K in a kernel with an allreduce or RMSNorm stage (those stages need every tile finished: a grid-wide stage after the finish)",
-            );
-        }
         let (b, n) = (self.plan.batch, self.plan.n);
         let part = self.k.reg(Ty::U32, "kpart");
         out.push(comment(format!(
@@ -155,7 +161,7 @@ impl Lowering<'_> {
 
     /// After the GEMV's in-workgroup reduction: publish this part's sums, arrive, and in the
     /// last arriver run the elementwise stage on the parts' sums (module docs, steps 1-4).
-    pub(super) fn split_finish(&mut self, out: &mut Vec<Stmt>) -> Result<(), LowerError> {
+    pub(super) fn split_finish(&mut self, out: &mut Vec<Stmt>) -> Result<Reg, LowerError> {
         let m = self.plan.gemv.as_ref().expect("a GEMV").gemvs.len();
         let s = self.split.as_ref().expect("split-K");
         let (parts, part, partials, counter, verdict) =
@@ -183,7 +189,7 @@ impl Lowering<'_> {
         out.push(Stmt::WorkgroupBarrier);
         let old = self.k.reg(Ty::U32, "arrived");
         let epoch = self.k.epoch_param();
-        let tile = div(r(self.tile0), u(self.cols));
+        let tile = self.tile.clone();
         let arrive = Stmt::Atomic {
             dst: Some(old),
             op: AtomicOp::Add,
@@ -213,14 +219,23 @@ impl Lowering<'_> {
         out.push(Stmt::WorkgroupBarrier);
         let last = self.k.reg(Ty::U32, "last");
         out.push(load(vec![last], self.lds_at(verdict, u(0))));
-        let mut finish = vec![comment(format!(
-            "the last arriver: the {parts} parts' sums added in part order, then the epilogue"
-        ))];
+        // From here on the GEMV's values are the parts' sums (`split_sum`), read only by the
+        // last arriver (`finisher_only`).
         self.split.as_mut().expect("split-K").finishing = true;
-        let stage = self.phase_loop(Phase::Pre, &mut finish);
-        self.split.as_mut().expect("split-K").finishing = false;
-        stage?;
-        when(eq(r(last), u(1)), finish, out);
-        Ok(())
+        Ok(last)
+    }
+
+    /// `stmts` run by the tile's last arriver only. `last` is loaded from LDS at a constant
+    /// index after a workgroup barrier, so it is uniform over the workgroup and the stages in
+    /// `stmts` may hold workgroup barriers and flag handshakes (§5.8).
+    pub(super) fn finisher_only(
+        &mut self,
+        last: Reg,
+        what: &str,
+        stmts: Vec<Stmt>,
+        out: &mut Vec<Stmt>,
+    ) {
+        out.push(comment(format!("the tile's last arriver only: {what}")));
+        when(eq(r(last), u(1)), stmts, out);
     }
 }

@@ -20,7 +20,7 @@ type RowTerm<'f, L> = dyn FnMut(&mut L, Expr, usize, Reg, &mut Vec<Stmt>) -> Exp
 impl Lowering<'_> {
     /// Declare the exchange's and the norm's parameters and arrays, and compute the parity.
     pub(super) fn declare_sync(&mut self, out: &mut Vec<Stmt>) -> Result<(), LowerError> {
-        let (b, n, tp, grid) = (self.plan.batch, self.plan.n, self.tp() as usize, self.grid);
+        let (b, n, tp, tiles) = (self.plan.batch, self.plan.n, self.tp() as usize, self.tiles);
         if let Some(a) = self
             .plan
             .allreduce
@@ -65,7 +65,7 @@ impl Lowering<'_> {
                 .collect();
             let kind = ParamKind::PeerArrays {
                 elem: Ty::U32,
-                len: senders * grid,
+                len: senders * tiles,
                 access: crate::lowered::Access::ReadWrite,
                 purpose: Purpose::Flags,
             };
@@ -89,13 +89,14 @@ impl Lowering<'_> {
             let waves = self.wg() / self.wave();
             let xs = self.k.lds(Ty::F32, b * self.cols);
             let wl = self.k.lds(Ty::F32, waves * b);
-            // batch 1: 1/rms stays in registers (`grid_sum_of_squares`)
+            // batch 1: 1/rms stays in registers (`grid_inv_rms`)
             let inv = (b > 1).then(|| self.k.lds(Ty::F32, b));
             self.norm = Some(NormArrays {
                 xs,
                 waves: wl,
                 inv,
                 inv_reg: None,
+                partials: None,
             });
         }
         Ok(())
@@ -187,7 +188,7 @@ impl Lowering<'_> {
             return Ok(());
         }
         let flags = self.exchange.as_ref().expect("an exchange").flags;
-        let (grid, rank, wg) = (self.grid, self.rank_expr(), sp(Special::WorkgroupId));
+        let (tiles, rank, tile) = (self.tiles, self.rank_expr(), self.tile.clone());
         if self.push() {
             out.push(comment(
                 "push: this workgroup's slice is in every peer's inbox; release a flag into each peer's memory \
@@ -199,7 +200,7 @@ impl Lowering<'_> {
                         param: flags,
                         rank: Expr::u32(q),
                     },
-                    add(mul(rank.clone(), u(grid)), wg.clone()),
+                    add(mul(rank.clone(), u(tiles)), tile.clone()),
                 );
                 when(
                     ne(rank.clone(), Expr::u32(q)),
@@ -217,7 +218,7 @@ impl Lowering<'_> {
                         param: flags,
                         rank: rank.clone(),
                     },
-                    add(mul(lane.clone(), u(grid)), wg.clone()),
+                    add(mul(lane.clone(), u(tiles)), tile.clone()),
                 ),
                 lanes: tp,
                 cond: ne(lane, rank.clone()),
@@ -232,7 +233,7 @@ impl Lowering<'_> {
                     param: flags,
                     rank: rank.clone(),
                 },
-                wg.clone(),
+                tile.clone(),
             );
             out.push(Stmt::PublishFlag { flag, round: 0 });
             out.push(comment(
@@ -246,7 +247,7 @@ impl Lowering<'_> {
                         param: flags,
                         rank: lane.clone(),
                     },
-                    wg.clone(),
+                    tile.clone(),
                 ),
                 lanes: tp,
                 cond: ne(lane, rank.clone()),
@@ -495,16 +496,14 @@ impl Lowering<'_> {
         total
     }
 
-    /// The RMSNorm's sum of squares over the whole feature axis: per-workgroup partials in global
-    /// scratch, a grid barrier, then every workgroup adds all partials in the same order (so all
-    /// workgroups, and all ranks, get the same `1 / rms`).
-    pub(super) fn grid_sum_of_squares(&mut self, out: &mut Vec<Stmt>) -> Result<(), LowerError> {
-        let eps = self.plan.norm.as_ref().expect("a norm").eps;
-        let (b, n, grid, cols) = (self.plan.batch, self.plan.n, self.grid, self.cols);
-        let arrays = self.norm.as_ref().expect("norm arrays");
-        let (xs, inv) = (arrays.xs, arrays.inv);
-        let partials = self.global_array("norm_partials", Ty::F32, grid * b, Purpose::Scratch);
-        let counter = self.global_array("grid_counter", Ty::U32, 1, Purpose::Counter);
+    /// The RMSNorm's first half: this tile's sum of squares per batch row, which lane 0 writes to
+    /// the global `norm_partials[tile]` (§5.2: never LDS). With split-K only the tile's last
+    /// arriver runs it, so every tile's partials are written exactly once.
+    pub(super) fn tile_sum_of_squares(&mut self, out: &mut Vec<Stmt>) -> Result<(), LowerError> {
+        let (b, n, cols, tiles) = (self.plan.batch, self.plan.n, self.cols, self.tiles);
+        let xs = self.norm.as_ref().expect("norm arrays").xs;
+        let partials = self.global_array("norm_partials", Ty::F32, tiles * b, Purpose::Scratch);
+        self.norm.as_mut().expect("norm arrays").partials = Some(partials);
 
         out.push(comment("RMSNorm: this tile's sum of squares per batch row (the stash is complete after the barrier)"));
         out.push(Stmt::WorkgroupBarrier);
@@ -522,22 +521,42 @@ impl Lowering<'_> {
         let mut lane0 = Vec::new();
         for bi in 0..b {
             let total = self.waves_total(bi, &mut lane0);
-            let idx = add(mul(sp(Special::WorkgroupId), u(b)), u(bi));
+            let idx = add(mul(self.tile.clone(), u(b)), u(bi));
             lane0.push(store(at(Base::Param(partials), idx), vec![r(total)]));
         }
         out.push(comment("lane 0 writes the tile's partials; the grid barrier's release publishes them (§5.2: not LDS)"));
         when(eq(sp(Special::LocalId), u(0)), lane0, out);
+        Ok(())
+    }
+
+    /// The grid barrier between the tiles' partials and their total: passed by every workgroup
+    /// of the grid (with split-K also by the parts that did not finish their tile), so its
+    /// all-workgroup count is right (§5.1, §5.9).
+    pub(super) fn grid_barrier(&mut self, out: &mut Vec<Stmt>) {
+        let counter = self.global_array("grid_counter", Ty::U32, 1, Purpose::Counter);
         out.push(Stmt::GridBarrier {
             counter: at(Base::Param(counter), u(0)),
             index: 0,
         });
+    }
+
+    /// The RMSNorm's second half, after the grid barrier: every workgroup adds all tiles'
+    /// partials in the same order, so all workgroups (and all ranks) get the same `1 / rms`.
+    pub(super) fn grid_inv_rms(&mut self, out: &mut Vec<Stmt>) -> Result<(), LowerError> {
+        let eps = self.plan.norm.as_ref().expect("a norm").eps;
+        let (b, n, tiles) = (self.plan.batch, self.plan.n, self.tiles);
+        let arrays = self.norm.as_ref().expect("norm arrays");
+        let inv = arrays.inv;
+        let partials = arrays
+            .partials
+            .expect("norm partials declared before the barrier");
         if b == 1 {
             // Every wave adds all partials itself: lane l takes partials l, l + wave, … and the
             // wave's butterfly sum (commutative at each step, so every lane of every wave of every
             // workgroup and rank gets the same bits) gives the total in registers — no LDS round
             // trip and no second workgroup barrier (the hand-written kernels do the same).
             out.push(comment(format!(
-                "every wave adds all {grid} partials in the same order, so every lane of every workgroup gets the same 1/rms (and all ranks: same data)"
+                "every wave adds all {tiles} tiles' partials in the same order, so every lane of every workgroup gets the same 1/rms (and all ranks: same data)"
             )));
             let wave = self.wave();
             let (acc, i, p, total, inv_r) = (
@@ -552,7 +571,7 @@ impl Lowering<'_> {
                 load(vec![p], at(Base::Param(partials), r(i))),
                 assign(acc, Expr::add(r(acc), r(p))),
             ];
-            out.push(for_loop(i, sp(Special::LaneId), u(grid), u(wave), body));
+            out.push(for_loop(i, sp(Special::LaneId), u(tiles), u(wave), body));
             out.push(Stmt::WaveReduce {
                 dst: total,
                 op: ReduceKind::Sum,
@@ -567,10 +586,10 @@ impl Lowering<'_> {
             return Ok(());
         }
         out.push(comment(format!(
-            "every workgroup adds all {grid} partials in the same order, so all get the same 1/rms (and all ranks: same data)"
+            "every workgroup adds all {tiles} tiles' partials in the same order, so all get the same 1/rms (and all ranks: same data)"
         )));
         self.workgroup_row_sums(
-            grid,
+            tiles,
             None,
             &mut |this, i, bi, acc, body| {
                 let p = this.k.reg(Ty::F32, "p");

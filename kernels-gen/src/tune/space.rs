@@ -13,8 +13,8 @@
 //!
 //! Only schedules that satisfy the field relations documented on [`Schedule`] are produced; the
 //! lowering is still the judge (`super::candidates` keeps what [`wavefuse_codegen::lower::lower`]
-//! accepts). `k_split` (split-K) is searched over [`K_SPLITS`] on the tensor-core tiles of GEMV
-//! kernels without an allreduce or norm stage (it must divide the K units); elsewhere it stays the
+//! accepts). `k_split` (split-K) is searched over [`K_SPLITS`] on the tensor-core tiles of the
+//! INT4 GEMV kernels, the fused one included (it must divide the K units); elsewhere it stays the
 //! default's. Tiles whose
 //! grid would leave more than half of the target's compute units idle are pruned (a decode GEMV
 //! is memory bound: idle SMs are lost bandwidth), unless the default itself does.
@@ -42,7 +42,7 @@ pub const MAX_COLUMNS: u32 = 512;
 pub const MMA_K_UNITS: [u32; 3] = [4, 8, 16];
 /// Tensor-core INT4: pipeline depths tried.
 pub const PIPELINE_DEPTHS: [u32; 2] = [1, 2];
-/// Tensor-core INT4 without an allreduce or norm stage: workgroups per column tile tried.
+/// Tensor-core INT4: workgroups per column tile tried (split-K).
 pub const K_SPLITS: [u32; 4] = [1, 2, 4, 8];
 
 /// What kind of kernel a schedule is searched for.
@@ -150,16 +150,8 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
             });
         }
     }
-    let norm = kernel
-        .ops()
-        .any(|(_, o)| matches!(o.kind, OpKind::RmsNorm(_)));
-    if let Family::Int4 {
-        k,
-        allreduce: false,
-        ..
-    } = family
-    {
-        for t in mma.iter().filter(|_| !norm) {
+    if let Family::Int4 { k, .. } = family {
+        for t in &mma {
             let units = k / 8 / t.k_unit_words as usize;
             for k_split in K_SPLITS.into_iter().filter(|p| units % *p as usize == 0) {
                 out.push(Schedule {
