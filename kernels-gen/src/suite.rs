@@ -412,37 +412,48 @@ pub const RESIDENT_PER_CU: u32 = 4;
 /// device at [`resident_per_cu`] workgroups per CU/SM, first halve the K split (fewer
 /// workgroups per tile), then halve tensor-core workgroups above 256 lanes (half the K warps),
 /// then widen the INT4 column tiles (twice the columns, twice the words per lane: the same
-/// lanes) until they do. All ranks on one device
+/// lanes) until they do, or until the next step no longer lowers. All ranks on one device
 /// is how the suite runs TP > 1; the runtime still checks the real capacity before launch
 /// (DESIGN.md §5.9), so this only avoids refusals, never hides a deadlock.
 /// Returns the lowering and the schedule it used.
 pub fn lower_coresident(
     ir: &Kernel,
     arch: Arch,
-    mut s: Schedule,
+    s: Schedule,
     ranks_per_device: u32,
 ) -> Result<(LoweredKernel, Schedule), LowerError> {
+    let mut k = lower(ir, arch, &s)?;
+    let mut s = s;
     loop {
-        let k = lower(ir, arch, &s)?;
         if fits_coresident(&k, arch, ranks_per_device) || s.threads_per_column == 1 {
             return Ok((k, s));
         }
+        let mut next = s.clone();
         if s.k_split > 1 {
-            // Fewer K parts per tile: the grid shrinks, each workgroup keeps its warps.
-            s.k_split /= 2;
+            // Fewer K parts per tile: the grid shrinks, each workgroup keeps its warps (and
+            // stages the activations in LDS only while a part's still fit).
+            next = next.with_k_split(ir, s.k_split / 2);
         } else if s.int4_dot == Int4Dot::Mma && s.workgroup_size > 256 {
             // First back to 256-lane workgroups: the same tile, half the K warps.
-            s.workgroup_size /= 2;
-            s.threads_per_column /= 2;
+            next.workgroup_size /= 2;
+            next.threads_per_column /= 2;
         } else if s.int4_dot == Int4Dot::Mma {
             // The tensor-core tiling keeps 16-byte loads: twice the column warps, half the K ones.
-            s.columns_per_workgroup *= 2;
-            s.threads_per_column /= 2;
+            next.columns_per_workgroup *= 2;
+            next.threads_per_column /= 2;
         } else if s.words_per_iteration < 8 {
-            s.columns_per_workgroup *= 2;
-            s.words_per_iteration *= 2;
+            next.columns_per_workgroup *= 2;
+            next.words_per_iteration *= 2;
         } else {
             return Ok((k, s));
+        }
+        // A wider tile that no longer lowers (its LDS outgrew the workgroup: gfx906, TP 8,
+        // batch 8) stops the search: the last one that lowered goes on, and the runtime refuses
+        // it at launch if it is not co-resident (§5.9).
+        match lower(ir, arch, &next) {
+            Ok(wider) => (k, s) = (wider, next),
+            Err(LowerError::Schedule(_)) => return Ok((k, s)),
+            Err(e) => return Err(e),
         }
     }
 }
@@ -1730,6 +1741,25 @@ mod tests {
         let (k, two) = lower_coresident(&ir, Arch::Sm90, wide, 2).expect("lowers");
         assert_eq!((two.workgroup_size, two.threads_per_column), (256, 8));
         assert!(fits_coresident(&k, Arch::Sm90, 2));
+    }
+
+    /// Every case of the full suite is generated for both targets with all its ranks on one
+    /// device, as `wavefuse gpu-suite` does (the H200 run of 07e9adc3cb11 found batch 8 at TP 2
+    /// and 4 with the split lowered to fit but the activations still staged for 4 parts: 75 KB
+    /// of LDS, refused by the CUDA writer).
+    #[test]
+    fn every_suite_case_generates_with_its_ranks_on_one_device() {
+        for arch in Arch::ALL {
+            for c in cases(false, &KernelId::ALL, &[1, 2, 4, 8]) {
+                match generate(&c, arch) {
+                    Ok(_) | Err(PrepError::NotApplicable(_)) => {}
+                    Err(e) => panic!(
+                        "{}@{arch} tp {} {:?} batch {}: {e}",
+                        c.id, c.tp, c.shape, c.batch
+                    ),
+                }
+            }
+        }
     }
 
     #[test]

@@ -256,6 +256,15 @@ impl Schedule {
         Schedule { protocol, ..self }
     }
 
+    /// The same schedule with `k_split` K parts per tile for `kernel`, its LDS staging of the
+    /// activations re-derived by the defaults' rule (a part's activations, at most 40 KiB), so
+    /// fewer parts do not stage more than a workgroup should hold.
+    pub fn with_k_split(self, kernel: &Kernel, k_split: u32) -> Self {
+        let s = Schedule { k_split, ..self };
+        let x_in_lds = s.x_in_lds && staged_fits(kernel, &s);
+        Schedule { x_in_lds, ..s }
+    }
+
     /// Check the parts of the schedule that do not depend on the kernel's ops.
     pub(super) fn check(&self, arch: Arch) -> Result<(), LowerError> {
         let bad = |what: String| Err(LowerError::Schedule(what));
@@ -318,10 +327,15 @@ fn mma_split(kernel: &Kernel, mut s: Schedule) -> Schedule {
     // The one-shift decode everywhere: in 128-lane workgroups nvcc 13 keeps even the fused
     // kernel without spills (56 registers; in 256-lane ones it had spilled at 48).
     s.mma_decode = MmaDecode::Fma;
+    s.x_in_lds = staged_fits(kernel, &s);
+    s
+}
+
+/// Whether the FP16 activations of one K part (`batch · K / k_split`) take at most 40 KiB of LDS.
+fn staged_fits(kernel: &Kernel, s: &Schedule) -> bool {
     let staged =
         batch_of(kernel) * gptq_k(kernel).unwrap_or(usize::MAX / 4) * 2 / s.k_split as usize;
-    s.x_in_lds = staged <= 40 * 1024;
-    s
+    staged <= 40 * 1024
 }
 
 /// K of the kernel's GPTQ GEMV.
