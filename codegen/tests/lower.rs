@@ -660,3 +660,59 @@ fn schedule_defaults_per_target() {
     );
     assert_eq!(lk.coresidency.as_ref().map(|c| c.workgroups), Some(160));
 }
+
+/// The dot2 path ([`Int4Dot::Dot2`], gfx906 `v_dot2_f32_f16`) against the f64 reference on the
+/// interpreter (its own model of the pair decode and of dot2: two exact FP16 products and the
+/// accumulator, one f32 rounding): every GPTQ kernel, the three zero-point conventions, per-
+/// channel and grouped scales, 1 and 4 words per lane, 1 and 2 accumulator chains, batch 1 and
+/// 3, a tail tile (N = 200), and split-K; sm_90 (no dot2 instruction) refuses it.
+#[test]
+fn dot2_matches_reference_on_interpreter() {
+    use wavefuse_codegen::lower::{Int4Dot, LowerError};
+    for zero in [ZeroPoint::V1, ZeroPoint::V2, ZeroPoint::Symmetric] {
+        for group in [GroupSize::Rows(128), GroupSize::PerChannel] {
+            let gptq = GptqLayout::new(group, zero);
+            // A tail tile: N = 200 (ffn for the GEMVs, hidden for the fused kernel).
+            for (batch, tail) in [(1, false), (3, true)] {
+                for name in [
+                    "gemv_int4",
+                    "gemv_int4_dual_silu",
+                    "gemv_int4_qkv",
+                    "gemv_int4_allreduce_rmsnorm",
+                ] {
+                    let fused = name == "gemv_int4_allreduce_rmsnorm";
+                    let base = small(1, batch);
+                    let shapes = Shapes {
+                        ffn: if tail && !fused { 200 } else { base.ffn },
+                        hidden: if tail && fused { 200 } else { base.hidden },
+                        gptq,
+                        ..base
+                    };
+                    let k = build(name, &shapes);
+                    let d = Schedule::default_for(Arch::Gfx906, &k);
+                    for (v, accs, parts) in [(1, 1, 1), (4, 2, 1), (1, 2, 2)] {
+                        let s = Schedule {
+                            int4_dot: Int4Dot::Dot2,
+                            words_per_iteration: v,
+                            columns_per_workgroup: d.columns_per_workgroup * v,
+                            accumulators: accs,
+                            k_split: parts,
+                            k_unit_words: 4,
+                            ..d.clone()
+                        };
+                        check_numerics(&k, Arch::Gfx906, &s, 2e-3);
+                    }
+                }
+            }
+        }
+    }
+    let k = build("gemv_int4", &small(1, 1));
+    let s = Schedule {
+        int4_dot: Int4Dot::Dot2,
+        ..Schedule::default_for(Arch::Sm90, &k)
+    };
+    assert!(matches!(
+        lower(&k, Arch::Sm90, &s),
+        Err(LowerError::Schedule(_))
+    ));
+}

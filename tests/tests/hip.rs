@@ -303,3 +303,118 @@ fn instructions(disasm: &str) -> Vec<String> {
         .filter(|l| !l.is_empty())
         .collect()
 }
+
+/// The hot loop of a disassembly (`llvm-objdump -d`): the longest range from a backward branch's
+/// target to the branch. Returns its instruction mnemonics.
+fn hot_loop(disasm: &str) -> Vec<String> {
+    // Each instruction line ends with `// <address>: <encoding>`; branches add `<sym+0xOFF>`.
+    let mut ins: Vec<(u64, String)> = Vec::new();
+    let mut base = None;
+    for l in disasm.lines() {
+        if l.ends_with(">:") {
+            base = u64::from_str_radix(l.split_whitespace().next().unwrap_or(""), 16).ok();
+            continue;
+        }
+        let Some((code, comment)) = l.split_once("//") else {
+            continue;
+        };
+        let Some(addr) = comment
+            .trim()
+            .split(':')
+            .next()
+            .and_then(|a| u64::from_str_radix(a, 16).ok())
+        else {
+            continue;
+        };
+        let code = code.trim();
+        if code.is_empty() {
+            continue;
+        }
+        let target = comment
+            .split('<')
+            .nth(1)
+            .and_then(|t| t.split("+0x").nth(1))
+            .and_then(|o| u64::from_str_radix(o.trim_end_matches('>'), 16).ok())
+            .zip(base)
+            .map(|(off, b)| b + off);
+        let m = code.split_whitespace().next().unwrap_or("").to_owned();
+        ins.push((addr, m.clone()));
+        if let Some(t) = target.filter(|&t| t <= addr && m.starts_with("s_cbranch")) {
+            ins.last_mut().expect("pushed").1 = format!("{m}@{t}");
+        }
+    }
+    let mut best: Vec<String> = Vec::new();
+    for (i, (_, m)) in ins.iter().enumerate() {
+        if let Some(t) = m.split_once('@').and_then(|(_, t)| t.parse::<u64>().ok()) {
+            let start = ins.iter().position(|(a, _)| *a >= t).unwrap_or(i);
+            if i + 1 - start > best.len() {
+                best = ins[start..=i]
+                    .iter()
+                    .map(|(_, m)| m.split('@').next().unwrap_or("").to_owned())
+                    .collect();
+            }
+        }
+    }
+    best
+}
+
+/// The INT4 dot2 path (`int4_dot = dot2`, `v_dot2_f32_f16`) compiles with hipcc for gfx906
+/// without scratch, its hot loop has the dot2 instructions, and it issues far fewer VALU
+/// instructions per weight than the default FMA path (the weights of one loop iteration are
+/// counted in the ISA itself: one `v_fma_mix_f32` per weight on the FMA path, two weights per
+/// `v_dot2_f32_f16`). Prints both, the numbers the README quotes.
+#[test]
+fn dot2_gemv_issues_fewer_valu_instructions_per_weight_gfx906() {
+    use wavefuse_codegen::cpp;
+    use wavefuse_codegen::lower::{Int4Dot, Schedule, lower};
+    use wavefuse_kernels::Shapes;
+    if !tool(Tool::Hipcc) || !tool(Tool::LlvmObjdump) {
+        return;
+    }
+    let k = KernelId::GemvInt4.build(&Shapes::qwen27b(4));
+    let d = Schedule::default_for(ARCH, &k);
+    let dot2 = |v: u32, unit: u32| Schedule {
+        int4_dot: Int4Dot::Dot2,
+        words_per_iteration: v,
+        columns_per_workgroup: d.columns_per_workgroup * v,
+        k_unit_words: unit,
+        ..d.clone()
+    };
+    let dir = toolchain::scratch_dir("hip-dot2").expect("temp dir");
+    let mut per_weight = Vec::new();
+    for (what, s) in [
+        ("default (fma)", d.clone()),
+        ("dot2, 1 word/lane, unit 4", dot2(1, 4)),
+        ("dot2, 2 words/lane, unit 2", dot2(2, 2)),
+    ] {
+        let lowered = lower(&k, ARCH, &s).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let src = cpp::emit(&lowered).expect("writes");
+        let sub = dir.join(what.replace([' ', ',', '/', '(', ')'], "_"));
+        let c = toolchain::compile(&src, lowered.workgroup_size, &sub).expect("hipcc");
+        assert_eq!(c.resources.scratch_bytes, 0, "{what}: scratch");
+        let text = toolchain::disassemble(&c.object, ARCH).expect("objdump");
+        let lp = hot_loop(&text);
+        let n = |op: &str| lp.iter().filter(|m| m.starts_with(op)).count();
+        // (the dot2 path's per-unit scaling folds the FP16 scale into one v_fma_mix_f32 per
+        // column word: not a weight)
+        let weights = match n("v_dot2_f32_f16") {
+            0 => n("v_fma_mix_f32"),
+            d => 2 * d,
+        };
+        let valu = n("v_");
+        assert!(weights > 0, "{what}: no dot products in the hot loop");
+        let r = valu as f64 / weights as f64;
+        println!(
+            "{what}: hot loop {} instructions, {valu} VALU, {weights} weights per lane: {r:.2} VALU per weight; {} VGPRs, occupancy {}",
+            lp.len(),
+            c.resources.vgprs,
+            c.resources.occupancy
+        );
+        per_weight.push(r);
+    }
+    assert!(
+        per_weight[1] < 0.7 * per_weight[0] && per_weight[2] < 0.7 * per_weight[0],
+        "dot2 does not cut the VALU instructions per weight: {per_weight:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -177,6 +177,13 @@ pub trait Fp16 {
         None
     }
 
+    /// The helper for [`Expr::Dot2F16`](crate::lowered::Expr::Dot2F16) (name, definition), or
+    /// `None` where the target has no FP16 pair dot product into f32 with one rounding (sm_90:
+    /// the lowering only uses it where [`Arch::has_dot2_f32_f16`](crate::Arch::has_dot2_f32_f16)).
+    fn dot2_f16_helper(&self) -> Option<(&'static str, &'static str)> {
+        None
+    }
+
     /// One statement `acc += A·B` for the FP16 m16n8k16 MMA with f32 accumulation over the
     /// named fragment registers, or `None` where the target has no such instruction.
     fn mma_f16(&self, acc: &[String], a: &[String], b: &[String]) -> Option<String> {

@@ -97,6 +97,22 @@ impl<D: Dialect> Writer<'_, D> {
                     self.expr(c)?
                 ))
             }
+            Expr::Dot2F16(a, b, c) => {
+                let (name, def) = self
+                    .d
+                    .dot2_f16_helper()
+                    .ok_or_else(|| Error::Unsupported(format!("{}: dot2_f16", self.k.arch)))?;
+                self.helpers
+                    .borrow_mut()
+                    .entry(name.to_owned())
+                    .or_insert_with(|| def.to_owned());
+                Cx::primary(format!(
+                    "{name}({}, {}, {})",
+                    self.expr(a)?,
+                    self.expr(b)?,
+                    self.expr(c)?
+                ))
+            }
             Expr::Select(c, a, b) => {
                 let [c, a, b] = [c, a, b].map(|x| self.ex(x));
                 Cx::new(

@@ -152,6 +152,16 @@ impl Fp16 for HipDialect {
         format!("__builtin_bit_cast(unsigned short, {e})")
     }
 
+    fn dot2_f16_helper(&self) -> Option<(&'static str, &'static str)> {
+        // v_dot2_f32_f16 (gfx906's dot2 instructions): a.lo·b.lo + a.hi·b.hi + c, no clamp.
+        Some((
+            "wf_dot2_f16",
+            "static __device__ __forceinline__ float wf_dot2_f16(unsigned a, unsigned b, float c) {\n    \
+             typedef _Float16 wf_half2 __attribute__((ext_vector_type(2)));\n    \
+             return __builtin_amdgcn_fdot2(__builtin_bit_cast(wf_half2, a), __builtin_bit_cast(wf_half2, b), c, false);\n}",
+        ))
+    }
+
     fn sub_half2_helper(&self) -> (&'static str, &'static str) {
         // A two-lane _Float16 vector subtraction: v_pk_add_f16 with a negated operand on gfx906.
         (

@@ -952,6 +952,42 @@ impl<'c, 'k> Emitter<'c, 'k> {
                     .map_err(be)?;
                 V { v, ty: Ty::U32 }
             }
+            Expr::Dot2F16(a, b, c) => {
+                // `llvm.amdgcn.fdot2` (v_dot2_f32_f16, clamp off); NVPTX has no such instruction.
+                if self.lib.flavor() == Flavor::Nvptx {
+                    return Err(Error::Unsupported("FP16 dot2 into f32 on NVPTX".into()));
+                }
+                let h2 = self.cx.f16_type().vec_type(2);
+                let f32t = self.cx.f32_type();
+                let mut args: Vec<BasicMetadataValueEnum> = Vec::with_capacity(4);
+                for e in [a, b] {
+                    let w = self.int(e, Ty::U32)?;
+                    args.push(self.b.build_bit_cast(w, h2, "").map_err(be)?.into());
+                }
+                let acc = self.expr(c)?;
+                if acc.ty != Ty::F32 {
+                    return Err(malformed("dot2 accumulator is not f32"));
+                }
+                args.push(acc.v.into());
+                args.push(self.cx.bool_type().const_int(0, false).into());
+                let f = match self.m.get_function("llvm.amdgcn.fdot2") {
+                    Some(f) => f,
+                    None => {
+                        let bool_t = self.cx.bool_type();
+                        let fty = f32t
+                            .fn_type(&[h2.into(), h2.into(), f32t.into(), bool_t.into()], false);
+                        self.m.add_function("llvm.amdgcn.fdot2", fty, None)
+                    }
+                };
+                let v = self
+                    .b
+                    .build_call(f, &args, "")
+                    .map_err(be)?
+                    .try_as_basic_value()
+                    .basic()
+                    .ok_or_else(|| Error::Llvm("llvm.amdgcn.fdot2 returns no value".into()))?;
+                V { v, ty: Ty::F32 }
+            }
             Expr::Select(c, a, b) => {
                 let c = self.int(c, Ty::Bool)?;
                 let (a, b) = (self.expr(a)?, self.expr(b)?);

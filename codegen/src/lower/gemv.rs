@@ -69,6 +69,8 @@ struct Gptq {
     unit: usize,
     decode: NibbleDecode,
     scaling: Int4Scaling,
+    /// [`Int4Dot::Dot2`]: FP16 pair dot products (per-unit scaling, zero points as FP16 pairs).
+    dot2: bool,
     v: usize,
     lanes_per_row: usize,
     slices: usize,
@@ -153,6 +155,13 @@ impl Lowering<'_> {
                 self.s.threads_per_column
             ));
         }
+        let dot2 = self.s.int4_dot == Int4Dot::Dot2;
+        if dot2 && !self.arch.has_dot2_f32_f16() {
+            return sched(format!(
+                "int4_dot = dot2: {} has no FP16 pair dot product into f32",
+                self.arch
+            ));
+        }
         let unit = self.s.k_unit_words as usize;
         if unit == 0 || (group / 8) % unit != 0 {
             return sched(format!(
@@ -168,7 +177,13 @@ impl Lowering<'_> {
             words_per_group: group / 8,
             unit,
             decode: self.s.nibble_decode,
-            scaling: self.s.int4_scaling,
+            // the dot2 path applies the scale per unit (its pair sums are unscaled)
+            scaling: if dot2 {
+                Int4Scaling::PerUnit
+            } else {
+                self.s.int4_scaling
+            },
+            dot2,
             v,
             lanes_per_row,
             slices: wg / lanes_per_row,
@@ -219,6 +234,9 @@ impl Lowering<'_> {
                 let word_body = self.gptq_word(&t, unit_reg, kw, n0, &sf, &zs, &acc);
                 unit_body.push(for_loop(kw, u(0), u(t.unit), u(1), word_body));
             }
+            Int4Scaling::PerUnit if t.dot2 => {
+                self.gptq_unit_dot2(&t, unit_reg, n0, &sf, &zs, &acc, &mut unit_body)
+            }
             Int4Scaling::PerUnit => {
                 self.gptq_unit_factored(&t, unit_reg, n0, &sf, &zs, &acc, &mut unit_body)
             }
@@ -226,6 +244,10 @@ impl Lowering<'_> {
         let (begin, end) = self.split_units(t.groups * upg)?;
         let units_loop = for_loop(unit_reg, add(begin, r(slice)), end, u(t.slices), unit_body);
         out.push(comment(match (t.scaling, t.decode) {
+            _ if t.dot2 => {
+                "dot2: pair h of a packed word = ((word >> 4h) & 0x000F000F) | 0x64006400 (1024 + q of nibbles h, h + 4) minus 1024 + z: q - z exact in FP16; \
+                 a = dot2(pair, (x_h, x_h+4), a) with f32 accumulation over the unit, then acc = fma(s, a, acc)"
+            }
             (Int4Scaling::PerWeight, NibbleDecode::Convert) => {
                 "dequantise: w = fma(f32(bfe(word, 4i, 4)), s, -z*s), which is (q - z)*s exactly in f32; acc = fma(w, f32(x), acc)"
             }
@@ -308,6 +330,14 @@ impl Lowering<'_> {
                     }
                 };
                 let zr = match t.scaling {
+                    Int4Scaling::PerUnit if t.dot2 => {
+                        // 1024 + z in both FP16 halves: 0x6400 + z is its pattern (ulp 1 in
+                        // [1024, 2048)); z is the small integer the f32 `z` above holds.
+                        let zp = self.k.reg(Ty::U32, "zero_pair");
+                        let zi = cast(Ty::U32, z);
+                        out.push(assign(zp, mul(add(zi, u(0x6400)), u(0x1_0001))));
+                        zp
+                    }
                     Int4Scaling::PerWeight => {
                         let nz = self.k.reg(Ty::F32, "neg_zs");
                         out.push(assign(nz, un(UnOp::Neg, Expr::mul(z, r(s32)))));
@@ -489,6 +519,115 @@ impl Lowering<'_> {
                     // The fold goes to the first chain of the kernel-wide accumulators.
                     let dst = acc[base];
                     out.push(assign(dst, fma(r(sf[mi * t.v + j]), folded, r(dst))));
+                }
+            }
+        }
+    }
+
+    /// A whole unit with FP16 pair dot products ([`Int4Dot::Dot2`], gfx906 `v_dot2_f32_f16`):
+    /// first every packed word of the unit (as [`Self::gptq_unit_factored`]); then per K row word
+    /// and column word the four pairs `((word >> 4h) & 0x000F000F) | 0x64006400` (`1024 + q` of
+    /// nibbles `h` and `h + 4`, FP16) minus `zp` = `1024 + z` in both halves, exactly `q − z`;
+    /// the activations of rows `h` and `h + 4` packed the same way (shared by the lane's column
+    /// words); `a = dot2(pair, xpair, a)`, the products exact, f32 accumulation over the unit; at
+    /// the end `acc = fma(s, a, acc)`. About 15 instructions per packed word and batch row
+    /// (3 shifts, 4 AND-ORs, 4 pair subtractions, 4 dot2) instead of ~40.
+    #[allow(clippy::too_many_arguments)]
+    fn gptq_unit_dot2(
+        &mut self,
+        t: &Gptq,
+        unit_reg: Reg,
+        n0: Reg,
+        sf: &[Reg],
+        zp: &[Reg],
+        acc: &[Reg],
+        out: &mut Vec<Stmt>,
+    ) {
+        let row0 = self.k.reg(Ty::U32, "krow0");
+        out.push(assign(row0, mul(r(unit_reg), u(t.unit))));
+        let row = |kw: usize| {
+            if kw == 0 {
+                r(row0)
+            } else {
+                add(r(row0), u(kw))
+            }
+        };
+        // words[mi][kw][j]
+        let mut words = vec![];
+        for &w in &t.weights {
+            let BufParams::Gptq { qweight, .. } = self.bufs[&w] else {
+                unreachable!("a GPTQ weight")
+            };
+            let mut per_w = vec![];
+            for kw in 0..t.unit {
+                let ws: Vec<Reg> = (0..t.v).map(|_| self.k.reg(Ty::U32, "qword")).collect();
+                out.push(load(
+                    ws.clone(),
+                    at(Base::Param(qweight), add(mul(row(kw), u(t.n)), r(n0))),
+                ));
+                per_w.push(ws);
+            }
+            words.push(per_w);
+        }
+        let ua = self.zeros(t.weights.len() * t.batch * t.v * t.accs, "unit_acc", out);
+        for kw in 0..t.unit {
+            let mut pairs = vec![]; // [mi][j][h]
+            for (mi, per_w) in words.iter().enumerate() {
+                for (j, &word) in per_w[kw].iter().enumerate() {
+                    for h in 0..4u32 {
+                        let shifted = if h == 0 {
+                            r(word)
+                        } else {
+                            bin(BinOp::Shr, r(word), Expr::u32(4 * h))
+                        };
+                        let biased = bin(
+                            BinOp::Or,
+                            bin(BinOp::And, shifted, Expr::u32(0x000F_000F)),
+                            Expr::u32(0x6400_6400),
+                        );
+                        let pr = self.k.reg(Ty::U32, "qpair");
+                        out.push(assign(
+                            pr,
+                            Expr::SubHalf2(Box::new(biased), Box::new(r(zp[mi * t.v + j]))),
+                        ));
+                        pairs.push(pr);
+                    }
+                }
+            }
+            for bi in 0..t.batch {
+                let xh: Vec<Reg> = (0..8).map(|_| self.k.reg(Ty::F16, "x")).collect();
+                out.push(load(
+                    xh.clone(),
+                    at(Base::Param(t.x), add(u(bi * t.k), mul(row(kw), u(8)))),
+                ));
+                for h in 0..4usize {
+                    let xp = self.k.reg(Ty::U32, "xpair");
+                    out.push(assign(
+                        xp,
+                        Expr::PackHalf2(Box::new(r(xh[h])), Box::new(r(xh[h + 4]))),
+                    ));
+                    let c = (kw * 4 + h) % t.accs;
+                    for mi in 0..t.weights.len() {
+                        for j in 0..t.v {
+                            let a = ua[t.acc(mi, bi, j) + c];
+                            let pr = pairs[(mi * t.v + j) * 4 + h];
+                            out.push(assign(
+                                a,
+                                Expr::Dot2F16(Box::new(r(pr)), Box::new(r(xp)), Box::new(r(a))),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        for mi in 0..t.weights.len() {
+            for bi in 0..t.batch {
+                for j in 0..t.v {
+                    let base = t.acc(mi, bi, j);
+                    let a = Self::sum_accs(&ua[base..base + t.accs]);
+                    // The unit's sum goes to the first chain of the kernel-wide accumulators.
+                    let dst = acc[base];
+                    out.push(assign(dst, fma(r(sf[mi * t.v + j]), a, r(dst))));
                 }
             }
         }

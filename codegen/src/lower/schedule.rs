@@ -51,6 +51,12 @@ pub enum Int4Dot {
     /// batch (≤ 8) is the MMA's N. `workgroup_size = threads_per_column · columns_per_workgroup`
     /// with `threads_per_column` the K-slicing warps; `k_unit_words` a multiple of 4.
     Mma,
+    /// FP16 pair dot products into f32 (gfx906 `v_dot2_f32_f16`, where
+    /// [`Arch::has_dot2_f32_f16`]): the FMA path's tiling and per-unit scaling, with each packed
+    /// word decoded into four exact FP16 `q − z` pairs as on the tensor-core path (one LOP per
+    /// pair after a shift, one packed subtraction) and one dot2 per pair and batch row: about
+    /// 2 instructions per weight instead of 5. `nibble_decode` and `int4_scaling` do not apply.
+    Dot2,
 }
 
 /// Tensor-core INT4: how a packed word becomes the MMA's FP16 `q − z` pairs.

@@ -114,6 +114,10 @@ pub enum Expr {
     /// nearest even: the PTX `fma.rn.f16x2`. The INT4 decode uses it on odd nibbles left in
     /// place: `(1024 + 16q)·(1/16) − (64 + z)` is exactly `q − z`.
     FmaHalf2(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// FP16 pair dot product into f32: `a.lo·b.lo + a.hi·b.hi + c` (`a`, `b` packed pairs, u32;
+    /// `c` f32), the products exact and one rounding to f32 (gfx906 `v_dot2_f32_f16`). The INT4
+    /// decode of the dot2 path feeds it exact `q − z` pairs.
+    Dot2F16(Box<Expr>, Box<Expr>, Box<Expr>),
     /// `cond ? a : b`.
     Select(Box<Expr>, Box<Expr>, Box<Expr>),
     /// Unsigned bitfield extract: `(value >> offset) & ((1 << width) − 1)` on u32.

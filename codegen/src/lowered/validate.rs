@@ -388,6 +388,12 @@ pub fn ty(e: &Expr, k: &LoweredKernel) -> Result<Ty, TypeError> {
             }
             Ok(Ty::U32)
         }
+        Expr::Dot2F16(a, b, c) => {
+            expect(ty(a, k)?, Ty::U32, "packed half pair")?;
+            expect(ty(b, k)?, Ty::U32, "packed half pair")?;
+            expect(ty(c, k)?, Ty::F32, "dot2 accumulator")?;
+            Ok(Ty::F32)
+        }
         Expr::Bitcast(t, a) => {
             let from = ty(a, k)?;
             let word = |t: Ty| matches!(t, Ty::U32 | Ty::I32 | Ty::F32);
@@ -549,7 +555,7 @@ fn expr_uni(e: &Expr, regs: &SecondaryMap<Reg, Uni>) -> Uni {
         Expr::Bin(_, a, b) => expr_uni(a, regs).max(expr_uni(b, regs)),
         Expr::Un(_, a) | Expr::Cast(_, a) | Expr::Bitcast(_, a) => expr_uni(a, regs),
         Expr::PackHalf2(a, b) | Expr::SubHalf2(a, b) => expr_uni(a, regs).max(expr_uni(b, regs)),
-        Expr::FmaHalf2(a, b, c) => expr_uni(a, regs)
+        Expr::FmaHalf2(a, b, c) | Expr::Dot2F16(a, b, c) => expr_uni(a, regs)
             .max(expr_uni(b, regs))
             .max(expr_uni(c, regs)),
         Expr::Select(c, a, b) => expr_uni(c, regs)

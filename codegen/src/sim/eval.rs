@@ -121,6 +121,17 @@ pub(super) fn closure(e: CExpr) -> Fx {
                 h(0) | (h(1) << 16)
             })
         }
+        CExpr::Dot2F16(a, b, c) => {
+            let (a, b, c) = (closure(*a), closure(*b), closure(*c));
+            Box::new(move |cx| {
+                let (x, y) = (unpack_half2(a(cx)), unpack_half2(b(cx)));
+                // FP16 products are exact in f64; the sum and c rounded once to f32.
+                let v = f64::from(x[0]) * f64::from(y[0])
+                    + f64::from(x[1]) * f64::from(y[1])
+                    + f64::from(f(c(cx)));
+                (v as f32).to_bits()
+            })
+        }
     }
 }
 

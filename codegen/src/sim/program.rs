@@ -40,6 +40,7 @@ pub(super) enum CExpr {
     PackHalf2(Box<CExpr>, Box<CExpr>),
     SubHalf2(Box<CExpr>, Box<CExpr>),
     FmaHalf2(Box<CExpr>, Box<CExpr>, Box<CExpr>),
+    Dot2F16(Box<CExpr>, Box<CExpr>, Box<CExpr>),
 }
 
 /// The array an access addresses.
@@ -615,6 +616,21 @@ impl Compiler<'_> {
                 (
                     CExpr::FmaHalf2(Box::new(a), Box::new(b), Box::new(c)),
                     Ty::U32,
+                )
+            }
+            Expr::Dot2F16(a, b, c) => {
+                let ((a, ta), (b, tb), (c, tc)) = (self.expr(a)?, self.expr(b)?, self.expr(c)?);
+                if ta != Ty::U32 || tb != Ty::U32 || tc != Ty::F32 {
+                    return Err(format!(
+                        "dot2_f16({}, {}, {})",
+                        ta.name(),
+                        tb.name(),
+                        tc.name()
+                    ));
+                }
+                (
+                    CExpr::Dot2F16(Box::new(a), Box::new(b), Box::new(c)),
+                    Ty::F32,
                 )
             }
             // Values are held as their 32-bit patterns: a bitcast only changes the type.

@@ -429,6 +429,17 @@ impl<'k> Machine<'k> {
                 }
                 other => panic!("fma_half2 on {other:?}"),
             },
+            Expr::Dot2F16(a, b, c) => match (self.eval(a, t), self.eval(b, t), self.eval(c, t)) {
+                (V::U32(a), V::U32(b), V::F32(c)) => {
+                    let (x, y) = (unpack(a), unpack(b));
+                    // Two FP16 products (exact in f64) and c, one rounding to f32.
+                    let v = f64::from(x[0]) * f64::from(y[0])
+                        + f64::from(x[1]) * f64::from(y[1])
+                        + f64::from(c);
+                    V::F32(v as f32)
+                }
+                other => panic!("dot2_f16 on {other:?}"),
+            },
         }
     }
 
