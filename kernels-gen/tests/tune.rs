@@ -79,7 +79,7 @@ fn the_int4_space_keeps_the_documented_relation_and_respects_the_budget() {
     );
     for s in &all {
         let lanes = match s.int4_dot {
-            Int4Dot::Fma => s.workgroup_size * s.words_per_iteration,
+            Int4Dot::Fma | Int4Dot::Dot2 => s.workgroup_size * s.words_per_iteration,
             Int4Dot::Mma => s.workgroup_size,
         };
         assert_eq!(
@@ -91,6 +91,15 @@ fn the_int4_space_keeps_the_documented_relation_and_respects_the_budget() {
     }
     let seen: std::collections::HashSet<_> = all.iter().collect();
     assert_eq!(seen.len(), all.len(), "no schedule twice");
+    assert!(
+        all.iter().all(|s| s.int4_dot != Int4Dot::Dot2),
+        "sm_90 has no dot2"
+    );
+    let gfx = space::enumerate(Arch::Gfx906, &k, true);
+    assert!(
+        gfx.iter().any(|s| s.int4_dot == Int4Dot::Dot2),
+        "gfx906 searches the dot2 path"
+    );
     let s = candidates::build(&k, Arch::Sm90, &all, 7);
     assert_eq!(s.kept.len(), 7);
     let sources: std::collections::HashSet<_> = s.kept.iter().map(|g| &g.source.text).collect();

@@ -384,7 +384,7 @@ fn dot2_gemv_issues_fewer_valu_instructions_per_weight_gfx906() {
     let mut per_weight = Vec::new();
     for (what, s) in [
         ("default (fma)", d.clone()),
-        ("dot2, 1 word/lane, unit 4", dot2(1, 4)),
+        ("dot2, 1 word/lane, unit 2", dot2(1, 2)),
         ("dot2, 2 words/lane, unit 2", dot2(2, 2)),
     ] {
         let lowered = lower(&k, ARCH, &s).unwrap_or_else(|e| panic!("{what}: {e}"));

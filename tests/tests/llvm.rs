@@ -211,6 +211,33 @@ fn llvm_code_objects_gfx906() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The gfx906 dot2 INT4 path (`int4_dot = dot2`) through LLVM: `llvm.amdgcn.fdot2` becomes
+/// `v_dot2_f32_f16` in the code object's assembly, without spills; the NVPTX back end refuses
+/// the expression (Unsupported, not a crash).
+#[test]
+fn llvm_dot2_gemv_gfx906() {
+    use wavefuse_codegen::lower::{Int4Dot, Schedule, lower};
+    let k = KernelId::GemvInt4.build(&wavefuse_kernels::Shapes::qwen27b(4));
+    let s = Schedule {
+        int4_dot: Int4Dot::Dot2,
+        k_unit_words: 2,
+        ..Schedule::default_for(Arch::Gfx906, &k)
+    };
+    let lowered = lower(&k, Arch::Gfx906, &s).expect("lowers");
+    let c = llvm::compile(&lowered, true).expect("LLVM compiles the dot2 kernel");
+    let asm = c.asm.as_deref().expect("gfx906 assembly");
+    let dots = asm.matches("v_dot2_f32_f16").count();
+    assert!(dots >= 8, "{dots} v_dot2_f32_f16 in the assembly");
+    let r = llvm::parse_amd_asm(asm, lowered.workgroup_size).expect("resources");
+    assert!(!r.spills(), "spills: {r:?}");
+    let mut nv = lowered.clone();
+    nv.arch = Arch::Sm90;
+    assert!(
+        matches!(llvm::compile(&nv, false), Err(llvm::Error::Unsupported(_))),
+        "NVPTX has no dot2"
+    );
+}
+
 /// The LLVM-generated PTX of every kernel at TP 1 and 4 assembles with ptxas 13.0 for sm_90, with
 /// no spills and no stack frame.
 #[test]

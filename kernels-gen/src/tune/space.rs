@@ -170,6 +170,19 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
             });
         }
     }
+    if let (Family::Int4 { group_words, .. }, true) = (family, arch.has_dot2_f32_f16()) {
+        // The dot2 path with short units: the whole unit's words are loaded up front, and
+        // 16-word units cost occupancy on gfx906 (52 VGPRs, 4 waves per SIMD).
+        for t in &tiles {
+            for unit in [2, 4].into_iter().filter(|u| group_words % u == 0) {
+                out.push(Schedule {
+                    int4_dot: Int4Dot::Dot2,
+                    k_unit_words: unit,
+                    ..t.clone()
+                });
+            }
+        }
+    }
     if !quick {
         let mut rest = product(family, &default, &tiles);
         rest.extend(mma_product(family, &mma));
@@ -470,9 +483,9 @@ fn shuffle(v: &mut [Schedule], seed: u64) {
     }
 }
 
-/// A schedule in a few characters: `wg256 c32 t8 w1 a2 ku16 convert per_weight`, or
-/// `wg256 c64 t4 w4 ku16 mma d2` on the tensor cores (and the protocol for kernels with an
-/// allreduce).
+/// A schedule in a few characters: `wg256 c32 t8 w1 a2 ku16 convert per_weight`,
+/// `wg256 c32 t8 w1 a2 ku4 dot2` on gfx906's dot2 path, or `wg256 c64 t4 w4 ku16 mma d2` on the
+/// tensor cores (and the protocol for kernels with an allreduce).
 pub fn summary(s: &Schedule, family: Family) -> String {
     let mut out = format!(
         "wg{} c{} t{} w{} a{}",
@@ -492,6 +505,8 @@ pub fn summary(s: &Schedule, family: Family) -> String {
             s.k_unit_words,
             s.pipeline_depth
         );
+    } else if let (Family::Int4 { .. }, Int4Dot::Dot2) = (family, s.int4_dot) {
+        out.push_str(&format!(" ku{} dot2", s.k_unit_words));
     } else if let Family::Int4 { .. } = family {
         let nd = match s.nibble_decode {
             NibbleDecode::Convert => "convert",

@@ -15,6 +15,15 @@
 //! | activations | `9 B / (8 v)` (a 16-byte load and 8 conversions per K word, shared by the lane's `v` words) |
 //! | cross-slice reduction | `3 t B / K` |
 //!
+//! The dot2 path ([`Int4Dot::Dot2`]): load `1 / (8 v)`, pair decode `15 / 8` (3 shifts, 4 ANDs,
+//! 4 ORs, 4 packed subtractions per word), `B / 2` dot2, activation pairs `B / v`, scale
+//! `2 B / (8 ku)`, zero points and reduction as above.
+//!
+//! The hipcc ISA says the counts are low by about the address arithmetic of the loads (hot loop
+//! of `gemv_int4` at TP 4, `tests/tests/hip.rs::dot2_gemv_issues_fewer_valu_instructions_per_weight_gfx906`:
+//! default 8.0 VALU per weight vs the model's 5.3; dot2 with 2-word loads and 2-word units 3.8
+//! vs 3.0): good enough to rank, not to predict time.
+//!
 //! On gfx906 both halves of the convert decode are full-rate, so the magic decode costs more
 //! there (on sm_90, where I2F is quarter-rate, it is the other way round — which is why sm_90 is
 //! timed, not modelled). Accumulators do not change the count; they hide latency, which a count
@@ -24,7 +33,7 @@
 //! shapes cannot be checked and so cannot win.
 
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::lower::{Int4Scaling, NibbleDecode, Schedule, lower};
+use wavefuse_codegen::lower::{Int4Dot, Int4Scaling, NibbleDecode, Schedule, lower};
 use wavefuse_codegen::sim::{Case, SimOptions, simulate_case};
 use wavefuse_runtime::exec;
 
@@ -44,6 +53,19 @@ pub fn cost(s: &Schedule, family: Family, batch: usize, k: usize) -> Option<f64>
         f64::from(s.threads_per_column),
     );
     let load = 1.0 / (8.0 * v);
+    let scale_zero = 4.0 / (8.0 * ku);
+    let reduction = 3.0 * t * b / k.max(1) as f64;
+    if s.int4_dot == Int4Dot::Dot2 {
+        // Per packed word: 3 shifts, 4 ANDs and 4 ORs (two literals: no single v_and_or_b32
+        // on gfx906), 4 packed subtractions; per pair and batch row one v_dot2; the
+        // activations paired once per K word and batch row (2 per pair), shared by the `v`
+        // words; the scale once per unit.
+        let decode = 15.0 / 8.0;
+        let dot = b / 2.0;
+        let x = b / v;
+        let scaling = 2.0 * b / (8.0 * ku);
+        return Some(load + decode + dot + x + scaling + scale_zero + reduction);
+    }
     let decode = match s.nibble_decode {
         NibbleDecode::Convert => 2.0,
         NibbleDecode::Magic => 3.0,
@@ -52,9 +74,7 @@ pub fn cost(s: &Schedule, family: Family, batch: usize, k: usize) -> Option<f64>
         Int4Scaling::PerWeight => 1.0 + b,
         Int4Scaling::PerUnit => b + b / v + 2.0 * b / (8.0 * ku),
     };
-    let scale_zero = 4.0 / (8.0 * ku);
     let x = 9.0 * b / (8.0 * v);
-    let reduction = 3.0 * t * b / k.max(1) as f64;
     Some(load + decode + scaling + scale_zero + x + reduction)
 }
 
