@@ -247,3 +247,70 @@ fn per_lane_flag_waits_poll_in_parallel_then_one_barrier() {
         "{text}"
     );
 }
+
+/// `GridArrive` (a split-K part that does not finish its tile): the arrival half of a grid
+/// barrier — a workgroup barrier, then lane 0's release add on the counter (§5.1) — and no wait;
+/// it counts towards the launch's barriers like the `GridBarrier` it pairs with, and the result
+/// passes the lowered validator.
+#[test]
+fn grid_arrivals_without_a_wait_are_elected_and_counted() {
+    let mut k = kernel_with_sync();
+    let counter = match &k.body[0] {
+        Stmt::GridBarrier { counter, .. } => counter.clone(),
+        other => panic!("{other:?}"),
+    };
+    let last = k.lds(Ty::U32, 1);
+    let verdict = k.reg(Ty::U32, "last");
+    k.body = vec![
+        Stmt::WorkgroupBarrier,
+        Stmt::Load {
+            dst: vec![verdict],
+            mem: MemRef {
+                base: Base::Lds(last),
+                index: Expr::u32(0),
+            },
+        },
+        Stmt::If {
+            cond: Expr::bin(BinOp::Eq, Expr::Reg(verdict), Expr::u32(1)),
+            then_body: vec![Stmt::GridBarrier {
+                counter: counter.clone(),
+                index: 0,
+            }],
+            else_body: vec![Stmt::GridArrive { counter, index: 0 }],
+        },
+    ];
+    expand_sync(&mut k);
+    assert_eq!(k.barriers_per_launch, 1);
+    let Stmt::If { else_body, .. } = &k.body[2] else {
+        panic!("{:?}", k.body[2])
+    };
+    let mut arrive = Vec::new();
+    flatten(else_body, &mut arrive);
+    assert!(
+        matches!(
+            arrive.iter().find(|s| !matches!(s, Stmt::Comment(_))),
+            Some(Stmt::WorkgroupBarrier)
+        ),
+        "{arrive:?}"
+    );
+    let adds: Vec<_> = arrive
+        .iter()
+        .filter(|s| {
+            matches!(
+                s,
+                Stmt::Atomic {
+                    op: AtomicOp::Add,
+                    ordering: Ordering::Release,
+                    why: Invariant::OneArrivalPerWorkgroup,
+                    ..
+                }
+            )
+        })
+        .collect();
+    assert_eq!(adds.len(), 1, "{arrive:?}");
+    assert!(
+        !arrive.iter().any(|s| matches!(s, Stmt::WaitGe { .. })),
+        "an arrival-only workgroup does not wait: {arrive:?}"
+    );
+    wavefuse_codegen::lowered::validate::validate(&k).expect("valid");
+}

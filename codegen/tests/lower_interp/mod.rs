@@ -670,6 +670,7 @@ impl<'k> Machine<'k> {
                 }
             }
             Stmt::GridBarrier { .. }
+            | Stmt::GridArrive { .. }
             | Stmt::PublishFlag { .. }
             | Stmt::WaitFlag { .. }
             | Stmt::WaitFlagPerLane { .. } => {
