@@ -291,7 +291,6 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 Ok(())
             }
             Stmt::GridBarrier { .. }
-            | Stmt::GridArrive { .. }
             | Stmt::PublishFlag { .. }
             | Stmt::WaitFlag { .. }
             | Stmt::WaitFlagPerLane { .. } => Err(Error::Malformed(
@@ -616,7 +615,6 @@ fn count_block(block: &Block, n: &mut SecondaryMap<Reg, u32>) {
                 acc.iter().chain(a).chain(b).for_each(|r| reg(*r, n));
             }
             Stmt::GridBarrier { counter: m, .. }
-            | Stmt::GridArrive { counter: m, .. }
             | Stmt::PublishFlag { flag: m, .. }
             | Stmt::WaitFlag { flag: m, .. } => count_mem(m, n),
             Stmt::WaitFlagPerLane { flag, cond, .. } => {

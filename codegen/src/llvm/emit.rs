@@ -214,7 +214,6 @@ impl<'c, 'k> Emitter<'c, 'k> {
             Stmt::WaveReduce { dst, op, value } => self.wave_reduce(*dst, *op, value),
             Stmt::MmaF16 { acc, a, b } => self.mma_f16(acc, a, b),
             Stmt::GridBarrier { .. }
-            | Stmt::GridArrive { .. }
             | Stmt::PublishFlag { .. }
             | Stmt::WaitFlag { .. }
             | Stmt::WaitFlagPerLane { .. } => Err(malformed(

@@ -6,7 +6,7 @@ use wavefuse_ir::ops::Compression;
 use wavefuse_ir::{Buffer, BufferType, MemorySpace, Role, ScalarType, WeightFormat, ZeroPoint};
 
 use crate::lowered::{
-    Access, Base, Expr, Lds, LoweredKernel, Param, ParamKind, Purpose, Reg, Special, Stmt, Ty,
+    Access, Base, Expr, Lds, LoweredKernel, Param, ParamKind, Purpose, Reg, Special, Ty,
 };
 use crate::target::Arch;
 
@@ -308,24 +308,13 @@ impl<'a> Lowering<'a> {
             self.finisher_only(last, &what, tail, &mut body);
         }
         if self.plan.norm.is_some() {
-            let counter = self.grid_counter();
-            let mut norm = vec![Stmt::GridBarrier {
-                counter: counter.clone(),
-                index: 0,
-            }];
+            self.grid_barrier(&mut body);
+            let mut norm = Vec::new();
             self.grid_inv_rms(&mut norm)?;
             self.phase_loop(Phase::Norm, &mut norm)?;
             match last {
-                // The other K parts only arrive: every workgroup of the grid is counted, and
-                // only the finishers wait (they alone read what the barrier publishes).
                 Some(last) => {
-                    body.push(comment(
-                        "the other K parts: arrive at the grid barrier without waiting (they read nothing it publishes)",
-                    ));
-                    let arrive = vec![Stmt::GridArrive { counter, index: 0 }];
-                    when(ne(r(last), u(1)), arrive, &mut body);
-                    let what = "the grid barrier, then the tile's normalised values";
-                    self.finisher_only(last, what, norm, &mut body)
+                    self.finisher_only(last, "the tile's normalised values", norm, &mut body)
                 }
                 None => body.extend(norm),
             }

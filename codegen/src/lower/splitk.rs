@@ -35,17 +35,14 @@
 //! exactly one workgroup per rank releases it, after its payload), waits on the peers' flags of
 //! the tile, and writes the tile's norm partials (`norm_partials[tile]`). The verdict `last` is
 //! loaded from LDS at a constant index after a barrier, hence uniform over the workgroup, and the
-//! finisher's block may hold barriers and flag handshakes (§5.8). *Every* workgroup arrives at
-//! the grid barrier, finisher or not: it counts the whole grid, and the finishers' partials are
-//! released by it (§5.1, §5.2); only the finishers wait and then normalise — the other parts
-//! arrive without waiting ([`Stmt::GridArrive`]) and are done (they read nothing the barrier
-//! publishes; measured 3-4 % faster at TP 1 than all 640 workgroups polling,
-//! `bench/results/2026-11-30-fused-experiments/`). Every workgroup arrives on its tile's counter
-//! before anything waits, and each finisher publishes before it waits, so the flag waits cannot
-//! form a cycle; the grid barrier keeps the requirement that all `tiles · P` workgroups be
-//! co-resident, which `expand_sync` records (§5.9). Mutations caught in the simulator
-//! (`kernels-gen/tests/sim_splitk.rs`): a flag published by every part, the other parts'
-//! arrivals dropped, the finishers arriving without waiting.
+//! finisher's block may hold barriers and flag handshakes (§5.8). The grid barrier is passed by
+//! *every* workgroup, finisher or not: it counts the whole grid, and the finishers' partials are
+//! released by it (§5.1, §5.2). After it only the finishers normalise. Every workgroup arrives
+//! on its tile's counter before anything waits, and each finisher publishes before it waits, so
+//! the flag waits cannot form a cycle; the grid barrier needs all `tiles · P` workgroups
+//! co-resident, which `expand_sync` records (§5.9). Mutations caught in the simulator: a flag
+//! published by every part, the grid barrier passed by the finishers only
+//! (`kernels-gen/tests/sim_splitk.rs`).
 
 use wavefuse_ir::{Ordering, Scope, WeightFormat};
 
@@ -230,7 +227,7 @@ impl Lowering<'_> {
 
     /// `stmts` run by the tile's last arriver only. `last` is loaded from LDS at a constant
     /// index after a workgroup barrier, so it is uniform over the workgroup and the stages in
-    /// `stmts` may hold workgroup barriers, flag handshakes and grid barriers (§5.8).
+    /// `stmts` may hold workgroup barriers and flag handshakes (§5.8).
     pub(super) fn finisher_only(
         &mut self,
         last: Reg,

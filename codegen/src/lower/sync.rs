@@ -529,12 +529,15 @@ impl Lowering<'_> {
         Ok(())
     }
 
-    /// The counter of the grid barrier between the tiles' partials and their total. Every
-    /// workgroup of the grid arrives on it once (with split-K the parts that did not finish
-    /// their tile arrive without waiting), so its all-workgroup count is right (§5.1, §5.9).
-    pub(super) fn grid_counter(&mut self) -> crate::lowered::MemRef {
+    /// The grid barrier between the tiles' partials and their total: passed by every workgroup
+    /// of the grid (with split-K also by the parts that did not finish their tile), so its
+    /// all-workgroup count is right (§5.1, §5.9).
+    pub(super) fn grid_barrier(&mut self, out: &mut Vec<Stmt>) {
         let counter = self.global_array("grid_counter", Ty::U32, 1, Purpose::Counter);
-        at(Base::Param(counter), u(0))
+        out.push(Stmt::GridBarrier {
+            counter: at(Base::Param(counter), u(0)),
+            index: 0,
+        });
     }
 
     /// The RMSNorm's second half, after the grid barrier: every workgroup adds all tiles'

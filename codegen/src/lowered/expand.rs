@@ -46,9 +46,7 @@ fn count(block: &Block, barriers: &mut u32, rounds: &mut u32) {
                 count(then_body, barriers, rounds);
                 count(else_body, barriers, rounds);
             }
-            Stmt::GridBarrier { index, .. } | Stmt::GridArrive { index, .. } => {
-                *barriers = (*barriers).max(index + 1)
-            }
+            Stmt::GridBarrier { index, .. } => *barriers = (*barriers).max(index + 1),
             Stmt::PublishFlag { round, .. }
             | Stmt::WaitFlag { round, .. }
             | Stmt::WaitFlagPerLane { round, .. } => *rounds = (*rounds).max(round + 1),
@@ -110,7 +108,6 @@ impl Expander<'_> {
                 });
             }
             Stmt::GridBarrier { counter, index } => self.grid_barrier(counter, index, out),
-            Stmt::GridArrive { counter, index } => self.grid_arrive(counter, index, out),
             Stmt::PublishFlag { flag, round } => self.publish(flag, round, out),
             Stmt::WaitFlag { flag, round } => self.wait_flag(flag, round, out),
             Stmt::WaitFlagPerLane {
@@ -176,29 +173,6 @@ impl Expander<'_> {
             else_body: vec![],
         });
         out.push(Stmt::WorkgroupBarrier);
-    }
-
-    /// [`Stmt::GridArrive`]: the arrival half of [`Self::grid_barrier`] (§5.1: one elected
-    /// release add after a workgroup barrier), no wait.
-    fn grid_arrive(&mut self, counter: MemRef, index: u32, out: &mut Block) {
-        out.push(Stmt::Comment(format!(
-            "grid barrier {index}, arrival only: this workgroup reads nothing the barrier publishes"
-        )));
-        out.push(Stmt::WorkgroupBarrier);
-        let arrive = Stmt::Atomic {
-            dst: None,
-            op: AtomicOp::Add,
-            mem: counter,
-            value: Some(Expr::u32(1)),
-            ordering: Ordering::Release,
-            scope: Scope::Agent,
-            why: Invariant::OneArrivalPerWorkgroup,
-        };
-        out.push(Stmt::If {
-            cond: lane0(),
-            then_body: vec![arrive],
-            else_body: vec![],
-        });
     }
 
     fn flag_value(&mut self, round: u32) -> Expr {

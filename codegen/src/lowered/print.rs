@@ -215,9 +215,6 @@ fn stmts(out: &mut String, block: &[Stmt], depth: usize) {
             Stmt::GridBarrier { counter, index } => {
                 format!("grid_barrier #{index} {}", mem(counter))
             }
-            Stmt::GridArrive { counter, index } => {
-                format!("grid_arrive #{index} {}", mem(counter))
-            }
             Stmt::PublishFlag { flag, round } => format!("publish_flag #{round} {}", mem(flag)),
             Stmt::WaitFlag { flag, round } => format!("wait_flag #{round} {}", mem(flag)),
             Stmt::WaitFlagPerLane {

@@ -265,18 +265,6 @@ pub enum Stmt {
         /// Which barrier of the launch (0-based).
         index: u32,
     },
-    /// Arrive at grid barrier `index` without waiting: for a workgroup with nothing after the
-    /// barrier (a split-K part that did not finish its tile). Its writes before the arrival are
-    /// released like a [`Stmt::GridBarrier`]'s; it must not read anything published through the
-    /// barrier. Every workgroup of the grid still arrives exactly once per barrier (through one
-    /// of the two), so the counter's epoch arithmetic holds. Expanded by
-    /// [`expand_sync`](super::expand::expand_sync).
-    GridArrive {
-        /// The counter of the barrier (as the [`Stmt::GridBarrier`] it pairs with).
-        counter: MemRef,
-        /// Which barrier of the launch (0-based).
-        index: u32,
-    },
     /// Release-store this launch's value of flag round `round` into `flag` (system scope), after
     /// the workgroup's writes. Expanded by [`expand_sync`](super::expand::expand_sync).
     PublishFlag {

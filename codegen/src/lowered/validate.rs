@@ -853,7 +853,7 @@ impl Checker<'_> {
                 self.block(else_body, inner_ctx, &else_nest, Step::Else)
             }
             Stmt::WorkgroupBarrier => self.uniform(ctx, "workgroup barrier"),
-            Stmt::GridBarrier { counter, .. } | Stmt::GridArrive { counter, .. } => {
+            Stmt::GridBarrier { counter, .. } => {
                 self.uniform(ctx, "grid barrier")?;
                 self.sync_word(counter, Some(Purpose::Counter))
             }

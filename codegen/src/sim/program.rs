@@ -425,7 +425,6 @@ impl Compiler<'_> {
                 );
             }
             Stmt::GridBarrier { .. }
-            | Stmt::GridArrive { .. }
             | Stmt::PublishFlag { .. }
             | Stmt::WaitFlag { .. }
             | Stmt::WaitFlagPerLane { .. } => {
@@ -784,9 +783,6 @@ pub(super) fn show_stmt(s: &Stmt) -> String {
         }
         Stmt::GridBarrier { counter, index } => {
             format!("grid_barrier #{index} {}", show_mem(counter))
-        }
-        Stmt::GridArrive { counter, index } => {
-            format!("grid_arrive #{index} {}", show_mem(counter))
         }
         Stmt::PublishFlag { flag, round } => format!("publish_flag #{round} {}", show_mem(flag)),
         Stmt::WaitFlag { flag, round } => format!("wait_flag #{round} {}", show_mem(flag)),

@@ -670,7 +670,6 @@ impl<'k> Machine<'k> {
                 }
             }
             Stmt::GridBarrier { .. }
-            | Stmt::GridArrive { .. }
             | Stmt::PublishFlag { .. }
             | Stmt::WaitFlag { .. }
             | Stmt::WaitFlagPerLane { .. } => {
