@@ -197,9 +197,20 @@ impl Schedule {
                     ..base
                 };
                 // Two weights (gate and up) hold twice the packed words per unit: units of 4
-                // keep nvcc at occupancy >= 8 warps per SMSP, the hand-written kernel's (units of
-                // 8 were 12% faster on the H200 but need 70 registers: occupancy 6).
+                // on the FMA path (gfx906 keeps its VGPR budget), and on the tensor cores at
+                // batch > 1.
                 let max_unit = if gemv_count(kernel) > 1 { 4 } else { 16 };
+                // On the tensor cores at batch 1, units of 8: 12 % faster on the H200 than
+                // units of 4 at TP 1 and TP 4, though at 70 registers nvcc holds occupancy 6
+                // instead of the hand-written kernel's 8 (`bench/results/2026-11-30-h200-units/`:
+                // 40.6 -> 35.9 us at TP 1, 43.8 -> 39.0 at TP 4).
+                let mma_unit = |unit: u32| {
+                    if gemv_count(kernel) > 1 && batch == 1 && group_words % 8 == 0 {
+                        8
+                    } else {
+                        unit
+                    }
+                };
                 let unit = [16, 8, 4]
                     .into_iter()
                     .find(|u| *u <= max_unit && group_words % u == 0);
@@ -210,7 +221,7 @@ impl Schedule {
                             words_per_iteration: 4,
                             columns_per_workgroup: 32,
                             threads_per_column: workgroup_size / 32,
-                            k_unit_words: unit,
+                            k_unit_words: mma_unit(unit),
                             stream_weights: true,
                             ..fma
                         };
