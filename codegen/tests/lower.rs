@@ -635,8 +635,11 @@ fn schedule_defaults_per_target() {
             ),
             (wg, 32, slices, v, dot, unit)
         );
+        // Two weights on the tensor cores: units of 8 K-words at batch 1, 4 above (registers).
         let d = Schedule::default_for(arch, &dual);
-        assert_eq!(d.k_unit_words, if arch.has_fp16_mma() { 4 } else { 16 });
+        assert_eq!(d.k_unit_words, if arch.has_fp16_mma() { 8 } else { 16 });
+        let d8 = Schedule::default_for(arch, &build("gemv_int4_dual_silu", &Shapes::qwen27b(4, 8)));
+        assert_eq!(d8.k_unit_words, if arch.has_fp16_mma() { 4 } else { 16 });
         let s = Schedule::default_for(arch, &f16);
         assert_eq!(s.threads_per_column, arch.wave_size());
         // One wave per 128-column INT8 block.

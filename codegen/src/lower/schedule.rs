@@ -196,9 +196,8 @@ impl Schedule {
                     k_unit_words: group_words,
                     ..base
                 };
-                // Two weights (gate and up) hold twice the packed words per unit: units of 4
-                // on the FMA path (gfx906 keeps its VGPR budget), and on the tensor cores at
-                // batch > 1.
+                // Two weights (gate and up) hold twice the packed words per unit: on the tensor
+                // cores units of 4 at batch > 1 (occupancy 8, the hand-written kernel's).
                 let max_unit = if gemv_count(kernel) > 1 { 4 } else { 16 };
                 // On the tensor cores at batch 1, units of 8: 12 % faster on the H200 than
                 // units of 4 at TP 1 and TP 4, though at 70 registers nvcc holds occupancy 6
