@@ -74,44 +74,13 @@ impl<D: Dialect> Writer<'_, D> {
                 )
             }
             Expr::SubHalf2(a, b) => {
-                let (name, def) = self.d.sub_half2_helper();
-                self.helpers
-                    .borrow_mut()
-                    .entry(name.to_owned())
-                    .or_insert_with(|| def.to_owned());
-                Cx::primary(format!("{name}({}, {})", self.expr(a)?, self.expr(b)?))
+                self.helper_call(Some(self.d.sub_half2_helper()), "sub_half2", &[a, b])?
             }
             Expr::FmaHalf2(a, b, c) => {
-                let (name, def) = self
-                    .d
-                    .fma_half2_helper()
-                    .ok_or_else(|| Error::Unsupported(format!("{}: fma_half2", self.k.arch)))?;
-                self.helpers
-                    .borrow_mut()
-                    .entry(name.to_owned())
-                    .or_insert_with(|| def.to_owned());
-                Cx::primary(format!(
-                    "{name}({}, {}, {})",
-                    self.expr(a)?,
-                    self.expr(b)?,
-                    self.expr(c)?
-                ))
+                self.helper_call(self.d.fma_half2_helper(), "fma_half2", &[a, b, c])?
             }
             Expr::Dot2F16(a, b, c) => {
-                let (name, def) = self
-                    .d
-                    .dot2_f16_helper()
-                    .ok_or_else(|| Error::Unsupported(format!("{}: dot2_f16", self.k.arch)))?;
-                self.helpers
-                    .borrow_mut()
-                    .entry(name.to_owned())
-                    .or_insert_with(|| def.to_owned());
-                Cx::primary(format!(
-                    "{name}({}, {}, {})",
-                    self.expr(a)?,
-                    self.expr(b)?,
-                    self.expr(c)?
-                ))
+                self.helper_call(self.d.dot2_f16_helper(), "dot2_f16", &[a, b, c])?
             }
             Expr::Select(c, a, b) => {
                 let [c, a, b] = [c, a, b].map(|x| self.ex(x));
@@ -141,6 +110,27 @@ impl<D: Dialect> Writer<'_, D> {
                 Cx::primary(format!("fmaf({}, {}, {})", a?, b?, c?))
             }
         })
+    }
+
+    /// A call of the dialect's helper `(name, definition)` (written once per source), or
+    /// Unsupported where the dialect has none for `what`.
+    fn helper_call(
+        &self,
+        helper: Option<(&'static str, &'static str)>,
+        what: &str,
+        args: &[&Expr],
+    ) -> Result<Cx, Error> {
+        let (name, def) =
+            helper.ok_or_else(|| Error::Unsupported(format!("{}: {what}", self.k.arch)))?;
+        self.helpers
+            .borrow_mut()
+            .entry(name.to_owned())
+            .or_insert_with(|| def.to_owned());
+        let args = args
+            .iter()
+            .map(|a| self.expr(a))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Cx::primary(format!("{name}({})", args.join(", "))))
     }
 
     fn int(&self, v: i64, t: Ty) -> Result<Cx, Error> {

@@ -432,6 +432,42 @@ impl Lowering<'_> {
         out
     }
 
+    /// The first K row word of the unit (`krow0`) and every packed word of it, loaded up front
+    /// (so `unit × v` loads per weight are in flight at once): `words[mi][kw][j]`.
+    #[allow(clippy::type_complexity)]
+    fn unit_words(
+        &mut self,
+        t: &Gptq,
+        unit_reg: Reg,
+        n0: Reg,
+        out: &mut Vec<Stmt>,
+    ) -> (Reg, Vec<Vec<Vec<Reg>>>) {
+        let row0 = self.k.reg(Ty::U32, "krow0");
+        out.push(assign(row0, mul(r(unit_reg), u(t.unit))));
+        let mut words = vec![];
+        for &w in &t.weights {
+            let BufParams::Gptq { qweight, .. } = self.bufs[&w] else {
+                unreachable!("a GPTQ weight")
+            };
+            let mut per_w = vec![];
+            for kw in 0..t.unit {
+                let row = if kw == 0 {
+                    r(row0)
+                } else {
+                    add(r(row0), u(kw))
+                };
+                let ws: Vec<Reg> = (0..t.v).map(|_| self.k.reg(Ty::U32, "qword")).collect();
+                out.push(load(
+                    ws.clone(),
+                    at(Base::Param(qweight), add(mul(row, u(t.n)), r(n0))),
+                ));
+                per_w.push(ws);
+            }
+            words.push(per_w);
+        }
+        (row0, words)
+    }
+
     /// A whole unit with per-unit scaling, unrolled: first every packed word of the unit (so
     /// `unit × v` loads per weight are in flight at once), then per K row the activations, their
     /// running sum `X`, and one FMA `a = fma(q, x, a)` per nibble; at the end
@@ -447,8 +483,7 @@ impl Lowering<'_> {
         acc: &[Reg],
         out: &mut Vec<Stmt>,
     ) {
-        let row0 = self.k.reg(Ty::U32, "krow0");
-        out.push(assign(row0, mul(r(unit_reg), u(t.unit))));
+        let (row0, words) = self.unit_words(t, unit_reg, n0, out);
         let row = |kw: usize| {
             if kw == 0 {
                 r(row0)
@@ -456,23 +491,6 @@ impl Lowering<'_> {
                 add(r(row0), u(kw))
             }
         };
-        // words[mi][kw][j]
-        let mut words = vec![];
-        for &w in &t.weights {
-            let BufParams::Gptq { qweight, .. } = self.bufs[&w] else {
-                unreachable!("a GPTQ weight")
-            };
-            let mut per_w = vec![];
-            for kw in 0..t.unit {
-                let ws: Vec<Reg> = (0..t.v).map(|_| self.k.reg(Ty::U32, "qword")).collect();
-                out.push(load(
-                    ws.clone(),
-                    at(Base::Param(qweight), add(mul(row(kw), u(t.n)), r(n0))),
-                ));
-                per_w.push(ws);
-            }
-            words.push(per_w);
-        }
         // Unit accumulators a[(mi, bi, j)][chain] and activation sums X[bi][chain].
         let ua = self.zeros(t.weights.len() * t.batch * t.v * t.accs, "unit_acc", out);
         let xs = self.zeros(t.batch * t.accs, "xsum", out);
@@ -543,8 +561,7 @@ impl Lowering<'_> {
         acc: &[Reg],
         out: &mut Vec<Stmt>,
     ) {
-        let row0 = self.k.reg(Ty::U32, "krow0");
-        out.push(assign(row0, mul(r(unit_reg), u(t.unit))));
+        let (row0, words) = self.unit_words(t, unit_reg, n0, out);
         let row = |kw: usize| {
             if kw == 0 {
                 r(row0)
@@ -552,23 +569,6 @@ impl Lowering<'_> {
                 add(r(row0), u(kw))
             }
         };
-        // words[mi][kw][j]
-        let mut words = vec![];
-        for &w in &t.weights {
-            let BufParams::Gptq { qweight, .. } = self.bufs[&w] else {
-                unreachable!("a GPTQ weight")
-            };
-            let mut per_w = vec![];
-            for kw in 0..t.unit {
-                let ws: Vec<Reg> = (0..t.v).map(|_| self.k.reg(Ty::U32, "qword")).collect();
-                out.push(load(
-                    ws.clone(),
-                    at(Base::Param(qweight), add(mul(row(kw), u(t.n)), r(n0))),
-                ));
-                per_w.push(ws);
-            }
-            words.push(per_w);
-        }
         let ua = self.zeros(t.weights.len() * t.batch * t.v * t.accs, "unit_acc", out);
         for kw in 0..t.unit {
             let mut pairs = vec![]; // [mi][j][h]
