@@ -133,8 +133,8 @@ impl BenchCase {
 pub struct Built {
     /// The op-level kernel.
     pub ir: Kernel,
-    /// Lowered with the model schedule (the target's default plus `$WAVEFUSE_SCHEDULE`
-    /// overrides, as `wavefuse emit` and the suite use; one rank per device: no widening).
+    /// Lowered with the model schedule for one rank per device (the target's default, the push
+    /// protocol for the fused kernel, plus `$WAVEFUSE_SCHEDULE` overrides; no widening).
     pub lowered: LoweredKernel,
     /// Its CUDA source.
     pub source: Source,
@@ -145,7 +145,7 @@ pub fn build(case: BenchCase, tp: u32, arch: Arch) -> Result<Vec<Built>, String>
     case.kernels(tp)?
         .into_iter()
         .map(|ir| {
-            let schedule = suite::model_schedule(arch, &ir)?;
+            let schedule = suite::model_schedule_for(arch, &ir, 1)?;
             let lowered =
                 lower(&ir, arch, &schedule).map_err(|e| format!("{}: lowering: {e}", ir.name()))?;
             let source =
