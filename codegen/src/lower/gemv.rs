@@ -50,6 +50,15 @@ struct MmaBuf {
 
 /// `2^23` as f32 bits: its ulp is 1, so OR-ing a 4-bit code into the mantissa adds it exactly.
 const MAGIC_2P23: u32 = 0x4B00_0000;
+
+/// K row word `row0 + kw` of a unit.
+fn krow(row0: Reg, kw: usize) -> Expr {
+    if kw == 0 {
+        r(row0)
+    } else {
+        add(r(row0), u(kw))
+    }
+}
 use super::build::*;
 use super::lowering::{BufParams, Lowering};
 
@@ -451,11 +460,7 @@ impl Lowering<'_> {
             };
             let mut per_w = vec![];
             for kw in 0..t.unit {
-                let row = if kw == 0 {
-                    r(row0)
-                } else {
-                    add(r(row0), u(kw))
-                };
+                let row = krow(row0, kw);
                 let ws: Vec<Reg> = (0..t.v).map(|_| self.k.reg(Ty::U32, "qword")).collect();
                 out.push(load(
                     ws.clone(),
@@ -484,13 +489,7 @@ impl Lowering<'_> {
         out: &mut Vec<Stmt>,
     ) {
         let (row0, words) = self.unit_words(t, unit_reg, n0, out);
-        let row = |kw: usize| {
-            if kw == 0 {
-                r(row0)
-            } else {
-                add(r(row0), u(kw))
-            }
-        };
+        let row = |kw: usize| krow(row0, kw);
         // Unit accumulators a[(mi, bi, j)][chain] and activation sums X[bi][chain].
         let ua = self.zeros(t.weights.len() * t.batch * t.v * t.accs, "unit_acc", out);
         let xs = self.zeros(t.batch * t.accs, "xsum", out);
@@ -548,8 +547,10 @@ impl Lowering<'_> {
     /// nibbles `h` and `h + 4`, FP16) minus `zp` = `1024 + z` in both halves, exactly `q − z`;
     /// the activations of rows `h` and `h + 4` packed the same way (shared by the lane's column
     /// words); `a = dot2(pair, xpair, a)`, the products exact, f32 accumulation over the unit; at
-    /// the end `acc = fma(s, a, acc)`. About 15 instructions per packed word and batch row
-    /// (3 shifts, 4 AND-ORs, 4 pair subtractions, 4 dot2) instead of ~40.
+    /// the end `acc = fma(s, a, acc)`: 3 shifts, 4 AND-ORs, 4 pair subtractions and 4 dot2 per
+    /// packed word and batch row. hipcc's hot loop (gfx906, `gemv_int4`, 2-word units): 5.0 VALU
+    /// instructions per weight against the FMA path's 8.0 (it splits each AND-OR in two and adds
+    /// address arithmetic; `tests/tests/hip.rs`).
     #[allow(clippy::too_many_arguments)]
     fn gptq_unit_dot2(
         &mut self,
@@ -562,13 +563,7 @@ impl Lowering<'_> {
         out: &mut Vec<Stmt>,
     ) {
         let (row0, words) = self.unit_words(t, unit_reg, n0, out);
-        let row = |kw: usize| {
-            if kw == 0 {
-                r(row0)
-            } else {
-                add(r(row0), u(kw))
-            }
-        };
+        let row = |kw: usize| krow(row0, kw);
         let ua = self.zeros(t.weights.len() * t.batch * t.v * t.accs, "unit_acc", out);
         for kw in 0..t.unit {
             let mut pairs = vec![]; // [mi][j][h]
