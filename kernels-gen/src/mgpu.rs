@@ -1,6 +1,6 @@
-//! `wavefuse mgpu-bench`: one rank per GPU, CUDA-graph timing per call of the generated
-//! communicating kernels (DESIGN.md §8, issue 9), to set beside NCCL on the same machine
-//! (`bench/torch/nccl_allreduce.py`):
+//! `wavefuse mgpu-bench`: one rank per GPU (or, with `--same-device`, every rank on GPU 0),
+//! CUDA-graph timing per call of the generated communicating kernels (DESIGN.md §8, issue 9), to
+//! set beside NCCL on the same machine (`bench/torch/nccl_allreduce.py`):
 //!
 //! - `allreduce_residual` at N = 5120 (10 KB of FP16) and N = 16384 (32 KB);
 //! - `allreduce_residual_rmsnorm` at N = 5120 (the wavefuse side of "NCCL allreduce + residual +
@@ -31,7 +31,7 @@ use wavefuse_codegen::lowered::LoweredKernel;
 use wavefuse_runtime::exec::{self, OpKernel, OutputMetrics};
 use wavefuse_runtime::rank::per_device_ordinals;
 use wavefuse_runtime::timing::{GroupGraphs, l2_bytes};
-use wavefuse_runtime::{Cache, CompileRequest, CudaDevice, Device, RankGroup};
+use wavefuse_runtime::{Cache, CompileRequest, CudaDevice, Device, RankGroup, SameDeviceMode};
 
 use crate::shapes::{FFN, HIDDEN};
 use crate::suite::{self, Worst};
@@ -133,21 +133,34 @@ impl BenchCase {
 pub struct Built {
     /// The op-level kernel.
     pub ir: Kernel,
-    /// Lowered with the model schedule for one rank per device (the target's default, the push
-    /// protocol for the fused kernel, plus `$WAVEFUSE_SCHEDULE` overrides; no widening).
+    /// Lowered with the model schedule for its placement (the target's default plus
+    /// `$WAVEFUSE_SCHEDULE` overrides): one rank per device, the push protocol for the fused
+    /// kernel and no widening; all ranks on one device, what the suite runs
+    /// ([`suite::lower_coresident`]: every rank's grid co-resident).
     pub lowered: LoweredKernel,
     /// Its CUDA source.
     pub source: Source,
 }
 
-/// Lowers and emits every kernel of `case` at `tp` for `arch`.
-pub fn build(case: BenchCase, tp: u32, arch: Arch) -> Result<Vec<Built>, String> {
+/// Lowers and emits every kernel of `case` at `tp` for `arch`, for `tp` ranks on one device
+/// (`same_device`) or one rank per device.
+pub fn build(
+    case: BenchCase,
+    tp: u32,
+    arch: Arch,
+    same_device: bool,
+) -> Result<Vec<Built>, String> {
+    let ranks_per_device = if same_device { tp } else { 1 };
     case.kernels(tp)?
         .into_iter()
         .map(|ir| {
-            let schedule = suite::model_schedule_for(arch, &ir, 1)?;
-            let lowered =
-                lower(&ir, arch, &schedule).map_err(|e| format!("{}: lowering: {e}", ir.name()))?;
+            let schedule = suite::model_schedule_for(arch, &ir, ranks_per_device)?;
+            let lowered = if same_device {
+                suite::lower_coresident(&ir, arch, schedule, ranks_per_device).map(|(k, _)| k)
+            } else {
+                lower(&ir, arch, &schedule)
+            }
+            .map_err(|e| format!("{}: lowering: {e}", ir.name()))?;
             let source =
                 cpp::emit(&lowered).map_err(|e| format!("{}: C++ writer: {e}", ir.name()))?;
             Ok(Built {
@@ -196,8 +209,10 @@ impl Row {
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct BenchOptions {
-    /// TP sizes (one GPU per rank).
+    /// TP sizes (one GPU per rank, or all on GPU 0).
     pub tps: Vec<u32>,
+    /// Every rank on GPU 0 (streams of one device) instead of one GPU per rank.
+    pub same_device: bool,
     /// Timed graphs per row (after two untimed ones).
     pub samples: u32,
     /// Calls per graph.
@@ -267,7 +282,7 @@ fn time_row(
     l2: u64,
 ) -> Result<(), String> {
     let arch = group.device(0).info().arch.ok_or("not an sm_90 GPU")?;
-    let built = build(row.case, row.tp, arch)?;
+    let built = build(row.case, row.tp, arch, o.same_device)?;
     let data = case_data(&built, o.seed)?;
     let compiler = suite::compiler_for(arch);
     let artifacts = built
@@ -384,12 +399,17 @@ pub fn run_bench(o: &BenchOptions) -> Result<BenchReport, String> {
     let mut rows = Vec::new();
     let mut refused = Vec::new();
     for &tp in &o.tps {
-        if let Err(e) = per_device_ordinals(tp, visible) {
-            eprintln!("TP {tp}: {e}");
-            refused.push((tp, e.to_string()));
-            continue;
-        }
-        let group = RankGroup::<CudaDevice>::per_device(tp).map_err(str_err)?;
+        let group = if o.same_device {
+            RankGroup::on_one_device(suite::open_cuda()?, tp, SameDeviceMode::Streams)
+                .map_err(str_err)?
+        } else {
+            if let Err(e) = per_device_ordinals(tp, visible) {
+                eprintln!("TP {tp}: {e}");
+                refused.push((tp, e.to_string()));
+                continue;
+            }
+            RankGroup::<CudaDevice>::per_device(tp).map_err(str_err)?
+        };
         for case in BenchCase::ALL {
             let start = Instant::now();
             let row = run_row(&group, case, o, &cache, l2);
@@ -429,9 +449,9 @@ impl BenchReport {
             "commit": h.commit,
             "date": h.date,
             "l2_bytes": h.l2_bytes,
-            "placement": "per-device",
-            "timing": "CUDA graph of `calls` back-to-back calls per GPU, GPUs released together; \
-                       per call = slowest GPU's window / calls",
+            "placement": self.placement(),
+            "timing": "CUDA graph of `calls` back-to-back calls per rank (its own stream), ranks \
+                       released together; per call = slowest rank's window / calls",
             "calls_per_graph": self.options.calls,
             "samples": self.options.samples,
             "seed": self.options.seed,
@@ -440,16 +460,35 @@ impl BenchReport {
         })
     }
 
+    /// Where the ranks ran: `per-device` or `same-device`.
+    pub fn placement(&self) -> &'static str {
+        if self.options.same_device {
+            "same-device"
+        } else {
+            "per-device"
+        }
+    }
+
     /// The Markdown table.
     pub fn markdown(&self) -> String {
         let h = &self.header;
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "## wavefuse mgpu-bench (one rank per GPU, CUDA graphs)\n\n{}, driver {}, CUDA {}; \
-             commit {}, {}; {} calls per graph, {} samples; per call = slowest GPU's window / \
-             calls\n",
-            h.devices, h.driver, h.cuda, h.commit, h.date, self.options.calls, self.options.samples
+            "## wavefuse mgpu-bench ({}, CUDA graphs)\n\n{}, driver {}, CUDA {}; commit {}, {}; \
+             {} calls per graph, {} samples; per call = slowest rank's window / calls\n",
+            if self.options.same_device {
+                "every rank on GPU 0, a stream each"
+            } else {
+                "one rank per GPU"
+            },
+            h.devices,
+            h.driver,
+            h.cuda,
+            h.commit,
+            h.date,
+            self.options.calls,
+            self.options.samples
         );
         let _ = writeln!(
             out,
@@ -508,11 +547,13 @@ fn row_json(r: &Row) -> Json {
 /// Every source `mgpu-bench` compiles, for `--prebuild`.
 pub fn sources(arch: Arch) -> Vec<Result<Built, String>> {
     let mut out = Vec::new();
-    for tp in [2, 4] {
-        for case in BenchCase::ALL {
-            match build(case, tp, arch) {
-                Ok(bs) => out.extend(bs.into_iter().map(Ok)),
-                Err(e) => out.push(Err(format!("TP {tp} {}: {e}", case.name()))),
+    for same_device in [false, true] {
+        for tp in [2, 4] {
+            for case in BenchCase::ALL {
+                match build(case, tp, arch, same_device) {
+                    Ok(bs) => out.extend(bs.into_iter().map(Ok)),
+                    Err(e) => out.push(Err(format!("TP {tp} {}: {e}", case.name()))),
+                }
             }
         }
     }
@@ -523,9 +564,13 @@ pub fn sources(arch: Arch) -> Vec<Result<Built, String>> {
 #[derive(Clone, Debug, Default, clap::Args)]
 pub struct BenchArgs {
     /// TP sizes, one GPU per rank (default: 2 and 4, as far as the visible GPUs allow; an
-    /// explicit TP above the GPU count is refused).
+    /// explicit TP above the GPU count is refused); with `--same-device`, default 2 and 4.
     #[arg(long = "tp", value_delimiter = ',', value_parser = crate::cmd_run::parse_tp)]
     pub tps: Vec<u32>,
+    /// Every rank on GPU 0, a stream each (the placement `wavefuse ab` and the suite use), with
+    /// the schedules lowered for it: the same graph timing, on one GPU.
+    #[arg(long)]
+    pub same_device: bool,
     /// Timed graphs per row (each after two untimed ones).
     #[arg(long, default_value_t = 10)]
     pub samples: u32,
@@ -570,24 +615,28 @@ pub fn bench_cmd(a: &BenchArgs) -> std::process::ExitCode {
             return ExitCode::from(2);
         }
     };
-    let tps = if a.tps.is_empty() {
-        suite::per_device_tps(visible)
-    } else {
-        a.tps.clone()
+    let tps = match (a.tps.is_empty(), a.same_device) {
+        (true, true) => vec![2, 4],
+        (true, false) => suite::per_device_tps(visible),
+        (false, _) => a.tps.clone(),
     };
-    if let Some(e) = tps
-        .iter()
-        .find_map(|&t| per_device_ordinals(t, visible).err())
+    if !a.same_device
+        && let Some(e) = tps
+            .iter()
+            .find_map(|&t| per_device_ordinals(t, visible).err())
     {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
-    if tps.is_empty() {
-        eprintln!("error: mgpu-bench needs at least 2 GPUs; {visible} visible");
+    if visible == 0 || tps.is_empty() {
+        eprintln!(
+            "error: mgpu-bench needs at least 2 GPUs ({visible} visible), or one with --same-device"
+        );
         return ExitCode::from(2);
     }
     let o = BenchOptions {
         tps,
+        same_device: a.same_device,
         samples: a.samples,
         calls: a.calls,
         seed: a.seed.unwrap_or(Workload::DEFAULT_SEED),
@@ -676,7 +725,7 @@ mod tests {
 
     #[test]
     fn the_chain_reference_feeds_the_gemv_partial_to_the_allreduce() {
-        let built = build(BenchCase::Chain, 2, Arch::Sm90).unwrap();
+        let built = build(BenchCase::Chain, 2, Arch::Sm90, false).unwrap();
         let data = case_data(&built, 7).unwrap();
         let a = &built[1].ir;
         let p = a.buffer_by_name("partial").unwrap();
@@ -689,6 +738,27 @@ mod tests {
             assert_eq!(t, &out[&g]);
         }
         assert_eq!(data.reference.len(), 2);
+    }
+
+    #[test]
+    fn same_device_kernels_are_lowered_for_every_rank_on_one_gpu() {
+        // One rank per GPU, the fused kernel keeps its K split (its grid alone fills a GPU); all
+        // four ranks on one GPU must fit co-resident together, as in the suite (§5.9).
+        let fused = |same| build(BenchCase::Fused, 4, Arch::Sm90, same).unwrap();
+        let per_device = &fused(false)[0].lowered;
+        let same_device = &fused(true)[0].lowered;
+        assert!(!suite::fits_coresident(per_device, Arch::Sm90, 4));
+        assert!(suite::fits_coresident(same_device, Arch::Sm90, 4));
+        assert!(same_device.grid < per_device.grid);
+        for case in BenchCase::ALL {
+            for b in build(case, 4, Arch::Sm90, true).unwrap() {
+                assert!(
+                    suite::fits_coresident(&b.lowered, Arch::Sm90, 4),
+                    "{}",
+                    b.lowered.name
+                );
+            }
+        }
     }
 
     #[test]
