@@ -183,6 +183,20 @@ impl Fp16 for CudaDialect {
         ))
     }
 
+    fn and_or_helper(&self) -> Option<(&'static str, &'static str)> {
+        // PTX lop3.b32 with the truth table of (a & b) | c: 0xF0 & 0xCC | 0xAA = 0xEA. The
+        // constants as register operands: ptxas keeps them in registers set once outside the
+        // loop, where `(x & c1) | c2` in C++ became two LOP3s, each with its one immediate
+        // (measured: 320 → 257 SASS instructions per unit of the sm_90 gemv_int4 loop).
+        Some((
+            "wf_and_or",
+            "static __device__ __forceinline__ unsigned wf_and_or(unsigned x, unsigned a, unsigned b) {\n    \
+             unsigned d;\n    \
+             asm(\"lop3.b32 %0, %1, %2, %3, 0xea;\" : \"=r\"(d) : \"r\"(x), \"r\"(a), \"r\"(b));\n    \
+             return d;\n}",
+        ))
+    }
+
     fn mma_f16(&self, acc: &[String], a: &[String], b: &[String]) -> Option<String> {
         // PTX ISA "Matrix Fragments for mma.m16n8k16 with floating point type": the layout
         // Stmt::MmaF16 documents. D = C (in place).

@@ -177,6 +177,14 @@ pub trait Fp16 {
         None
     }
 
+    /// The name and definition of `unsigned name(unsigned x, unsigned a, unsigned b)` =
+    /// `(x & a) | b` in one instruction, or `None` where C++'s two operators are as good. The
+    /// writer uses it for `(x & c1) | c2` with constant `c1`, `c2`, whose two constants the
+    /// compiler would otherwise encode as two instructions (one immediate each).
+    fn and_or_helper(&self) -> Option<(&'static str, &'static str)> {
+        None
+    }
+
     /// The helper for [`Expr::Dot2F16`](crate::lowered::Expr::Dot2F16) (name, definition), or
     /// `None` where the target has no FP16 pair dot product into f32 with one rounding (sm_90:
     /// the lowering only uses it where [`Arch::has_dot2_f32_f16`](crate::Arch::has_dot2_f32_f16)).

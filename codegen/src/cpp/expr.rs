@@ -174,6 +174,15 @@ impl<D: Dialect> Writer<'_, D> {
 
     fn binary(&self, op: BinOp, a: &Expr, b: &Expr) -> Result<Cx, Error> {
         let ty = expr_ty(self.k, a)?;
+        // `(x & c1) | c2` on 32 bits (the INT4 decode's nibble-pair insertion): one instruction
+        // where the dialect has a three-input bitwise op, where C++ would give the compiler two
+        // constants it encodes as two instructions (ptxas: two LOP3s with one immediate each).
+        if let (BinOp::Or, Ty::U32, Expr::Bin(BinOp::And, x, c1), Expr::Int(..)) = (op, ty, a, b)
+            && matches!(**c1, Expr::Int(..))
+            && let Some(helper) = self.d.and_or_helper()
+        {
+            return self.helper_call(Some(helper), "and_or", &[x, c1, b]);
+        }
         let (x, y) = (self.ex(a)?, self.ex(b)?);
         let call = |f: &str, x: Cx, y: Cx| Cx::primary(format!("{f}({}, {})", x.text, y.text));
         let float = ty.is_float();
