@@ -12,7 +12,8 @@
 //   gptq-2      the same, two units' loads in flight before their XOR (8 x 16 B per lane)
 //   contig      the same grid and unit count, but each unit's 2 KB are contiguous (a repacked
 //               layout: lane l reads bytes 16 l + 512 s of the unit)
-//   gen         the generated kernel itself (gen-now/gemv_int4.cu, K = 5120, N = 17408 only)
+//   gen         the generated kernel itself (gen-now/gemv_int4.cu, K = 5120, N = 17408 only),
+//               and hand-edited variants of it (make_variants.py), checked bit for bit against it
 // Build and run on the GPU machine: nvcc -O3 -arch=sm_90 -o /tmp/rp read_pattern.cu && /tmp/rp
 #include <cstdint>
 #include <cstdio>
@@ -20,6 +21,16 @@
 #include <vector>
 
 #include "gen-now/gemv_int4.cu"
+// hand-edited variants of it and of the kernel with units of 8 K-words (make_variants.py)
+#include "gen-now/v_s16_plain.cu"
+#include "gen-now/v_s16_noepi.cu"
+#include "gen-now/v_s16_early.cu"
+#include "gen-now/v_s16_early2.cu"
+#include "gen-now/v_s8_plain.cu"
+#include "gen-now/v_s8_noepi.cu"
+#include "gen-now/v_s8_early.cu"
+#include "gen-now/v_s8_early2.cu"
+#include "gen-now/v_s16_noload.cu"
 
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { \
   fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); exit(1); } } while (0)
@@ -150,10 +161,30 @@ int main() {
       uint16_t* y; CK(cudaMalloc(&y, N * 2));
       float* part; CK(cudaMalloc(&part, (size_t)4 * N * 4));
       uint32_t* cnt; CK(cudaMalloc(&cnt, tiles * 4)); CK(cudaMemset(cnt, 0, tiles * 4));
-      unsigned epoch = 0;
-      const float us = tm.per_launch([&](int i) {
-        gemv_int4<<<tiles * P, 128>>>(qw[i % copies], sc[i % copies], qz[i % copies], x, y, part, cnt, ++epoch); }, iters);
-      printf("| gen (generated gemv_int4, full GEMV) | %.2f | %.0f | %.2f |\n", us, bytes / us / 1e3, us / lin);
+      typedef void (*Gemv)(const unsigned*, const wf_f16*, const unsigned*, const wf_f16*, wf_f16*, float*, unsigned*, unsigned);
+      const Gemv fs[] = {gemv_int4, gemv_int4_s16_noepi, gemv_int4_s16_early, gemv_int4_s16_early2,
+                         gemv_int4_s8_plain, gemv_int4_s8_noepi, gemv_int4_s8_early, gemv_int4_s8_early2,
+                         gemv_int4_s16_noload};
+      const char* fn[] = {"gen (generated gemv_int4, full GEMV)", "gen, no split-K arrival/finisher (y wrong)",
+                          "gen, early first loads", "gen, early + next unit before the MMAs",
+                          "gen units of 8 K-words", "gen8, no split-K arrival/finisher (y wrong)",
+                          "gen8, early first loads", "gen8, early + next unit before the MMAs",
+                          "gen, no weight loads (y wrong)"};
+      const int nv = 9;
+      std::vector<uint16_t> y0(N), yv(N);
+      for (int v = 0; v < nv; v++) {
+        CK(cudaMemset(cnt, 0, tiles * 4));
+        unsigned epoch = 0;
+        const float us = tm.per_launch([&](int i) {
+          fs[v]<<<tiles * P, 128>>>(qw[i % copies], sc[i % copies], qz[i % copies], x, y, part, cnt, ++epoch); }, iters);
+        // the outputs of one more launch on copy 0, against the generated kernel's
+        CK(cudaMemset(y, 0xff, N * 2));
+        fs[v]<<<tiles * P, 128>>>(qw[0], sc[0], qz[0], x, y, part, cnt, ++epoch);
+        CK(cudaMemcpy(v == 0 ? y0.data() : yv.data(), y, N * 2, cudaMemcpyDeviceToHost));
+        const bool noepi = v == 1 || v == 5 || v == 8;
+        const char* same = v == 0 ? "" : (yv == y0 ? " (y bit-identical)" : " (y differs from gen's)");
+        printf("| %s%s | %.2f | %.0f | %.2f |\n", fn[v], noepi ? "" : same, us, bytes / us / 1e3, us / lin);
+      }
     }
     printf("\n");
     for (int c = 0; c < copies; c++) { cudaFree(qw[c]); cudaFree(sc[c]); cudaFree(qz[c]); }
