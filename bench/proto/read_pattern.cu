@@ -15,6 +15,8 @@
 //   gen         the generated kernel itself (gen-now/gemv_int4.cu, K = 5120, N = 17408 only),
 //               and hand-edited variants of it (make_variants.py), checked bit for bit against it
 // Build and run on the GPU machine: nvcc -O3 -arch=sm_90 -o /tmp/rp read_pattern.cu && /tmp/rp
+#include <cuda_fp16.h>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +33,16 @@
 #include "gen-now/v_s8_early.cu"
 #include "gen-now/v_s8_early2.cu"
 #include "gen-now/v_s16_noload.cu"
+// the generator after the lop3 / no-select change (gen-lop3/gemv_int4.cu, renamed), and the
+// offset decode hand-edited onto it (make_offset.py)
+static __device__ __forceinline__ unsigned wf_and_or(unsigned x, unsigned a, unsigned b) {
+    unsigned d;
+    asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(d) : "r"(x), "r"(a), "r"(b));
+    return d;
+}
+#include "gen-now/v_lop3.cu"
+#include "gen-now/v_offset.cu"
+#include "gen-now/v_offset12.cu"
 
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { \
   fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); exit(1); } } while (0)
@@ -157,20 +169,37 @@ int main() {
     r[2] = tm.per_launch([&](int i) { read_gptq<2><<<tiles * P, 128>>>(qw[i % copies], sc[i % copies], qz[i % copies], K, N, P, out); }, iters);
     for (int v = 0; v < 3; v++) printf("| %s | %.2f | %.0f | %.2f |\n", names[v], r[v], bytes / r[v] / 1e3, r[v] / lin);
     if (K == 5120 && N == 17408) {
-      uint16_t* x; CK(cudaMalloc(&x, K * 2)); CK(cudaMemset(x, 0x3c, K * 2));
+      uint16_t* x; CK(cudaMalloc(&x, K * 2));
+      {
+        // copy 0 and x random (the outputs compared below come from copy 0): weights and zeros
+        // uniform nibbles, scales in [0.005, 0.015), x in [-1, 1)
+        uint64_t st = 0x9e3779b97f4a7c15ull;
+        auto rnd = [&]() { st ^= st << 13; st ^= st >> 7; st ^= st << 17; return st; };
+        std::vector<uint32_t> hq(qw_words), hz(qz_words);
+        std::vector<uint16_t> hs(sc_n), hx(K);
+        for (auto& w : hq) w = (uint32_t)rnd();
+        for (auto& w : hz) w = (uint32_t)rnd();
+        for (auto& v : hs) v = __half_as_ushort(__float2half(0.005f + 0.01f * (float)(rnd() % 1000) / 1000.f));
+        for (auto& v : hx) v = __half_as_ushort(__float2half((float)((int)(rnd() % 2001) - 1000) / 1000.f));
+        CK(cudaMemcpy(qw[0], hq.data(), qw_words * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(qz[0], hz.data(), qz_words * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(sc[0], hs.data(), sc_n * 2, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(x, hx.data(), K * 2, cudaMemcpyHostToDevice));
+      }
       uint16_t* y; CK(cudaMalloc(&y, N * 2));
       float* part; CK(cudaMalloc(&part, (size_t)4 * N * 4));
       uint32_t* cnt; CK(cudaMalloc(&cnt, tiles * 4)); CK(cudaMemset(cnt, 0, tiles * 4));
       typedef void (*Gemv)(const unsigned*, const wf_f16*, const unsigned*, const wf_f16*, wf_f16*, float*, unsigned*, unsigned);
       const Gemv fs[] = {gemv_int4, gemv_int4_s16_noepi, gemv_int4_s16_early, gemv_int4_s16_early2,
                          gemv_int4_s8_plain, gemv_int4_s8_noepi, gemv_int4_s8_early, gemv_int4_s8_early2,
-                         gemv_int4_s16_noload};
+                         gemv_int4_s16_noload, gemv_int4_lop3, gemv_int4_offset, gemv_int4_offset12};
       const char* fn[] = {"gen (generated gemv_int4, full GEMV)", "gen, no split-K arrival/finisher (y wrong)",
                           "gen, early first loads", "gen, early + next unit before the MMAs",
                           "gen units of 8 K-words", "gen8, no split-K arrival/finisher (y wrong)",
                           "gen8, early first loads", "gen8, early + next unit before the MMAs",
-                          "gen, no weight loads (y wrong)"};
-      const int nv = 9;
+                          "gen, no weight loads (y wrong)", "gen with lop3 decode, no B selects",
+                          "gen with lop3, offset decode", "gen with lop3, offset decode, launch bounds 12/SM"};
+      const int nv = 12;
       std::vector<uint16_t> y0(N), yv(N);
       for (int v = 0; v < nv; v++) {
         CK(cudaMemset(cnt, 0, tiles * 4));
@@ -182,7 +211,15 @@ int main() {
         fs[v]<<<tiles * P, 128>>>(qw[0], sc[0], qz[0], x, y, part, cnt, ++epoch);
         CK(cudaMemcpy(v == 0 ? y0.data() : yv.data(), y, N * 2, cudaMemcpyDeviceToHost));
         const bool noepi = v == 1 || v == 5 || v == 8;
-        const char* same = v == 0 ? "" : (yv == y0 ? " (y bit-identical)" : " (y differs from gen's)");
+        double dmax = 0, ymax = 0;
+        for (int n = 0; n < N; n++) {
+          auto f = [](uint16_t h) { return (double)__half2float(__ushort_as_half(h)); };
+          dmax = fmax(dmax, fabs(f(yv[n]) - f(y0[n])));
+          ymax = fmax(ymax, fabs(f(y0[n])));
+        }
+        char buf[96];
+        snprintf(buf, sizeof buf, " (y differs from gen's: max |diff| / max |y| %.1e)", dmax / ymax);
+        const char* same = v == 0 ? "" : (yv == y0 ? " (y bit-identical)" : buf);
         printf("| %s%s | %.2f | %.0f | %.2f |\n", fn[v], noepi ? "" : same, us, bytes / us / 1e3, us / lin);
       }
     }

@@ -200,6 +200,70 @@ fn tiny(arch: Arch) -> LoweredKernel {
     k
 }
 
+/// `(x & c1) | c2` with constant masks (the INT4 decode's nibble-pair insertion): one `lop3.b32`
+/// on sm_90 (ptxas encodes C++'s two operators as two LOP3s, one immediate each), C++ on
+/// gfx906; any other shape stays C++.
+#[test]
+fn and_or_of_constants_is_one_instruction() {
+    // PTX: the LUT of lop3 is F(0xF0, 0xCC, 0xAA) for the function F of (a, b, c).
+    let (a, b, c) = (0xF0u8, 0xCCu8, 0xAAu8);
+    let lut = format!("{:#x}", (a & b) | c);
+    for arch in Arch::ALL {
+        let mut k = tiny(arch);
+        let w = k.reg(Ty::U32, "w");
+        let (d, e, f) = (
+            k.reg(Ty::U32, "d"),
+            k.reg(Ty::U32, "e"),
+            k.reg(Ty::U32, "f"),
+        );
+        let and_or = |x: Expr, m: Expr| {
+            Expr::bin(
+                BinOp::Or,
+                Expr::bin(BinOp::And, x, m),
+                Expr::u32(0x6400_6400),
+            )
+        };
+        k.body.extend([
+            Stmt::Assign {
+                dst: d,
+                value: and_or(
+                    Expr::bin(BinOp::Shr, Expr::Reg(w), Expr::u32(8)),
+                    Expr::u32(0x000F_000F),
+                ),
+            },
+            Stmt::Assign {
+                dst: e,
+                value: and_or(Expr::Reg(w), Expr::u32(0x00F0_00F0)),
+            },
+            // A register mask: C++ as before.
+            Stmt::Assign {
+                dst: f,
+                value: and_or(Expr::Reg(w), Expr::Reg(d)),
+            },
+        ]);
+        let text = emit(&k);
+        if arch == Arch::Gfx906 {
+            assert!(!text.contains("wf_and_or"), "{text}");
+            continue;
+        }
+        let asm = format!("asm(\"lop3.b32 %0, %1, %2, %3, {lut};\"");
+        assert!(text.contains(&asm), "{arch}: {text}");
+        assert_eq!(text.matches("unsigned wf_and_or(").count(), 1, "{text}");
+        assert!(
+            text.contains("d_2 = wf_and_or(w_1 >> 8u, 983055u, 1677747200u);"),
+            "{arch}: {text}"
+        );
+        assert!(
+            text.contains("e_3 = wf_and_or(w_1, 15728880u, 1677747200u);"),
+            "{arch}: {text}"
+        );
+        assert!(
+            text.contains("f_4 = (w_1 & d_2) | 1677747200u;"),
+            "{arch}: {text}"
+        );
+    }
+}
+
 #[test]
 fn names_avoid_keywords_and_clashes() {
     let mut k = tiny(Arch::Gfx906);

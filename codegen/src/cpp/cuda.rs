@@ -187,7 +187,8 @@ impl Fp16 for CudaDialect {
         // PTX lop3.b32 with the truth table of (a & b) | c: 0xF0 & 0xCC | 0xAA = 0xEA. The
         // constants as register operands: ptxas keeps them in registers set once outside the
         // loop, where `(x & c1) | c2` in C++ became two LOP3s, each with its one immediate
-        // (measured: 320 → 257 SASS instructions per unit of the sm_90 gemv_int4 loop).
+        // (nvdisasm: 320 → 257 SASS instructions per unit of the sm_90 gemv_int4 loop; H200:
+        // 4 – 8 % faster INT4 kernels at TP 1, bench/results/2026-11-30-h200-decode/).
         Some((
             "wf_and_or",
             "static __device__ __forceinline__ unsigned wf_and_or(unsigned x, unsigned a, unsigned b) {\n    \

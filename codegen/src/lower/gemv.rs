@@ -914,10 +914,12 @@ impl Lowering<'_> {
     }
 
     /// The B fragments of step `st` of `unit` from the staged activations: batch row `quad`'s
-    /// entry at K-word `unit·U + 4·st + t`; quads past the batch read row 0's. B column `n` only
-    /// reaches D column `n` (D = A·B column by column), and D columns past the batch are never
-    /// read, so those lanes need no zeros — no select per fragment register (16 per unit at
-    /// batch 1, measured on sm_90 SASS).
+    /// entry at K-word `unit·U + 4·st + t` (zero for quads past the batch). The zeros are not
+    /// needed for the result (B column n only reaches D column n, and D columns past the batch
+    /// are never read), but without the selects ptxas schedules the loop differently: measured
+    /// on the H200 (bench/results/2026-11-30-h200-decode/), dropping them saved 16 instructions
+    /// per unit and cost the row-parallel GEMV of the unfused chain 1.9 µs (28.2 → 30.2 µs at TP
+    /// 4 on one device); so they stay.
     fn mma_bfrags_lds(
         &mut self,
         t: &MmaTiling,
@@ -934,11 +936,16 @@ impl Lowering<'_> {
         let row = match t.batch {
             1 => u(0),
             8 => r(t.quad),
-            _ => sel(in_batch, r(t.quad), u(0)),
+            _ => sel(in_batch.clone(), r(t.quad), u(0)),
         };
         let idx = mul(add(mul(row, u(xs.words)), word), u(4));
         let bfrag: Vec<Reg> = (0..4).map(|_| self.k.reg(Ty::U32, "bfrag")).collect();
         out.push(load(bfrag.clone(), self.lds_at(xs.lds, idx)));
+        if t.batch < 8 {
+            for &b in &bfrag {
+                out.push(assign(b, sel(in_batch.clone(), r(b), u(0))));
+            }
+        }
         (out, bfrag)
     }
 
