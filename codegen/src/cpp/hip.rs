@@ -152,6 +152,22 @@ impl Fp16 for HipDialect {
         format!("__builtin_bit_cast(unsigned short, {e})")
     }
 
+    fn and_or_helper(&self) -> Option<(&'static str, &'static str)> {
+        // v_and_or_b32 (VOP3): D = (S0 & S1) | S2. gfx9's VOP3 takes no literal operands, so
+        // hipcc writes `(x & c1) | c2` with two 32-bit literals as v_and_b32 + v_or_b32 (VOP2,
+        // one literal each); here c1 goes in an SGPR (one read of the constant bus) and c2 in a
+        // VGPR set once outside the loop. Measured on the dot2 gemv_int4 at TP 4 (hipcc,
+        // llvm-objdump, tests/tests/hip.rs): 5.0 → 4.5 VALU per weight in the hot loop, 29 → 26
+        // VGPRs (bench/results/2026-11-30-gfx906-and-or/).
+        Some((
+            "wf_and_or",
+            "static __device__ __forceinline__ unsigned wf_and_or(unsigned x, unsigned a, unsigned b) {\n    \
+             unsigned d;\n    \
+             asm(\"v_and_or_b32 %0, %1, %2, %3\" : \"=v\"(d) : \"v\"(x), \"s\"(a), \"v\"(b));\n    \
+             return d;\n}",
+        ))
+    }
+
     fn dot2_f16_helper(&self) -> Option<(&'static str, &'static str)> {
         // v_dot2_f32_f16 (gfx906's dot2 instructions): a.lo·b.lo + a.hi·b.hi + c, no clamp.
         Some((

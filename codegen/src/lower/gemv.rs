@@ -548,9 +548,9 @@ impl Lowering<'_> {
     /// the activations of rows `h` and `h + 4` packed the same way (shared by the lane's column
     /// words); `a = dot2(pair, xpair, a)`, the products exact, f32 accumulation over the unit; at
     /// the end `acc = fma(s, a, acc)`: 3 shifts, 4 AND-ORs, 4 pair subtractions and 4 dot2 per
-    /// packed word and batch row. hipcc's hot loop (gfx906, `gemv_int4`, 2-word units): 5.0 VALU
-    /// instructions per weight against the FMA path's 8.0 (it splits each AND-OR in two and adds
-    /// address arithmetic; `tests/tests/hip.rs`).
+    /// packed word and batch row. hipcc's hot loop (gfx906, `gemv_int4`, 2-word units): 4.5 VALU
+    /// instructions per weight against the FMA path's 8.0 (the AND-ORs one `v_and_or_b32` each
+    /// through the HIP writer's helper, plus address arithmetic; `tests/tests/hip.rs`).
     #[allow(clippy::too_many_arguments)]
     fn gptq_unit_dot2(
         &mut self,

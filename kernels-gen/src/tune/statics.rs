@@ -21,8 +21,8 @@
 //!
 //! The hipcc ISA says the counts are low by about the address arithmetic of the loads (hot loop
 //! of `gemv_int4` at TP 4, `tests/tests/hip.rs::dot2_gemv_issues_fewer_valu_instructions_per_weight_gfx906`:
-//! default 8.0 VALU per weight vs the model's 5.3; dot2 with 2-word units 5.0 vs 3.9, with
-//! 2-word loads too 3.8 vs 3.3): good enough to rank, not to predict time.
+//! default 8.0 VALU per weight vs the model's 5.3; dot2 with 2-word units 4.5 vs 3.9, with
+//! 2-word loads too 3.3 vs 3.3, since the decode's AND-ORs are one `v_and_or_b32` each): good enough to rank, not to predict time.
 //!
 //! On gfx906 both halves of the convert decode are full-rate, so the magic decode costs more
 //! there (on sm_90, where I2F is quarter-rate, it is the other way round — which is why sm_90 is
