@@ -608,8 +608,8 @@ fn schedule_defaults_per_target() {
         let s = Schedule::default_for(arch, &int4);
         // gfx906: 8 K slices of one word per lane, FMAs, one workgroup per tile; sm90: 4
         // K-slicing warps of 16-byte loads on the tensor cores, whole-group units (4 K-words
-        // with two weights), 4 workgroups per tile (split-K), activations staged in LDS,
-        // streamed weight loads.
+        // with two weights), 2 workgroups per tile (split-K: K = 5120 is 40 units, 5 per warp),
+        // activations staged in LDS, streamed weight loads.
         let (wg, slices, v, dot, unit) = if arch.has_fp16_mma() {
             (128, 4, 4, wavefuse_codegen::lower::Int4Dot::Mma, 16)
         } else {
@@ -619,7 +619,7 @@ fn schedule_defaults_per_target() {
         assert_eq!(
             (s.k_split, s.x_in_lds, s.stream_weights),
             if sm90 {
-                (4, true, true)
+                (2, true, true)
             } else {
                 (1, false, false)
             }

@@ -317,8 +317,13 @@ impl Schedule {
 
 /// The tensor-core GEMV's split and staging (H200 sweep, `bench/results/2026-11-29-h200-splitk/`:
 /// 1.2-1.3x faster than 8 K warps of one workgroup per tile at every Qwen shape): 4 K warps per
-/// workgroup and 4 workgroups per tile (split-K, the largest of 4 and 2 that divides the K
-/// units). Kernels with an allreduce or norm stage (the fused kernel) split K the same way: only
+/// workgroup and 2 or 4 workgroups per tile (split-K). Without a grid stage the split is the
+/// largest of 4 and 2 that leaves every K warp the same number of units (the warps of a
+/// workgroup wait for the slowest at the cross-slice barrier): K = 5120 in units of 16 words is
+/// 40 units, 2 parts of 5 per warp rather than 4 parts of 3, 3, 2, 2 (H200,
+/// `bench/results/2026-11-30-h200-ksplit/`: `gemv_int4` 20.2 → 18.5 µs and `gemv_int4_qkv` 18.5 →
+/// 16.3 µs at TP 1, equal within 2 % at TP 4); otherwise, and with a grid stage, the largest of 4
+/// and 2 that divides the K units. Kernels with an allreduce or norm stage (the fused kernel) split K the same way: only
 /// each tile's last arriver goes on to the exchange and the norm (`splitk.rs`), and all
 /// `tiles · P` workgroups must be co-resident (128 lanes each: 8 per SM at the budgets' 1024
 /// lanes; where ranks share a device `suite::lower_coresident` lowers P first). The decode is
@@ -329,9 +334,20 @@ fn mma_split(kernel: &Kernel, mut s: Schedule) -> Schedule {
     let grid_stage = kernel
         .ops()
         .any(|(_, op)| matches!(op.kind, OpKind::AllReduce(_) | OpKind::RmsNorm(_)));
-    if let Some(parts) = [4, 2].into_iter().find(|p| units > 0 && units % p == 0) {
+    // The K warps of the workgroup (`threads_per_column` below).
+    const K_WARPS: usize = 4;
+    let balanced = (!grid_stage)
+        .then(|| {
+            [4, 2]
+                .into_iter()
+                .find(|p| units > 0 && units % p == 0 && (units / p) % K_WARPS == 0)
+        })
+        .flatten();
+    if let Some(parts) =
+        balanced.or_else(|| [4, 2].into_iter().find(|p| units > 0 && units % p == 0))
+    {
         s.workgroup_size = 128;
-        s.threads_per_column = 4;
+        s.threads_per_column = K_WARPS as u32;
         s.k_split = parts as u32;
     } else if grid_stage && batch_of(kernel) == 1 {
         // No split: the tile gets 16 K warps instead of 8 (512-lane workgroups, two per SM;
