@@ -317,13 +317,15 @@ impl Schedule {
 
 /// The tensor-core GEMV's split and staging (H200 sweep, `bench/results/2026-11-29-h200-splitk/`:
 /// 1.2-1.3x faster than 8 K warps of one workgroup per tile at every Qwen shape): 4 K warps per
-/// workgroup and 2 or 4 workgroups per tile (split-K). Without a grid stage the split is the
-/// largest of 4 and 2 that leaves every K warp the same number of units (the warps of a
+/// workgroup and 2 or 4 workgroups per tile (split-K). At TP 1 without a grid stage the split is
+/// the largest of 4 and 2 that leaves every K warp the same number of units (the warps of a
 /// workgroup wait for the slowest at the cross-slice barrier): K = 5120 in units of 16 words is
-/// 40 units, 2 parts of 5 per warp rather than 4 parts of 3, 3, 2, 2 (H200,
-/// `bench/results/2026-11-30-h200-ksplit/`: `gemv_int4` 20.2 → 18.5 µs and `gemv_int4_qkv` 18.5 →
-/// 16.3 µs at TP 1, equal within 2 % at TP 4); otherwise, and with a grid stage, the largest of 4
-/// and 2 that divides the K units. Kernels with an allreduce or norm stage (the fused kernel) split K the same way: only
+/// 40 units, 2 parts of 5 per warp rather than 4 parts of 3, 3, 2, 2 (H200, alternating,
+/// `bench/results/2026-11-30-h200-ksplit/`: `gemv_int4` 20.0 → 18.3 µs at batch 1 and 30.0 → 25.3
+/// at batch 8, `gemv_int4_qkv` 18.4 → 16.2 at batch 1 and 23.5 → 24.4 at batch 8). At TP > 1 the
+/// per-rank grids are a quarter of that and the four ranks sharing the H200 were 3–4 % slower
+/// with 2 parts (`gemv_int4` 23.6 → 24.3 µs), so there, and with a grid stage, it is the largest
+/// of 4 and 2 that divides the K units. Kernels with an allreduce or norm stage (the fused kernel) split K the same way: only
 /// each tile's last arriver goes on to the exchange and the norm (`splitk.rs`), and all
 /// `tiles · P` workgroups must be co-resident (128 lanes each: 8 per SM at the budgets' 1024
 /// lanes; where ranks share a device `suite::lower_coresident` lowers P first). The decode is
@@ -336,7 +338,7 @@ fn mma_split(kernel: &Kernel, mut s: Schedule) -> Schedule {
         .any(|(_, op)| matches!(op.kind, OpKind::AllReduce(_) | OpKind::RmsNorm(_)));
     // The K warps of the workgroup (`threads_per_column` below).
     const K_WARPS: usize = 4;
-    let balanced = (!grid_stage)
+    let balanced = (!grid_stage && kernel.tp() == 1)
         .then(|| {
             [4, 2]
                 .into_iter()
