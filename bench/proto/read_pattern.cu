@@ -14,7 +14,7 @@
 //               layout: lane l reads bytes 16 l + 512 s of the unit)
 //   gen         the generated kernel itself (gen-now/gemv_int4.cu, K = 5120, N = 17408 only),
 //               and hand-edited variants of it (make_variants.py), checked bit for bit against it
-// Build and run on the GPU machine: nvcc -O3 -arch=sm_90 -o /tmp/rp read_pattern.cu && /tmp/rp
+// Build and run on the GPU machine: bash bench/proto/run-read-pattern.sh (makes the variants first)
 #include <cuda_fp16.h>
 #include <cmath>
 #include <cstdint>
