@@ -519,7 +519,7 @@ impl Lowering<'_> {
                     for mi in 0..t.weights.len() {
                         for j in 0..t.v {
                             let a = ua[t.acc(mi, bi, j) + c];
-                            let qr = q[(mi * t.v + j) * 8 + i as usize];
+                            let qr = q[(mi * t.v + j) * 8 + i];
                             out.push(assign(a, fma(r(qr), r(xf), r(a))));
                         }
                     }
