@@ -608,8 +608,9 @@ fn schedule_defaults_per_target() {
         let s = Schedule::default_for(arch, &int4);
         // gfx906: 8 K slices of one word per lane, FMAs, one workgroup per tile; sm90: 4
         // K-slicing warps of 16-byte loads on the tensor cores, whole-group units (4 K-words
-        // with two weights), 4 workgroups per tile at TP 4 (split-K; 2 at TP 1, below),
-        // activations staged in LDS, streamed weight loads.
+        // with two weights), split-K with every K warp the same units (K = 5120 is 40 units:
+        // 5 parts of 2 per warp at TP 4, 2 parts of 5 at TP 1, below), activations staged in
+        // LDS, streamed weight loads.
         let (wg, slices, v, dot, unit) = if arch.has_fp16_mma() {
             (128, 4, 4, wavefuse_codegen::lower::Int4Dot::Mma, 16)
         } else {
@@ -619,7 +620,7 @@ fn schedule_defaults_per_target() {
         assert_eq!(
             (s.k_split, s.x_in_lds, s.stream_weights),
             if sm90 {
-                (4, true, true)
+                (5, true, true)
             } else {
                 (1, false, false)
             }
@@ -635,17 +636,20 @@ fn schedule_defaults_per_target() {
             ),
             (wg, 32, slices, v, dot, unit)
         );
-        // TP 1 without a grid stage: the K split that gives every K warp the same units (K =
+        // TP 1 without a grid stage: the fewest parts that give every K warp the same units (K =
         // 5120: 40 units, 2 parts of 5 per warp); with a grid stage (the fused kernel, K = 17408:
-        // 136 units) the largest that divides them.
+        // 136 units) the largest of 4 and 2 that divides them; the dual kernel's 80 units of 8
+        // words already split evenly in 4 parts.
         let tp1 = Schedule::default_for(arch, &build("gemv_int4", &Shapes::qwen27b(1, 1)));
         let fused1 = Schedule::default_for(
             arch,
             &build("gemv_int4_allreduce_rmsnorm", &Shapes::qwen27b(1, 1)),
         );
+        let dual1 =
+            Schedule::default_for(arch, &build("gemv_int4_dual_silu", &Shapes::qwen27b(1, 1)));
         assert_eq!(
-            (tp1.k_split, fused1.k_split),
-            if sm90 { (2, 4) } else { (1, 1) }
+            (tp1.k_split, fused1.k_split, dual1.k_split),
+            if sm90 { (2, 4, 4) } else { (1, 1, 1) }
         );
         // Two weights on the tensor cores: units of 8 K-words at batch 1, 4 above (registers).
         let d = Schedule::default_for(arch, &dual);

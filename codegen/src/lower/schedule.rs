@@ -317,15 +317,17 @@ impl Schedule {
 
 /// The tensor-core GEMV's split and staging (H200 sweep, `bench/results/2026-11-29-h200-splitk/`:
 /// 1.2-1.3x faster than 8 K warps of one workgroup per tile at every Qwen shape): 4 K warps per
-/// workgroup and 2 or 4 workgroups per tile (split-K). At TP 1 without a grid stage the split is
-/// the largest of 4 and 2 that leaves every K warp the same number of units (the warps of a
-/// workgroup wait for the slowest at the cross-slice barrier): K = 5120 in units of 16 words is
-/// 40 units, 2 parts of 5 per warp rather than 4 parts of 3, 3, 2, 2 (H200, alternating,
-/// `bench/results/2026-11-30-h200-ksplit/`: `gemv_int4` 20.0 → 18.3 µs at batch 1 and 30.0 → 25.3
-/// at batch 8, `gemv_int4_qkv` 18.4 → 16.2 at batch 1 and 23.5 → 24.4 at batch 8). At TP > 1 the
-/// per-rank grids are a quarter of that and the four ranks sharing the H200 were 3–4 % slower
-/// with 2 parts (`gemv_int4` 23.6 → 24.3 µs), so there, and with a grid stage, it is the largest
-/// of 4 and 2 that divides the K units. Kernels with an allreduce or norm stage (the fused kernel) split K the same way: only
+/// workgroup and 2, 4 or 5 workgroups per tile (split-K): the largest of 4 and 2 that divides the
+/// K units, unless that leaves the K warps unequal work (the warps of a workgroup wait for the
+/// slowest at the cross-slice barrier; ncu had barrier stalls at 2.5 cycles per issued
+/// instruction) and the kernel has no grid stage: then a split that gives every K warp the same
+/// units — at TP 1 the fewest parts, at TP > 1 (a quarter of the tiles per rank) the most up to 8.
+/// K = 5120 in units of 16 words is 40 units: 4 parts give the warps 3, 3, 2, 2; at TP 1 2 parts
+/// (5 each), at TP > 1 5 parts (2 each). H200, alternating with 4 parts
+/// (`bench/results/2026-11-30-h200-ksplit/`): at TP 1 `gemv_int4` 20.0 → 18.3 µs (batch 8: 30.0 →
+/// 25.3), `gemv_int4_qkv` 18.4 → 16.2 (batch 8: 23.5 → 24.4); with 5 parts where 2, 4 or 8 ranks
+/// share the GPU `gemv_int4` −1.7 to −7.7 % except +4.9 % at TP 2, `gemv_int4_qkv` −3.9 to −9.0 %.
+/// Kernels with an allreduce or norm stage (the fused kernel) split K the same way: only
 /// each tile's last arriver goes on to the exchange and the norm (`splitk.rs`), and all
 /// `tiles · P` workgroups must be co-resident (128 lanes each: 8 per SM at the budgets' 1024
 /// lanes; where ranks share a device `suite::lower_coresident` lowers P first). The decode is
@@ -338,16 +340,22 @@ fn mma_split(kernel: &Kernel, mut s: Schedule) -> Schedule {
         .any(|(_, op)| matches!(op.kind, OpKind::AllReduce(_) | OpKind::RmsNorm(_)));
     // The K warps of the workgroup (`threads_per_column` below).
     const K_WARPS: usize = 4;
-    let balanced = (!grid_stage && kernel.tp() == 1)
-        .then(|| {
-            [4, 2]
-                .into_iter()
-                .find(|p| units > 0 && units % p == 0 && (units / p) % K_WARPS == 0)
-        })
-        .flatten();
-    if let Some(parts) =
-        balanced.or_else(|| [4, 2].into_iter().find(|p| units > 0 && units % p == 0))
-    {
+    let divides = |p: &usize| units > 0 && units % p == 0;
+    let even = |p: &usize| divides(p) && (units / p) % K_WARPS == 0;
+    let plain = [4, 2].into_iter().find(divides);
+    let balanced = || {
+        let mut even_splits = [2, 4, 5, 8].into_iter().filter(even);
+        if kernel.tp() == 1 {
+            even_splits.next()
+        } else {
+            even_splits.last()
+        }
+    };
+    let parts = match plain {
+        Some(p) if !grid_stage && !even(&p) => balanced().or(plain),
+        _ => plain,
+    };
+    if let Some(parts) = parts {
         s.workgroup_size = 128;
         s.threads_per_column = K_WARPS as u32;
         s.k_split = parts as u32;
