@@ -42,8 +42,10 @@ pub const MAX_COLUMNS: u32 = 512;
 pub const MMA_K_UNITS: [u32; 3] = [4, 8, 16];
 /// Tensor-core INT4: pipeline depths tried.
 pub const PIPELINE_DEPTHS: [u32; 2] = [1, 2];
-/// Tensor-core INT4: workgroups per column tile tried (split-K).
-pub const K_SPLITS: [u32; 4] = [1, 2, 4, 8];
+/// Tensor-core INT4: workgroups per column tile tried (split-K). 5 is there for K = 5120 (40
+/// units of 16 words): 2 units per K warp of 4, the split the sm_90 default takes at TP > 1
+/// (`bench/results/2026-11-30-h200-ksplit/`), which powers of two cannot give.
+pub const K_SPLITS: [u32; 5] = [1, 2, 4, 5, 8];
 
 /// What kind of kernel a schedule is searched for.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
