@@ -329,6 +329,29 @@ fn split_k_matches_reference_on_interpreter() {
             }
         }
     }
+    // Five parts, the balanced split of the sm_90 default at TP > 1 (K = 640: 20 units of 4
+    // words, 4 per part; 5 units of 16 words, 1 per part).
+    for name in ["gemv_int4", "gemv_int4_qkv"] {
+        for batch in [1, 3] {
+            let k = build(
+                name,
+                &Shapes {
+                    hidden: 640,
+                    ..small(2, batch)
+                },
+            );
+            for arch in Arch::ALL {
+                for unit in [4, 16] {
+                    let s = Schedule {
+                        k_split: 5,
+                        k_unit_words: unit,
+                        ..Schedule::default_for(arch, &k)
+                    };
+                    check_numerics(&k, arch, &s, 2e-3);
+                }
+            }
+        }
+    }
     // The fused kernel: only each tile's last arriver publishes, waits, normalises; every
     // workgroup passes the grid barrier. Hidden 200 leaves a tail tile.
     for (tp, batch, hidden) in [(1, 1, 256), (2, 3, 200), (4, 1, 256)] {
