@@ -434,7 +434,10 @@ impl AbReport {
                      inputs rotate over sets totalling ≥ 4 × L2 (or L2 flushed before each launch \
                      where noted); bytes = every input read once + every output written once, per \
                      rank from the op-level buffers (a rank's reads of its peers' payloads are not \
-                     counted); GB/s = the group's bytes / the group's time",
+                     counted); GB/s = the group's bytes / the group's time. At TP > 1 a window also \
+                     holds each rank's launch start on its stream (several µs: most of a \
+                     communicating kernel's row); CUDA-graph time per call with the ranks on one \
+                     device: `wavefuse mgpu-bench --same-device`",
                     h.warmup,
                     h.iters,
                     h.copy.len().max(1)
