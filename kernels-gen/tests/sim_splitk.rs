@@ -1,5 +1,5 @@
 //! Split-K with a last-arriver finish (`codegen/src/lower/splitk.rs`) in the protocol simulator:
-//! the GPTQ GEMV kernels of the set at small shapes with `k_split` 2 and 4, both targets, clean
+//! the GPTQ GEMV kernels of the set at small shapes with `k_split` 2, 4 and 5, both targets, clean
 //! over seeded schedules (three back-to-back launches each on the same never-reset counters,
 //! lane and wave granularity, workgroup skew); then each synchronisation step of the protocol
 //! weakened at a time, and the simulator must catch it on the same schedules.
@@ -85,6 +85,42 @@ fn split_k_kernels_are_clean_in_the_simulator() {
                 );
                 assert!(s.findings.is_empty() && s.failing == 0, "{text}");
             }
+        }
+    }
+}
+
+/// Five K parts (the sm_90 default's balanced split at TP > 1 for K = 5120): K = 640 is 20 units
+/// of 4 words, 4 per part; every part arrives once on the tile's counter, the fifth adds them
+/// (§5.1, §5.4: the last-arrival test is `epoch · 5 − 1`).
+#[test]
+fn five_part_split_k_is_clean_in_the_simulator() {
+    let small = SmallShapes {
+        hidden: 640,
+        ..SmallShapes::DEFAULT
+    };
+    for id in [KernelId::GemvInt4, KernelId::GemvInt4Qkv] {
+        for arch in Arch::ALL {
+            let shapes = Shapes::qwen27b(1);
+            let ir = small_kernel(id, &shapes, &small).expect("small kernel");
+            let s = Schedule {
+                k_split: 5,
+                k_unit_words: 4,
+                x_in_lds: true,
+                ..small_schedule(arch, &ir)
+            };
+            let lowered = lower(&ir, arch, &s).unwrap_or_else(|e| panic!("{id}@{arch}: {e}"));
+            let p = Prepared {
+                ir,
+                lowered,
+                shapes,
+                peer_table: PeerTable::Shared,
+            };
+            let sw = sweep(&p, SEED, 0, SCHEDULES, |_, _| {}).expect("simulates");
+            let text = summary(&p, &sw);
+            assert!(
+                sw.findings.is_empty() && sw.failing == 0,
+                "{id}@{arch}: {text}"
+            );
         }
     }
 }
