@@ -801,9 +801,13 @@ impl Lowering<'_> {
                     .collect()
             })
             .collect();
-        let xs = (0..t.steps)
-            .map(|_| (0..8).map(|_| self.k.reg(Ty::F16, "x")).collect())
-            .collect();
+        // Staged activations come from LDS in the compute (`mma_bfrags_lds`): no registers here.
+        let xs = match t.xs {
+            Some(_) => vec![],
+            None => (0..t.steps)
+                .map(|_| (0..8).map(|_| self.k.reg(Ty::F16, "x")).collect())
+                .collect(),
+        };
         MmaBuf {
             scales,
             zero_words,
