@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-cargo build --release -p wavefuse-kernels -p qwen_ffn_block --bin wavefuse --bin qwen_ffn_block
+cargo build --release -p wavefuse-cli -p qwen_ffn_block --bin wavefuse --bin qwen_ffn_block
 mkdir -p carry
 cp target/release/wavefuse carry/wavefuse
 cp target/release/qwen_ffn_block carry/qwen_ffn_block

@@ -14,5 +14,5 @@ WAVEFUSE_LLVM=1 bash scripts/install-deps.sh
 source .venv-cuda/wavefuse-env.sh
 bash scripts/build-gpu-binary.sh
 rm -rf carry/llvm-ptx
-cargo run -q --release -p wavefuse-kernels --features llvm --bin wavefuse -- llvm ptx --out carry/llvm-ptx
+cargo run -q --release -p wavefuse-cli --features llvm --bin wavefuse -- llvm ptx --out carry/llvm-ptx
 echo "on the GPU machine: carry/wavefuse llvm-diff --ptx carry/llvm-ptx --json llvm-diff.json --md llvm-diff.md"

@@ -13,7 +13,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/install-deps.sh >&2
 # shellcheck source=/dev/null
 source .venv-cuda/wavefuse-env.sh
-cargo build --release -q -p wavefuse-kernels --bin wavefuse
+cargo build --release -q -p wavefuse-cli --bin wavefuse
 target/release/wavefuse report --tp 4
 echo
 exec target/release/wavefuse ab "$@"

@@ -13,7 +13,7 @@ export CI="${CI:-}"
 
 # One build of the workspace with the LLVM back end on (its snapshots, sync audit, gfx906 code
 # objects through LLVM's AMDGPU back end, PTX through ptxas); every other test runs in it too.
-FEATURES=(--features wavefuse-tests/llvm,wavefuse-kernels/llvm)
+FEATURES=(--features wavefuse-tests/llvm,wavefuse-harness/llvm,wavefuse-cli/llvm)
 rc=0
 cargo fmt --all --check || rc=$? # unformatted code fails CI
 if cargo nextest --version >/dev/null 2>&1; then
@@ -22,6 +22,6 @@ else
     cargo test --workspace "${FEATURES[@]}" --no-fail-fast || rc=$?
 fi
 cargo test --workspace "${FEATURES[@]}" --doc || rc=$? # nextest does not run doctests
-cargo check -q -p wavefuse-kernels --bin wavefuse || rc=$? # the default build needs no LLVM
+cargo check -q -p wavefuse-cli --bin wavefuse || rc=$? # the default build needs no LLVM
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace "${FEATURES[@]}" --no-deps -q || rc=$? # docs build without warnings
 exit "$rc"

@@ -300,7 +300,7 @@ fn kernel_set_matches_reference_on_interpreter_sm90() {
 /// Split-K with a last-arriver finish: every GPTQ GEMV kernel of the set, both targets, 1, 2 and
 /// 4 K parts, with and without the activations staged in LDS, batch 1 and 3, and a tail tile (N = 200), and the fused kernel at TP 1, 2, 4, two launches (epochs 1 and 2 on the same
 /// counters) against the f64 reference. The interpreter runs workgroups one after another, so
-/// the last workgroup of each tile is the last arriver; the simulator (`kernels-gen/tests/
+/// the last workgroup of each tile is the last arriver; the simulator (`harness/tests/
 /// sim_splitk.rs`) covers the interleavings.
 #[test]
 fn split_k_matches_reference_on_interpreter() {

@@ -1,6 +1,6 @@
 //! Real GPTQ weights end to end. A packer written here, straight from DESIGN.md §2 (not
 //! kernels-gen's `pack_gptq`), quantises random weights and writes a safetensors checkpoint with
-//! its config; `wavefuse_kernels::checkpoint` loads it and the f64 reference evaluates
+//! its config; `wavefuse_harness::checkpoint` loads it and the f64 reference evaluates
 //! `gemv_int4`; the result must match a naive dequantise-then-multiply written here, from the
 //! packer's own integer codes, zero points and scales. Negative tests check that every bad file
 //! or setting is refused with an error naming the tensor or the field.
@@ -16,7 +16,7 @@ use safetensors::tensor::TensorView;
 use serde_json::json;
 use wavefuse::ir::reference::evaluate;
 use wavefuse::ir::{GroupSize, ZeroPoint};
-use wavefuse_kernels::checkpoint::{self, CheckpointError, QuantOverrides};
+use wavefuse_harness::checkpoint::{self, CheckpointError, QuantOverrides};
 
 const K: usize = 256;
 const N: usize = 64;

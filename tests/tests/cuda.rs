@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::cpp::toolchain::{self, Tool};
+use wavefuse_harness::generate::{self, Generated, Outcome, generate};
 use wavefuse_kernels::KernelId;
-use wavefuse_kernels::cmd_codegen::{self, Generated, Outcome, generate};
 use wavefuse_kernels::shapes::TP_SIZES;
 
 const ARCH: Arch = Arch::Sm90;
@@ -114,12 +114,12 @@ fn nvcc_compiles_the_set_within_budget_sm90() {
     if !tool(Tool::Nvcc) {
         return;
     }
-    let budgets = cmd_codegen::budgets().expect("kernels-gen/budgets.toml parses");
+    let budgets = generate::budgets().expect("kernels-gen/budgets.toml parses");
     let jobs = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
         .min(4);
-    let rows = cmd_codegen::check(ARCH, &TP_SIZES, &budgets, jobs).expect("nvcc runs");
-    let table = cmd_codegen::table(ARCH, &rows);
+    let rows = generate::check(ARCH, &TP_SIZES, &budgets, jobs).expect("nvcc runs");
+    let table = generate::table(ARCH, &rows);
     println!("{table}");
     for r in &rows {
         match &r.outcome {

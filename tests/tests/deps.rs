@@ -13,11 +13,20 @@ fn allowed(krate: &str) -> Option<&'static [&'static str]> {
         "wavefuse-macros" => &[],
         "wavefuse" => &["wavefuse-ir", "wavefuse-macros"],
         "wavefuse-runtime" => &["wavefuse-ir", "wavefuse-codegen"],
-        "wavefuse-kernels" => &[
+        "wavefuse-kernels" => &["wavefuse", "wavefuse-ir", "wavefuse-codegen"],
+        "wavefuse-harness" => &[
             "wavefuse",
             "wavefuse-ir",
             "wavefuse-codegen",
             "wavefuse-runtime",
+            "wavefuse-kernels",
+        ],
+        "wavefuse-cli" => &[
+            "wavefuse",
+            "wavefuse-ir",
+            "wavefuse-codegen",
+            "wavefuse-runtime",
+            "wavefuse-harness",
         ],
         _ => return None,
     })
@@ -79,6 +88,8 @@ fn workspace_dependencies_point_one_way() {
         "wavefuse",
         "wavefuse-runtime",
         "wavefuse-kernels",
+        "wavefuse-harness",
+        "wavefuse-cli",
     ] {
         assert!(internal.contains(name), "workspace lacks {name}");
     }

@@ -3,7 +3,7 @@
 //! --ignored --nocapture` runs the quick suite (`WAVEFUSE_SUITE_FULL=1`: the full one). Without a
 //! GPU it says "skipped: no GPU". The one-command way on a GPU machine is scripts/gpu-suite.sh.
 
-use wavefuse_kernels::suite::{self, Status, SuiteError, SuiteOptions};
+use wavefuse_harness::suite::{self, Status, SuiteError, SuiteOptions};
 
 #[test]
 #[ignore = "needs an NVIDIA GPU"]

@@ -10,8 +10,8 @@ use wavefuse_codegen::Arch;
 use wavefuse_codegen::abi::{Abi, AbiPurpose};
 use wavefuse_codegen::cpp::toolchain::{self, Tool};
 use wavefuse_codegen::lowered::{AtomicOp, Invariant, Stmt};
+use wavefuse_harness::generate::{self, CheckRow, Generated, Outcome, generate};
 use wavefuse_kernels::KernelId;
-use wavefuse_kernels::cmd_codegen::{self, CheckRow, Generated, Outcome, generate};
 use wavefuse_kernels::shapes::TP_SIZES;
 
 const ARCH: Arch = Arch::Gfx906;
@@ -105,7 +105,7 @@ fn abi_matches_the_source_gfx906() {
     let dir = toolchain::scratch_dir("hip-abi").expect("temp dir");
     for g in set.iter().filter(|g| g.tp == 4) {
         let name = g.id.name();
-        let paths = cmd_codegen::write_outputs(g, &dir).unwrap_or_else(|e| panic!("{e}"));
+        let paths = generate::write_outputs(g, &dir).unwrap_or_else(|e| panic!("{e}"));
         let src = std::fs::read_to_string(&paths[0]).expect("source written");
         let abi = Abi::from_toml(&std::fs::read_to_string(&paths[1]).expect("ABI written"))
             .expect("ABI parses");
@@ -162,10 +162,10 @@ fn hipcc_compiles_the_set_within_budget_gfx906() {
     if !tool(Tool::Hipcc) {
         return;
     }
-    let budgets = cmd_codegen::budgets().expect("kernels-gen/budgets.toml parses");
+    let budgets = generate::budgets().expect("kernels-gen/budgets.toml parses");
     let dir = toolchain::scratch_dir("hip-check").expect("temp dir");
-    let rows = cmd_codegen::check_in(ARCH, &TP_SIZES, &budgets, jobs(), &dir).expect("hipcc runs");
-    let table = cmd_codegen::table(ARCH, &rows);
+    let rows = generate::check_in(ARCH, &TP_SIZES, &budgets, jobs(), &dir).expect("hipcc runs");
+    let table = generate::table(ARCH, &rows);
     println!("{table}");
     for r in &rows {
         match &r.outcome {

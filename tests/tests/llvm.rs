@@ -11,8 +11,8 @@ use wavefuse_codegen::Arch;
 use wavefuse_codegen::cpp::toolchain::{self, Tool};
 use wavefuse_codegen::llvm::{self, audit};
 use wavefuse_codegen::lowered::{Block, LoweredKernel, Stmt};
+use wavefuse_harness::generate::{Generated, generate};
 use wavefuse_kernels::KernelId;
-use wavefuse_kernels::cmd_codegen::{Generated, generate};
 use wavefuse_runtime::compile::usage::parse_ptxas;
 use wavefuse_runtime::compile::{ResourceUsage, usage::NvidiaUsage};
 

@@ -24,8 +24,8 @@ use std::path::{Path, PathBuf};
 
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::abi::{Abi, AbiKind, AbiParam, AbiPurpose, AbiTy, Init, Memory};
+use wavefuse_harness::generate::generate;
 use wavefuse_kernels::KernelId;
-use wavefuse_kernels::cmd_codegen::generate;
 use wavefuse_runtime::compile::{
     CompileError, CompileRequest, Compiler, Hipcc, Nvcc, ResourceUsage,
 };

@@ -1,6 +1,6 @@
 //! The main job's reference table, on kernels small enough for a debug build.
 
-use wavefuse_kernels::report::{row, table};
+use wavefuse_harness::report::{row, table};
 use wavefuse_kernels::{KernelId, Shapes, Workload};
 
 #[test]

@@ -42,7 +42,7 @@
 //! the flag waits cannot form a cycle; the grid barrier needs all `tiles · P` workgroups
 //! co-resident, which `expand_sync` records (§5.9). Mutations caught in the simulator: a flag
 //! published by every part, the grid barrier passed by the finishers only
-//! (`kernels-gen/tests/sim_splitk.rs`).
+//! (`harness/tests/sim_splitk.rs`).
 
 use wavefuse_ir::{Ordering, Scope, WeightFormat};
 

@@ -5,9 +5,9 @@
 
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::sim::{SimOptions, simulate};
+use wavefuse_harness::sim::{self, SmallShapes};
+use wavefuse_harness::suite::Worst;
 use wavefuse_kernels::KernelId;
-use wavefuse_kernels::cmd_sim::{self, SmallShapes};
-use wavefuse_kernels::suite::Worst;
 use wavefuse_runtime::exec::compare;
 
 use crate::block::{Block, BlockData, TOLERANCE, TP, feed};
@@ -39,7 +39,7 @@ pub fn check(seed: u64, schedules: u64) -> Result<Vec<SimRun>, String> {
     let mut runs = Vec::new();
     for arch in [Arch::Sm90, Arch::Gfx906] {
         let prep = |id| {
-            cmd_sim::prepare(id, TP, arch, &SmallShapes::DEFAULT)
+            sim::prepare(id, TP, arch, &SmallShapes::DEFAULT)
                 .map_err(|e| format!("{id} at small shapes for {arch}: {e}"))
         };
         let (a, b) = (

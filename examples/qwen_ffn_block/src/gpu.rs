@@ -30,13 +30,13 @@ use wavefuse::ir::reference::{HostTensor, RankOutputs};
 use wavefuse::ir::{BufferType, Kernel, ScalarType};
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::lowered::{LoweredKernel, ParamKind, Purpose, Ty};
-use wavefuse_kernels::KernelId;
-use wavefuse_kernels::ab::gpu::Rotation;
-use wavefuse_kernels::ab::handwritten::{Found, find_reference, reference_dir};
-use wavefuse_kernels::ab::report::Stats;
-use wavefuse_kernels::suite::{
+use wavefuse_harness::ab::gpu::Rotation;
+use wavefuse_harness::ab::handwritten::{Found, find_reference, reference_dir};
+use wavefuse_harness::ab::report::Stats;
+use wavefuse_harness::suite::{
     self, CaseSpec, Generated, ShapeKind, Worst, compiler_for, generate,
 };
+use wavefuse_kernels::KernelId;
 use wavefuse_runtime::compile::Nvrtc;
 use wavefuse_runtime::device::CudaBuffer;
 use wavefuse_runtime::exec::{self, OpKernel, OutputMetrics};

@@ -25,9 +25,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use serde_json::{Value as Json, json};
+use wavefuse_harness::ab::report::Stats;
+use wavefuse_harness::suite::{self, Worst};
 use wavefuse_kernels::Workload;
-use wavefuse_kernels::ab::report::Stats;
-use wavefuse_kernels::suite::{self, Worst};
 use wavefuse_runtime::exec::OutputMetrics;
 
 use block::{LAYERS, TOLERANCE, TOLERANCE_WHY, TP};
@@ -493,8 +493,8 @@ mod tests {
     /// A wrong intermediate is caught: feeding the second kernel a zeroed `y` must fail the check.
     #[test]
     fn a_wrong_intermediate_fails() {
+        use wavefuse_harness::sim::{SmallShapes, prepare};
         use wavefuse_kernels::KernelId;
-        use wavefuse_kernels::cmd_sim::{SmallShapes, prepare};
         let p = |id| prepare(id, TP, wavefuse_codegen::Arch::Sm90, &SmallShapes::DEFAULT).unwrap();
         let b = block::Block {
             gate_up: p(KernelId::GemvInt4DualSilu).ir,

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use wavefuse_codegen::lower::Schedule;
 
 /// The committed store, as compiled into the binary.
-pub const COMMITTED: &str = include_str!("../../tuned/tuned.toml");
+pub const COMMITTED: &str = wavefuse_kernels::TUNED_TOML;
 /// Where the committed store lives in the repository.
 pub const COMMITTED_PATH: &str = "kernels-gen/tuned/tuned.toml";
 /// The store's file name in the cache directory.
@@ -157,7 +157,7 @@ impl Store {
         let body = toml::to_string_pretty(&sorted).expect("a store serialises");
         format!(
             "# Tuned schedules (wavefuse tune), keyed by kernel, shape, arch and device.\n\
-             # Read by `--schedule tuned`; see kernels-gen/src/tune/store.rs.\n\n{body}"
+             # Read by `--schedule tuned`; see harness/src/tune/store.rs.\n\n{body}"
         )
     }
 

@@ -402,7 +402,7 @@ pub fn record_compile(case: &mut CaseReport, c: &mut Compiled, arch: Arch, tp: u
             let over = c
                 .budget
                 .as_ref()
-                .zip(crate::cmd_codegen::budgets().ok())
+                .zip(crate::generate::budgets().ok())
                 .map(|(r, b)| b.check(arch, &case.kernel, tp, r))
                 .filter(|v| !v.violations.is_empty());
             cand.rejected = if u.spills > 0 {

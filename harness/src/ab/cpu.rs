@@ -1,7 +1,7 @@
 //! `wavefuse ab` without a GPU: what can be known without one.
 //!
 //! - Correctness of the generated code: each kernel at the simulator's small shapes (the set's own
-//!   kernel with every feature dimension shrunk, `crate::cmd_sim::shrink`), lowered for sm_90 and
+//!   kernel with every feature dimension shrunk, `crate::sim::shrink`), lowered for sm_90 and
 //!   for gfx906, run once in the CPU protocol simulator against the f64 reference. The simulator
 //!   runs lowered code only, so a hand-written kernel is not run; its description is still checked
 //!   against the generated kernel and its source.

@@ -10,8 +10,8 @@ use wavefuse_codegen::Arch;
 use wavefuse_codegen::ir::{Ordering, Scope};
 use wavefuse_codegen::lowered::{AtomicOp, Block, Invariant, Stmt};
 use wavefuse_codegen::sim::FindingKind;
-use wavefuse_kernels::KernelId;
-use wavefuse_kernels::cmd_sim::{Prepared, SmallShapes, prepare, summary, sweep};
+use wavefuse_harness::KernelId;
+use wavefuse_harness::sim::{Prepared, SmallShapes, prepare, summary, sweep};
 
 const SCHEDULES: u64 = 16;
 

@@ -8,8 +8,8 @@
 use std::process::Command;
 
 use wavefuse_codegen::Arch;
-use wavefuse_kernels::KernelId;
-use wavefuse_kernels::cmd_sim::{SmallShapes, prepare, shrink, summary, sweep};
+use wavefuse_harness::KernelId;
+use wavefuse_harness::sim::{SmallShapes, prepare, shrink, summary, sweep};
 
 /// Schedules per TP size for gfx906: 1000 per kernel.
 const MIX: [(u32, u64); 4] = [(1, 250), (2, 350), (4, 300), (8, 100)];
@@ -104,7 +104,7 @@ fn sim_every_kernel_sm90() {
 
 #[test]
 fn invalid_shrink_rejects_a_dimension_it_has_no_small_size_for() {
-    let k = KernelId::GemvInt4.build(&wavefuse_kernels::Shapes::qwen27b(4));
+    let k = KernelId::GemvInt4.build(&wavefuse_harness::Shapes::qwen27b(4));
     let err = shrink(&k, &[(5120, 256)]).unwrap_err();
     assert!(
         err.contains("buffer `w`: no small size for dimension 4352"),

@@ -12,8 +12,8 @@ use wavefuse::ir::reference::RankOutputs;
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::lowered::{LoweredKernel, ParamKind, Purpose};
 use wavefuse_codegen::target::Vendor;
-use wavefuse_kernels::KernelId;
-use wavefuse_kernels::suite::{self, CaseSpec, ShapeKind};
+use wavefuse_harness::KernelId;
+use wavefuse_harness::suite::{self, CaseSpec, ShapeKind};
 use wavefuse_runtime::device::LoadedKernel;
 use wavefuse_runtime::exec::{self, OpKernel};
 use wavefuse_runtime::{

@@ -9,12 +9,12 @@ use wavefuse::ir::validate;
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::lower::AllreduceProtocol;
 use wavefuse_codegen::sim::PeerTable;
-use wavefuse_kernels::cmd_codegen;
-use wavefuse_kernels::cmd_sim;
-use wavefuse_kernels::report::{row, table};
-use wavefuse_kernels::shapes::TP_SIZES;
-use wavefuse_kernels::tune::select::ScheduleArgs;
-use wavefuse_kernels::{KernelId, Shapes, Workload};
+use wavefuse_harness::generate;
+use wavefuse_harness::report::{row, table};
+use wavefuse_harness::shapes::TP_SIZES;
+use wavefuse_harness::sim;
+use wavefuse_harness::tune::select::ScheduleArgs;
+use wavefuse_harness::{KernelId, Shapes, Workload};
 
 #[derive(Parser)]
 #[command(
@@ -121,7 +121,7 @@ enum Command {
     /// tolerance or when the device is missing.
     Run {
         #[command(flatten)]
-        args: wavefuse_kernels::cmd_run::RunArgs,
+        args: wavefuse_harness::run::RunArgs,
         #[command(flatten)]
         schedule: ScheduleArgs,
     },
@@ -129,18 +129,18 @@ enum Command {
     /// per-device`: rank r on GPU r, the communicating kernels, with launch skew), model and odd
     /// shapes, against the f64 reference; back-to-back launches of synchronising kernels; JSON +
     /// Markdown.
-    GpuSuite(wavefuse_kernels::suite::SuiteArgs),
+    GpuSuite(wavefuse_harness::suite::SuiteArgs),
     /// One rank per GPU: CUDA-graph time per call of the generated allreduce (10 KB, 32 KB), the
     /// fused kernel and the unfused wavefuse chain at TP 2 and 4, checked against the f64
     /// reference; JSON + Markdown (NCCL's side: bench/torch/nccl_allreduce.py).
-    MgpuBench(wavefuse_kernels::mgpu::BenchArgs),
+    MgpuBench(wavefuse_harness::mgpu::BenchArgs),
     /// A/B the generated kernels against the hand-written ones (kernels-gen/reference, or your own
     /// with --manual/--abi) and the f64 reference: correctness, then event timing with rotating
     /// inputs, bandwidth against the copy bandwidth of the same run; table, verdicts, JSON,
     /// Markdown, SVG chart. Without a GPU: the simulator and the compilers' resource reports.
     Ab {
         #[command(flatten)]
-        args: wavefuse_kernels::ab::AbArgs,
+        args: wavefuse_harness::ab::AbArgs,
         #[command(flatten)]
         schedule: ScheduleArgs,
     },
@@ -151,11 +151,11 @@ enum Command {
     /// (cold rotating inputs, events, median of ≥ 100 launches), and store the winner per
     /// (kernel, shape, arch, device) for `--schedule tuned`. gfx906: a static model instead of
     /// timing. Without a GPU: compile and filter only, and it says so.
-    Tune(wavefuse_kernels::tune::TuneArgs),
+    Tune(wavefuse_harness::tune::TuneArgs),
     /// The LLVM back end's differential run on an NVIDIA GPU: every kernel at TP 1 and 4 through
     /// the C++ path (NVRTC) and through the LLVM-built PTX of `wavefuse llvm ptx`, both against
     /// the f64 reference; compile times of both paths; JSON + Markdown.
-    LlvmDiff(wavefuse_kernels::llvm_diff::LlvmDiffArgs),
+    LlvmDiff(wavefuse_harness::llvm_diff::LlvmDiffArgs),
     /// The LLVM back end (built with `--features llvm`).
     #[cfg(feature = "llvm")]
     #[command(subcommand)]
@@ -219,7 +219,7 @@ fn parse_protocol(s: &str) -> Result<AllreduceProtocol, String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::LlvmDiff(a) => wavefuse_kernels::llvm_diff::llvm_diff_cmd(&a),
+        Command::LlvmDiff(a) => wavefuse_harness::llvm_diff::llvm_diff_cmd(&a),
         #[cfg(feature = "llvm")]
         Command::Llvm(c) => llvm_cmd(c),
         Command::List => {
@@ -238,7 +238,7 @@ fn main() -> ExitCode {
             schedule,
             ..
         } => match schedule.install(arch) {
-            Ok(()) => cmd_codegen::emit_cmd(kernel, arch, tp, batch.into(), out, lowered),
+            Ok(()) => generate::emit_cmd(kernel, arch, tp, batch.into(), out, lowered),
             Err(e) => store_error(e),
         },
         Command::Emit {
@@ -249,7 +249,7 @@ fn main() -> ExitCode {
             ..
         } => emit(kernel, ir, tp, batch.into()),
         Command::Check { target, tp, jobs } => {
-            cmd_codegen::check_cmd(target, if tp.is_empty() { &TP_SIZES } else { &tp }, jobs)
+            generate::check_cmd(target, if tp.is_empty() { &TP_SIZES } else { &tp }, jobs)
         }
         Command::Sim {
             kernel,
@@ -266,28 +266,28 @@ fn main() -> ExitCode {
             } else {
                 PeerTable::Shared
             };
-            let config = cmd_sim::Config {
+            let config = sim::Config {
                 tp,
                 arch: target,
                 batch: batch.into(),
                 protocol,
                 peer_table,
             };
-            cmd_sim::sim_cmd(kernel, config, schedules, seed)
+            sim::sim_cmd(kernel, config, schedules, seed)
         }
         Command::Run { args, schedule } => {
             match schedule.install(args.target.unwrap_or(Arch::Sm90)) {
-                Ok(()) => wavefuse_kernels::cmd_run::run_cmd(&args),
+                Ok(()) => wavefuse_harness::run::run_cmd(&args),
                 Err(e) => store_error(e),
             }
         }
-        Command::GpuSuite(args) => wavefuse_kernels::suite::suite_cmd(&args),
+        Command::GpuSuite(args) => wavefuse_harness::suite::suite_cmd(&args),
         Command::Ab { args, schedule } => match schedule.install(Arch::Sm90) {
-            Ok(()) => wavefuse_kernels::ab::ab_cmd(&args),
+            Ok(()) => wavefuse_harness::ab::ab_cmd(&args),
             Err(e) => store_error(e),
         },
-        Command::Tune(args) => wavefuse_kernels::tune::tune_cmd(&args),
-        Command::MgpuBench(args) => wavefuse_kernels::mgpu::bench_cmd(&args),
+        Command::Tune(args) => wavefuse_harness::tune::tune_cmd(&args),
+        Command::MgpuBench(args) => wavefuse_harness::mgpu::bench_cmd(&args),
         Command::Cache { clear } => cache_cmd(clear),
         Command::Report { tp, seed } => {
             report(if tp.is_empty() { TP_SIZES.to_vec() } else { tp }, seed)
@@ -295,7 +295,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn store_error(e: wavefuse_kernels::tune::store::StoreError) -> ExitCode {
+fn store_error(e: wavefuse_harness::tune::store::StoreError) -> ExitCode {
     eprintln!("error: {e}");
     ExitCode::from(2)
 }
@@ -383,7 +383,7 @@ fn llvm_cmd(c: LlvmCommand) -> ExitCode {
     use wavefuse_codegen::llvm;
     match c {
         LlvmCommand::Emit { kernel, target, tp } => {
-            match cmd_codegen::generate(kernel, target, tp, 1)
+            match generate::generate(kernel, target, tp, 1)
                 .map_err(|e| e.to_string())
                 .and_then(|g| llvm::emit_ir(&g.lowered).map_err(|e| e.to_string()))
             {
@@ -398,7 +398,7 @@ fn llvm_cmd(c: LlvmCommand) -> ExitCode {
             }
         }
         LlvmCommand::Check { target, tp } => llvm_check(target, tp),
-        LlvmCommand::Ptx { out } => match wavefuse_kernels::llvm_diff::write_ptx_set(&out) {
+        LlvmCommand::Ptx { out } => match wavefuse_harness::llvm_diff::write_ptx_set(&out) {
             Ok(n) => {
                 println!(
                     "wrote {n} PTX files and manifest.json into {}",
@@ -444,7 +444,7 @@ fn llvm_check(arch: Arch, tp: u32) -> ExitCode {
     );
     let mut ok = true;
     for id in KernelId::ALL {
-        let g = match cmd_codegen::generate(id, arch, tp, 1) {
+        let g = match generate::generate(id, arch, tp, 1) {
             Ok(g) => g,
             Err(e) => {
                 eprintln!("{id}: {e}");

@@ -445,7 +445,7 @@ impl AbReport {
             }
             Mode::NoGpu { reason } => {
                 out.push(format!("{NO_TIMING} ({reason})"));
-                let s = crate::cmd_sim::SmallShapes::DEFAULT;
+                let s = crate::sim::SmallShapes::DEFAULT;
                 out.push(format!(
                     "correctness: generated code, lowered for sm90 and for gfx906, in the CPU \
                      protocol simulator against the f64 reference at small shapes (hidden {}, \

@@ -18,7 +18,7 @@ use wavefuse_codegen::lowered::LoweredKernel;
 use crate::{KernelId, Shapes};
 
 /// The committed resource budget (DESIGN.md §7), embedded so `wavefuse check` works anywhere.
-pub const BUDGETS_TOML: &str = include_str!("../budgets.toml");
+pub const BUDGETS_TOML: &str = wavefuse_kernels::BUDGETS_TOML;
 
 /// The budget file, parsed and checked against the kernel set's names.
 pub fn budgets() -> Result<Budgets, cpp::budget::BudgetError> {

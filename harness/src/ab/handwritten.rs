@@ -636,7 +636,7 @@ pub fn reference_dir(explicit: Option<&Path>) -> Option<PathBuf> {
     }
     [
         PathBuf::from("kernels-gen/reference"),
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("reference"),
+        PathBuf::from(wavefuse_kernels::REFERENCE_DIR),
     ]
     .into_iter()
     .find(|d| d.is_dir())

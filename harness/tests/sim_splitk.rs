@@ -14,10 +14,8 @@ use wavefuse_codegen::lower::{AllreduceProtocol, Schedule, lower, lower_structur
 use wavefuse_codegen::lowered::expand::expand_sync;
 use wavefuse_codegen::lowered::{AtomicOp, Block, Expr, Stmt};
 use wavefuse_codegen::sim::{FindingKind, PeerTable};
-use wavefuse_kernels::cmd_sim::{
-    Prepared, SmallShapes, small_kernel, small_schedule, summary, sweep,
-};
-use wavefuse_kernels::{KernelId, Shapes};
+use wavefuse_harness::sim::{Prepared, SmallShapes, small_kernel, small_schedule, summary, sweep};
+use wavefuse_harness::{KernelId, Shapes};
 
 const SCHEDULES: u64 = 24;
 const SEED: u64 = 0x59_174;

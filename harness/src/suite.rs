@@ -29,8 +29,8 @@ use wavefuse_runtime::{
     SameDeviceMode,
 };
 
-use crate::cmd_sim::{SmallShapes, shrink, small_kernel, small_schedule};
 use crate::shapes::{HIDDEN, TP_SIZES};
+use crate::sim::{SmallShapes, shrink, small_kernel, small_schedule};
 use crate::{KernelId, Shapes, Workload};
 
 // ---------------------------------------------------------------------------------------------
@@ -1581,7 +1581,7 @@ pub struct SuiteArgs {
     #[arg(long = "kernel", value_delimiter = ',')]
     pub kernels: Vec<KernelId>,
     /// Only these TP sizes (comma-separated).
-    #[arg(long = "tp", value_delimiter = ',', value_parser = crate::cmd_run::parse_tp)]
+    #[arg(long = "tp", value_delimiter = ',', value_parser = crate::run::parse_tp)]
     pub tps: Vec<u32>,
     /// Base seed (case i uses a seed derived from it and i).
     #[arg(long)]

@@ -7,13 +7,13 @@ use std::process::{Command, Output};
 
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::lower::{Int4Dot, NibbleDecode, Schedule, lower};
-use wavefuse_kernels::KernelId;
-use wavefuse_kernels::ab::report::NO_TIMING;
-use wavefuse_kernels::suite::{self, CaseSpec, ShapeKind};
-use wavefuse_kernels::tune::report::{Basis, Candidate, Timing, pick_winner};
-use wavefuse_kernels::tune::select::choose;
-use wavefuse_kernels::tune::store::{Entry, Key, Lookup, Method, Store};
-use wavefuse_kernels::tune::{candidates, space};
+use wavefuse_harness::KernelId;
+use wavefuse_harness::ab::report::NO_TIMING;
+use wavefuse_harness::suite::{self, CaseSpec, ShapeKind};
+use wavefuse_harness::tune::report::{Basis, Candidate, Timing, pick_winner};
+use wavefuse_harness::tune::select::choose;
+use wavefuse_harness::tune::store::{Entry, Key, Lookup, Method, Store};
+use wavefuse_harness::tune::{candidates, space};
 
 fn ir(id: KernelId, tp: u32) -> wavefuse::ir::Kernel {
     suite::op_kernel(&CaseSpec {

@@ -5,10 +5,8 @@
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::lower::{Int4Dot, Schedule, lower};
 use wavefuse_codegen::sim::PeerTable;
-use wavefuse_kernels::cmd_sim::{
-    Prepared, SmallShapes, small_kernel, small_schedule, summary, sweep,
-};
-use wavefuse_kernels::{KernelId, Shapes};
+use wavefuse_harness::sim::{Prepared, SmallShapes, small_kernel, small_schedule, summary, sweep};
+use wavefuse_harness::{KernelId, Shapes};
 
 const SCHEDULES: u64 = 16;
 const SEED: u64 = 0xD072;

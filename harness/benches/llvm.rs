@@ -7,8 +7,8 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::llvm;
-use wavefuse_kernels::KernelId;
-use wavefuse_kernels::cmd_codegen::generate;
+use wavefuse_harness::KernelId;
+use wavefuse_harness::generate::generate;
 
 fn llvm_compile(c: &mut Criterion) {
     let mut g = c.benchmark_group("llvm");

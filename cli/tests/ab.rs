@@ -8,16 +8,16 @@ use std::process::{Command, Output};
 use serde_json::Value as Json;
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::abi::Abi;
-use wavefuse_kernels::KernelId;
-use wavefuse_kernels::ab::handwritten::{
+use wavefuse_harness::KernelId;
+use wavefuse_harness::ab::handwritten::{
     self, Found, Hand, check_against_generated, check_signature,
 };
-use wavefuse_kernels::ab::report::{
+use wavefuse_harness::ab::report::{
     AbReport, Check, CopyBw, Header, Manual, Mode, NO_TIMING, Resources, Row, Stats, Timing, Usage,
     Version,
 };
-use wavefuse_kernels::ab::{plot, signature};
-use wavefuse_kernels::suite::{self, CaseSpec, ShapeKind};
+use wavefuse_harness::ab::{plot, signature};
+use wavefuse_harness::suite::{self, CaseSpec, ShapeKind};
 use wavefuse_runtime::Device;
 
 fn wavefuse(args: &[&str]) -> Output {
@@ -179,7 +179,7 @@ fn a_missing_hand_written_version_is_said_not_faked() {
 
 #[test]
 fn shape_sets_parse_and_bad_ones_are_refused() {
-    use wavefuse_kernels::ab::{ShapeSet, parse_shape};
+    use wavefuse_harness::ab::{ShapeSet, parse_shape};
     assert_eq!(
         parse_shape("qwen27b-tp4").unwrap(),
         ShapeSet { tp: 4, batch: 1 }
