@@ -2,9 +2,10 @@
 //!
 //! A kernel is one launch per rank of a tensor-parallel (TP) group of `tp` ranks. It has
 //! *buffers* (its parameters), *values* (SSA tensors) and *ops*, each an entity reference into a
-//! `PrimaryMap` ([`Buffer`], [`Value`], [`Op`]). Kernels are made by a [`Builder`] (or read back from
-//! their textual IR by [`parse`], which uses one) and checked only by [`validate`]; derived facts (value types, use counts, the store that writes each output) come
-//! back in side tables of a [`KernelInfo`].
+//! `PrimaryMap` ([`Buffer`], [`Value`], [`Op`]). Kernels are made by a [`Builder`] (or read from
+//! their textual IR by [`parse`], which uses one) and checked only by [`validate`]; derived facts
+//! (value types, use counts, the store that writes each output) come back in side tables of a
+//! [`KernelInfo`].
 //!
 //! ## Evaluation
 //! Ops are evaluated in program order (creation order), each on whole tensors: an op reads values
