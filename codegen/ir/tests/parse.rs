@@ -762,6 +762,39 @@ fn invalid_other_syntax() {
     assert_error(&e, 2, 36, "2:36: expected `,`, found `]`");
 }
 
+#[test]
+fn invalid_too_many_results() {
+    let e = err(&copy_with(5, "    v1, v2, v3 = quantize_int8 v0, block=8"));
+    assert_error(
+        &e,
+        5,
+        11,
+        "5:11: expected `=` (no op defines more than 2 values), found `,`",
+    );
+}
+
+#[test]
+fn report_points_at_the_token() {
+    let text = "kernel k(tp=1) {\n\tbuf0 = input x : gptq<group=128]\n";
+    let e = err(text);
+    let expected = "\
+2:33: expected `,`, found `]`
+  |
+2 |  buf0 = input x : gptq<group=128]
+  |                                 ^";
+    assert_eq!(e.report(text), expected);
+    // At the end of the input, past the last line.
+    let e = err("kernel k(tp=1) {\n");
+    assert_eq!((e.line, e.found.clone()), (2, Found::EndOfInput));
+    assert_eq!(e.report("kernel k(tp=1) {\n"), e.to_string());
+    // A long token gets a long caret.
+    let e = err(&copy_with(5, "    v1 = frobnicate v0"));
+    assert!(
+        e.report(&copy_with(5, "    v1 = frobnicate v0"))
+            .ends_with("\n  |          ^^^^^^^^^^")
+    );
+}
+
 /// The error of a very long token is shortened.
 #[test]
 fn invalid_long_token_is_shortened() {

@@ -133,4 +133,36 @@ impl ParseError {
         self.note = Some(note.into());
         self
     }
+
+    /// The error followed by the offending line of `source` (the text given to [`parse`]) and a
+    /// caret under the offending token, for a terminal:
+    ///
+    /// ```text
+    /// 2:36: expected `,`, found `]`
+    ///   |
+    /// 2 |     buf0 = input x : gptq<group=128]
+    ///   |                                    ^
+    /// ```
+    ///
+    /// Tabs in the line are shown as one space each, so that the caret lines up with the column.
+    pub fn report(&self, source: &str) -> String {
+        let Some(line) = source.lines().nth(self.line.saturating_sub(1)) else {
+            return self.to_string();
+        };
+        let shown: String = line
+            .chars()
+            .map(|c| if c == '\t' { ' ' } else { c })
+            .collect();
+        let width = match &self.found {
+            Found::Token(t) => t.chars().count().max(1),
+            Found::EndOfLine | Found::EndOfInput => 1,
+        };
+        let number = self.line.to_string();
+        let pad = " ".repeat(number.len());
+        let indent = " ".repeat(self.column.saturating_sub(1));
+        format!(
+            "{self}\n{pad} |\n{number} | {shown}\n{pad} | {indent}{}",
+            "^".repeat(width)
+        )
+    }
 }

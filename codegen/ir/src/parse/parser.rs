@@ -20,6 +20,9 @@ use super::{Found, MAX_DIM, MAX_ELEMENTS, MAX_RANK, MAX_TP, ParseError};
 
 type Result<T> = std::result::Result<T, ParseError>;
 
+/// The most values one op defines (`quantize_int8`'s codes and scales).
+const MAX_RESULTS: usize = 2;
+
 const SCALARS: [(&str, ScalarType); 6] = [
     ("f16", ScalarType::F16),
     ("bf16", ScalarType::Bf16),
@@ -488,6 +491,11 @@ impl<'a> Parser<'a> {
             let t = self.next()?;
             match t.tok {
                 Tok::Punct('=') => return Ok(results),
+                // No op defines more values, and a bound keeps the duplicate check linear.
+                Tok::Punct(',') if results.len() == MAX_RESULTS => {
+                    let expected = format!("`=` (no op defines more than {MAX_RESULTS} values)");
+                    return Err(t.error(expected));
+                }
                 Tok::Punct(',') => {}
                 _ => return Err(t.error("`,` or `=`")),
             }
