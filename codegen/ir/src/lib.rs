@@ -2,9 +2,10 @@
 //!
 //! A kernel is one launch per rank of a tensor-parallel (TP) group of `tp` ranks. It has
 //! *buffers* (its parameters), *values* (SSA tensors) and *ops*, each an entity reference into a
-//! `PrimaryMap` ([`Buffer`], [`Value`], [`Op`]). Kernels are made only by a [`Builder`] and checked only by
-//! [`validate`]; derived facts (value types, use counts, the store that writes each output) come
-//! back in side tables of a [`KernelInfo`].
+//! `PrimaryMap` ([`Buffer`], [`Value`], [`Op`]). Kernels are made by a [`Builder`] (or read from
+//! their textual IR by [`parse`], which uses one) and checked only by [`validate`]; derived facts
+//! (value types, use counts, the store that writes each output) come back in side tables of a
+//! [`KernelInfo`].
 //!
 //! ## Evaluation
 //! Ops are evaluated in program order (creation order), each on whole tensors: an op reads values
@@ -64,6 +65,7 @@ mod entities;
 mod error;
 mod kernel;
 pub mod ops;
+mod parse;
 mod printer;
 pub mod reference;
 mod types;
@@ -76,6 +78,7 @@ pub use entities::{Buffer, Op, Value};
 pub use error::{BufferError, KernelError, OpError, ValidationError};
 pub use kernel::{Kernel, OpData, ValueDef};
 pub use ops::{OpKind, Parallelism};
+pub use parse::{Found, ParseError, parse};
 pub use types::{
     AWQ_NIBBLE_ORDER, AwqLayout, GPTQ_NIBBLE_ORDER, GptqLayout, GroupSize, IndexSpace, MemorySpace,
     Ordering, ScalarType, Scope, Sharding, WeightFormat, ZeroPoint, peer_slot,

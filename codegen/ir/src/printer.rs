@@ -7,12 +7,16 @@
 //!     v1 = gemv.row buf0, v0                ; f32[1, 5120] partial
 //! }
 //! ```
-//! Types after `;` are inferred by the validator and printed only for a valid kernel.
+//! Types after `;` are inferred by the validator and printed only for a valid kernel. A kernel or
+//! parameter name that is not a bare identifier (`[A-Za-z_][A-Za-z0-9_.]*`) is printed quoted, with
+//! Rust's string escapes, so that [`parse`](crate::parse) reads every printed kernel back.
 
+use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 
 use crate::buffer::BufferData;
 use crate::kernel::{Kernel, OpData};
+use crate::parse::is_bare_name;
 use crate::types::IndexSpace;
 use crate::validate::{KernelInfo, validate};
 
@@ -22,7 +26,7 @@ const COMMENT_COLUMN: usize = 40;
 impl fmt::Display for Kernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let info = validate(self).ok();
-        writeln!(f, "kernel {}(tp={}) {{", self.name, self.tp)?;
+        writeln!(f, "kernel {}(tp={}) {{", name(&self.name), self.tp)?;
         for (b, data) in self.buffers.iter() {
             writeln!(f, "    {b} = {}", buffer_line(data))?;
         }
@@ -30,6 +34,15 @@ impl fmt::Display for Kernel {
             writeln!(f, "    {}", op_line(op, info.as_ref()))?;
         }
         f.write_str("}\n")
+    }
+}
+
+/// A name as the parser reads it back: bare if it is an identifier, else quoted.
+fn name(s: &str) -> Cow<'_, str> {
+    if is_bare_name(s) {
+        Cow::Borrowed(s)
+    } else {
+        Cow::Owned(format!("{s:?}"))
     }
 }
 
@@ -41,7 +54,7 @@ fn buffer_line(d: &BufferData) -> String {
     format!(
         "{} {} : {} {} @{} {index}",
         d.role.name(),
-        d.name,
+        name(&d.name),
         d.ty,
         d.sharding,
         d.space.name()

@@ -172,3 +172,35 @@ fn bind_rank0(s: &Shapes, fused: &Kernel, inputs: &RankInputs) -> Result<(), Box
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use wavefuse::ir::parse;
+
+    use super::*;
+
+    /// print ∘ parse is the identity on this example's kernels too (docs/ir-format.md).
+    fn assert_round_trip(kernel: &Kernel) {
+        let text = kernel.to_string();
+        let parsed = parse(&text).unwrap_or_else(|e| panic!("{e}\nin:\n{text}"));
+        assert_eq!(parsed.to_string(), text);
+        assert_eq!(&parsed, kernel);
+        assert_eq!(validate(&parsed).err(), validate(kernel).err());
+    }
+
+    #[test]
+    fn kernels_round_trip_through_the_textual_ir() {
+        for tp in [1, 2, 4, 8] {
+            for batch in [1, 3] {
+                let s = Shapes {
+                    batch,
+                    ..Shapes::qwen27b(tp)
+                };
+                let fused = rmsnorm_gate_up_silu(s.tp, s.batch, s.ffn_local(), s.gptq);
+                validate(&fused).expect("the fused kernel validates");
+                assert_round_trip(&fused);
+                assert_round_trip(&rmsnorm_only(batch));
+            }
+        }
+    }
+}
