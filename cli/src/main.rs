@@ -10,6 +10,7 @@ use wavefuse_codegen::Arch;
 use wavefuse_codegen::lower::AllreduceProtocol;
 use wavefuse_codegen::sim::PeerTable;
 use wavefuse_harness::generate;
+use wavefuse_harness::policy::{Override, Placement, SchedulePolicy};
 use wavefuse_harness::report::{row, table};
 use wavefuse_harness::shapes::TP_SIZES;
 use wavefuse_harness::sim;
@@ -54,6 +55,12 @@ enum Command {
         /// Tokens decoded at once (1–8).
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=8))]
         batch: u16,
+        /// Where the ranks run, which the schedule is fitted for: per-device (one rank per GPU,
+        /// as TP is deployed: the snapshots, `check`, `gpu-suite --placement per-device`,
+        /// `mgpu-bench`) or same-device (all ranks on one GPU: what `ab`, `run` and the default
+        /// GPU suite run).
+        #[arg(long, value_enum, default_value_t = Placement::PerDevice)]
+        placement: Placement,
         #[command(flatten)]
         schedule: ScheduleArgs,
     },
@@ -235,10 +242,20 @@ fn main() -> ExitCode {
             batch,
             out,
             lowered,
+            placement,
             schedule,
             ..
-        } => match schedule.install(arch) {
-            Ok(()) => generate::emit_cmd(kernel, arch, tp, batch.into(), out, lowered),
+        } => match schedule.policy(arch, env_overrides()) {
+            Ok(policy) => generate::emit_cmd(
+                kernel,
+                arch,
+                tp,
+                batch.into(),
+                &policy,
+                placement,
+                out,
+                lowered,
+            ),
             Err(e) => store_error(e),
         },
         Command::Emit {
@@ -249,6 +266,7 @@ fn main() -> ExitCode {
             ..
         } => emit(kernel, ir, tp, batch.into()),
         Command::Check { target, tp, jobs } => {
+            ignored_overrides("check (it compiles the default schedules the budgets are for)");
             generate::check_cmd(target, if tp.is_empty() { &TP_SIZES } else { &tp }, jobs)
         }
         Command::Sim {
@@ -273,25 +291,69 @@ fn main() -> ExitCode {
                 protocol,
                 peer_table,
             };
+            ignored_overrides("sim (it simulates the small-shape schedules)");
             sim::sim_cmd(kernel, config, schedules, seed)
         }
         Command::Run { args, schedule } => {
-            match schedule.install(args.target.unwrap_or(Arch::Sm90)) {
-                Ok(()) => wavefuse_harness::run::run_cmd(&args),
+            match schedule.policy(args.target.unwrap_or(Arch::Sm90), env_overrides()) {
+                Ok(policy) => wavefuse_harness::run::run_cmd(&args, &policy),
                 Err(e) => store_error(e),
             }
         }
-        Command::GpuSuite(args) => wavefuse_harness::suite::suite_cmd(&args),
-        Command::Ab { args, schedule } => match schedule.install(Arch::Sm90) {
-            Ok(()) => wavefuse_harness::ab::ab_cmd(&args),
+        Command::GpuSuite(args) => wavefuse_harness::suite::suite_cmd(&args, env_policy()),
+        Command::Ab { args, schedule } => match schedule.policy(Arch::Sm90, env_overrides()) {
+            Ok(policy) => wavefuse_harness::ab::ab_cmd(&args, policy),
             Err(e) => store_error(e),
         },
         Command::Tune(args) => wavefuse_harness::tune::tune_cmd(&args),
-        Command::MgpuBench(args) => wavefuse_harness::mgpu::bench_cmd(&args),
+        Command::MgpuBench(args) => wavefuse_harness::mgpu::bench_cmd(&args, env_policy()),
         Command::Cache { clear } => cache_cmd(clear),
         Command::Report { tp, seed } => {
             report(if tp.is_empty() { TP_SIZES.to_vec() } else { tp }, seed)
         }
+    }
+}
+
+/// The environment variables of explicit schedule overrides (`field=value,...`, see
+/// `Schedule::with_overrides`): `$WAVEFUSE_SCHEDULE` for every target, then
+/// `$WAVEFUSE_SCHEDULE_GFX906` / `_SM90` for one. Read here, at the edge, into the policy.
+const SCHEDULE_ENV: &str = "WAVEFUSE_SCHEDULE";
+
+/// The overrides the environment asks for, in the order they apply.
+fn env_overrides() -> Vec<Override> {
+    let mut out = Vec::new();
+    let vars = [(SCHEDULE_ENV.to_owned(), None)]
+        .into_iter()
+        .chain(Arch::ALL.into_iter().map(|a| {
+            (
+                format!("{SCHEDULE_ENV}_{}", a.to_string().to_uppercase()),
+                Some(a),
+            )
+        }));
+    for (var, arch) in vars {
+        if let Some(spec) = std::env::var_os(&var).filter(|v| !v.is_empty()) {
+            out.push(Override {
+                origin: format!("${var}"),
+                arch,
+                spec: spec.to_string_lossy().into_owned(),
+            });
+        }
+    }
+    out
+}
+
+/// The default policy with the environment's overrides (the commands without `--schedule`).
+fn env_policy() -> SchedulePolicy {
+    SchedulePolicy {
+        tuned: None,
+        overrides: env_overrides(),
+    }
+}
+
+/// Says that a command does not apply the environment's overrides, when some are set.
+fn ignored_overrides(what: &str) {
+    for o in env_overrides() {
+        eprintln!("warning: {} is ignored by {what}", o.origin);
     }
 }
 

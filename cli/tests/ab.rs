@@ -438,7 +438,13 @@ fn the_no_gpu_report_says_so_in_every_rendering() {
 /// The generated kernel of `id` at TP `tp` for `arch`, written into `dir` as if it were a
 /// hand-written kernel: its source and its own ABI description.
 fn as_hand_written(dir: &Path, id: KernelId, tp: u32, arch: Arch) -> (suite::Generated, String) {
-    let g = suite::generate(&spec(id, tp), arch).unwrap();
+    let g = suite::generate(
+        &spec(id, tp),
+        arch,
+        &wavefuse_harness::policy::SchedulePolicy::default(),
+        wavefuse_harness::policy::Placement::SameDevice,
+    )
+    .unwrap();
     let ext = if arch == Arch::Sm90 { "cu" } else { "hip" };
     std::fs::write(dir.join(format!("mine.{ext}")), &g.source.text).unwrap();
     let abi = Abi::from_kernel(&g.lowered).to_toml().unwrap();
@@ -673,7 +679,13 @@ fn the_reference_kernels_descriptions_agree_with_the_generated_kernels() {
     for id in KernelId::ALL {
         for tp in [1, 4] {
             for arch in [Arch::Sm90, Arch::Gfx906] {
-                let g = suite::generate(&spec(id, tp), arch).unwrap();
+                let g = suite::generate(
+                    &spec(id, tp),
+                    arch,
+                    &wavefuse_harness::policy::SchedulePolicy::default(),
+                    wavefuse_harness::policy::Placement::SameDevice,
+                )
+                .unwrap();
                 if let Found::Hand(h) = handwritten::find_reference(Some(&dir), &g.lowered) {
                     assert_eq!(
                         h.check(&g.lowered),

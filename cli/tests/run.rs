@@ -329,7 +329,15 @@ fn fused_on_fake(skip_one: bool) -> Vec<exec::OutputMetrics> {
         batch: 2,
         shape: ShapeKind::Small,
     };
-    let p = suite::prepare(&spec, Arch::Sm90, 7, false).expect("prepares");
+    let p = suite::prepare(
+        &spec,
+        Arch::Sm90,
+        &wavefuse_harness::policy::SchedulePolicy::default(),
+        wavefuse_harness::policy::Placement::SameDevice,
+        7,
+        false,
+    )
+    .expect("prepares");
     let (ir, k) = (p.g.ir.clone(), p.g.lowered.clone());
     let rank_arg = param(&k, &Purpose::Rank);
     let inputs = p.data.inputs.clone();
@@ -464,8 +472,18 @@ fn suite_on_a_fake_device_catches_unwritten_outputs() {
     // Without NVRTC the artifacts come from prebuilt entries: put placeholders there.
     let compiler = suite::compiler_for(Arch::Sm90);
     for c in suite::cases(true, &o.kernels, &o.tps) {
-        let g = suite::generate(&c, Arch::Sm90).unwrap();
-        let req = wavefuse_runtime::CompileRequest::new(&g.lowered.name, g.source.text, Arch::Sm90);
+        let g = suite::generate(
+            &c,
+            Arch::Sm90,
+            &wavefuse_harness::policy::SchedulePolicy::default(),
+            wavefuse_harness::policy::Placement::SameDevice,
+        )
+        .unwrap();
+        let req = wavefuse_runtime::CompileRequest::new(
+            &g.lowered.name,
+            g.source.text.clone(),
+            Arch::Sm90,
+        );
         cache
             .put(&exec::prebuilt_key(compiler.as_ref(), &req), &artifact())
             .unwrap();

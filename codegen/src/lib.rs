@@ -7,10 +7,12 @@
 //!   compilers' resource checks.
 //! - [`sim`]: the CPU protocol simulator of the lowered level (schedules, visibility, deadlocks).
 //! - [`abi`]: the ABI description of a generated kernel, for the runtime.
+//! - [`compile`]: the one chain lower → expand → validate → emit → ABI, giving a [`Generated`].
 //! - `llvm` (feature `llvm`): the LLVM back end (inkwell, LLVM 16): gfx906 code objects and
 //!   sm_90 PTX from the same lowered kernels.
 
 pub mod abi;
+mod compile;
 pub mod cpp;
 #[cfg(feature = "llvm")]
 pub mod llvm;
@@ -19,5 +21,6 @@ pub mod lowered;
 pub mod sim;
 pub mod target;
 
+pub use compile::{CompileError, Generated, compile};
 pub use target::Arch;
 pub use wavefuse_ir as ir;

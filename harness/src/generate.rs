@@ -6,16 +6,14 @@ use std::process::ExitCode;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use wavefuse::ir::validate;
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::abi::Abi;
 use wavefuse_codegen::cpp::budget::{Budgets, Verdict};
 use wavefuse_codegen::cpp::toolchain::{self, Compiled, Resources, Tool, ToolError};
-use wavefuse_codegen::cpp::{self, Source};
-use wavefuse_codegen::lower::{LowerError, lower};
-use wavefuse_codegen::lowered::LoweredKernel;
+use wavefuse_codegen::cpp::{self};
 
-use crate::{KernelId, Shapes};
+use crate::KernelId;
+use crate::policy::{Placement, SchedulePolicy};
+use crate::suite::{CaseSpec, PrepError, ShapeKind};
 
 /// The committed resource budget (DESIGN.md §7), embedded so `wavefuse check` works anywhere.
 pub const BUDGETS_TOML: &str = wavefuse_kernels::BUDGETS_TOML;
@@ -27,111 +25,61 @@ pub fn budgets() -> Result<Budgets, cpp::budget::BudgetError> {
 
 /// Why a kernel of the set could not be generated.
 #[derive(Debug, thiserror::Error)]
-pub enum GenError {
-    /// The op-level kernel is invalid (a bug in the set).
-    #[error("{kernel}@tp{tp}: invalid IR: {source}")]
-    Invalid {
-        /// Kernel name.
-        kernel: &'static str,
-        /// TP size.
-        tp: u32,
-        /// What is wrong.
-        source: Box<wavefuse::ir::ValidationError>,
-    },
-    /// The lowering failed (or does not support the kernel yet: see [`GenError::is_unsupported`]).
-    #[error("{kernel}@{arch}_tp{tp}: lowering: {source}")]
-    Lower {
-        /// Kernel name.
-        kernel: &'static str,
-        /// Target.
-        arch: Arch,
-        /// TP size.
-        tp: u32,
-        /// What went wrong.
-        source: Box<LowerError>,
-    },
-    /// A schedule override (`$WAVEFUSE_SCHEDULE…`) is malformed.
-    #[error("{0}")]
-    Schedule(String),
-    /// The C++ writer failed.
-    #[error("{kernel}@{arch}_tp{tp}: C++ writer: {source}")]
-    Write {
-        /// Kernel name.
-        kernel: &'static str,
-        /// Target.
-        arch: Arch,
-        /// TP size.
-        tp: u32,
-        /// What went wrong.
-        source: cpp::Error,
-    },
+#[error("{label}: {source}")]
+pub struct GenError {
+    /// `kernel@arch_tpN`.
+    pub label: String,
+    /// What went wrong.
+    pub source: PrepError,
 }
 
 impl GenError {
     /// The lowering or writer does not support the kernel on this target (a known limitation,
     /// not a bug).
     pub fn is_unsupported(&self) -> bool {
-        match self {
-            GenError::Lower { source, .. } => matches!(**source, LowerError::Unsupported(_)),
-            GenError::Write { source, .. } => matches!(source, cpp::Error::Unsupported(_)),
-            GenError::Invalid { .. } | GenError::Schedule(_) => false,
-        }
+        matches!(self.source, PrepError::Unsupported(_))
     }
 }
 
-/// A generated kernel: the lowered form, its source, and its ABI description.
-#[derive(Clone, Debug)]
-pub struct Generated {
-    /// Which kernel.
-    pub id: KernelId,
-    /// TP size.
-    pub tp: u32,
-    /// The lowered kernel.
-    pub lowered: LoweredKernel,
-    /// The C++ source.
-    pub source: Source,
-    /// The ABI description.
-    pub abi: Abi,
+/// A generated kernel of the set: the pipeline's one artifact ([`crate::suite::Generated`]).
+pub type Generated = crate::suite::Generated;
+
+/// Kernel `id` of the set at the model shapes (TP `tp`, batch `batch`) for `arch`, with the
+/// default policy, placed as TP is deployed (one rank per device): exactly what the snapshots
+/// hold, `check` compiles, `wavefuse emit` prints by default and the per-device GPU suite and
+/// `mgpu-bench` run. `ab`, `run` and the default GPU suite put all ranks on one device, which
+/// refits kernels with a grid barrier (and keeps the pull protocol): `wavefuse emit --placement
+/// same-device` prints those ([`generate_with`]).
+pub fn generate(id: KernelId, arch: Arch, tp: u32, batch: usize) -> Result<Generated, GenError> {
+    generate_with(
+        id,
+        arch,
+        tp,
+        batch,
+        &SchedulePolicy::default(),
+        Placement::PerDevice,
+    )
 }
 
-/// Lower kernel `id` for `arch` at `tp` (default workload shapes, batch `batch`) with the
-/// default schedule (the tuned one when `wavefuse emit --schedule tuned` installed a selector,
-/// [`crate::tune::select`]), and write it.
-pub fn generate(id: KernelId, arch: Arch, tp: u32, batch: usize) -> Result<Generated, GenError> {
-    let kernel = id.build(&Shapes {
-        batch,
-        ..Shapes::qwen27b(tp)
-    });
-    let name = id.name();
-    validate(&kernel).map_err(|e| GenError::Invalid {
-        kernel: name,
-        tp,
-        source: Box::new(e),
-    })?;
-    let shape = crate::ab::ShapeSet { tp, batch }.name();
-    let schedule = match crate::tune::select::tuned(name, &shape, arch, &kernel) {
-        Some(s) => s,
-        None => crate::suite::model_schedule(arch, &kernel).map_err(GenError::Schedule)?,
-    };
-    let lowered = lower(&kernel, arch, &schedule).map_err(|e| GenError::Lower {
-        kernel: name,
-        arch,
-        tp,
-        source: Box::new(e),
-    })?;
-    let source = cpp::emit(&lowered).map_err(|source| GenError::Write {
-        kernel: name,
-        arch,
-        tp,
-        source,
-    })?;
-    let abi = Abi::from_kernel(&lowered);
-    Ok(Generated {
+/// Kernel `id` of the set at the model shapes through the pipeline ([`crate::suite::generate`])
+/// with `policy` at `placement`: `wavefuse emit` with `--schedule`, `--placement` and overrides.
+pub fn generate_with(
+    id: KernelId,
+    arch: Arch,
+    tp: u32,
+    batch: usize,
+    policy: &SchedulePolicy,
+    placement: Placement,
+) -> Result<Generated, GenError> {
+    let c = CaseSpec {
         id,
         tp,
-        lowered,
+        batch,
+        shape: ShapeKind::Model,
+    };
+    crate::suite::generate(&c, arch, policy, placement).map_err(|source| GenError {
+        label: format!("{}@{arch}_tp{tp}", id.name()),
         source,
-        abi,
     })
 }
 
@@ -298,15 +246,18 @@ pub fn table(arch: Arch, rows: &[CheckRow]) -> String {
 
 /// `wavefuse emit KERNEL --target T [--tp N] [--out DIR]`: the source on stdout, or the source
 /// and the ABI description written into DIR. With `lowered`, the lowered form instead.
+#[allow(clippy::too_many_arguments)]
 pub fn emit_cmd(
     id: KernelId,
     arch: Arch,
     tp: u32,
     batch: usize,
+    policy: &SchedulePolicy,
+    placement: Placement,
     out: Option<PathBuf>,
     lowered: bool,
 ) -> ExitCode {
-    let g = match generate(id, arch, tp, batch) {
+    let g = match generate_with(id, arch, tp, batch, policy, placement) {
         Ok(g) => g,
         Err(e) => {
             eprintln!("error: {e}");

@@ -197,7 +197,14 @@ fn diff_case(c: &CaseSpec, entry: &Json, dir: &Path, seed: u64) -> Row {
         nvrtc_ms: None,
         llvm_ms: entry["llvm_ms"]["total"].as_f64().unwrap_or(f64::NAN),
     };
-    let p = match suite::prepare(c, Arch::Sm90, seed, false) {
+    let p = match suite::prepare(
+        c,
+        Arch::Sm90,
+        &crate::policy::SchedulePolicy::default(),
+        crate::policy::Placement::SameDevice,
+        seed,
+        false,
+    ) {
         Ok(p) => p,
         Err(e) => {
             row.cpp = Err(e.to_string());
@@ -301,7 +308,13 @@ pub fn write_ptx_set(out: &Path) -> Result<usize, String> {
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let mut entries = Vec::new();
     for c in cases() {
-        let g = suite::generate(&c, Arch::Sm90).map_err(|e| format!("{}: {e}", c.label()))?;
+        let g = suite::generate(
+            &c,
+            Arch::Sm90,
+            &crate::policy::SchedulePolicy::default(),
+            crate::policy::Placement::SameDevice,
+        )
+        .map_err(|e| format!("{}: {e}", c.label()))?;
         let compiled =
             llvm::compile(&g.lowered, false).map_err(|e| format!("{}: {e}", c.label()))?;
         std::fs::write(out.join(ptx_file(&c)), &compiled.image)

@@ -25,14 +25,12 @@ use serde_json::{Value as Json, json};
 use wavefuse::ir::reference::{HostData, RankInputs, RankOutputs, evaluate};
 use wavefuse::ir::{GptqLayout, Kernel, validate};
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::cpp::{self, Source};
-use wavefuse_codegen::lower::lower;
-use wavefuse_codegen::lowered::LoweredKernel;
 use wavefuse_runtime::exec::{self, OpKernel, OutputMetrics};
 use wavefuse_runtime::rank::per_device_ordinals;
 use wavefuse_runtime::timing::{GroupGraphs, l2_bytes};
 use wavefuse_runtime::{Cache, CompileRequest, CudaDevice, Device, RankGroup, SameDeviceMode};
 
+use crate::policy::{Placement, SchedulePolicy};
 use crate::shapes::{FFN, HIDDEN};
 use crate::suite::{self, Worst};
 use crate::{KernelId, Shapes, Workload};
@@ -129,45 +127,49 @@ impl BenchCase {
     }
 }
 
-/// One lowered and emitted kernel of a case.
+/// One generated kernel of a case: its op-level kernel and what [`wavefuse_codegen::compile`]
+/// made of it with the schedule the policy resolved for the placement (one rank per device: the
+/// push protocol for the fused kernel; all ranks on one device: every rank's grid co-resident).
+/// It dereferences to the [`wavefuse_codegen::Generated`].
 pub struct Built {
     /// The op-level kernel.
     pub ir: Kernel,
-    /// Lowered with the model schedule for its placement (the target's default plus
-    /// `$WAVEFUSE_SCHEDULE` overrides): one rank per device, the push protocol for the fused
-    /// kernel and no widening; all ranks on one device, what the suite runs
-    /// ([`suite::lower_coresident`]: every rank's grid co-resident).
-    pub lowered: LoweredKernel,
-    /// Its CUDA source.
-    pub source: Source,
+    /// Lowered kernel, source, ABI and schedule.
+    pub code: wavefuse_codegen::Generated,
 }
 
-/// Lowers and emits every kernel of `case` at `tp` for `arch`, for `tp` ranks on one device
-/// (`same_device`) or one rank per device.
+impl std::ops::Deref for Built {
+    type Target = wavefuse_codegen::Generated;
+    fn deref(&self) -> &wavefuse_codegen::Generated {
+        &self.code
+    }
+}
+
+/// Generates every kernel of `case` at `tp` for `arch` through the pipeline (`policy`, then
+/// [`wavefuse_codegen::compile`]), for `tp` ranks on one device (`same_device`) or one rank per
+/// device.
 pub fn build(
     case: BenchCase,
     tp: u32,
     arch: Arch,
     same_device: bool,
+    policy: &SchedulePolicy,
 ) -> Result<Vec<Built>, String> {
-    let ranks_per_device = if same_device { tp } else { 1 };
+    let placement = if same_device {
+        Placement::SameDevice
+    } else {
+        Placement::PerDevice
+    };
     case.kernels(tp)?
         .into_iter()
         .map(|ir| {
-            let schedule = suite::model_schedule_for(arch, &ir, ranks_per_device)?;
-            let lowered = if same_device {
-                suite::lower_coresident(&ir, arch, schedule, ranks_per_device).map(|(k, _)| k)
-            } else {
-                lower(&ir, arch, &schedule)
-            }
-            .map_err(|e| format!("{}: lowering: {e}", ir.name()))?;
-            let source =
-                cpp::emit(&lowered).map_err(|e| format!("{}: C++ writer: {e}", ir.name()))?;
-            Ok(Built {
-                ir,
-                lowered,
-                source,
-            })
+            let schedule = policy
+                .resolve_kernel(&ir, arch, placement, None)
+                .map_err(|e| format!("{}: {e}", ir.name()))?
+                .schedule;
+            let code = wavefuse_codegen::compile(&ir, arch, &schedule)
+                .map_err(|e| format!("{}: {e}", ir.name()))?;
+            Ok(Built { ir, code })
         })
         .collect()
 }
@@ -221,6 +223,8 @@ pub struct BenchOptions {
     pub seed: u64,
     /// Commit of the binary.
     pub commit: String,
+    /// Where the kernels' schedules come from.
+    pub policy: SchedulePolicy,
 }
 
 /// The case's data: inputs per kernel (the chain's second kernel reads the first's output) and
@@ -282,7 +286,7 @@ fn time_row(
     l2: u64,
 ) -> Result<(), String> {
     let arch = group.device(0).info().arch.ok_or("not an sm_90 GPU")?;
-    let built = build(row.case, row.tp, arch, o.same_device)?;
+    let built = build(row.case, row.tp, arch, o.same_device, &o.policy)?;
     let data = case_data(&built, o.seed)?;
     let compiler = suite::compiler_for(arch);
     let artifacts = built
@@ -545,12 +549,12 @@ fn row_json(r: &Row) -> Json {
 }
 
 /// Every source `mgpu-bench` compiles, for `--prebuild`.
-pub fn sources(arch: Arch) -> Vec<Result<Built, String>> {
+pub fn sources(arch: Arch, policy: &SchedulePolicy) -> Vec<Result<Built, String>> {
     let mut out = Vec::new();
     for same_device in [false, true] {
         for tp in [2, 4] {
             for case in BenchCase::ALL {
-                match build(case, tp, arch, same_device) {
+                match build(case, tp, arch, same_device, policy) {
                     Ok(bs) => out.extend(bs.into_iter().map(Ok)),
                     Err(e) => out.push(Err(format!("TP {tp} {}: {e}", case.name()))),
                 }
@@ -581,7 +585,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub seed: Option<u64>,
     /// The commit the binary was built from (default: `$WAVEFUSE_COMMIT`, else `unknown`).
-    #[arg(long)]
+    #[arg(long, env = "WAVEFUSE_COMMIT")]
     pub commit: Option<String>,
     /// Write the JSON results here.
     #[arg(long)]
@@ -596,13 +600,13 @@ pub struct BenchArgs {
 }
 
 /// `wavefuse mgpu-bench`.
-pub fn bench_cmd(a: &BenchArgs) -> std::process::ExitCode {
+pub fn bench_cmd(a: &BenchArgs, policy: SchedulePolicy) -> std::process::ExitCode {
     use std::process::ExitCode;
     if let Some(path) = suite::locate_nvrtc() {
         eprintln!("note: using NVRTC at {}", path.display());
     }
     if a.prebuild {
-        return prebuild();
+        return prebuild(&policy);
     }
     if a.samples == 0 || a.calls == 0 {
         eprintln!("error: --samples and --calls must be at least 1");
@@ -640,9 +644,8 @@ pub fn bench_cmd(a: &BenchArgs) -> std::process::ExitCode {
         samples: a.samples,
         calls: a.calls,
         seed: a.seed.unwrap_or(Workload::DEFAULT_SEED),
-        commit: a.commit.clone().unwrap_or_else(|| {
-            std::env::var("WAVEFUSE_COMMIT").unwrap_or_else(|_| "unknown".into())
-        }),
+        commit: a.commit.clone().unwrap_or_else(|| "unknown".into()),
+        policy,
     };
     let report = match run_bench(&o) {
         Ok(r) => r,
@@ -670,13 +673,13 @@ pub fn bench_cmd(a: &BenchArgs) -> std::process::ExitCode {
     }
 }
 
-fn prebuild() -> std::process::ExitCode {
+fn prebuild(policy: &SchedulePolicy) -> std::process::ExitCode {
     let cache = Cache::from_env();
     let arch = Arch::Sm90;
     let compiler = suite::compiler_for(arch);
     let mut failed = 0;
     let mut seen = std::collections::HashSet::new();
-    for s in sources(arch) {
+    for s in sources(arch, policy) {
         let b = match s {
             Ok(b) => b,
             Err(e) => {
@@ -716,7 +719,7 @@ mod tests {
 
     #[test]
     fn every_case_builds_for_sm90_at_tp_2_and_4() {
-        for s in sources(Arch::Sm90) {
+        for s in sources(Arch::Sm90, &SchedulePolicy::default()) {
             if let Err(e) = s {
                 panic!("{e}");
             }
@@ -725,7 +728,14 @@ mod tests {
 
     #[test]
     fn the_chain_reference_feeds_the_gemv_partial_to_the_allreduce() {
-        let built = build(BenchCase::Chain, 2, Arch::Sm90, false).unwrap();
+        let built = build(
+            BenchCase::Chain,
+            2,
+            Arch::Sm90,
+            false,
+            &SchedulePolicy::default(),
+        )
+        .unwrap();
         let data = case_data(&built, 7).unwrap();
         let a = &built[1].ir;
         let p = a.buffer_by_name("partial").unwrap();
@@ -744,16 +754,25 @@ mod tests {
     fn same_device_kernels_are_lowered_for_every_rank_on_one_gpu() {
         // One rank per GPU, the fused kernel keeps its K split (its grid alone fills a GPU); all
         // four ranks on one GPU must fit co-resident together, as in the suite (§5.9).
-        let fused = |same| build(BenchCase::Fused, 4, Arch::Sm90, same).unwrap();
+        let fused = |same| {
+            build(
+                BenchCase::Fused,
+                4,
+                Arch::Sm90,
+                same,
+                &SchedulePolicy::default(),
+            )
+            .unwrap()
+        };
         let per_device = &fused(false)[0].lowered;
         let same_device = &fused(true)[0].lowered;
-        assert!(!suite::fits_coresident(per_device, Arch::Sm90, 4));
-        assert!(suite::fits_coresident(same_device, Arch::Sm90, 4));
+        assert!(!crate::policy::fits_coresident(per_device, Arch::Sm90, 4));
+        assert!(crate::policy::fits_coresident(same_device, Arch::Sm90, 4));
         assert!(same_device.grid < per_device.grid);
         for case in BenchCase::ALL {
-            for b in build(case, 4, Arch::Sm90, true).unwrap() {
+            for b in build(case, 4, Arch::Sm90, true, &SchedulePolicy::default()).unwrap() {
                 assert!(
-                    suite::fits_coresident(&b.lowered, Arch::Sm90, 4),
+                    crate::policy::fits_coresident(&b.lowered, Arch::Sm90, 4),
                     "{}",
                     b.lowered.name
                 );

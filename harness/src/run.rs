@@ -15,6 +15,7 @@ use wavefuse_runtime::exec::{self, OutputMetrics};
 use wavefuse_runtime::{Cache, Device, DeviceError, Error as RtError, HipDevice};
 
 use crate::checkpoint::{self, QuantOverrides};
+use crate::policy::{Placement, SchedulePolicy};
 use crate::suite::{
     self, CaseSpec, Data, Generated, PrepError, ShapeKind, artifact_name, tolerance,
 };
@@ -109,9 +110,9 @@ fn parse_batch(s: &str) -> Result<usize, String> {
 const NO_DEVICE: u8 = 2;
 
 /// `wavefuse run`.
-pub fn run_cmd(a: &RunArgs) -> ExitCode {
+pub fn run_cmd(a: &RunArgs, policy: &SchedulePolicy) -> ExitCode {
     if a.weights.is_some() {
-        return checkpoint_run(a);
+        return checkpoint_run(a, policy);
     }
     let spec = CaseSpec {
         id: a.kernel,
@@ -125,8 +126,8 @@ pub fn run_cmd(a: &RunArgs) -> ExitCode {
     };
     match a.device {
         DeviceKind::CpuRef => cpu_ref(&spec, a.seed),
-        DeviceKind::Sim => sim(&spec, a.seed, a.target.unwrap_or(Arch::Sm90)),
-        DeviceKind::Gpu => gpu(&spec, a.seed, a.target),
+        DeviceKind::Sim => sim(&spec, a.seed, a.target.unwrap_or(Arch::Sm90), policy),
+        DeviceKind::Gpu => gpu(&spec, a.seed, a.target, policy),
     }
 }
 
@@ -271,8 +272,8 @@ fn verdict(spec: &CaseSpec, ms: &[OutputMetrics], extra: Option<String>) -> Exit
 
 // --- sim -------------------------------------------------------------------------------------
 
-fn sim(spec: &CaseSpec, seed: u64, arch: Arch) -> ExitCode {
-    let g = match suite::generate(spec, arch) {
+fn sim(spec: &CaseSpec, seed: u64, arch: Arch, policy: &SchedulePolicy) -> ExitCode {
+    let g = match suite::generate(spec, arch, policy, Placement::SameDevice) {
         Ok(g) => g,
         Err(e) => return fail(e),
     };
@@ -351,10 +352,10 @@ fn with_heartbeat<T: Send>(f: impl FnOnce() -> T + Send) -> T {
 
 // --- gpu -------------------------------------------------------------------------------------
 
-fn gpu(spec: &CaseSpec, seed: u64, target: Option<Arch>) -> ExitCode {
+fn gpu(spec: &CaseSpec, seed: u64, target: Option<Arch>, policy: &SchedulePolicy) -> ExitCode {
     if target == Some(Arch::Gfx906) {
         return match HipDevice::new(0) {
-            Ok(dev) => on_device(dev, spec, seed),
+            Ok(dev) => on_device(dev, spec, seed, policy),
             Err(e @ (DeviceError::NoDriver { .. } | DeviceError::NoDevice { .. })) => {
                 eprintln!("error: {e}; run with --device cpu-ref or --device sim");
                 ExitCode::from(NO_DEVICE)
@@ -366,7 +367,7 @@ fn gpu(spec: &CaseSpec, seed: u64, target: Option<Arch>) -> ExitCode {
         eprintln!("note: using NVRTC at {}", path.display());
     }
     match suite::open_cuda() {
-        Ok(dev) => on_device(dev, spec, seed),
+        Ok(dev) => on_device(dev, spec, seed, policy),
         Err(message) => {
             eprintln!("error: {message}");
             ExitCode::from(NO_DEVICE)
@@ -374,7 +375,7 @@ fn gpu(spec: &CaseSpec, seed: u64, target: Option<Arch>) -> ExitCode {
     }
 }
 
-fn on_device<D: Device>(dev: D, spec: &CaseSpec, seed: u64) -> ExitCode {
+fn on_device<D: Device>(dev: D, spec: &CaseSpec, seed: u64, policy: &SchedulePolicy) -> ExitCode {
     let info = dev.info().clone();
     let Some(arch) = info.arch else {
         return fail(format!(
@@ -386,7 +387,7 @@ fn on_device<D: Device>(dev: D, spec: &CaseSpec, seed: u64) -> ExitCode {
     if progress {
         eprint!("preparing inputs and the f64 reference ...");
     }
-    let prepared = suite::prepare(spec, arch, seed, false);
+    let prepared = suite::prepare(spec, arch, policy, Placement::SameDevice, seed, false);
     if progress {
         eprint!("\r{:<60}\r", "");
     }
@@ -441,7 +442,7 @@ fn header(g: &Generated, device: &str, sms: u32) {
 /// `wavefuse run gemv_int4 --weights FILE --layer NAME --input X.npy [--output Y.npy]`: the layer
 /// from a GPTQ checkpoint, the activations from a .npy, the f64 reference always, and the GPU or
 /// the simulator when asked; the result (the device's, else the reference's) written as .npy.
-fn checkpoint_run(a: &RunArgs) -> ExitCode {
+fn checkpoint_run(a: &RunArgs, policy: &SchedulePolicy) -> ExitCode {
     if a.kernel != KernelId::GemvInt4 {
         return fail(format!(
             "--weights binds one GPTQ layer and works with gemv_int4 only, not {}",
@@ -480,22 +481,24 @@ fn checkpoint_run(a: &RunArgs) -> ExitCode {
     };
     let (outputs, verdict_code) = match a.device {
         DeviceKind::CpuRef => (reference.clone(), ExitCode::SUCCESS),
-        DeviceKind::Sim | DeviceKind::Gpu => match device_outputs(a, &case.kernel, &case.inputs) {
-            Ok(outs) => {
-                let ms = exec::compare(&case.kernel, &outs, &reference);
-                let (tol, _) = tolerance(KernelId::GemvInt4);
-                let ok = print_metrics(&ms, tol);
-                (
-                    outs,
-                    if ok {
-                        ExitCode::SUCCESS
-                    } else {
-                        ExitCode::FAILURE
-                    },
-                )
+        DeviceKind::Sim | DeviceKind::Gpu => {
+            match device_outputs(a, policy, &case.kernel, &case.inputs) {
+                Ok(outs) => {
+                    let ms = exec::compare(&case.kernel, &outs, &reference);
+                    let (tol, _) = tolerance(KernelId::GemvInt4);
+                    let ok = print_metrics(&ms, tol);
+                    (
+                        outs,
+                        if ok {
+                            ExitCode::SUCCESS
+                        } else {
+                            ExitCode::FAILURE
+                        },
+                    )
+                }
+                Err(code) => return code,
             }
-            Err(code) => return code,
-        },
+        }
     };
     let y = match case.gather(&outputs) {
         Ok(y) => y,
@@ -515,6 +518,7 @@ fn checkpoint_run(a: &RunArgs) -> ExitCode {
 /// The checkpoint kernel's outputs from the simulator or the GPU.
 fn device_outputs(
     a: &RunArgs,
+    policy: &SchedulePolicy,
     ir: &Kernel,
     inputs: &[wavefuse::ir::reference::RankInputs],
 ) -> Result<Vec<RankOutputs>, ExitCode> {
@@ -522,9 +526,13 @@ fn device_outputs(
         (_, Some(t)) => t,
         _ => Arch::Sm90,
     };
-    let schedule = crate::suite::model_schedule(arch, ir).map_err(fail)?;
-    let lowered = wavefuse_codegen::lower::lower(ir, arch, &schedule)
-        .map_err(|e| fail(format!("lowering: {e}")))?;
+    let schedule = policy
+        .resolve_kernel(ir, arch, Placement::SameDevice, None)
+        .map_err(fail)?
+        .schedule;
+    let generated =
+        wavefuse_codegen::compile(ir, arch, &schedule).map_err(|e| fail(format!("{e}")))?;
+    let (lowered, source) = (&generated.lowered, &generated.source);
     if a.device == DeviceKind::Sim {
         let reference = wavefuse::ir::reference::evaluate(ir, inputs)
             .map_err(|e| fail(format!("reference: {e}")))?;
@@ -535,7 +543,7 @@ fn device_outputs(
         let mut opts = SimOptions::new(a.seed);
         opts.granularity = Granularity::Wave;
         opts.max_steps = u64::MAX;
-        let report = with_heartbeat(|| simulate_case(&lowered, ir, &case, &opts))
+        let report = with_heartbeat(|| simulate_case(lowered, ir, &case, &opts))
             .map_err(|e| fail(format!("simulator: {e}")))?;
         for f in &report.findings {
             println!("finding: {f}");
@@ -552,8 +560,6 @@ fn device_outputs(
             .next()
             .ok_or_else(|| fail("no simulated launch"));
     }
-    let source =
-        wavefuse_codegen::cpp::emit(&lowered).map_err(|e| fail(format!("C++ writer: {e}")))?;
     if let Some(path) = suite::locate_nvrtc() {
         eprintln!("note: using NVRTC at {}", path.display());
     }
@@ -572,7 +578,7 @@ fn device_outputs(
             lowered.tp,
             wavefuse_runtime::SameDeviceMode::Streams,
         )?;
-        let mut k = exec::OpKernel::new(&group, ir, &lowered, &artifact)?;
+        let mut k = exec::OpKernel::new(&group, ir, lowered, &artifact)?;
         k.run(inputs)
     };
     run().map_err(fail)

@@ -16,10 +16,9 @@ use std::time::Instant;
 
 use serde_json::{Value as Json, json};
 use wavefuse::ir::reference::{RankInputs, RankOutputs, evaluate};
-use wavefuse::ir::{GptqLayout, GroupSize, Kernel, OpKind, ZeroPoint, validate};
+use wavefuse::ir::{GptqLayout, GroupSize, Kernel, ZeroPoint, validate};
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::cpp::{self, Source};
-use wavefuse_codegen::lower::{AllreduceProtocol, Int4Dot, LowerError, Schedule, lower};
+use wavefuse_codegen::lower::LowerError;
 use wavefuse_codegen::lowered::LoweredKernel;
 use wavefuse_runtime::compile::{Compiler, Nvrtc, default_compiler};
 use wavefuse_runtime::exec::{self, ArtifactSource, OpKernel, OutputMetrics};
@@ -29,8 +28,9 @@ use wavefuse_runtime::{
     SameDeviceMode,
 };
 
+use crate::policy::{Placement, ResolveError, SchedulePolicy};
 use crate::shapes::{HIDDEN, TP_SIZES};
-use crate::sim::{SmallShapes, shrink, small_kernel, small_schedule};
+use crate::sim::{SmallShapes, shrink, small_kernel};
 use crate::{KernelId, Shapes, Workload};
 
 // ---------------------------------------------------------------------------------------------
@@ -236,77 +236,6 @@ pub fn op_kernel(c: &CaseSpec) -> Result<Option<Kernel>, String> {
     Ok(Some(kernel))
 }
 
-/// The schedule of a case: the simulator's for small shapes; at model shapes the tuned one when
-/// `--schedule tuned` installed a selector and the store has an entry ([`crate::tune::select`]),
-/// else [`model_schedule`]: the target's default with `$WAVEFUSE_SCHEDULE` and then
-/// `$WAVEFUSE_SCHEDULE_SM90` / `_GFX906` (`field=value,...`, see [`Schedule::with_overrides`])
-/// replacing fields of the default for kernels with a GEMV, so one schedule can be tried without
-/// the tuner.
-pub fn schedule(c: &CaseSpec, arch: Arch, ir: &Kernel) -> Result<Schedule, String> {
-    schedule_for(c, arch, ir, c.tp)
-}
-
-/// [`schedule`] for `ranks_per_device` ranks sharing each device ([`model_schedule_for`]).
-pub fn schedule_for(
-    c: &CaseSpec,
-    arch: Arch,
-    ir: &Kernel,
-    ranks_per_device: u32,
-) -> Result<Schedule, String> {
-    match c.shape {
-        ShapeKind::Small => Ok(small_schedule(arch, ir)),
-        ShapeKind::Model => {
-            match crate::tune::select::tuned(c.id.name(), &crate::ab::shape_name(c), arch, ir) {
-                Some(s) => Ok(s),
-                None => model_schedule_for(arch, ir, ranks_per_device),
-            }
-        }
-        _ => model_schedule_for(arch, ir, ranks_per_device),
-    }
-}
-
-/// The schedule of a kernel at model shapes: the target's default with the overrides of
-/// [`schedule`] (`wavefuse emit`, `run` and the suite all use it), for all ranks on one device.
-pub fn model_schedule(arch: Arch, ir: &Kernel) -> Result<Schedule, String> {
-    model_schedule_for(arch, ir, ir.tp())
-}
-
-/// [`model_schedule`] for `ranks_per_device` ranks sharing each device. With one rank per device
-/// a kernel that fuses a GEMV with an allreduce uses the push protocol (each rank writes its
-/// slice into the peers' memory and polls only its own flags): on 2 × H200 over NVLink the fused
-/// kernel took 18.2 µs with push against 19.6 µs with pull (three alternating runs each,
-/// `bench/results/2026-11-30-push-per-device/`), while with four ranks on one H200 push was 6 µs
-/// slower (`bench/results/2026-11-30-fused-experiments/`). `$WAVEFUSE_SCHEDULE` still overrides.
-pub fn model_schedule_for(
-    arch: Arch,
-    ir: &Kernel,
-    ranks_per_device: u32,
-) -> Result<Schedule, String> {
-    let mut s = Schedule::default_for(arch, ir);
-    let gemv = ir.ops().any(|(_, o)| matches!(o.kind, OpKind::Gemv(_)));
-    let allreduce = ir
-        .ops()
-        .any(|(_, o)| matches!(o.kind, OpKind::AllReduce(_)));
-    if ranks_per_device == 1 && ir.tp() > 1 && gemv && allreduce {
-        s = s.with_protocol(AllreduceProtocol::Push);
-    }
-    if !ir.ops().any(|(_, o)| matches!(o.kind, OpKind::Gemv(_))) {
-        return Ok(s);
-    }
-    let per_arch = format!("{SCHEDULE_ENV}_{}", arch.to_string().to_uppercase());
-    for var in [SCHEDULE_ENV.to_owned(), per_arch] {
-        if let Ok(spec) = std::env::var(&var) {
-            s = s
-                .with_overrides(&spec)
-                .map_err(|e| format!("${var}: {e}"))?;
-        }
-    }
-    Ok(s)
-}
-
-/// The environment variable of [`schedule`]'s overrides.
-pub const SCHEDULE_ENV: &str = "WAVEFUSE_SCHEDULE";
-
 /// The suite's cases. Full: per TP, the model shapes at batch 1, 3 and 8, odd N at batch 3, odd
 /// K at batch 1 and 8. Quick: per TP, the model shapes at batch 1 and odd N at batch 3.
 pub fn cases(quick: bool, kernels: &[KernelId], tps: &[u32]) -> Vec<CaseSpec> {
@@ -354,6 +283,8 @@ pub enum PrepError {
     Failed(String),
 }
 
+impl std::error::Error for PrepError {}
+
 impl std::fmt::Display for PrepError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -364,17 +295,26 @@ impl std::fmt::Display for PrepError {
     }
 }
 
-/// A case lowered and written for a target (no data yet).
+/// A case generated for a target (no data yet): the op-level kernel and the one
+/// [`wavefuse_codegen::Generated`] (lowered kernel, source, ABI, schedule) that every consumer
+/// uses; it dereferences to the latter.
 #[derive(Clone, Debug)]
 pub struct Generated {
     /// The case.
     pub spec: CaseSpec,
     /// The op-level kernel.
     pub ir: Kernel,
-    /// Its lowering.
-    pub lowered: LoweredKernel,
-    /// The generated source.
-    pub source: Source,
+    /// The placement its schedule was fitted for.
+    pub placement: Placement,
+    /// What [`wavefuse_codegen::compile`] made of it.
+    pub code: wavefuse_codegen::Generated,
+}
+
+impl std::ops::Deref for Generated {
+    type Target = wavefuse_codegen::Generated;
+    fn deref(&self) -> &wavefuse_codegen::Generated {
+        &self.code
+    }
 }
 
 impl Generated {
@@ -400,110 +340,43 @@ impl Generated {
     }
 }
 
-/// Build, lower and write a case for `arch`.
-pub fn generate(c: &CaseSpec, arch: Arch) -> Result<Generated, PrepError> {
-    generate_for(c, arch, c.tp)
-}
-
-/// As [`generate`], for `ranks_per_device` ranks sharing each device (TP for one device, 1 for one
-/// rank per device): the tiles are widened only as far as those ranks' grids need to fit.
-pub fn generate_for(
+/// The pipeline's generation step, the only one: build the case's kernel, resolve its schedule
+/// with `policy` for `placement` ([`SchedulePolicy::resolve`]) and [`wavefuse_codegen::compile`]
+/// it. `wavefuse emit`, `check`, the snapshots, `ab`, `run`, the GPU suite and the examples all
+/// come through here, so what is reviewed is what is measured.
+pub fn generate(
     c: &CaseSpec,
     arch: Arch,
-    ranks_per_device: u32,
+    policy: &SchedulePolicy,
+    placement: Placement,
 ) -> Result<Generated, PrepError> {
     let ir = match op_kernel(c) {
         Ok(Some(k)) => k,
         Ok(None) => return Err(PrepError::NotApplicable(c.shape.name().into())),
         Err(e) => return Err(PrepError::NotApplicable(e)),
     };
-    let sched = schedule_for(c, arch, &ir, ranks_per_device).map_err(PrepError::Failed)?;
-    let (lowered, _) =
-        lower_coresident(&ir, arch, sched, ranks_per_device).map_err(|e| match e {
-            LowerError::Unsupported(m) => PrepError::Unsupported(m),
-            e => PrepError::Failed(format!("lowering: {e}")),
+    let resolved = policy
+        .resolve(c, arch, &ir, placement)
+        .map_err(|e| match e {
+            ResolveError::Lower(LowerError::Unsupported(m)) => PrepError::Unsupported(m),
+            e => PrepError::Failed(e.to_string()),
         })?;
-    let source = cpp::emit(&lowered).map_err(|e| match e {
-        cpp::Error::Unsupported(m) => PrepError::Unsupported(m.to_string()),
-        e => PrepError::Failed(format!("C++ writer: {e}")),
+    if let Some(note) = &resolved.note {
+        eprintln!("{note}");
+    }
+    let code = wavefuse_codegen::compile(&ir, arch, &resolved.schedule).map_err(|e| {
+        if e.is_unsupported() {
+            PrepError::Unsupported(e.to_string())
+        } else {
+            PrepError::Failed(e.to_string())
+        }
     })?;
     Ok(Generated {
         spec: *c,
         ir,
-        lowered,
-        source,
+        placement,
+        code,
     })
-}
-
-/// Workgroups per CU/SM that every generated kernel fits at once (the occupancy the budgets keep,
-/// with margin): the target for all ranks' grids together when they share one device.
-pub const RESIDENT_PER_CU: u32 = 4;
-
-/// Lower, and when the kernel has a grid barrier and all `tp` ranks' grids would not fit on one
-/// device at [`resident_per_cu`] workgroups per CU/SM, first halve the K split (fewer
-/// workgroups per tile), then halve tensor-core workgroups above 256 lanes (half the K warps),
-/// then widen the INT4 column tiles (twice the columns, twice the words per lane: the same
-/// lanes) until they do, or until the next step no longer lowers. All ranks on one device
-/// is how the suite runs TP > 1; the runtime still checks the real capacity before launch
-/// (DESIGN.md §5.9), so this only avoids refusals, never hides a deadlock.
-/// Returns the lowering and the schedule it used.
-pub fn lower_coresident(
-    ir: &Kernel,
-    arch: Arch,
-    s: Schedule,
-    ranks_per_device: u32,
-) -> Result<(LoweredKernel, Schedule), LowerError> {
-    let mut k = lower(ir, arch, &s)?;
-    let mut s = s;
-    loop {
-        if fits_coresident(&k, arch, ranks_per_device) || s.threads_per_column == 1 {
-            return Ok((k, s));
-        }
-        let mut next = s.clone();
-        if s.k_split > 1 {
-            // Fewer K parts per tile: the grid shrinks, each workgroup keeps its warps (and
-            // stages the activations in LDS only while a part's still fit).
-            next = next.with_k_split(ir, s.k_split / 2);
-        } else if s.int4_dot == Int4Dot::Mma && s.workgroup_size > 256 {
-            // First back to 256-lane workgroups: the same tile, half the K warps.
-            next.workgroup_size /= 2;
-            next.threads_per_column /= 2;
-        } else if s.int4_dot == Int4Dot::Mma {
-            // The tensor-core tiling keeps 16-byte loads: twice the column warps, half the K ones.
-            next.columns_per_workgroup *= 2;
-            next.threads_per_column /= 2;
-        } else if s.words_per_iteration < 8 {
-            next.columns_per_workgroup *= 2;
-            next.words_per_iteration *= 2;
-        } else {
-            return Ok((k, s));
-        }
-        // A wider tile that no longer lowers (its LDS outgrew the workgroup: gfx906, TP 8,
-        // batch 8) stops the search: the last one that lowered goes on, and the runtime refuses
-        // it at launch if it is not co-resident (§5.9).
-        match lower(ir, arch, &next) {
-            Ok(wider) => (k, s) = (wider, next),
-            Err(LowerError::Schedule(_)) => return Ok((k, s)),
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-/// Whether the grids of `ranks_per_device` ranks of `k` fit on one device at [`RESIDENT_PER_CU`] workgroups per
-/// CU/SM (always, for a kernel without a grid barrier): what [`lower_coresident`] widens tiles
-/// for, and what the tuner requires of its candidates so the suite keeps their schedule as is.
-pub fn fits_coresident(k: &LoweredKernel, arch: Arch, ranks_per_device: u32) -> bool {
-    k.coresidency.is_none()
-        || ranks_per_device * k.grid <= arch.compute_units() * resident_per_cu(k.workgroup_size)
-}
-
-/// [`RESIDENT_PER_CU`] is for workgroups of 256 lanes: the budgets keep 1024 lanes per CU/SM
-/// resident (`min_occupancy` in `budgets.toml`: 8 warps per sub-partition on sm_90), so
-/// workgroups of other sizes fit in proportion — 512 lanes: 2 (the H200 refused 2 ranks × 160
-/// fused workgroups of 512 lanes at 2 per SM), 128 lanes: 8 (the split-K fused kernel). Below
-/// 128 lanes it stays at 8: LDS per workgroup, not lanes, may bound those.
-pub fn resident_per_cu(workgroup_size: u32) -> u32 {
-    (RESIDENT_PER_CU * 256 / workgroup_size.max(128)).max(1)
 }
 
 /// Inputs and the f64 reference outputs for them.
@@ -542,20 +415,17 @@ pub struct Prepared {
     pub fresh: Option<Data>,
 }
 
-/// Generate a case and its data (seed `seed`; the stress run's fresh data uses a derived seed).
-pub fn prepare(c: &CaseSpec, arch: Arch, seed: u64, stress: bool) -> Result<Prepared, PrepError> {
-    prepare_for(c, arch, seed, stress, c.tp)
-}
-
-/// As [`prepare`], generating with [`generate_for`].
-pub fn prepare_for(
+/// Generate a case ([`generate`]) and its data (seed `seed`; the stress run's fresh data uses a
+/// derived seed).
+pub fn prepare(
     c: &CaseSpec,
     arch: Arch,
+    policy: &SchedulePolicy,
+    placement: Placement,
     seed: u64,
     stress: bool,
-    ranks_per_device: u32,
 ) -> Result<Prepared, PrepError> {
-    let g = generate_for(c, arch, ranks_per_device)?;
+    let g = generate(c, arch, policy, placement)?;
     let data = Data::new(&g.ir, seed)?;
     let fresh = if stress && synchronises(&g.lowered) {
         Some(Data::new(&g.ir, mix(seed, 0xF8E5))?)
@@ -819,35 +689,12 @@ pub struct SuiteOptions {
     pub placement: SuitePlacement,
     /// The launch skew between ranks (applied before every launch, stress runs included).
     pub skew: Skew,
+    /// Where the cases' schedules come from.
+    pub policy: SchedulePolicy,
 }
 
 /// Where the suite's ranks run.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum SuitePlacement {
-    /// Every rank on GPU 0, one stream each.
-    #[default]
-    SameDevice,
-    /// Rank r on GPU r, peer access between every pair.
-    PerDevice,
-}
-
-impl SuitePlacement {
-    /// Its name in reports and on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            SuitePlacement::SameDevice => "same-device",
-            SuitePlacement::PerDevice => "per-device",
-        }
-    }
-
-    /// Ranks sharing one device in a group of `tp`.
-    pub fn ranks_per_device(self, tp: u32) -> u32 {
-        match self {
-            SuitePlacement::SameDevice => tp,
-            SuitePlacement::PerDevice => 1,
-        }
-    }
-}
+pub use crate::policy::Placement as SuitePlacement;
 
 /// The kernels of the set that communicate across ranks: the per-device suite's default.
 pub const COMMUNICATING: [KernelId; 4] = [
@@ -879,7 +726,7 @@ impl SuiteOptions {
             tps: TP_SIZES.to_vec(),
             seed: Workload::DEFAULT_SEED,
             stress_launches: if quick { 1_000 } else { 10_000 },
-            commit: std::env::var("WAVEFUSE_COMMIT").unwrap_or_else(|_| "unknown".into()),
+            commit: "unknown".into(),
             threads: std::thread::available_parallelism()
                 .map_or(2, |n| n.get())
                 .saturating_sub(2)
@@ -887,6 +734,7 @@ impl SuiteOptions {
             deadline_s: None,
             placement: SuitePlacement::SameDevice,
             skew: Skew::none(),
+            policy: SchedulePolicy::default(),
         }
     }
 }
@@ -1049,8 +897,8 @@ pub fn run_cases<D: Device>(
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(c) = specs.get(i) else { break };
                     let stress = c.shape == ShapeKind::Model && c.batch == 1;
-                    let per_device = o.placement.ranks_per_device(c.tp);
-                    let p = prepare_for(c, arch, mix(o.seed, i as u64), stress, per_device);
+                    let seed = mix(o.seed, i as u64);
+                    let p = prepare(c, arch, &o.policy, o.placement, seed, stress);
                     if tx.send((i, p)).is_err() {
                         break;
                     }
@@ -1527,7 +1375,10 @@ fn case_json(c: &CaseResult) -> Json {
 
 /// Every source the suite (full mode) and the sanitizer runs of `scripts/gpu-suite.sh` (small
 /// shapes, batch 1) compile for `arch`, deduplicated.
-pub fn sources_to_prebuild(arch: Arch) -> Vec<Result<Generated, (CaseSpec, PrepError)>> {
+pub fn sources_to_prebuild(
+    arch: Arch,
+    policy: &SchedulePolicy,
+) -> Vec<Result<Generated, (CaseSpec, PrepError)>> {
     let mut specs = cases(false, &KernelId::ALL, &TP_SIZES);
     for id in KernelId::ALL {
         for tp in TP_SIZES {
@@ -1542,12 +1393,12 @@ pub fn sources_to_prebuild(arch: Arch) -> Vec<Result<Generated, (CaseSpec, PrepE
     let per_device = cases(false, &COMMUNICATING, &[2, 4]);
     let variants = specs
         .into_iter()
-        .map(|c| (c, c.tp))
-        .chain(per_device.into_iter().map(|c| (c, 1)));
+        .map(|c| (c, Placement::SameDevice))
+        .chain(per_device.into_iter().map(|c| (c, Placement::PerDevice)));
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
-    for (c, ranks_per_device) in variants {
-        match generate_for(&c, arch, ranks_per_device) {
+    for (c, placement) in variants {
+        match generate(&c, arch, policy, placement) {
             Ok(g) => {
                 if seen.insert(g.source.text.clone()) {
                     out.push(Ok(g));
@@ -1575,7 +1426,7 @@ pub struct SuiteArgs {
     #[arg(long)]
     pub quick: bool,
     /// The commit the binary was built from (default: `$WAVEFUSE_COMMIT`, else `unknown`).
-    #[arg(long)]
+    #[arg(long, env = "WAVEFUSE_COMMIT")]
     pub commit: Option<String>,
     /// Only these kernels (comma-separated).
     #[arg(long = "kernel", value_delimiter = ',')]
@@ -1609,16 +1460,17 @@ pub struct SuiteArgs {
 }
 
 /// `wavefuse gpu-suite`.
-pub fn suite_cmd(a: &SuiteArgs) -> std::process::ExitCode {
+pub fn suite_cmd(a: &SuiteArgs, policy: SchedulePolicy) -> std::process::ExitCode {
     use std::process::ExitCode;
     if let Some(path) = locate_nvrtc() {
         eprintln!("note: using NVRTC at {}", path.display());
     }
     if a.prebuild {
-        return prebuild_cmd();
+        return prebuild_cmd(&policy);
     }
     let mut o = SuiteOptions::new(a.quick);
     o.placement = a.placement;
+    o.policy = policy;
     if a.placement == SuitePlacement::PerDevice {
         o.kernels = COMMUNICATING.to_vec();
         o.skew = default_per_device_skew();
@@ -1682,10 +1534,10 @@ pub fn suite_cmd(a: &SuiteArgs) -> std::process::ExitCode {
 /// `wavefuse gpu-suite --prebuild`: compile every source of the suite and of the sanitizer runs
 /// for sm_90 into the cache (`$WAVEFUSE_CACHE_DIR`), so a GPU machine without NVRTC, or with the
 /// same NVRTC, compiles nothing.
-fn prebuild_cmd() -> std::process::ExitCode {
+fn prebuild_cmd(policy: &SchedulePolicy) -> std::process::ExitCode {
     let cache = Cache::from_env();
     let arch = Arch::Sm90;
-    let sources = sources_to_prebuild(arch);
+    let sources = sources_to_prebuild(arch, policy);
     let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
     eprintln!(
         "prebuilding {} sources for {arch} into {} on {jobs} threads",
@@ -1739,6 +1591,8 @@ fn prebuild_cmd() -> std::process::ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::{fit_coresident, fits_coresident, resident_per_cu};
+    use wavefuse_codegen::lower::{AllreduceProtocol, Schedule};
 
     /// The split-K fused kernel (128-lane workgroups, 8 per SM) keeps its K parts on a device of
     /// its own and gives them up first where ranks share one; 512-lane fused workgroups count as
@@ -1752,12 +1606,12 @@ mod tests {
         let ir = KernelId::GemvInt4AllreduceRmsnorm.build(&Shapes::qwen27b(2));
         let s = Schedule::default_for(Arch::Sm90, &ir);
         assert_eq!((s.workgroup_size, s.k_split), (128, 4));
-        let (k, one) = lower_coresident(&ir, Arch::Sm90, s.clone(), 1).expect("lowers");
+        let (k, one) = fit_coresident(&ir, Arch::Sm90, s.clone(), 1).expect("lowers");
         assert_eq!((one.k_split, k.grid), (4, 640));
-        let (k, two) = lower_coresident(&ir, Arch::Sm90, s.clone(), 2).expect("lowers");
+        let (k, two) = fit_coresident(&ir, Arch::Sm90, s.clone(), 2).expect("lowers");
         assert_eq!((two.k_split, two.workgroup_size, k.grid), (2, 128, 320));
         assert!(fits_coresident(&k, Arch::Sm90, 2));
-        let (k, four) = lower_coresident(&ir, Arch::Sm90, s, 4).expect("lowers");
+        let (k, four) = fit_coresident(&ir, Arch::Sm90, s, 4).expect("lowers");
         assert_eq!((four.k_split, k.grid), (1, 160));
         assert!(fits_coresident(&k, Arch::Sm90, 4));
 
@@ -1767,9 +1621,9 @@ mod tests {
             k_split: 1,
             ..Schedule::default_for(Arch::Sm90, &ir)
         };
-        let (_, one) = lower_coresident(&ir, Arch::Sm90, wide.clone(), 1).expect("lowers");
+        let (_, one) = fit_coresident(&ir, Arch::Sm90, wide.clone(), 1).expect("lowers");
         assert_eq!(one.workgroup_size, 512);
-        let (k, two) = lower_coresident(&ir, Arch::Sm90, wide, 2).expect("lowers");
+        let (k, two) = fit_coresident(&ir, Arch::Sm90, wide, 2).expect("lowers");
         assert_eq!((two.workgroup_size, two.threads_per_column), (256, 8));
         assert!(fits_coresident(&k, Arch::Sm90, 2));
     }
@@ -1782,7 +1636,7 @@ mod tests {
     fn every_suite_case_generates_with_its_ranks_on_one_device() {
         for arch in Arch::ALL {
             for c in cases(false, &KernelId::ALL, &[1, 2, 4, 8]) {
-                match generate(&c, arch) {
+                match generate(&c, arch, &SchedulePolicy::default(), Placement::SameDevice) {
                     Ok(_) | Err(PrepError::NotApplicable(_)) => {}
                     Err(e) => panic!(
                         "{}@{arch} tp {} {:?} batch {}: {e}",
@@ -1799,8 +1653,16 @@ mod tests {
     fn one_rank_per_device_pushes_the_fused_kernel() {
         let protocol = |id: KernelId, tp: u32, per_device: u32| {
             let ir = id.build(&Shapes::qwen27b(tp));
-            model_schedule_for(Arch::Sm90, &ir, per_device)
+            let c = CaseSpec {
+                id,
+                tp,
+                batch: 1,
+                shape: ShapeKind::Model,
+            };
+            SchedulePolicy::default()
+                .resolve(&c, Arch::Sm90, &ir, Placement::of(per_device))
                 .expect("schedule")
+                .schedule
                 .protocol
         };
         let fused = KernelId::GemvInt4AllreduceRmsnorm;
@@ -1868,7 +1730,13 @@ mod tests {
                 batch: 1,
                 shape: ShapeKind::Model,
             };
-            let g = generate(&c, Arch::Sm90).unwrap();
+            let g = generate(
+                &c,
+                Arch::Sm90,
+                &SchedulePolicy::default(),
+                Placement::SameDevice,
+            )
+            .unwrap();
             assert_eq!(
                 g.source.symbol, g.lowered.name,
                 "the runtime loads the lowered name"
@@ -1889,8 +1757,15 @@ mod tests {
                 batch: 3,
                 shape,
             };
-            let p =
-                prepare(&c, Arch::Sm90, 1, true).unwrap_or_else(|e| panic!("{}: {e}", c.label()));
+            let p = prepare(
+                &c,
+                Arch::Sm90,
+                &SchedulePolicy::default(),
+                Placement::SameDevice,
+                1,
+                true,
+            )
+            .unwrap_or_else(|e| panic!("{}: {e}", c.label()));
             assert_eq!(
                 p.fresh.is_some(),
                 synchronises(&p.g.lowered),

@@ -44,7 +44,7 @@ fn generate_set() -> (Vec<Generated>, BTreeSet<&'static str>) {
     }
     for name in &unsupported {
         assert!(
-            !ok.iter().any(|g| g.id.name() == *name),
+            !ok.iter().any(|g| g.spec.id.name() == *name),
             "{name} lowers at some TP sizes only"
         );
     }
@@ -60,10 +60,13 @@ fn cuda_snapshots_of_the_kernel_set_sm90() {
         "the kernels the lowering does not support changed: update NOT_LOWERED"
     );
     for g in &set {
-        insta::assert_snapshot!(format!("{}@sm90_tp{}", g.id.name(), g.tp), g.source.text);
-        if g.tp == 4 {
+        insta::assert_snapshot!(
+            format!("{}@sm90_tp{}", g.spec.id.name(), g.spec.tp),
+            g.source.text
+        );
+        if g.spec.tp == 4 {
             let abi = g.abi.to_toml().expect("ABI serialises");
-            insta::assert_snapshot!(format!("{}@sm90_tp4.abi", g.id.name()), abi);
+            insta::assert_snapshot!(format!("{}@sm90_tp4.abi", g.spec.id.name()), abi);
         }
     }
 }
@@ -73,7 +76,7 @@ fn cuda_uses_scoped_atomics_and_warp32_sm90() {
     let (set, _) = generate_set();
     for g in &set {
         let t = &g.source.text;
-        let name = g.id.name();
+        let name = g.spec.id.name();
         assert!(
             !t.contains("#include"),
             "{name}: the CUDA source needs no header (NVRTC without include paths)"
@@ -96,7 +99,7 @@ fn cuda_uses_scoped_atomics_and_warp32_sm90() {
                 "{name}"
             );
         }
-        if g.abi.peer_table.is_some() && g.tp > 1 {
+        if g.abi.peer_table.is_some() && g.spec.tp > 1 {
             assert!(
                 t.contains("__NV_ATOMIC_ACQUIRE, __NV_THREAD_SCOPE_SYSTEM"),
                 "{name}: peer flags need a system-scope acquire"

@@ -112,3 +112,185 @@ fn workspace_dependencies_point_one_way() {
     let bad = violations(edges);
     assert!(bad.is_empty(), "forbidden dependencies: {bad:?}");
 }
+
+/// The library crates' sources (the `cli` crate, tests, examples and benches are not libraries).
+const LIBRARY_SOURCES: [&str; 7] = [
+    "codegen/ir/src",
+    "codegen/src",
+    "dsl/macros/src",
+    "dsl/src",
+    "runtime/src",
+    "harness/src",
+    "kernels-gen/src",
+];
+
+/// The documented exceptions: `(file, what it reads or keeps)`. Configuration is parsed at the
+/// CLI edge into values (DESIGN.md §4); these are the places that still read the environment or
+/// keep process state, each for a reason:
+/// - the compiler driver finds its compilers and their settings (`WAVEFUSE_NVCC`, `_HIPCC`,
+///   `_NVRTC_LIB`, `_CUDA_INCLUDE`, `_NVCC_FLAGS`, `PATH`): a library user calling the runtime
+///   directly gets the same lookup as the `wavefuse` command;
+/// - the compile cache's default directory (`WAVEFUSE_CACHE_DIR`, `HOME`) for `Cache::from_env`
+///   (`Cache::at` takes a path);
+/// - `codegen/src/cpp/toolchain.rs` is the resource-report driver of `check` and the tests (its
+///   lookups mirror the runtime's);
+/// - the dynamically loaded HIP / HIPRTC / NVRTC libraries are loaded once per process
+///   (`OnceLock`), and the cache's temporary names count up (`AtomicU64`).
+const ALLOWED: &[(&str, &str)] = &[
+    (
+        "codegen/src/cpp/toolchain.rs",
+        "std::env::var_os(tool.env())",
+    ),
+    ("codegen/src/cpp/toolchain.rs", "std::env::var_os(\"PATH\")"),
+    (
+        "codegen/src/cpp/toolchain.rs",
+        "std::env::var(\"WAVEFUSE_NVCC_FLAGS\")",
+    ),
+    ("runtime/src/exec/artifacts.rs", "std::env::var_os(v)"),
+    (
+        "runtime/src/exec/artifacts.rs",
+        "std::env::var_os(\"WAVEFUSE_NVRTC_LIB\")",
+    ),
+    (
+        "runtime/src/cache.rs",
+        "std::env::var_os(\"WAVEFUSE_CACHE_DIR\")",
+    ),
+    ("runtime/src/cache.rs", "std::env::var_os(\"HOME\")"),
+    ("runtime/src/cache.rs", "static COUNTER: AtomicU64"),
+    ("runtime/src/device/hip/mod.rs", "std::env::var_os(\"CI\")"),
+    ("runtime/src/device/hip/ffi.rs", "static API: OnceLock"),
+    ("runtime/src/compile/process.rs", "std::env::var_os(env)"),
+    (
+        "runtime/src/compile/process.rs",
+        "std::env::var_os(\"PATH\")",
+    ),
+    (
+        "runtime/src/compile/nvrtc.rs",
+        "std::env::var(\"WAVEFUSE_CUDA_INCLUDE\")",
+    ),
+    (
+        "runtime/src/compile/nvrtc.rs",
+        "std::env::var_os(\"WAVEFUSE_NVRTC_LIB\")",
+    ),
+    ("runtime/src/compile/nvrtc.rs", "static LOADED: OnceLock"),
+    (
+        "runtime/src/compile/nvcc.rs",
+        "std::env::var(\"WAVEFUSE_NVCC_FLAGS\")",
+    ),
+    ("runtime/src/compile/hiprtc.rs", "static API: OnceLock"),
+];
+
+/// Every `std::env::var`/`var_os` call and every `static` holding mutable state (a lock, an
+/// atomic, a once-cell, `static mut`) in `text`, as the matched text.
+fn environment_and_statics(text: &str) -> Vec<String> {
+    const STATEFUL: [&str; 6] = ["Mutex", "RwLock", "Atomic", "OnceLock", "OnceCell", "Cell<"];
+    let mut found = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with("//") {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(i) = rest.find("std::env::var") {
+            let call = &rest[i..];
+            let end = call_end(call);
+            found.push(call[..end].to_owned());
+            rest = &call[end..];
+        }
+        let decl = line
+            .trim_start_matches("pub ")
+            .trim_start_matches("pub(crate) ");
+        if let Some(d) = decl.strip_prefix("static ") {
+            let stateful = d.starts_with("mut ") || STATEFUL.iter().any(|s| d.contains(s));
+            if stateful {
+                let upto = d.find('<').or_else(|| d.find('=')).unwrap_or(d.len());
+                found.push(format!("static {}", d[..upto].trim()));
+            }
+        }
+    }
+    found
+}
+
+/// The length of `call` up to the parenthesis that closes its first one.
+fn call_end(call: &str) -> usize {
+    let mut depth = 0;
+    for (i, c) in call.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' if depth == 1 => return i + 1,
+            ')' => depth -= 1,
+            _ => {}
+        }
+    }
+    call.len()
+}
+
+fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir)
+        .expect("a source directory")
+        .flatten()
+    {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn the_scanner_finds_environment_reads_and_mutable_statics() {
+    let text = "let a = std::env::var(\"X\").ok(); f(std::env::var_os(t.env()));\n\
+                // std::env::var(\"Y\")\n\
+                static S: RwLock<Option<u32>> = RwLock::new(None);\nstatic T: &str = \"t\";\n\
+                pub static mut U: u32 = 0;";
+    assert_eq!(
+        environment_and_statics(text),
+        [
+            "std::env::var(\"X\")",
+            "std::env::var_os(t.env())",
+            "static S: RwLock",
+            "static mut U: u32"
+        ]
+    );
+}
+
+#[test]
+fn library_crates_read_no_environment_and_keep_no_mutable_statics() {
+    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let mut found = Vec::new();
+    for dir in LIBRARY_SOURCES {
+        let mut files = Vec::new();
+        rust_files(&root.join(dir), &mut files);
+        for f in files {
+            let rel = f
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            let text = std::fs::read_to_string(&f).expect("readable source");
+            found.extend(
+                environment_and_statics(&text)
+                    .into_iter()
+                    .map(|w| (rel.clone(), w)),
+            );
+        }
+    }
+    let undocumented: Vec<_> = found
+        .iter()
+        .filter(|(f, w)| !ALLOWED.iter().any(|(af, aw)| af == f && w.starts_with(aw)))
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "environment reads or mutable statics in library code outside the documented list \
+         (parse configuration at the CLI edge and pass it as a value): {undocumented:?}"
+    );
+    let stale: Vec<_> = ALLOWED
+        .iter()
+        .filter(|(af, aw)| !found.iter().any(|(f, w)| af == f && w.starts_with(aw)))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "documented exceptions that no longer exist: {stale:?}"
+    );
+}

@@ -49,7 +49,7 @@ fn generate_set() -> (Vec<Generated>, BTreeSet<&'static str>) {
     }
     for name in &unsupported {
         assert!(
-            !ok.iter().any(|g| g.id.name() == *name),
+            !ok.iter().any(|g| g.spec.id.name() == *name),
             "{name} lowers at some TP sizes only"
         );
     }
@@ -65,10 +65,13 @@ fn hip_snapshots_of_the_kernel_set_gfx906() {
         "the kernels the lowering does not support changed: update NOT_LOWERED"
     );
     for g in &set {
-        insta::assert_snapshot!(format!("{}@gfx906_tp{}", g.id.name(), g.tp), g.source.text);
-        if g.tp == 4 {
+        insta::assert_snapshot!(
+            format!("{}@gfx906_tp{}", g.spec.id.name(), g.spec.tp),
+            g.source.text
+        );
+        if g.spec.tp == 4 {
             let abi = g.abi.to_toml().expect("ABI serialises");
-            insta::assert_snapshot!(format!("{}@gfx906_tp4.abi", g.id.name()), abi);
+            insta::assert_snapshot!(format!("{}@gfx906_tp4.abi", g.spec.id.name()), abi);
         }
     }
 }
@@ -88,8 +91,8 @@ fn synchronisation_carries_invariant_comments_gfx906() {
                 assert!(
                     lines[i - 1].starts_with("// §5."),
                     "{}@tp{}: `{l}` without an invariant comment",
-                    g.id.name(),
-                    g.tp
+                    g.spec.id.name(),
+                    g.spec.tp
                 );
             }
         }
@@ -103,8 +106,8 @@ fn synchronisation_carries_invariant_comments_gfx906() {
 fn abi_matches_the_source_gfx906() {
     let (set, _) = generate_set();
     let dir = toolchain::scratch_dir("hip-abi").expect("temp dir");
-    for g in set.iter().filter(|g| g.tp == 4) {
-        let name = g.id.name();
+    for g in set.iter().filter(|g| g.spec.tp == 4) {
+        let name = g.spec.id.name();
         let paths = generate::write_outputs(g, &dir).unwrap_or_else(|e| panic!("{e}"));
         let src = std::fs::read_to_string(&paths[0]).expect("source written");
         let abi = Abi::from_toml(&std::fs::read_to_string(&paths[1]).expect("ABI written"))

@@ -66,7 +66,13 @@ impl Generation {
                 batch: 1,
                 shape: ShapeKind::Model,
             };
-            generate(&c, Arch::Sm90).map_err(|e| format!("{}: {e}", c.label()))
+            generate(
+                &c,
+                Arch::Sm90,
+                &wavefuse_harness::policy::SchedulePolicy::default(),
+                wavefuse_harness::policy::Placement::SameDevice,
+            )
+            .map_err(|e| format!("{}: {e}", c.label()))
         };
         Ok(Generation {
             gate_up: gen_one(KernelId::GemvInt4DualSilu)?,

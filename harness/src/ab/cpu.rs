@@ -24,6 +24,7 @@ use wavefuse_runtime::{Cache, CompileRequest, Error as RtError};
 use super::handwritten::{Found, Hand, find_reference};
 use super::report::{AbReport, Check, Header, Manual, Mode, Resources, Row, Version};
 use super::{Choice, Options, base_row, check_of, placeholder_row, usage_of};
+use crate::policy::{Placement, SchedulePolicy};
 use crate::suite::{self, CaseSpec, Data, ShapeKind, compiler_for};
 
 /// The targets of the static part, in table order.
@@ -120,7 +121,7 @@ fn header(o: &Options, reason: String) -> Header {
 fn row_without_gpu(i: usize, c: &CaseSpec, o: &Options) -> (Row, Vec<Job>) {
     let mut generated = Vec::new();
     for arch in TARGETS {
-        match suite::generate(c, arch) {
+        match suite::generate(c, arch, &o.policy, Placement::SameDevice) {
             Ok(g) => generated.push(g),
             Err(e) => {
                 let mut row = placeholder_row(c);
@@ -223,7 +224,12 @@ fn simulate(c: &CaseSpec, seed: u64) -> Check {
     let mut metrics: Vec<OutputMetrics> = Vec::new();
     let mut data: Option<Data> = None;
     for arch in TARGETS {
-        let g = match suite::generate(&small, arch) {
+        let g = match suite::generate(
+            &small,
+            arch,
+            &SchedulePolicy::default(),
+            Placement::SameDevice,
+        ) {
             Ok(g) => g,
             Err(e) => return Check::not_run(format!("not simulated: {e}")),
         };
@@ -315,7 +321,7 @@ fn compile(cache: &Cache, job: &Job, o: &Options) -> Resources {
 pub fn prebuild(cases: &[CaseSpec], o: &Options) -> ExitCode {
     let mut jobs = Vec::new();
     for (i, c) in cases.iter().enumerate() {
-        let g = match suite::generate(c, Arch::Sm90) {
+        let g = match suite::generate(c, Arch::Sm90, &o.policy, Placement::SameDevice) {
             Ok(g) => g,
             Err(e) => {
                 eprintln!("{}: {e}", c.label());

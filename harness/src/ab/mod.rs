@@ -37,6 +37,7 @@ use wavefuse_runtime::compile::{Compiler, Nvrtc, default_compiler};
 use wavefuse_runtime::exec::OutputMetrics;
 use wavefuse_runtime::{Artifact, ResourceUsage};
 
+use crate::policy::{Placement, SchedulePolicy};
 use crate::shapes::TP_SIZES;
 use crate::suite::{self, CaseSpec, Generated, PrepError, Prepared, ShapeKind, Worst};
 use crate::{KernelId, Workload};
@@ -124,7 +125,7 @@ pub struct AbArgs {
     #[arg(long, default_value_t = Workload::DEFAULT_SEED)]
     pub seed: u64,
     /// The commit the binary was built from (default: `$WAVEFUSE_COMMIT`, else `unknown`).
-    #[arg(long)]
+    #[arg(long, env = "WAVEFUSE_COMMIT")]
     pub commit: Option<String>,
     /// Where the hand-written reference kernels are (default: kernels-gen/reference).
     #[arg(long)]
@@ -162,6 +163,8 @@ pub struct Options {
     pub choice: Choice,
     /// Threads building inputs and references (GPU) or compiling (no GPU).
     pub threads: usize,
+    /// Where the generated side's schedules come from (its ranks share one device).
+    pub policy: SchedulePolicy,
 }
 
 impl Options {
@@ -178,11 +181,11 @@ impl Options {
 }
 
 /// `wavefuse ab`.
-pub fn ab_cmd(a: &AbArgs) -> ExitCode {
+pub fn ab_cmd(a: &AbArgs, policy: SchedulePolicy) -> ExitCode {
     if let Some(path) = suite::locate_nvrtc() {
         eprintln!("note: using NVRTC at {}", path.display());
     }
-    let (cases, choice) = match plan(a) {
+    let (cases, choice) = match plan(a, &policy) {
         Ok(x) => x,
         Err(e) => {
             eprintln!("error: {e}");
@@ -193,15 +196,12 @@ pub fn ab_cmd(a: &AbArgs) -> ExitCode {
         seed: a.seed,
         iters: a.iters.max(1),
         warmup: a.warmup,
-        commit: a
-            .commit
-            .clone()
-            .or_else(|| std::env::var("WAVEFUSE_COMMIT").ok())
-            .unwrap_or_else(|| "unknown".into()),
+        commit: a.commit.clone().unwrap_or_else(|| "unknown".into()),
         choice,
         threads: std::thread::available_parallelism()
             .map_or(2, |n| n.get())
             .clamp(1, 12),
+        policy,
     };
     if a.prebuild {
         return cpu::prebuild(&cases, &o);
@@ -241,7 +241,7 @@ pub fn ab_cmd(a: &AbArgs) -> ExitCode {
 
 /// The cases and the hand-written side; a `--manual` kernel is checked against its ABI here, at
 /// every shape, before anything is compiled or launched.
-fn plan(a: &AbArgs) -> Result<(Vec<CaseSpec>, Choice), String> {
+fn plan(a: &AbArgs, policy: &SchedulePolicy) -> Result<(Vec<CaseSpec>, Choice), String> {
     let mut shapes = a.shapes.clone();
     shapes.extend(a.tps.iter().map(|&tp| ShapeSet { tp, batch: 1 }));
     let (kernels, choice) = match (&a.manual, &a.abi) {
@@ -288,15 +288,16 @@ fn plan(a: &AbArgs) -> Result<(Vec<CaseSpec>, Choice), String> {
         })
         .collect();
     if let Choice::User(hand) = &choice {
-        check_manual(hand, &cases)?;
+        check_manual(hand, &cases, policy)?;
     }
     Ok((cases, choice))
 }
 
 /// A user's kernel against the generated one at every case: all disagreements, or Ok.
-fn check_manual(hand: &Hand, cases: &[CaseSpec]) -> Result<(), String> {
+fn check_manual(hand: &Hand, cases: &[CaseSpec], policy: &SchedulePolicy) -> Result<(), String> {
     for c in cases {
-        let g = suite::generate(c, hand.arch).map_err(|e| format!("{}: {e}", c.label()))?;
+        let g = suite::generate(c, hand.arch, policy, Placement::SameDevice)
+            .map_err(|e| format!("{}: {e}", c.label()))?;
         let problems = hand.check(&g.lowered);
         if !problems.is_empty() {
             return Err(format!(
@@ -481,7 +482,17 @@ pub fn prepare_all(
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(c) = cases.get(i) else { break };
                     if tx
-                        .send((i, suite::prepare(c, arch, o.seed, false)))
+                        .send((
+                            i,
+                            suite::prepare(
+                                c,
+                                arch,
+                                &o.policy,
+                                Placement::SameDevice,
+                                o.seed,
+                                false,
+                            ),
+                        ))
                         .is_err()
                     {
                         break;

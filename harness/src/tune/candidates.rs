@@ -8,9 +8,8 @@ use std::time::Instant;
 
 use wavefuse::ir::Kernel;
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::cpp::{self, Source, toolchain};
-use wavefuse_codegen::lower::{Schedule, lower};
-use wavefuse_codegen::lowered::LoweredKernel;
+use wavefuse_codegen::cpp::toolchain;
+use wavefuse_codegen::lower::Schedule;
 use wavefuse_runtime::compile::CompileError;
 use wavefuse_runtime::exec::{self, ArtifactSource};
 use wavefuse_runtime::{Artifact, Cache, CompileRequest, Error as RtError, ResourceUsage};
@@ -18,18 +17,11 @@ use wavefuse_runtime::{Artifact, Cache, CompileRequest, Error as RtError, Resour
 use super::space;
 use crate::ab::report::Resources;
 use crate::ab::usage_of;
+use crate::policy::fits_coresident;
 use crate::suite;
 
-/// A schedule lowered and written.
-#[derive(Clone, Debug)]
-pub struct Generated {
-    /// The schedule.
-    pub schedule: Schedule,
-    /// Its lowering.
-    pub lowered: LoweredKernel,
-    /// Its source.
-    pub source: Source,
-}
+/// A candidate schedule generated: the pipeline's one artifact ([`wavefuse_codegen::compile`]).
+pub use wavefuse_codegen::Generated;
 
 /// The space of one kernel and shape after lowering.
 #[derive(Clone, Debug, Default)]
@@ -74,34 +66,23 @@ pub fn build(ir: &Kernel, arch: Arch, schedules: &[Schedule], budget: usize) -> 
                 out.rejected_examples.push((space::summary(s, family), why));
             }
         };
-        let lowered = match lower(ir, arch, s) {
-            Ok(k) => k,
+        let g = match wavefuse_codegen::compile(ir, arch, s) {
+            Ok(g) => g,
             Err(e) => {
                 reject(&mut out, e.to_string());
                 continue;
             }
         };
-        if i > 0 && !suite::fits_coresident(&lowered, arch, lowered.tp) {
+        if i > 0 && !fits_coresident(&g.lowered, arch, g.lowered.tp) {
             out.not_coresident += 1;
             continue;
         }
-        let source = match cpp::emit(&lowered) {
-            Ok(src) => src,
-            Err(e) => {
-                reject(&mut out, format!("C++ writer: {e}"));
-                continue;
-            }
-        };
-        if sources.contains_key(&source.text) {
+        if sources.contains_key(&g.source.text) {
             out.duplicates += 1;
             continue;
         }
-        sources.insert(source.text.clone(), out.kept.len());
-        out.kept.push(Generated {
-            schedule: s.clone(),
-            lowered,
-            source,
-        });
+        sources.insert(g.source.text.clone(), out.kept.len());
+        out.kept.push(g);
     }
     out.seconds = start.elapsed().as_secs_f64();
     out

@@ -32,12 +32,12 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use wavefuse::ir::Kernel;
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::lower::Schedule;
 use wavefuse_runtime::Cache;
 use wavefuse_runtime::exec;
 
 use crate::ab::handwritten::{Found, find_reference, reference_dir};
 use crate::ab::{ShapeSet, parse_shape, shape_name, usage_of};
+use crate::policy::{Placement, SchedulePolicy};
 use crate::suite::{self, CaseSpec, ShapeKind, compiler_for};
 use crate::{KernelId, Workload};
 
@@ -83,7 +83,7 @@ pub struct TuneArgs {
     #[arg(long, default_value_t = Workload::DEFAULT_SEED)]
     pub seed: u64,
     /// The commit the binary was built from (default: `$WAVEFUSE_COMMIT`, else `unknown`).
-    #[arg(long)]
+    #[arg(long, env = "WAVEFUSE_COMMIT")]
     pub commit: Option<String>,
     /// Also write the winners into this store file (TOML; created or updated).
     #[arg(long)]
@@ -172,11 +172,7 @@ pub fn tune_cmd(a: &TuneArgs) -> ExitCode {
                 .clamp(1, 12)
         }),
         seed: a.seed,
-        commit: a
-            .commit
-            .clone()
-            .or_else(|| std::env::var("WAVEFUSE_COMMIT").ok())
-            .unwrap_or_else(|| "unknown".into()),
+        commit: a.commit.clone().unwrap_or_else(|| "unknown".into()),
         min_occupancy: a.min_occupancy,
         deadline: a
             .deadline
@@ -302,14 +298,15 @@ pub fn lowered_space(
         floor_from: "default".into(),
         ..CaseReport::default()
     };
-    let base =
-        match suite::lower_coresident(&t.ir, arch, Schedule::default_for(arch, &t.ir), t.spec.tp) {
-            Ok((_, s)) => s,
-            Err(e) => {
-                case.note = format!("the default schedule does not lower: {e}");
-                return Err(Box::new(case));
-            }
-        };
+    // The baseline is the default policy's schedule: what `ab` and the suite time untuned.
+    let base = match SchedulePolicy::default().resolve(&t.spec, arch, &t.ir, Placement::SameDevice)
+    {
+        Ok(r) => r.schedule,
+        Err(e) => {
+            case.note = format!("the default schedule does not lower: {e}");
+            return Err(Box::new(case));
+        }
+    };
     let mut schedules = vec![base.clone()];
     schedules.extend(
         space::enumerate(arch, &t.ir, o.quick)
@@ -336,8 +333,8 @@ pub fn lowered_space(
     case.dims = suite::Generated {
         spec: t.spec,
         ir: t.ir.clone(),
-        lowered: first.lowered.clone(),
-        source: first.source.clone(),
+        placement: Placement::SameDevice,
+        code: first.clone(),
     }
     .dims();
     let family = space::Family::of(&t.ir);

@@ -1,20 +1,18 @@
-//! `--schedule default|tuned`: which schedule the commands that generate code use.
+//! `--schedule default|tuned [--tuned-store PATH]`: the arguments that choose where generated
+//! code's schedules come from, turned into a [`SchedulePolicy`] value at the CLI edge.
 //!
-//! `wavefuse ab`, `wavefuse run` and `wavefuse emit` take `--schedule`. `default` (the default)
-//! is [`Schedule::default_for`]; snapshot tests and `wavefuse check` always use that, so they stay
-//! deterministic. `tuned` installs a process-wide selector built from the stores (see
-//! [`super::store`]) and the device name; [`crate::suite::schedule`] asks it for each model-shape
-//! case, and it says on stderr, once per kernel and shape, which schedule it used and why.
+//! `default` (the default) is [`Schedule::default_for`] the target; `tuned` consults the stores
+//! (see [`super::store`]) for the device found here; [`SchedulePolicy::resolve`] says on stderr,
+//! once per kernel and shape, which schedule it used and why.
 
-use std::collections::HashSet;
 use std::path::Path;
-use std::sync::{Mutex, RwLock};
 
 use wavefuse::ir::Kernel;
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::lower::{Schedule, lower};
 
 use super::store::{Lookup, Store, StoreError};
+use crate::policy::{Override, SchedulePolicy, Tuned};
 
 /// Which schedule generated code uses.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -41,23 +39,23 @@ pub struct ScheduleArgs {
 }
 
 impl ScheduleArgs {
-    /// Installs the choice for this process ([`install`]), the device detected for `arch`.
-    pub fn install(&self, arch: Arch) -> Result<(), StoreError> {
+    /// The policy these arguments ask for on `arch` (the device detected for it), with the
+    /// explicit `overrides` the caller parsed.
+    pub fn policy(
+        &self,
+        arch: Arch,
+        overrides: Vec<Override>,
+    ) -> Result<SchedulePolicy, StoreError> {
         let device = match self.schedule {
             ScheduleChoice::Default => None,
             ScheduleChoice::Tuned => detect_device(arch),
         };
-        install(self.schedule, self.tuned_store.as_deref(), device)
+        Ok(SchedulePolicy {
+            tuned: tuned_for(self.schedule, self.tuned_store.as_deref(), device)?,
+            overrides,
+        })
     }
 }
-
-struct Selector {
-    store: Store,
-    device: Option<String>,
-    said: Mutex<HashSet<String>>,
-}
-
-static SELECTOR: RwLock<Option<Selector>> = RwLock::new(None);
 
 /// The stores merged in order (committed, cache directory, `explicit`), and notes on those that
 /// could not be read. Only an unreadable `explicit` store is an error.
@@ -77,15 +75,15 @@ pub fn load_stores(explicit: Option<&Path>) -> Result<(Store, Vec<String>), Stor
     Ok((store, notes))
 }
 
-/// Installs `choice` for this process. With [`ScheduleChoice::Tuned`], reads the stores and uses
-/// `device` (None: unknown, see [`Store::lookup`]); notes go to stderr.
-pub fn install(
+/// The tuned part of a policy for `choice`: with [`ScheduleChoice::Tuned`], the stores merged
+/// ([`load_stores`]) for `device` (None: unknown, see [`Store::lookup`]); notes go to stderr.
+pub fn tuned_for(
     choice: ScheduleChoice,
     explicit: Option<&Path>,
     device: Option<String>,
-) -> Result<(), StoreError> {
-    let selector = match choice {
-        ScheduleChoice::Default => None,
+) -> Result<Option<Tuned>, StoreError> {
+    match choice {
+        ScheduleChoice::Default => Ok(None),
         ScheduleChoice::Tuned => {
             let (store, notes) = load_stores(explicit)?;
             for n in notes {
@@ -96,15 +94,9 @@ pub fn install(
                 store.entries.len(),
                 device.as_deref().unwrap_or("unknown")
             );
-            Some(Selector {
-                store,
-                device,
-                said: Mutex::new(HashSet::new()),
-            })
+            Ok(Some(Tuned::new(store, device)))
         }
-    };
-    *SELECTOR.write().unwrap_or_else(|e| e.into_inner()) = selector;
-    Ok(())
+    }
 }
 
 /// The name of the device `arch` would run on here, when there is one (sm90: CUDA device 0).
@@ -118,23 +110,6 @@ pub fn detect_device(arch: Arch) -> Option<String> {
         }
         Arch::Gfx906 => None,
     }
-}
-
-/// The installed selector's schedule for `kernel` at `shape` on `arch` (None: use the default),
-/// saying once on stderr which it used.
-pub fn tuned(kernel: &str, shape: &str, arch: Arch, ir: &Kernel) -> Option<Schedule> {
-    let guard = SELECTOR.read().unwrap_or_else(|e| e.into_inner());
-    let sel = guard.as_ref()?;
-    let (schedule, note) = choose(&sel.store, kernel, shape, arch, sel.device.as_deref(), ir);
-    let first = sel
-        .said
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(format!("{kernel}@{shape}/{arch}"));
-    if first {
-        eprintln!("{note}");
-    }
-    schedule
 }
 
 /// The store's schedule for the key, if it still lowers, and a line saying what was used.

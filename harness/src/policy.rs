@@ -1,0 +1,318 @@
+//! The schedule policy: where a case's [`Schedule`] comes from, resolved by ONE function,
+//! [`SchedulePolicy::resolve`], and passed on as a value.
+//!
+//! A policy is built at the edge (the `wavefuse` command parses `--schedule`, `--tuned-store`
+//! and the `WAVEFUSE_SCHEDULE*` overrides into it); this crate reads no environment and keeps no
+//! global selector. The same policy and placement give the same schedule, so `wavefuse emit`,
+//! the snapshots, `check`, `ab`, the GPU suite and the tuner see the same kernel:
+//!
+//! 1. small shapes (the simulator's): the small-shape schedule;
+//! 2. model shapes: the tuned store's entry for the kernel, shape, target and device when the
+//!    policy has a store with one that still lowers; otherwise the target's default
+//!    ([`Schedule::default_for`]), with the push allreduce protocol for a fused GEMV + allreduce
+//!    when each rank has its own device;
+//! 3. the explicit overrides, in order (kernels with a GEMV only: the others have no field they
+//!    would change);
+//! 4. the co-residency fit for the placement ([`fit_coresident`]): a kernel with a grid barrier
+//!    whose ranks' grids would not all be resident on one device is refitted.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use wavefuse::ir::{Kernel, OpKind};
+use wavefuse_codegen::Arch;
+use wavefuse_codegen::lower::{AllreduceProtocol, Int4Dot, LowerError, Schedule, lower};
+use wavefuse_codegen::lowered::LoweredKernel;
+
+use crate::suite::{CaseSpec, ShapeKind};
+use crate::tune::store::Store;
+
+/// How many ranks of a TP group share one device: what the co-residency fit and the allreduce
+/// protocol depend on.
+/// The default is where the runs (`ab`, `run`, `gpu-suite`) put the ranks; what is emitted and
+/// snapshotted is [`Placement::PerDevice`], as TP is deployed.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Placement {
+    /// All ranks on one device (how `ab`, `run` and the default GPU suite run TP > 1: a
+    /// correctness placement).
+    #[default]
+    SameDevice,
+    /// One rank per device (how TP is deployed; what the snapshots, `check` and `emit` show;
+    /// `gpu-suite --placement per-device`, `mgpu-bench`).
+    PerDevice,
+}
+
+impl Placement {
+    /// Ranks sharing each device at TP `tp`.
+    pub fn ranks_per_device(self, tp: u32) -> u32 {
+        match self {
+            Placement::SameDevice => tp,
+            Placement::PerDevice => 1,
+        }
+    }
+
+    /// The placement of `ranks_per_device` ranks per device.
+    pub fn of(ranks_per_device: u32) -> Placement {
+        if ranks_per_device == 1 {
+            Placement::PerDevice
+        } else {
+            Placement::SameDevice
+        }
+    }
+
+    /// `same-device` or `per-device`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::SameDevice => "same-device",
+            Placement::PerDevice => "per-device",
+        }
+    }
+}
+
+/// An explicit schedule override (`field=value,...`, see [`Schedule::with_overrides`]), with
+/// where it came from (for messages) and the target it applies to (None: every target).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Override {
+    /// Where it came from, e.g. `$WAVEFUSE_SCHEDULE` or `--set`.
+    pub origin: String,
+    /// Only for this target (None: all).
+    pub arch: Option<Arch>,
+    /// The `field=value,...` text.
+    pub spec: String,
+}
+
+/// A tuned-schedule store and the device it is consulted for.
+#[derive(Clone, Debug)]
+pub struct Tuned {
+    /// The merged stores.
+    pub store: Store,
+    /// The device name to look entries up for (None: unknown).
+    pub device: Option<String>,
+    /// Which `kernel@shape/arch` notes were already said (each is said once per policy).
+    said: Arc<Mutex<HashSet<String>>>,
+}
+
+impl Tuned {
+    /// A store consulted for `device`.
+    pub fn new(store: Store, device: Option<String>) -> Tuned {
+        Tuned {
+            store,
+            device,
+            said: Arc::default(),
+        }
+    }
+}
+
+/// Where schedules come from: the target's default, or a tuned store, plus explicit overrides.
+/// [`SchedulePolicy::default`] is the target's default with no overrides (what the snapshots
+/// hold).
+#[derive(Clone, Debug, Default)]
+pub struct SchedulePolicy {
+    /// The tuned store consulted at model shapes (None: the target's default).
+    pub tuned: Option<Tuned>,
+    /// Explicit overrides, applied in order after the default or tuned schedule.
+    pub overrides: Vec<Override>,
+}
+
+/// Why no schedule could be resolved.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ResolveError {
+    /// An explicit override does not parse or does not fit the kernel.
+    #[error("{origin}: {source}")]
+    Override {
+        /// Where the override came from.
+        origin: String,
+        /// What is wrong with it.
+        source: LowerError,
+    },
+    /// The kernel does not lower with the resolved schedule.
+    #[error("lowering: {0}")]
+    Lower(#[from] LowerError),
+}
+
+/// A resolved schedule and what was said about it.
+#[derive(Clone, Debug)]
+pub struct Resolved {
+    /// The schedule to compile with.
+    pub schedule: Schedule,
+    /// A line on where it came from when it is not the plain default (said once per policy,
+    /// kernel, shape and target: None when already said).
+    pub note: Option<String>,
+}
+
+impl SchedulePolicy {
+    /// The schedule of case `c` (op-level kernel `ir`) on `arch` at `placement`: the one function
+    /// that decides a schedule (see the module docs for the order).
+    pub fn resolve(
+        &self,
+        c: &CaseSpec,
+        arch: Arch,
+        ir: &Kernel,
+        placement: Placement,
+    ) -> Result<Resolved, ResolveError> {
+        if c.shape == ShapeKind::Small {
+            return Ok(Resolved {
+                schedule: crate::sim::small_schedule(arch, ir),
+                note: None,
+            });
+        }
+        let shape = crate::ab::shape_name(c);
+        let key = (c.shape == ShapeKind::Model).then_some((c.id.name(), shape.as_str()));
+        self.resolve_kernel(ir, arch, placement, key)
+    }
+
+    /// [`SchedulePolicy::resolve`] for any kernel at its own shapes (a user's kernel, a
+    /// checkpoint's, a benchmark's): steps 2–4, the tuned store consulted under `tuned_key`
+    /// (kernel name, shape-set name) when there is one.
+    pub fn resolve_kernel(
+        &self,
+        ir: &Kernel,
+        arch: Arch,
+        placement: Placement,
+        tuned_key: Option<(&str, &str)>,
+    ) -> Result<Resolved, ResolveError> {
+        let rpd = placement.ranks_per_device(ir.tp());
+        let (tuned, mut note) = match (&self.tuned, tuned_key) {
+            (Some(t), Some((name, shape))) => self.tuned_schedule(t, name, shape, arch, ir),
+            _ => (None, None),
+        };
+        let mut s = match tuned {
+            Some(s) => s,
+            None => default_schedule(arch, ir, rpd),
+        };
+        if has_gemv(ir) {
+            for o in self
+                .overrides
+                .iter()
+                .filter(|o| o.arch.is_none_or(|a| a == arch))
+            {
+                s = s
+                    .with_overrides(&o.spec)
+                    .map_err(|source| ResolveError::Override {
+                        origin: o.origin.clone(),
+                        source,
+                    })?;
+            }
+        } else if let Some(o) = self.overrides.first() {
+            let line = format!(
+                "warning: {} ignored for {}: it has no GEMV, so no schedule field applies",
+                o.origin,
+                ir.name()
+            );
+            note = Some(note.map_or(line.clone(), |n| format!("{n}\n{line}")));
+        }
+        let (_, s) = fit_coresident(ir, arch, s, rpd)?;
+        Ok(Resolved { schedule: s, note })
+    }
+
+    fn tuned_schedule(
+        &self,
+        t: &Tuned,
+        name: &str,
+        shape: &str,
+        arch: Arch,
+        ir: &Kernel,
+    ) -> (Option<Schedule>, Option<String>) {
+        let (schedule, line) =
+            crate::tune::select::choose(&t.store, name, shape, arch, t.device.as_deref(), ir);
+        let first = t
+            .said
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(format!("{name}@{shape}/{arch}"));
+        (schedule, first.then_some(line))
+    }
+}
+
+fn has_gemv(ir: &Kernel) -> bool {
+    ir.ops().any(|(_, o)| matches!(o.kind, OpKind::Gemv(_)))
+}
+
+/// The target's default for `ir` with `ranks_per_device` ranks sharing each device. With one rank
+/// per device a kernel that fuses a GEMV with an allreduce uses the push protocol (each rank
+/// writes its slice into the peers' memory and polls only its own flags): on 2 × H200 over
+/// NVLink the fused kernel took 18.2 µs with push against 19.6 µs with pull (three alternating
+/// runs each, `bench/results/2026-11-30-push-per-device/`), while with four ranks on one H200
+/// push was 6 µs slower (`bench/results/2026-11-30-fused-experiments/`).
+fn default_schedule(arch: Arch, ir: &Kernel, ranks_per_device: u32) -> Schedule {
+    let s = Schedule::default_for(arch, ir);
+    let allreduce = ir
+        .ops()
+        .any(|(_, o)| matches!(o.kind, OpKind::AllReduce(_)));
+    if ranks_per_device == 1 && ir.tp() > 1 && has_gemv(ir) && allreduce {
+        s.with_protocol(AllreduceProtocol::Push)
+    } else {
+        s
+    }
+}
+
+/// Workgroups per CU/SM that every generated kernel fits at once (the occupancy the budgets keep,
+/// with margin): the target for all ranks' grids together when they share one device.
+pub const RESIDENT_PER_CU: u32 = 4;
+
+/// Lower, and when the kernel has a grid barrier and the grids of `ranks_per_device` ranks would
+/// not fit on one device at [`resident_per_cu`] workgroups per CU/SM, first halve the K split
+/// (fewer workgroups per tile), then halve tensor-core workgroups above 256 lanes (half the K
+/// warps), then widen the INT4 column tiles (twice the columns, twice the words per lane: the
+/// same lanes) until they do, or until the next step no longer lowers. The runtime still checks
+/// the real capacity before launch (DESIGN.md §5.9), so this only avoids refusals, never hides a
+/// deadlock. Returns the lowering and the schedule it used.
+pub fn fit_coresident(
+    ir: &Kernel,
+    arch: Arch,
+    s: Schedule,
+    ranks_per_device: u32,
+) -> Result<(LoweredKernel, Schedule), LowerError> {
+    let mut k = lower(ir, arch, &s)?;
+    let mut s = s;
+    loop {
+        if fits_coresident(&k, arch, ranks_per_device) || s.threads_per_column == 1 {
+            return Ok((k, s));
+        }
+        let mut next = s.clone();
+        if s.k_split > 1 {
+            // Fewer K parts per tile: the grid shrinks, each workgroup keeps its warps (and
+            // stages the activations in LDS only while a part's still fit).
+            next = next.with_k_split(ir, s.k_split / 2);
+        } else if s.int4_dot == Int4Dot::Mma && s.workgroup_size > 256 {
+            // First back to 256-lane workgroups: the same tile, half the K warps.
+            next.workgroup_size /= 2;
+            next.threads_per_column /= 2;
+        } else if s.int4_dot == Int4Dot::Mma {
+            // The tensor-core tiling keeps 16-byte loads: twice the column warps, half the K ones.
+            next.columns_per_workgroup *= 2;
+            next.threads_per_column /= 2;
+        } else if s.words_per_iteration < 8 {
+            next.columns_per_workgroup *= 2;
+            next.words_per_iteration *= 2;
+        } else {
+            return Ok((k, s));
+        }
+        // A wider tile that no longer lowers (its LDS outgrew the workgroup: gfx906, TP 8,
+        // batch 8) stops the search: the last one that lowered goes on, and the runtime refuses
+        // it at launch if it is not co-resident (§5.9).
+        match lower(ir, arch, &next) {
+            Ok(wider) => (k, s) = (wider, next),
+            Err(LowerError::Schedule(_)) => return Ok((k, s)),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Whether the grids of `ranks_per_device` ranks of `k` fit on one device at [`RESIDENT_PER_CU`]
+/// workgroups per CU/SM (always, for a kernel without a grid barrier): what [`fit_coresident`]
+/// widens tiles for, and what the tuner requires of its candidates so the suite keeps their
+/// schedule as is.
+pub fn fits_coresident(k: &LoweredKernel, arch: Arch, ranks_per_device: u32) -> bool {
+    k.coresidency.is_none()
+        || ranks_per_device * k.grid <= arch.compute_units() * resident_per_cu(k.workgroup_size)
+}
+
+/// [`RESIDENT_PER_CU`] is for workgroups of 256 lanes: the budgets keep 1024 lanes per CU/SM
+/// resident (`min_occupancy` in `budgets.toml`: 8 warps per sub-partition on sm_90), so
+/// workgroups of other sizes fit in proportion — 512 lanes: 2 (the H200 refused 2 ranks × 160
+/// fused workgroups of 512 lanes at 2 per SM), 128 lanes: 8 (the split-K fused kernel). Below
+/// 128 lanes it stays at 8: LDS per workgroup, not lanes, may bound those.
+pub fn resident_per_cu(workgroup_size: u32) -> u32 {
+    (RESIDENT_PER_CU * 256 / workgroup_size.max(128)).max(1)
+}
