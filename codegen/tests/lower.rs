@@ -707,10 +707,13 @@ fn schedule_defaults_per_target() {
 /// interpreter (its own model of the pair decode and of dot2: two exact FP16 products and the
 /// accumulator, one f32 rounding): every GPTQ kernel, the three zero-point conventions, per-
 /// channel and grouped scales, 1 and 4 words per lane, 1 and 2 accumulator chains, batch 1 and
-/// 3, a tail tile (N = 200), and split-K; sm_90 (no dot2 instruction) refuses it.
+/// 3, a tail tile (N = 200), and split-K; both pair decodes (`mma_decode`: three shifts, or one
+/// shift and an FP16 FMA by 1/16); the floor path's 4 packed columns per lane with the
+/// activations staged in LDS or packed per lane and 32-bit byte offsets; sm_90 (no dot2
+/// instruction) refuses it.
 #[test]
 fn dot2_matches_reference_on_interpreter() {
-    use wavefuse_codegen::lower::{Int4Dot, LowerError};
+    use wavefuse_codegen::lower::{Int4Dot, LowerError, MmaDecode};
     for zero in [ZeroPoint::V1, ZeroPoint::V2, ZeroPoint::Symmetric] {
         for group in [GroupSize::Rows(128), GroupSize::PerChannel] {
             let gptq = GptqLayout::new(group, zero);
@@ -736,8 +739,29 @@ fn dot2_matches_reference_on_interpreter() {
                         let s = Schedule {
                             int4_dot: Int4Dot::Dot2,
                             words_per_iteration: v,
-                            columns_per_workgroup: d.columns_per_workgroup * v,
+                            columns_per_workgroup: 32 * v,
+                            threads_per_column: d.workgroup_size / 32,
                             accumulators: accs,
+                            k_split: parts,
+                            k_unit_words: 4,
+                            mma_decode: MmaDecode::Shift,
+                            x_in_lds: false,
+                            byte_offsets: false,
+                            ..d.clone()
+                        };
+                        check_numerics(&k, Arch::Gfx906, &s, 2e-3);
+                    }
+                    // The floor path: 8 lanes x 4 packed columns per K row.
+                    for (x_in_lds, parts) in [(true, 1), (false, 1), (true, 2)] {
+                        let s = Schedule {
+                            int4_dot: Int4Dot::Dot2,
+                            mma_decode: MmaDecode::Fma,
+                            x_in_lds,
+                            byte_offsets: true,
+                            words_per_iteration: 4,
+                            columns_per_workgroup: 32,
+                            threads_per_column: d.workgroup_size / 8,
+                            accumulators: 1,
                             k_split: parts,
                             k_unit_words: 4,
                             ..d.clone()

@@ -418,3 +418,63 @@ fn dot2_gemv_issues_fewer_valu_instructions_per_weight_gfx906() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The schedule fields of the gfx906 INT4 path at the memory floor, as `field=value` overrides.
+const FLOOR_PATH: &str = "int4_dot=dot2,mma_decode=fma,x_in_lds=true,byte_offsets=true,words_per_iteration=4,columns_per_workgroup=32,threads_per_column=32,k_unit_words=4,accumulators=1";
+
+/// The gfx906 INT4 dot2 path with 4 packed columns per lane (16-byte loads), the activations
+/// staged in LDS as FP16 pairs, the one-shift decode and 32-bit byte offsets: hipcc's hot loop
+/// issues at most 2.0 VALU instructions per weight for `gemv_int4` at TP 4 (the whole loop:
+/// decode, dot2, the per-unit scale, address arithmetic, loop control), without scratch.
+/// Prints the numbers of every INT4 kernel on the path.
+#[test]
+fn int4_floor_path_issues_at_most_two_valu_per_weight_gfx906() {
+    use wavefuse_codegen::cpp;
+    use wavefuse_codegen::lower::{Schedule, lower};
+    use wavefuse_codegen::model::HotLoop;
+    use wavefuse_kernels::Shapes;
+    if !tool(Tool::Hipcc) || !tool(Tool::LlvmObjdump) {
+        return;
+    }
+    let dir = toolchain::scratch_dir("hip-floor").expect("temp dir");
+    let mut gemv = None;
+    for id in [
+        KernelId::GemvInt4,
+        KernelId::GemvInt4DualSilu,
+        KernelId::GemvInt4Qkv,
+        KernelId::GemvInt4AllreduceRmsnorm,
+    ] {
+        let k = id.build(&Shapes::qwen27b(4));
+        let s = Schedule::default_for(ARCH, &k)
+            .with_overrides(FLOOR_PATH)
+            .expect("overrides parse");
+        let lowered = lower(&k, ARCH, &s).unwrap_or_else(|e| panic!("{id}: {e}"));
+        let src = cpp::emit(&lowered).expect("writes");
+        let c =
+            toolchain::compile(&src, lowered.workgroup_size, &dir.join(id.name())).expect("hipcc");
+        assert_eq!(c.resources.scratch_bytes, 0, "{id}: scratch");
+        let text = toolchain::disassemble(&c.object, ARCH).expect("objdump");
+        let hot = HotLoop::from_disassembly(&text).expect("a loop");
+        let r = hot
+            .valu_per_weight(1)
+            .expect("dot products in the hot loop");
+        println!(
+            "{id}@gfx906 tp4: hot loop {} instructions, {} VALU, {} weights per lane: {r:.3} VALU per weight; {} B of loads in flight per lane; {} VGPRs, occupancy {}",
+            hot.mnemonics.len(),
+            hot.valu,
+            hot.weights(1),
+            hot.bytes_in_flight_per_lane,
+            c.resources.vgprs,
+            c.resources.occupancy
+        );
+        if id == KernelId::GemvInt4 {
+            gemv = Some(r);
+        }
+    }
+    let r = gemv.expect("gemv_int4 measured");
+    assert!(
+        r <= 2.0,
+        "gemv_int4: {r:.3} VALU per weight in the hot loop (ceiling 2.0)"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

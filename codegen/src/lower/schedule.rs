@@ -145,9 +145,15 @@ pub struct Schedule {
     /// and packing them per unit from global memory. Absent in stored schedules: false.
     #[serde(default)]
     pub x_in_lds: bool,
-    /// Tensor-core INT4: the nibble decode. Absent in stored schedules: `shift`.
+    /// The packed-FP16 INT4 paths (tensor-core MMA and gfx906 dot2): how a packed word becomes
+    /// FP16 `q − z` pairs. Absent in stored schedules: `shift`.
     #[serde(default)]
     pub mma_decode: MmaDecode,
+    /// Loads from array parameters address the base pointer plus a 32-bit byte offset
+    /// (see [`LoweredKernel::byte_offsets`](crate::lowered::LoweredKernel::byte_offsets)).
+    /// Absent in stored schedules: false.
+    #[serde(default)]
+    pub byte_offsets: bool,
 }
 
 impl Schedule {
@@ -180,6 +186,7 @@ impl Schedule {
             stream_weights: false,
             x_in_lds: false,
             mma_decode: MmaDecode::Shift,
+            byte_offsets: false,
         };
         match gemv_format(kernel) {
             Some(WeightFormat::F16) => Schedule {
