@@ -27,6 +27,8 @@
 
 use std::fmt;
 
+use serde::Serialize;
+
 use crate::lowered::{LoweredKernel, ParamKind, Purpose};
 
 /// MI50 VALU lane-instructions per second: 60 CUs × 64 lanes × 1.725 GHz (DESIGN.md §6).
@@ -49,7 +51,7 @@ pub const MI50_SIMDS_PER_CU: u32 = 4;
 pub const MI50_WAVE: u32 = 64;
 
 /// What the model needs, all explicit.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ModelInputs {
     /// VALU instructions per weight in the hot loop (per lane, whole loop body: decode, products,
     /// address arithmetic, loop control).
@@ -71,7 +73,8 @@ pub struct ModelInputs {
 }
 
 /// Which term of the model is the larger.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Bound {
     /// `1.18 · T_VALU + 10.6 µs`.
     Valu,
@@ -80,7 +83,7 @@ pub enum Bound {
 }
 
 /// The model's prediction for one kernel, with its inputs: "modelled (MI50)".
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Modelled {
     /// The inputs it was computed from.
     pub inputs: ModelInputs,
@@ -186,18 +189,28 @@ pub struct HotLoop {
 }
 
 impl HotLoop {
-    /// The hot loop of a disassembly (`llvm-objdump -d --mcpu=gfx906`): the longest range from a
-    /// backward branch's target to the branch. `None` without a backward branch.
+    /// The hot loop of a disassembly (`llvm-objdump -d --mcpu=gfx906`): of the ranges from a
+    /// backward branch's target to the branch, the one with the most products
+    /// (`v_dot2_f32_f16`, `v_fma_mix_f32`), then the longest — so a long spin loop (a peer-flag
+    /// wait) is not taken for the GEMV's. `None` without a backward branch.
     pub fn from_disassembly(disasm: &str) -> Option<HotLoop> {
         let ins = instructions_with_targets(disasm);
+        let products = |b: &[(u64, String, Option<u64>)]| {
+            b.iter()
+                .filter(|(_, m, _)| {
+                    m.starts_with("v_dot2_f32_f16") || m.starts_with("v_fma_mix_f32")
+                })
+                .count()
+        };
         let mut best: Option<&[(u64, String, Option<u64>)]> = None;
         for (i, (addr, m, target)) in ins.iter().enumerate() {
             let Some(t) = target.filter(|t| t <= addr && m.starts_with("s_cbranch")) else {
                 continue;
             };
             let start = ins.iter().position(|(a, _, _)| *a >= t).unwrap_or(i);
-            if best.is_none_or(|b| i + 1 - start > b.len()) {
-                best = Some(&ins[start..=i]);
+            let cand = &ins[start..=i];
+            if best.is_none_or(|b| (products(cand), cand.len()) > (products(b), b.len())) {
+                best = Some(cand);
             }
         }
         let body = best?;
