@@ -629,7 +629,8 @@ fn schedule_defaults_per_target() {
     let dual = build("gemv_int4_dual_silu", &Shapes::qwen27b(4, 1));
     for arch in Arch::ALL {
         let s = Schedule::default_for(arch, &int4);
-        // gfx906: 8 K slices of one word per lane, FMAs, one workgroup per tile; sm90: 4
+        // gfx906: the dot2 floor path, 32 K slices of 8 lanes x 4 packed columns, units of 4
+        // K-words, activations (10 KB) in LDS, one workgroup per tile; sm90: 4
         // K-slicing warps of 16-byte loads on the tensor cores, whole-group units (4 K-words
         // with two weights), split-K with every K warp the same units (K = 5120 is 40 units:
         // 5 parts of 2 per warp at TP 4, 2 parts of 5 at TP 1, below), activations staged in
@@ -637,7 +638,7 @@ fn schedule_defaults_per_target() {
         let (wg, slices, v, dot, unit) = if arch.has_fp16_mma() {
             (128, 4, 4, wavefuse_codegen::lower::Int4Dot::Mma, 16)
         } else {
-            (256, 8, 1, wavefuse_codegen::lower::Int4Dot::Fma, 16)
+            (256, 32, 4, wavefuse_codegen::lower::Int4Dot::Dot2, 4)
         };
         let sm90 = arch.has_fp16_mma();
         assert_eq!(
@@ -645,9 +646,10 @@ fn schedule_defaults_per_target() {
             if sm90 {
                 (5, true, true)
             } else {
-                (1, false, false)
+                (1, true, false)
             }
         );
+        assert_eq!(s.byte_offsets, !sm90);
         assert_eq!(
             (
                 s.workgroup_size,
@@ -676,9 +678,11 @@ fn schedule_defaults_per_target() {
         );
         // Two weights on the tensor cores: units of 8 K-words at batch 1, 4 above (registers).
         let d = Schedule::default_for(arch, &dual);
-        assert_eq!(d.k_unit_words, if arch.has_fp16_mma() { 8 } else { 16 });
+        assert_eq!(d.k_unit_words, if arch.has_fp16_mma() { 8 } else { 4 });
         let d8 = Schedule::default_for(arch, &build("gemv_int4_dual_silu", &Shapes::qwen27b(4, 8)));
-        assert_eq!(d8.k_unit_words, if arch.has_fp16_mma() { 4 } else { 16 });
+        assert_eq!(d8.k_unit_words, 4);
+        // gfx906 at batch 8: 80 KB of activations, not staged (per-lane packing instead).
+        assert_eq!(d8.x_in_lds, sm90);
         let s = Schedule::default_for(arch, &f16);
         assert_eq!(s.threads_per_column, arch.wave_size());
         // One wave per 128-column INT8 block.
