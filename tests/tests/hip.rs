@@ -192,6 +192,11 @@ fn hipcc_compiles_the_set_within_budget_gfx906() {
         }
     }
     if tool(Tool::LlvmObjdump) {
+        let ceilings = valu_ceilings(&budgets, &rows);
+        assert!(
+            ceilings >= 16,
+            "{ceilings} kernels checked against their VALU-per-weight ceiling"
+        );
         let checked = rows
             .iter()
             .filter(|r| r.tp == 4)
@@ -200,6 +205,37 @@ fn hipcc_compiles_the_set_within_budget_gfx906() {
         assert_eq!(checked + NOT_LOWERED.len(), KernelId::ALL.len());
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Every compiled kernel with a `max_valu_per_weight` budget: its hot loop's VALU instructions
+/// per weight (hipcc's disassembly) within the ceiling. Returns how many were checked.
+fn valu_ceilings(budgets: &wavefuse_codegen::cpp::budget::Budgets, rows: &[CheckRow]) -> usize {
+    use wavefuse_codegen::model::HotLoop;
+    let mut checked = 0;
+    for r in rows {
+        let Outcome::Compiled { compiled, .. } = &r.outcome else {
+            continue;
+        };
+        let Some(ceiling) = budgets.valu_per_weight_ceiling(ARCH, r.id.name(), r.tp) else {
+            continue;
+        };
+        let text = toolchain::disassemble(&compiled.object, ARCH).unwrap_or_else(|e| panic!("{e}"));
+        let hot = HotLoop::from_disassembly(&text).expect("a loop");
+        let got = hot.valu_per_weight(1).expect("products in the hot loop");
+        println!(
+            "{}@gfx906 tp{}: {got:.3} VALU per weight in the hot loop (ceiling {ceiling})",
+            r.id.name(),
+            r.tp
+        );
+        assert!(
+            got <= ceiling,
+            "{}@tp{}: {got:.3} VALU per weight > {ceiling}",
+            r.id.name(),
+            r.tp
+        );
+        checked += 1;
+    }
+    checked
 }
 
 fn machine_code(r: &CheckRow) -> Option<()> {
