@@ -18,6 +18,7 @@ pub mod cpp;
 pub mod llvm;
 pub mod lower;
 pub mod lowered;
+pub mod model;
 pub mod sim;
 pub mod target;
 

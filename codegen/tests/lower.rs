@@ -629,7 +629,8 @@ fn schedule_defaults_per_target() {
     let dual = build("gemv_int4_dual_silu", &Shapes::qwen27b(4, 1));
     for arch in Arch::ALL {
         let s = Schedule::default_for(arch, &int4);
-        // gfx906: 8 K slices of one word per lane, FMAs, one workgroup per tile; sm90: 4
+        // gfx906: the dot2 floor path, 32 K slices of 8 lanes x 4 packed columns, units of 4
+        // K-words, activations (10 KB) in LDS, one workgroup per tile; sm90: 4
         // K-slicing warps of 16-byte loads on the tensor cores, whole-group units (4 K-words
         // with two weights), split-K with every K warp the same units (K = 5120 is 40 units:
         // 5 parts of 2 per warp at TP 4, 2 parts of 5 at TP 1, below), activations staged in
@@ -637,7 +638,7 @@ fn schedule_defaults_per_target() {
         let (wg, slices, v, dot, unit) = if arch.has_fp16_mma() {
             (128, 4, 4, wavefuse_codegen::lower::Int4Dot::Mma, 16)
         } else {
-            (256, 8, 1, wavefuse_codegen::lower::Int4Dot::Fma, 16)
+            (256, 32, 4, wavefuse_codegen::lower::Int4Dot::Dot2, 4)
         };
         let sm90 = arch.has_fp16_mma();
         assert_eq!(
@@ -645,9 +646,10 @@ fn schedule_defaults_per_target() {
             if sm90 {
                 (5, true, true)
             } else {
-                (1, false, false)
+                (1, true, false)
             }
         );
+        assert_eq!(s.byte_offsets, !sm90);
         assert_eq!(
             (
                 s.workgroup_size,
@@ -676,9 +678,11 @@ fn schedule_defaults_per_target() {
         );
         // Two weights on the tensor cores: units of 8 K-words at batch 1, 4 above (registers).
         let d = Schedule::default_for(arch, &dual);
-        assert_eq!(d.k_unit_words, if arch.has_fp16_mma() { 8 } else { 16 });
+        assert_eq!(d.k_unit_words, if arch.has_fp16_mma() { 8 } else { 4 });
         let d8 = Schedule::default_for(arch, &build("gemv_int4_dual_silu", &Shapes::qwen27b(4, 8)));
-        assert_eq!(d8.k_unit_words, if arch.has_fp16_mma() { 4 } else { 16 });
+        assert_eq!(d8.k_unit_words, 4);
+        // gfx906 at batch 8: 80 KB of activations, not staged (per-lane packing instead).
+        assert_eq!(d8.x_in_lds, sm90);
         let s = Schedule::default_for(arch, &f16);
         assert_eq!(s.threads_per_column, arch.wave_size());
         // One wave per 128-column INT8 block.
@@ -707,10 +711,13 @@ fn schedule_defaults_per_target() {
 /// interpreter (its own model of the pair decode and of dot2: two exact FP16 products and the
 /// accumulator, one f32 rounding): every GPTQ kernel, the three zero-point conventions, per-
 /// channel and grouped scales, 1 and 4 words per lane, 1 and 2 accumulator chains, batch 1 and
-/// 3, a tail tile (N = 200), and split-K; sm_90 (no dot2 instruction) refuses it.
+/// 3, a tail tile (N = 200), and split-K; both pair decodes (`mma_decode`: three shifts, or one
+/// shift and an FP16 FMA by 1/16); the floor path's 4 packed columns per lane with the
+/// activations staged in LDS or packed per lane and 32-bit byte offsets; sm_90 (no dot2
+/// instruction) refuses it.
 #[test]
 fn dot2_matches_reference_on_interpreter() {
-    use wavefuse_codegen::lower::{Int4Dot, LowerError};
+    use wavefuse_codegen::lower::{Int4Dot, LowerError, MmaDecode};
     for zero in [ZeroPoint::V1, ZeroPoint::V2, ZeroPoint::Symmetric] {
         for group in [GroupSize::Rows(128), GroupSize::PerChannel] {
             let gptq = GptqLayout::new(group, zero);
@@ -736,8 +743,29 @@ fn dot2_matches_reference_on_interpreter() {
                         let s = Schedule {
                             int4_dot: Int4Dot::Dot2,
                             words_per_iteration: v,
-                            columns_per_workgroup: d.columns_per_workgroup * v,
+                            columns_per_workgroup: 32 * v,
+                            threads_per_column: d.workgroup_size / 32,
                             accumulators: accs,
+                            k_split: parts,
+                            k_unit_words: 4,
+                            mma_decode: MmaDecode::Shift,
+                            x_in_lds: false,
+                            byte_offsets: false,
+                            ..d.clone()
+                        };
+                        check_numerics(&k, Arch::Gfx906, &s, 2e-3);
+                    }
+                    // The floor path: 8 lanes x 4 packed columns per K row.
+                    for (x_in_lds, parts) in [(true, 1), (false, 1), (true, 2)] {
+                        let s = Schedule {
+                            int4_dot: Int4Dot::Dot2,
+                            mma_decode: MmaDecode::Fma,
+                            x_in_lds,
+                            byte_offsets: true,
+                            words_per_iteration: 4,
+                            columns_per_workgroup: 32,
+                            threads_per_column: d.workgroup_size / 8,
+                            accumulators: 1,
                             k_split: parts,
                             k_unit_words: 4,
                             ..d.clone()

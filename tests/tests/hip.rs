@@ -158,8 +158,8 @@ fn jobs() -> usize {
 /// code has what the source asks for: one `global_atomic_add` per grid barrier (the elected
 /// arrival) inside an exec-masked branch after a store wait, every acquire load (glc) followed
 /// by an L1 invalidate (`buffer_wbinvl1_vol`), and the INT4 dequantisation on the instructions the
-/// lowering chose (`v_bfe_u32`/`v_cvt_f32_ubyte0` for the nibbles, `v_fma_mix_f32` folding the FP16
-/// activation conversion into the accumulation). One test, so the set is compiled once.
+/// lowering chose (the dot2 floor path: `v_and_or_b32` nibble pairs, `v_pk_add_f16` /
+/// `v_pk_fma_f16` for `q - z`, `v_dot2_f32_f16`). One test, so the set is compiled once.
 #[test]
 fn hipcc_compiles_the_set_within_budget_gfx906() {
     if !tool(Tool::Hipcc) {
@@ -195,6 +195,11 @@ fn hipcc_compiles_the_set_within_budget_gfx906() {
         }
     }
     if tool(Tool::LlvmObjdump) {
+        let ceilings = valu_ceilings(&budgets, &rows);
+        assert!(
+            ceilings >= 16,
+            "{ceilings} kernels checked against their VALU-per-weight ceiling"
+        );
         let checked = rows
             .iter()
             .filter(|r| r.tp == 4)
@@ -203,6 +208,37 @@ fn hipcc_compiles_the_set_within_budget_gfx906() {
         assert_eq!(checked + NOT_LOWERED.len(), KernelId::ALL.len());
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Every compiled kernel with a `max_valu_per_weight` budget: its hot loop's VALU instructions
+/// per weight (hipcc's disassembly) within the ceiling. Returns how many were checked.
+fn valu_ceilings(budgets: &wavefuse_codegen::cpp::budget::Budgets, rows: &[CheckRow]) -> usize {
+    use wavefuse_codegen::model::HotLoop;
+    let mut checked = 0;
+    for r in rows {
+        let Outcome::Compiled { compiled, .. } = &r.outcome else {
+            continue;
+        };
+        let Some(ceiling) = budgets.valu_per_weight_ceiling(ARCH, r.id.name(), r.tp) else {
+            continue;
+        };
+        let text = toolchain::disassemble(&compiled.object, ARCH).unwrap_or_else(|e| panic!("{e}"));
+        let hot = HotLoop::from_disassembly(&text).expect("a loop");
+        let got = hot.valu_per_weight(1).expect("products in the hot loop");
+        println!(
+            "{}@gfx906 tp{}: {got:.3} VALU per weight in the hot loop (ceiling {ceiling})",
+            r.id.name(),
+            r.tp
+        );
+        assert!(
+            got <= ceiling,
+            "{}@tp{}: {got:.3} VALU per weight > {ceiling}",
+            r.id.name(),
+            r.tp
+        );
+        checked += 1;
+    }
+    checked
 }
 
 fn machine_code(r: &CheckRow) -> Option<()> {
@@ -263,15 +299,20 @@ fn machine_code(r: &CheckRow) -> Option<()> {
         "{name}: {acquires} acquire loads for {waits} wait sites"
     );
     if name.starts_with("gemv_int4") {
+        // The default INT4 path on gfx906 (the dot2 floor path): nibble pairs by v_and_or_b32,
+        // pairs 1 and 3 fixed by v_pk_fma_f16, two weights per v_dot2_f32_f16.
         let count = |op: &str| ins.iter().filter(|l| l.starts_with(op)).count();
-        let nibbles = count("v_bfe_u32") + count("v_cvt_f32_ubyte");
         assert!(
-            nibbles >= 8,
-            "{name}: {nibbles} nibble extractions (v_bfe_u32 / v_cvt_f32_ubyte*)"
+            count("v_and_or_b32") >= 16,
+            "{name}: the nibble pairs are not one v_and_or_b32 each"
         );
         assert!(
-            count("v_fma_mix_f32") >= 8,
-            "{name}: the FP16 activations are not folded into v_fma_mix_f32"
+            count("v_pk_fma_f16") >= 8 && count("v_pk_add_f16") >= 8,
+            "{name}: the one-shift decode's v_pk_fma_f16 / v_pk_add_f16 are missing"
+        );
+        assert!(
+            count("v_dot2_f32_f16") >= 16,
+            "{name}: the products are not v_dot2_f32_f16"
         );
     }
     Some(())
@@ -375,7 +416,10 @@ fn dot2_gemv_issues_fewer_valu_instructions_per_weight_gfx906() {
         return;
     }
     let k = KernelId::GemvInt4.build(&Shapes::qwen27b(4));
-    let d = Schedule::default_for(ARCH, &k);
+    // The FMA path (the gfx906 default before the floor path) and the dot2 path on its tiling.
+    let d = Schedule::default_for(ARCH, &k)
+        .with_overrides(FMA_PATH)
+        .expect("overrides parse");
     let dot2 = |v: u32, unit: u32| Schedule {
         int4_dot: Int4Dot::Dot2,
         words_per_iteration: v,
@@ -386,7 +430,7 @@ fn dot2_gemv_issues_fewer_valu_instructions_per_weight_gfx906() {
     let dir = toolchain::scratch_dir("hip-dot2").expect("temp dir");
     let mut per_weight = Vec::new();
     for (what, s) in [
-        ("default (fma)", d.clone()),
+        ("fma", d.clone()),
         ("dot2, 1 word/lane, unit 2", dot2(1, 2)),
         ("dot2, 2 words/lane, unit 2", dot2(2, 2)),
     ] {
@@ -419,5 +463,70 @@ fn dot2_gemv_issues_fewer_valu_instructions_per_weight_gfx906() {
         per_weight[1] < 0.7 * per_weight[0] && per_weight[2] < 0.7 * per_weight[0],
         "dot2 does not cut the VALU instructions per weight: {per_weight:?}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The gfx906 INT4 FMA path (the default before the floor path), as `field=value` overrides.
+const FMA_PATH: &str = "int4_dot=fma,mma_decode=shift,x_in_lds=false,byte_offsets=false,words_per_iteration=1,columns_per_workgroup=32,threads_per_column=8,k_unit_words=16,accumulators=2";
+
+/// The default gfx906 INT4 path (the dot2 floor path: 4 packed columns per lane, 16-byte loads,
+/// the activations staged in LDS as FP16 pairs, the one-shift decode, 32-bit byte offsets):
+/// hipcc's hot loop issues at most 2.0 VALU instructions per weight for `gemv_int4` at TP 1 and
+/// TP 4 (the whole loop: decode, dot2, the per-unit scale, address arithmetic, loop control),
+/// without scratch. Prints the numbers of every INT4 kernel of the set at TP 4.
+#[test]
+fn int4_floor_path_issues_at_most_two_valu_per_weight_gfx906() {
+    use wavefuse_codegen::cpp;
+    use wavefuse_codegen::lower::{Int4Dot, Schedule, lower};
+    use wavefuse_codegen::model::HotLoop;
+    use wavefuse_kernels::Shapes;
+    if !tool(Tool::Hipcc) || !tool(Tool::LlvmObjdump) {
+        return;
+    }
+    let dir = toolchain::scratch_dir("hip-floor").expect("temp dir");
+    let mut gemv = Vec::new();
+    for (id, tp) in [
+        (KernelId::GemvInt4, 1),
+        (KernelId::GemvInt4, 4),
+        (KernelId::GemvInt4DualSilu, 4),
+        (KernelId::GemvInt4Qkv, 4),
+        (KernelId::GemvInt4AllreduceRmsnorm, 4),
+    ] {
+        let k = id.build(&Shapes::qwen27b(tp));
+        let s = Schedule::default_for(ARCH, &k);
+        assert_eq!(
+            s.int4_dot,
+            Int4Dot::Dot2,
+            "{id}: the default is not the dot2 path"
+        );
+        let lowered = lower(&k, ARCH, &s).unwrap_or_else(|e| panic!("{id}: {e}"));
+        let src = cpp::emit(&lowered).expect("writes");
+        let sub = dir.join(format!("{}_tp{tp}", id.name()));
+        let c = toolchain::compile(&src, lowered.workgroup_size, &sub).expect("hipcc");
+        assert_eq!(c.resources.scratch_bytes, 0, "{id}: scratch");
+        let text = toolchain::disassemble(&c.object, ARCH).expect("objdump");
+        let hot = HotLoop::from_disassembly(&text).expect("a loop");
+        let r = hot
+            .valu_per_weight(1)
+            .expect("dot products in the hot loop");
+        println!(
+            "{id}@gfx906 tp{tp}: hot loop {} instructions, {} VALU, {} weights per lane: {r:.3} VALU per weight; {} B of loads in flight per lane; {} VGPRs, occupancy {}",
+            hot.mnemonics.len(),
+            hot.valu,
+            hot.weights(1),
+            hot.bytes_in_flight_per_lane,
+            c.resources.vgprs,
+            c.resources.occupancy
+        );
+        if id == KernelId::GemvInt4 {
+            gemv.push((tp, r));
+        }
+    }
+    for (tp, r) in gemv {
+        assert!(
+            r <= 2.0,
+            "gemv_int4@tp{tp}: {r:.3} VALU per weight in the hot loop (ceiling 2.0)"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

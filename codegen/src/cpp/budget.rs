@@ -44,6 +44,11 @@ pub struct Limit {
     pub max_lds_bytes: Option<u32>,
     /// Fewest resident waves per SIMD (warps per sub-partition on NVIDIA).
     pub min_occupancy: Option<u32>,
+    /// Most VALU instructions per weight in the hot loop of an INT4 GEMV's machine code
+    /// (gfx906: [`crate::model::HotLoop::valu_per_weight`] on `llvm-objdump`'s disassembly).
+    /// Not part of [`Budgets::check`] (which sees resources only): read with
+    /// [`Budgets::valu_per_weight_ceiling`] where the disassembly is at hand.
+    pub max_valu_per_weight: Option<f64>,
 }
 
 /// Why a budget file could not be used.
@@ -85,6 +90,19 @@ impl Budgets {
             }
         }
         Ok(b)
+    }
+
+    /// The lowest `max_valu_per_weight` of the entries that apply to `kernel` at `tp` on `arch`.
+    pub fn valu_per_weight_ceiling(&self, arch: Arch, kernel: &str, tp: u32) -> Option<f64> {
+        self.budget
+            .iter()
+            .filter(|l| {
+                l.target.parse::<Arch>().ok() == Some(arch)
+                    && (l.kernel == "*" || l.kernel == kernel)
+                    && (l.tp.is_empty() || l.tp.contains(&tp))
+            })
+            .filter_map(|l| l.max_valu_per_weight)
+            .reduce(f64::min)
     }
 
     /// The limits `r` breaks for `kernel` at `tp` on `arch` (empty: within budget), and how many

@@ -94,6 +94,12 @@ pub trait Builtins {
     /// A short pause between polls of a spin loop, so polling does not saturate the memory system.
     fn spin_pause(&self) -> &'static str;
 
+    /// The statement for [`Stmt::SchedBarrier`](crate::lowered::Stmt::SchedBarrier), or `None`
+    /// where the compiler has none (nothing is written).
+    fn sched_barrier(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Statements declaring `const uint4 {var}` loaded from `addr` (a 16-byte aligned pointer into
     /// an array the kernel never writes) as a streamed read: read once per launch, so not worth
     /// an L1 line, with a wider L2 fetch. `None`: the target has no such load (a plain one is

@@ -52,6 +52,12 @@ impl Builtins for HipDialect {
     fn spin_pause(&self) -> &'static str {
         "__builtin_amdgcn_s_sleep(1);"
     }
+
+    fn sched_barrier(&self) -> Option<&'static str> {
+        // Mask 0: no instruction of any kind crosses it (LLVM's machine scheduler and the
+        // post-RA scheduler both honour it); it emits no machine instruction.
+        Some("__builtin_amdgcn_sched_barrier(0);")
+    }
 }
 
 impl WaveOps for HipDialect {
@@ -175,6 +181,17 @@ impl Fp16 for HipDialect {
             "static __device__ __forceinline__ float wf_dot2_f16(unsigned a, unsigned b, float c) {\n    \
              typedef _Float16 wf_half2 __attribute__((ext_vector_type(2)));\n    \
              return __builtin_amdgcn_fdot2(__builtin_bit_cast(wf_half2, a), __builtin_bit_cast(wf_half2, b), c, false);\n}",
+        ))
+    }
+
+    fn fma_half2_helper(&self) -> Option<(&'static str, &'static str)> {
+        // llvm.fma.v2f16 through the device library's declaration: one v_pk_fma_f16 (VOP3P,
+        // full rate, one rounding) on gfx906.
+        Some((
+            "wf_fma_half2",
+            "static __device__ __forceinline__ unsigned wf_fma_half2(unsigned a, unsigned b, unsigned c) {\n    \
+             typedef _Float16 wf_half2 __attribute__((ext_vector_type(2)));\n    \
+             return __builtin_bit_cast(unsigned, __ocml_fma_2f16(__builtin_bit_cast(wf_half2, a), __builtin_bit_cast(wf_half2, b), __builtin_bit_cast(wf_half2, c)));\n}",
         ))
     }
 

@@ -98,6 +98,44 @@ impl<D: Dialect> Writer<'_, D> {
         Ok(format!("{}[{}]", self.base(m)?, self.expr(&index)?))
     }
 
+    /// With [`LoweredKernel::byte_offsets`]: `&base[index + i]` as the byte pointer
+    /// `reinterpret_cast<const char*>(base) + (index + i) * bytes`, where `base` is an array
+    /// parameter of this rank whose bytes fit in 32 bits (so the offset, computed in `unsigned`,
+    /// cannot wrap); otherwise `None`.
+    fn byte_pointer(&self, m: &MemRef, i: usize) -> Result<Option<String>, Error> {
+        let Base::Param(p) = m.base else {
+            return Ok(None);
+        };
+        let ParamKind::Array { elem, len, .. } = self.k.params[p].kind else {
+            return Ok(None);
+        };
+        if !self.k.byte_offsets || (len * elem.bytes()) as u64 >= 1 << 32 {
+            return Ok(None);
+        }
+        let index = if i == 0 {
+            m.index.clone()
+        } else {
+            Expr::add(m.index.clone(), Expr::u32(i as u32))
+        };
+        let offset = Expr::mul(index, Expr::u32(elem.bytes() as u32));
+        Ok(Some(format!(
+            "(reinterpret_cast<const char*>({}) + ({}))",
+            self.base(m)?,
+            self.expr(&offset)?
+        )))
+    }
+
+    /// The C++ type of a scalar element loaded through a byte pointer, where it has one.
+    fn scalar_type(&self, elem: Ty) -> Option<&'static str> {
+        match elem {
+            Ty::U32 => Some("unsigned"),
+            Ty::I32 => Some("int"),
+            Ty::F32 => Some("float"),
+            Ty::F16 => Some(self.d.f16_type()),
+            Ty::I8 | Ty::Bool => None,
+        }
+    }
+
     pub(super) fn load(&mut self, dst: &[Reg], m: &MemRef, lvl: Level) -> Result<(), Error> {
         let elem = elem_ty(self.k, m)?;
         for r in dst {
@@ -112,13 +150,20 @@ impl<D: Dialect> Writer<'_, D> {
         }
         let Some((words, count)) = vector_words(elem, dst.len()) else {
             for (i, r) in dst.iter().enumerate() {
-                let text = format!("{} = {};", self.names.reg(*r), self.element_at(m, i)?);
+                let value = match (self.byte_pointer(m, i)?, self.scalar_type(elem)) {
+                    (Some(ptr), Some(t)) => format!("*reinterpret_cast<const {t}*>{ptr}"),
+                    _ => self.element_at(m, i)?,
+                };
+                let text = format!("{} = {value};", self.names.reg(*r));
                 self.line(lvl, &text);
             }
             return Ok(());
         };
         let vty = vector_type(words);
-        let addr = format!("&{}", self.element(m)?);
+        let addr = match self.byte_pointer(m, 0)? {
+            Some(ptr) => ptr,
+            None => format!("&{}", self.element(m)?),
+        };
         self.line(lvl, "{");
         let inner = lvl.next();
         let mut word_names = Vec::new();

@@ -302,6 +302,12 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 }
                 Ok(())
             }
+            Stmt::SchedBarrier => {
+                if let Some(text) = self.d.sched_barrier() {
+                    self.line(lvl, text);
+                }
+                Ok(())
+            }
         }
     }
 
@@ -621,7 +627,8 @@ fn count_block(block: &Block, n: &mut SecondaryMap<Reg, u32>) {
                 count_mem(flag, n);
                 count_expr(cond, n);
             }
-            Stmt::WorkgroupBarrier | Stmt::Fence { .. } | Stmt::Comment(_) => {}
+            Stmt::WorkgroupBarrier | Stmt::Fence { .. } | Stmt::Comment(_) | Stmt::SchedBarrier => {
+            }
         }
     }
 }

@@ -219,7 +219,7 @@ impl<'c, 'k> Emitter<'c, 'k> {
             | Stmt::WaitFlagPerLane { .. } => Err(malformed(
                 "grid barrier or flag not expanded; run lowered::expand::expand_sync first",
             )),
-            Stmt::Comment(_) => Ok(()),
+            Stmt::Comment(_) | Stmt::SchedBarrier => Ok(()),
         }
     }
 

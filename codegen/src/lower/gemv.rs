@@ -39,6 +39,14 @@ struct XStage {
     words: usize,
 }
 
+/// The dot2 path's zero-point registers per column word: `1024 + z` in both FP16 halves, and
+/// (for [`MmaDecode::Fma`]) `−(64 + z)`.
+#[derive(Copy, Clone)]
+struct Dot2Zeros<'a> {
+    pair: &'a [Reg],
+    hi: &'a [Reg],
+}
+
 /// The registers one unit's loads fill: per weight the 4 scales, the zero word and
 /// `[step][4]` packed words; per step the 8 activations.
 struct MmaBuf {
@@ -80,6 +88,10 @@ struct Gptq {
     scaling: Int4Scaling,
     /// [`Int4Dot::Dot2`]: FP16 pair dot products (per-unit scaling, zero points as FP16 pairs).
     dot2: bool,
+    /// The dot2 path's nibble-pair decode ([`MmaDecode`]).
+    pair_decode: MmaDecode,
+    /// The dot2 path's activations staged in LDS as FP16 pairs (`Schedule::x_in_lds`).
+    xs: Option<XStage>,
     v: usize,
     lanes_per_row: usize,
     slices: usize,
@@ -193,6 +205,8 @@ impl Lowering<'_> {
                 self.s.int4_scaling
             },
             dot2,
+            pair_decode: self.s.mma_decode,
+            xs: None,
             v,
             lanes_per_row,
             slices: wg / lanes_per_row,
@@ -204,9 +218,21 @@ impl Lowering<'_> {
     }
 
     fn gemv_gptq(&mut self, l: GptqLayout, out: &mut Vec<Stmt>) -> Result<(), LowerError> {
-        let t = self.gptq_tiling(l)?;
+        let mut t = self.gptq_tiling(l)?;
         self.reduction_arrays(t.slices);
         let upg = t.words_per_group / t.unit;
+        let (begin, end) = self.split_units(t.groups * upg)?;
+        if t.dot2 && self.s.x_in_lds {
+            // The dot2 pairs (x_h, x_h+4) are the MMA path's B-fragment order.
+            let words = t.k / 8 / self.s.k_split as usize;
+            let stage = XStage {
+                lds: self.k.lds(Ty::U32, t.batch * words * 4),
+                begin: mul(begin.clone(), u(t.unit)),
+                words,
+            };
+            self.stage_x(t.x, t.k, t.batch, &stage, out);
+            t.xs = Some(stage);
+        }
         out.push(comment(format!(
             "GPTQ INT4 GEMV: lane (local_id % {lpr}) reads {v} adjacent packed column word(s) of one K-row (coalesced); \
              K is cut into units of {unit} K-words ({upg} per group); K slice local_id / {lpr} of {s} takes units slice, slice + {s}, ...",
@@ -236,7 +262,7 @@ impl Lowering<'_> {
             unit_body.push(assign(gi, div(r(unit_reg), u(upg))));
             gi
         };
-        let (sf, zs) = self.gptq_group_constants(&t, gi, n0, &mut unit_body);
+        let (sf, zs, zhi) = self.gptq_group_constants(&t, gi, n0, &mut unit_body);
         match t.scaling {
             Int4Scaling::PerWeight => {
                 let kw = self.k.reg(Ty::U32, "kword");
@@ -244,15 +270,22 @@ impl Lowering<'_> {
                 unit_body.push(for_loop(kw, u(0), u(t.unit), u(1), word_body));
             }
             Int4Scaling::PerUnit if t.dot2 => {
-                self.gptq_unit_dot2(&t, unit_reg, n0, &sf, &zs, &acc, &mut unit_body)
+                let zeros = Dot2Zeros {
+                    pair: &zs,
+                    hi: &zhi,
+                };
+                self.gptq_unit_dot2(&t, unit_reg, n0, &sf, zeros, &acc, &mut unit_body)
             }
             Int4Scaling::PerUnit => {
                 self.gptq_unit_factored(&t, unit_reg, n0, &sf, &zs, &acc, &mut unit_body)
             }
         }
-        let (begin, end) = self.split_units(t.groups * upg)?;
         let units_loop = for_loop(unit_reg, add(begin, r(slice)), end, u(t.slices), unit_body);
         out.push(comment(match (t.scaling, t.decode) {
+            _ if t.dot2 && t.pair_decode == MmaDecode::Fma => {
+                "dot2: pairs 0, 2 of a packed word = ((word >> 8h) & 0x000F000F) | 0x64006400 (1024 + q) minus 1024 + z, pairs 1, 3 = ((word >> 8h) & 0x00F000F0) | 0x64006400 (1024 + 16q) times 1/16 minus 64 + z: \
+                 q - z exact in FP16; a = dot2(pair, (x_h, x_h+4), a) with f32 accumulation over the unit, then acc = fma(s, a, acc)"
+            }
             _ if t.dot2 => {
                 "dot2: pair h of a packed word = ((word >> 4h) & 0x000F000F) | 0x64006400 (1024 + q of nibbles h, h + 4) minus 1024 + z: q - z exact in FP16; \
                  a = dot2(pair, (x_h, x_h+4), a) with f32 accumulation over the unit, then acc = fma(s, a, acc)"
@@ -296,8 +329,8 @@ impl Lowering<'_> {
         gi: Reg,
         n0: Reg,
         out: &mut Vec<Stmt>,
-    ) -> (Vec<Reg>, Vec<Reg>) {
-        let (mut sf, mut zs) = (vec![], vec![]);
+    ) -> (Vec<Reg>, Vec<Reg>, Vec<Reg>) {
+        let (mut sf, mut zs, mut zhi) = (vec![], vec![], vec![]);
         if t.l.zero == ZeroPoint::V1 {
             out.push(comment(
                 "GPTQ v1 zero points: the stored nibble is z - 1, so add 1",
@@ -339,6 +372,22 @@ impl Lowering<'_> {
                     }
                 };
                 let zr = match t.scaling {
+                    Int4Scaling::PerUnit if t.dot2 && t.pair_decode == MmaDecode::Fma => {
+                        // 1024 + z (as below) and −(64 + z) in both halves: 0xD400 is −64 and
+                        // in [64, 128) the ulp is 1/16, so 16·z more in the mantissa is
+                        // −(64 + z) exactly.
+                        let (zi, zp, zh) = (
+                            self.k.reg(Ty::U32, "zero_int"),
+                            self.k.reg(Ty::U32, "zero_pair"),
+                            self.k.reg(Ty::U32, "zero_hi"),
+                        );
+                        out.push(assign(zi, cast(Ty::U32, z)));
+                        out.push(assign(zp, mul(add(r(zi), u(0x6400)), u(0x1_0001))));
+                        let bits = add(mul(r(zi), u(16)), u(0xD400));
+                        out.push(assign(zh, mul(bits, u(0x1_0001))));
+                        zhi.push(zh);
+                        zp
+                    }
                     Int4Scaling::PerUnit if t.dot2 => {
                         // 1024 + z in both FP16 halves: 0x6400 + z is its pattern (ulp 1 in
                         // [1024, 2048)); z is the small integer the f32 `z` above holds.
@@ -362,7 +411,7 @@ impl Lowering<'_> {
                 zs.push(zr);
             }
         }
-        (sf, zs)
+        (sf, zs, zhi)
     }
 
     /// Nibble `i` of `word` as an exact f32 in [0, 15].
@@ -542,15 +591,20 @@ impl Lowering<'_> {
     }
 
     /// A whole unit with FP16 pair dot products ([`Int4Dot::Dot2`], gfx906 `v_dot2_f32_f16`):
-    /// first every packed word of the unit (as [`Self::gptq_unit_factored`]); then per K row word
-    /// and column word the four pairs `((word >> 4h) & 0x000F000F) | 0x64006400` (`1024 + q` of
-    /// nibbles `h` and `h + 4`, FP16) minus `zp` = `1024 + z` in both halves, exactly `q − z`;
-    /// the activations of rows `h` and `h + 4` packed the same way (shared by the lane's column
-    /// words); `a = dot2(pair, xpair, a)`, the products exact, f32 accumulation over the unit; at
-    /// the end `acc = fma(s, a, acc)`: 3 shifts, 4 AND-ORs, 4 pair subtractions and 4 dot2 per
-    /// packed word and batch row. hipcc's hot loop (gfx906, `gemv_int4`, 2-word units): 4.5 VALU
-    /// instructions per weight against the FMA path's 8.0 (the AND-ORs one `v_and_or_b32` each
-    /// through the HIP writer's helper, plus address arithmetic; `tests/tests/hip.rs`).
+    /// first every packed word of the unit (as [`Self::gptq_unit_factored`]), then a scheduling
+    /// barrier so that hipcc issues them all before the arithmetic; then per K row word and
+    /// column word four exact FP16 `q − z` pairs for the nibbles `(h, h + 4)`, by the schedule's
+    /// [`MmaDecode`]: `Shift` takes `((word >> 4h) & 0x000F000F) | 0x64006400` (`1024 + q`)
+    /// minus `1024 + z` (3 shifts, 4 AND-ORs, 4 pair subtractions per word); `Fma` takes pairs
+    /// 0, 2 from `word` and `word >> 8` that way and pairs 1, 3 masked in place with
+    /// `0x00F000F0` (`1024 + 16q`), then one `fma.f16x2` by 1/16 with `−(64 + z)` (1 shift,
+    /// 4 AND-ORs, 2 subtractions, 2 FMAs). The activations of rows `h` and `h + 4` as one pair,
+    /// packed per K row (shared by the lane's column words) or, with `x_in_lds`, read already
+    /// packed from the workgroup's LDS stage (one 16-byte LDS read per K row and batch row);
+    /// `a = dot2(pair, xpair, a)`, the products exact, f32 accumulation over the unit; at the end
+    /// `acc = fma(s, a, acc)`. hipcc's hot loop for `gemv_int4` (gfx906, `tests/tests/hip.rs`):
+    /// 4.5 VALU instructions per weight with `Shift`, one word per lane and per-lane activations;
+    /// under 2 with `Fma`, 4 words per lane, the LDS stage and byte offsets.
     #[allow(clippy::too_many_arguments)]
     fn gptq_unit_dot2(
         &mut self,
@@ -558,11 +612,12 @@ impl Lowering<'_> {
         unit_reg: Reg,
         n0: Reg,
         sf: &[Reg],
-        zp: &[Reg],
+        zeros: Dot2Zeros<'_>,
         acc: &[Reg],
         out: &mut Vec<Stmt>,
     ) {
         let (row0, words) = self.unit_words(t, unit_reg, n0, out);
+        out.push(Stmt::SchedBarrier);
         let row = |kw: usize| krow(row0, kw);
         let ua = self.zeros(t.weights.len() * t.batch * t.v * t.accs, "unit_acc", out);
         for kw in 0..t.unit {
@@ -570,37 +625,16 @@ impl Lowering<'_> {
             for (mi, per_w) in words.iter().enumerate() {
                 for (j, &word) in per_w[kw].iter().enumerate() {
                     for h in 0..4u32 {
-                        let shifted = if h == 0 {
-                            r(word)
-                        } else {
-                            bin(BinOp::Shr, r(word), Expr::u32(4 * h))
-                        };
-                        let biased = bin(
-                            BinOp::Or,
-                            bin(BinOp::And, shifted, Expr::u32(0x000F_000F)),
-                            Expr::u32(0x6400_6400),
-                        );
                         let pr = self.k.reg(Ty::U32, "qpair");
-                        out.push(assign(
-                            pr,
-                            Expr::SubHalf2(Box::new(biased), Box::new(r(zp[mi * t.v + j]))),
-                        ));
+                        let dec = Self::dot2_pair(t.pair_decode, word, h, zeros, mi * t.v + j);
+                        out.push(assign(pr, dec));
                         pairs.push(pr);
                     }
                 }
             }
             for bi in 0..t.batch {
-                let xh: Vec<Reg> = (0..8).map(|_| self.k.reg(Ty::F16, "x")).collect();
-                out.push(load(
-                    xh.clone(),
-                    at(Base::Param(t.x), add(u(bi * t.k), mul(row(kw), u(8)))),
-                ));
-                for h in 0..4usize {
-                    let xp = self.k.reg(Ty::U32, "xpair");
-                    out.push(assign(
-                        xp,
-                        Expr::PackHalf2(Box::new(r(xh[h])), Box::new(r(xh[h + 4]))),
-                    ));
+                let xps = self.dot2_x_pairs(t, unit_reg, kw, bi, row(kw), out);
+                for (h, &xp) in xps.iter().enumerate() {
                     let c = (kw * 4 + h) % t.accs;
                     for mi in 0..t.weights.len() {
                         for j in 0..t.v {
@@ -626,6 +660,69 @@ impl Lowering<'_> {
                 }
             }
         }
+    }
+
+    /// The FP16 pair `q − z` of nibbles `(h, h + 4)` of `word` (see [`Self::gptq_unit_dot2`]),
+    /// with the zero-point registers of column word `zi`.
+    fn dot2_pair(decode: MmaDecode, word: Reg, h: u32, zeros: Dot2Zeros<'_>, zi: usize) -> Expr {
+        let (shift, mask, scaled) = match decode {
+            MmaDecode::Shift => (4 * h, 0x000F_000F, false),
+            MmaDecode::Fma => (8 * (h / 2), 0x000F_000F << (4 * (h % 2)), h % 2 == 1),
+        };
+        let shifted = if shift == 0 {
+            r(word)
+        } else {
+            bin(BinOp::Shr, r(word), Expr::u32(shift))
+        };
+        let biased = bin(
+            BinOp::Or,
+            bin(BinOp::And, shifted, Expr::u32(mask)),
+            Expr::u32(0x6400_6400),
+        );
+        if scaled {
+            // 1024 + 16q times 1/16 (0x2C00 in both halves) is 64 + q; minus 64 + z: q − z.
+            Expr::FmaHalf2(
+                Box::new(biased),
+                Box::new(Expr::u32(0x2C00_2C00)),
+                Box::new(r(zeros.hi[zi])),
+            )
+        } else {
+            Expr::SubHalf2(Box::new(biased), Box::new(r(zeros.pair[zi])))
+        }
+    }
+
+    /// The four activation pairs `(x_h, x_h+4)` of batch row `bi` at the unit's K row word `kw`
+    /// (absolute K row word `row`): from the LDS stage, or loaded and packed.
+    fn dot2_x_pairs(
+        &mut self,
+        t: &Gptq,
+        unit_reg: Reg,
+        kw: usize,
+        bi: usize,
+        row: Expr,
+        out: &mut Vec<Stmt>,
+    ) -> Vec<Reg> {
+        let xps: Vec<Reg> = (0..4).map(|_| self.k.reg(Ty::U32, "xpair")).collect();
+        if let Some(xs) = &t.xs {
+            let word = add(
+                sub(mul(r(unit_reg), u(t.unit)), xs.begin.clone()),
+                u(bi * xs.words + kw),
+            );
+            out.push(load(xps.clone(), self.lds_at(xs.lds, mul(word, u(4)))));
+            return xps;
+        }
+        let xh: Vec<Reg> = (0..8).map(|_| self.k.reg(Ty::F16, "x")).collect();
+        out.push(load(
+            xh.clone(),
+            at(Base::Param(t.x), add(u(bi * t.k), mul(row, u(8)))),
+        ));
+        for (h, &xp) in xps.iter().enumerate() {
+            out.push(assign(
+                xp,
+                Expr::PackHalf2(Box::new(r(xh[h])), Box::new(r(xh[h + 4]))),
+            ));
+        }
+        xps
     }
 
     /// The tensor-core GPTQ GEMV ([`Int4Dot::Mma`]). Warp `w` of the workgroup covers the

@@ -106,6 +106,7 @@ impl<'a> Lowering<'a> {
             grid32,
         );
         k.stream_weights = s.stream_weights;
+        k.byte_offsets = s.byte_offsets;
         let tile0 = k.reg(Ty::U32, "tile0");
         Ok(Lowering {
             plan,

@@ -145,17 +145,23 @@ pub struct Schedule {
     /// and packing them per unit from global memory. Absent in stored schedules: false.
     #[serde(default)]
     pub x_in_lds: bool,
-    /// Tensor-core INT4: the nibble decode. Absent in stored schedules: `shift`.
+    /// The packed-FP16 INT4 paths (tensor-core MMA and gfx906 dot2): how a packed word becomes
+    /// FP16 `q − z` pairs. Absent in stored schedules: `shift`.
     #[serde(default)]
     pub mma_decode: MmaDecode,
+    /// Loads from array parameters address the base pointer plus a 32-bit byte offset
+    /// (see [`LoweredKernel::byte_offsets`](crate::lowered::LoweredKernel::byte_offsets)).
+    /// Absent in stored schedules: false.
+    #[serde(default)]
+    pub byte_offsets: bool,
 }
 
 impl Schedule {
     /// Sensible defaults for `kernel` on `arch`: 256-lane workgroups; INT4 tiles of 32 columns:
     /// on sm_90 the tensor-core GEMV ([`Int4Dot::Mma`]: 8 K-slicing warps, 16-byte loads, units
     /// of a whole group, 8 K-words with two weights — the fastest of the H200 sweep in
-    /// `bench/results/2026-11-29-h200-int4-sweep/`), on gfx906 8 K slices with one word per lane
-    /// and FP32 FMAs (coalesced 128-byte rows, ~136 workgroups at the TP = 4 FFN shapes); FP16 GEMVs with one wave per column and 16-byte loads; elementwise
+    /// `bench/results/2026-11-29-h200-int4-sweep/`), on gfx906 the dot2 floor path (see `floor`:
+    /// 4 packed columns per lane, 32 K slices, ~136 workgroups at the TP = 4 FFN shapes); FP16 GEMVs with one wave per column and 16-byte loads; elementwise
     /// and allreduce kernels with two columns per lane (or, with INT8 compression, one
     /// quantisation block per wave). Two accumulators at batch 1, one otherwise (the batch rows
     /// already give independent chains), which keeps register use modest.
@@ -180,6 +186,7 @@ impl Schedule {
             stream_weights: false,
             x_in_lds: false,
             mma_decode: MmaDecode::Shift,
+            byte_offsets: false,
         };
         match gemv_format(kernel) {
             Some(WeightFormat::F16) => Schedule {
@@ -226,6 +233,7 @@ impl Schedule {
                         };
                         mma_split(kernel, mma)
                     }
+                    _ if arch.has_dot2_f32_f16() && group_words % 4 == 0 => floor(kernel, fma),
                     _ => fma,
                 }
             }
@@ -371,6 +379,34 @@ fn mma_split(kernel: &Kernel, mut s: Schedule) -> Schedule {
     s.mma_decode = MmaDecode::Fma;
     s.x_in_lds = staged_fits(kernel, &s);
     s
+}
+
+/// The gfx906 INT4 GEMV at the memory floor: [`Int4Dot::Dot2`] with the one-shift decode
+/// ([`MmaDecode::Fma`]), 8 lanes × 4 adjacent packed columns (16-byte loads) per K row, 32
+/// columns and 32 K slices per 256-lane workgroup, units of 4 K-words (K = 5120: 160 units, 5 per
+/// slice), one accumulator chain, 32-bit byte offsets, and the activations staged in LDS as
+/// FP16 pairs when they take at most 16 KiB (more would cut the workgroups per CU below 4; the
+/// unstaged path packs them per lane, +0.25 VALU per weight). hipcc's hot loop for `gemv_int4`
+/// at TP 4: 1.83 VALU instructions per weight (the FMA path 8.0, dot2 with one word per lane
+/// 4.5), 62 VGPRs, occupancy 4; by the MI50 model (`crate::model`) memory-bound at every TP
+/// (`bench/results/2026-12-01-gfx906-model/`).
+fn floor(kernel: &Kernel, s: Schedule) -> Schedule {
+    let s = Schedule {
+        int4_dot: Int4Dot::Dot2,
+        mma_decode: MmaDecode::Fma,
+        byte_offsets: true,
+        words_per_iteration: 4,
+        columns_per_workgroup: 32,
+        threads_per_column: s.workgroup_size * 4 / 32,
+        k_unit_words: 4,
+        accumulators: 1,
+        ..s
+    };
+    let staged = batch_of(kernel) * gptq_k(kernel).unwrap_or(usize::MAX / 4) * 2;
+    Schedule {
+        x_in_lds: staged <= 16 * 1024,
+        ..s
+    }
 }
 
 /// Whether the FP16 activations of one K part (`batch · K / k_split`) take at most 40 KiB of LDS.

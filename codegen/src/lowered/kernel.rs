@@ -156,6 +156,13 @@ pub struct LoweredKernel {
     /// fetches. A cache hint: no effect on values (the simulator, the HIP writer and the LLVM
     /// back end ignore it). From [`Schedule::stream_weights`](crate::lower::Schedule::stream_weights).
     pub stream_weights: bool,
+    /// Loads from array parameters whose bytes fit in 32 bits are written as the base pointer
+    /// plus a 32-bit byte offset (`(const char*)p + 4u * i`) instead of `p[i]`: hipcc then keeps
+    /// the pointer in SGPRs and the offset in one VGPR (`global_load … v_off, s[base:base+1]`)
+    /// instead of widening every index to 64 bits (`v_lshlrev_b64` + a 64-bit add per load).
+    /// The same addresses: no effect on values (the simulator and the LLVM back end ignore it).
+    /// From [`Schedule::byte_offsets`](crate::lower::Schedule::byte_offsets).
+    pub byte_offsets: bool,
 }
 
 impl LoweredKernel {
@@ -168,6 +175,7 @@ impl LoweredKernel {
             workgroup_size,
             grid,
             stream_weights: false,
+            byte_offsets: false,
             params: PrimaryMap::new(),
             regs: PrimaryMap::new(),
             lds: PrimaryMap::new(),

@@ -228,6 +228,7 @@ fn stmts(out: &mut String, block: &[Stmt], depth: usize) {
                 mem(flag)
             ),
             Stmt::Comment(c) => format!("// {c}"),
+            Stmt::SchedBarrier => "sched_barrier".to_owned(),
         };
         let _ = writeln!(out, "{pad}{line}");
     }

@@ -300,4 +300,10 @@ pub enum Stmt {
     },
     /// A comment for readers of the generated code.
     Comment(String),
+    /// An instruction-scheduling boundary for the target compiler: it may not move instructions
+    /// across this point. No effect on values, memory or lanes (the simulator and the LLVM back
+    /// end ignore it). The INT4 dot2 path puts one after a unit's weight loads, so that they are
+    /// all issued before the unit's arithmetic: hipcc otherwise interleaves them with it to save
+    /// registers, leaving one or two 16-byte loads in flight per wave instead of the unit's.
+    SchedBarrier,
 }

@@ -705,7 +705,7 @@ impl Checker<'_> {
             self.stmt(s, ctx, nest, after_barrier)?;
             self.path.0.pop();
             match s {
-                Stmt::Comment(_) => {}
+                Stmt::Comment(_) | Stmt::SchedBarrier => {}
                 Stmt::WorkgroupBarrier => after_barrier = true,
                 _ => after_barrier = false,
             }
@@ -887,7 +887,7 @@ impl Checker<'_> {
                 ordering,
                 ..
             } => self.atomic(*dst, *op, mem, value.as_ref(), *ordering, nest),
-            Stmt::Fence { .. } | Stmt::Comment(_) => Ok(()),
+            Stmt::Fence { .. } | Stmt::Comment(_) | Stmt::SchedBarrier => Ok(()),
             Stmt::WaitGe {
                 mem,
                 target,

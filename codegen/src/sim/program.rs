@@ -430,7 +430,7 @@ impl Compiler<'_> {
             | Stmt::WaitFlagPerLane { .. } => {
                 return Err(SimError::NotExpanded(text));
             }
-            Stmt::Comment(_) => {}
+            Stmt::Comment(_) | Stmt::SchedBarrier => {}
         }
         Ok(())
     }
@@ -793,5 +793,6 @@ pub(super) fn show_stmt(s: &Stmt) -> String {
             show_mem(flag)
         ),
         Stmt::Comment(c) => format!("// {c}"),
+        Stmt::SchedBarrier => "sched_barrier".into(),
     }
 }

@@ -558,7 +558,8 @@ impl<'k> Machine<'k> {
                     self.block(else_body, &e)?;
                 }
             }
-            Stmt::WorkgroupBarrier | Stmt::Fence { .. } | Stmt::Comment(_) => {}
+            Stmt::WorkgroupBarrier | Stmt::Fence { .. } | Stmt::Comment(_) | Stmt::SchedBarrier => {
+            }
             Stmt::Atomic {
                 dst,
                 op,
