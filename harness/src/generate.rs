@@ -11,6 +11,8 @@ use wavefuse_codegen::cpp::budget::{Budgets, Verdict};
 use wavefuse_codegen::cpp::toolchain::{self, Compiled, Resources, Tool, ToolError};
 use wavefuse_codegen::cpp::{self};
 
+use wavefuse_codegen::model::{HotLoop, Modelled, inputs_for, model};
+
 use crate::KernelId;
 use crate::policy::{Placement, SchedulePolicy};
 use crate::suite::{CaseSpec, PrepError, ShapeKind};
@@ -105,6 +107,8 @@ pub enum Outcome {
         compiled: Compiled,
         /// The budget verdict.
         verdict: Verdict,
+        /// gfx906 INT4 kernels: the MI50 time model's prediction (modelled, not measured).
+        modelled: Option<Modelled>,
     },
     /// Not generated: the lowering or writer does not support it yet.
     Unsupported(String),
@@ -188,14 +192,29 @@ fn check_one(id: KernelId, arch: Arch, tp: u32, budgets: &Budgets, dir: &Path) -
     match toolchain::compile(&generated.source, generated.lowered.workgroup_size, dir) {
         Ok(compiled) => {
             let verdict = budgets.check(arch, id.name(), tp, &compiled.resources);
+            let modelled = modelled_mi50(&generated, &compiled);
             Outcome::Compiled {
                 generated: Box::new(generated),
                 compiled,
                 verdict,
+                modelled,
             }
         }
         Err(e) => Outcome::Failed(e.to_string()),
     }
+}
+
+/// The MI50 time model of a compiled gfx906 INT4 kernel ([`wavefuse_codegen::model`]): its hot
+/// loop counted in the code object's disassembly, its bytes and weights from the ABI, hipcc's
+/// occupancy. None for other kernels and targets, or when the disassembler is missing.
+pub fn modelled_mi50(g: &Generated, compiled: &Compiled) -> Option<Modelled> {
+    if g.lowered.arch != Arch::Gfx906 {
+        return None;
+    }
+    let disasm = toolchain::disassemble(&compiled.object, Arch::Gfx906).ok()?;
+    let hot = HotLoop::from_disassembly(&disasm)?;
+    let inputs = inputs_for(&g.lowered, &hot, g.spec.batch, compiled.resources.occupancy)?;
+    Some(model(&inputs))
 }
 
 /// The resource table of `check`.
@@ -336,6 +355,24 @@ pub fn check_cmd(arch: Arch, tps: &[u32], jobs: Option<usize>) -> ExitCode {
         Tool::compiler(arch).name()
     );
     print!("{}", table(arch, &rows));
+    let modelled: Vec<String> = rows
+        .iter()
+        .filter_map(|r| match &r.outcome {
+            Outcome::Compiled {
+                modelled: Some(m), ..
+            } => Some(format!("{:<28} {:>3}  {m}", r.id.name(), r.tp)),
+            _ => None,
+        })
+        .collect();
+    if !modelled.is_empty() {
+        println!(
+            "\nINT4 kernels, modelled (MI50, not measured: no AMD GPU ran them; \
+             codegen/src/model.rs gives the model and its sources):"
+        );
+        for line in modelled {
+            println!("{line}");
+        }
+    }
     let failed = rows.iter().filter(|r| r.failed()).count();
     let unsupported = rows
         .iter()

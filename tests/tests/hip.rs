@@ -195,6 +195,29 @@ fn hipcc_compiles_the_set_within_budget_gfx906() {
         }
     }
     if tool(Tool::LlvmObjdump) {
+        // `wavefuse check --target gfx906` prints the MI50 model of every INT4 kernel: its inputs
+        // come from the same code objects, and stay within the ceilings below.
+        let int4 = [
+            KernelId::GemvInt4,
+            KernelId::GemvInt4DualSilu,
+            KernelId::GemvInt4Qkv,
+            KernelId::GemvInt4AllreduceRmsnorm,
+        ];
+        for r in rows.iter().filter(|r| int4.contains(&r.id)) {
+            let Outcome::Compiled { modelled, .. } = &r.outcome else {
+                continue;
+            };
+            let m = modelled
+                .as_ref()
+                .unwrap_or_else(|| panic!("{}@tp{}: no MI50 model", r.id.name(), r.tp));
+            println!("{:<28} {:>3}  {m}", r.id.name(), r.tp);
+            assert!(
+                m.inputs.valu_per_weight <= 2.1 && m.us > 0.0,
+                "{}@tp{}: {m}",
+                r.id.name(),
+                r.tp
+            );
+        }
         let ceilings = valu_ceilings(&budgets, &rows);
         assert!(
             ceilings >= 16,
