@@ -420,13 +420,14 @@ fn llvm_check(arch: Arch, tp: u32) -> ExitCode {
     use wavefuse_codegen::cpp::toolchain::{self, Tool};
     use wavefuse_codegen::llvm;
     let native = toolchain::find(Tool::compiler(arch)).is_ok();
-    let dir = match toolchain::scratch_dir("llvm-check") {
+    let scratch = match toolchain::scratch_dir("llvm-check") {
         Ok(d) => d,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::FAILURE;
         }
     };
+    let dir = scratch.path();
     let cname = Tool::compiler(arch).name();
     println!(
         "{:<28} | {:>5} {:>5} {:>6} {:>4} {:>8} | {cname}: {:>5} {:>5} {:>6} {:>4} {:>8}",
@@ -502,7 +503,7 @@ fn llvm_check(arch: Arch, tp: u32) -> ExitCode {
         };
         println!("{:<28} | {ours} | {cname}: {theirs}", id.name());
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(scratch);
     if ok {
         ExitCode::SUCCESS
     } else {

@@ -184,10 +184,9 @@ pub fn check(
     budgets: &Budgets,
     jobs: usize,
 ) -> Result<Vec<CheckRow>, ToolError> {
+    // Removed on every return (and unwinding panic).
     let dir = toolchain::scratch_dir(&format!("check-{arch}"))?;
-    let rows = check_in(arch, tps, budgets, jobs, &dir);
-    let _ = std::fs::remove_dir_all(&dir);
-    rows
+    check_in(arch, tps, budgets, jobs, dir.path())
 }
 
 /// As [`check`], compiling into `dir` (one subdirectory per kernel and TP), which is kept so the
