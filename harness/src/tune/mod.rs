@@ -209,11 +209,18 @@ pub fn tune_cmd(a: &TuneArgs) -> ExitCode {
         }
     }
     print!("{}", report.terminal());
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
     for p in &report.stored_in {
         eprintln!("winners stored in {p}");
     }
     if let Err(e) = write_outputs(a, &report) {
         eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
+    if let Some((case, why)) = report.all_failed() {
+        eprintln!("error: {case}: every candidate failed; the first: {why}");
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
@@ -520,6 +527,7 @@ fn without_timing(
         cases,
         stored_in: Vec::new(),
         seconds: start.elapsed().as_secs_f64(),
+        warnings: report::cache_warnings(&cache),
     }
 }
 
