@@ -354,9 +354,19 @@ pub fn write_outputs(g: &Generated, dir: &Path) -> Result<Vec<PathBuf>, String> 
         .abi
         .to_toml()
         .map_err(|e| format!("ABI description: {e}"))?;
-    for (path, text) in [(&src, &g.source.text), (&abi, &abi_text)] {
-        std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
-    }
+    // Both or neither: a failed write leaves the previous pair, never a new source beside an
+    // old ABI.
+    crate::outputs::atomic_write_all(&[
+        (&src, g.source.text.as_bytes()),
+        (&abi, abi_text.as_bytes()),
+    ])
+    .map_err(|e| {
+        format!(
+            "writing {} and {} (neither changed): {e}",
+            src.display(),
+            abi.display()
+        )
+    })?;
     Ok(vec![src, abi])
 }
 
