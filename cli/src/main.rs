@@ -69,6 +69,9 @@ enum Command {
         /// Compiler processes at once (default: the number of cores).
         #[arg(long)]
         jobs: Option<usize>,
+        /// Seconds one compiler process may run before it is stopped (with its children).
+        #[arg(long, default_value_t = 300.0, value_parser = parse_seconds)]
+        compile_timeout: f64,
     },
     /// Run the CPU protocol simulator on a small-shape version of a kernel over many seeded
     /// schedules (interleavings, rank skew, back-to-back launches); print what it found and exit
@@ -206,6 +209,16 @@ fn parse_tp(s: &str) -> Result<u32, String> {
     }
 }
 
+/// A positive number of seconds.
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 1e7 => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not a number of seconds (positive, at most 1e7)"
+        )),
+    }
+}
+
 fn parse_protocol(s: &str) -> Result<AllreduceProtocol, String> {
     match s {
         "pull" => Ok(AllreduceProtocol::Pull),
@@ -216,8 +229,68 @@ fn parse_protocol(s: &str) -> Result<AllreduceProtocol, String> {
     }
 }
 
+/// Exit status after SIGINT or SIGTERM (128 + SIGINT, what shells report for Ctrl-C).
+const INTERRUPTED: i32 = 130;
+
+/// SIGINT and SIGTERM go to one thread, which stops every compiler child (their process groups:
+/// they run in their own, so a Ctrl-C at the terminal does not reach them), waits for them to be
+/// reaped and their scratch directories removed, says so and exits 130. Called first in `main`,
+/// before any other thread exists, so every thread inherits the blocked mask (children do not:
+/// `Command` resets it).
+fn handle_interrupts() {
+    // SAFETY: plain libc calls on a local, zero-initialised signal set; `pthread_sigmask` on the
+    // only thread so far.
+    let set = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
+            return;
+        }
+        set
+    };
+    std::thread::spawn(move || {
+        let mut sig: libc::c_int = 0;
+        // SAFETY: `set` is an initialised signal set blocked in every thread; `sig` is ours.
+        if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
+            return;
+        }
+        wavefuse_codegen::cpp::child::interrupt_all();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        while wavefuse_codegen::cpp::child::live_children() > 0
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        // The callers of the stopped children drop their scratch directories as they return.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let name = if sig == libc::SIGTERM {
+            "SIGTERM"
+        } else {
+            "SIGINT"
+        };
+        eprintln!(
+            "wavefuse: interrupted ({name}): compilers stopped and their scratch removed; files \
+             named on the command line are replaced whole or not at all"
+        );
+        std::process::exit(INTERRUPTED);
+    });
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    handle_interrupts();
+    let code = dispatch(Cli::parse());
+    if wavefuse_codegen::cpp::child::interrupted() {
+        // The command returned because its compilers were stopped: the signal thread says so
+        // and exits 130; this only guards against it being slower than us.
+        std::thread::sleep(std::time::Duration::from_secs(5));
+        std::process::exit(INTERRUPTED);
+    }
+    code
+}
+
+fn dispatch(cli: Cli) -> ExitCode {
     match cli.command {
         Command::LlvmDiff(a) => wavefuse_harness::llvm_diff::llvm_diff_cmd(&a),
         #[cfg(feature = "llvm")]
@@ -248,9 +321,19 @@ fn main() -> ExitCode {
             batch,
             ..
         } => emit(kernel, ir, tp, batch.into()),
-        Command::Check { target, tp, jobs } => {
-            generate::check_cmd(target, if tp.is_empty() { &TP_SIZES } else { &tp }, jobs)
-        }
+        Command::Check {
+            target,
+            tp,
+            jobs,
+            compile_timeout,
+        } => generate::check_cmd(
+            target,
+            if tp.is_empty() { &TP_SIZES } else { &tp },
+            jobs,
+            &wavefuse_codegen::cpp::child::Bounds::timeout(std::time::Duration::from_secs_f64(
+                compile_timeout,
+            )),
+        ),
         Command::Sim {
             kernel,
             tp,

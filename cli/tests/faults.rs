@@ -61,3 +61,145 @@ fn tune_with_an_unwritable_cache_warns_and_compiles() {
     );
     assert!(!err.contains("every candidate failed"), "{err}");
 }
+
+/// A fake nvcc in `dir`: answers `--version`; a compile records its source path (inside the
+/// scratch directory) in `dir/seen` and its child's pid in `dir/child`, then hangs.
+fn hanging_nvcc(dir: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("nvcc");
+    let script = format!(
+        "#!/bin/sh\nif [ \"$1\" = --version ]; then echo fake 1.0; exit 0; fi\n\
+         for a in \"$@\"; do last=$a; done\necho \"$last\" >> {seen}\n\
+         sleep 60 &\necho $! >> {child}\nwait\n",
+        seen = dir.join("seen").display(),
+        child = dir.join("child").display()
+    );
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// The scratch directories the fake compiler saw are gone, and so are its children.
+fn assert_cleaned(dir: &Path) {
+    let seen = std::fs::read_to_string(dir.join("seen")).unwrap_or_default();
+    assert!(!seen.is_empty(), "the fake compiler never ran");
+    for src in seen.lines() {
+        let scratch = Path::new(src).parent().and_then(Path::parent).unwrap();
+        assert!(
+            !scratch.exists(),
+            "scratch {} left behind",
+            scratch.display()
+        );
+    }
+    let children = std::fs::read_to_string(dir.join("child")).unwrap_or_default();
+    for pid in children.lines() {
+        let alive = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+        };
+        let gone = (0..100).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            !alive()
+        });
+        assert!(gone, "compiler child {pid} survived");
+    }
+}
+
+/// Defect 7: `check` with a compiler that hangs stops it at `--compile-timeout` and says so.
+#[test]
+fn check_with_a_hanging_compiler_stops_at_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let nvcc = hanging_nvcc(dir.path());
+    let t0 = std::time::Instant::now();
+    let o = wavefuse(
+        &[
+            "check",
+            "--target",
+            "sm90",
+            "--tp",
+            "1",
+            "--jobs",
+            "2",
+            "--compile-timeout",
+            "1",
+        ],
+        &[("WAVEFUSE_NVCC", nvcc.to_str().unwrap())],
+        dir.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(t0.elapsed().as_secs() < 60, "took {:?}", t0.elapsed());
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    assert!(out.contains("did not finish within 1 s"), "{out}");
+    assert_cleaned(dir.path());
+}
+
+/// Defect 10: SIGINT stops the compilers (their process groups), removes their scratch and
+/// exits 130.
+#[test]
+fn sigint_stops_the_compilers_and_exits_130() {
+    let dir = tempfile::tempdir().unwrap();
+    let nvcc = hanging_nvcc(dir.path());
+    let child = Command::new(env!("CARGO_BIN_EXE_wavefuse"))
+        .args(["check", "--target", "sm90", "--tp", "1", "--jobs", "2"])
+        .env("WAVEFUSE_NVCC", &nvcc)
+        .env("WAVEFUSE_CACHE_DIR", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = (0..500).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        dir.path().join("child").exists()
+    });
+    assert!(started, "the fake compiler never started");
+    let t0 = std::time::Instant::now();
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let o = child.wait_with_output().unwrap();
+    let (out, err) = text(&o);
+    assert!(t0.elapsed().as_secs() < 15, "took {:?}", t0.elapsed());
+    assert_eq!(o.status.code(), Some(130), "{out}\n{err}");
+    assert!(err.contains("interrupted (SIGINT)"), "{err}");
+    assert_cleaned(dir.path());
+}
+
+/// Defect 12: a compiler variable naming a missing file says so, not that PATH was searched.
+#[test]
+fn check_with_a_compiler_variable_naming_a_missing_file_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = wavefuse(
+        &["check", "--target", "gfx906", "--tp", "1"],
+        &[("WAVEFUSE_HIPCC", "/nonexistent")],
+        dir.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(!o.status.success(), "{out}");
+    assert!(
+        err.contains(
+            "$WAVEFUSE_HIPCC is /nonexistent, which does not exist; PATH was not searched"
+        ),
+        "{err}"
+    );
+}
+
+/// Defect 11: `tune --json` into a missing directory fails before any work.
+#[test]
+fn tune_json_into_a_missing_directory_fails_before_the_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("missing").join("t.json");
+    let mut args = QUICK_TUNE.to_vec();
+    args.extend(["--json", json.to_str().unwrap()]);
+    let o = wavefuse(&args, &[], dir.path());
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}\n{err}");
+    assert!(
+        err.contains("--json") && err.contains("does not exist"),
+        "{err}"
+    );
+    assert!(
+        !out.contains("candidates"),
+        "refused only after the search: {out}"
+    );
+}

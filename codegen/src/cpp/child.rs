@@ -8,9 +8,35 @@ use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+/// Set once by [`interrupt_all`]: every bounded child, whatever its [`Bounds`], is stopped.
+///
+/// A process-wide flag, against the rule of no mutable statics in library crates, because a
+/// signal is process-wide: the binary's signal handler cannot reach the [`Bounds`] of every
+/// compile in flight on every thread.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// Children of [`run`] still running (their groups not yet killed and reaped).
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// Stop every child [`run`] has running, now and from now on (for the binary's SIGINT/SIGTERM
+/// handling): each kills its process group within ~50 ms and returns
+/// [`ChildError::Interrupted`], so its caller's scratch directory is removed as it returns.
+pub fn interrupt_all() {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Whether [`interrupt_all`] was called.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
+/// How many children [`run`] has running (for a signal handler waiting for them to stop).
+pub fn live_children() -> usize {
+    LIVE.load(Ordering::SeqCst)
+}
 
 /// How long a compiler may run unless told otherwise: generous for the largest generated kernel
 /// (seconds) on a loaded machine, short enough that a hung tool is noticed.
@@ -52,9 +78,11 @@ impl Bounds {
     }
 
     fn cancelled(&self) -> bool {
-        self.cancel
-            .as_ref()
-            .is_some_and(|c| c.load(Ordering::SeqCst))
+        INTERRUPTED.load(Ordering::SeqCst)
+            || self
+                .cancel
+                .as_ref()
+                .is_some_and(|c| c.load(Ordering::SeqCst))
     }
 }
 
@@ -149,6 +177,20 @@ fn seconds(d: Duration) -> String {
 /// Run `cmd` (stdin closed, stdout and stderr captured) in a new process group within `bounds`.
 pub fn run(cmd: &mut Command, bounds: &Bounds) -> Result<Finished, ChildError> {
     let program = cmd.get_program().to_string_lossy().into_owned();
+    if bounds.cancelled() {
+        return Err(ChildError::Interrupted { program });
+    }
+    LIVE.fetch_add(1, Ordering::SeqCst);
+    let result = run_counted(cmd, bounds, program);
+    LIVE.fetch_sub(1, Ordering::SeqCst);
+    result
+}
+
+fn run_counted(
+    cmd: &mut Command,
+    bounds: &Bounds,
+    program: String,
+) -> Result<Finished, ChildError> {
     let start = Instant::now();
     let deadline = start.checked_add(bounds.timeout);
     let mut child = cmd
