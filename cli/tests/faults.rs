@@ -203,3 +203,40 @@ fn tune_json_into_a_missing_directory_fails_before_the_work() {
         "refused only after the search: {out}"
     );
 }
+
+/// Defect 13: a schedule override the chosen path does not read is a warning; one it reads is
+/// not.
+#[test]
+fn schedule_overrides_without_effect_warn() {
+    let dir = tempfile::tempdir().unwrap();
+    for (kernel, target, spec, warned) in [
+        (
+            "gemv_f16",
+            "sm90",
+            "x_in_lds=true",
+            Some("`x_in_lds` has no effect on gemv_f16"),
+        ),
+        (
+            "allreduce_residual",
+            "sm90",
+            "accumulators=2",
+            Some("ignored for allreduce_residual"),
+        ),
+        ("gemv_int4", "gfx906", "accumulators=2", None),
+    ] {
+        let o = wavefuse(
+            &["emit", kernel, "--target", target],
+            &[("WAVEFUSE_SCHEDULE", spec)],
+            dir.path(),
+        );
+        let (_, err) = text(&o);
+        assert!(o.status.success(), "{kernel} {spec}: {err}");
+        match warned {
+            Some(w) => assert!(
+                err.contains("warning:") && err.contains(w),
+                "{kernel} {spec}: {err}"
+            ),
+            None => assert!(!err.contains("warning:"), "{kernel} {spec}: {err}"),
+        }
+    }
+}

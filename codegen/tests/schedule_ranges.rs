@@ -350,3 +350,24 @@ fn invalid_k_unit_words_zero_and_huge_accumulators_are_schedule_errors() {
         );
     }
 }
+
+/// Defect 13: the fields a kernel's lowering does not read are named, so an override of one can
+/// be warned about.
+#[test]
+fn ignored_fields_name_what_the_chosen_path_does_not_read() {
+    let shapes = Shapes::qwen27b(1, 1);
+    let f16 = build("gemv_f16", &shapes);
+    let ignored = Schedule::default_for(Arch::Sm90, &f16).ignored_fields(&f16);
+    assert!(ignored.contains(&"x_in_lds") && ignored.contains(&"protocol"));
+    assert!(!ignored.contains(&"accumulators"), "the FP16 GEMV reads it");
+    let int4 = build("gemv_int4", &shapes);
+    let mma = Schedule::default_for(Arch::Sm90, &int4);
+    assert!(mma.ignored_fields(&int4).contains(&"accumulators"));
+    assert!(!mma.ignored_fields(&int4).contains(&"x_in_lds"));
+    let fma = Schedule::default_for(Arch::Gfx906, &int4);
+    assert!(fma.ignored_fields(&int4).contains(&"x_in_lds"));
+    assert!(!fma.ignored_fields(&int4).contains(&"accumulators"));
+    let ar = build("allreduce_residual", &Shapes::qwen27b(4, 1));
+    let ignored = Schedule::default_for(Arch::Sm90, &ar).ignored_fields(&ar);
+    assert!(ignored.contains(&"k_unit_words") && !ignored.contains(&"protocol"));
+}

@@ -253,11 +253,32 @@ pub fn schedule_for(
     ir: &Kernel,
     ranks_per_device: u32,
 ) -> Result<Schedule, String> {
+    let overridden = [
+        SCHEDULE_ENV.to_owned(),
+        format!("{SCHEDULE_ENV}_{}", arch.to_string().to_uppercase()),
+    ]
+    .into_iter()
+    .find(|v| std::env::var(v).is_ok_and(|s| !s.trim().is_empty()));
     match c.shape {
-        ShapeKind::Small => Ok(small_schedule(arch, ir)),
+        ShapeKind::Small => {
+            if let Some(var) = overridden {
+                warn_once(format!(
+                    "${var} is ignored at the small shapes (the simulator's schedule is used)"
+                ));
+            }
+            Ok(small_schedule(arch, ir))
+        }
         ShapeKind::Model => {
             match crate::tune::select::tuned(c.id.name(), &crate::ab::shape_name(c), arch, ir) {
-                Some(s) => Ok(s),
+                Some(s) => {
+                    if let Some(var) = overridden {
+                        warn_once(format!(
+                            "${var} is ignored for {}: the tuned store's entry is used",
+                            ir.name()
+                        ));
+                    }
+                    Ok(s)
+                }
                 None => model_schedule_for(arch, ir, ranks_per_device),
             }
         }
@@ -290,18 +311,51 @@ pub fn model_schedule_for(
     if ranks_per_device == 1 && ir.tp() > 1 && gemv && allreduce {
         s = s.with_protocol(AllreduceProtocol::Push);
     }
-    if !ir.ops().any(|(_, o)| matches!(o.kind, OpKind::Gemv(_))) {
-        return Ok(s);
-    }
     let per_arch = format!("{SCHEDULE_ENV}_{}", arch.to_string().to_uppercase());
+    let has_gemv = ir.ops().any(|(_, o)| matches!(o.kind, OpKind::Gemv(_)));
     for var in [SCHEDULE_ENV.to_owned(), per_arch] {
-        if let Ok(spec) = std::env::var(&var) {
-            s = s
-                .with_overrides(&spec)
-                .map_err(|e| format!("${var}: {e}"))?;
+        let Ok(spec) = std::env::var(&var) else {
+            continue;
+        };
+        if !has_gemv {
+            if !spec.trim().is_empty() {
+                warn_once(format!(
+                    "${var} is ignored for {} (no GEMV: its default schedule is used)",
+                    ir.name()
+                ));
+            }
+            continue;
+        }
+        s = s
+            .with_overrides(&spec)
+            .map_err(|e| format!("${var}: {e}"))?;
+        let ignored = s.ignored_fields(ir);
+        for field in override_fields(&spec).filter(|f| ignored.contains(f)) {
+            warn_once(format!(
+                "${var}: `{field}` has no effect on {} at {arch} with this schedule",
+                ir.name()
+            ));
         }
     }
     Ok(s)
+}
+
+/// The field names of a `field=value,…` override.
+fn override_fields(spec: &str) -> impl Iterator<Item = &str> {
+    spec.split(',')
+        .filter_map(|p| p.split_once('='))
+        .map(|(k, _)| k.trim())
+}
+
+/// Print `message` as a warning, once per process (a suite resolves the same override for every
+/// case). A process-wide set: the warnings are about the process's own environment.
+pub fn warn_once(message: String) {
+    static SEEN: std::sync::Mutex<std::collections::BTreeSet<String>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if seen.insert(message.clone()) {
+        eprintln!("warning: {message}");
+    }
 }
 
 /// The environment variable of [`schedule`]'s overrides.

@@ -378,6 +378,51 @@ impl Schedule {
     }
 }
 
+impl Schedule {
+    /// The fields the lowering of `kernel` with this schedule does not read: an override of one
+    /// of them has no effect (issue 21, defect 13). Without a GEMV only the tile, the workgroup
+    /// and the protocol matter; FP16 GEMVs ignore every INT4 field; each INT4 dot-product path
+    /// ignores the others' fields; one rank (or no allreduce) ignores the protocol.
+    pub fn ignored_fields(&self, kernel: &Kernel) -> Vec<&'static str> {
+        const INT4: [&str; 8] = [
+            "k_unit_words",
+            "nibble_decode",
+            "int4_scaling",
+            "int4_dot",
+            "pipeline_depth",
+            "stream_weights",
+            "x_in_lds",
+            "mma_decode",
+        ];
+        let mut out: Vec<&'static str> = match gemv_format(kernel) {
+            None => ["threads_per_column", "words_per_iteration", "accumulators"]
+                .into_iter()
+                .chain(INT4)
+                .collect(),
+            Some(WeightFormat::F16) => INT4.to_vec(),
+            Some(_) => match self.int4_dot {
+                Int4Dot::Fma => vec!["pipeline_depth", "x_in_lds", "mma_decode"],
+                Int4Dot::Dot2 => vec![
+                    "nibble_decode",
+                    "int4_scaling",
+                    "pipeline_depth",
+                    "x_in_lds",
+                    "mma_decode",
+                ],
+                Int4Dot::Mma => vec!["nibble_decode", "int4_scaling", "accumulators"],
+            },
+        };
+        let exchange = kernel.tp() > 1
+            && kernel
+                .ops()
+                .any(|(_, op)| matches!(op.kind, OpKind::AllReduce(_)));
+        if !exchange {
+            out.push("protocol");
+        }
+        out
+    }
+}
+
 /// Most independent accumulators per output and lane ([`Schedule::accumulators`]): each is a
 /// register per output column and batch row, so more only spill (the tuner tries 1, 2 and 4).
 pub const MAX_ACCUMULATORS: u32 = 16;
