@@ -82,8 +82,8 @@ enum Command {
         /// TP group size.
         #[arg(long, default_value_t = 4, value_parser = parse_tp)]
         tp: u32,
-        /// Number of seeded schedules.
-        #[arg(long)]
+        /// Number of seeded schedules (at least 1).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         schedules: u64,
         /// Seed of the schedules and of the data.
         #[arg(long, default_value_t = Workload::DEFAULT_SEED)]

@@ -240,3 +240,38 @@ fn schedule_overrides_without_effect_warn() {
         }
     }
 }
+
+/// Defect 13: `sim --schedules 0` (nothing would be checked) and a missing `--tuned-store`
+/// file are errors, not a pass and an empty store.
+#[test]
+fn sim_with_no_schedules_and_a_missing_tuned_store_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = wavefuse(&["sim", "gemv_f16", "--schedules", "0"], &[], dir.path());
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}\n{err}");
+    assert!(err.contains("--schedules"), "{err}");
+    let missing = dir.path().join("no-such-store.toml");
+    let o = wavefuse(
+        &[
+            "emit",
+            "gemv_int4",
+            "--target",
+            "sm90",
+            "--schedule",
+            "tuned",
+            "--tuned-store",
+            missing.to_str().unwrap(),
+        ],
+        &[],
+        dir.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(
+        !o.status.success(),
+        "a missing store was read as empty:\n{err}"
+    );
+    assert!(
+        err.contains("no-such-store.toml") && err.contains("No such file"),
+        "{err}\n{out}"
+    );
+}
