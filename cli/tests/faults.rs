@@ -275,3 +275,22 @@ fn sim_with_no_schedules_and_a_missing_tuned_store_are_errors() {
         "{err}\n{out}"
     );
 }
+
+/// Defect 13: `sim gemv_f16 --protocol push` warns instead of printing a protocol the kernel
+/// does not have.
+#[test]
+fn sim_protocol_for_a_kernel_without_an_exchange_warns() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = wavefuse(
+        &["sim", "gemv_f16", "--schedules", "1", "--protocol", "push"],
+        &[],
+        dir.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        err.contains("warning: --protocol Push has no effect"),
+        "{err}"
+    );
+    assert!(!out.contains("Push allreduce"), "{out}");
+}

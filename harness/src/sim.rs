@@ -372,8 +372,18 @@ pub fn sim_cmd(id: KernelId, c: Config, schedules: u64, seed: u64) -> ExitCode {
         }
     };
     let k = &p.lowered;
+    // A protocol the kernel does not exchange with is not printed as if it were simulated.
+    let exchanges = !Schedule::default_for(arch, &p.ir)
+        .ignored_fields(&p.ir)
+        .contains(&"protocol");
+    if let (Some(proto), false) = (c.protocol, exchanges) {
+        eprintln!(
+            "warning: --protocol {proto:?} has no effect: {id} at tp={tp} exchanges nothing between ranks"
+        );
+    }
     let protocol = c
         .protocol
+        .filter(|_| exchanges)
         .map(|p| format!(", {p:?} allreduce"))
         .unwrap_or_default();
     println!(
