@@ -1016,3 +1016,33 @@ fn checkpoint_on_gpu_for_gfx906_opens_hip() {
         "{text}"
     );
 }
+
+/// Defect 12: a sharded index naming a file outside the checkpoint's directory is refused
+/// before anything is opened.
+#[test]
+fn invalid_index_naming_a_path_outside_the_checkpoint_is_refused() {
+    for target in [
+        "/etc/passwd",
+        "../model.safetensors",
+        "sub/../../x.safetensors",
+    ] {
+        let c = case(34, 128, Stored::MinusOne, false, 1);
+        let map: serde_json::Map<String, serde_json::Value> = pack(&c.qt, Stored::MinusOne, false)
+            .iter()
+            .map(|t| (t.0.clone(), json!(target)))
+            .collect();
+        let index = c.dir.path().join("model.safetensors.index.json");
+        std::fs::write(&index, json!({ "weight_map": map }).to_string()).unwrap();
+        c.write_config(
+            "quantize_config.json",
+            gptq_config(128, false, false, Some("gptq")),
+        );
+        let err = checkpoint::run_reference(&index, LAYER, &c.input(), &QuantOverrides::default())
+            .unwrap_err()
+            .to_string();
+        assert_mentions(
+            &err,
+            &[target, "plain file names in the checkpoint's directory"],
+        );
+    }
+}
