@@ -1046,3 +1046,27 @@ fn invalid_index_naming_a_path_outside_the_checkpoint_is_refused() {
         );
     }
 }
+
+/// Defect 12: a missing layer lists the checkpoint's layers nearest to the name asked for first.
+#[test]
+fn invalid_layer_name_lists_the_nearest_layers_first() {
+    let c = broken(|t| {
+        for i in 0..12 {
+            t.push((
+                format!("model.layers.{i}.mlp.gate_proj.qweight"),
+                Dtype::I32,
+                vec![N / 8, 16],
+                vec![0x11; N / 8 * 16 * 4],
+            ));
+        }
+    });
+    let e = checkpoint::run_reference(
+        &c.weights(),
+        "model.layers.9.mlp.gate_prj",
+        &c.input(),
+        &QuantOverrides::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert_mentions(&e, &["nearest first: `model.layers.9.mlp.gate_proj`"]);
+}
