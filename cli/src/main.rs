@@ -257,8 +257,10 @@ fn handle_interrupts() {
             return;
         }
         wavefuse_codegen::cpp::child::interrupt_all();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
-        while wavefuse_codegen::cpp::child::live_children() > 0
+        // Compilers stop within ~50 ms; a cooperating loop (`sim`) after its current step.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while (wavefuse_codegen::cpp::child::live_children() > 0
+            || wavefuse_codegen::cpp::child::cooperating() > 0)
             && std::time::Instant::now() < deadline
         {
             std::thread::sleep(std::time::Duration::from_millis(10));

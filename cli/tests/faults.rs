@@ -294,3 +294,35 @@ fn sim_protocol_for_a_kernel_without_an_exchange_warns() {
     );
     assert!(!out.contains("Push allreduce"), "{out}");
 }
+
+/// Defect 10: SIGINT during `sim` prints the schedules run so far with the verdict
+/// "interrupted" and exits 130.
+#[test]
+fn sigint_during_sim_reports_what_was_finished() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_wavefuse"))
+        .args([
+            "sim",
+            "allreduce_residual",
+            "--tp",
+            "2",
+            "--schedules",
+            "1000000",
+        ])
+        .env("WAVEFUSE_CACHE_DIR", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let o = child.wait_with_output().unwrap();
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(130), "{out}\n{err}");
+    assert!(out.contains("verdict: interrupted after"), "{out}");
+    assert!(out.contains("of 1000000 schedules"), "{out}");
+}

@@ -28,6 +28,31 @@ pub fn interrupt_all() {
     INTERRUPTED.store(true, Ordering::SeqCst);
 }
 
+/// Loops that stop on their own at [`interrupted`] and report what they finished.
+static COOPERATING: AtomicUsize = AtomicUsize::new(0);
+
+/// Held by a loop that checks [`interrupted`] between steps and reports what it finished: the
+/// binary's signal handling waits for every guard to be dropped before it exits.
+#[derive(Debug)]
+pub struct Cooperating(());
+
+impl Drop for Cooperating {
+    fn drop(&mut self) {
+        COOPERATING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Register a cooperating loop (see [`Cooperating`]).
+pub fn cooperate() -> Cooperating {
+    COOPERATING.fetch_add(1, Ordering::SeqCst);
+    Cooperating(())
+}
+
+/// How many [`Cooperating`] guards are held.
+pub fn cooperating() -> usize {
+    COOPERATING.load(Ordering::SeqCst)
+}
+
 /// Whether [`interrupt_all`] was called.
 pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
