@@ -76,6 +76,9 @@ enum Command {
         /// Compiler processes at once (default: the number of cores).
         #[arg(long)]
         jobs: Option<usize>,
+        /// Seconds one compiler process may run before it is stopped (with its children).
+        #[arg(long, default_value_t = 300.0, value_parser = parse_seconds)]
+        compile_timeout: f64,
     },
     /// Run the CPU protocol simulator on a small-shape version of a kernel over many seeded
     /// schedules (interleavings, rank skew, back-to-back launches); print what it found and exit
@@ -86,8 +89,8 @@ enum Command {
         /// TP group size.
         #[arg(long, default_value_t = 4, value_parser = parse_tp)]
         tp: u32,
-        /// Number of seeded schedules.
-        #[arg(long)]
+        /// Number of seeded schedules (at least 1).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         schedules: u64,
         /// Seed of the schedules and of the data.
         #[arg(long, default_value_t = Workload::DEFAULT_SEED)]
@@ -213,6 +216,16 @@ fn parse_tp(s: &str) -> Result<u32, String> {
     }
 }
 
+/// A positive number of seconds.
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 1e7 => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not a number of seconds (positive, at most 1e7)"
+        )),
+    }
+}
+
 fn parse_protocol(s: &str) -> Result<AllreduceProtocol, String> {
     match s {
         "pull" => Ok(AllreduceProtocol::Pull),
@@ -223,8 +236,70 @@ fn parse_protocol(s: &str) -> Result<AllreduceProtocol, String> {
     }
 }
 
+/// Exit status after SIGINT or SIGTERM (128 + SIGINT, what shells report for Ctrl-C).
+const INTERRUPTED: i32 = 130;
+
+/// SIGINT and SIGTERM go to one thread, which stops every compiler child (their process groups:
+/// they run in their own, so a Ctrl-C at the terminal does not reach them), waits for them to be
+/// reaped and their scratch directories removed, says so and exits 130. Called first in `main`,
+/// before any other thread exists, so every thread inherits the blocked mask (children do not:
+/// `Command` resets it).
+fn handle_interrupts() {
+    // SAFETY: plain libc calls on a local, zero-initialised signal set; `pthread_sigmask` on the
+    // only thread so far.
+    let set = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
+            return;
+        }
+        set
+    };
+    std::thread::spawn(move || {
+        let mut sig: libc::c_int = 0;
+        // SAFETY: `set` is an initialised signal set blocked in every thread; `sig` is ours.
+        if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
+            return;
+        }
+        wavefuse_codegen::cpp::child::interrupt_all();
+        // Compilers stop within ~50 ms; a cooperating loop (`sim`) after its current step.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while (wavefuse_codegen::cpp::child::live_children() > 0
+            || wavefuse_codegen::cpp::child::cooperating() > 0)
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        // The callers of the stopped children drop their scratch directories as they return.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let name = if sig == libc::SIGTERM {
+            "SIGTERM"
+        } else {
+            "SIGINT"
+        };
+        eprintln!(
+            "wavefuse: interrupted ({name}): compilers stopped and their scratch removed; files \
+             named on the command line are replaced whole or not at all"
+        );
+        std::process::exit(INTERRUPTED);
+    });
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    handle_interrupts();
+    let code = dispatch(Cli::parse());
+    if wavefuse_codegen::cpp::child::interrupted() {
+        // The command returned because its compilers were stopped: the signal thread says so
+        // and exits 130; this only guards against it being slower than us.
+        std::thread::sleep(std::time::Duration::from_secs(5));
+        std::process::exit(INTERRUPTED);
+    }
+    code
+}
+
+fn dispatch(cli: Cli) -> ExitCode {
     match cli.command {
         Command::LlvmDiff(a) => wavefuse_harness::llvm_diff::llvm_diff_cmd(&a),
         #[cfg(feature = "llvm")]
@@ -265,9 +340,21 @@ fn main() -> ExitCode {
             batch,
             ..
         } => emit(kernel, ir, tp, batch.into()),
-        Command::Check { target, tp, jobs } => {
+        Command::Check {
+            target,
+            tp,
+            jobs,
+            compile_timeout,
+        } => {
             ignored_overrides("check (it compiles the default schedules the budgets are for)");
-            generate::check_cmd(target, if tp.is_empty() { &TP_SIZES } else { &tp }, jobs)
+            generate::check_cmd(
+                target,
+                if tp.is_empty() { &TP_SIZES } else { &tp },
+                jobs,
+                &wavefuse_codegen::cpp::child::Bounds::timeout(std::time::Duration::from_secs_f64(
+                    compile_timeout,
+                )),
+            )
         }
         Command::Sim {
             kernel,
@@ -344,10 +431,7 @@ fn env_overrides() -> Vec<Override> {
 
 /// The default policy with the environment's overrides (the commands without `--schedule`).
 fn env_policy() -> SchedulePolicy {
-    SchedulePolicy {
-        tuned: None,
-        overrides: env_overrides(),
-    }
+    SchedulePolicy::new(None, env_overrides())
 }
 
 /// Says that a command does not apply the environment's overrides, when some are set.
@@ -482,13 +566,14 @@ fn llvm_check(arch: Arch, tp: u32) -> ExitCode {
     use wavefuse_codegen::cpp::toolchain::{self, Tool};
     use wavefuse_codegen::llvm;
     let native = toolchain::find(Tool::compiler(arch)).is_ok();
-    let dir = match toolchain::scratch_dir("llvm-check") {
+    let scratch = match toolchain::scratch_dir("llvm-check") {
         Ok(d) => d,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::FAILURE;
         }
     };
+    let dir = scratch.path();
     let cname = Tool::compiler(arch).name();
     println!(
         "{:<28} | {:>5} {:>5} {:>6} {:>4} {:>8} | {cname}: {:>5} {:>5} {:>6} {:>4} {:>8}",
@@ -564,7 +649,7 @@ fn llvm_check(arch: Arch, tp: u32) -> ExitCode {
         };
         println!("{:<28} | {ours} | {cname}: {theirs}", id.name());
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(scratch);
     if ok {
         ExitCode::SUCCESS
     } else {

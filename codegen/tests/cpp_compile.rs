@@ -30,7 +30,7 @@ fn compile(arch: Arch, tag: &str, check: impl FnOnce(&Compiled)) {
     let k = mini_fused(arch, 2);
     let src = cpp::emit(&k).expect("writes");
     let dir = toolchain::scratch_dir(tag).expect("temp dir");
-    let c: Result<Compiled, ToolError> = toolchain::compile(&src, k.workgroup_size, &dir);
+    let c: Result<Compiled, ToolError> = toolchain::compile(&src, k.workgroup_size, dir.path());
     let c = c.unwrap_or_else(|e| panic!("{e}"));
     check(&c);
     let _ = std::fs::remove_dir_all(&dir);

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use wavefuse_codegen::cpp::child::Bounds;
 
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::cpp::budget::{Budgets, Verdict};
@@ -136,10 +137,20 @@ pub fn check(
     budgets: &Budgets,
     jobs: usize,
 ) -> Result<Vec<CheckRow>, ToolError> {
+    check_within(arch, tps, budgets, jobs, &Bounds::default())
+}
+
+/// [`check`] with every compiler run within `bounds` (timeout, cancellation).
+pub fn check_within(
+    arch: Arch,
+    tps: &[u32],
+    budgets: &Budgets,
+    jobs: usize,
+    bounds: &Bounds,
+) -> Result<Vec<CheckRow>, ToolError> {
+    // Removed on every return (and unwinding panic).
     let dir = toolchain::scratch_dir(&format!("check-{arch}"))?;
-    let rows = check_in(arch, tps, budgets, jobs, &dir);
-    let _ = std::fs::remove_dir_all(&dir);
-    rows
+    check_in_within(arch, tps, budgets, jobs, dir.path(), bounds)
 }
 
 /// As [`check`], compiling into `dir` (one subdirectory per kernel and TP), which is kept so the
@@ -150,6 +161,18 @@ pub fn check_in(
     budgets: &Budgets,
     jobs: usize,
     dir: &Path,
+) -> Result<Vec<CheckRow>, ToolError> {
+    check_in_within(arch, tps, budgets, jobs, dir, &Bounds::default())
+}
+
+/// [`check_in`] with every compiler run within `bounds`.
+pub fn check_in_within(
+    arch: Arch,
+    tps: &[u32],
+    budgets: &Budgets,
+    jobs: usize,
+    dir: &Path,
+    bounds: &Bounds,
 ) -> Result<Vec<CheckRow>, ToolError> {
     toolchain::find(Tool::compiler(arch))?;
     let work: Vec<(KernelId, u32)> = KernelId::ALL
@@ -170,6 +193,7 @@ pub fn check_in(
                         tp,
                         budgets,
                         &dir.join(format!("{}_tp{tp}", id.name())),
+                        bounds,
                     );
                     rows.lock()
                         .unwrap_or_else(|e| e.into_inner())
@@ -183,13 +207,25 @@ pub fn check_in(
     Ok(rows.into_iter().map(|(_, r)| r).collect())
 }
 
-fn check_one(id: KernelId, arch: Arch, tp: u32, budgets: &Budgets, dir: &Path) -> Outcome {
+fn check_one(
+    id: KernelId,
+    arch: Arch,
+    tp: u32,
+    budgets: &Budgets,
+    dir: &Path,
+    bounds: &Bounds,
+) -> Outcome {
     let generated = match generate(id, arch, tp, 1) {
         Ok(g) => g,
         Err(e) if e.is_unsupported() => return Outcome::Unsupported(e.to_string()),
         Err(e) => return Outcome::Failed(e.to_string()),
     };
-    match toolchain::compile(&generated.source, generated.lowered.workgroup_size, dir) {
+    match toolchain::compile_within(
+        &generated.source,
+        generated.lowered.workgroup_size,
+        dir,
+        bounds,
+    ) {
         Ok(compiled) => {
             let verdict = budgets.check(arch, id.name(), tp, &compiled.resources);
             let modelled = modelled_mi50(&generated, &compiled);
@@ -325,16 +361,26 @@ pub fn write_outputs(g: &Generated, dir: &Path) -> Result<Vec<PathBuf>, String> 
         .abi
         .to_toml()
         .map_err(|e| format!("ABI description: {e}"))?;
-    for (path, text) in [(&src, &g.source.text), (&abi, &abi_text)] {
-        std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
-    }
+    // Both or neither: a failed write leaves the previous pair, never a new source beside an
+    // old ABI.
+    crate::outputs::atomic_write_all(&[
+        (&src, g.source.text.as_bytes()),
+        (&abi, abi_text.as_bytes()),
+    ])
+    .map_err(|e| {
+        format!(
+            "writing {} and {} (neither changed): {e}",
+            src.display(),
+            abi.display()
+        )
+    })?;
     Ok(vec![src, abi])
 }
 
 /// `wavefuse check --target T [--tp N] [--jobs J]`: compile the set, print the resource table,
 /// fail when a budget is exceeded, a kernel fails to generate or compile, or the compiler is
 /// missing.
-pub fn check_cmd(arch: Arch, tps: &[u32], jobs: Option<usize>) -> ExitCode {
+pub fn check_cmd(arch: Arch, tps: &[u32], jobs: Option<usize>, bounds: &Bounds) -> ExitCode {
     let budgets = match budgets() {
         Ok(b) => b,
         Err(e) => {
@@ -343,7 +389,7 @@ pub fn check_cmd(arch: Arch, tps: &[u32], jobs: Option<usize>) -> ExitCode {
         }
     };
     let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-    let rows = match check(arch, tps, &budgets, jobs) {
+    let rows = match check_within(arch, tps, &budgets, jobs, bounds) {
         Ok(rows) => rows,
         Err(e) => {
             eprintln!("error: {e}");

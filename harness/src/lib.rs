@@ -12,6 +12,7 @@ pub mod generate;
 pub mod llvm_diff;
 pub mod mgpu;
 pub mod npy;
+pub mod outputs;
 pub mod policy;
 pub mod report;
 pub mod run;

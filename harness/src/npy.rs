@@ -93,7 +93,8 @@ pub fn read(path: &Path) -> Result<NpyArray, NpyError> {
 /// (nearest-even; exact for values that already are FP16).
 pub fn write_f16(path: &Path, shape: &[usize], values: &[f64]) -> Result<(), NpyError> {
     let bytes = to_bytes_f16(shape, values).map_err(|what| err(path, what))?;
-    std::fs::write(path, bytes).map_err(|e| err(path, format!("cannot write: {e}")))
+    // Atomic: a failed write (a full disk) leaves any previous file as it was.
+    crate::outputs::atomic_write(path, &bytes).map_err(|e| err(path, format!("cannot write: {e}")))
 }
 
 /// The bytes of an FP16 `.npy` file (version 1.0).

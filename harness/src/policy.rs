@@ -88,18 +88,12 @@ pub struct Tuned {
     pub store: Store,
     /// The device name to look entries up for (None: unknown).
     pub device: Option<String>,
-    /// Which `kernel@shape/arch` notes were already said (each is said once per policy).
-    said: Arc<Mutex<HashSet<String>>>,
 }
 
 impl Tuned {
     /// A store consulted for `device`.
     pub fn new(store: Store, device: Option<String>) -> Tuned {
-        Tuned {
-            store,
-            device,
-            said: Arc::default(),
-        }
+        Tuned { store, device }
     }
 }
 
@@ -112,6 +106,9 @@ pub struct SchedulePolicy {
     pub tuned: Option<Tuned>,
     /// Explicit overrides, applied in order after the default or tuned schedule.
     pub overrides: Vec<Override>,
+    /// The notes already said (each note is said once per policy: a suite resolves the same
+    /// override for every case).
+    said: Arc<Mutex<HashSet<String>>>,
 }
 
 /// Why no schedule could be resolved.
@@ -135,12 +132,31 @@ pub enum ResolveError {
 pub struct Resolved {
     /// The schedule to compile with.
     pub schedule: Schedule,
-    /// A line on where it came from when it is not the plain default (said once per policy,
-    /// kernel, shape and target: None when already said).
+    /// Lines on where it came from when it is not the plain default, and warnings about
+    /// overrides without effect (each said once per policy: None when all were already said).
     pub note: Option<String>,
 }
 
 impl SchedulePolicy {
+    /// A policy from a tuned store (None: the target's default) and explicit overrides.
+    pub fn new(tuned: Option<Tuned>, overrides: Vec<Override>) -> SchedulePolicy {
+        SchedulePolicy {
+            tuned,
+            overrides,
+            said: Arc::default(),
+        }
+    }
+
+    /// The lines of `lines` not said before by this policy, joined; None when there are none.
+    fn once(&self, lines: Vec<String>) -> Option<String> {
+        let mut said = self.said.lock().unwrap_or_else(|e| e.into_inner());
+        let fresh: Vec<String> = lines
+            .into_iter()
+            .filter(|l| said.insert(l.clone()))
+            .collect();
+        (!fresh.is_empty()).then(|| fresh.join("\n"))
+    }
+
     /// The schedule of case `c` (op-level kernel `ir`) on `arch` at `placement`: the one function
     /// that decides a schedule (see the module docs for the order).
     pub fn resolve(
@@ -151,9 +167,19 @@ impl SchedulePolicy {
         placement: Placement,
     ) -> Result<Resolved, ResolveError> {
         if c.shape == ShapeKind::Small {
+            let lines = self
+                .overrides
+                .iter()
+                .map(|o| {
+                    format!(
+                        "warning: {} is ignored at the small shapes (the simulator's schedule is used)",
+                        o.origin
+                    )
+                })
+                .collect();
             return Ok(Resolved {
                 schedule: crate::sim::small_schedule(arch, ir),
-                note: None,
+                note: self.once(lines),
             });
         }
         let shape = crate::ab::shape_name(c);
@@ -172,10 +198,11 @@ impl SchedulePolicy {
         tuned_key: Option<(&str, &str)>,
     ) -> Result<Resolved, ResolveError> {
         let rpd = placement.ranks_per_device(ir.tp());
-        let (tuned, mut note) = match (&self.tuned, tuned_key) {
+        let (tuned, note) = match (&self.tuned, tuned_key) {
             (Some(t), Some((name, shape))) => self.tuned_schedule(t, name, shape, arch, ir),
             _ => (None, None),
         };
+        let mut lines: Vec<String> = note.into_iter().collect();
         let mut s = match tuned {
             Some(s) => s,
             None => default_schedule(arch, ir, rpd),
@@ -192,17 +219,29 @@ impl SchedulePolicy {
                         origin: o.origin.clone(),
                         source,
                     })?;
+                let ignored = s.ignored_fields(ir);
+                for field in override_fields(&o.spec).filter(|f| ignored.contains(f)) {
+                    lines.push(format!(
+                        "warning: {}: `{field}` has no effect on {} at {arch} with this schedule",
+                        o.origin,
+                        ir.name()
+                    ));
+                }
             }
-        } else if let Some(o) = self.overrides.first() {
-            let line = format!(
-                "warning: {} ignored for {}: it has no GEMV, so no schedule field applies",
-                o.origin,
-                ir.name()
-            );
-            note = Some(note.map_or(line.clone(), |n| format!("{n}\n{line}")));
+        } else {
+            lines.extend(self.overrides.iter().map(|o| {
+                format!(
+                    "warning: {} is ignored for {} (no GEMV: its default schedule is used)",
+                    o.origin,
+                    ir.name()
+                )
+            }));
         }
         let (_, s) = fit_coresident(ir, arch, s, rpd)?;
-        Ok(Resolved { schedule: s, note })
+        Ok(Resolved {
+            schedule: s,
+            note: self.once(lines),
+        })
     }
 
     fn tuned_schedule(
@@ -215,13 +254,15 @@ impl SchedulePolicy {
     ) -> (Option<Schedule>, Option<String>) {
         let (schedule, line) =
             crate::tune::select::choose(&t.store, name, shape, arch, t.device.as_deref(), ir);
-        let first = t
-            .said
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(format!("{name}@{shape}/{arch}"));
-        (schedule, first.then_some(line))
+        (schedule, Some(line))
     }
+}
+
+/// The field names of a `field=value,…` override.
+fn override_fields(spec: &str) -> impl Iterator<Item = &str> {
+    spec.split(',')
+        .filter_map(|p| p.split_once('='))
+        .map(|(k, _)| k.trim())
 }
 
 fn has_gemv(ir: &Kernel) -> bool {

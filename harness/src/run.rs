@@ -2,7 +2,7 @@
 //! simulator, or as the f64 reference alone; compared with the f64 reference per output and rank.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -452,6 +452,16 @@ fn checkpoint_run(a: &RunArgs, policy: &SchedulePolicy) -> ExitCode {
     let (Some(weights), Some(layer), Some(input)) = (&a.weights, &a.layer, &a.input) else {
         return fail("--weights needs --layer and --input");
     };
+    // Before any work: the output must be writable and must not be (or link to) an input.
+    if let Some(out) = &a.output {
+        let mut inputs: Vec<&Path> = vec![input, weights];
+        let beside = checkpoint_files(weights);
+        inputs.extend(beside.iter().map(PathBuf::as_path));
+        if let Err(e) = crate::outputs::check_output(out, &inputs, Some("npy")) {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    }
     let over = QuantOverrides {
         bits: a.bits,
         group_size: a.group_size,
@@ -504,6 +514,9 @@ fn checkpoint_run(a: &RunArgs, policy: &SchedulePolicy) -> ExitCode {
         Ok(y) => y,
         Err(e) => return fail(e),
     };
+    if let Err(e) = finite(&case, &reference, &y, a.device) {
+        return fail(e);
+    }
     let rms = (y.data.iter().map(|v| v * v).sum::<f64>() / y.data.len().max(1) as f64).sqrt();
     println!("output {:?}: rms {rms:.4e}", y.shape);
     if let Some(path) = &a.output {
@@ -513,6 +526,58 @@ fn checkpoint_run(a: &RunArgs, policy: &SchedulePolicy) -> ExitCode {
         println!("wrote {}", path.display());
     }
     verdict_code
+}
+
+/// The files of the checkpoint `weights` names (the file, or every file of the directory), so
+/// an output cannot replace one of them through a link.
+fn checkpoint_files(weights: &Path) -> Vec<PathBuf> {
+    let dir = if weights.is_dir() {
+        Some(weights)
+    } else {
+        weights.parent()
+    };
+    let Some(dir) = dir.filter(|d| !d.as_os_str().is_empty()) else {
+        return Vec::new();
+    };
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_file())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Non-finite outputs are an error (nothing is written) that says where they came from: the
+/// f64 reference itself overflowing FP16 (the checkpoint's scales times the activations), or the
+/// device's output alone (a kernel mismatch).
+fn finite(
+    case: &checkpoint::GemvCase,
+    reference: &[RankOutputs],
+    y: &wavefuse::ir::reference::HostTensor,
+    device: DeviceKind,
+) -> Result<(), String> {
+    let bad = y.data.iter().filter(|v| !v.is_finite()).count();
+    if bad == 0 {
+        return Ok(());
+    }
+    let want = case.gather(reference).map_err(|e| e.to_string())?;
+    let ref_bad = want.data.iter().filter(|v| !v.is_finite()).count();
+    let n = y.data.len();
+    if ref_bad > 0 {
+        Err(format!(
+            "{ref_bad} of {n} outputs of the f64 reference are not finite: the layer overflows FP16 (|y| > 65504) for this input (check the scales and the activations); no output written"
+        ))
+    } else {
+        Err(format!(
+            "{bad} of {n} outputs of the {} are not finite where the f64 reference is finite: a kernel mismatch; no output written",
+            match device {
+                DeviceKind::Sim => "simulator",
+                _ => "device",
+            }
+        ))
+    }
 }
 
 /// The checkpoint kernel's outputs from the simulator or the GPU.
@@ -560,6 +625,17 @@ fn device_outputs(
             .next()
             .ok_or_else(|| fail("no simulated launch"));
     }
+    // The device of the target compiled for: HIP for gfx906, as the synthetic path does.
+    if lowered.arch == Arch::Gfx906 {
+        let dev = HipDevice::new(0).map_err(|e| match e {
+            DeviceError::NoDriver { .. } | DeviceError::NoDevice { .. } => {
+                eprintln!("error: {e}; run with --device cpu-ref or --device sim");
+                ExitCode::from(NO_DEVICE)
+            }
+            e => fail(e),
+        })?;
+        return checkpoint_on(dev, ir, lowered, source, inputs);
+    }
     if let Some(path) = suite::locate_nvrtc() {
         eprintln!("note: using NVRTC at {}", path.display());
     }
@@ -567,6 +643,17 @@ fn device_outputs(
         eprintln!("error: {m}");
         ExitCode::from(NO_DEVICE)
     })?;
+    checkpoint_on(dev, ir, lowered, source, inputs)
+}
+
+/// Compile, bind and run the checkpoint kernel on `dev`.
+fn checkpoint_on<D: Device>(
+    dev: D,
+    ir: &Kernel,
+    lowered: &wavefuse_codegen::lowered::LoweredKernel,
+    source: &wavefuse_codegen::cpp::Source,
+    inputs: &[wavefuse::ir::reference::RankInputs],
+) -> Result<Vec<RankOutputs>, ExitCode> {
     let cache = Cache::from_env();
     let compiler = suite::compiler_for(lowered.arch);
     let req =

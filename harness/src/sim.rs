@@ -286,6 +286,8 @@ pub struct SweepFinding {
 pub struct Sweep {
     /// Schedules run.
     pub schedules: u64,
+    /// The sweep stopped early at an interrupt (SIGINT/SIGTERM).
+    pub interrupted: bool,
     /// Schedules with at least one finding.
     pub failing: u64,
     /// Findings merged by kind and message site.
@@ -315,6 +317,10 @@ pub fn sweep(
     let mut out = Sweep::default();
     let mut cases: Vec<Option<Case>> = vec![None; DATA_SETS as usize];
     for i in first..first + schedules {
+        if wavefuse_codegen::cpp::child::interrupted() {
+            out.interrupted = true;
+            break;
+        }
         let set = (i % DATA_SETS) as usize;
         if cases[set].is_none() {
             let inputs = schedule_inputs(&p.ir, seed, set as u64, LAUNCHES);
@@ -372,8 +378,18 @@ pub fn sim_cmd(id: KernelId, c: Config, schedules: u64, seed: u64) -> ExitCode {
         }
     };
     let k = &p.lowered;
+    // A protocol the kernel does not exchange with is not printed as if it were simulated.
+    let exchanges = !Schedule::default_for(arch, &p.ir)
+        .ignored_fields(&p.ir)
+        .contains(&"protocol");
+    if let (Some(proto), false) = (c.protocol, exchanges) {
+        eprintln!(
+            "warning: --protocol {proto:?} has no effect: {id} at tp={tp} exchanges nothing between ranks"
+        );
+    }
     let protocol = c
         .protocol
+        .filter(|_| exchanges)
         .map(|p| format!(", {p:?} allreduce"))
         .unwrap_or_default();
     println!(
@@ -406,6 +422,7 @@ pub fn sim_cmd(id: KernelId, c: Config, schedules: u64, seed: u64) -> ExitCode {
             let _ = std::io::stderr().flush();
         }
     };
+    let guard = wavefuse_codegen::cpp::child::cooperate();
     let result = sweep(&p, seed, 0, schedules, progress);
     if tty {
         eprintln!();
@@ -418,6 +435,21 @@ pub fn sim_cmd(id: KernelId, c: Config, schedules: u64, seed: u64) -> ExitCode {
         }
     };
     print!("{}", summary(&p, &s));
+    if s.interrupted {
+        println!(
+            "verdict: interrupted after {} of {schedules} schedules ({})",
+            s.schedules,
+            if s.findings.is_empty() {
+                "no finding so far"
+            } else {
+                "findings above"
+            }
+        );
+        let _ = std::io::stdout().flush();
+        drop(guard);
+        return ExitCode::from(130);
+    }
+    drop(guard);
     if s.findings.is_empty() {
         ExitCode::SUCCESS
     } else {

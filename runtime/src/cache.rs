@@ -5,15 +5,19 @@
 //! unchanged kernel is therefore never recompiled, and any change to what could alter the output —
 //! including upgrading the compiler — misses.
 //!
-//! Each entry is one file `<key>.wfa`: a magic line, the metadata as JSON (with the image's own
-//! SHA-256) and the image. Entries are written to a unique temporary file in the same directory and
+//! Each entry is one file `<key>.wfa`: a magic line, the metadata as JSON (with the entry's own key
+//! and the image's SHA-256) and the image. A read compares the stored key with the one asked for,
+//! so an entry renamed or copied under another key is never served for it: that is a miss and a
+//! [`CacheWarning::Stale`], collected on the cache ([`Cache::take_warnings`]) rather than printed. Entries are written to a unique temporary file in the same directory and
 //! renamed into place, so concurrent writers (several test processes, several engineers) never
 //! expose a partial entry: a reader sees either no entry or a complete one. A corrupt entry (bad
-//! magic, bad hash) reads as a miss and is overwritten.
+//! magic, bad hash, an entry of the previous format without its key) reads as a miss and is
+//! overwritten.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -21,7 +25,10 @@ use sha2::{Digest, Sha256};
 use crate::compile::{Artifact, CompileRequest, Compiler};
 use crate::error::Error;
 
-const MAGIC: &[u8] = b"WAVEFUSE-ARTIFACT-1\n";
+/// The entry format: 2 stores the entry's key.
+const MAGIC: &[u8] = b"WAVEFUSE-ARTIFACT-2\n";
+/// The domain the key's hash starts with (unchanged by the entry format, so keys stay stable).
+const KEY_DOMAIN: &[u8] = b"WAVEFUSE-ARTIFACT-1\n";
 const EXT: &str = "wfa";
 const TEMP_PREFIX: &str = ".tmp-";
 
@@ -37,15 +44,53 @@ pub struct CacheError {
     pub source: std::io::Error,
 }
 
-/// The compile cache in one directory.
+/// Something the cache noticed that did not stop the compile: for the caller to show.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheWarning {
+    /// The entry file for one key holds another key's entry (renamed or copied by hand): not
+    /// served; the artifact is compiled again and the entry overwritten.
+    #[error(
+        "compile cache entry {} holds the entry of key {stored}, not {wanted}: ignored (recompiled)",
+        path.display()
+    )]
+    Stale {
+        /// The entry file.
+        path: PathBuf,
+        /// The key asked for.
+        wanted: String,
+        /// The key stored in the entry.
+        stored: String,
+    },
+    /// A compiled artifact could not be stored; the compile itself succeeded.
+    #[error("{0} (the artifact is used, not cached)")]
+    NotWritten(CacheError),
+}
+
+/// What the cache holds under a key.
+#[derive(Debug)]
+pub enum Lookup {
+    /// An intact entry written under this key.
+    Hit(Artifact),
+    /// No entry, or a corrupt one.
+    Miss,
+    /// An intact entry written under another key.
+    Stale {
+        /// The key the entry was written under.
+        stored: String,
+    },
+}
+
+/// The compile cache in one directory. Clones share the warnings collected so far.
 #[derive(Clone, Debug)]
 pub struct Cache {
     dir: PathBuf,
+    warnings: Arc<Mutex<Vec<CacheWarning>>>,
 }
 
 /// The metadata stored in front of the image.
 #[derive(Serialize, Deserialize)]
 struct Entry {
+    key: String,
     artifact: Artifact,
     image_sha256: String,
 }
@@ -61,12 +106,31 @@ impl Cache {
                 None => std::env::temp_dir().join("wavefuse-cache"),
             },
         };
-        Cache { dir }
+        Cache::at(dir)
     }
 
     /// The cache in `dir` (created on first write).
     pub fn at(dir: impl Into<PathBuf>) -> Cache {
-        Cache { dir: dir.into() }
+        Cache {
+            dir: dir.into(),
+            warnings: Arc::default(),
+        }
+    }
+
+    /// The warnings collected since the last call (stale entries, entries that could not be
+    /// written), oldest first.
+    pub fn take_warnings(&self) -> Vec<CacheWarning> {
+        std::mem::take(&mut *self.lock())
+    }
+
+    /// Record a warning for the caller.
+    pub fn warn(&self, w: CacheWarning) {
+        self.lock().push(w);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<CacheWarning>> {
+        // A panic while holding the lock cannot leave the list inconsistent.
+        self.warnings.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The cache directory.
@@ -83,7 +147,7 @@ impl Cache {
             h.update((bytes.len() as u64).to_le_bytes());
             h.update(bytes);
         };
-        field(MAGIC);
+        field(KEY_DOMAIN);
         field(compiler.id().name().as_bytes());
         field(version.as_bytes());
         field(req.arch.name().as_bytes());
@@ -96,7 +160,7 @@ impl Cache {
     }
 
     /// The artifact compiled from `req` by `compiler`: from the cache when present, else compiled
-    /// now and stored.
+    /// now and stored (a failure to store is a warning, see [`Cache::take_warnings`]).
     pub fn compile(
         &self,
         compiler: &dyn Compiler,
@@ -107,7 +171,7 @@ impl Cache {
             return Ok(hit);
         }
         let artifact = compiler.compile(req)?;
-        self.put(&key, &artifact)?;
+        self.put_or_warn(&key, &artifact);
         Ok(artifact)
     }
 
@@ -115,10 +179,33 @@ impl Cache {
         self.dir.join(format!("{key}.{EXT}"))
     }
 
-    /// The entry under `key`, if present and intact.
+    /// What the cache holds under `key`.
+    pub fn lookup(&self, key: &str) -> Lookup {
+        let Ok(bytes) = std::fs::read(self.path(key)) else {
+            return Lookup::Miss;
+        };
+        match decode(&bytes) {
+            Some((stored, artifact)) if stored == key => Lookup::Hit(artifact),
+            Some((stored, _)) => Lookup::Stale { stored },
+            None => Lookup::Miss,
+        }
+    }
+
+    /// The entry under `key`, if present, intact and written under that key; an entry of
+    /// another key is a miss and a [`CacheWarning::Stale`].
     pub fn get(&self, key: &str) -> Option<Artifact> {
-        let bytes = std::fs::read(self.path(key)).ok()?;
-        decode(&bytes)
+        match self.lookup(key) {
+            Lookup::Hit(a) => Some(a),
+            Lookup::Miss => None,
+            Lookup::Stale { stored } => {
+                self.warn(CacheWarning::Stale {
+                    path: self.path(key),
+                    wanted: key.to_owned(),
+                    stored,
+                });
+                None
+            }
+        }
     }
 
     /// Stores `artifact` under `key`, atomically.
@@ -133,7 +220,7 @@ impl Cache {
         let temp = self.dir.join(temp_name());
         let write = || -> std::io::Result<()> {
             let mut f = std::fs::File::create(&temp)?;
-            f.write_all(&encode(artifact))?;
+            f.write_all(&encode(key, artifact))?;
             f.sync_all()
         };
         if let Err(e) = write() {
@@ -145,6 +232,14 @@ impl Cache {
             let _ = std::fs::remove_file(&temp);
             err(&dest, "renaming an entry into place", e)
         })
+    }
+
+    /// [`Cache::put`], with a failure recorded as a [`CacheWarning::NotWritten`]: a cache that
+    /// cannot be written costs a recompile next time, never this compile.
+    pub fn put_or_warn(&self, key: &str, artifact: &Artifact) {
+        if let Err(e) = self.put(key, artifact) {
+            self.warn(CacheWarning::NotWritten(e));
+        }
     }
 
     /// Removes every entry (and any temporary file a crashed writer left); returns how many
@@ -216,8 +311,9 @@ fn temp_name() -> String {
     format!("{TEMP_PREFIX}{}-{nanos}-{n}", std::process::id())
 }
 
-fn encode(artifact: &Artifact) -> Vec<u8> {
+fn encode(key: &str, artifact: &Artifact) -> Vec<u8> {
     let entry = Entry {
+        key: key.to_owned(),
         artifact: artifact.clone(),
         image_sha256: hex(&Sha256::digest(&artifact.image)),
     };
@@ -230,7 +326,8 @@ fn encode(artifact: &Artifact) -> Vec<u8> {
     out
 }
 
-fn decode(bytes: &[u8]) -> Option<Artifact> {
+/// The key and artifact of an intact entry.
+fn decode(bytes: &[u8]) -> Option<(String, Artifact)> {
     let rest = bytes.strip_prefix(MAGIC)?;
     let (len, rest) = rest.split_first_chunk::<8>()?;
     let len = usize::try_from(u64::from_le_bytes(*len)).ok()?;
@@ -242,10 +339,11 @@ fn decode(bytes: &[u8]) -> Option<Artifact> {
     if hex(&Sha256::digest(image)) != entry.image_sha256 {
         return None;
     }
-    Some(Artifact {
+    let artifact = Artifact {
         image: image.to_vec(),
         ..entry.artifact
-    })
+    };
+    Some((entry.key, artifact))
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -392,6 +490,50 @@ mod tests {
         let a = cache.compile(&cc, &req("a")).unwrap();
         assert_eq!((cc.calls(), a.image.as_slice()), (2, b"a".as_slice()));
         assert!(cache.get(&key).is_some());
+    }
+
+    #[test]
+    fn renamed_entry_is_a_miss_and_a_warning() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::at(dir.path());
+        let cc = Counting::new();
+        cache.compile(&cc, &req("kernel A")).unwrap();
+        let (a, b) = (
+            Cache::key(&cc, &req("kernel A")).unwrap(),
+            Cache::key(&cc, &req("kernel B")).unwrap(),
+        );
+        // A's entry under B's name: intact, its image hash right, but not B's.
+        std::fs::rename(cache.path(&a), cache.path(&b)).unwrap();
+        assert!(matches!(cache.lookup(&b), Lookup::Stale { stored } if stored == a));
+        assert!(cache.take_warnings().is_empty(), "lookup only reports");
+        let got = cache.compile(&cc, &req("kernel B")).unwrap();
+        assert_eq!(
+            (cc.calls(), got.image.as_slice()),
+            (2, b"kernel B".as_slice()),
+            "B was compiled, not served A's image"
+        );
+        let warnings = cache.take_warnings();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            matches!(&warnings[0], CacheWarning::Stale { wanted, stored, .. } if *wanted == b && *stored == a)
+        );
+        assert!(warnings[0].to_string().contains(&a), "{}", warnings[0]);
+        // The entry was overwritten with B's own.
+        assert!(matches!(cache.lookup(&b), Lookup::Hit(h) if h.image == b"kernel B"));
+        assert!(cache.take_warnings().is_empty());
+    }
+
+    #[test]
+    fn entry_of_the_previous_format_is_a_plain_miss() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::at(dir.path());
+        let cc = Counting::new();
+        let key = Cache::key(&cc, &req("a")).unwrap();
+        let artifact = cc.compile(&req("a")).unwrap();
+        let mut old = encode(&key, &artifact);
+        old.splice(..MAGIC.len(), KEY_DOMAIN.iter().copied());
+        std::fs::write(cache.path(&key), old).unwrap();
+        assert!(matches!(cache.lookup(&key), Lookup::Miss));
     }
 
     #[test]

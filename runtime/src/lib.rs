@@ -37,7 +37,7 @@ pub mod rank;
 pub mod sync;
 pub mod timing;
 
-pub use cache::{Cache, CacheError};
+pub use cache::{Cache, CacheError, CacheWarning, Lookup};
 pub use compile::{
     Artifact, ArtifactFormat, CompileError, CompileRequest, Compiler, CompilerId, ResourceUsage,
 };

@@ -868,3 +868,205 @@ fn generated_gemv_int4_on_checkpoint_weights_matches_naive_in_the_simulator() {
         );
     }
 }
+
+// ---- The command line under bad output paths and overflow (issue 21) ----
+
+/// `wavefuse run gemv_int4 --tp 1 --weights W --layer L --input X [--output Y] extra…` on `c`.
+fn run_checkpoint(
+    bin: &Path,
+    c: &Case,
+    out: Option<&Path>,
+    extra: &[&str],
+) -> std::process::Output {
+    c.write_config(
+        "quantize_config.json",
+        gptq_config(128, false, false, Some("gptq")),
+    );
+    let mut cmd = Command::new(bin);
+    cmd.args(["run", "gemv_int4", "--tp", "1", "--layer", LAYER])
+        .arg("--weights")
+        .arg(c.weights())
+        .arg("--input")
+        .arg(c.input())
+        .args(extra);
+    if let Some(out) = out {
+        cmd.arg("--output").arg(out);
+    }
+    cmd.output().expect("wavefuse runs")
+}
+
+fn said(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Defect 3: `--output` naming the checkpoint, the input, or a link to either is refused, and
+/// both stay as they were; a name without `.npy` is refused.
+#[test]
+fn invalid_output_naming_an_input_is_refused_and_the_input_kept() {
+    let Some(bin) = wavefuse_binary() else {
+        eprintln!("skipped: the wavefuse binary is not built (cargo build -p wavefuse-cli)");
+        return;
+    };
+    let c = case(30, 128, Stored::MinusOne, false, 1);
+    let link = c.dir.path().join("link.npy");
+    std::os::unix::fs::symlink(c.weights(), &link).unwrap();
+    let before = (
+        std::fs::read(c.weights()).unwrap(),
+        std::fs::read(c.input()).unwrap(),
+    );
+    for (out, why) in [
+        (c.weights(), "must end in .npy"),
+        (c.input(), "is the input"),
+        (link.clone(), "is the input"),
+        (c.dir.path().join("y.bin"), "must end in .npy"),
+    ] {
+        let o = run_checkpoint(&bin, &c, Some(&out), &["--device", "cpu-ref"]);
+        let text = said(&o);
+        assert!(!o.status.success(), "{}: accepted\n{text}", out.display());
+        assert!(text.contains(why), "{}: {text}", out.display());
+        assert_eq!(
+            (
+                std::fs::read(c.weights()).unwrap(),
+                std::fs::read(c.input()).unwrap()
+            ),
+            before,
+            "{}: an input changed",
+            out.display()
+        );
+    }
+}
+
+/// Defect 11: an output into a missing directory, onto a directory or a device is refused
+/// before any work (the layer is never loaded).
+#[test]
+fn invalid_output_path_is_refused_before_the_work() {
+    let Some(bin) = wavefuse_binary() else {
+        eprintln!("skipped: the wavefuse binary is not built (cargo build -p wavefuse-cli)");
+        return;
+    };
+    let c = case(31, 128, Stored::MinusOne, false, 1);
+    let sub = c.dir.path().join("sub.npy");
+    std::fs::create_dir(&sub).unwrap();
+    for (out, why) in [
+        (c.dir.path().join("missing/y.npy"), "does not exist"),
+        (sub, "is a directory"),
+        (PathBuf::from("/dev/full"), "must end in .npy"),
+    ] {
+        let o = run_checkpoint(&bin, &c, Some(&out), &["--device", "cpu-ref"]);
+        let text = said(&o);
+        assert_eq!(o.status.code(), Some(2), "{}: {text}", out.display());
+        assert!(text.contains(why), "{}: {text}", out.display());
+        assert!(
+            !text.contains("wavefuse run gemv_int4 on"),
+            "{}: refused only after loading the layer: {text}",
+            out.display()
+        );
+    }
+}
+
+/// Defect 4: legal FP16 scales of 60000 overflow the FP16 output of the f64 reference itself:
+/// an error saying so, exit 1, no output written.
+#[test]
+fn invalid_overflowing_reference_is_an_error_and_writes_nothing() {
+    let Some(bin) = wavefuse_binary() else {
+        eprintln!("skipped: the wavefuse binary is not built (cargo build -p wavefuse-cli)");
+        return;
+    };
+    let mut c = case(32, 128, Stored::MinusOne, false, 1);
+    c.qt.s.iter_mut().for_each(|s| *s = 60000.0);
+    write_safetensors(&c.weights(), &pack(&c.qt, Stored::MinusOne, false));
+    let out = c.dir.path().join("y.npy");
+    let o = run_checkpoint(&bin, &c, Some(&out), &["--device", "cpu-ref"]);
+    let text = said(&o);
+    assert!(
+        !o.status.success(),
+        "exit 0 with non-finite outputs:\n{text}"
+    );
+    assert!(
+        text.contains("of the f64 reference are not finite") && text.contains("overflows FP16"),
+        "{text}"
+    );
+    assert!(!out.exists(), "an output was written");
+}
+
+/// Defect 8: `--device gpu --target gfx906` on a checkpoint opens the HIP device, not CUDA.
+#[test]
+fn checkpoint_on_gpu_for_gfx906_opens_hip() {
+    let Some(bin) = wavefuse_binary() else {
+        eprintln!("skipped: the wavefuse binary is not built (cargo build -p wavefuse-cli)");
+        return;
+    };
+    let c = case(33, 128, Stored::MinusOne, false, 1);
+    let o = run_checkpoint(&bin, &c, None, &["--device", "gpu", "--target", "gfx906"]);
+    let text = said(&o);
+    if o.status.success() {
+        println!("an AMD GPU ran it: {text}");
+        return;
+    }
+    assert!(
+        !text.contains("NVIDIA") && !text.contains("CUDA") && !text.contains("NVRTC"),
+        "gfx906 opened the NVIDIA stack: {text}"
+    );
+    assert!(
+        text.to_lowercase().contains("hip") || text.contains("AMD"),
+        "{text}"
+    );
+}
+
+/// Defect 12: a sharded index naming a file outside the checkpoint's directory is refused
+/// before anything is opened.
+#[test]
+fn invalid_index_naming_a_path_outside_the_checkpoint_is_refused() {
+    for target in [
+        "/etc/passwd",
+        "../model.safetensors",
+        "sub/../../x.safetensors",
+    ] {
+        let c = case(34, 128, Stored::MinusOne, false, 1);
+        let map: serde_json::Map<String, serde_json::Value> = pack(&c.qt, Stored::MinusOne, false)
+            .iter()
+            .map(|t| (t.0.clone(), json!(target)))
+            .collect();
+        let index = c.dir.path().join("model.safetensors.index.json");
+        std::fs::write(&index, json!({ "weight_map": map }).to_string()).unwrap();
+        c.write_config(
+            "quantize_config.json",
+            gptq_config(128, false, false, Some("gptq")),
+        );
+        let err = checkpoint::run_reference(&index, LAYER, &c.input(), &QuantOverrides::default())
+            .unwrap_err()
+            .to_string();
+        assert_mentions(
+            &err,
+            &[target, "plain file names in the checkpoint's directory"],
+        );
+    }
+}
+
+/// Defect 12: a missing layer lists the checkpoint's layers nearest to the name asked for first.
+#[test]
+fn invalid_layer_name_lists_the_nearest_layers_first() {
+    let c = broken(|t| {
+        for i in 0..12 {
+            t.push((
+                format!("model.layers.{i}.mlp.gate_proj.qweight"),
+                Dtype::I32,
+                vec![N / 8, 16],
+                vec![0x11; N / 8 * 16 * 4],
+            ));
+        }
+    });
+    let e = checkpoint::run_reference(
+        &c.weights(),
+        "model.layers.9.mlp.gate_prj",
+        &c.input(),
+        &QuantOverrides::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert_mentions(&e, &["nearest first: `model.layers.9.mlp.gate_proj`"]);
+}

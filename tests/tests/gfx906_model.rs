@@ -136,7 +136,8 @@ fn model_of_a_kernel_with_a_fixed_hot_loop_gfx906() {
     if !tools() {
         return;
     }
-    let dir = toolchain::scratch_dir("model-fixed").expect("temp dir");
+    let scratch = toolchain::scratch_dir("model-fixed").expect("temp dir");
+    let dir = scratch.path();
     let file = dir.join("fixed.hip");
     let mut body = String::new();
     for _ in 0..8 {
@@ -193,7 +194,8 @@ fn model_inputs_of_the_generated_gemv_int4_at_5120_to_17408_gfx906() {
     if !tools() {
         return;
     }
-    let dir = toolchain::scratch_dir("model-gemv").expect("temp dir");
+    let scratch = toolchain::scratch_dir("model-gemv").expect("temp dir");
+    let dir = scratch.path();
     let (k, n, g) = (5120usize, 17408usize, 128usize);
     let bytes = (k / 8 * n * 4 + k / g * n * 2 + k / g * n / 8 * 4 + k * 2 + n * 2) as f64;
     let (lowered, c) = generated(KernelId::GemvInt4, 1, "", &dir.join("new"));
@@ -234,7 +236,8 @@ fn model_table_of_the_int4_kernels_gfx906() {
     if !tools() {
         return;
     }
-    let dir = toolchain::scratch_dir("model-table").expect("temp dir");
+    let scratch = toolchain::scratch_dir("model-table").expect("temp dir");
+    let dir = scratch.path();
     let mut rows = Vec::new();
     for id in INT4 {
         for tp in TP_SIZES {

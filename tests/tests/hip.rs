@@ -105,7 +105,8 @@ fn synchronisation_carries_invariant_comments_gfx906() {
 #[test]
 fn abi_matches_the_source_gfx906() {
     let (set, _) = generate_set();
-    let dir = toolchain::scratch_dir("hip-abi").expect("temp dir");
+    let scratch = toolchain::scratch_dir("hip-abi").expect("temp dir");
+    let dir = scratch.path();
     for g in set.iter().filter(|g| g.spec.tp == 4) {
         let name = g.spec.id.name();
         let paths = generate::write_outputs(g, &dir).unwrap_or_else(|e| panic!("{e}"));
@@ -166,7 +167,8 @@ fn hipcc_compiles_the_set_within_budget_gfx906() {
         return;
     }
     let budgets = generate::budgets().expect("kernels-gen/budgets.toml parses");
-    let dir = toolchain::scratch_dir("hip-check").expect("temp dir");
+    let scratch = toolchain::scratch_dir("hip-check").expect("temp dir");
+    let dir = scratch.path();
     let rows = generate::check_in(ARCH, &TP_SIZES, &budgets, jobs(), &dir).expect("hipcc runs");
     let table = generate::table(ARCH, &rows);
     println!("{table}");
@@ -450,7 +452,8 @@ fn dot2_gemv_issues_fewer_valu_instructions_per_weight_gfx906() {
         k_unit_words: unit,
         ..d.clone()
     };
-    let dir = toolchain::scratch_dir("hip-dot2").expect("temp dir");
+    let scratch = toolchain::scratch_dir("hip-dot2").expect("temp dir");
+    let dir = scratch.path();
     let mut per_weight = Vec::new();
     for (what, s) in [
         ("fma", d.clone()),
@@ -506,7 +509,8 @@ fn int4_floor_path_issues_at_most_two_valu_per_weight_gfx906() {
     if !tool(Tool::Hipcc) || !tool(Tool::LlvmObjdump) {
         return;
     }
-    let dir = toolchain::scratch_dir("hip-floor").expect("temp dir");
+    let scratch = toolchain::scratch_dir("hip-floor").expect("temp dir");
+    let dir = scratch.path();
     let mut gemv = Vec::new();
     for (id, tp) in [
         (KernelId::GemvInt4, 1),

@@ -161,7 +161,8 @@ fn llvm_code_objects_gfx906() {
     let mut table =
         String::from("kernel@tp | LLVM sgpr vgpr lds occ ms | hipcc sgpr vgpr lds occ ms\n");
     let hipcc = tool(Tool::Hipcc);
-    let dir = toolchain::scratch_dir("llvm-gfx906").expect("temp dir");
+    let scratch = toolchain::scratch_dir("llvm-gfx906").expect("temp dir");
+    let dir = scratch.path();
     for tp in wavefuse_kernels::shapes::TP_SIZES {
         for g in set(Arch::Gfx906, tp) {
             let c =
@@ -245,7 +246,8 @@ fn llvm_dot2_gemv_gfx906() {
 #[test]
 fn llvm_ptx_assembles_with_ptxas_sm90() {
     let Some(ptxas) = ptxas() else { return };
-    let dir = toolchain::scratch_dir("llvm-ptx").expect("temp dir");
+    let scratch = toolchain::scratch_dir("llvm-ptx").expect("temp dir");
+    let dir = scratch.path();
     for tp in [1, 4] {
         for g in set(Arch::Sm90, tp) {
             let c =

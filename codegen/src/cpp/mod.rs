@@ -16,6 +16,7 @@
 //! [`budget`] checks those reports against a committed budget.
 
 pub mod budget;
+pub mod child;
 mod cuda;
 mod dialect;
 mod expr;

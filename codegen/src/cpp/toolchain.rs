@@ -1,12 +1,15 @@
 //! The real compilers: hipcc for gfx906 and nvcc for sm_90, run on generated sources, with their
 //! resource reports (registers, spills, scratch, LDS, occupancy) parsed, and llvm-objdump for
 //! AMD disassembly. Tools are found through the environment `scripts/install-deps.sh` writes
-//! (`WAVEFUSE_HIPCC`, `WAVEFUSE_NVCC`, `WAVEFUSE_LLVM_OBJDUMP`), then `PATH`.
+//! (`WAVEFUSE_HIPCC`, `WAVEFUSE_NVCC`, `WAVEFUSE_LLVM_OBJDUMP`), then `PATH`. Every tool runs
+//! within [`Bounds`] (a timeout, [`child::DEFAULT_TIMEOUT`] unless given, and an optional
+//! cancel flag): past it the tool's process group is killed and the error says so.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::Source;
+use super::child::{self, Bounds, ChildError};
 use crate::target::Arch;
 
 /// What to run to get the tools.
@@ -66,19 +69,30 @@ impl Tool {
 #[derive(Debug, thiserror::Error)]
 pub enum ToolError {
     /// The tool is not installed.
-    #[error("{tool} not found (looked at ${env} and PATH); {INSTALL_HINT}", tool = tool.name(), env = tool.env())]
+    #[error("{tool} not found ({looked}); {INSTALL_HINT}", tool = tool.name())]
     Missing {
         /// Which tool.
         tool: Tool,
+        /// Where it was looked for: the variable's path that does not exist, or `$VAR` unset
+        /// and the PATH and fallbacks searched.
+        looked: String,
+    },
+    /// The tool did not finish (timeout, interrupt) or could not be started.
+    #[error("{tool}: {source}", tool = tool.name())]
+    Child {
+        /// Which tool.
+        tool: Tool,
+        /// What happened.
+        source: ChildError,
     },
     /// The tool ran and failed.
-    #[error("{tool} failed on {file}:\n{log}", tool = tool.name())]
+    #[error("{tool} failed on {file}: {log}", tool = tool.name())]
     Failed {
         /// Which tool.
         tool: Tool,
         /// The input file.
         file: String,
-        /// Its output.
+        /// How it ended and its output.
         log: String,
     },
     /// The tool succeeded but its report lacks a field.
@@ -105,7 +119,14 @@ pub fn find(tool: Tool) -> Result<PathBuf, ToolError> {
         return if p.is_file() {
             Ok(p)
         } else {
-            Err(ToolError::Missing { tool })
+            Err(ToolError::Missing {
+                tool,
+                looked: format!(
+                    "${} is {}, which does not exist; PATH was not searched",
+                    tool.env(),
+                    p.display()
+                ),
+            })
         };
     }
     for c in tool.candidates() {
@@ -118,7 +139,14 @@ pub fn find(tool: Tool) -> Result<PathBuf, ToolError> {
             return Ok(p);
         }
     }
-    Err(ToolError::Missing { tool })
+    Err(ToolError::Missing {
+        tool,
+        looked: format!(
+            "${} is not set, and no {:?} on PATH or at the fallbacks",
+            tool.env(),
+            tool.candidates()
+        ),
+    })
 }
 
 fn search_path(name: &Path) -> Option<PathBuf> {
@@ -158,40 +186,44 @@ pub struct Compiled {
 }
 
 /// Write `src` into `dir` and compile it for its target, reading the resource report.
-/// `workgroup_size` is the launch's block size (for the NVIDIA occupancy computation).
+/// `workgroup_size` is the launch's block size (for the NVIDIA occupancy computation). The
+/// compiler runs within the default [`Bounds`].
 pub fn compile(src: &Source, workgroup_size: u32, dir: &Path) -> Result<Compiled, ToolError> {
+    compile_within(src, workgroup_size, dir, &Bounds::default())
+}
+
+/// [`compile`] within `bounds`.
+pub fn compile_within(
+    src: &Source,
+    workgroup_size: u32,
+    dir: &Path,
+    bounds: &Bounds,
+) -> Result<Compiled, ToolError> {
     std::fs::create_dir_all(dir)
         .map_err(|e| ToolError::Io(format!("creating {}: {e}", dir.display())))?;
     let file = dir.join(src.file_name());
     std::fs::write(&file, &src.text)
         .map_err(|e| ToolError::Io(format!("writing {}: {e}", file.display())))?;
     match src.arch {
-        Arch::Gfx906 => compile_hip(&file, src.arch),
-        Arch::Sm90 => compile_cuda(&file, workgroup_size),
+        Arch::Gfx906 => compile_hip(&file, src.arch, bounds),
+        Arch::Sm90 => compile_cuda(&file, workgroup_size, bounds),
     }
 }
 
-fn run(tool: Tool, mut cmd: Command, file: &Path) -> Result<String, ToolError> {
-    let out = cmd
-        .output()
-        .map_err(|e| ToolError::Io(format!("running {}: {e}", tool.name())))?;
-    let log = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+fn run(tool: Tool, mut cmd: Command, file: &Path, bounds: &Bounds) -> Result<String, ToolError> {
+    let out = child::run(&mut cmd, bounds).map_err(|source| ToolError::Child { tool, source })?;
     if out.status.success() {
-        Ok(log)
+        Ok(out.log())
     } else {
         Err(ToolError::Failed {
             tool,
             file: file.display().to_string(),
-            log,
+            log: out.describe(),
         })
     }
 }
 
-fn compile_hip(file: &Path, arch: Arch) -> Result<Compiled, ToolError> {
+fn compile_hip(file: &Path, arch: Arch, bounds: &Bounds) -> Result<Compiled, ToolError> {
     let object = file.with_extension("co");
     let mut cmd = Command::new(find(Tool::Hipcc)?);
     // hipcc picks the NVIDIA platform when it sees nvcc on PATH; this is an AMD compile.
@@ -206,7 +238,7 @@ fn compile_hip(file: &Path, arch: Arch) -> Result<Compiled, ToolError> {
         ])
         .arg(&object)
         .arg(file);
-    let log = run(Tool::Hipcc, cmd, file)?;
+    let log = run(Tool::Hipcc, cmd, file, bounds)?;
     let resources = parse_hipcc_report(&log).map_err(|field| ToolError::Report {
         tool: Tool::Hipcc,
         file: file.display().to_string(),
@@ -220,7 +252,7 @@ fn compile_hip(file: &Path, arch: Arch) -> Result<Compiled, ToolError> {
     })
 }
 
-fn compile_cuda(file: &Path, workgroup_size: u32) -> Result<Compiled, ToolError> {
+fn compile_cuda(file: &Path, workgroup_size: u32, bounds: &Bounds) -> Result<Compiled, ToolError> {
     let object = file.with_extension("cubin");
     let mut cmd = Command::new(find(Tool::Nvcc)?);
     cmd.args(["-arch=sm_90", "-cubin", "-Xptxas", "-v", "-o"])
@@ -229,7 +261,7 @@ fn compile_cuda(file: &Path, workgroup_size: u32) -> Result<Compiled, ToolError>
     if let Ok(flags) = std::env::var("WAVEFUSE_NVCC_FLAGS") {
         cmd.args(flags.split_whitespace());
     }
-    let log = run(Tool::Nvcc, cmd, file)?;
+    let log = run(Tool::Nvcc, cmd, file, bounds)?;
     let resources =
         parse_ptxas_report(&log, workgroup_size).map_err(|field| ToolError::Report {
             tool: Tool::Nvcc,
@@ -321,15 +353,17 @@ pub fn disassemble(object: &Path, arch: Arch) -> Result<String, ToolError> {
     cmd.arg("-d")
         .arg(format!("--mcpu={}", arch.name()))
         .arg(object);
-    run(Tool::LlvmObjdump, cmd, object)
+    run(Tool::LlvmObjdump, cmd, object, &Bounds::default())
 }
 
-/// A fresh scratch directory for compiler runs (under the system temp directory).
-pub fn scratch_dir(tag: &str) -> Result<PathBuf, ToolError> {
-    let dir = std::env::temp_dir().join(format!("wavefuse-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| ToolError::Io(format!("creating {}: {e}", dir.display())))?;
-    Ok(dir)
+/// A fresh scratch directory for compiler runs (under the system temp directory, a unique name
+/// starting `wavefuse-{tag}-`), removed with everything in it when dropped: on every return,
+/// error and unwinding panic of the caller.
+pub fn scratch_dir(tag: &str) -> Result<tempfile::TempDir, ToolError> {
+    tempfile::Builder::new()
+        .prefix(&format!("wavefuse-{tag}-"))
+        .tempdir()
+        .map_err(|e| ToolError::Io(format!("creating a temporary directory: {e}")))
 }
 
 #[cfg(test)]
@@ -361,6 +395,48 @@ k.hip:2:1: remark:     LDS Size [bytes/block]: 16 [-Rpass-analysis=kernel-resour
             }
         );
         assert_eq!(parse_hipcc_report("nothing"), Err(" VGPRs:"));
+    }
+
+    #[test]
+    fn a_hanging_tool_is_stopped_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("k.cu");
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "sleep 60"]);
+        let t0 = std::time::Instant::now();
+        let err = run(
+            Tool::Nvcc,
+            cmd,
+            &file,
+            &Bounds::timeout(std::time::Duration::from_secs(1)),
+        )
+        .unwrap_err();
+        assert!(t0.elapsed() < std::time::Duration::from_secs(10));
+        let text = err.to_string();
+        assert!(
+            text.starts_with("nvcc: sh did not finish within 1 s"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_failing_tool_reports_its_exit_status() {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "exit 2"]);
+        let err = run(Tool::Hipcc, cmd, Path::new("k.hip"), &Bounds::default()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "hipcc failed on k.hip: exit status 2 and printed nothing"
+        );
+    }
+
+    #[test]
+    fn scratch_dir_is_removed_when_dropped() {
+        let dir = scratch_dir("test").unwrap();
+        let path = dir.path().to_owned();
+        std::fs::write(path.join("x"), "x").unwrap();
+        drop(dir);
+        assert!(!path.exists());
     }
 
     #[test]

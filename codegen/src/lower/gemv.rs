@@ -747,16 +747,27 @@ impl Lowering<'_> {
                 self.wave()
             ));
         }
-        if self.s.words_per_iteration != 4
-            || c % 32 != 0
-            || unit % 4 != 0
-            || wpg % unit != 0
-            || batch > 8
-        {
-            return sched(format!(
-                "INT4 mma needs 4 words per lane (not {}), columns a multiple of 32 (not {c}), a unit of 4, 8 or 16 K-words dividing the group's {wpg} (not {unit}) and batch <= 8 (not {batch})",
-                self.s.words_per_iteration
-            ));
+        // Name only the conditions that fail.
+        let failed: Vec<String> = [
+            (self.s.words_per_iteration != 4).then(|| {
+                format!(
+                    "words_per_iteration = 4 (not {})",
+                    self.s.words_per_iteration
+                )
+            }),
+            (c % 32 != 0).then(|| format!("columns_per_workgroup a multiple of 32 (not {c})")),
+            (unit == 0 || unit % 4 != 0 || wpg % unit != 0).then(|| {
+                format!(
+                    "k_unit_words a multiple of 4 dividing the group's {wpg} K-words (not {unit})"
+                )
+            }),
+            (batch > 8).then(|| format!("batch <= 8 (not {batch})")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !failed.is_empty() {
+            return sched(format!("INT4 mma needs {}", failed.join(", ")));
         }
         let (cw, warps) = (c / 32, wg / 32);
         if warps % cw != 0 || (warps / cw) != self.s.threads_per_column as usize {

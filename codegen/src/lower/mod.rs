@@ -102,7 +102,10 @@ mod schedule;
 mod splitk;
 mod sync;
 
-pub use schedule::{AllreduceProtocol, Int4Dot, Int4Scaling, MmaDecode, NibbleDecode, Schedule};
+pub use schedule::{
+    AllreduceProtocol, Int4Dot, Int4Scaling, MAX_ACCUMULATORS, MAX_COLUMNS_PER_LANE, MAX_K_SPLIT,
+    MAX_K_UNIT_WORDS, MAX_PIPELINE_DEPTH, MmaDecode, NibbleDecode, Schedule,
+};
 
 use thiserror::Error;
 use wavefuse_ir::{Kernel, ValidationError};

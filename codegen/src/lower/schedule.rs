@@ -1,5 +1,7 @@
 //! Schedules: how one kernel's work is split over workgroups, lanes and registers.
 
+use std::ops::RangeInclusive;
+
 use serde::{Deserialize, Serialize};
 use wavefuse_ir::ops::Compression;
 use wavefuse_ir::{BufferType, Kernel, OpKind, WeightFormat};
@@ -97,34 +99,36 @@ pub enum AllreduceProtocol {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Schedule {
-    /// Lanes per workgroup (a multiple of the wave size).
+    /// Lanes per workgroup (a multiple of the wave size, at most the target's maximum).
     pub workgroup_size: u32,
-    /// Output columns owned by one workgroup.
+    /// Output columns owned by one workgroup (1 to [`MAX_COLUMNS_PER_LANE`] × `workgroup_size`).
     pub columns_per_workgroup: u32,
     /// Lanes that cooperate on one column. INT4: the number of K slices a workgroup splits K into
     /// (lanes of one slice read adjacent columns: the coalesced pattern of DESIGN.md §2), so
     /// `workgroup_size = threads_per_column · columns_per_workgroup / words_per_iteration`.
     /// FP16 `[N, K]` weights: lanes along K of one row (a multiple of the wave size), so
-    /// `workgroup_size = threads_per_column · columns_per_workgroup`. Ignored without a GEMV.
+    /// `workgroup_size = threads_per_column · columns_per_workgroup`. Ignored without a GEMV;
+    /// 1 to `workgroup_size` always.
     pub threads_per_column: u32,
     /// Workgroups that split K for one column tile (GPTQ GEMVs without an allreduce or norm
     /// stage). With `k_split > 1` the grid is `tiles · k_split`; workgroup `w` takes tile
     /// `w mod tiles` and K part `w / tiles` (whole units, `units / k_split` each), writes its f32
     /// sums to a global `splitk_partials` scratch, arrives once on the tile's `splitk_counter`,
     /// and the last arriver of the launch adds the parts in K-part order and runs the epilogue
-    /// (see `lower/splitk.rs`).
+    /// (see `lower/splitk.rs`). 1 to [`MAX_K_SPLIT`].
     pub k_split: u32,
     /// 32-bit words each lane loads per step, as one vector load. INT4: adjacent packed columns
     /// of one K-row word (1, 2, 4 or 8); FP16: pairs of halves along K (8 halves = 16 bytes for 4).
     pub words_per_iteration: u32,
-    /// Independent FP32 accumulators per output and lane, to break FMA dependency chains.
+    /// Independent FP32 accumulators per output and lane, to break FMA dependency chains (1 to
+    /// [`MAX_ACCUMULATORS`]).
     pub accumulators: u32,
     /// Allreduce protocol.
     pub protocol: AllreduceProtocol,
     /// INT4: K words (8 K rows each) in one work unit, a divisor of the group's words. Each
     /// group is cut into `group_words / k_unit_words` units and the K slices take units round
     /// robin, so smaller units balance K better across slices (at the cost of one scale/zero
-    /// load and one fold per unit).
+    /// load and one fold per unit). 1 to [`MAX_K_UNIT_WORDS`] whatever the kernel.
     pub k_unit_words: u32,
     /// INT4: how a nibble becomes an f32.
     pub nibble_decode: NibbleDecode,
@@ -134,6 +138,7 @@ pub struct Schedule {
     pub int4_dot: Int4Dot,
     /// INT4 with MMAs: units whose loads are in flight at once per warp — 1, or 2 to issue the
     /// next unit's loads before this unit's MMAs (software pipelining, twice the registers).
+    /// 1 or 2 whatever the kernel.
     pub pipeline_depth: u32,
     /// Packed INT4 weights are loaded as a stream (CUDA: `ld.global.nc.L1::no_allocate.L2::256B`
     /// for 16-byte loads): see [`LoweredKernel::stream_weights`](crate::lowered::LoweredKernel::stream_weights).
@@ -289,39 +294,156 @@ impl Schedule {
         Schedule { x_in_lds, ..s }
     }
 
-    /// Check the parts of the schedule that do not depend on the kernel's ops.
+    /// Check the parts of the schedule that do not depend on the kernel's ops: every numeric
+    /// field within its range (see [`Schedule::ranges`]) and the workgroup a whole number of
+    /// waves. The relations between fields that depend on the kernel are checked where the
+    /// lowering uses them.
     pub(super) fn check(&self, arch: Arch) -> Result<(), LowerError> {
         let bad = |what: String| Err(LowerError::Schedule(what));
+        for (field, value, range, why) in self.ranges(arch) {
+            if !range.contains(&value) {
+                return bad(format!(
+                    "{field} = {value} is outside {}..={} ({why})",
+                    range.start(),
+                    range.end()
+                ));
+            }
+        }
         let wave = arch.wave_size();
-        if self.workgroup_size == 0 || self.workgroup_size % wave != 0 {
+        if self.workgroup_size % wave != 0 {
             return bad(format!(
-                "workgroup size {} is not a multiple of the wave size {wave}",
+                "workgroup_size = {} is not a multiple of the wave size {wave}",
                 self.workgroup_size
             ));
         }
-        if self.workgroup_size > arch.max_workgroup_size() {
-            return bad(format!(
-                "workgroup size {} exceeds {}",
-                self.workgroup_size,
-                arch.max_workgroup_size()
-            ));
-        }
-        if self.columns_per_workgroup == 0 || self.threads_per_column == 0 || self.accumulators == 0
-        {
-            return bad("columns, threads per column and accumulators must be positive".into());
-        }
         if !matches!(self.words_per_iteration, 1 | 2 | 4 | 8) {
             return bad(format!(
-                "words per iteration must be 1, 2, 4 or 8, not {}",
+                "words_per_iteration must be 1, 2, 4 or 8, not {}",
                 self.words_per_iteration
             ));
         }
-        if self.k_split == 0 {
-            return bad("k_split must be at least 1".into());
-        }
         Ok(())
     }
+
+    /// Every numeric field with its value, the range it must lie in on `arch`, and why. The
+    /// upper bounds keep the lowering's work and the generated code bounded: accumulators,
+    /// columns per lane and pipeline stages are unrolled into registers and statements.
+    pub fn ranges(
+        &self,
+        arch: Arch,
+    ) -> [(&'static str, u32, RangeInclusive<u32>, &'static str); 8] {
+        let wg = self.workgroup_size;
+        [
+            (
+                "workgroup_size",
+                wg,
+                arch.wave_size()..=arch.max_workgroup_size(),
+                "whole waves, at most the target's workgroup",
+            ),
+            (
+                "columns_per_workgroup",
+                self.columns_per_workgroup,
+                1..=MAX_COLUMNS_PER_LANE.saturating_mul(wg.max(1)),
+                "at most 16 columns per lane",
+            ),
+            (
+                "threads_per_column",
+                self.threads_per_column,
+                1..=wg.max(1),
+                "at most the workgroup's lanes",
+            ),
+            (
+                "k_split",
+                self.k_split,
+                1..=MAX_K_SPLIT,
+                "workgroups per column tile",
+            ),
+            (
+                "words_per_iteration",
+                self.words_per_iteration,
+                1..=8,
+                "one vector load of 1, 2, 4 or 8 words",
+            ),
+            (
+                "accumulators",
+                self.accumulators,
+                1..=MAX_ACCUMULATORS,
+                "independent chains per output and lane",
+            ),
+            (
+                "k_unit_words",
+                self.k_unit_words,
+                1..=MAX_K_UNIT_WORDS,
+                "K words per INT4 work unit",
+            ),
+            (
+                "pipeline_depth",
+                self.pipeline_depth,
+                1..=MAX_PIPELINE_DEPTH,
+                "units in flight per warp",
+            ),
+        ]
+    }
 }
+
+impl Schedule {
+    /// The fields the lowering of `kernel` with this schedule does not read: an override of one
+    /// of them has no effect (issue 21, defect 13). Without a GEMV only the tile, the workgroup
+    /// and the protocol matter; FP16 GEMVs ignore every INT4 field; each INT4 dot-product path
+    /// ignores the others' fields; one rank (or no allreduce) ignores the protocol.
+    pub fn ignored_fields(&self, kernel: &Kernel) -> Vec<&'static str> {
+        const INT4: [&str; 8] = [
+            "k_unit_words",
+            "nibble_decode",
+            "int4_scaling",
+            "int4_dot",
+            "pipeline_depth",
+            "stream_weights",
+            "x_in_lds",
+            "mma_decode",
+        ];
+        let mut out: Vec<&'static str> = match gemv_format(kernel) {
+            None => ["threads_per_column", "words_per_iteration", "accumulators"]
+                .into_iter()
+                .chain(INT4)
+                .collect(),
+            Some(WeightFormat::F16) => INT4.to_vec(),
+            Some(_) => match self.int4_dot {
+                Int4Dot::Fma => vec!["pipeline_depth", "x_in_lds", "mma_decode"],
+                Int4Dot::Dot2 => vec![
+                    "nibble_decode",
+                    "int4_scaling",
+                    "pipeline_depth",
+                    "x_in_lds",
+                    "mma_decode",
+                ],
+                Int4Dot::Mma => vec!["nibble_decode", "int4_scaling", "accumulators"],
+            },
+        };
+        let exchange = kernel.tp() > 1
+            && kernel
+                .ops()
+                .any(|(_, op)| matches!(op.kind, OpKind::AllReduce(_)));
+        if !exchange {
+            out.push("protocol");
+        }
+        out
+    }
+}
+
+/// Most independent accumulators per output and lane ([`Schedule::accumulators`]): each is a
+/// register per output column and batch row, so more only spill (the tuner tries 1, 2 and 4).
+pub const MAX_ACCUMULATORS: u32 = 16;
+/// Most output columns per lane and tile ([`Schedule::columns_per_workgroup`] is at most this
+/// many times the workgroup size): a lane's columns are unrolled.
+pub const MAX_COLUMNS_PER_LANE: u32 = 16;
+/// Most workgroups per column tile ([`Schedule::k_split`]).
+pub const MAX_K_SPLIT: u32 = 64;
+/// Largest INT4 work unit in K words ([`Schedule::k_unit_words`]): 32768 K rows, more than any
+/// group of the model's shapes.
+pub const MAX_K_UNIT_WORDS: u32 = 4096;
+/// Deepest software pipeline of the tensor-core INT4 path ([`Schedule::pipeline_depth`]).
+pub const MAX_PIPELINE_DEPTH: u32 = 2;
 
 /// The tensor-core GEMV's split and staging (H200 sweep, `bench/results/2026-11-29-h200-splitk/`:
 /// 1.2-1.3x faster than 8 K warps of one workgroup per tile at every Qwen shape): 4 K warps per
@@ -411,8 +533,10 @@ fn floor(kernel: &Kernel, s: Schedule) -> Schedule {
 
 /// Whether the FP16 activations of one K part (`batch · K / k_split`) take at most 40 KiB of LDS.
 fn staged_fits(kernel: &Kernel, s: &Schedule) -> bool {
-    let staged =
-        batch_of(kernel) * gptq_k(kernel).unwrap_or(usize::MAX / 4) * 2 / s.k_split as usize;
+    let Some(k) = gptq_k(kernel) else {
+        return false;
+    };
+    let staged = batch_of(kernel).saturating_mul(k).saturating_mul(2) / s.k_split.max(1) as usize;
     staged <= 40 * 1024
 }
 

@@ -182,6 +182,15 @@ impl Options {
 
 /// `wavefuse ab`.
 pub fn ab_cmd(a: &AbArgs, policy: SchedulePolicy) -> ExitCode {
+    // Before any work: a report that cannot be written would lose every timing.
+    for (flag, p) in [("--json", &a.json), ("--md", &a.md)] {
+        if let Some(p) = p {
+            if let Err(e) = crate::outputs::check_report_path(flag, p) {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     if let Some(path) = suite::locate_nvrtc() {
         eprintln!("note: using NVRTC at {}", path.display());
     }
@@ -315,7 +324,8 @@ fn check_manual(hand: &Hand, cases: &[CaseSpec], policy: &SchedulePolicy) -> Res
 
 fn write_outputs(a: &AbArgs, report: &report::AbReport) -> Result<(), String> {
     let write = |p: &PathBuf, text: String| {
-        std::fs::write(p, text).map_err(|e| format!("writing {}: {e}", p.display()))?;
+        crate::outputs::atomic_write(p, text.as_bytes())
+            .map_err(|e| format!("writing {}: {e}", p.display()))?;
         eprintln!("wrote {}", p.display());
         Ok::<(), String>(())
     };

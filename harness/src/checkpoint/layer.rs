@@ -350,13 +350,15 @@ fn missing_tensor(store: &mut TensorStore, r: &Resolver<'_>, name: &str) -> Chec
     let hint = if !here.is_empty() {
         format!("; under `{}` it has: {}", r.layer, list(&here))
     } else {
-        let layers: Vec<&str> = names
+        let mut layers: Vec<&str> = names
             .iter()
             .filter_map(|n| n.strip_suffix(".qweight"))
             .collect();
+        // The nearest names first: a typo's intended layer leads the list.
+        layers.sort_by_cached_key(|l| (edit_distance(l, r.layer), l.to_string()));
         match layers.len() {
             0 => "; it has no `*.qweight` tensor at all: not a GPTQ checkpoint".into(),
-            _ => format!("; GPTQ layers it has: {}", list(&layers)),
+            _ => format!("; GPTQ layers it has, nearest first: {}", list(&layers)),
         }
     };
     CheckpointError::MissingTensor {
@@ -364,6 +366,22 @@ fn missing_tensor(store: &mut TensorStore, r: &Resolver<'_>, name: &str) -> Chec
         file: r.file.clone(),
         hint,
     }
+}
+
+/// Levenshtein distance over characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
 }
 
 fn list(items: &[&str]) -> String {

@@ -149,10 +149,26 @@ fn read_index(path: &Path, dir: &Path) -> Result<BTreeMap<String, PathBuf>, Chec
         .ok_or_else(|| bad("no `weight_map` object: not a safetensors index".into()))?;
     map.iter()
         .map(|(name, file)| match file.as_str() {
-            Some(f) => Ok((name.clone(), dir.join(f))),
+            // Shards live beside the index: a bare file name, never a path that leaves the
+            // checkpoint's directory (`/etc/passwd`, `../x`).
+            Some(f) if is_bare_name(f) => Ok((name.clone(), dir.join(f))),
+            Some(f) => Err(bad(format!(
+                "weight_map[`{name}`] is `{f}`: shard files must be plain file names in the \
+                 checkpoint's directory {}",
+                dir.display()
+            ))),
             None => Err(bad(format!("weight_map[`{name}`] is not a file name"))),
         })
         .collect()
+}
+
+/// One normal path component: no directory, no `..`, not absolute.
+fn is_bare_name(f: &str) -> bool {
+    let mut parts = Path::new(f).components();
+    matches!(
+        (parts.next(), parts.next()),
+        (Some(std::path::Component::Normal(_)), None)
+    )
 }
 
 /// One open safetensors file.

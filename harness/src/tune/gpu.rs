@@ -70,6 +70,7 @@ pub fn run(targets: &[Target], o: &Settings, bar: &ProgressBar) -> Result<TuneRe
         cases,
         stored_in: Vec::new(),
         seconds: start.elapsed().as_secs_f64(),
+        warnings: super::report::cache_warnings(&cache),
     };
     let copy_gbps = report.copy_gbps();
     for c in &mut report.cases {

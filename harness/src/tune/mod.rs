@@ -151,6 +151,15 @@ impl Target {
 
 /// `wavefuse tune`.
 pub fn tune_cmd(a: &TuneArgs) -> ExitCode {
+    // Before any work: a report that cannot be written would lose the whole search.
+    for (flag, p) in [("--json", &a.json), ("--md", &a.md)] {
+        if let Some(p) = p {
+            if let Err(e) = crate::outputs::check_report_path(flag, p) {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     if let Some(path) = suite::locate_nvrtc() {
         eprintln!("note: using NVRTC at {}", path.display());
     }
@@ -205,11 +214,18 @@ pub fn tune_cmd(a: &TuneArgs) -> ExitCode {
         }
     }
     print!("{}", report.terminal());
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
     for p in &report.stored_in {
         eprintln!("winners stored in {p}");
     }
     if let Err(e) = write_outputs(a, &report) {
         eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
+    if let Some((case, why)) = report.all_failed() {
+        eprintln!("error: {case}: every candidate failed; the first: {why}");
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
@@ -517,6 +533,7 @@ fn without_timing(
         cases,
         stored_in: Vec::new(),
         seconds: start.elapsed().as_secs_f64(),
+        warnings: report::cache_warnings(&cache),
     }
 }
 
@@ -634,7 +651,8 @@ fn store_winners(a: &TuneArgs, report: &TuneReport) -> Result<Vec<String>, Strin
 
 fn write_outputs(a: &TuneArgs, report: &TuneReport) -> Result<(), String> {
     let write = |p: &PathBuf, text: String| {
-        std::fs::write(p, text).map_err(|e| format!("writing {}: {e}", p.display()))?;
+        crate::outputs::atomic_write(p, text.as_bytes())
+            .map_err(|e| format!("writing {}: {e}", p.display()))?;
         eprintln!("wrote {}", p.display());
         Ok::<(), String>(())
     };

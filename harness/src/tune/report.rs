@@ -259,6 +259,36 @@ pub struct TuneReport {
     pub stored_in: Vec<String>,
     /// Wall time, s.
     pub seconds: f64,
+    /// What went wrong without stopping the run (a compile cache that could not be written, an
+    /// entry stored under another key), once per kind with a count.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// The compile cache's warnings, one line per distinct message head with how often it came.
+pub fn cache_warnings(cache: &wavefuse_runtime::Cache) -> Vec<String> {
+    let mut lines: Vec<(String, usize)> = Vec::new();
+    for w in cache.take_warnings() {
+        let text = w.to_string();
+        // Entries differ only by their key: group by the kind of warning.
+        let head = match &w {
+            wavefuse_runtime::CacheWarning::NotWritten(e) => format!(
+                "compile cache at {} could not be written ({}: {}); compiled without it",
+                cache.dir().display(),
+                e.what,
+                e.source
+            ),
+            wavefuse_runtime::CacheWarning::Stale { .. } => text,
+        };
+        match lines.iter_mut().find(|(h, _)| *h == head) {
+            Some((_, n)) => *n += 1,
+            None => lines.push((head, 1)),
+        }
+    }
+    lines
+        .into_iter()
+        .map(|(h, n)| if n > 1 { format!("{h} ({n} times)") } else { h })
+        .collect()
 }
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
@@ -280,7 +310,29 @@ fn correct(c: &Candidate) -> &'static str {
     }
 }
 
+impl CaseReport {
+    /// When candidates were compiled and not one succeeded: the first candidate's reason.
+    pub fn all_failed(&self) -> Option<&str> {
+        let compiled = self.compiled_fresh + self.cached;
+        if self.compile_failed == 0 || compiled > 0 {
+            return None;
+        }
+        self.candidates
+            .iter()
+            .find_map(|c| c.rejected.as_deref().filter(|r| r.starts_with("compile")))
+    }
+}
+
 impl TuneReport {
+    /// The first case in which every candidate failed to compile, with that case's first reason:
+    /// the run found nothing there, and says so with a non-zero exit.
+    pub fn all_failed(&self) -> Option<(String, String)> {
+        self.cases.iter().find_map(|c| {
+            c.all_failed()
+                .map(|why| (format!("{} {}", c.kernel, c.shape), why.to_owned()))
+        })
+    }
+
     /// The copy bandwidth of the run (median of its measurements), GB/s.
     pub fn copy_gbps(&self) -> Option<f64> {
         let mut v = self.header.copy_gbps.clone();

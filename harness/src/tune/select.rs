@@ -50,10 +50,8 @@ impl ScheduleArgs {
             ScheduleChoice::Default => None,
             ScheduleChoice::Tuned => detect_device(arch),
         };
-        Ok(SchedulePolicy {
-            tuned: tuned_for(self.schedule, self.tuned_store.as_deref(), device)?,
-            overrides,
-        })
+        let tuned = tuned_for(self.schedule, self.tuned_store.as_deref(), device)?;
+        Ok(SchedulePolicy::new(tuned, overrides))
     }
 }
 
@@ -70,6 +68,11 @@ pub fn load_stores(explicit: Option<&Path>) -> Result<(Store, Vec<String>), Stor
         Err(e) => notes.push(format!("ignoring the cache directory's store: {e}")),
     }
     if let Some(p) = explicit {
+        // A store named on the command line must exist: a typo is not an empty store.
+        std::fs::metadata(p).map_err(|source| StoreError::Io {
+            path: p.to_path_buf(),
+            source,
+        })?;
         store.merge(Store::load(p)?);
     }
     Ok((store, notes))

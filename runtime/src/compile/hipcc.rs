@@ -3,12 +3,13 @@
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use super::process::{self, file_stem};
 use super::usage::parse_amd_remarks;
 use super::{
-    Artifact, ArtifactFormat, CompileError, CompileRequest, Compiler, CompilerId, ResourceUsage,
-    amd_target,
+    Artifact, ArtifactFormat, Bounds, CompileError, CompileRequest, Compiler, CompilerId,
+    ResourceUsage, amd_target,
 };
 
 const ID: CompilerId = CompilerId::Hipcc;
@@ -19,6 +20,9 @@ const ID: CompilerId = CompilerId::Hipcc;
 pub struct Hipcc {
     tool: Result<PathBuf, String>,
     version: OnceLock<String>,
+    /// Timeout and cancellation of every process run (default:
+    /// [`DEFAULT_TIMEOUT`](super::DEFAULT_TIMEOUT)).
+    bounds: Bounds,
 }
 
 impl Hipcc {
@@ -32,6 +36,7 @@ impl Hipcc {
         Hipcc {
             tool,
             version: OnceLock::new(),
+            bounds: Bounds::default(),
         }
     }
 
@@ -40,7 +45,22 @@ impl Hipcc {
         Hipcc {
             tool: Ok(path.into()),
             version: OnceLock::new(),
+            bounds: Bounds::default(),
         }
+    }
+
+    /// The same compiler with every process run limited to `timeout`.
+    pub fn with_timeout(self, timeout: Duration) -> Self {
+        let bounds = Bounds {
+            timeout,
+            ..self.bounds.clone()
+        };
+        self.with_bounds(bounds)
+    }
+
+    /// The same compiler with every process run within `bounds` (a timeout, a cancel flag).
+    pub fn with_bounds(self, bounds: Bounds) -> Self {
+        Hipcc { bounds, ..self }
     }
 
     fn tool(&self) -> Result<&PathBuf, CompileError> {
@@ -70,7 +90,7 @@ impl Compiler for Hipcc {
                 detail: format!("{} does not exist", tool.display()),
             });
         }
-        let v = process::version(ID, tool, &ENV)?;
+        let v = process::version(ID, tool, &ENV, &self.bounds)?;
         Ok(self.version.get_or_init(|| v).clone())
     }
 
@@ -104,13 +124,13 @@ impl Compiler for Hipcc {
             .arg("-o")
             .arg(&out_path)
             .arg(&src);
-        let out = process::run(ID, &mut cmd)?;
+        let out = process::run(ID, &mut cmd, &self.bounds)?;
         if !out.success {
             return Err(CompileError::Failed {
                 compiler: ID,
                 name: req.name.clone(),
                 arch: req.arch,
-                log: out.log,
+                log: out.described,
                 source_text: req.source.clone(),
             });
         }

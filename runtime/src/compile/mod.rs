@@ -25,6 +25,7 @@ pub use hiprtc::Hiprtc;
 pub use nvcc::Nvcc;
 pub use nvrtc::Nvrtc;
 pub use usage::{AmdUsage, NvidiaUsage, ReportError, ResourceUsage};
+pub use wavefuse_codegen::cpp::child::{Bounds, ChildError, DEFAULT_TIMEOUT};
 
 /// Where to get every toolchain the runtime drives.
 pub const INSTALL_HINT: &str =
@@ -188,6 +189,15 @@ pub enum CompileError {
         compiler: CompilerId,
         /// What went wrong.
         detail: String,
+    },
+    /// The compiler process did not finish: it ran past its timeout or was interrupted, and was
+    /// killed with its process group; or it could not be started.
+    #[error("{compiler}: {source}")]
+    Stopped {
+        /// Which compiler.
+        compiler: CompilerId,
+        /// What happened.
+        source: wavefuse_codegen::cpp::child::ChildError,
     },
     /// The compiler's resource report could not be parsed.
     #[error("{compiler}: {source}")]

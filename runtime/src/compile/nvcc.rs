@@ -3,12 +3,13 @@
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use super::process::{self, file_stem};
 use super::usage::parse_ptxas;
 use super::{
-    Artifact, ArtifactFormat, CompileError, CompileRequest, Compiler, CompilerId, ResourceUsage,
-    nvidia_target,
+    Artifact, ArtifactFormat, Bounds, CompileError, CompileRequest, Compiler, CompilerId,
+    ResourceUsage, nvidia_target,
 };
 
 const ID: CompilerId = CompilerId::Nvcc;
@@ -21,6 +22,9 @@ pub struct Nvcc {
     /// Flags from `$WAVEFUSE_NVCC_FLAGS` (e.g. `-ccbin`), added before the request's.
     env_flags: Vec<String>,
     version: OnceLock<String>,
+    /// Timeout and cancellation of every process run (default:
+    /// [`DEFAULT_TIMEOUT`](super::DEFAULT_TIMEOUT)).
+    bounds: Bounds,
 }
 
 impl Nvcc {
@@ -35,6 +39,7 @@ impl Nvcc {
             tool,
             env_flags,
             version: OnceLock::new(),
+            bounds: Bounds::default(),
         }
     }
 
@@ -44,7 +49,22 @@ impl Nvcc {
             tool: Ok(path.into()),
             env_flags: Vec::new(),
             version: OnceLock::new(),
+            bounds: Bounds::default(),
         }
+    }
+
+    /// The same compiler with every process run limited to `timeout`.
+    pub fn with_timeout(self, timeout: Duration) -> Self {
+        let bounds = Bounds {
+            timeout,
+            ..self.bounds.clone()
+        };
+        self.with_bounds(bounds)
+    }
+
+    /// The same compiler with every process run within `bounds` (a timeout, a cancel flag).
+    pub fn with_bounds(self, bounds: Bounds) -> Self {
+        Nvcc { bounds, ..self }
     }
 
     fn tool(&self) -> Result<&PathBuf, CompileError> {
@@ -71,7 +91,7 @@ impl Compiler for Nvcc {
                 detail: format!("{} does not exist", tool.display()),
             });
         }
-        let v = process::version(ID, tool, &[])?;
+        let v = process::version(ID, tool, &[], &self.bounds)?;
         Ok(self.version.get_or_init(|| v).clone())
     }
 
@@ -95,13 +115,13 @@ impl Compiler for Nvcc {
         process::write_source(ID, &src, &req.source)?;
         let mut cmd = Command::new(self.tool()?);
         cmd.args(&flags).arg("-o").arg(&out_path).arg(&src);
-        let out = process::run(ID, &mut cmd)?;
+        let out = process::run(ID, &mut cmd, &self.bounds)?;
         if !out.success {
             return Err(CompileError::Failed {
                 compiler: ID,
                 name: req.name.clone(),
                 arch: req.arch,
-                log: out.log,
+                log: out.described,
                 source_text: req.source.clone(),
             });
         }

@@ -3,6 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use wavefuse_codegen::cpp::child::{self, Bounds};
+
 use super::{CompileError, CompilerId};
 
 /// Locates a tool: the environment variable `env` when set (an explicit choice: it must exist),
@@ -15,7 +17,8 @@ pub(crate) fn locate(env: &str, name: &str, fallbacks: &[&str]) -> Result<PathBu
             Ok(path)
         } else {
             Err(format!(
-                "${env} is {} but that file does not exist",
+                "${env} is {}, which does not exist (PATH was not searched: the variable is an \
+                 explicit choice)",
                 path.display()
             ))
         };
@@ -36,25 +39,24 @@ pub(crate) struct Output {
     /// stdout then stderr, as the user would have seen them.
     pub log: String,
     pub stderr: String,
+    /// How it ended and what it printed (`exit status 1 and printed nothing`).
+    pub described: String,
 }
 
-/// Runs `cmd` to completion, capturing its output.
-pub(crate) fn run(compiler: CompilerId, cmd: &mut Command) -> Result<Output, CompileError> {
-    let out = cmd.output().map_err(|e| CompileError::Tool {
-        compiler,
-        detail: format!("could not run {:?}: {e}", cmd.get_program()),
-    })?;
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let log = if stdout.is_empty() {
-        stderr.clone()
-    } else {
-        format!("{stdout}{stderr}")
-    };
+/// Runs `cmd` to completion within `bounds`, capturing its output; past the timeout or on
+/// cancellation its process group is killed ([`CompileError::Stopped`]).
+pub(crate) fn run(
+    compiler: CompilerId,
+    cmd: &mut Command,
+    bounds: &Bounds,
+) -> Result<Output, CompileError> {
+    let out =
+        child::run(cmd, bounds).map_err(|source| CompileError::Stopped { compiler, source })?;
     Ok(Output {
         success: out.status.success(),
-        log,
-        stderr,
+        log: out.log(),
+        described: out.describe(),
+        stderr: out.stderr,
     })
 }
 
@@ -63,17 +65,18 @@ pub(crate) fn version(
     compiler: CompilerId,
     tool: &Path,
     extra_env: &[(&str, &str)],
+    bounds: &Bounds,
 ) -> Result<String, CompileError> {
     let mut cmd = Command::new(tool);
     cmd.arg("--version");
     for (k, v) in extra_env {
         cmd.env(k, v);
     }
-    let out = run(compiler, &mut cmd)?;
+    let out = run(compiler, &mut cmd, bounds)?;
     if !out.success {
         return Err(CompileError::Tool {
             compiler,
-            detail: format!("`{} --version` failed:\n{}", tool.display(), out.log),
+            detail: format!("`{} --version` failed: {}", tool.display(), out.described),
         });
     }
     Ok(out.log.trim().to_owned())

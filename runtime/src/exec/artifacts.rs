@@ -45,7 +45,9 @@ pub fn prebuilt_key(compiler: &dyn Compiler, req: &CompileRequest) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The artifact for `req`: cached, compiled now, or prebuilt when `compiler` is missing.
+/// The artifact for `req`: cached, compiled now, or prebuilt when `compiler` is missing. A cache
+/// that cannot be written, or an entry stored under another key, does not fail the compile: it
+/// is a warning on `cache` ([`Cache::take_warnings`]).
 pub fn artifact_for(
     cache: &Cache,
     compiler: &dyn Compiler,
@@ -69,12 +71,13 @@ pub fn artifact_for(
         Some(a) => (a, ArtifactSource::Cached),
         None => {
             let a = compiler.compile(req)?;
-            cache.put(&key, &a)?;
+            cache.put_or_warn(&key, &a);
             (a, ArtifactSource::Compiled)
         }
     };
-    if cache.get(&prebuilt).is_none() {
-        cache.put(&prebuilt, &artifact)?;
+    // The prebuilt copy only if the first store worked (one warning per artifact, not two).
+    if cache.get(&prebuilt).is_none() && cache.dir().is_dir() {
+        cache.put_or_warn(&prebuilt, &artifact);
     }
     Ok((artifact, source))
 }
@@ -229,6 +232,33 @@ mod tests {
         assert!(
             matches!(err, Error::Compile(CompileError::Missing { .. })),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn unwritable_cache_is_a_warning_and_the_compile_proceeds() {
+        let dir = tempfile::tempdir().unwrap();
+        // A file where the cache directory should be: every store fails.
+        let blocked = dir.path().join("cache");
+        std::fs::write(&blocked, "not a directory").unwrap();
+        let cache = Cache::at(&blocked);
+        let req = CompileRequest::new("k", "extern \"C\" __global__ void k() {}", Arch::Sm90);
+        let here = fake(true);
+        let (a, s) = artifact_for(&cache, &here, &req).unwrap();
+        assert_eq!(
+            (s, a.image.as_slice()),
+            (ArtifactSource::Compiled, req.source.as_bytes())
+        );
+        let warnings = cache.take_warnings();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(matches!(
+            warnings[0],
+            crate::cache::CacheWarning::NotWritten(_)
+        ));
+        assert!(
+            warnings[0].to_string().contains("not cached"),
+            "{}",
+            warnings[0]
         );
     }
 

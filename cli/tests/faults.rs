@@ -1,0 +1,328 @@
+//! The `wavefuse` binary under bad input and faults (issue 21): each test names its defect and
+//! failed before the fix.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn wavefuse(args: &[&str], env: &[(&str, &str)], cache: &Path) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_wavefuse"));
+    cmd.args(args).env("WAVEFUSE_CACHE_DIR", cache);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("runs")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+const QUICK_TUNE: [&str; 6] = ["tune", "gemv_int4", "--quick", "--budget", "2", "--no-gpu"];
+
+/// Defect 9: with no compiler every candidate fails; that is a non-zero exit with the reason.
+#[test]
+fn tune_where_every_candidate_fails_exits_non_zero_with_the_first_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = wavefuse(
+        &QUICK_TUNE,
+        &[("WAVEFUSE_NVRTC_LIB", "/nonexistent/libnvrtc.so")],
+        dir.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(
+        !o.status.success(),
+        "exit 0 with nothing compiled:\n{out}\n{err}"
+    );
+    assert!(
+        err.contains("every candidate failed") && err.contains("nvrtc"),
+        "{err}"
+    );
+}
+
+/// Defect 9: a compile cache that cannot be written is a warning; the candidates still compile.
+#[test]
+fn tune_with_an_unwritable_cache_warns_and_compiles() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocked = dir.path().join("cache-is-a-file");
+    std::fs::write(&blocked, "x").unwrap();
+    let o = wavefuse(&QUICK_TUNE, &[], &blocked);
+    let (out, err) = text(&o);
+    if err.contains("nvrtc not found") {
+        println!("skipped: no NVRTC ({err})");
+        return;
+    }
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        err.contains("warning: compile cache at") && err.contains("could not be written"),
+        "{err}"
+    );
+    assert!(!err.contains("every candidate failed"), "{err}");
+}
+
+/// A fake nvcc in `dir`: answers `--version`; a compile records its source path (inside the
+/// scratch directory) in `dir/seen` and its child's pid in `dir/child`, then hangs.
+fn hanging_nvcc(dir: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("nvcc");
+    let script = format!(
+        "#!/bin/sh\nif [ \"$1\" = --version ]; then echo fake 1.0; exit 0; fi\n\
+         for a in \"$@\"; do last=$a; done\necho \"$last\" >> {seen}\n\
+         sleep 60 &\necho $! >> {child}\nwait\n",
+        seen = dir.join("seen").display(),
+        child = dir.join("child").display()
+    );
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// The scratch directories the fake compiler saw are gone, and so are its children.
+fn assert_cleaned(dir: &Path) {
+    let seen = std::fs::read_to_string(dir.join("seen")).unwrap_or_default();
+    assert!(!seen.is_empty(), "the fake compiler never ran");
+    for src in seen.lines() {
+        let scratch = Path::new(src).parent().and_then(Path::parent).unwrap();
+        assert!(
+            !scratch.exists(),
+            "scratch {} left behind",
+            scratch.display()
+        );
+    }
+    let children = std::fs::read_to_string(dir.join("child")).unwrap_or_default();
+    for pid in children.lines() {
+        let alive = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+        };
+        let gone = (0..100).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            !alive()
+        });
+        assert!(gone, "compiler child {pid} survived");
+    }
+}
+
+/// Defect 7: `check` with a compiler that hangs stops it at `--compile-timeout` and says so.
+#[test]
+fn check_with_a_hanging_compiler_stops_at_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let nvcc = hanging_nvcc(dir.path());
+    let t0 = std::time::Instant::now();
+    let o = wavefuse(
+        &[
+            "check",
+            "--target",
+            "sm90",
+            "--tp",
+            "1",
+            "--jobs",
+            "2",
+            "--compile-timeout",
+            "1",
+        ],
+        &[("WAVEFUSE_NVCC", nvcc.to_str().unwrap())],
+        dir.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(t0.elapsed().as_secs() < 60, "took {:?}", t0.elapsed());
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    assert!(out.contains("did not finish within 1 s"), "{out}");
+    assert_cleaned(dir.path());
+}
+
+/// Defect 10: SIGINT stops the compilers (their process groups), removes their scratch and
+/// exits 130.
+#[test]
+fn sigint_stops_the_compilers_and_exits_130() {
+    let dir = tempfile::tempdir().unwrap();
+    let nvcc = hanging_nvcc(dir.path());
+    let child = Command::new(env!("CARGO_BIN_EXE_wavefuse"))
+        .args(["check", "--target", "sm90", "--tp", "1", "--jobs", "2"])
+        .env("WAVEFUSE_NVCC", &nvcc)
+        .env("WAVEFUSE_CACHE_DIR", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = (0..500).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        dir.path().join("child").exists()
+    });
+    assert!(started, "the fake compiler never started");
+    let t0 = std::time::Instant::now();
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let o = child.wait_with_output().unwrap();
+    let (out, err) = text(&o);
+    assert!(t0.elapsed().as_secs() < 15, "took {:?}", t0.elapsed());
+    assert_eq!(o.status.code(), Some(130), "{out}\n{err}");
+    assert!(err.contains("interrupted (SIGINT)"), "{err}");
+    assert_cleaned(dir.path());
+}
+
+/// Defect 12: a compiler variable naming a missing file says so, not that PATH was searched.
+#[test]
+fn check_with_a_compiler_variable_naming_a_missing_file_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = wavefuse(
+        &["check", "--target", "gfx906", "--tp", "1"],
+        &[("WAVEFUSE_HIPCC", "/nonexistent")],
+        dir.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(!o.status.success(), "{out}");
+    assert!(
+        err.contains(
+            "$WAVEFUSE_HIPCC is /nonexistent, which does not exist; PATH was not searched"
+        ),
+        "{err}"
+    );
+}
+
+/// Defect 11: `tune --json` into a missing directory fails before any work.
+#[test]
+fn tune_json_into_a_missing_directory_fails_before_the_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("missing").join("t.json");
+    let mut args = QUICK_TUNE.to_vec();
+    args.extend(["--json", json.to_str().unwrap()]);
+    let o = wavefuse(&args, &[], dir.path());
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}\n{err}");
+    assert!(
+        err.contains("--json") && err.contains("does not exist"),
+        "{err}"
+    );
+    assert!(
+        !out.contains("candidates"),
+        "refused only after the search: {out}"
+    );
+}
+
+/// Defect 13: a schedule override the chosen path does not read is a warning; one it reads is
+/// not.
+#[test]
+fn schedule_overrides_without_effect_warn() {
+    let dir = tempfile::tempdir().unwrap();
+    for (kernel, target, spec, warned) in [
+        (
+            "gemv_f16",
+            "sm90",
+            "x_in_lds=true",
+            Some("`x_in_lds` has no effect on gemv_f16"),
+        ),
+        (
+            "allreduce_residual",
+            "sm90",
+            "accumulators=2",
+            Some("ignored for allreduce_residual"),
+        ),
+        ("gemv_int4", "gfx906", "accumulators=2", None),
+    ] {
+        let o = wavefuse(
+            &["emit", kernel, "--target", target],
+            &[("WAVEFUSE_SCHEDULE", spec)],
+            dir.path(),
+        );
+        let (_, err) = text(&o);
+        assert!(o.status.success(), "{kernel} {spec}: {err}");
+        match warned {
+            Some(w) => assert!(
+                err.contains("warning:") && err.contains(w),
+                "{kernel} {spec}: {err}"
+            ),
+            None => assert!(!err.contains("warning:"), "{kernel} {spec}: {err}"),
+        }
+    }
+}
+
+/// Defect 13: `sim --schedules 0` (nothing would be checked) and a missing `--tuned-store`
+/// file are errors, not a pass and an empty store.
+#[test]
+fn sim_with_no_schedules_and_a_missing_tuned_store_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = wavefuse(&["sim", "gemv_f16", "--schedules", "0"], &[], dir.path());
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}\n{err}");
+    assert!(err.contains("--schedules"), "{err}");
+    let missing = dir.path().join("no-such-store.toml");
+    let o = wavefuse(
+        &[
+            "emit",
+            "gemv_int4",
+            "--target",
+            "sm90",
+            "--schedule",
+            "tuned",
+            "--tuned-store",
+            missing.to_str().unwrap(),
+        ],
+        &[],
+        dir.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(
+        !o.status.success(),
+        "a missing store was read as empty:\n{err}"
+    );
+    assert!(
+        err.contains("no-such-store.toml") && err.contains("No such file"),
+        "{err}\n{out}"
+    );
+}
+
+/// Defect 13: `sim gemv_f16 --protocol push` warns instead of printing a protocol the kernel
+/// does not have.
+#[test]
+fn sim_protocol_for_a_kernel_without_an_exchange_warns() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = wavefuse(
+        &["sim", "gemv_f16", "--schedules", "1", "--protocol", "push"],
+        &[],
+        dir.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        err.contains("warning: --protocol Push has no effect"),
+        "{err}"
+    );
+    assert!(!out.contains("Push allreduce"), "{out}");
+}
+
+/// Defect 10: SIGINT during `sim` prints the schedules run so far with the verdict
+/// "interrupted" and exits 130.
+#[test]
+fn sigint_during_sim_reports_what_was_finished() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_wavefuse"))
+        .args([
+            "sim",
+            "allreduce_residual",
+            "--tp",
+            "2",
+            "--schedules",
+            "1000000",
+        ])
+        .env("WAVEFUSE_CACHE_DIR", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let o = child.wait_with_output().unwrap();
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(130), "{out}\n{err}");
+    assert!(out.contains("verdict: interrupted after"), "{out}");
+    assert!(out.contains("of 1000000 schedules"), "{out}");
+}
