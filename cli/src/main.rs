@@ -35,7 +35,12 @@ enum Command {
     /// Print a kernel of the set: its textual IR (--ir), or its generated code (--target).
     Emit {
         /// Kernel name (see `wavefuse list`).
-        kernel: KernelId,
+        #[arg(required_unless_present = "kernel_file")]
+        kernel: Option<KernelId>,
+        /// A kernel of your own in the textual IR (`.wfir`, docs/ir-format.md) instead of a kernel
+        /// of the set; its TP size and shapes are the file's.
+        #[arg(long, conflicts_with_all = ["kernel", "tp", "batch"])]
+        kernel_file: Option<PathBuf>,
         /// Print the textual IR.
         #[arg(long, conflicts_with = "target")]
         ir: bool,
@@ -311,7 +316,30 @@ fn dispatch(cli: Cli) -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Emit {
-            kernel,
+            kernel_file: Some(path),
+            target,
+            ir,
+            out,
+            lowered,
+            placement,
+            schedule,
+            ..
+        } => {
+            if target.is_none() && !ir {
+                eprintln!(
+                    "error: nothing to emit; pass --ir for the textual IR or --target gfx906|sm90 for code"
+                );
+                return ExitCode::from(2);
+            }
+            match schedule.policy(target.unwrap_or(Arch::Sm90), env_overrides()) {
+                Ok(policy) => {
+                    generate::emit_file_cmd(&path, target, &policy, placement, out, lowered)
+                }
+                Err(e) => store_error(e),
+            }
+        }
+        Command::Emit {
+            kernel: Some(kernel),
             target: Some(arch),
             tp,
             batch,
@@ -334,12 +362,16 @@ fn dispatch(cli: Cli) -> ExitCode {
             Err(e) => store_error(e),
         },
         Command::Emit {
-            kernel,
+            kernel: Some(kernel),
             ir,
             tp,
             batch,
             ..
         } => emit(kernel, ir, tp, batch.into()),
+        Command::Emit { .. } => {
+            eprintln!("error: name a kernel of the set or pass --kernel-file PATH");
+            ExitCode::from(2)
+        }
         Command::Check {
             target,
             tp,

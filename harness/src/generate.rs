@@ -353,7 +353,7 @@ fn print_out(text: &str) -> ExitCode {
 }
 
 /// Write `<symbol>.hip|.cu` and `<symbol>.abi.toml` into `dir`.
-pub fn write_outputs(g: &Generated, dir: &Path) -> Result<Vec<PathBuf>, String> {
+pub fn write_outputs(g: &wavefuse_codegen::Generated, dir: &Path) -> Result<Vec<PathBuf>, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let src = dir.join(g.source.file_name());
     let abi = dir.join(format!("{}.abi.toml", g.source.symbol));
@@ -375,6 +375,77 @@ pub fn write_outputs(g: &Generated, dir: &Path) -> Result<Vec<PathBuf>, String> 
         )
     })?;
     Ok(vec![src, abi])
+}
+
+/// `wavefuse emit --kernel-file PATH`: a kernel written in the textual IR (`docs/ir-format.md`),
+/// at the shapes and TP size the file gives, through the same pipeline as the set's kernels
+/// ([`SchedulePolicy::resolve_kernel`], then [`wavefuse_codegen::compile`]). Without a target
+/// (`--ir`), the kernel as parsed and printed back. Exit 2 for a file that does not parse, 1 for a
+/// kernel that does not validate or lower.
+pub fn emit_file_cmd(
+    path: &Path,
+    arch: Option<Arch>,
+    policy: &SchedulePolicy,
+    placement: Placement,
+    out: Option<PathBuf>,
+    lowered: bool,
+) -> ExitCode {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: reading {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    };
+    let kernel = match wavefuse::ir::parse(&text) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("error: {}:{}", path.display(), e.report(&text));
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = wavefuse::ir::validate(&kernel) {
+        eprintln!("error: {}: the kernel is not valid: {e}", path.display());
+        return ExitCode::FAILURE;
+    }
+    let Some(arch) = arch else {
+        return print_out(&kernel.to_string());
+    };
+    let resolved = match policy.resolve_kernel(&kernel, arch, placement, None) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(note) = &resolved.note {
+        eprintln!("{note}");
+    }
+    let g = match wavefuse_codegen::compile(&kernel, arch, &resolved.schedule) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    if lowered {
+        return print_out(&g.lowered.to_string());
+    }
+    let Some(dir) = out else {
+        return print_out(&g.source.text);
+    };
+    match write_outputs(&g, &dir) {
+        Ok(paths) => {
+            for p in paths {
+                println!("wrote {}", p.display());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// `wavefuse check --target T [--tp N] [--jobs J]`: compile the set, print the resource table,

@@ -10,6 +10,7 @@ use wavefuse_codegen::Arch;
 use wavefuse_codegen::abi::{Abi, AbiPurpose};
 use wavefuse_codegen::cpp::toolchain::{self, Tool};
 use wavefuse_codegen::lowered::{AtomicOp, Invariant, Stmt};
+use wavefuse_codegen::model::HotLoop;
 use wavefuse_harness::generate::{self, CheckRow, Generated, Outcome, generate};
 use wavefuse_kernels::KernelId;
 use wavefuse_kernels::shapes::TP_SIZES;
@@ -238,7 +239,6 @@ fn hipcc_compiles_the_set_within_budget_gfx906() {
 /// Every compiled kernel with a `max_valu_per_weight` budget: its hot loop's VALU instructions
 /// per weight (hipcc's disassembly) within the ceiling. Returns how many were checked.
 fn valu_ceilings(budgets: &wavefuse_codegen::cpp::budget::Budgets, rows: &[CheckRow]) -> usize {
-    use wavefuse_codegen::model::HotLoop;
     let mut checked = 0;
     for r in rows {
         let Outcome::Compiled { compiled, .. } = &r.outcome else {
@@ -373,58 +373,10 @@ fn instructions(disasm: &str) -> Vec<String> {
         .collect()
 }
 
-/// The hot loop of a disassembly (`llvm-objdump -d`): the longest range from a backward branch's
-/// target to the branch. Returns its instruction mnemonics.
+/// The hot loop of a disassembly (`llvm-objdump -d`), as the MI50 model counts it
+/// ([`HotLoop::from_disassembly`]): its instruction mnemonics.
 fn hot_loop(disasm: &str) -> Vec<String> {
-    // Each instruction line ends with `// <address>: <encoding>`; branches add `<sym+0xOFF>`.
-    let mut ins: Vec<(u64, String)> = Vec::new();
-    let mut base = None;
-    for l in disasm.lines() {
-        if l.ends_with(">:") {
-            base = u64::from_str_radix(l.split_whitespace().next().unwrap_or(""), 16).ok();
-            continue;
-        }
-        let Some((code, comment)) = l.split_once("//") else {
-            continue;
-        };
-        let Some(addr) = comment
-            .trim()
-            .split(':')
-            .next()
-            .and_then(|a| u64::from_str_radix(a, 16).ok())
-        else {
-            continue;
-        };
-        let code = code.trim();
-        if code.is_empty() {
-            continue;
-        }
-        let target = comment
-            .split('<')
-            .nth(1)
-            .and_then(|t| t.split("+0x").nth(1))
-            .and_then(|o| u64::from_str_radix(o.trim_end_matches('>'), 16).ok())
-            .zip(base)
-            .map(|(off, b)| b + off);
-        let m = code.split_whitespace().next().unwrap_or("").to_owned();
-        ins.push((addr, m.clone()));
-        if let Some(t) = target.filter(|&t| t <= addr && m.starts_with("s_cbranch")) {
-            ins.last_mut().expect("pushed").1 = format!("{m}@{t}");
-        }
-    }
-    let mut best: Vec<String> = Vec::new();
-    for (i, (_, m)) in ins.iter().enumerate() {
-        if let Some(t) = m.split_once('@').and_then(|(_, t)| t.parse::<u64>().ok()) {
-            let start = ins.iter().position(|(a, _)| *a >= t).unwrap_or(i);
-            if i + 1 - start > best.len() {
-                best = ins[start..=i]
-                    .iter()
-                    .map(|(_, m)| m.split('@').next().unwrap_or("").to_owned())
-                    .collect();
-            }
-        }
-    }
-    best
+    HotLoop::from_disassembly(disasm).map_or_else(Vec::new, |h| h.mnemonics)
 }
 
 /// The INT4 dot2 path (`int4_dot = dot2`, `v_dot2_f32_f16`) compiles with hipcc for gfx906
@@ -504,7 +456,6 @@ const FMA_PATH: &str = "int4_dot=fma,mma_decode=shift,x_in_lds=false,byte_offset
 fn int4_floor_path_issues_at_most_two_valu_per_weight_gfx906() {
     use wavefuse_codegen::cpp;
     use wavefuse_codegen::lower::{Int4Dot, Schedule, lower};
-    use wavefuse_codegen::model::HotLoop;
     use wavefuse_kernels::Shapes;
     if !tool(Tool::Hipcc) || !tool(Tool::LlvmObjdump) {
         return;
