@@ -1,6 +1,6 @@
 //! `wavefuse tune` (issue 7): search the schedule of a kernel at a shape, keep the winner.
 //!
-//! 1. The space ([`space`]): [`Schedule`] values around [`Schedule::default_for`], in priority
+//! 1. The space ([`space`]): [`Schedule`](wavefuse_codegen::lower::Schedule) values around [`Schedule::default_for`](wavefuse_codegen::lower::Schedule::default_for), in priority
 //!    order, cut at `--budget` distinct sources ([`candidates::build`]: what `lower` accepts,
 //!    every rank's grid co-resident when the kernel has a grid barrier, identical sources once).
 //! 2. Compile ([`candidates::compile_all`]) on several threads through the compile cache, and the
