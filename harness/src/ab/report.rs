@@ -437,7 +437,11 @@ impl AbReport {
                      counted); GB/s = the group's bytes / the group's time. At TP > 1 a window also \
                      holds each rank's launch start on its stream (several µs: most of a \
                      communicating kernel's row); CUDA-graph time per call with the ranks on one \
-                     device: `wavefuse mgpu-bench --same-device`",
+                     device: `wavefuse mgpu-bench --same-device`. The generated kernels are the \
+                     schedules for ranks sharing one device: `wavefuse emit KERNEL --tp N \
+                     --placement same-device` prints what was timed (the default `emit` and the \
+                     snapshots are one rank per device, which differs where a grid barrier is \
+                     refitted or the fused kernel pushes)",
                     h.warmup,
                     h.iters,
                     h.copy.len().max(1)
