@@ -90,7 +90,12 @@ enum Command {
     /// non-zero on any finding.
     Sim {
         /// Kernel name (see `wavefuse list`).
-        kernel: KernelId,
+        #[arg(required_unless_present = "kernel_file")]
+        kernel: Option<KernelId>,
+        /// A kernel of your own in the textual IR (`.wfir`) instead of a kernel of the set,
+        /// simulated at the file's own shapes and TP size (write small shapes: every lane runs).
+        #[arg(long, conflicts_with_all = ["kernel", "tp", "batch"])]
+        kernel_file: Option<PathBuf>,
         /// TP group size.
         #[arg(long, default_value_t = 4, value_parser = parse_tp)]
         tp: u32,
@@ -390,6 +395,7 @@ fn dispatch(cli: Cli) -> ExitCode {
         }
         Command::Sim {
             kernel,
+            kernel_file,
             tp,
             schedules,
             seed,
@@ -411,7 +417,14 @@ fn dispatch(cli: Cli) -> ExitCode {
                 peer_table,
             };
             ignored_overrides("sim (it simulates the small-shape schedules)");
-            sim::sim_cmd(kernel, config, schedules, seed)
+            match (kernel, kernel_file) {
+                (_, Some(path)) => sim::sim_file_cmd(&path, config, schedules, seed),
+                (Some(kernel), None) => sim::sim_cmd(kernel, config, schedules, seed),
+                (None, None) => {
+                    eprintln!("error: name a kernel of the set or pass --kernel-file PATH");
+                    ExitCode::from(2)
+                }
+            }
         }
         Command::Run { args, schedule } => {
             match schedule.policy(args.target.unwrap_or(Arch::Sm90), env_overrides()) {

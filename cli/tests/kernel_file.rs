@@ -129,3 +129,42 @@ fn invalid_kernel_file_is_an_error_with_its_position_and_no_output() {
     ]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn sim_kernel_file_runs_the_protocol_simulator_against_the_reference() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = write(dir.path(), "k.wfir", KERNEL);
+    for arch in Arch::ALL {
+        let o = wavefuse(&[
+            "sim",
+            "--kernel-file",
+            &file,
+            "--schedules",
+            "20",
+            "--target",
+            arch.name(),
+        ]);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "{arch}: {out}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(
+            out.contains("simulating allreduce_add_norm@") && out.contains("tp=2"),
+            "{out}"
+        );
+        assert!(
+            out.contains("20 schedules in") && out.contains(" 0 with findings"),
+            "{out}"
+        );
+    }
+    let bad = write(
+        dir.path(),
+        "bad.wfir",
+        &KERNEL.replace("v3 = add", "v3 = ad"),
+    );
+    let o = wavefuse(&["sim", "--kernel-file", &bad, "--schedules", "1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("bad.wfir:11:10:"));
+}

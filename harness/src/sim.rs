@@ -171,8 +171,8 @@ pub struct Prepared {
     pub ir: Kernel,
     /// Its lowering.
     pub lowered: LoweredKernel,
-    /// The shapes it was built from.
-    pub shapes: Shapes,
+    /// The set's shapes it was built from (None: a kernel from a file, at its own shapes).
+    pub shapes: Option<Shapes>,
     /// How the host fills the peer tables.
     pub peer_table: PeerTable,
 }
@@ -253,7 +253,7 @@ pub fn prepare_config(
     Ok(Prepared {
         ir,
         lowered,
-        shapes,
+        shapes: Some(shapes),
         peer_table: c.peer_table,
     })
 }
@@ -377,6 +377,58 @@ pub fn sim_cmd(id: KernelId, c: Config, schedules: u64, seed: u64) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    report_sweep(&p, &id.to_string(), &c, schedules, seed)
+}
+
+/// `wavefuse sim --kernel-file PATH`: a kernel written in the textual IR, at the shapes and TP
+/// size the file gives, lowered with the simulator's schedule for `c.arch` (`c.protocol` when
+/// given; `c.tp` and `c.batch` are the file's), run like [`sim_cmd`] against the f64 reference.
+/// Exit 2 for a file that does not parse or a kernel that cannot be lowered yet.
+pub fn sim_file_cmd(path: &std::path::Path, c: Config, schedules: u64, seed: u64) -> ExitCode {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: reading {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    };
+    let ir = match wavefuse::ir::parse(&text) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("error: {}:{}", path.display(), e.report(&text));
+            return ExitCode::from(2);
+        }
+    };
+    let mut schedule = small_schedule(c.arch, &ir);
+    if let Some(p) = c.protocol {
+        schedule = schedule.with_protocol(p);
+    }
+    let lowered = match lower(&ir, c.arch, &schedule) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("error: {}: {e}", path.display());
+            return ExitCode::from(if matches!(e, LowerError::Unsupported(_)) {
+                2
+            } else {
+                1
+            });
+        }
+    };
+    let c = Config { tp: ir.tp(), ..c };
+    let p = Prepared {
+        ir,
+        lowered,
+        shapes: None,
+        peer_table: c.peer_table,
+    };
+    let what = p.ir.name().to_owned();
+    report_sweep(&p, &what, &c, schedules, seed)
+}
+
+/// Sweep `p` over `schedules` seeded schedules and print what was found (progress on a
+/// terminal); exit 130 when interrupted, non-zero on any finding.
+fn report_sweep(p: &Prepared, id: &str, c: &Config, schedules: u64, seed: u64) -> ExitCode {
+    let (tp, arch) = (c.tp, c.arch);
     let k = &p.lowered;
     // A protocol the kernel does not exchange with is not printed as if it were simulated.
     let exchanges = !Schedule::default_for(arch, &p.ir)
@@ -400,7 +452,10 @@ pub fn sim_cmd(id: KernelId, c: Config, schedules: u64, seed: u64) -> ExitCode {
             "host peer tables ROTATED (slot s of rank r = rank r + s): the §5.5 defect is planted"
         );
     }
-    println!("small shapes: {}", small.describe(&p.shapes));
+    match &p.shapes {
+        Some(shapes) => println!("small shapes: {}", SmallShapes::DEFAULT.describe(shapes)),
+        None => println!("shapes: the file's own"),
+    }
     println!(
         "per rank: {} workgroups × {} lanes (wave {}); {LAUNCHES} launches per schedule (epochs 1..={LAUNCHES}, counters and flags never reset)",
         k.grid,
@@ -423,7 +478,7 @@ pub fn sim_cmd(id: KernelId, c: Config, schedules: u64, seed: u64) -> ExitCode {
         }
     };
     let guard = wavefuse_codegen::cpp::child::cooperate();
-    let result = sweep(&p, seed, 0, schedules, progress);
+    let result = sweep(p, seed, 0, schedules, progress);
     if tty {
         eprintln!();
     }
@@ -434,7 +489,7 @@ pub fn sim_cmd(id: KernelId, c: Config, schedules: u64, seed: u64) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    print!("{}", summary(&p, &s));
+    print!("{}", summary(p, &s));
     if s.interrupted {
         println!(
             "verdict: interrupted after {} of {schedules} schedules ({})",

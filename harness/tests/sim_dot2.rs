@@ -36,7 +36,7 @@ fn dot2_kernels_are_clean_in_the_simulator() {
             let p = Prepared {
                 ir,
                 lowered,
-                shapes,
+                shapes: Some(shapes),
                 peer_table: PeerTable::Shared,
             };
             let r = sweep(&p, SEED, 0, SCHEDULES, |_, _| {}).expect("simulates");

@@ -46,7 +46,7 @@ fn floor(id: KernelId, tp: u32, batch: usize, parts: u32, x_in_lds: bool) -> Pre
     Prepared {
         ir,
         lowered,
-        shapes,
+        shapes: Some(shapes),
         peer_table: PeerTable::Shared,
     }
 }

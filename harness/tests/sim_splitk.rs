@@ -60,7 +60,7 @@ fn split_tp(
     Prepared {
         ir,
         lowered,
-        shapes,
+        shapes: Some(shapes),
         peer_table: PeerTable::Shared,
     }
 }
@@ -110,7 +110,7 @@ fn five_part_split_k_is_clean_in_the_simulator() {
             let p = Prepared {
                 ir,
                 lowered,
-                shapes,
+                shapes: Some(shapes),
                 peer_table: PeerTable::Shared,
             };
             let sw = sweep(&p, SEED, 0, SCHEDULES, |_, _| {}).expect("simulates");
@@ -338,7 +338,7 @@ fn fused_mutant(f: impl FnOnce(Block) -> Block) -> Prepared {
     Prepared {
         ir,
         lowered,
-        shapes,
+        shapes: Some(shapes),
         peer_table: PeerTable::Shared,
     }
 }
