@@ -613,6 +613,64 @@ fn assert_mentions(msg: &str, words: &[&str]) {
     }
 }
 
+/// Defect 14: all-zero scales are loaded (legal) with a warning.
+#[test]
+fn plausibility_all_zero_scales_warn() {
+    let c = broken(|t| {
+        let sc = t.iter_mut().find(|e| e.0.ends_with(".scales")).unwrap();
+        sc.3.iter_mut().for_each(|b| *b = 0);
+    });
+    let w = checkpoint::load_layer(&c.weights(), LAYER, &QuantOverrides::default()).unwrap();
+    assert!(
+        w.info
+            .notes
+            .iter()
+            .any(|n| n.starts_with("warning:") && n.contains("scales") && n.contains("is zero")),
+        "{:?}",
+        w.info.notes
+    );
+    // A normal checkpoint has neither warning.
+    let c = broken(|_| {});
+    let w = checkpoint::load_layer(&c.weights(), LAYER, &QuantOverrides::default()).unwrap();
+    assert!(
+        !w.info.notes.iter().any(|n| n.contains("warning")),
+        "{:?}",
+        w.info.notes
+    );
+}
+
+/// Defect 14: a symmetric checkpoint (z = 8 stored as 8) declared v1 without `sym`: every zero
+/// point decodes to 9; loaded as declared, with a warning.
+#[test]
+fn plausibility_v1_zeros_all_nine_warn() {
+    let c = case(21, 128, Stored::None, false, 1);
+    write_safetensors(&c.weights(), &pack(&c.qt, Stored::AsIs, false));
+    c.write_config(
+        "quantize_config.json",
+        gptq_config(128, false, false, Some("gptq")),
+    );
+    let w = checkpoint::load_layer(&c.weights(), LAYER, &QuantOverrides::default()).unwrap();
+    assert_eq!(w.info.layout.zero, ZeroPoint::V1, "never guessed");
+    assert!(
+        w.info.notes.iter().any(|n| n.starts_with("warning:")
+            && n.contains("decodes to z = 9")
+            && n.contains("symmetric")),
+        "{:?}",
+        w.info.notes
+    );
+    // The same zeros declared v2 (z = 8): no warning.
+    c.write_config(
+        "quantize_config.json",
+        gptq_config(128, false, false, Some("gptq_v2")),
+    );
+    let w = checkpoint::load_layer(&c.weights(), LAYER, &QuantOverrides::default()).unwrap();
+    assert!(
+        !w.info.notes.iter().any(|n| n.contains("warning")),
+        "{:?}",
+        w.info.notes
+    );
+}
+
 #[test]
 fn invalid_missing_tensor_is_named() {
     let c = broken(|t| t.retain(|e| !e.0.ends_with(".scales")));

@@ -103,6 +103,8 @@ pub fn load_layer(
     if zero != ZeroPoint::Symmetric && r.sym() == Some(true) {
         r.check_symmetric_zeros(&qzeros, zero);
     }
+    r.check_v1_zeros_all_nine(&qzeros, zero);
+    r.check_scales(&t.scales);
     let layout = GptqLayout {
         group,
         scale: t.scale_type,
