@@ -847,6 +847,145 @@ fn invalid_activation_shape_names_the_file_and_k() {
     );
 }
 
+/// Defect 12: a `[1000, K]` activation is refused on the input, naming the batch limit (was
+/// "LDS exceeded" from the lowering); on the binary too, before any kernel is lowered.
+#[test]
+fn invalid_activation_batch_above_8_names_the_batch_limit() {
+    let c = broken(|_| {});
+    write_npy(&c.input(), "<f2", &[1000, K], &vec![0.5; 1000 * K]);
+    let msg = refusal(&c);
+    assert_mentions(&msg, &["x.npy", "B = 1000", "batch limit of 8"]);
+    assert!(!msg.contains("LDS"), "{msg}");
+    write_npy(&c.input(), "<f2", &[8, K], &vec![0.5; 8 * K]);
+    checkpoint::run_reference(&c.weights(), LAYER, &c.input(), &QuantOverrides::default())
+        .expect("B = 8 is accepted");
+    write_npy(&c.input(), "<f2", &[9, K], &vec![0.5; 9 * K]);
+    assert_mentions(&refusal(&c), &["B = 9", "batch limit of 8"]);
+    let Some(bin) = wavefuse_binary() else {
+        eprintln!("binary part skipped: the wavefuse binary is not built");
+        return;
+    };
+    write_npy(&c.input(), "<f2", &[1000, K], &vec![0.5; 1000 * K]);
+    for device in ["sim", "cpu-ref"] {
+        let o = Command::new(&bin)
+            .args([
+                "run",
+                "gemv_int4",
+                "--tp",
+                "1",
+                "--device",
+                device,
+                "--weights",
+            ])
+            .arg(c.weights())
+            .args(["--layer", LAYER, "--input"])
+            .arg(c.input())
+            .output()
+            .expect("wavefuse runs");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{device}: {err}");
+        assert!(
+            err.contains("batch limit of 8") && !err.contains("LDS"),
+            "{device}: {err}"
+        );
+    }
+}
+
+/// A `[K, n]` GPTQ layer of constant codes (G = 128), v1 zeros stored when `zeros`, and a
+/// config saying so; x = `[K]` of 0.5.
+fn layer_of_width(n: usize, zeros: bool) -> Case {
+    let c = broken(|_| {});
+    let name = |s: &str| format!("{LAYER}.{s}");
+    let mut t: Vec<Entry> = vec![
+        (
+            name("qweight"),
+            Dtype::I32,
+            vec![K / 8, n],
+            vec![0x99; K / 8 * n * 4],
+        ),
+        (
+            name("scales"),
+            Dtype::F16,
+            vec![K / 128, n],
+            [0x00, 0x3c].repeat(K / 128 * n),
+        ),
+    ];
+    if zeros {
+        t.push((
+            name("qzeros"),
+            Dtype::I32,
+            vec![K / 128, n / 8],
+            vec![0x77; K / 128 * n / 8 * 4],
+        ));
+    }
+    write_safetensors(&c.weights(), &t);
+    c.write_config(
+        "quantize_config.json",
+        gptq_config(128, !zeros, false, zeros.then_some("gptq")),
+    );
+    write_npy(&c.input(), "<f4", &[K], &vec![0.5; K]);
+    c
+}
+
+/// Defect 12: a layer whose N does not fit the TP (N = 72 at --tp's default 4) says which TP
+/// sizes would.
+#[test]
+fn invalid_tp_for_the_layer_width_names_the_tp_sizes_that_fit() {
+    let over = QuantOverrides::default();
+    // N = 72 with v1 zeros: 72 / 4 = 18 columns per rank, not a multiple of 8; only TP 1 fits.
+    let c = layer_of_width(72, true);
+    let msg = checkpoint::prepare_gemv(4, &c.weights(), LAYER, &c.input(), &over)
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert_mentions(
+        &msg,
+        &[
+            "tp = 4",
+            "TP sizes that divide this shape: 1 ",
+            "--tp 1",
+            "default",
+        ],
+    );
+    checkpoint::prepare_gemv(1, &c.weights(), LAYER, &c.input(), &over).expect("TP 1 fits");
+    // N = 60, symmetric: 60 does not split over 8; 1, 2 and 4 do.
+    let c = layer_of_width(60, false);
+    let msg = checkpoint::prepare_gemv(8, &c.weights(), LAYER, &c.input(), &over)
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert_mentions(
+        &msg,
+        &[
+            "do not split evenly over tp = 8",
+            "TP sizes that divide this shape: 1, 2, 4",
+            "--tp 4",
+        ],
+    );
+    let Some(bin) = wavefuse_binary() else {
+        eprintln!("binary part skipped: the wavefuse binary is not built");
+        return;
+    };
+    let c = layer_of_width(72, true);
+    let o = Command::new(&bin)
+        .args(["run", "gemv_int4", "--device", "cpu-ref", "--weights"])
+        .arg(c.weights())
+        .args(["--layer", LAYER, "--input"])
+        .arg(c.input())
+        .output()
+        .expect("wavefuse runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert_mentions(
+        &err,
+        &[
+            "TP sizes that divide this shape: 1 ",
+            "--tp 1",
+            "4 is --tp's default",
+        ],
+    );
+}
+
 #[test]
 fn sharded_checkpoint_through_its_index_and_a_directory() {
     let c = case(14, 128, Stored::MinusOne, false, 1);
