@@ -460,6 +460,58 @@ fn explicit_overrides_replace_a_missing_config() {
     );
 }
 
+/// Defect 12: with no config and no flags, every missing setting is reported at once (was one
+/// per run: bits, then group_size, then checkpoint_format).
+#[test]
+fn invalid_missing_settings_are_reported_all_at_once() {
+    let c = case(8, 128, Stored::MinusOne, false, 1);
+    let msg = c
+        .reference(&QuantOverrides::default())
+        .unwrap_err()
+        .to_string();
+    assert_mentions(
+        &msg,
+        &[
+            "3 quantisation settings are not known",
+            "`bits`",
+            "--bits 4",
+            "`group_size`",
+            "--group-size",
+            "`checkpoint_format`",
+            "--checkpoint-format gptq",
+        ],
+    );
+    // Two missing: both named, the given one not.
+    let over = QuantOverrides {
+        bits: Some(4),
+        ..QuantOverrides::default()
+    };
+    let msg = c.reference(&over).unwrap_err().to_string();
+    assert_mentions(
+        &msg,
+        &[
+            "2 quantisation settings",
+            "`group_size`",
+            "`checkpoint_format`",
+        ],
+    );
+    assert!(!msg.contains("`bits`"), "{msg}");
+    // One missing: the single-setting message, as before.
+    let over = QuantOverrides {
+        bits: Some(4),
+        group_size: Some(GroupSize::Rows(128)),
+        ..QuantOverrides::default()
+    };
+    let msg = c.reference(&over).unwrap_err().to_string();
+    assert_mentions(
+        &msg,
+        &[
+            "quantisation setting `checkpoint_format` is not known",
+            "--checkpoint-format",
+        ],
+    );
+}
+
 #[test]
 fn column_parallel_tp2_equals_tp1() {
     let c = case(9, 128, Stored::AsIs, false, 2);
