@@ -1076,6 +1076,63 @@ fn sharded_checkpoint_through_its_index_and_a_directory() {
     }
 }
 
+/// Defect 12: an index mapping a tensor to a shard that does not hold it names the shard the
+/// index names and the shard that holds it (or that none does); was "not found" listing the
+/// tensor among the checkpoint's names.
+#[test]
+fn invalid_index_naming_the_wrong_shard_says_which_shard_holds_the_tensor() {
+    let c = case(22, 128, Stored::MinusOne, false, 1);
+    std::fs::remove_file(c.weights()).unwrap();
+    c.write_config(
+        "quantize_config.json",
+        gptq_config(128, false, false, Some("gptq")),
+    );
+    let tensors = pack(&c.qt, Stored::MinusOne, false);
+    let shards = [
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+    ];
+    let scales = format!("{LAYER}.scales");
+    let index = c.dir.path().join("model.safetensors.index.json");
+    for (drop_scales, holder) in [(false, Some(shards[0])), (true, None)] {
+        let (a, b) = tensors.split_at(2);
+        let a: Vec<Entry> = a
+            .iter()
+            .filter(|t| !(drop_scales && t.0 == scales))
+            .cloned()
+            .collect();
+        write_safetensors(&c.dir.path().join(shards[0]), &a);
+        write_safetensors(&c.dir.path().join(shards[1]), b);
+        // Every tensor mapped right except the scales, mapped to the second shard.
+        let map: serde_json::Map<String, serde_json::Value> = tensors
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let shard = if i < 2 && t.0 != scales {
+                    shards[0]
+                } else {
+                    shards[1]
+                };
+                (t.0.clone(), json!(shard))
+            })
+            .collect();
+        std::fs::write(&index, json!({ "weight_map": map }).to_string()).unwrap();
+        let msg = checkpoint::run_reference(&index, LAYER, &c.input(), &QuantOverrides::default())
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        let named = format!(
+            "maps tensor `{scales}` to shard `{}`, but that shard does not hold it",
+            shards[1]
+        );
+        match holder {
+            Some(h) => assert_mentions(&msg, &[&named, &format!("it is in `{h}`")]),
+            None => assert_mentions(&msg, &[&named, "no shard the index names holds it"]),
+        }
+        assert!(!msg.contains("not found"), "{msg}");
+    }
+}
+
 /// The generated kernel, not only the reference: `gemv_int4` built for the file's K and N is
 /// lowered for each target and run in the CPU simulator on the checkpoint's own arrays; its
 /// output must match the naive reference too (no GPU needed).
