@@ -55,7 +55,7 @@ enum Command {
         #[arg(long, requires = "target", conflicts_with = "out")]
         lowered: bool,
         /// TP group size.
-        #[arg(long, default_value_t = 4, value_parser = parse_tp)]
+        #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = parse_tp)]
         tp: u32,
         /// Tokens decoded at once (1–8).
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=8))]
@@ -76,7 +76,7 @@ enum Command {
         #[arg(long)]
         target: Arch,
         /// TP group sizes (default: all of 1, 2, 4, 8).
-        #[arg(long, value_parser = parse_tp, value_delimiter = ',')]
+        #[arg(long, allow_negative_numbers = true, value_parser = parse_tp, value_delimiter = ',')]
         tp: Vec<u32>,
         /// Compiler processes at once (default: the number of cores).
         #[arg(long)]
@@ -97,7 +97,7 @@ enum Command {
         #[arg(long, conflicts_with_all = ["kernel", "tp", "batch"])]
         kernel_file: Option<PathBuf>,
         /// TP group size.
-        #[arg(long, default_value_t = 4, value_parser = parse_tp)]
+        #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = parse_tp)]
         tp: u32,
         /// Number of seeded schedules (at least 1).
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
@@ -130,7 +130,7 @@ enum Command {
     /// embedded default workload; print a table.
     Report {
         /// TP group sizes to report (default: all of 1, 2, 4, 8).
-        #[arg(long, value_parser = parse_tp, value_delimiter = ',')]
+        #[arg(long, allow_negative_numbers = true, value_parser = parse_tp, value_delimiter = ',')]
         tp: Vec<u32>,
         /// Seed of the synthetic workload.
         #[arg(long, default_value_t = Workload::DEFAULT_SEED)]
@@ -194,7 +194,7 @@ enum LlvmCommand {
         #[arg(long)]
         target: Arch,
         /// TP group size.
-        #[arg(long, default_value_t = 4, value_parser = parse_tp)]
+        #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = parse_tp)]
         tp: u32,
     },
     /// Compile the set at one TP through LLVM and, for gfx906, hipcc: resources side by side and
@@ -204,7 +204,7 @@ enum LlvmCommand {
         #[arg(long)]
         target: Arch,
         /// TP group size.
-        #[arg(long, default_value_t = 4, value_parser = parse_tp)]
+        #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = parse_tp)]
         tp: u32,
     },
     /// Write the PTX of the differential set (TP 1 and 4) and its manifest for `wavefuse llvm-diff`.

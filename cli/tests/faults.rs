@@ -326,3 +326,23 @@ fn sigint_during_sim_reports_what_was_finished() {
     assert!(out.contains("verdict: interrupted after"), "{out}");
     assert!(out.contains("of 1000000 schedules"), "{out}");
 }
+
+/// Defect 12: `--tp -1` is a TP parse error naming the sizes, not clap's advice to write `-- -1`.
+#[test]
+fn negative_tp_is_a_tp_error_naming_the_sizes() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["emit", "gemv_f16", "--tp", "-1"][..],
+        &["run", "gemv_f16", "--tp", "-1"][..],
+        &["check", "--target", "sm90", "--tp", "-1"][..],
+        &["sim", "gemv_f16", "--schedules", "1", "--tp", "-1"][..],
+    ] {
+        let o = wavefuse(args, &[], dir.path());
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {out}\n{err}");
+        assert!(
+            err.contains("use one of 1, 2, 4, 8") && !err.contains("-- -1"),
+            "{args:?}: {err}"
+        );
+    }
+}

@@ -156,6 +156,14 @@ pub enum CheckpointError {
         /// Why it is needed and how to give it.
         what: String,
     },
+    /// Several settings neither the config nor an override gives: all of them, at once.
+    #[error("{} quantisation settings are not known: {list}", fields.len())]
+    MissingSettings {
+        /// The config fields, in the order they are decided.
+        fields: Vec<&'static str>,
+        /// Each field with why it is needed and how to give it.
+        list: String,
+    },
     /// A setting wavefuse does not support.
     #[error("unsupported {field} = {found} (from {origin}): {supported}")]
     Unsupported {

@@ -39,7 +39,7 @@ pub struct RunArgs {
     /// Kernel name (see `wavefuse list`).
     pub kernel: KernelId,
     /// TP group size; every rank runs on the one device.
-    #[arg(long, default_value_t = 4, value_parser = parse_tp)]
+    #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = parse_tp)]
     pub tp: u32,
     /// Tokens decoded at once (1–8).
     #[arg(long, default_value_t = 1, value_parser = parse_batch)]

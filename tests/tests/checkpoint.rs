@@ -460,6 +460,58 @@ fn explicit_overrides_replace_a_missing_config() {
     );
 }
 
+/// Defect 12: with no config and no flags, every missing setting is reported at once (was one
+/// per run: bits, then group_size, then checkpoint_format).
+#[test]
+fn invalid_missing_settings_are_reported_all_at_once() {
+    let c = case(8, 128, Stored::MinusOne, false, 1);
+    let msg = c
+        .reference(&QuantOverrides::default())
+        .unwrap_err()
+        .to_string();
+    assert_mentions(
+        &msg,
+        &[
+            "3 quantisation settings are not known",
+            "`bits`",
+            "--bits 4",
+            "`group_size`",
+            "--group-size",
+            "`checkpoint_format`",
+            "--checkpoint-format gptq",
+        ],
+    );
+    // Two missing: both named, the given one not.
+    let over = QuantOverrides {
+        bits: Some(4),
+        ..QuantOverrides::default()
+    };
+    let msg = c.reference(&over).unwrap_err().to_string();
+    assert_mentions(
+        &msg,
+        &[
+            "2 quantisation settings",
+            "`group_size`",
+            "`checkpoint_format`",
+        ],
+    );
+    assert!(!msg.contains("`bits`"), "{msg}");
+    // One missing: the single-setting message, as before.
+    let over = QuantOverrides {
+        bits: Some(4),
+        group_size: Some(GroupSize::Rows(128)),
+        ..QuantOverrides::default()
+    };
+    let msg = c.reference(&over).unwrap_err().to_string();
+    assert_mentions(
+        &msg,
+        &[
+            "quantisation setting `checkpoint_format` is not known",
+            "--checkpoint-format",
+        ],
+    );
+}
+
 #[test]
 fn column_parallel_tp2_equals_tp1() {
     let c = case(9, 128, Stored::AsIs, false, 2);
@@ -611,6 +663,64 @@ fn assert_mentions(msg: &str, words: &[&str]) {
     for w in words {
         assert!(msg.contains(w), "error does not mention {w:?}: {msg}");
     }
+}
+
+/// Defect 14: all-zero scales are loaded (legal) with a warning.
+#[test]
+fn plausibility_all_zero_scales_warn() {
+    let c = broken(|t| {
+        let sc = t.iter_mut().find(|e| e.0.ends_with(".scales")).unwrap();
+        sc.3.iter_mut().for_each(|b| *b = 0);
+    });
+    let w = checkpoint::load_layer(&c.weights(), LAYER, &QuantOverrides::default()).unwrap();
+    assert!(
+        w.info
+            .notes
+            .iter()
+            .any(|n| n.starts_with("warning:") && n.contains("scales") && n.contains("is zero")),
+        "{:?}",
+        w.info.notes
+    );
+    // A normal checkpoint has neither warning.
+    let c = broken(|_| {});
+    let w = checkpoint::load_layer(&c.weights(), LAYER, &QuantOverrides::default()).unwrap();
+    assert!(
+        !w.info.notes.iter().any(|n| n.contains("warning")),
+        "{:?}",
+        w.info.notes
+    );
+}
+
+/// Defect 14: a symmetric checkpoint (z = 8 stored as 8) declared v1 without `sym`: every zero
+/// point decodes to 9; loaded as declared, with a warning.
+#[test]
+fn plausibility_v1_zeros_all_nine_warn() {
+    let c = case(21, 128, Stored::None, false, 1);
+    write_safetensors(&c.weights(), &pack(&c.qt, Stored::AsIs, false));
+    c.write_config(
+        "quantize_config.json",
+        gptq_config(128, false, false, Some("gptq")),
+    );
+    let w = checkpoint::load_layer(&c.weights(), LAYER, &QuantOverrides::default()).unwrap();
+    assert_eq!(w.info.layout.zero, ZeroPoint::V1, "never guessed");
+    assert!(
+        w.info.notes.iter().any(|n| n.starts_with("warning:")
+            && n.contains("decodes to z = 9")
+            && n.contains("symmetric")),
+        "{:?}",
+        w.info.notes
+    );
+    // The same zeros declared v2 (z = 8): no warning.
+    c.write_config(
+        "quantize_config.json",
+        gptq_config(128, false, false, Some("gptq_v2")),
+    );
+    let w = checkpoint::load_layer(&c.weights(), LAYER, &QuantOverrides::default()).unwrap();
+    assert!(
+        !w.info.notes.iter().any(|n| n.contains("warning")),
+        "{:?}",
+        w.info.notes
+    );
 }
 
 #[test]
@@ -789,6 +899,145 @@ fn invalid_activation_shape_names_the_file_and_k() {
     );
 }
 
+/// Defect 12: a `[1000, K]` activation is refused on the input, naming the batch limit (was
+/// "LDS exceeded" from the lowering); on the binary too, before any kernel is lowered.
+#[test]
+fn invalid_activation_batch_above_8_names_the_batch_limit() {
+    let c = broken(|_| {});
+    write_npy(&c.input(), "<f2", &[1000, K], &vec![0.5; 1000 * K]);
+    let msg = refusal(&c);
+    assert_mentions(&msg, &["x.npy", "B = 1000", "batch limit of 8"]);
+    assert!(!msg.contains("LDS"), "{msg}");
+    write_npy(&c.input(), "<f2", &[8, K], &vec![0.5; 8 * K]);
+    checkpoint::run_reference(&c.weights(), LAYER, &c.input(), &QuantOverrides::default())
+        .expect("B = 8 is accepted");
+    write_npy(&c.input(), "<f2", &[9, K], &vec![0.5; 9 * K]);
+    assert_mentions(&refusal(&c), &["B = 9", "batch limit of 8"]);
+    let Some(bin) = wavefuse_binary() else {
+        eprintln!("binary part skipped: the wavefuse binary is not built");
+        return;
+    };
+    write_npy(&c.input(), "<f2", &[1000, K], &vec![0.5; 1000 * K]);
+    for device in ["sim", "cpu-ref"] {
+        let o = Command::new(&bin)
+            .args([
+                "run",
+                "gemv_int4",
+                "--tp",
+                "1",
+                "--device",
+                device,
+                "--weights",
+            ])
+            .arg(c.weights())
+            .args(["--layer", LAYER, "--input"])
+            .arg(c.input())
+            .output()
+            .expect("wavefuse runs");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{device}: {err}");
+        assert!(
+            err.contains("batch limit of 8") && !err.contains("LDS"),
+            "{device}: {err}"
+        );
+    }
+}
+
+/// A `[K, n]` GPTQ layer of constant codes (G = 128), v1 zeros stored when `zeros`, and a
+/// config saying so; x = `[K]` of 0.5.
+fn layer_of_width(n: usize, zeros: bool) -> Case {
+    let c = broken(|_| {});
+    let name = |s: &str| format!("{LAYER}.{s}");
+    let mut t: Vec<Entry> = vec![
+        (
+            name("qweight"),
+            Dtype::I32,
+            vec![K / 8, n],
+            vec![0x99; K / 8 * n * 4],
+        ),
+        (
+            name("scales"),
+            Dtype::F16,
+            vec![K / 128, n],
+            [0x00, 0x3c].repeat(K / 128 * n),
+        ),
+    ];
+    if zeros {
+        t.push((
+            name("qzeros"),
+            Dtype::I32,
+            vec![K / 128, n / 8],
+            vec![0x77; K / 128 * n / 8 * 4],
+        ));
+    }
+    write_safetensors(&c.weights(), &t);
+    c.write_config(
+        "quantize_config.json",
+        gptq_config(128, !zeros, false, zeros.then_some("gptq")),
+    );
+    write_npy(&c.input(), "<f4", &[K], &vec![0.5; K]);
+    c
+}
+
+/// Defect 12: a layer whose N does not fit the TP (N = 72 at --tp's default 4) says which TP
+/// sizes would.
+#[test]
+fn invalid_tp_for_the_layer_width_names_the_tp_sizes_that_fit() {
+    let over = QuantOverrides::default();
+    // N = 72 with v1 zeros: 72 / 4 = 18 columns per rank, not a multiple of 8; only TP 1 fits.
+    let c = layer_of_width(72, true);
+    let msg = checkpoint::prepare_gemv(4, &c.weights(), LAYER, &c.input(), &over)
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert_mentions(
+        &msg,
+        &[
+            "tp = 4",
+            "TP sizes that divide this shape: 1 ",
+            "--tp 1",
+            "default",
+        ],
+    );
+    checkpoint::prepare_gemv(1, &c.weights(), LAYER, &c.input(), &over).expect("TP 1 fits");
+    // N = 60, symmetric: 60 does not split over 8; 1, 2 and 4 do.
+    let c = layer_of_width(60, false);
+    let msg = checkpoint::prepare_gemv(8, &c.weights(), LAYER, &c.input(), &over)
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert_mentions(
+        &msg,
+        &[
+            "do not split evenly over tp = 8",
+            "TP sizes that divide this shape: 1, 2, 4",
+            "--tp 4",
+        ],
+    );
+    let Some(bin) = wavefuse_binary() else {
+        eprintln!("binary part skipped: the wavefuse binary is not built");
+        return;
+    };
+    let c = layer_of_width(72, true);
+    let o = Command::new(&bin)
+        .args(["run", "gemv_int4", "--device", "cpu-ref", "--weights"])
+        .arg(c.weights())
+        .args(["--layer", LAYER, "--input"])
+        .arg(c.input())
+        .output()
+        .expect("wavefuse runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert_mentions(
+        &err,
+        &[
+            "TP sizes that divide this shape: 1 ",
+            "--tp 1",
+            "4 is --tp's default",
+        ],
+    );
+}
+
 #[test]
 fn sharded_checkpoint_through_its_index_and_a_directory() {
     let c = case(14, 128, Stored::MinusOne, false, 1);
@@ -824,6 +1073,63 @@ fn sharded_checkpoint_through_its_index_and_a_directory() {
             "{}",
             weights.display()
         );
+    }
+}
+
+/// Defect 12: an index mapping a tensor to a shard that does not hold it names the shard the
+/// index names and the shard that holds it (or that none does); was "not found" listing the
+/// tensor among the checkpoint's names.
+#[test]
+fn invalid_index_naming_the_wrong_shard_says_which_shard_holds_the_tensor() {
+    let c = case(22, 128, Stored::MinusOne, false, 1);
+    std::fs::remove_file(c.weights()).unwrap();
+    c.write_config(
+        "quantize_config.json",
+        gptq_config(128, false, false, Some("gptq")),
+    );
+    let tensors = pack(&c.qt, Stored::MinusOne, false);
+    let shards = [
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+    ];
+    let scales = format!("{LAYER}.scales");
+    let index = c.dir.path().join("model.safetensors.index.json");
+    for (drop_scales, holder) in [(false, Some(shards[0])), (true, None)] {
+        let (a, b) = tensors.split_at(2);
+        let a: Vec<Entry> = a
+            .iter()
+            .filter(|t| !(drop_scales && t.0 == scales))
+            .cloned()
+            .collect();
+        write_safetensors(&c.dir.path().join(shards[0]), &a);
+        write_safetensors(&c.dir.path().join(shards[1]), b);
+        // Every tensor mapped right except the scales, mapped to the second shard.
+        let map: serde_json::Map<String, serde_json::Value> = tensors
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let shard = if i < 2 && t.0 != scales {
+                    shards[0]
+                } else {
+                    shards[1]
+                };
+                (t.0.clone(), json!(shard))
+            })
+            .collect();
+        std::fs::write(&index, json!({ "weight_map": map }).to_string()).unwrap();
+        let msg = checkpoint::run_reference(&index, LAYER, &c.input(), &QuantOverrides::default())
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        let named = format!(
+            "maps tensor `{scales}` to shard `{}`, but that shard does not hold it",
+            shards[1]
+        );
+        match holder {
+            Some(h) => assert_mentions(&msg, &[&named, &format!("it is in `{h}`")]),
+            None => assert_mentions(&msg, &[&named, "no shard the index names holds it"]),
+        }
+        assert!(!msg.contains("not found"), "{msg}");
     }
 }
 

@@ -23,8 +23,13 @@ pub struct Activation {
     pub stored: NpyDtype,
 }
 
-/// Read an activation for a layer with reduction length `k`: shape `[K]` or `[B, K]`, f16 or f32
-/// (f64 too), rounded to FP16. Values that overflow FP16, NaN and infinities are errors.
+/// The most tokens a kernel decodes at once (`--batch 1..=8`); a `[B, K]` activation with
+/// B above it is refused before any kernel is built.
+pub const MAX_BATCH: usize = 8;
+
+/// Read an activation for a layer with reduction length `k`: shape `[K]` or `[B, K]` with
+/// B = 1..=[`MAX_BATCH`], f16 or f32 (f64 too), rounded to FP16. Values that overflow FP16, NaN
+/// and infinities are errors.
 pub fn load_activation(path: &Path, k: usize) -> Result<Activation, CheckpointError> {
     let a = npy::read(path)?;
     let err = |what: String| CheckpointError::Input {
@@ -41,6 +46,13 @@ pub fn load_activation(path: &Path, k: usize) -> Result<Activation, CheckpointEr
             )));
         }
     };
+    if batch > MAX_BATCH {
+        return Err(err(format!(
+            "activation shape {:?} has batch B = {batch}, above the batch limit of {MAX_BATCH}: wavefuse's kernels \
+             decode 1 to {MAX_BATCH} tokens at once (B = 1..={MAX_BATCH}); split the input into batches of at most {MAX_BATCH} rows",
+            a.shape
+        )));
+    }
     let mut data = Vec::with_capacity(a.data.len());
     for (i, &x) in a.data.iter().enumerate() {
         let h = round_to(ScalarType::F16, x);
@@ -130,19 +142,52 @@ pub fn prepare_gemv(
     let w = load_layer(weights, layer, over)?;
     let x = load_activation(input, w.info.k)?;
     let (k, n) = (w.info.k, w.info.n);
-    let kernel = gemv_int4_kernel(tp, x.tensor.shape[0], k, n / tp as usize, w.info.layout);
+    let batch = x.tensor.shape[0];
+    let kernel = gemv_int4_kernel(tp, batch, k, n / tp as usize, w.info.layout);
+    let fits = |tp: u32| {
+        n % tp as usize == 0
+            && validate(&gemv_int4_kernel(
+                tp,
+                batch,
+                k,
+                n / tp as usize,
+                w.info.layout,
+            ))
+            .is_ok()
+    };
+    let hint = || {
+        let ok: Vec<String> = crate::shapes::TP_SIZES
+            .iter()
+            .filter(|&&t| fits(t))
+            .map(|t| t.to_string())
+            .collect();
+        let default = if tp == 4 {
+            " (4 is --tp's default)"
+        } else {
+            ""
+        };
+        match &ok[..] {
+            [] => format!("; no TP size of 1, 2, 4, 8 fits N = {n}{default}"),
+            ok => format!(
+                "; TP sizes that divide this shape: {} (pass --tp {}){default}",
+                ok.join(", "),
+                ok[ok.len() - 1]
+            ),
+        }
+    };
     if n % tp as usize != 0 {
         return Err(CheckpointError::Kernel {
             kernel: kernel.name().into(),
             what: format!(
-                "N = {n} columns of `{}` do not split evenly over tp = {tp}",
-                w.info.layer
+                "N = {n} columns of `{}` do not split evenly over tp = {tp}{}",
+                w.info.layer,
+                hint()
             ),
         });
     }
     validate(&kernel).map_err(|e| CheckpointError::Kernel {
         kernel: kernel.name().into(),
-        what: e.to_string(),
+        what: format!("at tp = {tp}: {e}{}", hint()),
     })?;
     let inputs = bind(&kernel, &w, &x)?;
     Ok(GemvCase {

@@ -90,9 +90,21 @@ pub fn load_layer(
         notes: Vec::new(),
     };
     r.check_method()?;
-    r.bits()?;
-    let group = r.group()?;
-    let t = LayerTensors::read(&mut store, &r)?;
+    // Settings that are not known are all reported at once (the first other error wins).
+    let mut missing = Vec::new();
+    known(r.bits(), &mut missing)?;
+    let group = known(r.group(), &mut missing)?;
+    let t = match LayerTensors::read(&mut store, &r) {
+        Ok(t) => t,
+        Err(e) if missing.is_empty() => return Err(e),
+        Err(_) => return Err(all_missing(missing)),
+    };
+    let Some(group) = group.filter(|_| missing.is_empty()) else {
+        if let Err(e @ CheckpointError::MissingSetting { .. }) = r.zero(t.qzeros.is_some()) {
+            missing.push(e);
+        }
+        return Err(all_missing(missing));
+    };
     let (k, n) = t.check_shapes(group, &r)?;
     let zero = r.zero(t.qzeros.is_some())?;
     let g_idx = r.act_order(t.g_idx, k, group)?;
@@ -103,6 +115,8 @@ pub fn load_layer(
     if zero != ZeroPoint::Symmetric && r.sym() == Some(true) {
         r.check_symmetric_zeros(&qzeros, zero);
     }
+    r.check_v1_zeros_all_nine(&qzeros, zero);
+    r.check_scales(&t.scales);
     let layout = GptqLayout {
         group,
         scale: t.scale_type,
@@ -125,6 +139,39 @@ pub fn load_layer(
             g_idx,
         },
     })
+}
+
+/// `Ok(Some(v))`, or `Ok(None)` with a missing setting collected; any other error is returned.
+fn known<T>(
+    r: Result<T, CheckpointError>,
+    missing: &mut Vec<CheckpointError>,
+) -> Result<Option<T>, CheckpointError> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e @ CheckpointError::MissingSetting { .. }) => {
+            missing.push(e);
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// One error for the collected missing settings (itself when there is one).
+fn all_missing(mut missing: Vec<CheckpointError>) -> CheckpointError {
+    if missing.len() == 1 {
+        return missing.remove(0);
+    }
+    let (mut fields, mut list) = (Vec::new(), Vec::new());
+    for e in missing {
+        if let CheckpointError::MissingSetting { field, what } = e {
+            fields.push(field);
+            list.push(format!("`{field}`: {what}"));
+        }
+    }
+    CheckpointError::MissingSettings {
+        fields,
+        list: list.join("; "),
+    }
 }
 
 /// The layer's tensors, dtype-checked and decoded.

@@ -155,6 +155,43 @@ impl Resolver<'_> {
         Ok(z)
     }
 
+    /// A v1 declaration without `sym = true` whose every zero point decodes to 9: most likely a
+    /// symmetric checkpoint (z = 8 stored as 8) declared v1 (stored z − 1). Only a warning: the
+    /// convention is never guessed.
+    pub fn check_v1_zeros_all_nine(&mut self, qzeros: &[i32], zero: ZeroPoint) {
+        if zero != ZeroPoint::V1 || self.sym() == Some(true) || qzeros.is_empty() {
+            return;
+        }
+        let all_nine = qzeros
+            .iter()
+            .all(|&w| (0..8).all(|i| zero.decode((w as u32) >> (4 * i)) == 9));
+        if all_nine {
+            let from = match self.over.zero {
+                Some(_) => "--checkpoint-format gptq".to_string(),
+                None => format!("checkpoint_format = \"gptq\" in {}", self.origin()),
+            };
+            self.notes.push(format!(
+                "warning: every one of the {} zero points in `{}` is stored as 8 and decodes to z = 9 under the v1 \
+                 convention ({from}, sym not true): this looks like a symmetric checkpoint (z = 8) declared v1; they are \
+                 used as declared. If the output looks wrong, check checkpoint_format (gptq_v2 or sym).",
+                qzeros.len() * 8,
+                self.tensor("qzeros"),
+            ));
+        }
+    }
+
+    /// Every scale zero: the layer's output is all zeros whatever the input.
+    pub fn check_scales(&mut self, scales: &[f64]) {
+        if !scales.is_empty() && scales.iter().all(|&s| s == 0.0) {
+            self.notes.push(format!(
+                "warning: every one of the {} scales in `{}` is zero: the layer's output is zero for any input \
+                 (a broken or unfilled checkpoint?)",
+                scales.len(),
+                self.tensor("scales"),
+            ));
+        }
+    }
+
     /// `sym = true` with stored zeros: every zero point should decode to 8.
     pub fn check_symmetric_zeros(&mut self, qzeros: &[i32], zero: ZeroPoint) {
         let decoded = qzeros

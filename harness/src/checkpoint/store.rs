@@ -84,6 +84,7 @@ impl TensorStore {
         let Some(path) = self.path_of(name) else {
             return Ok(None);
         };
+        self.held(name, &path)?;
         let f = self.file(&path)?;
         Ok(f.meta.info(name).map(|i| (i.dtype, i.shape.clone())))
     }
@@ -93,7 +94,42 @@ impl TensorStore {
         let Some(path) = self.path_of(name) else {
             return Ok(None);
         };
+        self.held(name, &path)?;
         self.file(&path)?.read(name)
+    }
+
+    /// With an index: the shard it names for `name` must hold it. The error says which shard
+    /// the index names and which shard, if any, holds the tensor instead.
+    fn held(&mut self, name: &str, shard: &Path) -> Result<(), CheckpointError> {
+        if self.index.is_none() || self.file(shard)?.meta.info(name).is_some() {
+            return Ok(());
+        }
+        let mut others: Vec<PathBuf> = (self.index.iter().flat_map(BTreeMap::values))
+            .filter(|p| *p != shard)
+            .cloned()
+            .collect();
+        others.sort();
+        others.dedup();
+        let holders: Vec<String> = others
+            .iter()
+            .filter(|p| self.file(p).is_ok_and(|f| f.meta.info(name).is_some()))
+            .map(|p| format!("`{}`", file_name(p)))
+            .collect();
+        let instead = match &holders[..] {
+            [] => format!(
+                "no shard the index names holds it ({} shard file(s) looked at)",
+                others.len() + 1
+            ),
+            [one] => format!("it is in {one}: fix weight_map[`{name}`]"),
+            many => format!("it is in {}: fix weight_map[`{name}`]", many.join(", ")),
+        };
+        Err(CheckpointError::Corrupt {
+            path: self.single.clone(),
+            what: format!(
+                "weight_map maps tensor `{name}` to shard `{}`, but that shard does not hold it; {instead}",
+                file_name(shard)
+            ),
+        })
     }
 
     fn path_of(&self, name: &str) -> Option<PathBuf> {
@@ -110,6 +146,14 @@ impl TensorStore {
         }
         Ok(self.open.get_mut(path).expect("inserted above"))
     }
+}
+
+/// The file name of a shard (shards are bare names in the checkpoint's directory).
+fn file_name(p: &Path) -> String {
+    p.file_name().map_or_else(
+        || p.display().to_string(),
+        |f| f.to_string_lossy().into_owned(),
+    )
 }
 
 /// A directory becomes the file inside it.
