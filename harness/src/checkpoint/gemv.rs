@@ -28,7 +28,7 @@ pub struct Activation {
 pub const MAX_BATCH: usize = 8;
 
 /// Read an activation for a layer with reduction length `k`: shape `[K]` or `[B, K]` with
-/// B = 1..=[`MAX_BATCH`], f16 or f32 (f64 too), rounded to FP16. Values that overflow FP16, NaN
+/// B = 1..=8 (`MAX_BATCH`), f16 or f32 (f64 too), rounded to FP16. Values that overflow FP16, NaN
 /// and infinities are errors.
 pub fn load_activation(path: &Path, k: usize) -> Result<Activation, CheckpointError> {
     let a = npy::read(path)?;
