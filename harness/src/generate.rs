@@ -319,13 +319,19 @@ pub fn emit_cmd(
             return ExitCode::FAILURE;
         }
     };
+    show(&g, out, lowered)
+}
+
+/// What `emit` shows of a generated kernel: the lowered kernel (`lowered`), the source and ABI
+/// written into `out`, or the source on stdout.
+fn show(g: &wavefuse_codegen::Generated, out: Option<PathBuf>, lowered: bool) -> ExitCode {
     if lowered {
         return print_out(&g.lowered.to_string());
     }
     let Some(dir) = out else {
         return print_out(&g.source.text);
     };
-    match write_outputs(&g, &dir) {
+    match write_outputs(g, &dir) {
         Ok(paths) => {
             for p in paths {
                 println!("wrote {}", p.display());
@@ -337,6 +343,14 @@ pub fn emit_cmd(
             ExitCode::FAILURE
         }
     }
+}
+
+/// A kernel from a file in the textual IR, parsed; the error (with `PATH:line:column`, the token
+/// and the offending line) when it cannot be read or does not parse.
+pub fn read_kernel_file(path: &Path) -> Result<wavefuse::ir::Kernel, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    wavefuse::ir::parse(&text).map_err(|e| format!("{}:{}", path.display(), e.report(&text)))
 }
 
 /// Print to stdout; a closed pipe (`| head`) ends quietly instead of panicking.
@@ -390,17 +404,10 @@ pub fn emit_file_cmd(
     out: Option<PathBuf>,
     lowered: bool,
 ) -> ExitCode {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("error: reading {}: {e}", path.display());
-            return ExitCode::from(2);
-        }
-    };
-    let kernel = match wavefuse::ir::parse(&text) {
+    let kernel = match read_kernel_file(path) {
         Ok(k) => k,
         Err(e) => {
-            eprintln!("error: {}:{}", path.display(), e.report(&text));
+            eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };
@@ -428,24 +435,7 @@ pub fn emit_file_cmd(
             return ExitCode::FAILURE;
         }
     };
-    if lowered {
-        return print_out(&g.lowered.to_string());
-    }
-    let Some(dir) = out else {
-        return print_out(&g.source.text);
-    };
-    match write_outputs(&g, &dir) {
-        Ok(paths) => {
-            for p in paths {
-                println!("wrote {}", p.display());
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    show(&g, out, lowered)
 }
 
 /// `wavefuse check --target T [--tp N] [--jobs J]`: compile the set, print the resource table,

@@ -385,17 +385,10 @@ pub fn sim_cmd(id: KernelId, c: Config, schedules: u64, seed: u64) -> ExitCode {
 /// given; `c.tp` and `c.batch` are the file's), run like [`sim_cmd`] against the f64 reference.
 /// Exit 2 for a file that does not parse or a kernel that cannot be lowered yet.
 pub fn sim_file_cmd(path: &std::path::Path, c: Config, schedules: u64, seed: u64) -> ExitCode {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("error: reading {}: {e}", path.display());
-            return ExitCode::from(2);
-        }
-    };
-    let ir = match wavefuse::ir::parse(&text) {
+    let ir = match crate::generate::read_kernel_file(path) {
         Ok(k) => k,
         Err(e) => {
-            eprintln!("error: {}:{}", path.display(), e.report(&text));
+            eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };
