@@ -12,6 +12,7 @@ use wavefuse_codegen::sim::PeerTable;
 use wavefuse_harness::generate;
 use wavefuse_harness::policy::{Override, Placement, SchedulePolicy};
 use wavefuse_harness::report::{row, table};
+use wavefuse_harness::run::parse_tp;
 use wavefuse_harness::shapes::TP_SIZES;
 use wavefuse_harness::sim;
 use wavefuse_harness::tune::select::ScheduleArgs;
@@ -213,17 +214,6 @@ enum LlvmCommand {
         #[arg(long)]
         out: PathBuf,
     },
-}
-
-fn parse_tp(s: &str) -> Result<u32, String> {
-    let tp: u32 = s
-        .parse()
-        .map_err(|_| format!("`{s}` is not a TP size; use one of 1, 2, 4, 8"))?;
-    if TP_SIZES.contains(&tp) {
-        Ok(tp)
-    } else {
-        Err(format!("TP = {tp} is not supported; use one of 1, 2, 4, 8"))
-    }
 }
 
 /// A positive number of seconds.

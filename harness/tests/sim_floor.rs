@@ -94,3 +94,38 @@ fn floor_path_soak_1000_schedules_gfx906() {
     run(KernelId::GemvInt4Qkv, 1, SOAK_SCHEDULES);
     run(KernelId::GemvInt4AllreduceRmsnorm, 2, SOAK_SCHEDULES);
 }
+
+/// §5.2 (LDS is workgroup-local, so every lane must see the whole stage before reading it): the
+/// floor path's activation stage without the workgroup barrier after it — lanes read pairs other
+/// lanes have not written yet — is caught by the simulator.
+#[test]
+fn floor_stage_without_its_workgroup_barrier_is_caught_gfx906() {
+    use wavefuse_codegen::lowered::Stmt;
+    use wavefuse_codegen::sim::FindingKind;
+    let mut p = floor(KernelId::GemvInt4, 1, 1, 1, true);
+    let body = std::mem::take(&mut p.lowered.body);
+    let mut removed = false;
+    let mut out = Vec::new();
+    for (i, s) in body.iter().enumerate() {
+        // The stage is a loop over the workgroup's lanes followed by the barrier.
+        let after_loop = i > 0
+            && matches!(&body[i - 1], Stmt::For { body: b, .. }
+                if b.iter().any(|t| matches!(t, Stmt::Store { .. }) && format!("{t:?}").contains("Lds")));
+        if !removed && after_loop && matches!(s, Stmt::WorkgroupBarrier) {
+            removed = true;
+            continue;
+        }
+        out.push(s.clone());
+    }
+    assert!(removed, "no stage barrier found in:\n{}", p.lowered);
+    p.lowered.body = out;
+    let r = sweep(&p, SEED, 0, CI_SCHEDULES, |_, _| {}).expect("simulates");
+    let text = summary(&p, &r);
+    assert!(
+        r.findings.iter().any(|f| matches!(
+            f.first.kind,
+            FindingKind::StaleRead | FindingKind::UninitRead | FindingKind::WriteRace
+        )),
+        "the missing stage barrier was not caught:\n{text}"
+    );
+}
