@@ -71,11 +71,22 @@ enum Command {
         schedule: ScheduleArgs,
     },
     /// Compile every kernel of the set for a target with the real compiler and check the
-    /// resource report against kernels-gen/budgets.toml.
+    /// resource report against kernels-gen/budgets.toml (or, with `--kernel-file`, one kernel of
+    /// your own: its resources, co-residency at the compiled occupancy, the MI50 model).
     Check {
         /// gfx906 (hipcc) or sm90 (nvcc).
         #[arg(long)]
         target: Arch,
+        /// A kernel of your own in the textual IR (`.wfir`) instead of the set: compiled at the
+        /// file's shapes with the default schedule (and `WAVEFUSE_SCHEDULE*` overrides); fails
+        /// when it spills or when its grids, with a grid barrier, are not co-resident at the
+        /// compiled occupancy for `--placement`.
+        #[arg(long, conflicts_with = "tp")]
+        kernel_file: Option<PathBuf>,
+        /// With `--kernel-file`: where the ranks run (per-device: one rank per GPU;
+        /// same-device: all ranks' grids share one GPU).
+        #[arg(long, value_enum, default_value_t = Placement::PerDevice, requires = "kernel_file")]
+        placement: Placement,
         /// TP group sizes (default: all of 1, 2, 4, 8).
         #[arg(long, allow_negative_numbers = true, value_parser = parse_tp, value_delimiter = ',')]
         tp: Vec<u32>,
@@ -369,9 +380,25 @@ fn dispatch(cli: Cli) -> ExitCode {
         }
         Command::Check {
             target,
+            kernel_file: Some(path),
+            placement,
+            compile_timeout,
+            ..
+        } => generate::check_file_cmd(
+            &path,
+            target,
+            &env_policy(),
+            placement,
+            &wavefuse_codegen::cpp::child::Bounds::timeout(std::time::Duration::from_secs_f64(
+                compile_timeout,
+            )),
+        ),
+        Command::Check {
+            target,
             tp,
             jobs,
             compile_timeout,
+            ..
         } => {
             ignored_overrides("check (it compiles the default schedules the budgets are for)");
             generate::check_cmd(

@@ -435,16 +435,26 @@ fn the_no_gpu_report_says_so_in_every_rendering() {
 // Hand-written kernels: the ABI checks
 // ---------------------------------------------------------------------------------------------
 
-/// The generated kernel of `id` at TP `tp` for `arch`, written into `dir` as if it were a
-/// hand-written kernel: its source and its own ABI description.
-fn as_hand_written(dir: &Path, id: KernelId, tp: u32, arch: Arch) -> (suite::Generated, String) {
-    let g = suite::generate(
+/// The generated kernel of `id` at TP `tp` for `arch` with its ranks on one device, as `ab` runs
+/// it; None where the compile refuses it as not co-resident (the fused kernel on gfx906 at TP 4:
+/// four ranks' grids do not fit on one MI50, `suite::every_suite_case_generates_…`).
+fn same_device(id: KernelId, tp: u32, arch: Arch) -> Option<suite::Generated> {
+    match suite::generate(
         &spec(id, tp),
         arch,
         &wavefuse_harness::policy::SchedulePolicy::default(),
         wavefuse_harness::policy::Placement::SameDevice,
-    )
-    .unwrap();
+    ) {
+        Ok(g) => Some(g),
+        Err(suite::PrepError::NotCoResident(_)) if arch == Arch::Gfx906 => None,
+        Err(e) => panic!("{id}@{arch} tp {tp}: {e}"),
+    }
+}
+
+/// The generated kernel of `id` at TP `tp` for `arch`, written into `dir` as if it were a
+/// hand-written kernel: its source and its own ABI description.
+fn as_hand_written(dir: &Path, id: KernelId, tp: u32, arch: Arch) -> (suite::Generated, String) {
+    let g = same_device(id, tp, arch).expect("generated");
     let ext = if arch == Arch::Sm90 { "cu" } else { "hip" };
     std::fs::write(dir.join(format!("mine.{ext}")), &g.source.text).unwrap();
     let abi = Abi::from_kernel(&g.lowered).to_toml().unwrap();
@@ -464,6 +474,9 @@ fn every_generated_kernel_passes_the_checks_as_its_own_hand_written_version() {
         let ext = if arch == Arch::Sm90 { "cu" } else { "hip" };
         for id in KernelId::ALL {
             for tp in [1, 4] {
+                if same_device(id, tp, arch).is_none() {
+                    continue;
+                }
                 let (g, abi) = as_hand_written(dir.path(), id, tp, arch);
                 let hand = load(dir.path(), &abi, ext);
                 assert_eq!(
@@ -679,13 +692,9 @@ fn the_reference_kernels_descriptions_agree_with_the_generated_kernels() {
     for id in KernelId::ALL {
         for tp in [1, 4] {
             for arch in [Arch::Sm90, Arch::Gfx906] {
-                let g = suite::generate(
-                    &spec(id, tp),
-                    arch,
-                    &wavefuse_harness::policy::SchedulePolicy::default(),
-                    wavefuse_harness::policy::Placement::SameDevice,
-                )
-                .unwrap();
+                let Some(g) = same_device(id, tp, arch) else {
+                    continue;
+                };
                 if let Found::Hand(h) = handwritten::find_reference(Some(&dir), &g.lowered) {
                     assert_eq!(
                         h.check(&g.lowered),

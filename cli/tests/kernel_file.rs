@@ -168,3 +168,105 @@ fn sim_kernel_file_runs_the_protocol_simulator_against_the_reference() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("bad.wfir:11:10:"));
 }
+
+/// An FP16 row GEMV + allreduce + residual + RMSNorm at batch 4 over `n` features, TP 4: one
+/// wave per column (`n / 4` workgroups of 256 lanes) behind the norm's grid barrier.
+fn f16_row_norm(n: usize) -> String {
+    format!(
+        "kernel f16_row_norm(tp=4) {{
+    buf0 = input w : f16_nk[k=4352, n={n}] row_parallel(tp=4) @global index=local
+    buf1 = input x : f16[4, 4352] col_parallel(tp=4) @global index=local
+    buf2 = input residual : f16[4, {n}] replicated @global index=local
+    buf3 = input norm_w : f16[{n}] replicated @global index=local
+    buf4 = output normed : f16[4, {n}] replicated @global index=local
+    v0 = load buf1
+    v1 = gemv.row buf0, v0
+    v2 = round_f16 v1
+    v3 = allreduce v2, tp=4
+    v4 = load buf2
+    v5 = add v3, v4
+    v6 = round_f16 v5
+    v7 = load buf3
+    v8 = rmsnorm v6, v7, eps=1e-6
+    v9 = round_f16 v8
+    store v9, buf4
+}}
+"
+    )
+}
+
+/// Co-residency is decided at compile time, never first at launch (DESIGN.md §5.9): `emit` and
+/// `check` refuse a grid the device cannot hold with the numbers and print no kernel; `check`
+/// compiles one that fits at the hardware's most waves with hipcc and judges it at the
+/// occupancy hipcc reports.
+#[test]
+fn grids_that_cannot_be_coresident_are_refused_at_compile_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = write(dir.path(), "big.wfir", &f16_row_norm(5120));
+    for cmd in [
+        &["emit", "--kernel-file", &big, "--target", "gfx906"][..],
+        &["check", "--kernel-file", &big, "--target", "gfx906"][..],
+    ] {
+        let o = wavefuse(cmd);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{cmd:?}: {err}");
+        assert!(o.stdout.is_empty(), "{cmd:?} printed {:?}", o.stdout);
+        assert!(
+            err.contains("1280 workgroups of 256 lanes must be resident at once")
+                && err.contains("gfx906 holds at most 600 (60 CUs x 10)"),
+            "{cmd:?}: {err}"
+        );
+    }
+    // Four ranks on one H200: 4 × 640 workgroups; one rank per device fits.
+    let o = wavefuse(&[
+        "emit",
+        "--kernel-file",
+        &big,
+        "--target",
+        "sm90",
+        "--placement",
+        "same-device",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("2560 (4 ranks x 640) workgroups"),
+        "{err}"
+    );
+    assert!(
+        wavefuse(&["emit", "--kernel-file", &big, "--target", "sm90"])
+            .status
+            .success()
+    );
+
+    if std::env::var_os("WAVEFUSE_HIPCC").is_none() {
+        eprintln!("skipped the hipcc half: WAVEFUSE_HIPCC is not set (scripts/install-deps.sh)");
+        return;
+    }
+    // 1536 columns: 384 workgroups, within the 600 of any register count; hipcc's occupancy
+    // decides, and the verdict must agree with 60 CUs × (waves per SIMD) workgroups.
+    let small = write(dir.path(), "small.wfir", &f16_row_norm(1536));
+    let o = wavefuse(&["check", "--kernel-file", &small, "--target", "gfx906"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(out.contains("grid 384 x 256 lanes"), "{out}{err}");
+    let occupancy: u32 = out
+        .split("occupancy ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no occupancy in {out}"));
+    let fits = 60 * occupancy.min(10) >= 384;
+    assert_eq!(
+        o.status.success(),
+        fits,
+        "occupancy {occupancy}: {out}{err}"
+    );
+    if fits {
+        assert!(
+            out.contains("co-resident: 1 grid(s) of 384 workgroups"),
+            "{out}"
+        );
+    } else {
+        assert!(err.contains("must be resident at once"), "{err}");
+    }
+}

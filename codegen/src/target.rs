@@ -103,6 +103,44 @@ impl Arch {
         4
     }
 
+    /// Most workgroups one CU/SM holds at once, whatever their size: gfx906 40 (as many as its
+    /// wave slots, 4 SIMDs × 10; GCC's libgomp documentation for GCN: "maximally 40
+    /// workgroups/CU … up to a limit of 40 wavefronts in total per CU"), sm_90 32 (CUDA
+    /// programming guide, compute capability 9.0: 32 resident blocks per SM).
+    pub fn max_workgroups_per_cu(self) -> u32 {
+        match self {
+            Arch::Gfx906 => 40,
+            Arch::Sm90 => 32,
+        }
+    }
+
+    /// Workgroups of `workgroup_size` lanes using `lds_bytes` of LDS each that one CU/SM holds at
+    /// once when `waves_per_simd` of the kernel's waves (warps) fit per SIMD (sub-partition) —
+    /// the compiled occupancy, or [`Arch::max_waves_per_simd`] for the most any register count
+    /// allows. A workgroup's waves spread over the SIMDs, so a CU holds
+    /// `⌊waves_per_simd · SIMDs / waves per workgroup⌋` by waves, bounded by LDS
+    /// ([`Arch::lds_bytes_per_cu`]; sm_90 reserves 1 KB per block) and by
+    /// [`Arch::max_workgroups_per_cu`]. What co-residency (DESIGN.md §5.9) is checked against
+    /// at compile time; the runtime checks the driver's own number before launch.
+    pub fn resident_workgroups_per_cu(
+        self,
+        workgroup_size: u32,
+        waves_per_simd: u32,
+        lds_bytes: u32,
+    ) -> u32 {
+        let waves = workgroup_size.div_ceil(self.wave_size()).max(1);
+        let by_waves = waves_per_simd.min(self.max_waves_per_simd()) * self.simds_per_cu() / waves;
+        let reserved = match self {
+            Arch::Gfx906 => 0,
+            Arch::Sm90 => 1024,
+        };
+        let by_lds = match lds_bytes + reserved {
+            0 => u32::MAX,
+            b => self.lds_bytes_per_cu() / b,
+        };
+        by_waves.min(by_lds).min(self.max_workgroups_per_cu())
+    }
+
     /// Whether a packed 8×INT4 dot product instruction exists (`v_dot8_i32_i4` on gfx906).
     pub fn has_dot8_i4(self) -> bool {
         match self {

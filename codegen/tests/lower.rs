@@ -786,3 +786,106 @@ fn dot2_matches_reference_on_interpreter() {
         Err(LowerError::Schedule(_))
     ));
 }
+
+/// An FP16 row-parallel GEMV + allreduce + residual + RMSNorm over `n` features at batch 4, TP 4:
+/// one wave per output column, so `n / 4` workgroups of 256 lanes, all behind the norm's grid
+/// barrier.
+fn f16_row_norm(n: usize) -> Kernel {
+    let text = format!(
+        "kernel f16_row_norm(tp=4) {{
+    buf0 = input w : f16_nk[k=4352, n={n}] row_parallel(tp=4) @global index=local
+    buf1 = input x : f16[4, 4352] col_parallel(tp=4) @global index=local
+    buf2 = input residual : f16[4, {n}] replicated @global index=local
+    buf3 = input norm_w : f16[{n}] replicated @global index=local
+    buf4 = output normed : f16[4, {n}] replicated @global index=local
+    v0 = load buf1
+    v1 = gemv.row buf0, v0
+    v2 = round_f16 v1
+    v3 = allreduce v2, tp=4
+    v4 = load buf2
+    v5 = add v3, v4
+    v6 = round_f16 v5
+    v7 = load buf3
+    v8 = rmsnorm v6, v7, eps=1e-6
+    v9 = round_f16 v8
+    store v9, buf4
+}}
+"
+    );
+    wavefuse_codegen::ir::parse(&text).expect("parses")
+}
+
+/// A grid that no register count lets the device hold is refused by the lowering with the
+/// numbers (DESIGN.md §5.9: it would wait forever at its barrier), on both targets; one that
+/// fits at the hardware's most waves is lowered, and its compiled occupancy then decides.
+#[test]
+fn a_grid_the_device_cannot_hold_is_refused_at_lowering_on_both_targets() {
+    use wavefuse_codegen::lower::LowerError;
+    use wavefuse_codegen::lowered::Occupancy;
+    let refused = |arch: Arch, n: usize| {
+        let k = f16_row_norm(n);
+        match lower(&k, arch, &Schedule::default_for(arch, &k)) {
+            Err(LowerError::NotCoResident(e)) => e,
+            other => panic!("{arch} n={n}: {:?}", other.map(|k| k.grid)),
+        }
+    };
+    // gfx906: 1280 workgroups; 60 CUs × 10 (40 waves per CU, 4 per workgroup) = 600.
+    let e = refused(Arch::Gfx906, 5120);
+    assert_eq!((e.workgroups, e.cus, e.per_cu), (1280, 60, 10));
+    let msg = LowerError::NotCoResident(e).to_string();
+    assert!(
+        msg.contains("1280 workgroups of 256 lanes") && msg.contains("at most 600"),
+        "{msg}"
+    );
+    // sm_90: 5120 columns (640 workgroups) fit in 132 SMs × 8; 10240 (1280) do not.
+    let k = f16_row_norm(5120);
+    let sm90 = lower(&k, Arch::Sm90, &Schedule::default_for(Arch::Sm90, &k)).expect("fits");
+    assert_eq!(sm90.grid, 640);
+    let e = refused(Arch::Sm90, 10240);
+    assert_eq!((e.workgroups, e.cus, e.per_cu), (1280, 132, 8));
+    // Four ranks' grids on one H200 at the hardware's most waves: 2560 > 1056.
+    let e = sm90.coresident(4, Occupancy::HardwareMax).unwrap_err();
+    assert_eq!((e.ranks_per_device, e.workgroups, e.per_cu), (4, 640, 8));
+
+    // gfx906, 1536 columns: 384 workgroups fit at the most waves (600), not at a compiled 56
+    // VGPRs (4 waves per SIMD: 4 workgroups per CU, 240), and do at 7 waves (420).
+    let k = f16_row_norm(1536);
+    let g = lower(&k, Arch::Gfx906, &Schedule::default_for(Arch::Gfx906, &k)).expect("fits");
+    assert_eq!(g.grid, 384);
+    let at = |waves_per_simd| Occupancy::Compiled {
+        waves_per_simd,
+        registers: 56,
+    };
+    let e = g.coresident(1, at(4)).unwrap_err();
+    assert_eq!(e.per_cu, 4);
+    let msg = e.to_string();
+    assert!(
+        msg.contains("at most 240") && msg.contains("compiled 56 VGPRs (4 waves per SIMD)"),
+        "{msg}"
+    );
+    assert!(g.coresident(1, at(7)).is_ok());
+}
+
+/// LDS bounds residency too: the fused INT4 kernel on gfx906 at batch 8 with 256-lane
+/// workgroups (32 K slices) keeps 32 KiB of cross-slice sums per workgroup, one per CU, and is
+/// refused; the default (128 lanes, 16 slices, 16 KiB) fits.
+#[test]
+fn lds_bounds_coresidency_and_the_gfx906_default_fits() {
+    use wavefuse_codegen::lower::LowerError;
+    let k = build("gemv_int4_allreduce_rmsnorm", &Shapes::qwen27b(4, 8));
+    let s = Schedule::default_for(Arch::Gfx906, &k);
+    assert_eq!(s.workgroup_size, 128);
+    let fits = lower(&k, Arch::Gfx906, &s).expect("the default fits");
+    assert!(fits.coresidency.is_some());
+    let wide = s
+        .clone()
+        .with_overrides("workgroup_size=256,threads_per_column=32")
+        .expect("a valid override");
+    match lower(&k, Arch::Gfx906, &wide) {
+        Err(LowerError::NotCoResident(e)) => {
+            assert_eq!((e.per_cu, e.workgroups), (1, 160), "{e}");
+            assert!(e.lds_bytes > 32 * 1024, "{e}");
+        }
+        other => panic!("{:?}", other.map(|k| (k.grid, k.lds_bytes()))),
+    }
+}

@@ -145,6 +145,15 @@ fn attempt(k: &Kernel, arch: Arch, base: &Schedule, spec: &str) -> Outcome {
         Ok(Err(LowerError::Unsupported(m))) if NUMERIC.iter().any(|f| m.starts_with(f)) => {
             Outcome::Refused
         }
+        // A schedule whose grid cannot be co-resident (one column per workgroup of a kernel
+        // with a grid barrier) is refused with the numbers.
+        Ok(Err(LowerError::NotCoResident(n))) => {
+            assert!(
+                n.workgroups > n.cus * n.per_cu,
+                "{what}: refused as not co-resident, but {n}"
+            );
+            Outcome::Refused
+        }
         Ok(Err(e)) => panic!("{what}: refused with a non-schedule error: {e}"),
     }
 }

@@ -227,6 +227,9 @@ fn check_one(
         bounds,
     ) {
         Ok(compiled) => {
+            if let Err(e) = coresident_as_compiled(&generated.lowered, &compiled.resources, 1) {
+                return Outcome::Failed(e.to_string());
+            }
             let verdict = budgets.check(arch, id.name(), tp, &compiled.resources);
             let modelled = modelled_mi50(&generated, &compiled);
             Outcome::Compiled {
@@ -238,6 +241,23 @@ fn check_one(
         }
         Err(e) => Outcome::Failed(e.to_string()),
     }
+}
+
+/// Whether `ranks_per_device` grids of `k` fit on one device at the occupancy the real compiler
+/// reported (`resources`): a grid barrier's co-residency decided at compile time (DESIGN.md
+/// §5.9), before any launch.
+pub fn coresident_as_compiled(
+    k: &wavefuse_codegen::lowered::LoweredKernel,
+    resources: &Resources,
+    ranks_per_device: u32,
+) -> Result<(), wavefuse_codegen::lowered::NotCoResident> {
+    k.coresident(
+        ranks_per_device,
+        wavefuse_codegen::lowered::Occupancy::Compiled {
+            waves_per_simd: resources.occupancy,
+            registers: resources.vgprs,
+        },
+    )
 }
 
 /// The MI50 time model of a compiled gfx906 INT4 kernel ([`wavefuse_codegen::model`]): its hot
@@ -404,38 +424,166 @@ pub fn emit_file_cmd(
     out: Option<PathBuf>,
     lowered: bool,
 ) -> ExitCode {
-    let kernel = match read_kernel_file(path) {
+    let kernel = match read_valid_kernel_file(path) {
         Ok(k) => k,
-        Err(e) => {
+        Err((e, code)) => {
             eprintln!("error: {e}");
-            return ExitCode::from(2);
+            return code;
         }
     };
-    if let Err(e) = wavefuse::ir::validate(&kernel) {
-        eprintln!("error: {}: the kernel is not valid: {e}", path.display());
-        return ExitCode::FAILURE;
-    }
     let Some(arch) = arch else {
         return print_out(&kernel.to_string());
     };
-    let resolved = match policy.resolve_kernel(&kernel, arch, placement, None) {
-        Ok(r) => r,
+    match generate_file_kernel(path, &kernel, arch, policy, placement) {
+        Ok(g) => show(&g, out, lowered),
         Err(e) => {
-            eprintln!("error: {}: {e}", path.display());
-            return ExitCode::FAILURE;
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
         }
-    };
+    }
+}
+
+/// [`read_kernel_file`], validated; the exit code is 2 for a file that cannot be read or parsed.
+fn read_valid_kernel_file(path: &Path) -> Result<wavefuse::ir::Kernel, (String, ExitCode)> {
+    let kernel = read_kernel_file(path).map_err(|e| (e, ExitCode::from(2)))?;
+    wavefuse::ir::validate(&kernel).map_err(|e| {
+        (
+            format!("{}: the kernel is not valid: {e}", path.display()),
+            ExitCode::FAILURE,
+        )
+    })?;
+    Ok(kernel)
+}
+
+/// A kernel read from `path` through the schedule policy and [`wavefuse_codegen::compile`]: what
+/// `emit --kernel-file` prints and `check --kernel-file` compiles.
+fn generate_file_kernel(
+    path: &Path,
+    kernel: &wavefuse::ir::Kernel,
+    arch: Arch,
+    policy: &SchedulePolicy,
+    placement: Placement,
+) -> Result<wavefuse_codegen::Generated, String> {
+    let resolved = policy
+        .resolve_kernel(kernel, arch, placement, None)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     if let Some(note) = &resolved.note {
         eprintln!("{note}");
     }
-    let g = match wavefuse_codegen::compile(&kernel, arch, &resolved.schedule) {
+    wavefuse_codegen::compile(kernel, arch, &resolved.schedule)
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// `wavefuse check --kernel-file PATH --target T [--placement P]`: generate a kernel of one's
+/// own, compile it with the real compiler, print its resources, and fail when it spills, when
+/// its grids (with a grid barrier) are not co-resident at the compiled occupancy for the
+/// placement, or when it does not generate or compile. gfx906 INT4 kernels also get the MI50
+/// time model (modelled, not measured).
+pub fn check_file_cmd(
+    path: &Path,
+    arch: Arch,
+    policy: &SchedulePolicy,
+    placement: Placement,
+    bounds: &Bounds,
+) -> ExitCode {
+    let kernel = match read_valid_kernel_file(path) {
+        Ok(k) => k,
+        Err((e, code)) => {
+            eprintln!("error: {e}");
+            return code;
+        }
+    };
+    let g = match generate_file_kernel(path, &kernel, arch, policy, placement) {
         Ok(g) => g,
         Err(e) => {
-            eprintln!("error: {}: {e}", path.display());
+            eprintln!("error: {e}");
             return ExitCode::FAILURE;
         }
     };
-    show(&g, out, lowered)
+    let dir = match toolchain::scratch_dir(&format!("check-file-{arch}")) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let compiled =
+        match toolchain::compile_within(&g.source, g.lowered.workgroup_size, dir.path(), bounds) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("error: {}: {e}", path.display());
+                return ExitCode::FAILURE;
+            }
+        };
+    let r = &compiled.resources;
+    let regs = if arch == Arch::Sm90 {
+        "registers"
+    } else {
+        "VGPRs"
+    };
+    println!(
+        "wavefuse check: {} for {arch}, compiled with {}
+
+\
+         grid {} x {} lanes, {} {regs}, {} SGPRs, {} spills, {} bytes scratch, {} bytes LDS, \
+         occupancy {} waves per {}",
+        kernel.name(),
+        Tool::compiler(arch).name(),
+        g.lowered.grid,
+        g.lowered.workgroup_size,
+        r.vgprs,
+        r.sgprs.map_or("-".to_owned(), |s| s.to_string()),
+        r.spills,
+        r.scratch_bytes,
+        r.lds_bytes,
+        r.occupancy,
+        if arch == Arch::Sm90 {
+            "SM sub-partition"
+        } else {
+            "SIMD"
+        },
+    );
+    let mut failed = false;
+    if r.spills > 0 || r.scratch_bytes > 0 {
+        eprintln!("error: the kernel spills or uses scratch memory (a budget violation)");
+        failed = true;
+    }
+    let rpd = placement.ranks_per_device(kernel.tp());
+    match coresident_as_compiled(&g.lowered, r, rpd) {
+        Ok(()) if g.lowered.coresidency.is_some() => println!(
+            "co-resident: {} grid(s) of {} workgroups fit at the compiled occupancy ({})",
+            rpd,
+            g.lowered.grid,
+            placement.name()
+        ),
+        Ok(()) => {}
+        Err(e) => {
+            eprintln!("error: {e}");
+            failed = true;
+        }
+    }
+    if arch == Arch::Gfx906
+        && let Ok(disasm) = toolchain::disassemble(&compiled.object, Arch::Gfx906)
+        && let Some(hot) = HotLoop::from_disassembly(&disasm)
+        && let Some(inputs) = inputs_for(&g.lowered, &hot, kernel_batch(&kernel), r.occupancy)
+    {
+        println!("modelled (MI50, not measured): {}", model(&inputs));
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// The batch rows of a kernel: the leading axis of its first `[B, F]` input (1 without one).
+fn kernel_batch(k: &wavefuse::ir::Kernel) -> usize {
+    k.buffers()
+        .find_map(|(_, b)| match b.local_type() {
+            wavefuse::ir::BufferType::Tensor(t) if t.shape.len() == 2 => Some(t.shape[0]),
+            _ => None,
+        })
+        .unwrap_or(1)
 }
 
 /// `wavefuse check --target T [--tp N] [--jobs J]`: compile the set, print the resource table,

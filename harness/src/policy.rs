@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex};
 
 use wavefuse::ir::{Kernel, OpKind};
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::lower::{AllreduceProtocol, Int4Dot, LowerError, Schedule, lower};
-use wavefuse_codegen::lowered::LoweredKernel;
+use wavefuse_codegen::lower::{AllreduceProtocol, Int4Dot, LowerError, Schedule, lower_any_grid};
+use wavefuse_codegen::lowered::{LoweredKernel, Occupancy};
 
 use crate::suite::{CaseSpec, ShapeKind};
 use crate::tune::store::Store;
@@ -295,23 +295,31 @@ pub const RESIDENT_PER_CU: u32 = 4;
 /// not fit on one device at [`resident_per_cu`] workgroups per CU/SM, first halve the K split
 /// (fewer workgroups per tile), then halve tensor-core workgroups above 256 lanes (half the K
 /// warps), then widen the INT4 column tiles (twice the columns, twice the words per lane: the
-/// same lanes) until they do, or until the next step no longer lowers. The runtime still checks
-/// the real capacity before launch (DESIGN.md §5.9), so this only avoids refusals, never hides a
-/// deadlock. Returns the lowering and the schedule it used.
+/// same lanes) until they do, or until the next step no longer lowers. A kernel still unfitted
+/// is refused ([`LowerError::NotCoResident`], with the numbers) when its grids exceed what the
+/// device holds at any register count; otherwise the compiled occupancy decides (`check`
+/// compares it with the real compiler's report, and the runtime checks the driver's capacity
+/// before launch, DESIGN.md §5.9). Returns the lowering and the schedule it used.
 pub fn fit_coresident(
     ir: &Kernel,
     arch: Arch,
     s: Schedule,
     ranks_per_device: u32,
 ) -> Result<(LoweredKernel, Schedule), LowerError> {
-    let mut k = lower(ir, arch, &s)?;
+    let mut k = lower_any_grid(ir, arch, &s)?;
     let mut s = s;
     loop {
         if fits_coresident(&k, arch, ranks_per_device) || s.threads_per_column == 1 {
-            return Ok((k, s));
+            break;
         }
         let mut next = s.clone();
-        if s.k_split > 1 {
+        if lds_bound(&k, arch) && s.int4_dot != Int4Dot::Mma && s.workgroup_size > 128 {
+            // The cross-slice sums in LDS (K slices × columns × batch rows) limit the
+            // workgroups per CU, and wider tiles would only grow them: half the K slices in
+            // half the lanes halve them, on the same tile (gfx906 at batch 8: 32 KiB, 2 per CU).
+            next.workgroup_size /= 2;
+            next.threads_per_column /= 2;
+        } else if s.k_split > 1 {
             // Fewer K parts per tile: the grid shrinks, each workgroup keeps its warps (and
             // stages the activations in LDS only while a part's still fit).
             next = next.with_k_split(ir, s.k_split / 2);
@@ -327,26 +335,42 @@ pub fn fit_coresident(
             next.columns_per_workgroup *= 2;
             next.words_per_iteration *= 2;
         } else {
-            return Ok((k, s));
+            break;
         }
         // A wider tile that no longer lowers (its LDS outgrew the workgroup: gfx906, TP 8,
-        // batch 8) stops the search: the last one that lowered goes on, and the runtime refuses
-        // it at launch if it is not co-resident (§5.9).
-        match lower(ir, arch, &next) {
+        // batch 8) stops the search: the last one that lowered goes on.
+        match lower_any_grid(ir, arch, &next) {
             Ok(wider) => (k, s) = (wider, next),
-            Err(LowerError::Schedule(_)) => return Ok((k, s)),
+            Err(LowerError::Schedule(_)) => break,
             Err(e) => return Err(e),
         }
     }
+    // Unfitted at the budgets' occupancy: refused now if no register count could hold the
+    // placement's grids; otherwise the compiled occupancy decides (checked against the real
+    // compiler's report by `check`, and by the runtime before launch, §5.9).
+    k.coresident(ranks_per_device, Occupancy::HardwareMax)?;
+    Ok((k, s))
 }
 
 /// Whether the grids of `ranks_per_device` ranks of `k` fit on one device at [`RESIDENT_PER_CU`]
-/// workgroups per CU/SM (always, for a kernel without a grid barrier): what [`fit_coresident`]
-/// widens tiles for, and what the tuner requires of its candidates so the suite keeps their
+/// workgroups per CU/SM, fewer where its LDS allows fewer (always, for a kernel without a grid
+/// barrier): what [`fit_coresident`] refits for, and what the tuner requires of its candidates so the suite keeps their
 /// schedule as is.
 pub fn fits_coresident(k: &LoweredKernel, arch: Arch, ranks_per_device: u32) -> bool {
     k.coresidency.is_none()
-        || ranks_per_device * k.grid <= arch.compute_units() * resident_per_cu(k.workgroup_size)
+        || ranks_per_device * k.grid
+            <= arch.compute_units() * resident_per_cu(k.workgroup_size).min(by_lds(k, arch))
+}
+
+/// Workgroups of `k` one CU/SM holds by its LDS alone.
+fn by_lds(k: &LoweredKernel, arch: Arch) -> u32 {
+    let lds = u32::try_from(k.lds_bytes()).unwrap_or(u32::MAX);
+    arch.resident_workgroups_per_cu(k.workgroup_size, arch.max_waves_per_simd(), lds)
+}
+
+/// Whether LDS, not lanes, bounds the workgroups of `k` per CU/SM below [`resident_per_cu`].
+fn lds_bound(k: &LoweredKernel, arch: Arch) -> bool {
+    by_lds(k, arch) < resident_per_cu(k.workgroup_size)
 }
 
 /// [`RESIDENT_PER_CU`] is for workgroups of 256 lanes: the budgets keep 1024 lanes per CU/SM

@@ -110,9 +110,9 @@ pub use schedule::{
 use thiserror::Error;
 use wavefuse_ir::{Kernel, ValidationError};
 
-use crate::lowered::LoweredKernel;
 use crate::lowered::expand::expand_sync;
 use crate::lowered::validate::{LoweredError, validate};
+use crate::lowered::{LoweredKernel, NotCoResident, Occupancy};
 use crate::target::Arch;
 
 /// Why a kernel could not be lowered.
@@ -130,6 +130,13 @@ pub enum LowerError {
     /// The lowering produced a kernel the lowered validator rejects (a bug in this module).
     #[error("the lowering produced an invalid kernel: {0}")]
     Lowered(#[from] LoweredError),
+    /// The kernel has a grid barrier and its grid cannot be resident at once on the target at
+    /// any register count (DESIGN.md §5.9): it would never get past the barrier. Fewer
+    /// workgroups (wider tiles), or the RMSNorm — the grid barrier — in a kernel of its own.
+    #[error(
+        "{0}; it needs fewer workgroups: wider tiles (INT4 weights tile many columns per workgroup, FP16 weights one wave per column), or the RMSNorm, whose grid-wide sum is the barrier, in a kernel of its own"
+    )]
+    NotCoResident(#[from] NotCoResident),
 }
 
 /// Lower `kernel` for `arch` with `schedule`, keeping grid barriers and flags as
@@ -147,6 +154,22 @@ pub fn lower_structured(
 
 /// Lower `kernel` to one rank's kernel for `arch`, with only primitive synchronisation.
 pub fn lower(
+    kernel: &Kernel,
+    arch: Arch,
+    schedule: &Schedule,
+) -> Result<LoweredKernel, LowerError> {
+    let k = lower_any_grid(kernel, arch, schedule)?;
+    // One rank's grid must fit on its own device at the most any register count allows; the
+    // placement's ranks per device and the compiled occupancy are checked where they are known
+    // (the schedule policy, the real compiler's resource report, the runtime before launch).
+    k.coresident(1, Occupancy::HardwareMax)?;
+    Ok(k)
+}
+
+/// [`lower`] without its co-residency refusal: for a schedule search (the harness's
+/// co-residency refit) that lowers a grid too large to be resident and then tries wider or
+/// smaller tiles, checking [`LoweredKernel::coresident`] itself before anything is emitted.
+pub fn lower_any_grid(
     kernel: &Kernel,
     arch: Arch,
     schedule: &Schedule,

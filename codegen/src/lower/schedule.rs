@@ -512,14 +512,28 @@ fn mma_split(kernel: &Kernel, mut s: Schedule) -> Schedule {
 /// at TP 4: 1.83 VALU instructions per weight (the FMA path 8.0, dot2 with one word per lane
 /// 4.5), 62 VGPRs, occupancy 4; by the MI50 model (`crate::model`) memory-bound at every TP
 /// (`bench/results/2026-12-01-gfx906-model/`).
+///
+/// A kernel with a grid barrier (an RMSNorm) at batch > 4 gets 128-lane workgroups (16 K
+/// slices): the cross-slice sums in LDS take `slices · 32 columns · batch · 4` bytes, 32 KiB
+/// at batch 8 with 32 slices — one workgroup per CU, fewer than the grid's 160 that must be
+/// co-resident on 60 CUs (DESIGN.md §5.9); with 16 slices 16 KiB, three per CU.
 fn floor(kernel: &Kernel, s: Schedule) -> Schedule {
+    let barrier = kernel
+        .ops()
+        .any(|(_, op)| matches!(op.kind, OpKind::RmsNorm(_)));
+    let workgroup_size = if barrier && batch_of(kernel) > 4 {
+        128
+    } else {
+        s.workgroup_size
+    };
     let s = Schedule {
+        workgroup_size,
         int4_dot: Int4Dot::Dot2,
         mma_decode: MmaDecode::Fma,
         byte_offsets: true,
         words_per_iteration: 4,
         columns_per_workgroup: 32,
-        threads_per_column: s.workgroup_size * 4 / 32,
+        threads_per_column: workgroup_size * 4 / 32,
         k_unit_words: 4,
         accumulators: 1,
         ..s

@@ -116,6 +116,84 @@ pub struct CoResidency {
     pub workgroups: u32,
 }
 
+/// What bounds how many workgroups of a kernel one CU/SM holds, for [`LoweredKernel::coresident`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Occupancy {
+    /// The most waves any register count allows ([`Arch::max_waves_per_simd`]): what the
+    /// lowering knows before the real compiler has run.
+    HardwareMax,
+    /// The compiled kernel's: `waves_per_simd` waves (warps per sub-partition) at `registers`
+    /// vector registers per lane, from the compiler's resource report.
+    Compiled {
+        /// Resident waves per SIMD (warps per SM sub-partition).
+        waves_per_simd: u32,
+        /// Vector registers per lane (AMD VGPRs, NVIDIA registers per thread).
+        registers: u32,
+    },
+}
+
+/// The grids of a kernel with a grid barrier do not all fit on one device at once (DESIGN.md
+/// §5.9): launched, it would wait forever at the barrier, so it is refused before.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{kernel}: {} workgroups of {workgroup_size} lanes must be resident at once (the kernel has a \
+     grid barrier), but {arch} holds at most {} ({cus} {} x {per_cu}) at {}",
+    counted(*ranks_per_device, *workgroups),
+    cus * per_cu,
+    if *arch == Arch::Gfx906 { "CUs" } else { "SMs" },
+    describe(*arch, *occupancy, *lds_bytes)
+)]
+pub struct NotCoResident {
+    /// The kernel.
+    pub kernel: String,
+    /// Its target.
+    pub arch: Arch,
+    /// Workgroups of one rank's grid.
+    pub workgroups: u32,
+    /// Ranks whose grids share the device.
+    pub ranks_per_device: u32,
+    /// Lanes per workgroup.
+    pub workgroup_size: u32,
+    /// LDS per workgroup, in bytes.
+    pub lds_bytes: u32,
+    /// Workgroups one CU/SM holds ([`Arch::resident_workgroups_per_cu`]).
+    pub per_cu: u32,
+    /// CUs/SMs of the device.
+    pub cus: u32,
+    /// What bounded `per_cu`.
+    pub occupancy: Occupancy,
+}
+
+fn counted(ranks: u32, workgroups: u32) -> String {
+    if ranks == 1 {
+        workgroups.to_string()
+    } else {
+        format!("{} ({ranks} ranks x {workgroups})", ranks * workgroups)
+    }
+}
+
+fn describe(arch: Arch, o: Occupancy, lds: u32) -> String {
+    let regs = if arch == Arch::Gfx906 {
+        "VGPRs"
+    } else {
+        "registers"
+    };
+    let what = match o {
+        Occupancy::HardwareMax => {
+            "the most waves a CU holds, whatever the register count".to_owned()
+        }
+        Occupancy::Compiled {
+            waves_per_simd,
+            registers,
+        } => format!("its compiled {registers} {regs} ({waves_per_simd} waves per SIMD)"),
+    };
+    if lds > 0 {
+        format!("{what}, {lds} bytes of LDS per workgroup")
+    } else {
+        what
+    }
+}
+
 /// The slot of rank `peer`'s array in every rank's peer table: the one rule host and device share
 /// (DESIGN.md §5.5), defined once in the IR crate.
 pub use wavefuse_ir::peer_slot;
@@ -214,6 +292,43 @@ impl LoweredKernel {
     /// Bytes of LDS per workgroup.
     pub fn lds_bytes(&self) -> usize {
         self.lds.values().map(|l| l.elem.bytes() * l.len).sum()
+    }
+
+    /// Whether the grids of `ranks_per_device` ranks of this kernel fit on one device at once
+    /// at `occupancy` (always, for a kernel without a grid barrier): the compile-time half of
+    /// the co-residency rule (DESIGN.md §5.9), from [`Arch::resident_workgroups_per_cu`]; the
+    /// runtime asks the driver before launch.
+    pub fn coresident(
+        &self,
+        ranks_per_device: u32,
+        occupancy: Occupancy,
+    ) -> Result<(), NotCoResident> {
+        let Some(c) = &self.coresidency else {
+            return Ok(());
+        };
+        let waves = match occupancy {
+            Occupancy::HardwareMax => self.arch.max_waves_per_simd(),
+            Occupancy::Compiled { waves_per_simd, .. } => waves_per_simd,
+        };
+        let lds = u32::try_from(self.lds_bytes()).unwrap_or(u32::MAX);
+        let per_cu = self
+            .arch
+            .resident_workgroups_per_cu(self.workgroup_size, waves, lds);
+        let cus = self.arch.compute_units();
+        if u64::from(ranks_per_device) * u64::from(c.workgroups) <= u64::from(cus * per_cu) {
+            return Ok(());
+        }
+        Err(NotCoResident {
+            kernel: self.name.clone(),
+            arch: self.arch,
+            workgroups: c.workgroups,
+            ranks_per_device,
+            workgroup_size: self.workgroup_size,
+            lds_bytes: lds,
+            per_cu,
+            cus,
+            occupancy,
+        })
     }
 
     /// The epoch parameter, added on first use.

@@ -9,7 +9,7 @@ use std::time::Instant;
 use wavefuse::ir::Kernel;
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::cpp::toolchain;
-use wavefuse_codegen::lower::Schedule;
+use wavefuse_codegen::lower::{LowerError, Schedule};
 use wavefuse_runtime::compile::CompileError;
 use wavefuse_runtime::exec::{self, ArtifactSource};
 use wavefuse_runtime::{Artifact, Cache, CompileRequest, Error as RtError, ResourceUsage};
@@ -68,6 +68,11 @@ pub fn build(ir: &Kernel, arch: Arch, schedules: &[Schedule], budget: usize) -> 
         };
         let g = match wavefuse_codegen::compile(ir, arch, s) {
             Ok(g) => g,
+            // A grid no register count lets the device hold (the lowering's own refusal).
+            Err(wavefuse_codegen::CompileError::Lower(LowerError::NotCoResident(_))) => {
+                out.not_coresident += 1;
+                continue;
+            }
             Err(e) => {
                 reject(&mut out, e.to_string());
                 continue;
