@@ -98,6 +98,7 @@ mod gemv;
 mod lowering;
 mod plan;
 mod point;
+mod prologue;
 mod schedule;
 mod splitk;
 mod sync;
