@@ -22,7 +22,7 @@
 //! coordinate of whatever it is combined with). And a *phase*: the earliest synchronisation
 //! stage after which it can be computed.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use wavefuse_ir::ops::Compression;
 use wavefuse_ir::{
@@ -111,6 +111,8 @@ pub(super) struct ProloguePlan {
     pub norm: Option<PrologueNorm>,
     /// The computed values of the prologue (its loads are not in it: they are `Free` inputs).
     values: HashSet<Value>,
+    /// The loads the prologue reads, in value order.
+    pub loads: BTreeSet<Value>,
 }
 
 impl ProloguePlan {
@@ -408,6 +410,7 @@ impl<'a> Plan<'a> {
             act,
             norm: None,
             values: HashSet::new(),
+            loads: BTreeSet::new(),
         };
         let mut stack = vec![act];
         while let Some(v) = stack.pop() {
@@ -417,6 +420,7 @@ impl<'a> Plan<'a> {
             match self.def(v) {
                 OpKind::Load(_) => {
                     p.values.remove(&v);
+                    p.loads.insert(v);
                 }
                 OpKind::Unary(u) => stack.push(u.x),
                 OpKind::RoundF16(r) => stack.push(r.x),
@@ -433,7 +437,7 @@ impl<'a> Plan<'a> {
                         );
                     }
                     p.norm = Some(PrologueNorm { x: n.x, eps: n.eps });
-                    stack.push(n.x);
+                    stack.extend([n.x, n.weight]);
                 }
                 OpKind::Slice(_) => {
                     return unsupported(

@@ -28,6 +28,11 @@ pub(super) struct Point {
 }
 
 impl Point {
+    /// Record that value `v` at this point's own coordinate is already held by `e`.
+    pub(super) fn seed(&mut self, v: Value, e: Expr) {
+        self.memo.insert((v, 0), e);
+    }
+
     pub(super) fn new(b: Expr, c: Expr, col: Expr, inv_rms: Option<Expr>) -> Point {
         Point {
             b,
