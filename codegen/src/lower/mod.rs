@@ -36,10 +36,14 @@
 //!   barrier (one read of the inputs, but a grid barrier, co-residency of the whole grid (§5.9)
 //!   and a second stage). The rule is to choose by bytes re-read × workgroups against the cost of
 //!   one grid barrier, overridable in the [`Schedule`]. Only the prologue is implemented (there is
-//!   no such schedule field yet): at the decode shapes it re-reads `B·K·2` bytes per workgroup
-//!   (10 KB per batch row at K = 5120, from L2), small next to the workgroup's share of the
-//!   weights, and it keeps the kernel free of grid barriers. An activation that cannot be a prologue — it depends on a GEMV, an
-//!   allreduce or another synchronised value, or it does not fit LDS — is refused.
+//!   no such schedule field yet). What it costs, counted from the generated code (not measured):
+//!   at the TP = 4 FFN shape (K = 5120, batch 1, `rmsnorm_gate_up_silu`) a workgroup reads `x`
+//!   once for the sum of squares (10 KB) and `x` and the norm weight for its K part of `h` — on
+//!   gfx906 136 workgroups, 30 KB each next to 164 KB of packed weights; on sm_90 544 split-K
+//!   workgroups, 15 KB each next to 41 KB of weights — all of it from L2 (the inputs are 20 KB in
+//!   all), against a grid barrier and a co-resident grid for the alternative. An activation that
+//!   cannot be a prologue — it depends on a GEMV, an allreduce or another synchronised value, or
+//!   it does not fit LDS — is refused.
 //! - **GEMV** (if any). GPTQ INT4 (`qweight` `[K/8, N]`, DESIGN.md §2): lane `l` reads the words
 //!   of columns `w·C + (l mod C/v)·v ..+v` (`v` = words per iteration) of one K-row, so adjacent
 //!   lanes read adjacent words (coalesced); the `T = workgroup / (C/v)` rows of lanes split K by

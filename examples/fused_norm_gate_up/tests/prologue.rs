@@ -378,3 +378,29 @@ fn example_kernel_compiles_with_hipcc_gfx906() {
 fn example_kernel_compiles_with_nvcc_sm90() {
     compiles(Arch::Sm90);
 }
+
+/// With the default schedules at the model's K = 5120 (TP = 4): gfx906 (no split-K, the whole
+/// activation in LDS next to 32 K slices' reduction arrays) fits up to batch 3 and refuses batch
+/// 4 saying so; sm_90 (4 K parts per tile, a quarter of the activation each) fits every batch
+/// up to 8.
+#[test]
+fn default_schedules_fit_the_prologue_up_to_a_stated_batch() {
+    for (arch, max) in [(Arch::Gfx906, 3), (Arch::Sm90, 8)] {
+        for batch in 1..=8 {
+            let s = Shapes {
+                batch,
+                ..Shapes::qwen27b(4)
+            };
+            let k = rmsnorm_gate_up_silu(s.tp, s.batch, s.ffn_local(), s.gptq);
+            let r = lower(&k, arch, &Schedule::default_for(arch, &k));
+            match r {
+                Ok(_) => assert!(batch <= max, "{arch}: batch {batch} lowered"),
+                Err(LowerError::Schedule(m)) => {
+                    assert!(batch > max, "{arch}: batch {batch}: {m}");
+                    assert!(m.contains(&format!("fits up to batch {max}")), "{m}");
+                }
+                Err(e) => panic!("{arch}: batch {batch}: {e}"),
+            }
+        }
+    }
+}
