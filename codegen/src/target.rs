@@ -76,6 +76,16 @@ impl Arch {
         }
     }
 
+    /// Largest LDS one workgroup of the generated C++ may declare statically, in bytes: the whole
+    /// 64 KiB on gfx906; 48 KiB on sm_90, where more needs dynamic shared memory and an opt-in
+    /// attribute, which the CUDA writer does not emit (it declares every LDS array statically).
+    pub fn max_static_lds_per_workgroup(self) -> u32 {
+        match self {
+            Arch::Gfx906 => 64 * 1024,
+            Arch::Sm90 => 48 * 1024,
+        }
+    }
+
     /// Whether the warp-wide FP16 MMA with f32 accumulation (`mma.sync…m16n8k16…f32.f16`) exists:
     /// sm_80 and later. gfx906 has no matrix cores (MFMA came with gfx908).
     pub fn has_fp16_mma(self) -> bool {

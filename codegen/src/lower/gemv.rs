@@ -3,7 +3,7 @@
 
 use wavefuse_ir::{Buffer, GptqLayout, WeightFormat, ZeroPoint};
 
-use crate::lowered::{Base, BinOp, Expr, Param, ReduceKind, Reg, Special, Stmt, Ty, UnOp};
+use crate::lowered::{Base, BinOp, Expr, ReduceKind, Reg, Special, Stmt, Ty, UnOp};
 
 use super::LowerError;
 use super::schedule::{Int4Dot, Int4Scaling, MmaDecode, NibbleDecode};
@@ -19,7 +19,8 @@ struct MmaTiling {
     upg: usize,
     /// MMA steps (4 K-words each) per unit.
     steps: usize,
-    x: Param,
+    /// The activations (`None`: a prologue computes them straight into the LDS stage).
+    x: Option<Base>,
     n0: Reg,
     quad: Reg,
     tq: Reg,
@@ -97,11 +98,17 @@ struct Gptq {
     slices: usize,
     accs: usize,
     batch: usize,
-    x: Param,
+    /// The activations `[B, K]` (`None`: a prologue computes them straight into the LDS stage).
+    x: Option<Base>,
     weights: Vec<Buffer>,
 }
 
 impl Gptq {
+    /// The activations, where the lanes read them (not from an LDS stage).
+    fn xb(&self) -> Base {
+        self.x.clone().expect("unstaged activations")
+    }
+
     /// First accumulator of (weight `mi`, batch row `bi`, column word `j`).
     fn acc(&self, mi: usize, bi: usize, j: usize) -> usize {
         ((mi * self.batch + bi) * self.v + j) * self.accs
@@ -110,6 +117,9 @@ impl Gptq {
 
 impl Lowering<'_> {
     pub(super) fn gemv(&mut self, out: &mut Vec<Stmt>) -> Result<(), LowerError> {
+        if self.plan.prologue.is_some() {
+            self.prologue(out)?;
+        }
         let g = self.plan.gemv.as_ref().expect("called with a GEMV");
         match g.weight.format {
             WeightFormat::Gptq(l) if self.s.int4_dot == Int4Dot::Mma => self.gemv_gptq_mma(l, out),
@@ -212,7 +222,7 @@ impl Lowering<'_> {
             slices: wg / lanes_per_row,
             accs: self.s.accumulators as usize,
             batch: self.plan.batch,
-            x: self.dense(g.x),
+            x: self.activations(),
             weights: g.gemvs.iter().map(|&(_, w)| w).collect(),
         })
     }
@@ -230,7 +240,7 @@ impl Lowering<'_> {
                 begin: mul(begin.clone(), u(t.unit)),
                 words,
             };
-            self.stage_x(t.x, t.k, t.batch, &stage, out);
+            self.stage_x(t.x.clone(), t.k, t.batch, &stage, out)?;
             t.xs = Some(stage);
         }
         out.push(comment(format!(
@@ -475,7 +485,7 @@ impl Lowering<'_> {
             let xh: Vec<Reg> = (0..8).map(|_| self.k.reg(Ty::F16, "x")).collect();
             out.push(load(
                 xh.clone(),
-                at(Base::Param(t.x), add(u(bi * t.k), mul(r(row), u(8)))),
+                at(t.xb(), add(u(bi * t.k), mul(r(row), u(8)))),
             ));
             for (i, &xi) in xh.iter().enumerate() {
                 for mi in 0..t.weights.len() {
@@ -557,7 +567,7 @@ impl Lowering<'_> {
                 let xh: Vec<Reg> = (0..8).map(|_| self.k.reg(Ty::F16, "x")).collect();
                 out.push(load(
                     xh.clone(),
-                    at(Base::Param(t.x), add(u(bi * t.k), mul(row(kw), u(8)))),
+                    at(t.xb(), add(u(bi * t.k), mul(row(kw), u(8)))),
                 ));
                 for (i, &xi) in xh.iter().enumerate() {
                     let xf = self.k.reg(Ty::F32, "xf");
@@ -714,7 +724,7 @@ impl Lowering<'_> {
         let xh: Vec<Reg> = (0..8).map(|_| self.k.reg(Ty::F16, "x")).collect();
         out.push(load(
             xh.clone(),
-            at(Base::Param(t.x), add(u(bi * t.k), mul(row, u(8)))),
+            at(t.xb(), add(u(bi * t.k), mul(row, u(8)))),
         ));
         for (h, &xp) in xps.iter().enumerate() {
             out.push(assign(
@@ -777,7 +787,7 @@ impl Lowering<'_> {
             ));
         }
         let kwarps = warps / cw;
-        let x = self.dense(g.x);
+        let x = self.activations();
         let weights: Vec<Buffer> = g.gemvs.iter().map(|&(_, w)| w).collect();
         let m = weights.len();
         self.reduction_arrays(kwarps);
@@ -814,7 +824,7 @@ impl Lowering<'_> {
                 begin: mul(begin.clone(), u(unit)),
                 words,
             };
-            self.stage_x(x, kdim, batch, &stage, out);
+            self.stage_x(x.clone(), kdim, batch, &stage, out)?;
             Some(stage)
         } else {
             None
@@ -986,7 +996,7 @@ impl Lowering<'_> {
             let ld = load(
                 b.xs[st].clone(),
                 at(
-                    Base::Param(t.x),
+                    t.x.clone().expect("unstaged activations"),
                     add(mul(r(t.quad), u(t.kdim)), mul(kword, u(8))),
                 ),
             );
@@ -997,8 +1007,19 @@ impl Lowering<'_> {
 
     /// One unit's MMAs on the registers of `b`, then `totals += s · unit sums`.
     /// Stage this workgroup's K part of the activations in LDS (see [`XStage`]): lane `l` packs
-    /// entries `l, l + wg, …` from one 16-byte load each, then a workgroup barrier.
-    fn stage_x(&mut self, x: Param, kdim: usize, batch: usize, st: &XStage, out: &mut Vec<Stmt>) {
+    /// entries `l, l + wg, …` from one 16-byte load each, then a workgroup barrier. `x = None`:
+    /// the GEMV prologue computes the entries instead ([`Lowering::prologue_stage`]).
+    fn stage_x(
+        &mut self,
+        x: Option<Base>,
+        kdim: usize,
+        batch: usize,
+        st: &XStage,
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), LowerError> {
+        let Some(x) = x else {
+            return self.prologue_stage(batch, st.lds, &st.begin, st.words, out);
+        };
         out.push(comment(
             "activations of this K part to LDS once, in B-fragment order: entry (b, w) = (x0,x4), (x1,x5), (x2,x6), (x3,x7) of batch row b at the part's K-word w",
         ));
@@ -1010,7 +1031,7 @@ impl Lowering<'_> {
             (div(r(i), u(st.words)), rem(r(i), u(st.words)))
         };
         let src = add(mul(row, u(kdim)), mul(add(st.begin.clone(), word), u(8)));
-        let mut body = vec![load(xh.clone(), at(Base::Param(x), src))];
+        let mut body = vec![load(xh.clone(), at(x, src))];
         let packs = (0..4)
             .map(|j| Expr::PackHalf2(Box::new(r(xh[j])), Box::new(r(xh[j + 4]))))
             .collect();
@@ -1023,6 +1044,7 @@ impl Lowering<'_> {
             body,
         ));
         out.push(Stmt::WorkgroupBarrier);
+        Ok(())
     }
 
     /// The B fragments of step `st` of `unit` from the staged activations: batch row `quad`'s
@@ -1200,7 +1222,7 @@ impl Lowering<'_> {
     fn gemv_f16(&mut self, out: &mut Vec<Stmt>) -> Result<(), LowerError> {
         let g = self.plan.gemv.as_ref().expect("a GEMV");
         let (kdim, n) = (g.weight.k, g.weight.n);
-        let x = self.dense(g.x);
+        let x = self.activations().expect("FP16 GEMVs stage no activations");
         let weights: Vec<_> = g.gemvs.iter().map(|&(_, w)| self.dense(w)).collect();
         let (c, wg, b, wave) = (self.cols, self.wg(), self.plan.batch, self.wave());
         let t = self.s.threads_per_column as usize;
@@ -1244,10 +1266,7 @@ impl Lowering<'_> {
         }
         for bi in 0..b {
             let xh: Vec<Reg> = (0..vh).map(|_| self.k.reg(Ty::F16, "x")).collect();
-            body.push(load(
-                xh.clone(),
-                at(Base::Param(x), add(u(bi * kdim), r(kk))),
-            ));
+            body.push(load(xh.clone(), at(x.clone(), add(u(bi * kdim), r(kk)))));
             for (i, &xi) in xh.iter().enumerate() {
                 for (mi, wh) in wh_all.iter().enumerate() {
                     let a = acc[(mi * b + bi) * accs + i % accs];

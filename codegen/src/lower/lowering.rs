@@ -77,6 +77,11 @@ pub(super) struct Lowering<'a> {
     pub rank: Option<Param>,
     pub exchange: Option<Exchange>,
     pub norm: Option<NormArrays>,
+    /// The GEMV prologue's activation `[B, K]` FP16 in LDS, when the GEMV reads it per lane (not
+    /// from its own LDS stage).
+    pub prologue_lds: Option<Lds>,
+    /// The GEMV prologue norm's `1/rms` per batch row, in every lane.
+    pub prologue_inv: Vec<Reg>,
 }
 
 pub(super) fn ty_of(dtype: ScalarType, what: &str) -> Result<Ty, LowerError> {
@@ -125,6 +130,8 @@ impl<'a> Lowering<'a> {
             rank: None,
             exchange: None,
             norm: None,
+            prologue_lds: None,
+            prologue_inv: Vec::new(),
         })
     }
 
@@ -321,6 +328,9 @@ impl<'a> Lowering<'a> {
             }
         }
         self.k.body = body;
+        if self.plan.prologue.is_some() {
+            self.check_prologue_lds()?;
+        }
         let lds = self.k.lds_bytes();
         let max = self.arch.max_lds_per_workgroup() as usize;
         if lds > max {

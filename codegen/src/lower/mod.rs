@@ -3,8 +3,9 @@
 //!
 //! # Passes
 //! 1. *Plan* (`plan.rs`): validate the op-level kernel and recognise its shape — at most one group
-//!    of GEMVs sharing a loaded activation, at most one allreduce, at most one RMSNorm, elementwise
-//!    ops, slices and stores around them — and give each value a column *view* and a *phase*.
+//!    of GEMVs sharing an activation (a loaded input or a *prologue* computed from loaded
+//!    inputs), at most one allreduce, at most one RMSNorm, elementwise ops, slices and stores
+//!    around them — and give each value a column *view* and a *phase*.
 //! 2. *Structured lowering* ([`lower_structured`]): emit the body with grid barriers and flags
 //!    still as [`Stmt::GridBarrier`](crate::lowered::Stmt::GridBarrier) /
 //!    `PublishFlag` / `WaitFlag`. The result passes [`validate`].
@@ -15,6 +16,34 @@
 //! Workgroup `w` owns the root columns `[w·C, w·C + C)` (the GEMV's N, or the allreduced vector's
 //! features) for every batch row; the grid is `ceil(N / C)` workgroups. The body is a sequence of
 //! stages, each ending where a synchronisation is needed:
+//! - **GEMV prologue** (if the GEMVs' activation is computed in the kernel; `prologue.rs`): every
+//!   workgroup recomputes the activation `h [B, K]` from the loaded inputs (`round_f16(x + r)`,
+//!   `round_f16(silu(g)·u)`, `round_f16(rmsnorm(x, w))`), with the IR's roundings exactly, and
+//!   writes it to LDS — into the GEMV's own LDS activation stage (`x_in_lds`, the default with a
+//!   prologue on both targets; only the workgroup's K part) or, for the paths that read the
+//!   activations per lane, a plain `[B, K]` FP16 array the GEMV reads instead of global memory —
+//!   then a workgroup barrier (§5.2). An RMSNorm there is workgroup-local: the sum of squares
+//!   over K per batch row (lane `l` takes `k ≡ l` modulo the workgroup, wave reduction, the
+//!   waves' partials through LDS behind a workgroup barrier, added by every lane in wave order), so
+//!   every workgroup gets a bit-identical `1/rms` with no grid barrier. The activation must fit
+//!   one workgroup's static LDS ([`Arch::max_static_lds_per_workgroup`]) next to the GEMV's
+//!   reduction arrays; otherwise [`LowerError::Schedule`] says how many bytes and up to which
+//!   batch it fits.
+//!
+//!   *The cost rule* (issue #18): an activation computed in the kernel can be recomputed by every
+//!   workgroup (a prologue: it re-reads its inputs, `bytes(inputs) × workgroups` from L2, and needs
+//!   no synchronisation beyond the workgroup) or materialised once in global memory behind a grid
+//!   barrier (one read of the inputs, but a grid barrier, co-residency of the whole grid (§5.9)
+//!   and a second stage). The rule is to choose by bytes re-read × workgroups against the cost of
+//!   one grid barrier, overridable in the [`Schedule`]. Only the prologue is implemented (there is
+//!   no such schedule field yet). What it costs, counted from the generated code (not measured):
+//!   at the TP = 4 FFN shape (K = 5120, batch 1, `rmsnorm_gate_up_silu`) a workgroup reads `x`
+//!   once for the sum of squares (10 KB) and `x` and the norm weight for its K part of `h` — on
+//!   gfx906 136 workgroups, 30 KB each next to 164 KB of packed weights; on sm_90 544 split-K
+//!   workgroups, 15 KB each next to 41 KB of weights — all of it from L2 (the inputs are 20 KB in
+//!   all), against a grid barrier and a co-resident grid for the alternative. An activation that
+//!   cannot be a prologue — it depends on a GEMV, an allreduce or another synchronised value, or
+//!   it does not fit LDS — is refused.
 //! - **GEMV** (if any). GPTQ INT4 (`qweight` `[K/8, N]`, DESIGN.md §2): lane `l` reads the words
 //!   of columns `w·C + (l mod C/v)·v ..+v` (`v` = words per iteration) of one K-row, so adjacent
 //!   lanes read adjacent words (coalesced); the `T = workgroup / (C/v)` rows of lanes split K by
@@ -89,15 +118,22 @@
 //! # Unsupported (returned as [`LowerError::Unsupported`], never a panic)
 //! AWQ weights, GPTQ act-order (`g_idx`), non-FP16 scales, bf16 data, `k_split > 1` for FP16
 //! GEMVs or kernels without a GEMV (split-K: `splitk.rs`), reductions and (de)quantisation ops outside an
-//! allreduce, more than one allreduce or norm per kernel, GEMVs with different activations or
-//! shapes in one kernel, a norm or allreduce over a column slice, and ops that combine different
-//! column ranges.
+//! allreduce, more than one allreduce or norm per kernel (plus at most one norm in a GEMV
+//! prologue), GEMVs with different activations or shapes in one kernel, a norm or allreduce over
+//! a column slice, and ops that combine different column ranges. GEMV activations computed in the
+//! kernel that are not a prologue: depending on a GEMV, an allreduce or anything after a
+//! synchronisation (materialising the activation once behind a grid barrier is not implemented),
+//! with a slice inside, with K not a multiple of 8, a prologue value used by anything but the
+//! prologue and the GEMVs (a store of the activation, an epilogue reading it), and a prologue norm
+//! whose weight is not a loaded input. An activation that does not fit LDS is a
+//! [`LowerError::Schedule`] with the numbers.
 
 mod build;
 mod gemv;
 mod lowering;
 mod plan;
 mod point;
+mod prologue;
 mod schedule;
 mod splitk;
 mod sync;

@@ -1,10 +1,20 @@
 //! Analysis of an op-level kernel into the shape the lowering supports.
 //!
 //! The lowering handles kernels of this form, which covers the kernel set of DESIGN.md §3:
-//! at most one group of GEMVs sharing one loaded activation and one weight shape and format; at
-//! most one allreduce, of a value computed before it; at most one RMSNorm, over the whole
-//! feature axis; and elementwise ops, slices, FP16 roundings and stores around them. Anything
-//! else is [`LowerError::Unsupported`].
+//! at most one group of GEMVs sharing one activation and one weight shape and format; at most one
+//! allreduce, of a value computed before it; at most one RMSNorm, over the whole feature axis; and
+//! elementwise ops, slices, FP16 roundings and stores around them. Anything else is
+//! [`LowerError::Unsupported`].
+//!
+//! The GEMVs' activation is either a loaded input or a *prologue* ([`ProloguePlan`]): a
+//! replicated `[B, K]` FP16 value computed from loaded inputs by loads, elementwise unary and
+//! binary ops, `round_f16` and at most one RMSNorm over the whole K axis whose weight is a loaded
+//! input (`h = round_f16(rmsnorm(x, w))`, `h = round_f16(x + r)`). Every workgroup recomputes it
+//! into LDS. Refused: an activation that depends on a GEMV, an allreduce or anything else after a
+//! synchronisation (that needs the activation materialised once behind a grid barrier, not
+//! implemented), a slice inside the prologue, K not a multiple of 8, and a prologue value used by
+//! anything but the prologue and the GEMVs (a store of `h`, an epilogue reading `h`). The values
+//! of a prologue belong to no root column; its loads stay `Free` and may be used elsewhere too.
 //!
 //! Every value gets a *view*: how its feature coordinate relates to the kernel's *root* column
 //! space (the GEMV's N, or the allreduced vector's features), which is what workgroups tile.
@@ -12,7 +22,7 @@
 //! coordinate of whatever it is combined with). And a *phase*: the earliest synchronisation
 //! stage after which it can be computed.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use wavefuse_ir::ops::Compression;
 use wavefuse_ir::{
@@ -53,12 +63,21 @@ pub(super) enum View {
     Free,
 }
 
+/// Where the GEMVs' activation `[B, K]` (FP16) comes from.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) enum Activation {
+    /// A loaded input buffer.
+    Input(Buffer),
+    /// A value the kernel computes from loaded inputs: the [`ProloguePlan`]'s.
+    Prologue(Value),
+}
+
 /// The GEMVs of the kernel: all read the same activation and weights of one shape and format.
 pub(super) struct GemvPlan {
     /// Each GEMV's result and weight buffer, in program order.
     pub gemvs: Vec<(Value, Buffer)>,
-    /// The activation input `[B, K]`, FP16.
-    pub x: Buffer,
+    /// The activation.
+    pub x: Activation,
     /// The per-rank weight shape and format.
     pub weight: Weight,
 }
@@ -75,6 +94,34 @@ pub(super) struct NormPlan {
     pub eps: f64,
 }
 
+/// The RMSNorm of a GEMV prologue: over the whole K axis of a value computed from loads.
+pub(super) struct PrologueNorm {
+    /// Its input `[B, K]`.
+    pub x: Value,
+    pub eps: f64,
+}
+
+/// A GEMV *prologue*: the activation is a replicated vector computed from loaded inputs — a DAG
+/// of loads, elementwise unary and binary ops, `round_f16` and at most one RMSNorm over the full
+/// K axis (its weight a loaded input). Every workgroup recomputes it into LDS before its GEMV
+/// (see the module docs of [`super`] for the cost rule and the alternative that is refused).
+pub(super) struct ProloguePlan {
+    /// The GEMVs' activation `[B, K]`, FP16.
+    pub act: Value,
+    pub norm: Option<PrologueNorm>,
+    /// The computed values of the prologue (its loads are not in it: they are `Free` inputs).
+    values: HashSet<Value>,
+    /// The loads the prologue reads, in value order.
+    pub loads: BTreeSet<Value>,
+}
+
+impl ProloguePlan {
+    /// Whether `v` is computed in the prologue (a load is not).
+    pub fn computes(&self, v: Value) -> bool {
+        self.values.contains(&v)
+    }
+}
+
 /// What the lowering needs to know about an op-level kernel.
 pub(super) struct Plan<'a> {
     pub kernel: &'a Kernel,
@@ -86,6 +133,8 @@ pub(super) struct Plan<'a> {
     pub gemv: Option<GemvPlan>,
     pub allreduce: Option<AllreducePlan>,
     pub norm: Option<NormPlan>,
+    /// The GEMVs' prologue, when their activation is computed in the kernel.
+    pub prologue: Option<ProloguePlan>,
     /// `(value, buffer)` of every store, in program order.
     pub stores: Vec<(Value, Buffer)>,
     views: HashMap<Value, View>,
@@ -109,13 +158,22 @@ impl<'a> Plan<'a> {
             gemv: None,
             allreduce: None,
             norm: None,
+            prologue: None,
             stores: Vec::new(),
             views: HashMap::new(),
             phases: HashMap::new(),
             batch_seen: None,
         };
+        plan.prologue = plan.find_prologue()?;
         let mut roots = Vec::new();
         for (_, op) in kernel.ops() {
+            plan.check_prologue_uses(&op.kind, &op.results)?;
+            if let Some(&v) = op.results.first().filter(|&&v| plan.in_prologue(v)) {
+                // Computed per K coordinate by the prologue; never part of the root column space.
+                plan.check_shape(v)?;
+                plan.set(v, View::Free, Phase::Pre);
+                continue;
+            }
             plan.op(&op.kind, &op.results, &mut roots)?;
         }
         plan.settle_root(&roots)?;
@@ -304,20 +362,19 @@ impl<'a> Plan<'a> {
             WeightFormat::Gptq(_) => {}
             WeightFormat::Awq(_) => return unsupported(format!("AWQ weight `{}`", wd.name)),
         }
-        let OpKind::Load(xl) = self.def(x) else {
-            return unsupported(
-                "a GEMV whose activation is computed in the kernel (not a loaded input)",
-            );
+        let act = match self.def(x) {
+            OpKind::Load(xl) => Activation::Input(xl.buffer),
+            _ => Activation::Prologue(x),
         };
         match &mut self.gemv {
             None => {
                 self.gemv = Some(GemvPlan {
                     gemvs: vec![(v, weight)],
-                    x: xl.buffer,
+                    x: act,
                     weight: w,
                 })
             }
-            Some(g) if g.x == xl.buffer && g.weight == w => g.gemvs.push((v, weight)),
+            Some(g) if g.x == act && g.weight == w => g.gemvs.push((v, weight)),
             Some(_) => {
                 return unsupported(
                     "GEMVs with different activations or weight shapes in one kernel",
@@ -325,6 +382,101 @@ impl<'a> Plan<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Whether `v` is computed by the GEMV prologue.
+    fn in_prologue(&self, v: Value) -> bool {
+        self.prologue.as_ref().is_some_and(|p| p.computes(v))
+    }
+
+    /// The prologue of the first GEMV whose activation is not a loaded input, if any: the
+    /// activation's defining DAG, checked to be loads, elementwise ops, `round_f16` and at most
+    /// one RMSNorm (see [`ProloguePlan`]).
+    fn find_prologue(&self) -> Result<Option<ProloguePlan>, LowerError> {
+        let act = self.kernel.ops().find_map(|(_, op)| match &op.kind {
+            OpKind::Gemv(g) if !matches!(self.def(g.x), OpKind::Load(_)) => Some(g.x),
+            _ => None,
+        });
+        let Some(act) = act else {
+            return Ok(None);
+        };
+        let k = self.shape(act)[1];
+        if k % 8 != 0 {
+            return unsupported(format!(
+                "a GEMV prologue with K={k} (the prologue writes the activation 8 halves at a time: K must be a multiple of 8)"
+            ));
+        }
+        let mut p = ProloguePlan {
+            act,
+            norm: None,
+            values: HashSet::new(),
+            loads: BTreeSet::new(),
+        };
+        let mut stack = vec![act];
+        while let Some(v) = stack.pop() {
+            if !p.values.insert(v) {
+                continue;
+            }
+            match self.def(v) {
+                OpKind::Load(_) => {
+                    p.values.remove(&v);
+                    p.loads.insert(v);
+                }
+                OpKind::Unary(u) => stack.push(u.x),
+                OpKind::RoundF16(r) => stack.push(r.x),
+                OpKind::Binary(b) => stack.extend([b.a, b.b]),
+                OpKind::RmsNorm(n) => {
+                    if p.norm.is_some() {
+                        return unsupported(
+                            "more than one rmsnorm in a GEMV prologue (the activation's computation)",
+                        );
+                    }
+                    if !matches!(self.def(n.weight), OpKind::Load(_)) {
+                        return unsupported(
+                            "rmsnorm weights that are not a loaded input (in a GEMV prologue)",
+                        );
+                    }
+                    p.norm = Some(PrologueNorm { x: n.x, eps: n.eps });
+                    stack.extend([n.x, n.weight]);
+                }
+                OpKind::Slice(_) => {
+                    return unsupported(
+                        "a slice in a GEMV prologue (the activation's computation covers the whole K axis)",
+                    );
+                }
+                other => {
+                    return unsupported(format!(
+                        "a GEMV whose activation depends on `{}`: a prologue (recomputed by every workgroup) holds only loads, \
+                         elementwise ops, round_f16 and one rmsnorm of loaded inputs; materialising the activation once in \
+                         global memory behind a grid barrier is not implemented",
+                        other.mnemonic()
+                    ));
+                }
+            }
+        }
+        Ok(Some(p))
+    }
+
+    /// A computed prologue value feeds only the prologue itself and the GEMVs (as their
+    /// activation): it exists per K coordinate, in each workgroup's LDS, not in the root column
+    /// space.
+    fn check_prologue_uses(&self, kind: &OpKind, results: &[Value]) -> Result<(), LowerError> {
+        let Some(p) = &self.prologue else {
+            return Ok(());
+        };
+        let inside = results.first().is_some_and(|&r| p.computes(r));
+        let gemv_of_act = matches!(kind, OpKind::Gemv(g) if g.x == p.act);
+        if inside || gemv_of_act {
+            return Ok(());
+        }
+        match kind.args().into_iter().find(|&a| p.computes(a)) {
+            Some(a) => unsupported(format!(
+                "the GEMV prologue's value {a} is also used by `{}` (a value computed for the GEMV's activation \
+                 feeds only that activation: every workgroup recomputes it per K coordinate, in LDS)",
+                kind.mnemonic()
+            )),
+            None => Ok(()),
+        }
     }
 
     /// All anchors of the root (GEMV N, allreduce and norm features, whole-vector stores) agree,

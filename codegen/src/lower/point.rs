@@ -23,9 +23,27 @@ pub(super) struct Point {
     /// The allreduce's value here when a lane already holds it (one rank, INT8: see
     /// [`Lowering::allreduce_in_registers`]).
     pub allreduce: Option<Expr>,
+    /// The batch row's `1/rms` of the GEMV prologue's norm (prologue points only).
+    inv_rms: Option<Expr>,
 }
 
 impl Point {
+    /// Record that value `v` at this point's own coordinate is already held by `e`.
+    pub(super) fn seed(&mut self, v: Value, e: Expr) {
+        self.memo.insert((v, 0), e);
+    }
+
+    pub(super) fn new(b: Expr, c: Expr, col: Expr, inv_rms: Option<Expr>) -> Point {
+        Point {
+            b,
+            c,
+            col,
+            memo: HashMap::new(),
+            allreduce: None,
+            inv_rms,
+        }
+    }
+
     fn coord(&self, off: i64) -> Expr {
         if off >= 0 {
             sub(self.col.clone(), u(off as usize))
@@ -98,16 +116,7 @@ impl Lowering<'_> {
         if self.plan.n % self.cols != 0 {
             valid = and(valid, lt(r(col), u(self.plan.n)));
         }
-        (
-            Point {
-                b,
-                c: r(c),
-                col: r(col),
-                memo: HashMap::new(),
-                allreduce: None,
-            },
-            valid,
-        )
+        (Point::new(b, r(c), r(col), None), valid)
     }
 
     /// The elementwise stage of `phase`.
@@ -317,6 +326,21 @@ impl Lowering<'_> {
                 Some(e) => e,
                 None => self.allreduce_value(v, pt, out)?,
             },
+            OpKind::RmsNorm(n) if self.plan.prologue.as_ref().is_some_and(|p| p.computes(v)) => {
+                // The GEMV prologue's norm: its input recomputed here, the row's 1/rms from
+                // `prologue_inv_rms`; (x · s) · w as the reference evaluates it.
+                let x = self.eval(n.x, off, pt, out)?;
+                let x = self.to_f32(n.x, x);
+                let w = self.eval(n.weight, off, pt, out)?;
+                let w = self.to_f32(n.weight, w);
+                let s = pt
+                    .inv_rms
+                    .clone()
+                    .expect("a prologue point carries its row's 1/rms");
+                let dst = self.fresh(v, "normed")?;
+                out.push(assign(dst, Expr::mul(Expr::mul(x, s), w)));
+                r(dst)
+            }
             OpKind::RmsNorm(n) => {
                 let w = self.eval(n.weight, off, pt, out)?;
                 let w = self.to_f32(n.weight, w);

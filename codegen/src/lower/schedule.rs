@@ -1,10 +1,11 @@
 //! Schedules: how one kernel's work is split over workgroups, lanes and registers.
 
+use std::collections::HashSet;
 use std::ops::RangeInclusive;
 
 use serde::{Deserialize, Serialize};
 use wavefuse_ir::ops::Compression;
-use wavefuse_ir::{BufferType, Kernel, OpKind, WeightFormat};
+use wavefuse_ir::{BufferType, Kernel, OpKind, Value, WeightFormat};
 
 use crate::target::Arch;
 
@@ -462,12 +463,17 @@ pub const MAX_PIPELINE_DEPTH: u32 = 2;
 /// `tiles · P` workgroups must be co-resident (128 lanes each: 8 per SM at the budgets' 1024
 /// lanes; where ranks share a device `suite::lower_coresident` lowers P first). The decode is
 /// the one-shift [`MmaDecode::Fma`]. The activations of the
-/// workgroup's K part are staged in LDS when they take at most 40 KiB.
+/// workgroup's K part are staged in LDS when they take at most 40 KiB, or when a GEMV prologue
+/// computes them (they are in LDS then anyway; a norm in the prologue is no grid stage).
 fn mma_split(kernel: &Kernel, mut s: Schedule) -> Schedule {
     let units = gptq_k(kernel).map_or(0, |k| k / 8 / s.k_unit_words as usize);
-    let grid_stage = kernel
-        .ops()
-        .any(|(_, op)| matches!(op.kind, OpKind::AllReduce(_) | OpKind::RmsNorm(_)));
+    let feeds_gemv = gemv_prologue(kernel);
+    let grid_stage = kernel.ops().any(|(_, op)| match op.kind {
+        OpKind::AllReduce(_) => true,
+        // A norm in a GEMV prologue is workgroup-local (`prologue.rs`): no grid stage.
+        OpKind::RmsNorm(_) => !op.results.iter().any(|v| feeds_gemv.contains(v)),
+        _ => false,
+    });
     // The K warps of the workgroup (`threads_per_column` below).
     const K_WARPS: usize = 4;
     let divides = |p: &usize| units > 0 && units % p == 0;
@@ -508,7 +514,8 @@ fn mma_split(kernel: &Kernel, mut s: Schedule) -> Schedule {
 /// columns and 32 K slices per 256-lane workgroup, units of 4 K-words (K = 5120: 160 units, 5 per
 /// slice), one accumulator chain, 32-bit byte offsets, and the activations staged in LDS as
 /// FP16 pairs when they take at most 16 KiB (more would cut the workgroups per CU below 4; the
-/// unstaged path packs them per lane, +0.25 VALU per weight). hipcc's hot loop for `gemv_int4`
+/// unstaged path packs them per lane, +0.25 VALU per weight) or when a GEMV prologue computes them
+/// (they are in LDS then anyway, and the stage is where the prologue writes them). hipcc's hot loop for `gemv_int4`
 /// at TP 4: 1.83 VALU instructions per weight (the FMA path 8.0, dot2 with one word per lane
 /// 4.5), 62 VGPRs, occupancy 4; by the MI50 model (`crate::model`) memory-bound at every TP
 /// (`bench/results/2026-12-01-gfx906-model/`).
@@ -540,18 +547,50 @@ fn floor(kernel: &Kernel, s: Schedule) -> Schedule {
     };
     let staged = batch_of(kernel) * gptq_k(kernel).unwrap_or(usize::MAX / 4) * 2;
     Schedule {
-        x_in_lds: staged <= 16 * 1024,
+        x_in_lds: staged <= 16 * 1024 || !gemv_prologue(kernel).is_empty(),
         ..s
     }
 }
 
-/// Whether the FP16 activations of one K part (`batch · K / k_split`) take at most 40 KiB of LDS.
+/// Whether the FP16 activations of one K part (`batch · K / k_split`) take at most 40 KiB of LDS,
+/// or the kernel has a GEMV prologue: its activation lives in LDS anyway, and the stage (one K
+/// part) is the smallest place for it.
 fn staged_fits(kernel: &Kernel, s: &Schedule) -> bool {
     let Some(k) = gptq_k(kernel) else {
         return false;
     };
+    if !gemv_prologue(kernel).is_empty() {
+        return true;
+    }
     let staged = batch_of(kernel).saturating_mul(k).saturating_mul(2) / s.k_split.max(1) as usize;
     staged <= 40 * 1024
+}
+
+/// The values computed for a GEMV activation that is not a loaded input (a GEMV prologue, see
+/// `plan.rs`): the activation and everything it is computed from except loads. Empty when every
+/// GEMV reads a loaded input.
+fn gemv_prologue(kernel: &Kernel) -> HashSet<Value> {
+    let mut seen = HashSet::new();
+    let mut stack: Vec<Value> = kernel
+        .ops()
+        .filter_map(|(_, op)| match &op.kind {
+            OpKind::Gemv(g) => Some(g.x),
+            _ => None,
+        })
+        .collect();
+    while let Some(v) = stack.pop() {
+        let Some(def) = kernel.value_def(v) else {
+            continue;
+        };
+        let Some(op) = kernel.op(def.op) else {
+            continue;
+        };
+        if matches!(op.kind, OpKind::Load(_)) || !seen.insert(v) {
+            continue;
+        }
+        stack.extend(op.kind.args());
+    }
+    seen
 }
 
 /// K of the kernel's GPTQ GEMV.

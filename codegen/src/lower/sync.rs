@@ -5,7 +5,7 @@ use wavefuse_ir::ops::Compression;
 use wavefuse_ir::{ScalarType, Value};
 
 use crate::lowered::{
-    Base, BinOp, Expr, MemRef, ParamKind, Purpose, ReduceKind, Reg, Special, Stmt, Ty, UnOp,
+    Base, BinOp, Expr, Lds, MemRef, ParamKind, Purpose, ReduceKind, Reg, Special, Stmt, Ty, UnOp,
 };
 
 use super::build::*;
@@ -430,14 +430,14 @@ impl Lowering<'_> {
     /// Two-level sum of `count` values `value(i)` for every batch row (lane `l` takes
     /// `i ≡ l` modulo the workgroup size, each wave reduces, the wave results go to LDS), then a
     /// workgroup barrier; [`Self::waves_total`] adds them up in wave order.
-    fn workgroup_row_sums(
+    pub(super) fn workgroup_row_sums(
         &mut self,
+        wl: Lds,
         count: usize,
         mask: Option<usize>,
         value: &mut RowTerm<'_, Self>,
         out: &mut Vec<Stmt>,
     ) {
-        let wl = self.norm.as_ref().expect("norm arrays").waves;
         let b = self.plan.batch;
         for bi in 0..b {
             let (acc, i) = (self.k.reg(Ty::F32, "acc"), self.k.reg(Ty::U32, "i"));
@@ -476,9 +476,8 @@ impl Lowering<'_> {
         out.push(Stmt::WorkgroupBarrier);
     }
 
-    /// Lane 0's sum of row `bi` over the waves' partials, in wave order.
-    fn waves_total(&mut self, bi: usize, out: &mut Vec<Stmt>) -> Reg {
-        let wl = self.norm.as_ref().expect("norm arrays").waves;
+    /// The sum of row `bi` over the waves' partials in `wl`, in wave order.
+    pub(super) fn waves_total(&mut self, wl: Lds, bi: usize, out: &mut Vec<Stmt>) -> Reg {
         let b = self.plan.batch;
         let total = self.k.reg(Ty::F32, "total");
         for w in 0..self.wg() / self.wave() {
@@ -508,7 +507,9 @@ impl Lowering<'_> {
         out.push(comment("RMSNorm: this tile's sum of squares per batch row (the stash is complete after the barrier)"));
         out.push(Stmt::WorkgroupBarrier);
         let mask = (n % cols != 0).then_some(n);
+        let wl = self.norm.as_ref().expect("norm arrays").waves;
         self.workgroup_row_sums(
+            wl,
             cols,
             mask,
             &mut |this, i, bi, acc, body| {
@@ -520,7 +521,7 @@ impl Lowering<'_> {
         );
         let mut lane0 = Vec::new();
         for bi in 0..b {
-            let total = self.waves_total(bi, &mut lane0);
+            let total = self.waves_total(wl, bi, &mut lane0);
             let idx = add(mul(self.tile.clone(), u(b)), u(bi));
             lane0.push(store(at(Base::Param(partials), idx), vec![r(total)]));
         }
@@ -588,7 +589,9 @@ impl Lowering<'_> {
         out.push(comment(format!(
             "every workgroup adds all {tiles} tiles' partials in the same order, so all get the same 1/rms (and all ranks: same data)"
         )));
+        let wl = self.norm.as_ref().expect("norm arrays").waves;
         self.workgroup_row_sums(
+            wl,
             tiles,
             None,
             &mut |this, i, bi, acc, body| {
@@ -603,7 +606,7 @@ impl Lowering<'_> {
         );
         let mut lane0 = Vec::new();
         for bi in 0..b {
-            let total = self.waves_total(bi, &mut lane0);
+            let total = self.waves_total(wl, bi, &mut lane0);
             let mean = Expr::bin(BinOp::Div, r(total), f(n as f64));
             let value = un(UnOp::Rsqrt, Expr::add(mean, f(f64::from(eps as f32))));
             let inv = inv.expect("the 1/rms array at batch > 1");

@@ -4,8 +4,11 @@
 //!
 //! The example prints the kernel's IR, evaluates it with the f64 reference semantics on the
 //! default synthetic workload, checks it against the unfused pipeline (a norm-only kernel followed
-//! by the kernel set's `gemv_int4_dual_silu`) and binds one rank's arguments through the typed
-//! host API.
+//! by the kernel set's `gemv_int4_dual_silu`), lowers it for gfx906 (HIP) and sm_90 (CUDA) with
+//! each target's default schedule (the normalised activation is a GEMV prologue, recomputed by
+//! every workgroup into LDS) and binds one rank's arguments through the typed host API. The
+//! crate's tests run the lowered kernel in the protocol simulator against the f64 reference,
+//! compile it with hipcc and nvcc and snapshot its source.
 //!
 //! Run: `cargo run -p fused-norm-gate-up`.
 
@@ -14,36 +17,11 @@ use std::time::Instant;
 
 use wavefuse::host::{ColParallel, Gptq, Input, Output, Replicated, f16};
 use wavefuse::ir::reference::{HostData, HostTensor, RankInputs, RankOutputs, evaluate};
-use wavefuse::ir::{GptqLayout, Kernel, validate};
-use wavefuse_kernels::shapes::{HIDDEN, RMS_EPS};
+use wavefuse::ir::{Kernel, validate};
+use wavefuse_codegen::{Arch, compile, lower::Schedule};
 use wavefuse_kernels::{KernelId, Shapes, Workload};
 
-wavefuse::kernel! {
-    /// `y = silu(W_gate·h) · (W_up·h)` with `h = round_f16(rmsnorm(x, norm_w))`: the FFN's
-    /// pre-norm and gate/up projections in one launch; `n` is the per-rank FFN width.
-    pub fn rmsnorm_gate_up_silu(tp: u32, batch: usize, n: usize, gptq: GptqLayout) across tp {
-        in x: f16[batch, HIDDEN];
-        in norm_w: f16[HIDDEN];
-        in w_gate: gptq(gptq)[HIDDEN, n] col_parallel;
-        in w_up: gptq(gptq)[HIDDEN, n] col_parallel;
-        out y: f16[batch, n] col_parallel;
-
-        // Both GEMVs read the normalised activation as FP16: a rounding point.
-        let h = round_f16(rmsnorm(x, norm_w, eps = RMS_EPS));
-        let gate = gemv.col(w_gate, h);
-        let up = gemv.col(w_up, h);
-        y = round_f16(silu(gate) * up);
-    }
-
-    /// The first half of the unfused pipeline, for comparison.
-    fn rmsnorm_only(batch: usize) {
-        in x: f16[batch, HIDDEN];
-        in norm_w: f16[HIDDEN];
-        out h: f16[batch, HIDDEN];
-
-        h = round_f16(rmsnorm(x, norm_w, eps = RMS_EPS));
-    }
-}
+use fused_norm_gate_up::{RmsnormGateUpSiluArgs, rmsnorm_gate_up_silu, rmsnorm_only};
 
 fn main() -> Result<(), Box<dyn Error>> {
     let s = Shapes::qwen27b(4);
@@ -79,7 +57,26 @@ fn main() -> Result<(), Box<dyn Error>> {
         return Err("the fused kernel disagrees with the unfused pipeline".into());
     }
 
+    lower_both(&fused)?;
     bind_rank0(&s, &fused, &inputs[0])
+}
+
+/// Lower and write the kernel for both targets with their default schedules, and say what came
+/// out.
+fn lower_both(fused: &Kernel) -> Result<(), Box<dyn Error>> {
+    for arch in [Arch::Gfx906, Arch::Sm90] {
+        let schedule = Schedule::default_for(arch, fused);
+        let g = compile(fused, arch, &schedule)?;
+        println!(
+            "lowered for {arch}: {} workgroups x {} lanes, {} bytes of LDS per workgroup (the prologue's activation included), {} lines of {}",
+            g.lowered.grid,
+            g.lowered.workgroup_size,
+            g.lowered.lds_bytes(),
+            g.source.text.lines().count(),
+            if arch == Arch::Gfx906 { "HIP" } else { "CUDA" },
+        );
+    }
+    Ok(())
 }
 
 /// RMS, max |v| and the number of non-finite values.
