@@ -5,16 +5,17 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use wavefuse::ir::validate;
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::lower::AllreduceProtocol;
 use wavefuse_codegen::sim::PeerTable;
+use wavefuse_harness::ab::model_shapes;
 use wavefuse_harness::generate;
 use wavefuse_harness::policy::{Override, Placement, SchedulePolicy};
 use wavefuse_harness::report::{row, table};
 use wavefuse_harness::run::parse_tp;
 use wavefuse_harness::shapes::TP_SIZES;
 use wavefuse_harness::sim;
+use wavefuse_harness::suite::{CaseSpec, ShapeKind};
 use wavefuse_harness::tune::select::ScheduleArgs;
 use wavefuse_harness::{KernelId, Shapes, Workload};
 
@@ -61,6 +62,10 @@ enum Command {
         /// Tokens decoded at once (1–8).
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=8))]
         batch: u16,
+        /// Build the kernel at this model's dimensions (a Hugging Face `config.json`: hidden,
+        /// intermediate, heads, KV heads, head dim, RMSNorm epsilon) instead of Qwen 3.5 27B's.
+        #[arg(long, conflicts_with = "kernel_file")]
+        model_config: Option<PathBuf>,
         /// Where the ranks run, which the schedule is fitted for: per-device (one rank per GPU,
         /// as TP is deployed: the snapshots, `check`, `gpu-suite --placement per-device`,
         /// `mgpu-bench`) or same-device (all ranks on one GPU: what `ab`, `run` and the default
@@ -87,6 +92,10 @@ enum Command {
         /// same-device: all ranks' grids share one GPU).
         #[arg(long, value_enum, default_value_t = Placement::PerDevice, requires = "kernel_file")]
         placement: Placement,
+        /// Compile the set at this model's dimensions (a Hugging Face `config.json`) instead of
+        /// Qwen 3.5 27B's.
+        #[arg(long, conflicts_with = "kernel_file")]
+        model_config: Option<PathBuf>,
         /// TP group sizes (default: all of 1, 2, 4, 8).
         #[arg(long, allow_negative_numbers = true, value_parser = parse_tp, value_delimiter = ',')]
         tp: Vec<u32>,
@@ -353,27 +362,43 @@ fn dispatch(cli: Cli) -> ExitCode {
             lowered,
             placement,
             schedule,
+            model_config,
             ..
-        } => match schedule.policy(arch, env_overrides()) {
-            Ok(policy) => generate::emit_cmd(
-                kernel,
-                arch,
-                tp,
-                batch.into(),
-                &policy,
-                placement,
-                out,
-                lowered,
-            ),
-            Err(e) => store_error(e),
-        },
+        } => {
+            let shape = match model_shapes(model_config.as_deref(), &[tp]) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            match schedule.policy(arch, env_overrides()) {
+                Ok(policy) => generate::emit_cmd(
+                    kernel,
+                    arch,
+                    (tp, batch.into(), shape),
+                    &policy,
+                    placement,
+                    out,
+                    lowered,
+                ),
+                Err(e) => store_error(e),
+            }
+        }
         Command::Emit {
             kernel: Some(kernel),
             ir,
             tp,
             batch,
+            model_config,
             ..
-        } => emit(kernel, ir, tp, batch.into()),
+        } => match model_shapes(model_config.as_deref(), &[tp]) {
+            Ok(shape) => emit(kernel, ir, tp, batch.into(), shape),
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        },
         Command::Emit { .. } => {
             eprintln!("error: name a kernel of the set or pass --kernel-file PATH");
             ExitCode::from(2)
@@ -398,12 +423,22 @@ fn dispatch(cli: Cli) -> ExitCode {
             tp,
             jobs,
             compile_timeout,
+            model_config,
             ..
         } => {
             ignored_overrides("check (it compiles the default schedules the budgets are for)");
+            let tps = if tp.is_empty() { TP_SIZES.to_vec() } else { tp };
+            let shape = match model_shapes(model_config.as_deref(), &tps) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
             generate::check_cmd(
                 target,
-                if tp.is_empty() { &TP_SIZES } else { &tp },
+                &tps,
+                shape,
                 jobs,
                 &wavefuse_codegen::cpp::child::Bounds::timeout(std::time::Duration::from_secs_f64(
                     compile_timeout,
@@ -508,23 +543,28 @@ fn store_error(e: wavefuse_harness::tune::store::StoreError) -> ExitCode {
     ExitCode::from(2)
 }
 
-fn emit(id: KernelId, ir: bool, tp: u32, batch: usize) -> ExitCode {
+fn emit(id: KernelId, ir: bool, tp: u32, batch: usize, shape: ShapeKind) -> ExitCode {
     if !ir {
         eprintln!(
             "error: nothing to emit; pass --ir for the textual IR or --target gfx906|sm90 for code"
         );
         return ExitCode::from(2);
     }
-    let kernel = id.build(&Shapes {
+    let c = CaseSpec {
+        id,
+        tp,
         batch,
-        ..Shapes::qwen27b(tp)
-    });
-    if let Err(e) = validate(&kernel) {
-        eprintln!("error: {e}");
-        return ExitCode::FAILURE;
-    }
-    print!("{kernel}");
-    ExitCode::SUCCESS
+        shape,
+    };
+    let kernel = match wavefuse_harness::suite::op_kernel(&c) {
+        Ok(Some(k)) => k,
+        Ok(None) => unreachable!("model shapes apply to every kernel"),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    generate::print_out(&kernel.to_string())
 }
 
 fn report(tps: Vec<u32>, seed: u64) -> ExitCode {

@@ -64,6 +64,27 @@ pub fn generate(id: KernelId, arch: Arch, tp: u32, batch: usize) -> Result<Gener
     )
 }
 
+/// [`generate_with`] at `shape` ([`ShapeKind::Model`] or a model's own, [`ShapeKind::Of`]).
+pub fn generate_at(
+    id: KernelId,
+    arch: Arch,
+    c: (u32, usize, ShapeKind),
+    policy: &SchedulePolicy,
+    placement: Placement,
+) -> Result<Generated, GenError> {
+    let (tp, batch, shape) = c;
+    let c = CaseSpec {
+        id,
+        tp,
+        batch,
+        shape,
+    };
+    crate::suite::generate(&c, arch, policy, placement).map_err(|source| GenError {
+        label: format!("{}@{arch}_tp{tp}", id.name()),
+        source,
+    })
+}
+
 /// Kernel `id` of the set at the model shapes through the pipeline ([`crate::suite::generate`])
 /// with `policy` at `placement`: `wavefuse emit` with `--schedule`, `--placement` and overrides.
 pub fn generate_with(
@@ -74,16 +95,7 @@ pub fn generate_with(
     policy: &SchedulePolicy,
     placement: Placement,
 ) -> Result<Generated, GenError> {
-    let c = CaseSpec {
-        id,
-        tp,
-        batch,
-        shape: ShapeKind::Model,
-    };
-    crate::suite::generate(&c, arch, policy, placement).map_err(|source| GenError {
-        label: format!("{}@{arch}_tp{tp}", id.name()),
-        source,
-    })
+    generate_at(id, arch, (tp, batch, ShapeKind::Model), policy, placement)
 }
 
 /// One row of `wavefuse check`.
@@ -150,7 +162,15 @@ pub fn check_within(
 ) -> Result<Vec<CheckRow>, ToolError> {
     // Removed on every return (and unwinding panic).
     let dir = toolchain::scratch_dir(&format!("check-{arch}"))?;
-    check_in_within(arch, tps, budgets, jobs, dir.path(), bounds)
+    check_in_within(
+        arch,
+        tps,
+        ShapeKind::Model,
+        budgets,
+        jobs,
+        dir.path(),
+        bounds,
+    )
 }
 
 /// As [`check`], compiling into `dir` (one subdirectory per kernel and TP), which is kept so the
@@ -162,13 +182,22 @@ pub fn check_in(
     jobs: usize,
     dir: &Path,
 ) -> Result<Vec<CheckRow>, ToolError> {
-    check_in_within(arch, tps, budgets, jobs, dir, &Bounds::default())
+    check_in_within(
+        arch,
+        tps,
+        ShapeKind::Model,
+        budgets,
+        jobs,
+        dir,
+        &Bounds::default(),
+    )
 }
 
 /// [`check_in`] with every compiler run within `bounds`.
 pub fn check_in_within(
     arch: Arch,
     tps: &[u32],
+    shape: ShapeKind,
     budgets: &Budgets,
     jobs: usize,
     dir: &Path,
@@ -190,7 +219,7 @@ pub fn check_in_within(
                     let outcome = check_one(
                         id,
                         arch,
-                        tp,
+                        (tp, shape),
                         budgets,
                         &dir.join(format!("{}_tp{tp}", id.name())),
                         bounds,
@@ -210,12 +239,18 @@ pub fn check_in_within(
 fn check_one(
     id: KernelId,
     arch: Arch,
-    tp: u32,
+    (tp, shape): (u32, ShapeKind),
     budgets: &Budgets,
     dir: &Path,
     bounds: &Bounds,
 ) -> Outcome {
-    let generated = match generate(id, arch, tp, 1) {
+    let generated = match generate_at(
+        id,
+        arch,
+        (tp, 1, shape),
+        &SchedulePolicy::default(),
+        Placement::PerDevice,
+    ) {
         Ok(g) => g,
         Err(e) if e.is_unsupported() => return Outcome::Unsupported(e.to_string()),
         Err(e) => return Outcome::Failed(e.to_string()),
@@ -325,14 +360,13 @@ pub fn table(arch: Arch, rows: &[CheckRow]) -> String {
 pub fn emit_cmd(
     id: KernelId,
     arch: Arch,
-    tp: u32,
-    batch: usize,
+    case: (u32, usize, ShapeKind),
     policy: &SchedulePolicy,
     placement: Placement,
     out: Option<PathBuf>,
     lowered: bool,
 ) -> ExitCode {
-    let g = match generate_with(id, arch, tp, batch, policy, placement) {
+    let g = match generate_at(id, arch, case, policy, placement) {
         Ok(g) => g,
         Err(e) => {
             eprintln!("error: {e}");
@@ -374,7 +408,7 @@ pub fn read_kernel_file(path: &Path) -> Result<wavefuse::ir::Kernel, String> {
 }
 
 /// Print to stdout; a closed pipe (`| head`) ends quietly instead of panicking.
-fn print_out(text: &str) -> ExitCode {
+pub fn print_out(text: &str) -> ExitCode {
     use std::io::Write as _;
     match std::io::stdout().lock().write_all(text.as_bytes()) {
         Ok(()) => ExitCode::SUCCESS,
@@ -589,7 +623,13 @@ fn kernel_batch(k: &wavefuse::ir::Kernel) -> usize {
 /// `wavefuse check --target T [--tp N] [--jobs J]`: compile the set, print the resource table,
 /// fail when a budget is exceeded, a kernel fails to generate or compile, or the compiler is
 /// missing.
-pub fn check_cmd(arch: Arch, tps: &[u32], jobs: Option<usize>, bounds: &Bounds) -> ExitCode {
+pub fn check_cmd(
+    arch: Arch,
+    tps: &[u32],
+    shape: ShapeKind,
+    jobs: Option<usize>,
+    bounds: &Bounds,
+) -> ExitCode {
     let budgets = match budgets() {
         Ok(b) => b,
         Err(e) => {
@@ -598,15 +638,22 @@ pub fn check_cmd(arch: Arch, tps: &[u32], jobs: Option<usize>, bounds: &Bounds) 
         }
     };
     let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-    let rows = match check_within(arch, tps, &budgets, jobs, bounds) {
+    let scratch = toolchain::scratch_dir(&format!("check-{arch}"));
+    let rows = match scratch
+        .and_then(|dir| check_in_within(arch, tps, shape, &budgets, jobs, dir.path(), bounds))
+    {
         Ok(rows) => rows,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::FAILURE;
         }
     };
+    let at = match shape {
+        ShapeKind::Of(m) => format!(" at {}", m.name()),
+        _ => String::new(),
+    };
     println!(
-        "wavefuse check: the kernel set for {arch}, compiled with {}; budget kernels-gen/budgets.toml\n",
+        "wavefuse check: the kernel set{at} for {arch}, compiled with {}; budget kernels-gen/budgets.toml\n",
         Tool::compiler(arch).name()
     );
     print!("{}", table(arch, &rows));

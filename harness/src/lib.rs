@@ -11,6 +11,7 @@ pub mod checkpoint;
 pub mod generate;
 pub mod llvm_diff;
 pub mod mgpu;
+pub mod model_config;
 pub mod npy;
 pub mod outputs;
 pub mod policy;

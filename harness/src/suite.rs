@@ -29,7 +29,7 @@ use wavefuse_runtime::{
 };
 
 use crate::policy::{Placement, ResolveError, SchedulePolicy};
-use crate::shapes::{HIDDEN, TP_SIZES};
+use crate::shapes::{HIDDEN, Model, TP_SIZES};
 use crate::sim::{SmallShapes, shrink, small_kernel};
 use crate::{KernelId, Shapes, Workload};
 
@@ -120,6 +120,9 @@ pub enum ShapeKind {
     OddK,
     /// The simulator's small shapes and schedule (`wavefuse sim`), for sanitizer runs.
     Small,
+    /// A model's own dimensions (`--model-config config.json`), per rank as for
+    /// [`ShapeKind::Model`]; the tuned store is not consulted (its entries are Qwen 3.5 27B's).
+    Of(Model),
 }
 
 impl ShapeKind {
@@ -130,6 +133,7 @@ impl ShapeKind {
             ShapeKind::OddN => "odd-n",
             ShapeKind::OddK => "odd-k",
             ShapeKind::Small => "small",
+            ShapeKind::Of(_) => "config",
         }
     }
 }
@@ -173,7 +177,7 @@ const ODD_FFN_K: usize = 2184;
 /// Every feature dimension of the set at `s`, mapped to itself.
 fn identity(s: &Shapes) -> Vec<(usize, usize)> {
     let (q, kv) = (s.q_local(), s.kv_local());
-    [HIDDEN, s.ffn_local(), q, kv, q + kv, q + 2 * kv, 0]
+    [s.hidden(), s.ffn_local(), q, kv, q + kv, q + 2 * kv, 0]
         .into_iter()
         .map(|d| (d, d))
         .collect()
@@ -208,7 +212,9 @@ fn odd_map(id: KernelId, s: &Shapes, kind: ShapeKind) -> Option<Vec<(usize, usiz
         }
         (ShapeKind::OddK, GemvInt4AllreduceRmsnorm) => set(&mut map, ffn, ODD_FFN_K),
         (ShapeKind::OddK, _) => return None,
-        (ShapeKind::Model | ShapeKind::Small, _) => unreachable!("not an odd shape"),
+        (ShapeKind::Model | ShapeKind::Small | ShapeKind::Of(_), _) => {
+            unreachable!("not an odd shape")
+        }
     }
     Some(map)
 }
@@ -221,6 +227,7 @@ pub fn op_kernel(c: &CaseSpec) -> Result<Option<Kernel>, String> {
     };
     let kernel = match c.shape {
         ShapeKind::Model => c.id.build(&s),
+        ShapeKind::Of(model) => c.id.build(&Shapes { model, ..s }),
         ShapeKind::Small => small_kernel(c.id, &s, &SmallShapes::DEFAULT)?,
         odd => {
             if odd == ShapeKind::OddK {

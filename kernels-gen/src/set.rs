@@ -9,7 +9,7 @@ use std::str::FromStr;
 
 use wavefuse::ir::{GptqLayout, Kernel};
 
-use crate::shapes::{HIDDEN, INT8_BLOCK, RMS_EPS, Shapes};
+use crate::shapes::{INT8_BLOCK, Shapes};
 
 /// One kernel of the set.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -77,18 +77,18 @@ impl KernelId {
 
     /// Build the kernel for these shapes.
     pub fn build(self, s: &Shapes) -> Kernel {
-        let (tp, batch) = (s.tp, s.batch);
+        let (tp, batch, h, eps) = (s.tp, s.batch, s.hidden(), s.model.rms_eps);
         match self {
-            KernelId::GemvF16 => gemv_f16(tp, batch, s.q_local()),
-            KernelId::GemvInt4 => gemv_int4(tp, batch, s.ffn_local(), s.gptq),
-            KernelId::GemvInt4DualSilu => gemv_int4_dual_silu(tp, batch, s.ffn_local(), s.gptq),
-            KernelId::GemvInt4Qkv => gemv_int4_qkv(tp, batch, s.q_local(), s.kv_local(), s.gptq),
-            KernelId::AllreduceResidual => allreduce_residual(tp, batch),
-            KernelId::AllreduceResidualRmsnorm => allreduce_residual_rmsnorm(tp, batch),
+            KernelId::GemvF16 => gemv_f16(tp, batch, h, s.q_local()),
+            KernelId::GemvInt4 => gemv_int4(tp, batch, h, s.ffn_local(), s.gptq),
+            KernelId::GemvInt4DualSilu => gemv_int4_dual_silu(tp, batch, h, s.ffn_local(), s.gptq),
+            KernelId::GemvInt4Qkv => gemv_int4_qkv(tp, batch, h, s.q_local(), s.kv_local(), s.gptq),
+            KernelId::AllreduceResidual => allreduce_residual(tp, batch, h),
+            KernelId::AllreduceResidualRmsnorm => allreduce_residual_rmsnorm(tp, batch, h, eps),
             KernelId::GemvInt4AllreduceRmsnorm => {
-                gemv_int4_allreduce_rmsnorm(tp, batch, s.ffn_local(), s.gptq)
+                gemv_int4_allreduce_rmsnorm(tp, batch, h, s.ffn_local(), s.gptq, eps)
             }
-            KernelId::AllreduceInt8 => allreduce_int8(tp, batch),
+            KernelId::AllreduceInt8 => allreduce_int8(tp, batch, h),
         }
     }
 }
@@ -118,28 +118,28 @@ impl FromStr for KernelId {
 wavefuse::kernel! {
     /// y = W·x with FP16 weights (attention Q + gate), column-parallel; `n` is the per-rank
     /// width.
-    pub fn gemv_f16(tp: u32, batch: usize, n: usize) across tp {
-        in w: f16_nk[HIDDEN, n] col_parallel;
-        in x: f16[batch, HIDDEN];
+    pub fn gemv_f16(tp: u32, batch: usize, hidden: usize, n: usize) across tp {
+        in w: f16_nk[hidden, n] col_parallel;
+        in x: f16[batch, hidden];
         out y: f16[batch, n] col_parallel;
 
         y = round_f16(gemv.col(w, x));
     }
 
     /// y = W·x with GPTQ INT4 weights (FFN up), column-parallel.
-    pub fn gemv_int4(tp: u32, batch: usize, n: usize, gptq: GptqLayout) across tp {
-        in w: gptq(gptq)[HIDDEN, n] col_parallel;
-        in x: f16[batch, HIDDEN];
+    pub fn gemv_int4(tp: u32, batch: usize, hidden: usize, n: usize, gptq: GptqLayout) across tp {
+        in w: gptq(gptq)[hidden, n] col_parallel;
+        in x: f16[batch, hidden];
         out y: f16[batch, n] col_parallel;
 
         y = round_f16(gemv.col(w, x));
     }
 
     /// y = silu(W_gate·x) · (W_up·x): both GEMVs read x once; one rounding at the end.
-    pub fn gemv_int4_dual_silu(tp: u32, batch: usize, n: usize, gptq: GptqLayout) across tp {
-        in w_gate: gptq(gptq)[HIDDEN, n] col_parallel;
-        in w_up: gptq(gptq)[HIDDEN, n] col_parallel;
-        in x: f16[batch, HIDDEN];
+    pub fn gemv_int4_dual_silu(tp: u32, batch: usize, hidden: usize, n: usize, gptq: GptqLayout) across tp {
+        in w_gate: gptq(gptq)[hidden, n] col_parallel;
+        in w_up: gptq(gptq)[hidden, n] col_parallel;
+        in x: f16[batch, hidden];
         out y: f16[batch, n] col_parallel;
 
         let gate = gemv.col(w_gate, x);
@@ -148,9 +148,9 @@ wavefuse::kernel! {
     }
 
     /// Q, K and V by column range of one fused GEMV, in one launch.
-    pub fn gemv_int4_qkv(tp: u32, batch: usize, nq: usize, nkv: usize, gptq: GptqLayout) across tp {
-        in w_qkv: gptq(gptq)[HIDDEN, nq + 2 * nkv] col_parallel;
-        in x: f16[batch, HIDDEN];
+    pub fn gemv_int4_qkv(tp: u32, batch: usize, hidden: usize, nq: usize, nkv: usize, gptq: GptqLayout) across tp {
+        in w_qkv: gptq(gptq)[hidden, nq + 2 * nkv] col_parallel;
+        in x: f16[batch, hidden];
         out q: f16[batch, nq] col_parallel;
         out k: f16[batch, nkv] col_parallel;
         out v: f16[batch, nkv] col_parallel;
@@ -162,48 +162,48 @@ wavefuse::kernel! {
     }
 
     /// r' = Σ_ranks partial + r.
-    pub fn allreduce_residual(tp: u32, batch: usize) across tp {
-        in partial: f16[batch, HIDDEN] partial;
-        in residual: f16[batch, HIDDEN];
-        out residual_out: f16[batch, HIDDEN];
+    pub fn allreduce_residual(tp: u32, batch: usize, hidden: usize) across tp {
+        in partial: f16[batch, hidden] partial;
+        in residual: f16[batch, hidden];
+        out residual_out: f16[batch, hidden];
 
         residual_out = round_f16(allreduce(partial) + residual);
     }
 
     /// r' = Σ_ranks partial + r; normed = rmsnorm(r'): two outputs, the residual stream is never
     /// overwritten by its normalised copy.
-    pub fn allreduce_residual_rmsnorm(tp: u32, batch: usize) across tp {
-        in partial: f16[batch, HIDDEN] partial;
-        in residual: f16[batch, HIDDEN];
-        in norm_w: f16[HIDDEN];
-        out residual_out: f16[batch, HIDDEN];
-        out normed: f16[batch, HIDDEN];
+    pub fn allreduce_residual_rmsnorm(tp: u32, batch: usize, hidden: usize, eps: f64) across tp {
+        in partial: f16[batch, hidden] partial;
+        in residual: f16[batch, hidden];
+        in norm_w: f16[hidden];
+        out residual_out: f16[batch, hidden];
+        out normed: f16[batch, hidden];
 
         residual_out = round_f16(allreduce(partial) + residual);
-        normed = round_f16(rmsnorm(residual_out, norm_w, eps = RMS_EPS));
+        normed = round_f16(rmsnorm(residual_out, norm_w, eps = eps));
     }
 
     /// THE fused kernel: row-parallel INT4 GEMV (each rank holds a `k`-row shard of W and
     /// produces partial sums of all outputs), allreduce, residual add, RMSNorm; two outputs.
-    pub fn gemv_int4_allreduce_rmsnorm(tp: u32, batch: usize, k: usize, gptq: GptqLayout)
+    pub fn gemv_int4_allreduce_rmsnorm(tp: u32, batch: usize, hidden: usize, k: usize, gptq: GptqLayout, eps: f64)
     across tp {
-        in w_down: gptq(gptq)[k, HIDDEN] row_parallel;
+        in w_down: gptq(gptq)[k, hidden] row_parallel;
         in x: f16[batch, k] col_parallel;
-        in residual: f16[batch, HIDDEN];
-        in norm_w: f16[HIDDEN];
-        out residual_out: f16[batch, HIDDEN];
-        out normed: f16[batch, HIDDEN];
+        in residual: f16[batch, hidden];
+        in norm_w: f16[hidden];
+        out residual_out: f16[batch, hidden];
+        out normed: f16[batch, hidden];
 
         // The published partial is FP16 (10 KB at hidden 5120): a rounding point.
         let partial = round_f16(gemv.row(w_down, x));
         residual_out = round_f16(allreduce(partial) + residual);
-        normed = round_f16(rmsnorm(residual_out, norm_w, eps = RMS_EPS));
+        normed = round_f16(rmsnorm(residual_out, norm_w, eps = eps));
     }
 
     /// y = Σ_ranks int8_roundtrip(partial): the compressed allreduce.
-    pub fn allreduce_int8(tp: u32, batch: usize) across tp {
-        in partial: f16[batch, HIDDEN] partial;
-        out y: f16[batch, HIDDEN];
+    pub fn allreduce_int8(tp: u32, batch: usize, hidden: usize) across tp {
+        in partial: f16[batch, hidden] partial;
+        out y: f16[batch, hidden];
 
         y = round_f16(allreduce.int8(partial, block = INT8_BLOCK));
     }

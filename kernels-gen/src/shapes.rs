@@ -1,4 +1,6 @@
-//! The workload of DESIGN.md §1: Qwen 3.5 27B decode shapes, per TP size.
+//! The workload of DESIGN.md §1: a model's decode shapes per TP size — Qwen 3.5 27B by default
+//! ([`Model::QWEN27B`]), or any model's dimensions ([`Model`], e.g. from a Hugging Face
+//! `config.json` through the harness).
 
 use wavefuse::ir::{GptqLayout, GroupSize, ZeroPoint};
 
@@ -19,6 +21,120 @@ pub const INT8_BLOCK: usize = 128;
 /// The TP sizes the kernel set is built for.
 pub const TP_SIZES: [u32; 4] = [1, 2, 4, 8];
 
+/// The dimensions of a model's decoder layer that the kernel set is built at.
+#[derive(Copy, Clone, Debug)]
+pub struct Model {
+    /// Hidden size (the residual stream's features).
+    pub hidden: usize,
+    /// FFN intermediate size (gate and up each).
+    pub ffn: usize,
+    /// Attention Q width over all heads (with an output gate: twice the heads' width).
+    pub q_gate: usize,
+    /// K (and V) width over all KV heads.
+    pub kv: usize,
+    /// One attention head's width.
+    pub head_dim: usize,
+    /// RMSNorm epsilon.
+    pub rms_eps: f64,
+}
+
+impl PartialEq for Model {
+    fn eq(&self, o: &Model) -> bool {
+        self.key() == o.key()
+    }
+}
+
+impl Eq for Model {}
+
+impl std::hash::Hash for Model {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.key().hash(h)
+    }
+}
+
+impl Model {
+    /// Qwen 3.5 27B: the default workload.
+    pub const QWEN27B: Model = Model {
+        hidden: HIDDEN,
+        ffn: FFN,
+        q_gate: Q_GATE,
+        kv: KV,
+        head_dim: HEAD_DIM,
+        rms_eps: RMS_EPS,
+    };
+
+    fn key(&self) -> (usize, usize, usize, usize, usize, u64) {
+        let m = self;
+        (
+            m.hidden,
+            m.ffn,
+            m.q_gate,
+            m.kv,
+            m.head_dim,
+            m.rms_eps.to_bits(),
+        )
+    }
+
+    /// A name for shape sets, reports and the tuned store: `qwen27b` for the default, else the
+    /// dimensions (`h2048-f5632-q2048-kv256-d64`).
+    pub fn name(&self) -> String {
+        if *self == Model::QWEN27B {
+            return "qwen27b".into();
+        }
+        format!(
+            "h{}-f{}-q{}-kv{}-d{}",
+            self.hidden, self.ffn, self.q_gate, self.kv, self.head_dim
+        )
+    }
+
+    /// Whether the kernel set can be built at TP `tp` with GPTQ groups of `group` rows: every
+    /// width divides into whole per-rank shards of whole 8-column words and whole groups.
+    /// The error names the dimension.
+    pub fn check(&self, tp: u32, group: usize) -> Result<(), String> {
+        let tp = tp as usize;
+        let whole = |what: &str, n: usize, by: usize, why: &str| {
+            if n == 0 || n % by != 0 {
+                Err(format!("{what} = {n} is not a multiple of {by} ({why})"))
+            } else {
+                Ok(())
+            }
+        };
+        whole(
+            "hidden_size",
+            self.hidden,
+            group.max(8),
+            "whole GPTQ groups and 8-column words",
+        )?;
+        whole(
+            "intermediate_size",
+            self.ffn,
+            tp * 8,
+            "TP shards of whole 8-column words",
+        )?;
+        whole(
+            "intermediate_size / TP",
+            self.ffn / tp,
+            group.max(8),
+            "the down GEMV's K shard in whole GPTQ groups",
+        )?;
+        whole(
+            "the Q width",
+            self.q_gate,
+            tp * 8,
+            "TP shards of whole 8-column words",
+        )?;
+        whole("the KV width", self.kv, self.head_dim.max(1), "whole heads")?;
+        whole("head_dim", self.head_dim, 8, "whole 8-column words")?;
+        if !(self.rms_eps.is_finite() && self.rms_eps > 0.0) {
+            return Err(format!(
+                "rms_norm_eps = {} is not a positive number",
+                self.rms_eps
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Per-rank shapes of one decode step at a given TP size and batch.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Shapes {
@@ -28,15 +144,23 @@ pub struct Shapes {
     pub batch: usize,
     /// Quantised-weight layout of the FFN.
     pub gptq: GptqLayout,
+    /// The model's dimensions.
+    pub model: Model,
 }
 
 impl Shapes {
     /// The default workload: batch 1, GPTQ group 128, v1 zero points (AutoGPTQ's `gptq` format).
     pub fn qwen27b(tp: u32) -> Self {
+        Shapes::of(Model::QWEN27B, tp)
+    }
+
+    /// `model` at TP `tp`, batch 1, GPTQ group 128 with v1 zero points.
+    pub fn of(model: Model, tp: u32) -> Self {
         Shapes {
             tp,
             batch: 1,
             gptq: GptqLayout::new(GroupSize::Rows(128), ZeroPoint::V1),
+            model,
         }
     }
 
@@ -44,18 +168,23 @@ impl Shapes {
         n / self.tp as usize
     }
 
+    /// The hidden size.
+    pub fn hidden(&self) -> usize {
+        self.model.hidden
+    }
+
     /// Per-rank FFN width (gate, up, and the K-shard of down).
     pub fn ffn_local(&self) -> usize {
-        self.split(FFN)
+        self.split(self.model.ffn)
     }
 
     /// Per-rank Q + gate width.
     pub fn q_local(&self) -> usize {
-        self.split(Q_GATE)
+        self.split(self.model.q_gate)
     }
 
     /// Per-rank K (= V) width: whole heads, replicated once TP exceeds the KV-head count.
     pub fn kv_local(&self) -> usize {
-        self.split(KV).max(HEAD_DIM)
+        self.split(self.model.kv).max(self.model.head_dim)
     }
 }

@@ -127,6 +127,12 @@ pub struct AbArgs {
     /// The commit the binary was built from (default: `$WAVEFUSE_COMMIT`, else `unknown`).
     #[arg(long, env = "WAVEFUSE_COMMIT")]
     pub commit: Option<String>,
+    /// Build the kernels at this model's dimensions (a Hugging Face `config.json`: hidden,
+    /// intermediate, heads, KV heads, head dim, RMSNorm epsilon) instead of Qwen 3.5 27B's; TP
+    /// and batch from --shapes / --tp. The reference kernels are written for Qwen's shapes, so
+    /// give your own with --manual.
+    #[arg(long)]
+    pub model_config: Option<PathBuf>,
     /// Where the hand-written reference kernels are (default: kernels-gen/reference).
     #[arg(long)]
     pub reference_dir: Option<PathBuf>,
@@ -285,6 +291,8 @@ fn plan(a: &AbArgs, policy: &SchedulePolicy) -> Result<(Vec<CaseSpec>, Choice), 
         shapes = vec![ShapeSet { tp: 4, batch: 1 }, ShapeSet { tp: 1, batch: 1 }];
     }
     shapes.dedup();
+    let tps: Vec<u32> = shapes.iter().map(|s| s.tp).collect();
+    let kind = model_shapes(a.model_config.as_deref(), &tps)?;
     let cases: Vec<CaseSpec> = kernels
         .iter()
         .flat_map(|&id| {
@@ -292,7 +300,7 @@ fn plan(a: &AbArgs, policy: &SchedulePolicy) -> Result<(Vec<CaseSpec>, Choice), 
                 id,
                 tp: s.tp,
                 batch: s.batch,
-                shape: ShapeKind::Model,
+                shape: kind,
             })
         })
         .collect();
@@ -362,11 +370,34 @@ fn progress(len: usize) -> ProgressBar {
 
 /// `qwen27b-tp4` (with `-bB` past batch 1).
 pub fn shape_name(c: &CaseSpec) -> String {
-    ShapeSet {
+    let qwen = ShapeSet {
         tp: c.tp,
         batch: c.batch,
     }
-    .name()
+    .name();
+    match c.shape {
+        // `h2048-f5632-q2048-kv256-d64-tp2`, `…-tp2-b8`.
+        ShapeKind::Of(m) => qwen.replacen("qwen27b", &m.name(), 1),
+        _ => qwen,
+    }
+}
+
+/// The shapes of the cases of a run: Qwen 3.5 27B's ([`ShapeKind::Model`]) without
+/// `--model-config`, else the config's dimensions, checked to divide at every TP size of the run.
+pub fn model_shapes(config: Option<&std::path::Path>, tps: &[u32]) -> Result<ShapeKind, String> {
+    let Some(path) = config else {
+        return Ok(ShapeKind::Model);
+    };
+    let m = crate::model_config::read(path)?;
+    for &tp in tps {
+        m.check(tp, 128)
+            .map_err(|e| format!("{} at TP {tp}: {e}", path.display()))?;
+    }
+    Ok(if m == crate::shapes::Model::QWEN27B {
+        ShapeKind::Model
+    } else {
+        ShapeKind::Of(m)
+    })
 }
 
 /// A row for a case before anything ran: bytes from the op-level buffers (every input read once,

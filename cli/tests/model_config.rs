@@ -1,0 +1,133 @@
+//! `--model-config config.json`: the kernel set at a model's own dimensions. What `emit` prints at
+//! those shapes is what the pipeline generates for `ab`; a config that misses a field or does not
+//! divide is an error naming it, exit 2, no output.
+
+use std::process::{Command, Output};
+
+use wavefuse_codegen::Arch;
+use wavefuse_harness::ab::model_shapes;
+use wavefuse_harness::policy::{Placement, SchedulePolicy};
+use wavefuse_harness::suite::{self, CaseSpec, ShapeKind};
+use wavefuse_kernels::KernelId;
+
+/// A Llama-style small model (TinyLlama's dimensions): 2048 hidden, 5632 intermediate, 32 heads of
+/// 64, 4 KV heads.
+const LLAMA: &str = r#"{"hidden_size": 2048, "intermediate_size": 5632, "num_attention_heads": 32,
+  "num_key_value_heads": 4, "rms_norm_eps": 1e-5, "num_hidden_layers": 22}"#;
+
+fn wavefuse(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wavefuse"))
+        .args(args)
+        .env_remove("WAVEFUSE_SCHEDULE")
+        .env_remove("WAVEFUSE_SCHEDULE_SM90")
+        .env_remove("WAVEFUSE_SCHEDULE_GFX906")
+        .output()
+        .expect("wavefuse runs")
+}
+
+#[test]
+fn emit_at_a_models_config_is_the_pipelines_kernel_on_both_targets() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config.json");
+    std::fs::write(&cfg, LLAMA).unwrap();
+    let cfg = cfg.to_str().unwrap();
+    let shape = model_shapes(Some(std::path::Path::new(cfg)), &[2]).unwrap();
+    let ShapeKind::Of(m) = shape else {
+        panic!("not a model of its own: {shape:?}")
+    };
+    assert_eq!((m.hidden, m.ffn, m.q_gate, m.kv), (2048, 5632, 2048, 256));
+    for arch in Arch::ALL {
+        for id in KernelId::ALL {
+            let o = wavefuse(&[
+                "emit",
+                id.name(),
+                "--target",
+                arch.name(),
+                "--tp",
+                "2",
+                "--model-config",
+                cfg,
+            ]);
+            assert!(
+                o.status.success(),
+                "{id}@{arch}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            let c = CaseSpec {
+                id,
+                tp: 2,
+                batch: 1,
+                shape,
+            };
+            let g = suite::generate(&c, arch, &SchedulePolicy::default(), Placement::PerDevice)
+                .unwrap_or_else(|e| panic!("{id}@{arch}: {e}"));
+            assert_eq!(
+                String::from_utf8(o.stdout).unwrap(),
+                g.source.text,
+                "{id}@{arch}"
+            );
+            // The model's dimensions, not Qwen's: every hidden-sized buffer is 2048 wide.
+            let hidden = g.ir.buffer_by_name(match id {
+                KernelId::GemvF16
+                | KernelId::GemvInt4
+                | KernelId::GemvInt4DualSilu
+                | KernelId::GemvInt4Qkv => "x",
+                KernelId::AllreduceResidual
+                | KernelId::AllreduceResidualRmsnorm
+                | KernelId::GemvInt4AllreduceRmsnorm => "residual",
+                KernelId::AllreduceInt8 => "partial",
+            });
+            let d = g.ir.buffer(hidden.expect("the buffer")).unwrap();
+            let wavefuse_codegen::ir::BufferType::Tensor(t) = d.local_type() else {
+                panic!("a tensor")
+            };
+            assert_eq!(t.shape.last(), Some(&2048), "{id}");
+        }
+    }
+    // The IR too, with the config's epsilon.
+    let o = wavefuse(&[
+        "emit",
+        "allreduce_residual_rmsnorm",
+        "--ir",
+        "--tp",
+        "2",
+        "--model-config",
+        cfg,
+    ]);
+    let ir = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        ir.contains("f16[1, 2048]") && ir.contains("eps=1e-5"),
+        "{ir}"
+    );
+}
+
+#[test]
+fn bad_model_configs_are_errors_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text, args, says) in [
+        (
+            "missing.json",
+            r#"{"hidden_size": 2048}"#,
+            &["--tp", "2"][..],
+            "no `intermediate_size`",
+        ),
+        (
+            "indivisible.json",
+            LLAMA,
+            &["--tp", "8"][..],
+            "at TP 8: intermediate_size / TP = 704 is not a multiple of 128",
+        ),
+        ("broken.json", "{", &["--tp", "2"][..], "not JSON"),
+    ] {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        let mut a = vec!["emit", "gemv_int4", "--target", "sm90", "--model-config"];
+        a.push(p.to_str().unwrap());
+        a.extend_from_slice(args);
+        let o = wavefuse(&a);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        assert!(o.stdout.is_empty(), "{name}: printed a kernel");
+        assert!(err.contains(name) && err.contains(says), "{name}: {err}");
+    }
+}
