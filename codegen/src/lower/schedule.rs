@@ -525,9 +525,11 @@ fn mma_split(kernel: &Kernel, mut s: Schedule) -> Schedule {
 /// at batch 8 with 32 slices — one workgroup per CU, fewer than the grid's 160 that must be
 /// co-resident on 60 CUs (DESIGN.md §5.9); with 16 slices 16 KiB, three per CU.
 fn floor(kernel: &Kernel, s: Schedule) -> Schedule {
-    let barrier = kernel
-        .ops()
-        .any(|(_, op)| matches!(op.kind, OpKind::RmsNorm(_)));
+    // A norm in a GEMV prologue is workgroup-local (`prologue.rs`): no grid barrier.
+    let feeds_gemv = gemv_prologue(kernel);
+    let barrier = kernel.ops().any(|(_, op)| {
+        matches!(op.kind, OpKind::RmsNorm(_)) && !op.results.iter().any(|v| feeds_gemv.contains(v))
+    });
     let workgroup_size = if barrier && batch_of(kernel) > 4 {
         128
     } else {
