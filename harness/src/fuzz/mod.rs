@@ -63,7 +63,8 @@ pub struct FuzzConfig {
     pub interleavings: u64,
     /// Largest lowered kernel simulated, in lanes over all ranks (`tp · grid · workgroup`).
     pub max_lanes: u64,
-    /// A kernel that takes longer than this is a finding (a hang) and ends the run.
+    /// A kernel that computes longer than this (CPU time of the worker thread) is a finding (a
+    /// hang) and ends the run.
     pub kernel_timeout: Duration,
 }
 
@@ -532,10 +533,17 @@ pub fn fuzz(config: &FuzzConfig, progress: &mut dyn FnMut(&Progress)) -> FuzzRep
             .spawn(move || work(&config, &stage, &tx))
             .expect("spawn the fuzz worker")
     };
+    let clock = worker_clock(&worker);
     let mut current = None;
+    let mut cpu_at_start = Duration::ZERO;
+    // Poll often enough to see a timeout soon after it passes.
+    let poll = config.kernel_timeout.min(Duration::from_millis(500));
     loop {
-        match rx.recv_timeout(config.kernel_timeout) {
-            Ok(Event::Start(i)) => current = Some(i),
+        match rx.recv_timeout(poll) {
+            Ok(Event::Start(i)) => {
+                current = Some(i);
+                cpu_at_start = clock.now();
+            }
             Ok(Event::Done(r, took)) => {
                 let index = current.take().expect("started");
                 report.merge(*r);
@@ -553,13 +561,15 @@ pub fn fuzz(config: &FuzzConfig, progress: &mut dyn FnMut(&Progress)) -> FuzzRep
             Ok(Event::Budget) => report.stopped_by_budget = true,
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                if let Some(index) = current {
-                    let at = stage.lock().map(|s| s.clone()).unwrap_or_default();
-                    report.findings.push(hang(config, index, &at));
-                    report.hung = true;
-                    report.seconds = start.elapsed().as_secs_f64();
-                    return report;
+                let Some(index) = current else { continue };
+                if clock.now().saturating_sub(cpu_at_start) < config.kernel_timeout {
+                    continue;
                 }
+                let at = stage.lock().map(|s| s.clone()).unwrap_or_default();
+                report.findings.push(hang(config, index, &at));
+                report.hung = true;
+                report.seconds = start.elapsed().as_secs_f64();
+                return report;
             }
         }
     }
@@ -578,6 +588,46 @@ pub fn fuzz(config: &FuzzConfig, progress: &mut dyn FnMut(&Progress)) -> FuzzRep
     }
     report.seconds = start.elapsed().as_secs_f64();
     report
+}
+
+/// The worker thread's CPU time: a kernel's timeout counts the time it computed, not the time it
+/// waited for a core (a niced run on a loaded machine would otherwise report hangs). Where the
+/// thread's clock cannot be read, wall time.
+struct WorkerClock {
+    clock: Option<libc::clockid_t>,
+    start: Instant,
+}
+
+impl WorkerClock {
+    fn now(&self) -> Duration {
+        let Some(clock) = self.clock else {
+            return self.start.elapsed();
+        };
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `clock` is the CPU-time clock of a thread that is still joinable (the caller
+        // holds its JoinHandle), and `ts` is a valid, writable timespec.
+        if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+            return self.start.elapsed();
+        }
+        Duration::new(
+            ts.tv_sec.max(0) as u64,
+            ts.tv_nsec.clamp(0, 999_999_999) as u32,
+        )
+    }
+}
+
+fn worker_clock(worker: &std::thread::JoinHandle<()>) -> WorkerClock {
+    use std::os::unix::thread::JoinHandleExt;
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: the pthread_t comes from a live JoinHandle; `clock` is a valid out pointer.
+    let ok = unsafe { libc::pthread_getcpuclockid(worker.as_pthread_t(), &mut clock) } == 0;
+    WorkerClock {
+        clock: ok.then_some(clock),
+        start: Instant::now(),
+    }
 }
 
 /// The worker: every kernel of the run, one after the other.
@@ -612,7 +662,7 @@ fn hang(config: &FuzzConfig, index: u64, at: &Stage) -> FuzzFinding {
         kernel_seed: seed,
         kind: format!("hang in {}", at.what),
         message: format!(
-            "kernel {index} did not finish within {:.0} s (the run stops here)",
+            "kernel {index} did not finish within {:.0} s of CPU time (the run stops here)",
             config.kernel_timeout.as_secs_f64()
         ),
         target: at.target,
