@@ -140,6 +140,11 @@ enum Command {
         #[arg(long)]
         rotate_peers: bool,
     },
+    /// Generate seeded random valid op-level kernels; check print/parse, compile each for gfx906
+    /// and sm90 under the default, the simulator's and random schedules, and run some in the
+    /// protocol simulator against the f64 reference; print the refusals by reason and every
+    /// finding (with the kernel's IR, seed and schedule); exit non-zero on any finding.
+    Fuzz(wavefuse_harness::fuzz::FuzzArgs),
     /// The on-disk compile cache ($WAVEFUSE_CACHE_DIR, default ~/.cache/wavefuse): print where it
     /// is, or clear it.
     Cache {
@@ -477,6 +482,10 @@ fn dispatch(cli: Cli) -> ExitCode {
                     ExitCode::from(2)
                 }
             }
+        }
+        Command::Fuzz(args) => {
+            ignored_overrides("fuzz (it draws its own schedules)");
+            wavefuse_harness::fuzz::fuzz_cmd(&args)
         }
         Command::Run { args, schedule } => {
             match schedule.policy(args.target.unwrap_or(Arch::Sm90), env_overrides()) {

@@ -120,3 +120,15 @@ fn cache_clear_empties_the_cache_dir() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn fuzz_runs_a_few_kernels_and_prints_the_refusal_table() {
+    let o = wavefuse(&["fuzz", "--seed", "5", "--kernels", "12", "--ci"]);
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}{}", stderr(&o));
+    assert!(out.contains("12 kernels from seed 0x5"), "{out}");
+    assert!(out.contains("| kind | reason (normalised) |"), "{out}");
+    assert!(out.contains("verdict: clean"), "{out}");
+    let o = wavefuse(&["fuzz", "--kernels", "0"]);
+    assert!(!o.status.success());
+}

@@ -8,6 +8,7 @@
 
 pub mod ab;
 pub mod checkpoint;
+pub mod fuzz;
 pub mod generate;
 pub mod llvm_diff;
 pub mod mgpu;

@@ -136,11 +136,27 @@ const RESERVED: &[&str] = &[
 ];
 
 fn is_reserved(name: &str) -> bool {
+    RESERVED.contains(&name) || has_reserved_prefix(name)
+}
+
+/// A prefix that C++ (`__`, `_` + an uppercase letter) or the writer (`wf_`) reserves. Appending
+/// to such a name never frees it, so [`unprefixed`] cures it first.
+fn has_reserved_prefix(name: &str) -> bool {
     let b = name.as_bytes();
-    RESERVED.contains(&name)
-        || name.starts_with("wf_") // the writer's own helpers and temporaries
+    name.starts_with("wf_") // the writer's own helpers and temporaries
         || name.starts_with("__")
         || (b.first() == Some(&b'_') && b.get(1).is_some_and(u8::is_ascii_uppercase))
+}
+
+/// `name` with a `v` in front when it starts with a reserved prefix: what is left to clash is a
+/// keyword or an earlier name, which appending `_` cures (a fuzzed parameter named `__x` made
+/// [`Names::new`] append forever).
+fn unprefixed(name: String) -> String {
+    if has_reserved_prefix(&name) {
+        format!("v{name}")
+    } else {
+        name
+    }
 }
 
 /// `stem` turned into a C++ identifier: other characters become `_`, a leading digit gets an `n`
@@ -168,7 +184,7 @@ fn sanitize(stem: &str) -> String {
 /// The exported symbol of a kernel: its name as a C identifier (`extern "C"`, so unmangled). The
 /// ABI description records the same string.
 pub fn symbol(kernel_name: &str) -> String {
-    let s = sanitize(kernel_name);
+    let s = unprefixed(sanitize(kernel_name));
     if is_reserved(&s) {
         format!("{s}_kernel")
     } else {
@@ -192,7 +208,7 @@ impl Names {
     pub fn new(k: &LoweredKernel) -> Names {
         let mut used = HashSet::new();
         let mut claim = |stem: String| {
-            let mut name = stem;
+            let mut name = unprefixed(stem);
             while is_reserved(&name) || used.contains(&name) {
                 name.push('_');
             }
@@ -247,5 +263,21 @@ mod tests {
         );
         assert!(!is_reserved("x") && !is_reserved("_x"));
         assert_eq!(symbol("delete"), "delete_kernel");
+    }
+
+    /// Names with a reserved prefix get a `v` in front instead of `_`s appended forever (found
+    /// by `wavefuse fuzz`: a parameter `__x` never left the loop of `Names::new`).
+    #[test]
+    fn reserved_prefixes_are_cured_not_appended_to() {
+        for (stem, want) in [
+            ("__x", "v__x"),
+            ("wf_x", "vwf_x"),
+            ("_X", "v_X"),
+            ("x", "x"),
+        ] {
+            assert_eq!(unprefixed(stem.to_owned()), want);
+            assert!(!is_reserved(&symbol(stem)), "{stem}");
+        }
+        assert_eq!(symbol("__global__"), "v__global__");
     }
 }

@@ -1,0 +1,150 @@
+//! `wavefuse fuzz --seed S --kernels N [--budget-s T] [--first I] [--ci] [--findings DIR]`.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use super::{FuzzConfig, FuzzReport, fuzz};
+
+/// The command's arguments (parsed by the CLI).
+#[derive(Clone, Debug, clap::Args)]
+pub struct FuzzArgs {
+    /// Seed of the run (kernel i is generated from the seed and i alone).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Kernels to generate (at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub kernels: u64,
+    /// Index of the first kernel: `--first I --kernels 1` reruns kernel I of a run alone.
+    #[arg(long, default_value_t = 0)]
+    pub first: u64,
+    /// Stop generating after this many seconds and report what was done.
+    #[arg(long = "budget-s", value_parser = parse_budget)]
+    pub budget_s: Option<f64>,
+    /// CI's cheaper per-kernel work (one random schedule per target, one simulation of two
+    /// interleavings) instead of the soak's (three, three of six).
+    #[arg(long)]
+    pub ci: bool,
+    /// Also print which generator features the kernels had, and how many of those simulated.
+    #[arg(long)]
+    pub coverage: bool,
+    /// Write every finding as a `.wfir` file (with the header the regression test reads) into
+    /// this directory.
+    #[arg(long)]
+    pub findings: Option<PathBuf>,
+}
+
+fn parse_budget(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 1e7 => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not a number of seconds (positive, at most 1e7)"
+        )),
+    }
+}
+
+impl FuzzArgs {
+    /// The run these arguments ask for.
+    pub fn config(&self) -> FuzzConfig {
+        let base = if self.ci {
+            FuzzConfig::ci(self.seed, self.kernels)
+        } else {
+            FuzzConfig::soak(self.seed, self.kernels)
+        };
+        FuzzConfig {
+            first: self.first,
+            budget: self.budget_s.map(Duration::from_secs_f64),
+            ..base
+        }
+    }
+}
+
+/// Run it, print the summary, the refusal table and the findings; exit 1 on any finding or
+/// invalid generated kernel, 130 when interrupted.
+pub fn fuzz_cmd(args: &FuzzArgs) -> ExitCode {
+    let config = args.config();
+    println!(
+        "fuzzing kernels {}..{} from seed {} ({} per-kernel work)",
+        config.first,
+        config.first.saturating_add(config.kernels),
+        config.seed,
+        if args.ci { "CI's" } else { "the soak's" }
+    );
+    let tty = std::io::stderr().is_terminal();
+    let mut last = Instant::now();
+    let mut progress = |p: &super::Progress| {
+        let due = last.elapsed() >= Duration::from_millis(if tty { 200 } else { 10_000 });
+        if due || p.done == p.total {
+            last = Instant::now();
+            let end = if tty { "\r" } else { "\n" };
+            eprint!(
+                "{end}{}/{} kernels, {} simulated, {} findings, {:.0} s",
+                p.done, p.total, p.simulated, p.findings, p.seconds
+            );
+            let _ = std::io::stderr().flush();
+        }
+    };
+    let guard = wavefuse_codegen::cpp::child::cooperate();
+    let report = fuzz(&config, &mut progress);
+    eprintln!();
+    print_report(args, &report);
+    if let Some(dir) = &args.findings {
+        if let Err(e) = write_findings(dir, &report) {
+            eprintln!("error: {}: {e}", dir.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    let _ = std::io::stdout().flush();
+    drop(guard);
+    if wavefuse_codegen::cpp::child::interrupted() {
+        return ExitCode::from(130);
+    }
+    if report.findings.is_empty() && report.invalid == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn print_report(args: &FuzzArgs, r: &FuzzReport) {
+    print!("{}", r.summary());
+    println!("\nrefusals by reason (numbers and names stripped):\n");
+    print!("{}", r.refusal_table());
+    if args.coverage {
+        println!("\ngenerator features:\n");
+        print!("{}", r.coverage_table());
+    }
+    for e in &r.invalid_examples {
+        println!("\nINVALID generated kernel (a generator bug): {e}");
+    }
+    for (i, f) in r.findings.iter().enumerate() {
+        println!("\nfinding {}: {f}", i + 1);
+    }
+    if !r.findings.is_empty() {
+        println!(
+            "reproduce one: wavefuse fuzz --seed {} --first INDEX --kernels 1{}",
+            r.seed,
+            if args.ci { " --ci" } else { "" }
+        );
+    }
+    let verdict = if r.findings.is_empty() && r.invalid == 0 {
+        "clean".to_owned()
+    } else {
+        format!(
+            "{} findings, {} invalid generated kernels",
+            r.findings.len(),
+            r.invalid
+        )
+    };
+    println!("verdict: {verdict}");
+}
+
+fn write_findings(dir: &Path, r: &FuzzReport) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    for (i, f) in r.findings.iter().enumerate() {
+        let name = format!("seed{}-kernel{}-{}.wfir", r.seed, f.index, i + 1);
+        std::fs::write(dir.join(name), f.wfir(r.seed))?;
+    }
+    Ok(())
+}
