@@ -395,7 +395,7 @@ mod tests {
             let layout = GptqLayout::new(GroupSize::Rows(128), zero);
             for (tp, batch) in [(1, 1), (4, 3)] {
                 let ours = gemv_int4_kernel(tp, batch, HIDDEN, 4352, layout);
-                assert_eq!(ours, crate::set::gemv_int4(tp, batch, 4352, layout));
+                assert_eq!(ours, crate::set::gemv_int4(tp, batch, HIDDEN, 4352, layout));
             }
         }
     }

@@ -754,6 +754,10 @@ fn one(config: &FuzzConfig, index: u64, stage: &Mutex<Stage>, report: &mut FuzzR
                 Ok(Err(CompileError::Write(cpp::Error::Unsupported(m)))) => {
                     report.refuse(index, "writer", &m)
                 }
+                // A grid no register count lets the target hold (DESIGN.md §5.9).
+                Ok(Err(CompileError::Lower(LowerError::NotCoResident(n)))) => {
+                    report.refuse(index, "not co-resident", &n.to_string())
+                }
                 Ok(Err(CompileError::Lower(LowerError::Lowered(e)))) => report
                     .findings
                     .push(fail("invalid lowered kernel", e.to_string())),
