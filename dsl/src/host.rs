@@ -9,9 +9,8 @@
 //!   `&[f32]` does not compile;
 //! - the weight format: a `gptq…` weight is a [`Gptq`] view, an `f16_nk` weight an [`F16Weight`];
 //! - the sharding, as a type parameter: a `row_parallel` weight is a `Gptq<'a, RowParallel>`, so
-//!   passing the column-parallel shard an engine loaded for another layer does not compile
-//!   (DESIGN.md §5.6). State the sharding where the weight is sharded:
-//!   `Gptq::<RowParallel>::new(…)`.
+//!   passing the column-parallel shard an engine loaded for another layer does not compile. State
+//!   the sharding where the weight is sharded: `Gptq::<RowParallel>::new(…)`.
 //!
 //! What only the built kernel knows — per-rank lengths, the exact quantisation layout, the TP
 //! size — is checked by the generated `check(&kernel)`, which returns an [`ArgError`] naming the
@@ -122,7 +121,7 @@ pub enum ArgError {
         /// The role it was bound as.
         bound: &'static str,
     },
-    /// A parameter bound with the wrong sharding (DESIGN.md §5.6).
+    /// A parameter bound with the wrong sharding.
     #[error("`{name}` is declared {declared} but bound as {bound}")]
     Sharding {
         /// The parameter.
@@ -142,7 +141,7 @@ pub enum ArgError {
         /// The bound element type.
         bound: ScalarType,
     },
-    /// A weight bound in another format or quantisation layout (never guessed, DESIGN.md §2).
+    /// A weight bound in another format or quantisation layout (a layout is never guessed).
     #[error("weight `{name}` is {expected} in the kernel, bound as {bound}")]
     Format {
         /// The parameter.
@@ -424,7 +423,7 @@ macro_rules! scales_from {
 
 scales_from!(f16 => F16, bf16 => Bf16, f32 => F32);
 
-/// One rank's shard of a GPTQ INT4 weight, exactly as stored in the checkpoint (DESIGN.md §2),
+/// One rank's shard of a GPTQ INT4 weight, exactly as stored in the checkpoint,
 /// with the layout the checkpoint declares (zero-point convention, group size, act-order).
 #[derive(Debug)]
 pub struct Gptq<'a, S> {
@@ -557,7 +556,7 @@ pub struct Peers {
 impl Peers {
     /// Peers of `rank`, from every rank's exchange-buffer address indexed by rank
     /// (`by_rank[r]` is rank r's). The group size is `by_rank.len()`. The addresses are put in
-    /// slot order here, by the one rule, so host code never orders peers itself (DESIGN.md §5.5).
+    /// slot order here, by the one rule, so host code never orders peers itself.
     pub fn new(rank: u32, by_rank: &[u64]) -> Result<Self, ArgError> {
         let tp = u32::try_from(by_rank.len()).unwrap_or(u32::MAX);
         if rank >= tp {

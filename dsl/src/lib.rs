@@ -100,7 +100,7 @@
 //! | --- | --- |
 //! | `f16`, `bf16`, `f32`, `i8`, `i32`, `u32` | a dense tensor, `[features]` or `[batch, features]` |
 //! | `f16_nk[K, N]` | an FP16 weight stored `[N, K]` row-major (PyTorch `Linear`) |
-//! | `gptq<group = G, zero = Z[, scale = S][, g_idx]>[K, N]` | a GPTQ INT4 weight with a literal layout: `G` a number of rows or `per_channel`; `Z` = `v1` (stores z − 1), `v2` (stores z) or `sym` (no qzeros, z = 8) — never defaulted (DESIGN.md §2); `S` the scale type (default `f16`); `g_idx` for act-order |
+//! | `gptq<group = G, zero = Z[, scale = S][, g_idx]>[K, N]` | a GPTQ INT4 weight with a literal layout: `G` a number of rows or `per_channel`; `Z` = `v1` (stores z − 1), `v2` (stores z) or `sym` (no qzeros, z = 8) — never defaulted, since it must match the checkpoint; `S` the scale type (default `f16`); `g_idx` for act-order |
 //! | `gptq(layout)[K, N]` | the same with a [`ir::GptqLayout`] value |
 //! | `awq<group = G[, scale = S]>[K, N]`, `awq(layout)[K, N]` | an AutoAWQ "GEMM" INT4 weight |
 //! | `weight(format)[K, N]` | a weight whose [`ir::WeightFormat`] is a run-time value |
@@ -117,7 +117,7 @@
 //! | `partial` | rank r holds partial sums; the value is their sum | — |
 //!
 //! Memory space: `@global` (default) or `@host` (host memory mapped into the device). Registers
-//! and LDS cannot hold a parameter: they are private to one workgroup (DESIGN.md §5.2).
+//! and LDS cannot hold a parameter: they are private to one workgroup.
 //!
 //! **Statements** follow, in program order:
 //!
@@ -125,7 +125,7 @@
 //!   error). `let (codes, scales) = quantize_int8(x, block = 128);` binds an op's two results.
 //! - `output = EXPR;` writes an output, exactly once. Afterwards `output` names the value stored
 //!   (above, `rmsnorm(residual_out, …)` reads the rounded sum, not memory): an output is never
-//!   loaded, because other workgroups or ranks may still be writing it (DESIGN.md §5.7).
+//!   loaded, because other workgroups or ranks may still be writing it.
 //! - An input is loaded where its name is first used, once. Inputs are never written.
 //!
 //! **Expressions** are names, op calls and `a + b` / `a * b`. Operands are values; attributes
@@ -159,7 +159,7 @@
 //! | `slice(x, start = S, len = L)` | `[B, F]` → `[B, L]` | feature columns `S .. S + L` (same dtype and dist) |
 //! | `rmsnorm(x, w, eps = E)` | replicated float `[B, F]`, replicated f16 `[F]` → f32 | `y[b, i] = x[b, i] · w[i] / sqrt(mean_j x[b, j]² + E)`, E > 0; weights as given (Gemma's `1 + w` folded in at load) |
 //! | `reduce.sum(x)`, `reduce.sumsq(x)`, `reduce.absmax(x)` | float `[B, F]` → f32 `[B, 1]` | `Σ x`, `Σ x²`, `max |x|` per row (only `sum` accepts a partial value) |
-//! | `allreduce(x)` | partial float → replicated f32 | `Σ_r x_r` on every rank, summed in at least FP32; the lowering picks the protocol and owes the synchronisation of DESIGN.md §5 |
+//! | `allreduce(x)` | partial float → replicated f32 | `Σ_r x_r` on every rank, summed in at least FP32; the lowering picks the protocol and owes the synchronisation (a peer's buffer is read only after the flag that publishes it) |
 //! | `allreduce.int8(x, block = B)` | partial float → replicated f32 | compressed: each rank sends its partial as per-block absmax INT8 (`s = max|x_r| / 127`, `q = clamp(round(x_r / s), −127, 127)`); `y = Σ_r q_r · s_r` |
 //! | `let (q, s) = quantize_int8(x, block = B)` | float `[B, F]` → i8 `[B, F]`, f32 `[B, F/B]` | the per-block absmax INT8 codes and scales above |
 //! | `dequantize_int8(q, s, block = B)` | i8, f32 → f32 | `q · s` |
@@ -252,7 +252,7 @@ pub use wavefuse_ir as ir;
 /// Define kernels in the wavefuse language; see the [crate docs](crate).
 pub use wavefuse_macros::kernel;
 
-/// The one peer-addressing rule of a TP group, shared by host and device (DESIGN.md §5.5).
+/// The one peer-addressing rule of a TP group, shared by host and device.
 ///
 /// Every rank addresses the group's exchange buffers through `tp` slots, and slot
 /// [`ir::peer_slot`]`(p)` holds rank p's buffer — the same table on every rank, in ascending rank

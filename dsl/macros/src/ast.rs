@@ -34,8 +34,8 @@ pub struct Body {
     pub decls: Vec<Decl>,
     /// Statements.
     pub stmts: Vec<Stmt>,
-    /// Errors found while turning Rust expressions into op expressions; the body is still
-    /// checked so that every mistake is reported at once.
+    /// Errors the parse stepped over (a Rust expression that is no op expression, `==` for `=`);
+    /// the body is still checked so that every mistake is reported at once.
     pub errors: Vec<syn::Error>,
 }
 

@@ -16,7 +16,8 @@
 //! # Pipeline
 //!
 //! - `parse/`: tokens → the spanned AST of `ast.rs`. Keywords stay identifiers, so a typo is
-//!   reported by `valid` with a "did you mean". Each kernel's body is parsed on its own.
+//!   reported by `valid` with a "did you mean" (a declaration keyword, `input` for `in`, by the
+//!   parser, which cannot read on without it). Each kernel's body is parsed on its own.
 //! - `valid.rs` (+ `valid/`): every check the tokens decide — names, roles, op arities and
 //!   attributes, keywords, and the IR's typing rules (element type, distribution over the TP
 //!   group, literal shapes, group sizes dividing a literal K). Errors are `syn::Error`s on the

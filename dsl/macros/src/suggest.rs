@@ -23,6 +23,26 @@ pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str
     }
 }
 
+/// The declaration keyword (`in` or `out`) that `word` misspells or spells out: `inptu`, `input`
+/// and `inputs` all mean `in`. The spelled-out forms are candidates too because `in` is too short
+/// for either a distance or an abbreviation to reach `input`.
+pub fn declaration_keyword(word: &str) -> Option<&'static str> {
+    const FORMS: [(&str, &str); 4] = [
+        ("in", "in"),
+        ("out", "out"),
+        ("input", "in"),
+        ("output", "out"),
+    ];
+    let forms = || FORMS.iter().map(|(form, _)| *form);
+    if word == "in" || word == "out" {
+        return None;
+    }
+    let form = forms()
+        .find(|f| *f == word)
+        .or_else(|| closest(word, forms()))?;
+    FORMS.iter().find(|(f, _)| *f == form).map(|(_, kw)| *kw)
+}
+
 /// Optimal string alignment distance (Levenshtein plus adjacent transpositions).
 fn distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.chars().collect();
@@ -51,7 +71,7 @@ fn distance(a: &str, b: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::closest;
+    use super::{closest, declaration_keyword};
 
     #[test]
     fn typos_and_abbreviations_are_close() {
@@ -69,5 +89,16 @@ mod tests {
         assert_eq!(closest("softmax", ["silu", "rmsnorm", "add"]), None);
         assert_eq!(closest("x", ["y"]), Some("y"));
         assert_eq!(closest("x", ["x"]), None);
+    }
+
+    #[test]
+    fn spelled_out_declaration_keywords_are_the_keywords() {
+        assert_eq!(declaration_keyword("input"), Some("in"));
+        assert_eq!(declaration_keyword("inputs"), Some("in"));
+        assert_eq!(declaration_keyword("inptu"), Some("in"));
+        assert_eq!(declaration_keyword("output"), Some("out"));
+        assert_eq!(declaration_keyword("ouput"), Some("out"));
+        assert_eq!(declaration_keyword("weight"), None);
+        assert_eq!(declaration_keyword("out"), None);
     }
 }

@@ -66,8 +66,7 @@ fn space(kw: Option<&Ident>, errors: &mut Vec<Error>) -> bool {
         "host" => return true,
         "lds" | "reg" | "register" | "shared" => format!(
             "a kernel parameter cannot live in `{word}`: registers and LDS are private to one \
-             workgroup and never carry a value between workgroups (DESIGN.md §5.2); use `@global` \
-             or `@host`"
+             workgroup and never carry a value between workgroups; use `@global` or `@host`"
         ),
         "peer" => "peer memory is created by the allreduce lowering, not declared: use \
                    `@global` and an `allreduce`"
@@ -174,12 +173,19 @@ fn format<'a>(word: &str, ty: &'a TypeSpec, errors: &mut Vec<Error>) -> Option<F
             span,
             "`weight` takes its format as a value: `weight(format)[k, n]`",
         ),
+        ("awq", ..) => err(
+            errors,
+            span,
+            "`awq` needs its layout: `awq<group = 128>[k, n]` or `awq(layout)[k, n]`; the group \
+             size must match the checkpoint, so it is never guessed",
+        ),
         _ => err(
             errors,
             span,
             &format!(
                 "`{word}` needs its layout: `{word}<group = 128, zero = v1>[k, n]` or \
-                 `{word}(layout)[k, n]`; zero points are never guessed (DESIGN.md §2)"
+                 `{word}(layout)[k, n]`; the group size and zero-point convention must match the \
+                 checkpoint, so they are never guessed"
             ),
         ),
     }
@@ -308,7 +314,7 @@ fn zero(span: Span, e: Option<&GenericEntry>, errors: &mut Vec<Error>) -> Option
             errors,
             e.map_or(span, |e| e.key.span()),
             "say how zero points are stored: `zero = v1` (GPTQ v1, stores z − 1), `zero = v2` or \
-             `zero = sym`; it is never guessed (DESIGN.md §2)",
+             `zero = sym`; it must match the checkpoint, so it is never guessed",
         ),
     }
 }

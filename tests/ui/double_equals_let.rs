@@ -1,0 +1,13 @@
+// `==` written for `=` in a binding.
+wavefuse::kernel! {
+    pub fn norm(batch: usize) {
+        in x: f16[batch, 5120];
+        in w: f16[5120];
+        out y: f16[batch, 5120];
+
+        let h == rmsnorm(x, w, eps = 1e-6);
+        y = round_f16(h);
+    }
+}
+
+fn main() {}

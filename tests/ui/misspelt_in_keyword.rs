@@ -1,0 +1,12 @@
+// `input` spelt out for the declaration keyword `in`.
+wavefuse::kernel! {
+    pub fn norm(batch: usize) {
+        input x: f16[batch, 5120];
+        in w: f16[5120];
+        out y: f16[batch, 5120];
+
+        y = round_f16(rmsnorm(x, w, eps = 1e-6));
+    }
+}
+
+fn main() {}
