@@ -131,3 +131,33 @@ fn bad_model_configs_are_errors_naming_the_field() {
         assert!(err.contains(name) && err.contains(says), "{name}: {err}");
     }
 }
+
+/// `tune --model-config` compiles the candidates at the model's shapes and names the shape set
+/// after its dimensions (the tuned store's key; no GPU here: nothing is timed or stored).
+#[test]
+fn tune_at_a_models_config_names_the_shape_set_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config.json");
+    std::fs::write(&cfg, LLAMA).unwrap();
+    let json = dir.path().join("t.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_wavefuse"))
+        .args(["tune", "gemv_int4", "--quick", "--budget", "3", "--no-gpu"])
+        .args([
+            "--shapes",
+            "qwen27b-tp2",
+            "--model-config",
+            cfg.to_str().unwrap(),
+        ])
+        .args(["--json", json.to_str().unwrap()])
+        .env("WAVEFUSE_CACHE_DIR", dir.path())
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(
+        j["cases"][0]["shape"], "h2048-f5632-q2048-kv256-d64-tp2",
+        "{j:#}"
+    );
+}

@@ -183,7 +183,10 @@ impl SchedulePolicy {
             });
         }
         let shape = crate::ab::shape_name(c);
-        let key = (c.shape == ShapeKind::Model).then_some((c.id.name(), shape.as_str()));
+        // The store's entries are per shape set, named after the model (`qwen27b-tp4`,
+        // `h2048-f5632-q2048-kv256-d64-tp2`): a model's own shapes have their own entries.
+        let key = matches!(c.shape, ShapeKind::Model | ShapeKind::Of(_))
+            .then_some((c.id.name(), shape.as_str()));
         self.resolve_kernel(ir, arch, placement, key)
     }
 

@@ -121,7 +121,7 @@ pub enum ShapeKind {
     /// The simulator's small shapes and schedule (`wavefuse sim`), for sanitizer runs.
     Small,
     /// A model's own dimensions (`--model-config config.json`), per rank as for
-    /// [`ShapeKind::Model`]; the tuned store is not consulted (its entries are Qwen 3.5 27B's).
+    /// [`ShapeKind::Model`]; tuned-store entries are under the model's shape-set names.
     Of(Model),
 }
 

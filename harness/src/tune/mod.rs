@@ -60,6 +60,10 @@ pub struct TuneArgs {
     /// qwen27b-tp4.
     #[arg(long, value_delimiter = ',', value_parser = parse_shape)]
     pub shapes: Vec<ShapeSet>,
+    /// Tune at this model's dimensions (a Hugging Face `config.json`) instead of Qwen 3.5
+    /// 27B's; the winners are stored under the model's shape-set names.
+    #[arg(long)]
+    pub model_config: Option<PathBuf>,
     /// Target: sm90 (timed on the GPU when there is one) or gfx906 (compile, resource filter and
     /// the static model: nothing is timed).
     #[arg(long, default_value_t = Arch::Sm90)]
@@ -238,6 +242,8 @@ fn plan(a: &TuneArgs) -> Result<Vec<Target>, String> {
         shapes.push(ShapeSet { tp: 4, batch: 1 });
     }
     shapes.dedup();
+    let tps: Vec<u32> = shapes.iter().map(|s| s.tp).collect();
+    let shape = crate::ab::model_shapes(a.model_config.as_deref(), &tps)?;
     let mut out = Vec::new();
     for &id in &a.kernels {
         for s in &shapes {
@@ -245,7 +251,7 @@ fn plan(a: &TuneArgs) -> Result<Vec<Target>, String> {
                 id,
                 tp: s.tp,
                 batch: s.batch,
-                shape: ShapeKind::Model,
+                shape,
             };
             let ir = suite::op_kernel(&spec)
                 .map_err(|e| format!("{}: {e}", spec.label()))?
