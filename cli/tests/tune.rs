@@ -550,3 +550,36 @@ fn gpu_tune_times_candidates_and_stores_a_correct_winner() {
     assert_eq!(s.entries[0].method, Method::Timed);
     assert!(s.entries[0].median_us.is_some());
 }
+
+/// The K parts per tile are the default's first neighbours on the tensor-core path: within the
+/// quick budget (32) at one TP 4 rank's shapes alone (5120 → 4352), where 5 and 8 parts measured
+/// 1.33× faster than the default's 2 on an H200 (`bench/results/2026-12-01-h200-rank-alone/`).
+#[test]
+fn the_quick_space_tries_the_k_parts_of_the_default_tile_first() {
+    let model = wavefuse_harness::shapes::Model {
+        ffn: 4352,
+        ..wavefuse_harness::shapes::Model::QWEN27B
+    };
+    let k = suite::op_kernel(&CaseSpec {
+        id: KernelId::GemvInt4,
+        tp: 1,
+        batch: 1,
+        shape: ShapeKind::Of(model),
+    })
+    .unwrap()
+    .unwrap();
+    let all = space::enumerate(Arch::Sm90, &k, true);
+    let d = &all[0];
+    assert_eq!((d.int4_dot, d.k_split), (Int4Dot::Mma, 2), "the default");
+    let first: Vec<&Schedule> = all.iter().take(32).collect();
+    for parts in [1, 4, 5, 8] {
+        assert!(
+            first.iter().any(|s| s.k_split == parts
+                && Schedule {
+                    k_split: d.k_split,
+                    ..(*s).clone()
+                } == *d),
+            "k_split={parts} of the default tile is not among the first 32"
+        );
+    }
+}

@@ -387,7 +387,17 @@ fn neighbours(d: &Schedule, family: Family, tiles: &[Schedule]) -> Vec<Schedule>
             out.push(d.clone().with_protocol(p));
         }
     }
-    if let (Family::Int4 { group_words, .. }, Int4Dot::Mma) = (family, d.int4_dot) {
+    if let (Family::Int4 { group_words, k, .. }, Int4Dot::Mma) = (family, d.int4_dot) {
+        // K parts per tile first: how many workgroups are in flight decides a small-N GEMV (one
+        // TP 4 rank's 5120 → 4352 alone on an H200: 13.06 µs at the default's 2 parts, 9.79 at 5,
+        // 9.76 at 8; `bench/results/2026-12-01-h200-rank-alone/`).
+        let units = k / 8 / d.k_unit_words.max(1) as usize;
+        for k_split in K_SPLITS.into_iter().filter(|p| units % *p as usize == 0) {
+            out.push(Schedule {
+                k_split,
+                ..d.clone()
+            });
+        }
         for ku in MMA_K_UNITS.into_iter().filter(|k| group_words % k == 0) {
             out.push(Schedule {
                 k_unit_words: ku,
