@@ -38,7 +38,7 @@ use wavefuse_runtime::exec;
 use crate::ab::handwritten::{Found, find_reference, reference_dir};
 use crate::ab::{ShapeSet, parse_shape, shape_name, usage_of};
 use crate::policy::{Placement, SchedulePolicy};
-use crate::suite::{self, CaseSpec, ShapeKind, compiler_for};
+use crate::suite::{self, CaseSpec, compiler_for};
 use crate::{KernelId, Workload};
 
 use candidates::{Compiled, Space};
