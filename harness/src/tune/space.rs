@@ -530,6 +530,10 @@ pub fn summary(s: &Schedule, family: Family) -> String {
         };
         out.push_str(&format!(" ku{} {nd} {sc}", s.k_unit_words));
     }
+    // Split-K: candidates that differ only in their K parts must not read alike.
+    if s.k_split > 1 {
+        out.push_str(&format!(" k{}", s.k_split));
+    }
     if family.allreduce() {
         out.push_str(match s.protocol {
             AllreduceProtocol::Pull => " pull",
