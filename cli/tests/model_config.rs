@@ -161,3 +161,28 @@ fn tune_at_a_models_config_names_the_shape_set_after_it() {
         "{j:#}"
     );
 }
+
+/// `run --device cpu-ref --model-config`: the f64 reference at the model's shapes.
+#[test]
+fn run_at_a_models_config_evaluates_the_reference_at_its_shapes() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config.json");
+    std::fs::write(&cfg, LLAMA).unwrap();
+    let o = wavefuse(&[
+        "run",
+        "gemv_int4_allreduce_rmsnorm",
+        "--device",
+        "cpu-ref",
+        "--tp",
+        "2",
+        "--model-config",
+        cfg.to_str().unwrap(),
+    ]);
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(o.status.success(), "{out}{err}");
+    // The down GEMV's K shard is 5632 / 2 = 2816 and its output the 2048 hidden features.
+    assert!(out.contains("2816") && out.contains("2048"), "{out}");
+}

@@ -58,6 +58,10 @@ pub struct RunArgs {
     /// under the simulator and compute-sanitizer.
     #[arg(long, conflicts_with = "weights")]
     pub small: bool,
+    /// The kernel at this model's dimensions (a Hugging Face `config.json`: hidden, intermediate,
+    /// heads, KV heads, head dim, RMSNorm epsilon) instead of Qwen 3.5 27B's.
+    #[arg(long, conflicts_with_all = ["small", "weights"])]
+    pub model_config: Option<PathBuf>,
     /// Real GPTQ weights (gemv_int4 only): a .safetensors file, a sharded
     /// model.safetensors.index.json, or a directory. Quantisation settings come from
     /// quantize_config.json / config.json beside it, or from the flags below.
@@ -114,15 +118,22 @@ pub fn run_cmd(a: &RunArgs, policy: &SchedulePolicy) -> ExitCode {
     if a.weights.is_some() {
         return checkpoint_run(a, policy);
     }
+    let shape = if a.small {
+        ShapeKind::Small
+    } else {
+        match crate::ab::model_shapes(a.model_config.as_deref(), &[a.tp]) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    };
     let spec = CaseSpec {
         id: a.kernel,
         tp: a.tp,
         batch: a.batch,
-        shape: if a.small {
-            ShapeKind::Small
-        } else {
-            ShapeKind::Model
-        },
+        shape,
     };
     match a.device {
         DeviceKind::CpuRef => cpu_ref(&spec, a.seed),
