@@ -246,6 +246,28 @@ pub fn op_kernel(c: &CaseSpec) -> Result<Option<Kernel>, String> {
 /// The suite's cases. Full: per TP, the model shapes at batch 1, 3 and 8, odd N at batch 3, odd
 /// K at batch 1 and 8. Quick: per TP, the model shapes at batch 1 and odd N at batch 3.
 pub fn cases(quick: bool, kernels: &[KernelId], tps: &[u32]) -> Vec<CaseSpec> {
+    cases_at(quick, kernels, tps, ShapeKind::Model)
+}
+
+/// [`cases`] at `model`: a model's own shapes ([`ShapeKind::Of`]) at batch 1, 3 and 8 (quick:
+/// batch 1) — the odd shapes are Qwen 3.5 27B's — or [`cases`] for [`ShapeKind::Model`].
+pub fn cases_at(quick: bool, kernels: &[KernelId], tps: &[u32], model: ShapeKind) -> Vec<CaseSpec> {
+    if let ShapeKind::Of(_) = model {
+        let batches: &[usize] = if quick { &[1] } else { &[1, 3, 8] };
+        return kernels
+            .iter()
+            .flat_map(|&id| {
+                tps.iter().flat_map(move |&tp| {
+                    batches.iter().map(move |&batch| CaseSpec {
+                        id,
+                        tp,
+                        batch,
+                        shape: model,
+                    })
+                })
+            })
+            .collect();
+    }
     let shapes: &[(ShapeKind, usize)] = if quick {
         &[(ShapeKind::Model, 1), (ShapeKind::OddN, 3)]
     } else {
@@ -705,6 +727,9 @@ pub struct SuiteOptions {
     pub skew: Skew,
     /// Where the cases' schedules come from.
     pub policy: SchedulePolicy,
+    /// The model shapes: Qwen 3.5 27B's ([`ShapeKind::Model`], with the odd shapes) or a model's
+    /// own ([`ShapeKind::Of`]: its shapes at batch 1, 3 and 8).
+    pub shape: ShapeKind,
 }
 
 /// Where the suite's ranks run.
@@ -749,6 +774,7 @@ impl SuiteOptions {
             placement: SuitePlacement::SameDevice,
             skew: Skew::none(),
             policy: SchedulePolicy::default(),
+            shape: ShapeKind::Model,
         }
     }
 }
@@ -898,7 +924,7 @@ pub fn run_cases<D: Device>(
     open: impl Fn(usize) -> Result<D, String>,
 ) -> Report {
     let start = Instant::now();
-    let specs = cases(o.quick, &o.kernels, &o.tps);
+    let specs = cases_at(o.quick, &o.kernels, &o.tps, o.shape);
     let total = specs.len();
     let next = AtomicUsize::new(0);
     let (tx, rx) = mpsc::sync_channel::<(usize, Result<Prepared, PrepError>)>(2);
@@ -1441,6 +1467,11 @@ pub struct SuiteArgs {
     /// launches.
     #[arg(long)]
     pub quick: bool,
+    /// Run the suite at this model's dimensions (a Hugging Face `config.json`) instead of Qwen
+    /// 3.5 27B's: its shapes at batch 1, 3 and 8 (quick: 1); the odd shapes are Qwen's and are
+    /// left out. Not with --prebuild.
+    #[arg(long, conflicts_with = "prebuild")]
+    pub model_config: Option<std::path::PathBuf>,
     /// The commit the binary was built from (default: `$WAVEFUSE_COMMIT`, else `unknown`).
     #[arg(long, env = "WAVEFUSE_COMMIT")]
     pub commit: Option<String>,
@@ -1514,6 +1545,13 @@ pub fn suite_cmd(a: &SuiteArgs, policy: SchedulePolicy) -> std::process::ExitCod
     if !a.tps.is_empty() {
         o.tps = a.tps.clone();
     }
+    o.shape = match crate::ab::model_shapes(a.model_config.as_deref(), &o.tps) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     o.seed = a.seed.unwrap_or(o.seed);
     o.stress_launches = a.stress_launches.unwrap_or(o.stress_launches);
     o.deadline_s = a.deadline;
@@ -1751,6 +1789,37 @@ mod tests {
         let full = cases(false, &KernelId::ALL, &TP_SIZES);
         // Odd K applies to the five kernels with weights.
         assert_eq!(full.len(), 8 * 4 * 4 + 5 * 4 * 2);
+    }
+
+    /// At a model's own shapes: its cases at batch 1, 3, 8 (quick: 1), every one generating for
+    /// both targets at those shapes (hidden 2048 here), no Qwen odd shapes.
+    #[test]
+    fn a_models_cases_are_its_shapes_at_three_batches() {
+        let m = Model {
+            hidden: 2048,
+            ffn: 5632,
+            q_gate: 2048,
+            kv: 256,
+            head_dim: 64,
+            rms_eps: 1e-5,
+        };
+        let of = ShapeKind::Of(m);
+        assert_eq!(cases_at(true, &KernelId::ALL, &[1, 2], of).len(), 8 * 2);
+        let full = cases_at(false, &KernelId::ALL, &[1, 2], of);
+        assert_eq!(full.len(), 8 * 2 * 3);
+        for c in &full {
+            assert_eq!(c.shape, of);
+            for arch in Arch::ALL {
+                let g = generate(c, arch, &SchedulePolicy::default(), Placement::SameDevice)
+                    .unwrap_or_else(|e| panic!("{}@{arch}: {e}", c.label()));
+                assert!(
+                    g.ir.buffers().any(|(_, b)| matches!(b.local_type(),
+                        wavefuse::ir::BufferType::Tensor(t) if t.shape.last() == Some(&2048))),
+                    "{}: no 2048-wide buffer",
+                    c.label()
+                );
+            }
+        }
     }
 
     #[test]
