@@ -937,7 +937,8 @@ pub fn run_cases<D: Device>(
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(c) = specs.get(i) else { break };
-                    let stress = matches!(c.shape, ShapeKind::Model | ShapeKind::Of(_)) && c.batch == 1;
+                    let stress =
+                        matches!(c.shape, ShapeKind::Model | ShapeKind::Of(_)) && c.batch == 1;
                     let seed = mix(o.seed, i as u64);
                     let p = prepare(c, arch, &o.policy, o.placement, seed, stress);
                     if tx.send((i, p)).is_err() {
