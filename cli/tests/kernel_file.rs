@@ -3,7 +3,9 @@
 //! a malformed file is an error with the file, line, column and token, exit 2, and no output.
 
 use std::path::Path;
-use std::process::{Command, Output};
+mod common;
+
+use common::wavefuse;
 
 use wavefuse_codegen::Arch;
 use wavefuse_harness::policy::{Placement, SchedulePolicy};
@@ -30,16 +32,6 @@ kernel allreduce_add_norm(tp=2) {
     store v7, buf4
 }
 ";
-
-fn wavefuse(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_wavefuse"))
-        .args(args)
-        .env_remove("WAVEFUSE_SCHEDULE")
-        .env_remove("WAVEFUSE_SCHEDULE_SM90")
-        .env_remove("WAVEFUSE_SCHEDULE_GFX906")
-        .output()
-        .expect("wavefuse runs")
-}
 
 fn write(dir: &Path, name: &str, text: &str) -> String {
     let p = dir.join(name);
@@ -169,30 +161,14 @@ fn sim_kernel_file_runs_the_protocol_simulator_against_the_reference() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("bad.wfir:11:10:"));
 }
 
-/// An FP16 row GEMV + allreduce + residual + RMSNorm at batch 4 over `n` features, TP 4: one
-/// wave per column (`n / 4` workgroups of 256 lanes) behind the norm's grid barrier.
+/// An FP16 row GEMV + allreduce + residual + RMSNorm at batch 4 over `n` features, TP 4
+/// (`codegen/tests/fixtures/f16_row_norm.wfir`): one wave per column (`n / 4` workgroups of 256
+/// lanes) behind the norm's grid barrier.
 fn f16_row_norm(n: usize) -> String {
-    format!(
-        "kernel f16_row_norm(tp=4) {{
-    buf0 = input w : f16_nk[k=4352, n={n}] row_parallel(tp=4) @global index=local
-    buf1 = input x : f16[4, 4352] col_parallel(tp=4) @global index=local
-    buf2 = input residual : f16[4, {n}] replicated @global index=local
-    buf3 = input norm_w : f16[{n}] replicated @global index=local
-    buf4 = output normed : f16[4, {n}] replicated @global index=local
-    v0 = load buf1
-    v1 = gemv.row buf0, v0
-    v2 = round_f16 v1
-    v3 = allreduce v2, tp=4
-    v4 = load buf2
-    v5 = add v3, v4
-    v6 = round_f16 v5
-    v7 = load buf3
-    v8 = rmsnorm v6, v7, eps=1e-6
-    v9 = round_f16 v8
-    store v9, buf4
-}}
-"
-    )
+    include_str!("../../codegen/tests/fixtures/f16_row_norm.wfir")
+        .replace("=N]", &format!("={n}]"))
+        .replace(", N]", &format!(", {n}]"))
+        .replace("[N]", &format!("[{n}]"))
 }
 
 /// Co-residency is decided at compile time, never first at launch (DESIGN.md §5.9): `emit` and

@@ -2,7 +2,11 @@
 //! those shapes is what the pipeline generates for `ab`; a config that misses a field or does not
 //! divide is an error naming it, exit 2, no output.
 
-use std::process::{Command, Output};
+use std::process::Command;
+
+mod common;
+
+use common::wavefuse;
 
 use wavefuse_codegen::Arch;
 use wavefuse_harness::ab::model_shapes;
@@ -14,16 +18,6 @@ use wavefuse_kernels::KernelId;
 /// 64, 4 KV heads.
 const LLAMA: &str = r#"{"hidden_size": 2048, "intermediate_size": 5632, "num_attention_heads": 32,
   "num_key_value_heads": 4, "rms_norm_eps": 1e-5, "num_hidden_layers": 22}"#;
-
-fn wavefuse(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_wavefuse"))
-        .args(args)
-        .env_remove("WAVEFUSE_SCHEDULE")
-        .env_remove("WAVEFUSE_SCHEDULE_SM90")
-        .env_remove("WAVEFUSE_SCHEDULE_GFX906")
-        .output()
-        .expect("wavefuse runs")
-}
 
 #[test]
 fn emit_at_a_models_config_is_the_pipelines_kernel_on_both_targets() {

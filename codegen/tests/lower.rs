@@ -787,31 +787,14 @@ fn dot2_matches_reference_on_interpreter() {
     ));
 }
 
-/// An FP16 row-parallel GEMV + allreduce + residual + RMSNorm over `n` features at batch 4, TP 4:
-/// one wave per output column, so `n / 4` workgroups of 256 lanes, all behind the norm's grid
-/// barrier.
+/// An FP16 row-parallel GEMV + allreduce + residual + RMSNorm over `n` features at batch 4, TP 4
+/// (`fixtures/f16_row_norm.wfir`): one wave per output column, so `n / 4` workgroups of 256
+/// lanes, all behind the norm's grid barrier.
 fn f16_row_norm(n: usize) -> Kernel {
-    let text = format!(
-        "kernel f16_row_norm(tp=4) {{
-    buf0 = input w : f16_nk[k=4352, n={n}] row_parallel(tp=4) @global index=local
-    buf1 = input x : f16[4, 4352] col_parallel(tp=4) @global index=local
-    buf2 = input residual : f16[4, {n}] replicated @global index=local
-    buf3 = input norm_w : f16[{n}] replicated @global index=local
-    buf4 = output normed : f16[4, {n}] replicated @global index=local
-    v0 = load buf1
-    v1 = gemv.row buf0, v0
-    v2 = round_f16 v1
-    v3 = allreduce v2, tp=4
-    v4 = load buf2
-    v5 = add v3, v4
-    v6 = round_f16 v5
-    v7 = load buf3
-    v8 = rmsnorm v6, v7, eps=1e-6
-    v9 = round_f16 v8
-    store v9, buf4
-}}
-"
-    );
+    let text = include_str!("fixtures/f16_row_norm.wfir")
+        .replace("=N]", &format!("={n}]"))
+        .replace(", N]", &format!(", {n}]"))
+        .replace("[N]", &format!("[{n}]"));
     wavefuse_codegen::ir::parse(&text).expect("parses")
 }
 
