@@ -149,28 +149,29 @@ pub fn check(
     budgets: &Budgets,
     jobs: usize,
 ) -> Result<Vec<CheckRow>, ToolError> {
-    check_within(arch, tps, budgets, jobs, &Bounds::default())
+    check_within(
+        arch,
+        tps,
+        ShapeKind::Model,
+        budgets,
+        jobs,
+        &Bounds::default(),
+    )
 }
 
-/// [`check`] with every compiler run within `bounds` (timeout, cancellation).
+/// [`check`] at `shape` (a model's own, [`ShapeKind::Of`]) with every compiler run within
+/// `bounds` (timeout, cancellation).
 pub fn check_within(
     arch: Arch,
     tps: &[u32],
+    shape: ShapeKind,
     budgets: &Budgets,
     jobs: usize,
     bounds: &Bounds,
 ) -> Result<Vec<CheckRow>, ToolError> {
     // Removed on every return (and unwinding panic).
     let dir = toolchain::scratch_dir(&format!("check-{arch}"))?;
-    check_in_within(
-        arch,
-        tps,
-        ShapeKind::Model,
-        budgets,
-        jobs,
-        dir.path(),
-        bounds,
-    )
+    check_in_within(arch, tps, shape, budgets, jobs, dir.path(), bounds)
 }
 
 /// As [`check`], compiling into `dir` (one subdirectory per kernel and TP), which is kept so the
@@ -638,10 +639,7 @@ pub fn check_cmd(
         }
     };
     let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-    let scratch = toolchain::scratch_dir(&format!("check-{arch}"));
-    let rows = match scratch
-        .and_then(|dir| check_in_within(arch, tps, shape, &budgets, jobs, dir.path(), bounds))
-    {
+    let rows = match check_within(arch, tps, shape, &budgets, jobs, bounds) {
         Ok(rows) => rows,
         Err(e) => {
             eprintln!("error: {e}");
