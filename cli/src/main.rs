@@ -560,7 +560,7 @@ fn emit(id: KernelId, ir: bool, tp: u32, batch: usize, shape: ShapeKind) -> Exit
         return ExitCode::from(2);
     }
     let c = CaseSpec {
-        id,
+        kernel: id.into(),
         tp,
         batch,
         shape,

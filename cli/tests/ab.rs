@@ -36,7 +36,7 @@ fn text(o: &Output) -> (String, String) {
 
 fn spec(id: KernelId, tp: u32) -> CaseSpec {
     CaseSpec {
-        id,
+        kernel: id.into(),
         tp,
         batch: 1,
         shape: ShapeKind::Model,

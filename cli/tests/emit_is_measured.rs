@@ -65,7 +65,7 @@ fn emit_snapshot_and_measured_sources_are_identical() {
             for tp in [1, 2, 4, 8] {
                 for batch in [1, 3, 8] {
                     let c = CaseSpec {
-                        id,
+                        kernel: id.into(),
                         tp,
                         batch,
                         shape: ShapeKind::Model,

@@ -246,3 +246,237 @@ fn grids_that_cannot_be_coresident_are_refused_at_compile_time() {
         assert!(err.contains("must be resident at once"), "{err}");
     }
 }
+
+/// Written by hand: an INT4 GEMV (2048 → 2048, batch 2) with a residual added before its one FP16
+/// rounding, TP 1: a kernel the set does not have, with a GEMV for `tune` to search.
+const GEMV_RESIDUAL: &str = "\
+kernel gemv_residual(tp=1) {
+    buf0 = input w : gptq<group=128, zero=v1, scale=f16>[k=2048, n=2048] col_parallel(tp=1) @global index=local
+    buf1 = input x : f16[2, 2048] replicated @global index=local
+    buf2 = input r : f16[2, 2048] col_parallel(tp=1) @global index=local
+    buf3 = output y : f16[2, 2048] col_parallel(tp=1) @global index=local
+    v0 = load buf1
+    v1 = gemv.col buf0, v0
+    v2 = load buf2
+    v3 = add v1, v2
+    v4 = round_f16 v3
+    store v4, buf3
+}
+";
+
+/// `wavefuse` with `args` in `dir`, its cache (and the tuned store beside it) in `dir/cache`.
+fn wavefuse_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_wavefuse"))
+        .args(args)
+        .current_dir(dir)
+        .env("WAVEFUSE_CACHE_DIR", dir.join("cache"))
+        .env_remove("WAVEFUSE_SCHEDULE")
+        .env_remove("WAVEFUSE_SCHEDULE_SM90")
+        .env_remove("WAVEFUSE_SCHEDULE_GFX906")
+        .output()
+        .expect("wavefuse runs")
+}
+
+fn text(o: &std::process::Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// A user's kernel is a first-class citizen: `ab`, `run` and `tune` take `--kernel-file` where
+/// they take a kernel of the set, at the shapes the file is written with, through the same
+/// pipeline (`emit`'s source is what `ab` checks; `tune`'s winner is what `emit --schedule tuned`
+/// prints). No GPU here: `ab` simulates and compiles, `run` simulates, `tune` models gfx906.
+#[test]
+fn ab_run_and_tune_take_a_kernel_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let file = write(d, "gemv_residual.wfir", GEMV_RESIDUAL);
+
+    // ab: checked in the simulator against the f64 reference at its own shapes, no hand-written side.
+    let json = d.join("ab.json");
+    let o = wavefuse_in(
+        d,
+        &[
+            "ab",
+            "--kernel-file",
+            &file,
+            "--no-gpu",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        out.contains("at the shapes the kernel is written with"),
+        "{out}"
+    );
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let row = &j["rows"][0];
+    assert_eq!(j["rows"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        (row["kernel"].as_str(), row["shape"].as_str()),
+        (Some("gemv_residual"), Some("own-tp1-b2"))
+    );
+    let check = &row["generated"]["check"];
+    assert_eq!(
+        (check["ran"].as_bool(), check["pass"].as_bool()),
+        (Some(true), Some(true)),
+        "{row}"
+    );
+    assert!(check["rel_l2"].as_f64().unwrap() < 1e-3, "{row}");
+    assert!(
+        row["manual"]["absent"]
+            .as_str()
+            .unwrap()
+            .contains("--manual"),
+        "{row}"
+    );
+
+    // ab with a hand-written side bound by its ABI (here the emitted kernel and its description,
+    // standing in for one's own); a description that does not match stops before anything runs.
+    let emitted = d.join("gen");
+    let o = wavefuse_in(
+        d,
+        &[
+            "emit",
+            "--kernel-file",
+            &file,
+            "--target",
+            "sm90",
+            "--out",
+            emitted.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o).1);
+    let (src, abi) = (
+        emitted.join("gemv_residual.cu"),
+        emitted.join("gemv_residual.abi.toml"),
+    );
+    let ab_manual = |abi: &Path| {
+        wavefuse_in(
+            d,
+            &[
+                "ab",
+                "--kernel-file",
+                &file,
+                "--no-gpu",
+                "--manual",
+                src.to_str().unwrap(),
+                "--abi",
+                abi.to_str().unwrap(),
+            ],
+        )
+    };
+    let o = ab_manual(&abi);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        out.contains("hand-written not run (it needs a GPU)"),
+        "{out}"
+    );
+    let bad = d.join("bad.abi.toml");
+    std::fs::write(
+        &bad,
+        std::fs::read_to_string(&abi)
+            .unwrap()
+            .replace("len = 4096\n", "len = 2048\n"),
+    )
+    .unwrap();
+    let o = ab_manual(&bad);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}\n{err}");
+    assert!(
+        err.contains("ABI mismatch") && err.contains("nothing was launched"),
+        "{err}"
+    );
+    assert!(out.is_empty(), "{out}");
+    // The set's kernel names and shape flags do not apply to a file's kernel.
+    for extra in [
+        &["gemv_int4"][..],
+        &["--tp", "4"],
+        &["--model-config", "c.json"],
+    ] {
+        let mut args = vec!["ab", "--kernel-file", &file, "--no-gpu"];
+        args.extend(extra);
+        assert_eq!(wavefuse_in(d, &args).status.code(), Some(2), "{extra:?}");
+    }
+
+    // run: the simulator at its own shapes against the f64 reference.
+    let o = wavefuse_in(d, &["run", "--kernel-file", &file, "--device", "sim"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        out.contains("wavefuse run gemv_residual: tp=1, batch=2, own shapes")
+            && out.contains("PASS"),
+        "{out}"
+    );
+    assert!(
+        !err.contains("--small"),
+        "no set-only hint for a file's kernel: {err}"
+    );
+
+    // tune (gfx906, the static model): the winner is stored for this kernel's text, and
+    // `emit --schedule tuned` reads it back; a kernel of other shapes gets the default.
+    let store = d.join("store.toml");
+    let o = wavefuse_in(
+        d,
+        &[
+            "tune",
+            "--kernel-file",
+            &file,
+            "--arch",
+            "gfx906",
+            "--quick",
+            "--budget",
+            "2",
+            "--store",
+            store.to_str().unwrap(),
+        ],
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let stored = std::fs::read_to_string(&store).unwrap();
+    assert!(
+        stored.contains("kernel = \"gemv_residual\"") && stored.contains("shape = \"ir-"),
+        "{stored}"
+    );
+    let emit_tuned = |file: &str| {
+        let o = wavefuse_in(
+            d,
+            &[
+                "emit",
+                "--kernel-file",
+                file,
+                "--target",
+                "gfx906",
+                "--schedule",
+                "tuned",
+                "--tuned-store",
+                store.to_str().unwrap(),
+            ],
+        );
+        assert!(o.status.success(), "{}", text(&o).1);
+        text(&o).1
+    };
+    assert!(emit_tuned(&file).contains("schedule: tuned for gemv_residual@ir-"));
+    // Comments and spacing are not the kernel: the same printed IR, the same entry.
+    let commented = write(
+        d,
+        "commented.wfir",
+        &format!(
+            "; mine\n{}",
+            GEMV_RESIDUAL.replace("v4 = round_f16 v3", "v4 = round_f16   v3 ; once")
+        ),
+    );
+    assert!(emit_tuned(&commented).contains("schedule: tuned for gemv_residual@ir-"));
+    let other = write(
+        d,
+        "other.wfir",
+        &GEMV_RESIDUAL.replace("f16[2, 2048]", "f16[1, 2048]"),
+    );
+    assert!(emit_tuned(&other).contains("schedule: default for gemv_residual"));
+}

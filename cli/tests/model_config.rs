@@ -48,7 +48,7 @@ fn emit_at_a_models_config_is_the_pipelines_kernel_on_both_targets() {
                 String::from_utf8_lossy(&o.stderr)
             );
             let c = CaseSpec {
-                id,
+                kernel: id.into(),
                 tp: 2,
                 batch: 1,
                 shape,

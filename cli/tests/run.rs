@@ -324,7 +324,7 @@ fn param(k: &LoweredKernel, purpose: &Purpose) -> usize {
 /// `skip_one` — so what comes back is exactly what the binding put where.
 fn fused_on_fake(skip_one: bool) -> Vec<exec::OutputMetrics> {
     let spec = CaseSpec {
-        id: KernelId::GemvInt4AllreduceRmsnorm,
+        kernel: KernelId::GemvInt4AllreduceRmsnorm.into(),
         tp: 2,
         batch: 2,
         shape: ShapeKind::Small,
@@ -514,8 +514,8 @@ fn suite_on_a_fake_device_catches_unwritten_outputs() {
     );
     let (c, s) = stressed[0];
     assert_eq!(
-        (c.spec.id, c.spec.batch),
-        (KernelId::AllreduceResidualRmsnorm, 1)
+        (c.spec.kernel.set_id(), c.spec.batch),
+        (Some(KernelId::AllreduceResidualRmsnorm), 1)
     );
     assert_eq!(
         (s.launches, s.last_epoch, s.error.as_deref()),

@@ -17,7 +17,7 @@ use wavefuse_harness::tune::{candidates, space};
 
 fn ir(id: KernelId, tp: u32) -> wavefuse::ir::Kernel {
     suite::op_kernel(&CaseSpec {
-        id,
+        kernel: id.into(),
         tp,
         batch: 1,
         shape: ShapeKind::Model,
@@ -316,7 +316,7 @@ fn tuned_choice_picks_the_store_entry_and_falls_back_to_the_default() {
 fn emit_with_schedule_tuned_uses_the_store_entry() {
     let dir = tempfile::tempdir().unwrap();
     let k = suite::op_kernel(&CaseSpec {
-        id: KernelId::GemvInt4,
+        kernel: KernelId::GemvInt4.into(),
         tp: 4,
         batch: 1,
         shape: ShapeKind::Model,
@@ -561,7 +561,7 @@ fn the_quick_space_tries_the_k_parts_of_the_default_tile_first() {
         ..wavefuse_harness::shapes::Model::QWEN27B
     };
     let k = suite::op_kernel(&CaseSpec {
-        id: KernelId::GemvInt4,
+        kernel: KernelId::GemvInt4.into(),
         tp: 1,
         batch: 1,
         shape: ShapeKind::Of(model),

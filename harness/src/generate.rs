@@ -74,7 +74,7 @@ pub fn generate_at(
 ) -> Result<Generated, GenError> {
     let (tp, batch, shape) = c;
     let c = CaseSpec {
-        id,
+        kernel: id.into(),
         tp,
         batch,
         shape,
@@ -499,13 +499,14 @@ fn generate_file_kernel(
     policy: &SchedulePolicy,
     placement: Placement,
 ) -> Result<wavefuse_codegen::Generated, String> {
-    let resolved = policy
-        .resolve_kernel(kernel, arch, placement, None)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    if let Some(note) = &resolved.note {
-        eprintln!("{note}");
-    }
-    wavefuse_codegen::compile(kernel, arch, &resolved.schedule)
+    // The user's kernel as a case at its own shapes: the same generation step (and tuned-store
+    // key) as `ab`, `run` and `tune --kernel-file`.
+    let user = std::sync::Arc::new(crate::suite::UserKernel::new(
+        kernel.clone(),
+        path.display().to_string(),
+    )?);
+    crate::suite::generate(&user.case(), arch, policy, placement)
+        .map(|g| g.code)
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 

@@ -34,7 +34,7 @@ pub fn cases() -> Vec<CaseSpec> {
         .iter()
         .flat_map(|&tp| {
             KernelId::ALL.iter().map(move |&id| CaseSpec {
-                id,
+                kernel: id.into(),
                 tp,
                 batch: 1,
                 shape: ShapeKind::Model,
@@ -45,7 +45,7 @@ pub fn cases() -> Vec<CaseSpec> {
 
 /// The PTX file of a case.
 pub fn ptx_file(c: &CaseSpec) -> String {
-    format!("{}@tp{}.ptx", c.id.name(), c.tp)
+    format!("{}@tp{}.ptx", c.kernel.name(), c.tp)
 }
 
 /// FNV-1a (64-bit) of a text: identifies the lowering the PTX was built from (not a security
@@ -188,7 +188,7 @@ fn verdict(r: &Result<Worst, String>, tol: f64) -> String {
 }
 
 fn diff_case(c: &CaseSpec, entry: &Json, dir: &Path, seed: u64) -> Row {
-    let (tol, _) = suite::tolerance(c.id);
+    let (tol, _) = c.kernel.tolerance();
     let mut row = Row {
         label: c.label(),
         tol,
@@ -320,7 +320,7 @@ pub fn write_ptx_set(out: &Path) -> Result<usize, String> {
         std::fs::write(out.join(ptx_file(&c)), &compiled.image)
             .map_err(|e| format!("{}: {e}", ptx_file(&c)))?;
         entries.push(json!({
-            "file": ptx_file(&c), "kernel": c.id.name(), "tp": c.tp, "symbol": compiled.symbol,
+            "file": ptx_file(&c), "kernel": c.kernel.name(), "tp": c.tp, "symbol": compiled.symbol,
             "cpp_fingerprint": fingerprint(&g.source.text),
             "llvm": llvm_version_string(),
             "llvm_ms": {"build": compiled.build_ms, "opt": compiled.opt_ms,

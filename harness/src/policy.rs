@@ -182,11 +182,11 @@ impl SchedulePolicy {
                 note: self.once(lines),
             });
         }
-        let shape = crate::ab::shape_name(c);
         // The store's entries are per shape set, named after the model (`qwen27b-tp4`,
-        // `h2048-f5632-q2048-kv256-d64-tp2`): a model's own shapes have their own entries.
-        let key = matches!(c.shape, ShapeKind::Model | ShapeKind::Of(_))
-            .then_some((c.id.name(), shape.as_str()));
+        // `h2048-f5632-q2048-kv256-d64-tp2`): a model's own shapes have their own entries, and a
+        // user's kernel has entries for its exact text ([`CaseSpec::store_key`]).
+        let key = c.store_key();
+        let key = key.as_ref().map(|(k, s)| (k.as_str(), s.as_str()));
         self.resolve_kernel(ir, arch, placement, key)
     }
 

@@ -37,7 +37,12 @@ pub enum DeviceKind {
 #[derive(Clone, Debug, clap::Args)]
 pub struct RunArgs {
     /// Kernel name (see `wavefuse list`).
-    pub kernel: KernelId,
+    #[arg(required_unless_present = "kernel_file")]
+    pub kernel: Option<KernelId>,
+    /// A kernel of your own in the textual IR (`.wfir`, see docs/ir-format.md) instead of the
+    /// set's, run at the shapes it is written with (its TP, its batch).
+    #[arg(long, conflicts_with_all = ["kernel", "tp", "batch", "small", "model_config", "weights"])]
+    pub kernel_file: Option<PathBuf>,
     /// TP group size; every rank runs on the one device.
     #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = parse_tp)]
     pub tp: u32,
@@ -118,6 +123,32 @@ pub fn run_cmd(a: &RunArgs, policy: &SchedulePolicy) -> ExitCode {
     if a.weights.is_some() {
         return checkpoint_run(a, policy);
     }
+    let spec = match (&a.kernel_file, a.kernel) {
+        (Some(path), _) => match suite::UserKernel::read(path) {
+            Ok(u) => std::sync::Arc::new(u).case(),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        (None, Some(id)) => match set_case(a, id) {
+            Ok(c) => c,
+            Err(code) => return code,
+        },
+        (None, None) => {
+            eprintln!("error: name a kernel of the set or pass --kernel-file PATH");
+            return ExitCode::from(2);
+        }
+    };
+    match a.device {
+        DeviceKind::CpuRef => cpu_ref(&spec, a.seed),
+        DeviceKind::Sim => sim(&spec, a.seed, a.target.unwrap_or(Arch::Sm90), policy),
+        DeviceKind::Gpu => gpu(&spec, a.seed, a.target, policy),
+    }
+}
+
+/// The set's kernel `id` at the flags' TP, batch and shapes.
+fn set_case(a: &RunArgs, id: KernelId) -> Result<CaseSpec, ExitCode> {
     let shape = if a.small {
         ShapeKind::Small
     } else {
@@ -125,21 +156,11 @@ pub fn run_cmd(a: &RunArgs, policy: &SchedulePolicy) -> ExitCode {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("error: {e}");
-                return ExitCode::from(2);
+                return Err(ExitCode::from(2));
             }
         }
     };
-    let spec = CaseSpec {
-        id: a.kernel,
-        tp: a.tp,
-        batch: a.batch,
-        shape,
-    };
-    match a.device {
-        DeviceKind::CpuRef => cpu_ref(&spec, a.seed),
-        DeviceKind::Sim => sim(&spec, a.seed, a.target.unwrap_or(Arch::Sm90), policy),
-        DeviceKind::Gpu => gpu(&spec, a.seed, a.target, policy),
-    }
+    Ok(CaseSpec::of(id, a.tp, a.batch, shape))
 }
 
 fn fail(message: impl std::fmt::Display) -> ExitCode {
@@ -150,7 +171,7 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
 fn describe(spec: &CaseSpec, seed: u64, ir: &Kernel) {
     println!(
         "wavefuse run {}: tp={}, batch={}, {} shapes, seed {seed:#x}",
-        spec.id.name(),
+        spec.kernel.name(),
         spec.tp,
         spec.batch,
         spec.shape.name()
@@ -259,7 +280,7 @@ pub fn print_metrics(ms: &[OutputMetrics], tol: f64) -> bool {
 
 /// Prints the table and the verdict; `extra` is a failure found besides the metrics.
 fn verdict(spec: &CaseSpec, ms: &[OutputMetrics], extra: Option<String>) -> ExitCode {
-    let (tol, why) = tolerance(spec.id);
+    let (tol, why) = spec.kernel.tolerance();
     let ok = print_metrics(ms, tol);
     let failing = ms.iter().filter(|m| !m.passes(tol)).count();
     if let Some(extra) = extra {
@@ -293,10 +314,14 @@ fn sim(spec: &CaseSpec, seed: u64, arch: Arch, policy: &SchedulePolicy) -> ExitC
     let lanes = u64::from(k.grid) * u64::from(k.workgroup_size) * u64::from(k.tp);
     let mut opts = SimOptions::new(seed);
     if spec.shape != ShapeKind::Small {
+        let hint = if spec.shape == ShapeKind::Own {
+            "" // a user's kernel has only its own shapes
+        } else {
+            " `--small` runs the simulator's small shapes."
+        };
         eprintln!(
             "warning: simulating the full shapes: {lanes} lanes ({} workgroups x {} lanes x {} \
-             ranks), one launch, wave granularity, no step limit: seconds to minutes. \
-             `--small` runs the simulator's small shapes.",
+             ranks), one launch, wave granularity, no step limit: seconds to minutes.{hint}",
             k.grid, k.workgroup_size, k.tp
         );
         opts.granularity = Granularity::Wave;
@@ -407,7 +432,7 @@ fn on_device<D: Device>(dev: D, spec: &CaseSpec, seed: u64, policy: &SchedulePol
         Err(e @ PrepError::Unsupported(_)) => {
             return fail(format!(
                 "{} cannot be generated for {arch} yet: {e}",
-                spec.id
+                spec.kernel
             ));
         }
         Err(e) => return fail(e),
@@ -454,10 +479,10 @@ fn header(g: &Generated, device: &str, sms: u32) {
 /// from a GPTQ checkpoint, the activations from a .npy, the f64 reference always, and the GPU or
 /// the simulator when asked; the result (the device's, else the reference's) written as .npy.
 fn checkpoint_run(a: &RunArgs, policy: &SchedulePolicy) -> ExitCode {
-    if a.kernel != KernelId::GemvInt4 {
+    if a.kernel != Some(KernelId::GemvInt4) {
         return fail(format!(
             "--weights binds one GPTQ layer and works with gemv_int4 only, not {}",
-            a.kernel
+            a.kernel.map_or("a kernel file", KernelId::name)
         ));
     }
     let (Some(weights), Some(layer), Some(input)) = (&a.weights, &a.layer, &a.input) else {

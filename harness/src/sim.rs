@@ -536,7 +536,7 @@ pub fn summary(p: &Prepared, s: &Sweep) -> String {
     out
 }
 
-fn dtype(k: &Kernel, b: wavefuse::ir::Buffer) -> wavefuse::ir::ScalarType {
+pub(crate) fn dtype(k: &Kernel, b: wavefuse::ir::Buffer) -> wavefuse::ir::ScalarType {
     match &k.buffer(b).expect("own buffer").ty {
         BufferType::Tensor(t) => t.dtype,
         BufferType::Weight(_) => wavefuse::ir::ScalarType::F16,

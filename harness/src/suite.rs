@@ -10,6 +10,7 @@
 //! including the 10,000-launch stress run.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Instant;
@@ -123,6 +124,8 @@ pub enum ShapeKind {
     /// A model's own dimensions (`--model-config config.json`), per rank as for
     /// [`ShapeKind::Model`]; tuned-store entries are under the model's shape-set names.
     Of(Model),
+    /// A user's kernel at the shapes it was written with ([`UserKernel`]).
+    Own,
 }
 
 impl ShapeKind {
@@ -134,15 +137,175 @@ impl ShapeKind {
             ShapeKind::OddK => "odd-k",
             ShapeKind::Small => "small",
             ShapeKind::Of(_) => "config",
+            ShapeKind::Own => "own",
         }
     }
 }
 
+/// A user's kernel: the textual IR of a file (`--kernel-file`) or a kernel built in the user's
+/// own crate, validated, at its own shapes. It goes through the same pipeline as the set's kernels
+/// ([`generate`], [`prepare`], `ab`, `run`, `tune`); what it lacks is only what the set keeps per
+/// kernel: a shape family to rebuild it at (it has one shape, its own), a hand-written reference
+/// (give one with `--manual`/`--abi`) and a per-kernel tolerance (it gets the one of its output
+/// types, [`wavefuse_codegen::sim::tolerance_for`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct UserKernel {
+    /// Where it came from: the file's path, or what the user's crate calls it.
+    pub origin: String,
+    /// The op-level kernel (validated).
+    pub ir: Kernel,
+    /// Tokens per launch: the rows of its activations (the leading dimension of its first 2-D
+    /// tensor parameter; 1 when it has none).
+    pub batch: usize,
+    /// FNV-1a of the printed IR: which text a tuned-store entry was tuned for.
+    fingerprint: u64,
+}
+
+impl UserKernel {
+    /// `ir`, validated; `origin` says where it came from in messages.
+    pub fn new(ir: Kernel, origin: impl Into<String>) -> Result<UserKernel, String> {
+        let origin = origin.into();
+        validate(&ir).map_err(|e| format!("{origin}: kernel `{}`: {e}", ir.name()))?;
+        let batch = ir
+            .buffers()
+            .find_map(|(_, d)| match d.local_type() {
+                wavefuse::ir::BufferType::Tensor(t) if t.shape.len() == 2 => Some(t.shape[0]),
+                _ => None,
+            })
+            .unwrap_or(1);
+        let fingerprint = ir
+            .to_string()
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            });
+        Ok(UserKernel {
+            origin,
+            ir,
+            batch,
+            fingerprint,
+        })
+    }
+
+    /// The kernel of a `.wfir` file: parse errors as `PATH:line:column` with the token, validation
+    /// errors naming the file.
+    pub fn read(path: &std::path::Path) -> Result<UserKernel, String> {
+        let ir = crate::generate::read_kernel_file(path)?;
+        UserKernel::new(ir, path.display().to_string())
+    }
+
+    /// The kernel's name (the IR's).
+    pub fn name(&self) -> &str {
+        self.ir.name()
+    }
+
+    /// The tuned store's shape key of this exact kernel text: `ir-` and 16 hex digits.
+    pub fn store_shape(&self) -> String {
+        format!("ir-{:016x}", self.fingerprint)
+    }
+
+    /// The case of this kernel at its own shapes.
+    pub fn case(self: &Arc<Self>) -> CaseSpec {
+        CaseSpec {
+            kernel: CaseKernel::User(Arc::clone(self)),
+            tp: self.ir.tp(),
+            batch: self.batch,
+            shape: ShapeKind::Own,
+        }
+    }
+
+    /// The relative-L2 tolerance of its outputs: the largest of its output types' (as the
+    /// simulator judges them).
+    pub fn tolerance(&self) -> f64 {
+        self.ir
+            .buffers()
+            .filter(|(_, d)| d.role == wavefuse::ir::Role::Output)
+            .map(|(b, _)| {
+                wavefuse_codegen::sim::tolerance_for(&self.ir, crate::sim::dtype(&self.ir, b))
+            })
+            .fold(0.0, f64::max)
+    }
+}
+
+/// The kernel of a case: one of the set's (built at the case's shapes) or a user's.
+#[derive(Clone, Debug)]
+pub enum CaseKernel {
+    /// A kernel of the set.
+    Set(KernelId),
+    /// A user's kernel at its own shapes.
+    User(Arc<UserKernel>),
+}
+
+impl CaseKernel {
+    /// Its name in tables, labels and the tuned store.
+    pub fn name(&self) -> &str {
+        match self {
+            CaseKernel::Set(id) => id.name(),
+            CaseKernel::User(u) => u.name(),
+        }
+    }
+
+    /// The set's kernel, if it is one.
+    pub fn set_id(&self) -> Option<KernelId> {
+        match self {
+            CaseKernel::Set(id) => Some(*id),
+            CaseKernel::User(_) => None,
+        }
+    }
+
+    /// The relative-L2 tolerance of its outputs against the f64 reference, and why.
+    pub fn tolerance(&self) -> (f64, &'static str) {
+        match self {
+            CaseKernel::Set(id) => tolerance(*id),
+            CaseKernel::User(u) => (
+                u.tolerance(),
+                "a user's kernel: the tolerance of its output types (FP16 outputs: one rounding \
+                 of FP32 arithmetic)",
+            ),
+        }
+    }
+}
+
+impl From<KernelId> for CaseKernel {
+    fn from(id: KernelId) -> CaseKernel {
+        CaseKernel::Set(id)
+    }
+}
+
+impl PartialEq for CaseKernel {
+    fn eq(&self, other: &CaseKernel) -> bool {
+        match (self, other) {
+            (CaseKernel::Set(a), CaseKernel::Set(b)) => a == b,
+            (CaseKernel::User(a), CaseKernel::User(b)) => {
+                Arc::ptr_eq(a, b) || (a.fingerprint == b.fingerprint && a.ir == b.ir)
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Eq for CaseKernel {}
+
+impl std::hash::Hash for CaseKernel {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        match self {
+            CaseKernel::Set(id) => id.hash(h),
+            CaseKernel::User(u) => u.fingerprint.hash(h),
+        }
+    }
+}
+
+impl std::fmt::Display for CaseKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// One case: a kernel, TP size, batch and shapes.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CaseSpec {
     /// The kernel.
-    pub id: KernelId,
+    pub kernel: CaseKernel,
     /// TP size (ranks on one device).
     pub tp: u32,
     /// Tokens decoded at once.
@@ -152,15 +315,49 @@ pub struct CaseSpec {
 }
 
 impl CaseSpec {
+    /// The set's kernel `id` at TP `tp`, batch `batch`, shapes `shape`.
+    pub fn of(id: KernelId, tp: u32, batch: usize, shape: ShapeKind) -> CaseSpec {
+        CaseSpec {
+            kernel: CaseKernel::Set(id),
+            tp,
+            batch,
+            shape,
+        }
+    }
+
     /// `kernel@tpN/shape/bB`.
     pub fn label(&self) -> String {
         format!(
             "{}@tp{}/{}/b{}",
-            self.id.name(),
+            self.kernel.name(),
             self.tp,
             self.shape.name(),
             self.batch
         )
+    }
+
+    /// The case at the simulator's small shapes: the set's kernel rebuilt small; a user's kernel
+    /// has only its own shapes, so it is simulated at those.
+    pub fn small(&self) -> CaseSpec {
+        match self.kernel {
+            CaseKernel::Set(_) => CaseSpec {
+                shape: ShapeKind::Small,
+                ..self.clone()
+            },
+            CaseKernel::User(_) => self.clone(),
+        }
+    }
+
+    /// The tuned store's key of the case (kernel name, shape-set name), when the store has
+    /// entries for its kind of shapes: the model shapes (Qwen's or a config's, by shape-set
+    /// name) and a user's kernel (by the fingerprint of its text); not the odd or small shapes.
+    pub fn store_key(&self) -> Option<(String, String)> {
+        let name = self.kernel.name().to_owned();
+        match (&self.kernel, self.shape) {
+            (CaseKernel::User(u), _) => Some((name, u.store_shape())),
+            (_, ShapeKind::Model | ShapeKind::Of(_)) => Some((name, crate::ab::shape_name(self))),
+            _ => None,
+        }
     }
 }
 
@@ -212,7 +409,7 @@ fn odd_map(id: KernelId, s: &Shapes, kind: ShapeKind) -> Option<Vec<(usize, usiz
         }
         (ShapeKind::OddK, GemvInt4AllreduceRmsnorm) => set(&mut map, ffn, ODD_FFN_K),
         (ShapeKind::OddK, _) => return None,
-        (ShapeKind::Model | ShapeKind::Small | ShapeKind::Of(_), _) => {
+        (ShapeKind::Model | ShapeKind::Small | ShapeKind::Of(_) | ShapeKind::Own, _) => {
             unreachable!("not an odd shape")
         }
     }
@@ -221,22 +418,39 @@ fn odd_map(id: KernelId, s: &Shapes, kind: ShapeKind) -> Option<Vec<(usize, usiz
 
 /// The op-level kernel of a case (validated), or `Ok(None)` when the shape does not apply.
 pub fn op_kernel(c: &CaseSpec) -> Result<Option<Kernel>, String> {
+    let id = match (&c.kernel, c.shape) {
+        (CaseKernel::Set(id), ShapeKind::Own) => {
+            return Err(format!(
+                "`{id}` has no shapes of its own; use the model shapes"
+            ));
+        }
+        (CaseKernel::Set(id), _) => *id,
+        (CaseKernel::User(u), ShapeKind::Own) => return Ok(Some(u.ir.clone())),
+        (CaseKernel::User(u), shape) => {
+            return Err(format!(
+                "`{}` ({}) is a kernel at its own shapes; the {} shapes are the set's",
+                u.name(),
+                u.origin,
+                shape.name()
+            ));
+        }
+    };
     let mut s = Shapes {
         batch: c.batch,
         ..Shapes::qwen27b(c.tp)
     };
     let kernel = match c.shape {
-        ShapeKind::Model => c.id.build(&s),
-        ShapeKind::Of(model) => c.id.build(&Shapes { model, ..s }),
-        ShapeKind::Small => small_kernel(c.id, &s, &SmallShapes::DEFAULT)?,
+        ShapeKind::Model => id.build(&s),
+        ShapeKind::Of(model) => id.build(&Shapes { model, ..s }),
+        ShapeKind::Small => small_kernel(id, &s, &SmallShapes::DEFAULT)?,
         odd => {
             if odd == ShapeKind::OddK {
                 s.gptq = GptqLayout::new(GroupSize::PerChannel, ZeroPoint::V1);
             }
-            let Some(map) = odd_map(c.id, &s, odd) else {
+            let Some(map) = odd_map(id, &s, odd) else {
                 return Ok(None);
             };
-            shrink(&c.id.build(&s), &map)?
+            shrink(&id.build(&s), &map)?
         }
     };
     validate(&kernel).map_err(|e| e.to_string())?;
@@ -259,7 +473,7 @@ pub fn cases_at(quick: bool, kernels: &[KernelId], tps: &[u32], model: ShapeKind
             .flat_map(|&id| {
                 tps.iter().flat_map(move |&tp| {
                     batches.iter().map(move |&batch| CaseSpec {
-                        id,
+                        kernel: id.into(),
                         tp,
                         batch,
                         shape: model,
@@ -285,7 +499,7 @@ pub fn cases_at(quick: bool, kernels: &[KernelId], tps: &[u32], model: ShapeKind
         for &tp in tps {
             for &(shape, batch) in shapes {
                 let c = CaseSpec {
-                    id,
+                    kernel: id.into(),
                     tp,
                     batch,
                     shape,
@@ -408,7 +622,7 @@ pub fn generate(
         }
     })?;
     Ok(Generated {
-        spec: *c,
+        spec: c.clone(),
         ir,
         placement,
         code,
@@ -973,12 +1187,12 @@ pub fn run_cases<D: Device>(
 
 fn skipped(c: &CaseSpec, seed: u64) -> CaseResult {
     CaseResult {
-        spec: *c,
+        spec: c.clone(),
         dims: String::new(),
         seed,
         status: Status::Skipped,
         detail: "time budget spent".into(),
-        tolerance: tolerance(c.id).0,
+        tolerance: c.kernel.tolerance().0,
         metrics: Vec::new(),
         stress: None,
         artifact: String::new(),
@@ -994,9 +1208,9 @@ fn run_case<D: Device>(
     o: &SuiteOptions,
     seed: u64,
 ) -> CaseResult {
-    let (tol, _) = tolerance(c.id);
+    let (tol, _) = c.kernel.tolerance();
     let mut r = CaseResult {
-        spec: *c,
+        spec: c.clone(),
         dims: String::new(),
         seed,
         status: Status::Fail,
@@ -1283,7 +1497,7 @@ impl Report {
             let _ = writeln!(
                 out,
                 "| {} | {} | {} | {} | {} | {} | {} | {:.0e} | {} | {} | {} |",
-                c.spec.id.name(),
+                c.spec.kernel.name(),
                 c.spec.tp,
                 c.spec.shape.name(),
                 c.spec.batch,
@@ -1313,7 +1527,7 @@ impl Report {
                 let _ = writeln!(
                     out,
                     "| {} | {} | {} | {} | {:.0} | {} | {:.2e} | {:.2e} |",
-                    c.spec.id.name(),
+                    c.spec.kernel.name(),
                     c.spec.tp,
                     s.launches,
                     s.last_epoch,
@@ -1383,7 +1597,7 @@ fn finite_or_null(v: f64) -> Json {
 fn case_json(c: &CaseResult) -> Json {
     let w = Worst::of(&c.metrics);
     json!({
-        "kernel": c.spec.id.name(),
+        "kernel": c.spec.kernel.name(),
         "tp": c.spec.tp,
         "shape": c.spec.shape.name(),
         "batch": c.spec.batch,
@@ -1426,7 +1640,7 @@ pub fn sources_to_prebuild(
     for id in KernelId::ALL {
         for tp in TP_SIZES {
             specs.push(CaseSpec {
-                id,
+                kernel: id.into(),
                 tp,
                 batch: 1,
                 shape: ShapeKind::Small,
@@ -1698,7 +1912,7 @@ mod tests {
             for c in cases(false, &KernelId::ALL, &[1, 2, 4, 8]) {
                 let what = format!(
                     "{}@{arch} tp {} {:?} batch {}",
-                    c.id, c.tp, c.shape, c.batch
+                    c.kernel, c.tp, c.shape, c.batch
                 );
                 match generate(&c, arch, &SchedulePolicy::default(), Placement::SameDevice) {
                     Ok(_) | Err(PrepError::NotApplicable(_)) => {}
@@ -1725,7 +1939,7 @@ mod tests {
         let protocol = |id: KernelId, tp: u32, per_device: u32| {
             let ir = id.build(&Shapes::qwen27b(tp));
             let c = CaseSpec {
-                id,
+                kernel: id.into(),
                 tp,
                 batch: 1,
                 shape: ShapeKind::Model,
@@ -1827,7 +2041,7 @@ mod tests {
     fn symbols_are_the_lowered_names() {
         for id in KernelId::ALL {
             let c = CaseSpec {
-                id,
+                kernel: id.into(),
                 tp: 4,
                 batch: 1,
                 shape: ShapeKind::Model,
@@ -1854,7 +2068,7 @@ mod tests {
             (KernelId::GemvInt4Qkv, 8, ShapeKind::OddN),
         ] {
             let c = CaseSpec {
-                id,
+                kernel: id.into(),
                 tp,
                 batch: 3,
                 shape,

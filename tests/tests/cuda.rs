@@ -44,7 +44,7 @@ fn generate_set() -> (Vec<Generated>, BTreeSet<&'static str>) {
     }
     for name in &unsupported {
         assert!(
-            !ok.iter().any(|g| g.spec.id.name() == *name),
+            !ok.iter().any(|g| g.spec.kernel.name() == *name),
             "{name} lowers at some TP sizes only"
         );
     }
@@ -61,12 +61,12 @@ fn cuda_snapshots_of_the_kernel_set_sm90() {
     );
     for g in &set {
         insta::assert_snapshot!(
-            format!("{}@sm90_tp{}", g.spec.id.name(), g.spec.tp),
+            format!("{}@sm90_tp{}", g.spec.kernel.name(), g.spec.tp),
             g.source.text
         );
         if g.spec.tp == 4 {
             let abi = g.abi.to_toml().expect("ABI serialises");
-            insta::assert_snapshot!(format!("{}@sm90_tp4.abi", g.spec.id.name()), abi);
+            insta::assert_snapshot!(format!("{}@sm90_tp4.abi", g.spec.kernel.name()), abi);
         }
     }
 }
@@ -76,7 +76,7 @@ fn cuda_uses_scoped_atomics_and_warp32_sm90() {
     let (set, _) = generate_set();
     for g in &set {
         let t = &g.source.text;
-        let name = g.spec.id.name();
+        let name = g.spec.kernel.name();
         assert!(
             !t.contains("#include"),
             "{name}: the CUDA source needs no header (NVRTC without include paths)"

@@ -50,7 +50,7 @@ fn generate_set() -> (Vec<Generated>, BTreeSet<&'static str>) {
     }
     for name in &unsupported {
         assert!(
-            !ok.iter().any(|g| g.spec.id.name() == *name),
+            !ok.iter().any(|g| g.spec.kernel.name() == *name),
             "{name} lowers at some TP sizes only"
         );
     }
@@ -67,12 +67,12 @@ fn hip_snapshots_of_the_kernel_set_gfx906() {
     );
     for g in &set {
         insta::assert_snapshot!(
-            format!("{}@gfx906_tp{}", g.spec.id.name(), g.spec.tp),
+            format!("{}@gfx906_tp{}", g.spec.kernel.name(), g.spec.tp),
             g.source.text
         );
         if g.spec.tp == 4 {
             let abi = g.abi.to_toml().expect("ABI serialises");
-            insta::assert_snapshot!(format!("{}@gfx906_tp4.abi", g.spec.id.name()), abi);
+            insta::assert_snapshot!(format!("{}@gfx906_tp4.abi", g.spec.kernel.name()), abi);
         }
     }
 }
@@ -92,7 +92,7 @@ fn synchronisation_carries_invariant_comments_gfx906() {
                 assert!(
                     lines[i - 1].starts_with("// §5."),
                     "{}@tp{}: `{l}` without an invariant comment",
-                    g.spec.id.name(),
+                    g.spec.kernel.name(),
                     g.spec.tp
                 );
             }
@@ -109,7 +109,7 @@ fn abi_matches_the_source_gfx906() {
     let scratch = toolchain::scratch_dir("hip-abi").expect("temp dir");
     let dir = scratch.path();
     for g in set.iter().filter(|g| g.spec.tp == 4) {
-        let name = g.spec.id.name();
+        let name = g.spec.kernel.name();
         let paths = generate::write_outputs(g, &dir).unwrap_or_else(|e| panic!("{e}"));
         let src = std::fs::read_to_string(&paths[0]).expect("source written");
         let abi = Abi::from_toml(&std::fs::read_to_string(&paths[1]).expect("ABI written"))

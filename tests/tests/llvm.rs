@@ -31,8 +31,8 @@ fn in_ci() -> bool {
 fn llvm_ir_snapshots_of_the_kernel_set() {
     for arch in Arch::ALL {
         for g in set(arch, 4) {
-            let ir = llvm::emit_ir(&g.lowered).unwrap_or_else(|e| panic!("{}: {e}", g.spec.id));
-            insta::assert_snapshot!(format!("{}@llvm_{arch}_tp4", g.spec.id.name()), ir);
+            let ir = llvm::emit_ir(&g.lowered).unwrap_or_else(|e| panic!("{}: {e}", g.spec.kernel));
+            insta::assert_snapshot!(format!("{}@llvm_{arch}_tp4", g.spec.kernel.name()), ir);
         }
     }
 }
@@ -68,16 +68,16 @@ fn every_atomic_carries_its_ordering_and_scope_llvm() {
             for g in set(arch, tp) {
                 let ir = llvm::emit_ir(&g.lowered).unwrap();
                 let sites =
-                    audit(&ir).unwrap_or_else(|e| panic!("{}@{arch}_tp{tp}: {e}", g.spec.id));
+                    audit(&ir).unwrap_or_else(|e| panic!("{}@{arch}_tp{tp}: {e}", g.spec.kernel));
                 let (atomics, barriers) = sync_counts(&g.lowered.body);
                 let got_barriers = sites.iter().filter(|s| s.ordering == "barrier").count();
                 assert_eq!(
                     (sites.len() - got_barriers, got_barriers),
                     (atomics, barriers),
                     "{}@{arch}_tp{tp}: synchronisation calls vs the lowered kernel",
-                    g.spec.id
+                    g.spec.kernel
                 );
-                if tp == 4 && g.spec.id == KernelId::GemvInt4AllreduceRmsnorm {
+                if tp == 4 && g.spec.kernel == KernelId::GemvInt4AllreduceRmsnorm.into() {
                     let kinds: std::collections::BTreeSet<(&str, &str, &str)> = sites
                         .iter()
                         .map(|s| (s.invariant.as_str(), s.ordering.as_str(), s.scope.as_str()))
@@ -95,7 +95,7 @@ fn every_atomic_carries_its_ordering_and_scope_llvm() {
                 if arch == Arch::Gfx906 {
                     // The helpers hold real LLVM atomics with the AMDGPU sync scopes.
                     let agent = ir.contains("syncscope(\"agent\") acquire");
-                    assert_eq!(agent, g.lowered.coresidency.is_some(), "{}", g.spec.id);
+                    assert_eq!(agent, g.lowered.coresidency.is_some(), "{}", g.spec.kernel);
                 }
             }
         }
@@ -165,26 +165,31 @@ fn llvm_code_objects_gfx906() {
     let dir = scratch.path();
     for tp in wavefuse_kernels::shapes::TP_SIZES {
         for g in set(Arch::Gfx906, tp) {
-            let c =
-                llvm::compile(&g.lowered, true).unwrap_or_else(|e| panic!("{}: {e}", g.spec.id));
+            let c = llvm::compile(&g.lowered, true)
+                .unwrap_or_else(|e| panic!("{}: {e}", g.spec.kernel));
             let o = &c.image;
-            assert_eq!(&o[..4], b"\x7fELF", "{}: not an ELF object", g.spec.id);
-            assert_eq!(o[7], 64, "{}: OS/ABI is not AMDGPU HSA", g.spec.id);
+            assert_eq!(&o[..4], b"\x7fELF", "{}: not an ELF object", g.spec.kernel);
+            assert_eq!(o[7], 64, "{}: OS/ABI is not AMDGPU HSA", g.spec.kernel);
             assert_eq!(
                 o[8], 2,
                 "{}: not code object v4 (ABI version {})",
-                g.spec.id, o[8]
+                g.spec.kernel, o[8]
             );
             let r =
                 llvm::parse_amd_asm(c.asm.as_deref().unwrap(), g.lowered.workgroup_size).unwrap();
-            assert!(!r.spills(), "{}@tp{tp}: spills {r:?}", g.spec.id);
-            assert_eq!(r.lds_bytes as usize, g.lowered.lds_bytes(), "{}", g.spec.id);
+            assert!(!r.spills(), "{}@tp{tp}: spills {r:?}", g.spec.kernel);
+            assert_eq!(
+                r.lds_bytes as usize,
+                g.lowered.lds_bytes(),
+                "{}",
+                g.spec.kernel
+            );
             if tp != 4 {
                 continue;
             }
             let mut row = format!(
                 "{}@tp{tp} | {} {} {} {} {:.0}",
-                g.spec.id,
+                g.spec.kernel,
                 r.sgprs,
                 r.vgprs,
                 r.lds_bytes,
@@ -204,7 +209,7 @@ fn llvm_code_objects_gfx906() {
                     hr.lds_bytes,
                     hr.occupancy
                 );
-                assert_eq!(hr.lds_bytes, r.lds_bytes, "{}: LDS differs", g.spec.id);
+                assert_eq!(hr.lds_bytes, r.lds_bytes, "{}: LDS differs", g.spec.kernel);
             }
             table += &row;
             table.push('\n');
@@ -250,11 +255,11 @@ fn llvm_ptx_assembles_with_ptxas_sm90() {
     let dir = scratch.path();
     for tp in [1, 4] {
         for g in set(Arch::Sm90, tp) {
-            let c =
-                llvm::compile(&g.lowered, false).unwrap_or_else(|e| panic!("{}: {e}", g.spec.id));
+            let c = llvm::compile(&g.lowered, false)
+                .unwrap_or_else(|e| panic!("{}: {e}", g.spec.kernel));
             let ptx = String::from_utf8(c.image.clone()).expect("PTX is text");
-            assert!(ptx.contains(".target sm_90"), "{}", g.spec.id);
-            let file = dir.join(format!("{}_tp{tp}.ptx", g.spec.id.name()));
+            assert!(ptx.contains(".target sm_90"), "{}", g.spec.kernel);
+            let file = dir.join(format!("{}_tp{tp}.ptx", g.spec.kernel.name()));
             std::fs::write(&file, &ptx).unwrap();
             let out = Command::new(&ptxas)
                 .args(["-arch=sm_90", "-v", "-o"])
@@ -267,20 +272,20 @@ fn llvm_ptx_assembles_with_ptxas_sm90() {
             assert!(
                 out.status.success(),
                 "{}@tp{tp}: ptxas failed:\n{log}",
-                g.spec.id
+                g.spec.kernel
             );
             let usage = parse_ptxas(&log).unwrap_or_else(|e| panic!("{e}\n{log}"));
             let u: &NvidiaUsage = usage
                 .get(&c.symbol)
-                .unwrap_or_else(|| panic!("{}: no report for {}\n{log}", g.spec.id, c.symbol));
+                .unwrap_or_else(|| panic!("{}: no report for {}\n{log}", g.spec.kernel, c.symbol));
             assert!(
                 !ResourceUsage::Nvidia(u.clone()).spills(),
                 "{}@tp{tp}: {u:?}",
-                g.spec.id
+                g.spec.kernel
             );
             println!(
                 "{}@tp{tp}: {} registers, {} B shared",
-                g.spec.id, u.registers, u.shared_bytes
+                g.spec.kernel, u.registers, u.shared_bytes
             );
         }
     }

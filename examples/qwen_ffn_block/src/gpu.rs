@@ -60,12 +60,7 @@ impl Generation {
     /// Build, validate, lower and write both (the suite's path: same sources, same cache keys).
     pub fn new() -> Result<Generation, String> {
         let gen_one = |id| {
-            let c = CaseSpec {
-                id,
-                tp: TP,
-                batch: 1,
-                shape: ShapeKind::Model,
-            };
+            let c = CaseSpec::of(id, TP, 1, ShapeKind::Model);
             generate(
                 &c,
                 Arch::Sm90,

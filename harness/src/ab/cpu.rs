@@ -216,11 +216,12 @@ fn hand_version(hands: &[Hand], generated: &[suite::Generated]) -> Version {
 /// The generated kernel at the small shapes in the simulator, lowered for each target, against
 /// the f64 reference: the worst over both.
 fn simulate(c: &CaseSpec, seed: u64) -> Check {
-    let small = CaseSpec {
-        shape: ShapeKind::Small,
-        ..*c
+    let small = c.small();
+    let on = if small.shape == ShapeKind::Small {
+        "simulator sm90+gfx906, small shapes"
+    } else {
+        "simulator sm90+gfx906, its own shapes"
     };
-    let on = "simulator sm90+gfx906, small shapes";
     let mut metrics: Vec<OutputMetrics> = Vec::new();
     let mut data: Option<Data> = None;
     for arch in TARGETS {
@@ -249,7 +250,7 @@ fn simulate(c: &CaseSpec, seed: u64) -> Check {
             Err(e) => return Check::not_run(format!("simulator error for {arch}: {e}")),
         };
         if let Some(f) = report.findings.first() {
-            let mut check = check_of(on, &metrics, suite::tolerance(c.id).0);
+            let mut check = check_of(on, &metrics, c.kernel.tolerance().0);
             check.pass = false;
             check.detail = format!("{arch}: simulator finding: {f}");
             return check;
@@ -257,7 +258,7 @@ fn simulate(c: &CaseSpec, seed: u64) -> Check {
         let outputs = report.outputs.first().cloned().unwrap_or_default();
         metrics.extend(exec::compare(&g.ir, &outputs, &d.reference));
     }
-    check_of(on, &metrics, suite::tolerance(c.id).0)
+    check_of(on, &metrics, c.kernel.tolerance().0)
 }
 
 /// Every job compiled (through the cache) on `o.threads` threads; results in job order.

@@ -460,10 +460,10 @@ fn run_once<'g>(
     artifact: &Artifact,
     p: &Prepared,
 ) -> Option<OpKernel<'g, CudaDevice>> {
-    check_once(v, group, ir, lowered, artifact, &p.data, p.g.spec.id)
+    check_once(v, group, ir, lowered, artifact, &p.data, &p.g.spec.kernel)
 }
 
-/// [`run_once`] on `data`, at kernel `id`'s tolerance (also `wavefuse tune`'s per-candidate
+/// [`run_once`] on `data`, at `kernel`'s tolerance (also `wavefuse tune`'s per-candidate
 /// check).
 pub(crate) fn check_once<'g>(
     v: &mut Version,
@@ -472,7 +472,7 @@ pub(crate) fn check_once<'g>(
     lowered: &LoweredKernel,
     artifact: &Artifact,
     data: &suite::Data,
-    id: crate::KernelId,
+    kernel: &crate::suite::CaseKernel,
 ) -> Option<OpKernel<'g, CudaDevice>> {
     let mut k = match OpKernel::new(group, ir, lowered, artifact) {
         Ok(k) => k,
@@ -493,7 +493,7 @@ pub(crate) fn check_once<'g>(
             return None;
         }
     };
-    let tol = crate::suite::tolerance(id).0;
+    let tol = kernel.tolerance().0;
     let on = format!("{}, model shapes", group.device(0).info().name);
     v.check = check_of(&on, &exec::compare(ir, &outputs, &data.reference), tol);
     if v.check.pass {

@@ -658,7 +658,7 @@ pub enum Found {
 pub fn find_reference(dir: Option<&Path>, generated: &LoweredKernel) -> Found {
     let Some(dir) = dir else {
         return Found::Absent(
-            "no hand-written version (no kernels-gen/reference directory)".into(),
+            "no hand-written version (give one with --manual FILE --abi FILE.toml)".into(),
         );
     };
     let mut candidates = Vec::new();

@@ -90,6 +90,11 @@ fn parse_tp(s: &str) -> Result<u32, String> {
 pub struct AbArgs {
     /// Kernels (default: the whole set; see `wavefuse list`).
     pub kernels: Vec<KernelId>,
+    /// A kernel of your own in the textual IR (`.wfir`, see docs/ir-format.md) instead of the
+    /// set's, A/B-tested at the shapes it is written with (its TP, its batch); its hand-written
+    /// side is `--manual`/`--abi`.
+    #[arg(long, conflicts_with_all = ["kernels", "shapes", "tps", "model_config", "reference_dir"])]
+    pub kernel_file: Option<PathBuf>,
     /// Shape sets, comma-separated: qwen27b-tp1, -tp2, -tp4, -tp8, each optionally with a batch
     /// (-b1 … -b8). Default: qwen27b-tp4,qwen27b-tp1.
     #[arg(long, value_delimiter = ',', value_parser = parse_shape)]
@@ -257,6 +262,19 @@ pub fn ab_cmd(a: &AbArgs, policy: SchedulePolicy) -> ExitCode {
 /// The cases and the hand-written side; a `--manual` kernel is checked against its ABI here, at
 /// every shape, before anything is compiled or launched.
 fn plan(a: &AbArgs, policy: &SchedulePolicy) -> Result<(Vec<CaseSpec>, Choice), String> {
+    if let Some(path) = &a.kernel_file {
+        let user = std::sync::Arc::new(suite::UserKernel::read(path)?);
+        let case = user.case();
+        let choice = match (&a.manual, &a.abi) {
+            (Some(src), Some(abi)) => {
+                let hand = Hand::load(abi, Some(src))?;
+                check_manual(&hand, std::slice::from_ref(&case), policy)?;
+                Choice::User(Box::new(hand))
+            }
+            _ => Choice::Reference(None),
+        };
+        return Ok((vec![case], choice));
+    }
     let mut shapes = a.shapes.clone();
     shapes.extend(a.tps.iter().map(|&tp| ShapeSet { tp, batch: 1 }));
     let (kernels, choice) = match (&a.manual, &a.abi) {
@@ -296,12 +314,9 @@ fn plan(a: &AbArgs, policy: &SchedulePolicy) -> Result<(Vec<CaseSpec>, Choice), 
     let cases: Vec<CaseSpec> = kernels
         .iter()
         .flat_map(|&id| {
-            shapes.iter().map(move |s| CaseSpec {
-                id,
-                tp: s.tp,
-                batch: s.batch,
-                shape: kind,
-            })
+            shapes
+                .iter()
+                .map(move |s| CaseSpec::of(id, s.tp, s.batch, kind))
         })
         .collect();
     if let Choice::User(hand) = &choice {
@@ -321,7 +336,7 @@ fn check_manual(hand: &Hand, cases: &[CaseSpec], policy: &SchedulePolicy) -> Res
                 "ABI mismatch between {} and {} for `{}` at {} (nothing was launched):\n  - {}",
                 hand.abi_path.display(),
                 hand.source_path.display(),
-                c.id,
+                c.kernel,
                 shape_name(c),
                 problems.join("\n  - ")
             ));
@@ -378,6 +393,8 @@ pub fn shape_name(c: &CaseSpec) -> String {
     match c.shape {
         // `h2048-f5632-q2048-kv256-d64-tp2`, `…-tp2-b8`.
         ShapeKind::Of(m) => qwen.replacen("qwen27b", &m.name(), 1),
+        // A user's kernel at its own shapes: `own-tp4`, `own-tp4-b4`.
+        ShapeKind::Own => qwen.replacen("qwen27b", "own", 1),
         _ => qwen,
     }
 }
@@ -408,15 +425,15 @@ pub fn base_row(spec: &CaseSpec, g: &Generated) -> Row {
             .map(|(_, d)| d.local_type().bytes() as u64)
             .sum();
     Row {
-        kernel: spec.id.name().to_owned(),
+        kernel: spec.kernel.name().to_owned(),
         shape: shape_name(spec),
         tp: spec.tp,
         batch: spec.batch,
         dims: g.dims(),
         bytes_per_rank,
         bytes_per_group: bytes_per_rank * u64::from(spec.tp),
-        tolerance: suite::tolerance(spec.id).0,
-        generated: blank_version("generated", spec.id.name()),
+        tolerance: spec.kernel.tolerance().0,
+        generated: blank_version("generated", spec.kernel.name()),
         manual: Manual::Absent("no hand-written version".into()),
     }
 }
@@ -424,15 +441,15 @@ pub fn base_row(spec: &CaseSpec, g: &Generated) -> Row {
 /// A row for a case that could not even be generated.
 pub fn placeholder_row(spec: &CaseSpec) -> Row {
     Row {
-        kernel: spec.id.name().to_owned(),
+        kernel: spec.kernel.name().to_owned(),
         shape: shape_name(spec),
         tp: spec.tp,
         batch: spec.batch,
         dims: String::new(),
         bytes_per_rank: 0,
         bytes_per_group: 0,
-        tolerance: suite::tolerance(spec.id).0,
-        generated: blank_version("generated", spec.id.name()),
+        tolerance: spec.kernel.tolerance().0,
+        generated: blank_version("generated", spec.kernel.name()),
         manual: Manual::Absent("not looked for (the generated kernel could not be built)".into()),
     }
 }

@@ -450,13 +450,23 @@ impl AbReport {
             Mode::NoGpu { reason } => {
                 out.push(format!("{NO_TIMING} ({reason})"));
                 let s = crate::sim::SmallShapes::DEFAULT;
+                // A user's kernel (`own-…` shapes) has one shape, its own, and is simulated at it.
+                let own =
+                    !self.rows.is_empty() && self.rows.iter().all(|r| r.shape.starts_with("own-"));
+                let at = if own {
+                    "at the shapes the kernel is written with".to_owned()
+                } else {
+                    format!(
+                        "at small shapes (hidden {}, FFN/rank {}, Q/rank {}, KV/rank {}; GPTQ \
+                         groups and INT8 blocks as in the model)",
+                        s.hidden, s.ffn, s.q, s.kv
+                    )
+                };
                 out.push(format!(
                     "correctness: generated code, lowered for sm90 and for gfx906, in the CPU \
-                     protocol simulator against the f64 reference at small shapes (hidden {}, \
-                     FFN/rank {}, Q/rank {}, KV/rank {}; GPTQ groups and INT8 blocks as in the \
-                     model); hand-written code needs a GPU. Resources: the compilers' reports at \
-                     the model shapes",
-                    s.hidden, s.ffn, s.q, s.kv
+                     protocol simulator against the f64 reference {at}; hand-written code needs \
+                     a GPU. Resources: the compilers' reports at the {}",
+                    if own { "same shapes" } else { "model shapes" }
                 ));
             }
         }

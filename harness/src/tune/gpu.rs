@@ -246,7 +246,7 @@ impl<'g> Live<'_, 'g> {
             &g.lowered,
             artifact,
             data,
-            self.t.spec.id,
+            &self.t.spec.kernel,
         );
         cand.correct = Some(v.check.ran && v.check.pass);
         if !v.check.ran {
@@ -346,7 +346,7 @@ impl<'g> Live<'_, 'g> {
                 }
             }
         }
-        let tol = suite::tolerance(self.t.spec.id).0;
+        let tol = self.t.spec.kernel.tolerance().0;
         for (b, s) in self.bound.iter().zip(samples) {
             let cand = &mut case.candidates[b.index];
             if !s.is_empty() {

@@ -54,8 +54,13 @@ pub const QUICK_BUDGET: usize = 32;
 #[derive(Clone, Debug, clap::Args)]
 pub struct TuneArgs {
     /// Kernels to tune (see `wavefuse list`).
-    #[arg(required = true)]
+    #[arg(required_unless_present = "kernel_file")]
     pub kernels: Vec<KernelId>,
+    /// A kernel of your own in the textual IR (`.wfir`) instead of the set's, tuned at the shapes
+    /// it is written with; the winner is stored for that exact text (`wavefuse emit --kernel-file
+    /// … --schedule tuned` reads it back).
+    #[arg(long, conflicts_with_all = ["kernels", "shapes", "model_config"])]
+    pub kernel_file: Option<PathBuf>,
     /// Shape sets, comma-separated (qwen27b-tp1 … -tp8, optionally -b1 … -b8). Default:
     /// qwen27b-tp4.
     #[arg(long, value_delimiter = ',', value_parser = parse_shape)]
@@ -149,7 +154,7 @@ pub struct Target {
 impl Target {
     /// `kernel@shape`.
     pub fn label(&self) -> String {
-        format!("{}@{}", self.spec.id.name(), shape_name(&self.spec))
+        format!("{}@{}", self.spec.kernel.name(), shape_name(&self.spec))
     }
 }
 
@@ -237,6 +242,13 @@ pub fn tune_cmd(a: &TuneArgs) -> ExitCode {
 
 /// The kernels at the shapes, validated.
 fn plan(a: &TuneArgs) -> Result<Vec<Target>, String> {
+    if let Some(path) = &a.kernel_file {
+        let user = std::sync::Arc::new(suite::UserKernel::read(path)?);
+        return Ok(vec![Target {
+            spec: user.case(),
+            ir: user.ir.clone(),
+        }]);
+    }
     let mut shapes = a.shapes.clone();
     if shapes.is_empty() {
         shapes.push(ShapeSet { tp: 4, batch: 1 });
@@ -247,12 +259,7 @@ fn plan(a: &TuneArgs) -> Result<Vec<Target>, String> {
     let mut out = Vec::new();
     for &id in &a.kernels {
         for s in &shapes {
-            let spec = CaseSpec {
-                id,
-                tp: s.tp,
-                batch: s.batch,
-                shape,
-            };
+            let spec = CaseSpec::of(id, s.tp, s.batch, shape);
             let ir = suite::op_kernel(&spec)
                 .map_err(|e| format!("{}: {e}", spec.label()))?
                 .ok_or_else(|| format!("{}: no model shapes", spec.label()))?;
@@ -315,8 +322,9 @@ pub fn lowered_space(
     o: &Settings,
 ) -> Result<(CaseReport, Space), Box<CaseReport>> {
     let mut case = CaseReport {
-        kernel: t.spec.id.name().into(),
+        kernel: t.spec.kernel.name().into(),
         shape: shape_name(&t.spec),
+        store_key: t.spec.store_key(),
         floor_from: "default".into(),
         ..CaseReport::default()
     };
@@ -353,7 +361,7 @@ pub fn lowered_space(
             .sum();
     case.bytes_per_group = bytes * u64::from(t.spec.tp);
     case.dims = suite::Generated {
-        spec: t.spec,
+        spec: t.spec.clone(),
         ir: t.ir.clone(),
         placement: Placement::SameDevice,
         code: first.clone(),
@@ -613,10 +621,11 @@ pub fn entries(report: &TuneReport) -> Vec<Entry> {
         .iter()
         .filter_map(|c| {
             let w = &c.candidates[c.winner?];
+            let (kernel, shape) = c.store_key.clone()?;
             Some(Entry {
                 key: Key {
-                    kernel: c.kernel.clone(),
-                    shape: c.shape.clone(),
+                    kernel,
+                    shape,
                     arch: h.arch.clone(),
                     device: device.clone(),
                 },

@@ -155,6 +155,9 @@ pub struct CaseReport {
     pub kernel: String,
     /// Shape set name.
     pub shape: String,
+    /// The tuned store's key (kernel, shape) its winner is stored under: the kernel and shape set
+    /// for the set's kernels, the fingerprint of the text for a user's; `None`: not stored.
+    pub store_key: Option<(String, String)>,
     /// Per-rank weight shapes.
     pub dims: String,
     /// Bytes one launch of the group must move.

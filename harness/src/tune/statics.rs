@@ -39,7 +39,7 @@ use wavefuse_runtime::exec;
 
 use super::space::Family;
 use crate::ab::check_of;
-use crate::suite::{self, CaseSpec, Data, ShapeKind};
+use crate::suite::{self, CaseSpec, Data};
 
 /// The model's instructions per weight and lane (None: the model does not cover the family).
 pub fn cost(s: &Schedule, family: Family, batch: usize, k: usize) -> Option<f64> {
@@ -87,10 +87,7 @@ pub fn sim_check(
     schedule: &Schedule,
     seed: u64,
 ) -> (Option<bool>, String) {
-    let small = CaseSpec {
-        shape: ShapeKind::Small,
-        ..*spec
-    };
+    let small = spec.small();
     let ir = match suite::op_kernel(&small) {
         Ok(Some(k)) => k,
         Ok(None) => return (None, "no small shapes for this kernel".into()),
@@ -120,7 +117,7 @@ pub fn sim_check(
     let check = check_of(
         &on,
         &exec::compare(&ir, &outputs, &data.reference),
-        suite::tolerance(spec.id).0,
+        spec.kernel.tolerance().0,
     );
     let detail = if check.pass { on } else { check.detail };
     (Some(check.pass), detail)
