@@ -603,7 +603,7 @@ pub fn check_file_cmd(
         && let Some(hot) = HotLoop::from_disassembly(&disasm)
         && let Some(inputs) = inputs_for(&g.lowered, &hot, kernel_batch(&kernel), r.occupancy)
     {
-        println!("modelled (MI50, not measured): {}", model(&inputs));
+        println!("{} (not measured: no AMD GPU ran it)", model(&inputs));
     }
     if failed {
         ExitCode::FAILURE

@@ -179,6 +179,22 @@ pub struct Options {
 }
 
 impl Options {
+    /// `wavefuse ab`'s defaults (the default workload seed, 100 timed launches after 10, the
+    /// default schedule policy) with `choice` as the hand-written side.
+    pub fn new(choice: Choice) -> Options {
+        Options {
+            seed: Workload::DEFAULT_SEED,
+            iters: 100,
+            warmup: 10,
+            commit: "unknown".into(),
+            choice,
+            threads: std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .clamp(1, 12),
+            policy: SchedulePolicy::default(),
+        }
+    }
+
     /// The compiler of hand-written code for `arch`: NVRTC without include paths for the reference
     /// kernels (they need no header; the same cache keys as the generated code), with
     /// `$WAVEFUSE_CUDA_INCLUDE` for a user's own kernel.
@@ -217,11 +233,8 @@ pub fn ab_cmd(a: &AbArgs, policy: SchedulePolicy) -> ExitCode {
         iters: a.iters.max(1),
         warmup: a.warmup,
         commit: a.commit.clone().unwrap_or_else(|| "unknown".into()),
-        choice,
-        threads: std::thread::available_parallelism()
-            .map_or(2, |n| n.get())
-            .clamp(1, 12),
         policy,
+        ..Options::new(choice)
     };
     if a.prebuild {
         return cpu::prebuild(&cases, &o);
@@ -233,19 +246,12 @@ pub fn ab_cmd(a: &AbArgs, policy: SchedulePolicy) -> ExitCode {
         );
     }
     let bar = progress(cases.len());
-    let gpu = if a.no_gpu {
-        Err("--no-gpu".to_owned())
-    } else {
-        bar.set_length((cases.len() * (1 + gpu::REPEATS)) as u64);
-        gpu::run(&cases, &o, &bar)
-    };
-    let report = match gpu {
-        Ok(r) => r,
-        Err(reason) => {
-            bar.set_position(0);
-            cpu::run(&cases, &o, reason, &bar)
-        }
-    };
+    let report = run_on(
+        &cases,
+        &o,
+        (!a.no_gpu).then_some(()).ok_or("--no-gpu"),
+        &bar,
+    );
     bar.finish_and_clear();
     print!("{}", report.terminal());
     if let Err(e) = write_outputs(a, &report) {
@@ -257,6 +263,38 @@ pub fn ab_cmd(a: &AbArgs, policy: SchedulePolicy) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// `wavefuse ab` as a library call: `cases` (the set's kernels, or a user's —
+/// [`suite::UserKernel::case`]) against the hand-written side of `o`, on the sm_90 GPU when there
+/// is one and `use_gpu`, else checked in the simulator and compiled; the report says which, and
+/// why there was no timing. Render it with [`report::AbReport::terminal`], `markdown`, `to_json`.
+pub fn run(cases: &[CaseSpec], o: &Options, use_gpu: bool) -> report::AbReport {
+    let why = if use_gpu {
+        Ok(())
+    } else {
+        Err("not asked to use a GPU")
+    };
+    run_on(cases, o, why, &ProgressBar::hidden())
+}
+
+fn run_on(
+    cases: &[CaseSpec],
+    o: &Options,
+    use_gpu: Result<(), &str>,
+    bar: &ProgressBar,
+) -> report::AbReport {
+    let gpu = match use_gpu {
+        Err(why) => Err(why.to_owned()),
+        Ok(()) => {
+            bar.set_length((cases.len() * (1 + gpu::REPEATS)) as u64);
+            gpu::run(cases, o, bar)
+        }
+    };
+    gpu.unwrap_or_else(|reason| {
+        bar.set_position(0);
+        cpu::run(cases, o, reason, bar)
+    })
 }
 
 /// The cases and the hand-written side; a `--manual` kernel is checked against its ABI here, at

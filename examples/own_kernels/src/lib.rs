@@ -1,0 +1,66 @@
+//! The user's journey with kernels of one's own (docs/tutorial.md walks through it): two fused
+//! decode kernels that the wavefuse kernel set does not have, written in the DSL, built at the
+//! shapes of the small Llama-style model whose `config.json` ships with this crate, and taken
+//! through the same pipeline as the set's kernels — snapshot tests of the generated HIP and CUDA,
+//! the protocol simulator against the f64 oracle, an A/B against one's own hand-written CUDA and
+//! HIP kernels bound by ABI descriptions (`hand/`), tuning, and the `wavefuse` commands through
+//! `--kernel-file` (`cargo run -p own-kernels -- DIR` writes the kernels' textual IR there).
+//!
+//! Everything the tests check is built by [`kernels`], which is also what `main` writes.
+
+use std::path::Path;
+
+use wavefuse::ir::{GptqLayout, GroupSize, Kernel, ZeroPoint};
+use wavefuse_kernels::shapes::Model;
+
+wavefuse::kernel! {
+    /// The attention output projection with the residual add folded into its epilogue:
+    /// `y = round_f16(W_o·a + r)`, INT4 GPTQ weights, column-parallel over `tp` (each rank its
+    /// slice of the hidden features, no communication). One FP16 rounding, after the add.
+    pub fn gemv_residual(tp: u32, batch: usize, k: usize, n: usize, gptq: GptqLayout) across tp {
+        in w: gptq(gptq)[k, n] col_parallel;
+        in a: f16[batch, k];
+        in r: f16[batch, n] col_parallel;
+        out y: f16[batch, n] col_parallel;
+
+        y = round_f16(gemv.col(w, a) + r);
+    }
+
+    /// The FFN's down projection with its activation computed in front and the TP reduction and
+    /// residual behind, in one launch per rank: `h = round_f16(silu(gate) · up)` (every
+    /// workgroup recomputes it from the 2 · ffn/tp FP16 inputs), the row-parallel INT4 GEMV
+    /// `W_down·h`, published as FP16 partial sums, allreduced over the TP group and added to the
+    /// residual stream.
+    pub fn silu_mul_down(tp: u32, batch: usize, ffn: usize, hidden: usize, gptq: GptqLayout) across tp {
+        in gate: f16[batch, ffn] col_parallel;
+        in up: f16[batch, ffn] col_parallel;
+        in w_down: gptq(gptq)[ffn, hidden] row_parallel;
+        in residual: f16[batch, hidden];
+        out residual_out: f16[batch, hidden];
+
+        let h = round_f16(silu(gate) * up);
+        let partial = round_f16(gemv.row(w_down, h));
+        residual_out = round_f16(allreduce(partial) + residual);
+    }
+}
+
+/// The model's GPTQ format: 4 bits, groups of 128 rows, v1 zero points (what AutoGPTQ writes).
+pub fn gptq() -> GptqLayout {
+    GptqLayout::new(GroupSize::Rows(128), ZeroPoint::V1)
+}
+
+/// The model of this crate's `config.json`.
+pub fn model() -> Model {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config.json");
+    wavefuse_harness::model_config::read(&path).expect("the crate's config.json reads")
+}
+
+/// Both kernels at `model`'s shapes, TP `tp`, batch `batch`: `gemv_residual` as the attention
+/// output projection (hidden → hidden) and `silu_mul_down` as the FFN's down projection
+/// (intermediate → hidden).
+pub fn kernels(model: &Model, tp: u32, batch: usize) -> Vec<Kernel> {
+    vec![
+        gemv_residual(tp, batch, model.hidden, model.hidden, gptq()),
+        silu_mul_down(tp, batch, model.ffn, model.hidden, gptq()),
+    ]
+}
