@@ -516,6 +516,81 @@ fn no_gpu_tune_compiles_reports_the_rate_and_says_no_timing() {
     );
 }
 
+/// `tune --arch gfx906` ranks by the MI50 time model (hipcc's code counted; modelled, not
+/// measured): every candidate gets its prediction, the winner is the fastest modelled among the
+/// correct ones, and the default's prediction is the one `wavefuse check` prints for the same
+/// kernel (the model is applied once, to what is compiled).
+#[test]
+fn gfx906_tune_ranks_by_the_mi50_time_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("tune.json");
+    let args = [
+        "tune",
+        "gemv_int4",
+        "--arch",
+        "gfx906",
+        "--quick",
+        "--budget",
+        "4",
+        "--no-cache-store",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    let o = wavefuse(&args, dir.path());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("ranked by the MI50 time model"), "{out}");
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let case = &j["cases"][0];
+    let cands = case["candidates"].as_array().unwrap();
+    let us = |c: &serde_json::Value| c["modelled_us"].as_f64();
+    for c in cands.iter().filter(|c| c["resources_ok"] == true) {
+        assert!(us(c).is_some_and(|t| t > 0.0 && t < 1e4), "{c}");
+    }
+    let w = case["winner"].as_u64().expect("a winner") as usize;
+    let best = cands
+        .iter()
+        .filter(|c| c["correct"] == true && c["resources_ok"] == true)
+        .filter_map(us)
+        .fold(f64::INFINITY, f64::min);
+    assert_eq!(us(&cands[w]), Some(best));
+    // The default's prediction, through `check`'s own compile of the same kernel (as a file,
+    // its ranks sharing one device as `tune` lowers them).
+    let file = dir.path().join("gemv_int4.wfir");
+    std::fs::write(&file, ir(KernelId::GemvInt4, 4).to_string()).unwrap();
+    let o = wavefuse(
+        &[
+            "check",
+            "--target",
+            "gfx906",
+            "--placement",
+            "same-device",
+            "--kernel-file",
+            file.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    let check = String::from_utf8_lossy(&o.stdout);
+    let line = check
+        .lines()
+        .find(|l| l.starts_with("modelled (MI50)"))
+        .unwrap_or_else(|| panic!("{check}"));
+    let printed: f64 = line
+        .split_whitespace()
+        .find_map(|t| t.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    let default = us(&cands[0]).unwrap();
+    assert!(
+        (default - printed).abs() < 0.051,
+        "tune {default} vs check {printed}: {line}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // On a GPU
 // ---------------------------------------------------------------------------------------------

@@ -309,6 +309,27 @@ pub fn modelled_mi50(g: &Generated, compiled: &Compiled) -> Option<Modelled> {
     Some(model(&inputs))
 }
 
+/// [`modelled_mi50`] of a compiled gfx906 code object `image` (an ELF, as the runtime's hipcc and
+/// hiprtc write it) of lowered kernel `k` at hipcc's `occupancy`: what `tune --arch gfx906` ranks
+/// its candidates by. None for other targets, a kernel without an INT4 hot loop, or when the
+/// disassembler is missing.
+pub fn modelled_mi50_image(
+    k: &wavefuse_codegen::lowered::LoweredKernel,
+    image: &[u8],
+    batch: usize,
+    occupancy: u32,
+) -> Option<Modelled> {
+    if k.arch != Arch::Gfx906 {
+        return None;
+    }
+    let dir = tempfile::tempdir().ok()?;
+    let path = dir.path().join(format!("{}.co", k.name));
+    std::fs::write(&path, image).ok()?;
+    let disasm = toolchain::disassemble(&path, Arch::Gfx906).ok()?;
+    let hot = HotLoop::from_disassembly(&disasm)?;
+    Some(model(&inputs_for(k, &hot, batch, occupancy)?))
+}
+
 /// The resource table of `check`.
 pub fn table(arch: Arch, rows: &[CheckRow]) -> String {
     let regs = if arch == Arch::Sm90 { "regs" } else { "VGPRs" };

@@ -534,6 +534,15 @@ fn without_timing(
         results.sort_by_key(|c| c.index);
         for mut c in results {
             record_compile(&mut case, &mut c, arch, t.spec.tp);
+            if let (Ok(a), Some(occ)) = (&c.artifact, case.candidates[c.index].occupancy) {
+                case.candidates[c.index].modelled_us = crate::generate::modelled_mi50_image(
+                    &space.kept[c.index].lowered,
+                    &a.image,
+                    t.spec.batch,
+                    occ,
+                )
+                .map(|m| m.us);
+            }
         }
         if arch == Arch::Gfx906 {
             rank_statically(&mut case, t, o);
@@ -563,18 +572,39 @@ fn rank_statically(case: &mut CaseReport, t: &Target, o: &Settings) {
         case.note = "the static model covers INT4 GEMVs only: the default stays".into();
         return;
     }
+    // Rank by the MI50 time model when every candidate in the running has its prediction (hipcc's
+    // code counted); else by the instruction-count model for all, and say why.
+    let by_time = case
+        .candidates
+        .iter()
+        .filter(|c| c.resources_ok)
+        .all(|c| c.modelled_us.is_some());
+    if by_time {
+        case.note = "ranked by the MI50 time model (modelled, not measured)".into();
+    } else {
+        case.note = "ranked by instructions per weight: the MI50 time model could not read every \
+                     candidate's hot loop (llvm-objdump missing?)"
+            .into();
+        for c in &mut case.candidates {
+            c.modelled_us = None;
+        }
+    }
     let mut order: Vec<usize> = (0..case.candidates.len())
         .filter(|&i| case.candidates[i].resources_ok)
         .collect();
     let key = |c: &Candidate| {
         (
+            c.modelled_us.unwrap_or(f64::INFINITY),
             c.static_cost.unwrap_or(f64::INFINITY),
             c.registers.unwrap_or(u32::MAX),
         )
     };
     order.sort_by(|&a, &b| {
         let (ka, kb) = (key(&case.candidates[a]), key(&case.candidates[b]));
-        ka.0.total_cmp(&kb.0).then(ka.1.cmp(&kb.1)).then(a.cmp(&b))
+        ka.0.total_cmp(&kb.0)
+            .then(ka.1.total_cmp(&kb.1))
+            .then(ka.2.cmp(&kb.2))
+            .then(a.cmp(&b))
     });
     for i in order.into_iter().take(16) {
         let c = &mut case.candidates[i];
@@ -585,10 +615,14 @@ fn rank_statically(case: &mut CaseReport, t: &Target, o: &Settings) {
             break;
         }
     }
-    // Among equal costs the register tie-break must hold too: fold it into the score.
+    // Among equal scores the tie-breaks (instruction count, then registers) must hold too: fold
+    // them into the score the winner is picked by.
     for c in &mut case.candidates {
         if let (Some(cost), Some(r)) = (c.static_cost, c.registers) {
             c.static_cost = Some(cost + f64::from(r) * 1e-6);
+        }
+        if let (Some(us), Some(cost)) = (c.modelled_us, c.static_cost) {
+            c.modelled_us = Some(us + cost * 1e-6);
         }
     }
     conclude(case, Basis::StaticModel);

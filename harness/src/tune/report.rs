@@ -84,6 +84,10 @@ pub struct Candidate {
     pub copy_fraction: Option<f64>,
     /// The static model's cost (static searches).
     pub static_cost: Option<f64>,
+    /// gfx906: the MI50 time model's prediction for it, µs (modelled, not measured: hipcc's code
+    /// counted, [`wavefuse_codegen::model`]); what `tune --arch gfx906` ranks by when every
+    /// candidate has one.
+    pub modelled_us: Option<f64>,
     /// A failure after compiling (binding, launch, timing).
     pub error: Option<String>,
 }
@@ -110,6 +114,7 @@ impl Candidate {
             gbps: None,
             copy_fraction: None,
             static_cost: None,
+            modelled_us: None,
             error: None,
         }
     }
@@ -132,7 +137,9 @@ impl Candidate {
     fn score(&self, basis: Basis) -> Option<f64> {
         match basis {
             Basis::Timed => self.best_median_us(),
-            Basis::StaticModel => self.static_cost,
+            // The MI50 model's µs when the ranking has them (all or none: `rank_statically`),
+            // else the instruction count.
+            Basis::StaticModel => self.modelled_us.or(self.static_cost),
         }
     }
 }
@@ -368,7 +375,8 @@ impl TuneReport {
                     m(a).total_cmp(&m(b))
                 }),
                 Some(Basis::StaticModel) => shown.sort_by(|a, b| {
-                    let m = |x: &Candidate| x.static_cost.unwrap_or(f64::INFINITY);
+                    let m =
+                        |x: &Candidate| x.modelled_us.or(x.static_cost).unwrap_or(f64::INFINITY);
                     m(a).total_cmp(&m(b))
                 }),
                 None => {}
@@ -405,7 +413,9 @@ impl TuneReport {
                     }),
                     x.gbps.map_or("–".into(), |g| format!("{g:.0}")),
                     x.static_cost
-                        .map_or(String::new(), |c| format!("  cost {c:.3}")),
+                        .map_or(String::new(), |c| format!("  cost {c:.3}"))
+                        + &x.modelled_us
+                            .map_or(String::new(), |m| format!("  modelled (MI50) {m:.1} µs")),
                 );
             }
             if shown.len() > 12 {

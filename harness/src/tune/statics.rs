@@ -1,5 +1,8 @@
-//! Choosing without a clock: the static model of `wavefuse tune --arch gfx906` (nothing can be
-//! timed on gfx906 here), and the simulator check that keeps a wrong schedule from winning it.
+//! Choosing without a clock: the instruction-count model of `wavefuse tune --arch gfx906`
+//! (nothing can be timed on gfx906 here), and the simulator check that keeps a wrong schedule from
+//! winning. The ranking itself is by the MI50 time model of each compiled candidate
+//! (`wavefuse_codegen::model`, hipcc's code counted) when every candidate has one; this count
+//! breaks its ties and ranks alone when the time model cannot read a candidate's hot loop.
 //!
 //! # The model
 //! For INT4 GEMVs only: an estimate of the VALU and memory instructions one lane issues per
