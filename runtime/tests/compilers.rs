@@ -122,6 +122,26 @@ fn nvrtc_compiles_and_reports_sm90() {
     assert!(!ResourceUsage::Nvidia(u.clone()).spills());
 }
 
+/// The same source compiled again still has its resource report: NVRTC ≥ 12.9 is asked not to
+/// serve it from its own program cache (a hit skips ptxas and its `ptxas info` lines). Here (no
+/// driver) NVRTC may not cache at all, so the flag is checked too; on the H200 a second compile
+/// without it lost the report (bench/results/2026-12-01-h200-own-kernels).
+#[test]
+fn nvrtc_reports_resources_on_every_compile_of_the_same_source_sm90() {
+    let nvrtc = Nvrtc::from_env();
+    for _ in 0..2 {
+        let Some(a) = compile_ok(&nvrtc, CUDA_SRC, Arch::Sm90) else {
+            return;
+        };
+        assert!(a.usage_of("scale").is_some(), "no report: {}", a.log);
+    }
+    if nvrtc.caches_programs().expect("a version") {
+        let req = wavefuse_runtime::CompileRequest::new("scale", CUDA_SRC.to_owned(), Arch::Sm90);
+        let flags = wavefuse_runtime::compile::Compiler::flags(&nvrtc, &req).unwrap();
+        assert!(flags.iter().any(|f| f == "--no-cache"), "{flags:?}");
+    }
+}
+
 #[test]
 fn nvrtc_and_nvcc_agree_on_registers_sm90() {
     let (Some(a), Some(b)) = (

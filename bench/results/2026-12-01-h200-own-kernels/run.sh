@@ -2,8 +2,10 @@
 # One device call (H200): the example crate's own kernels (examples/own_kernels, at its
 # config.json's shapes; the .wfir files here are `cargo run -p own-kernels -- DIR [--tp 2]`)
 # through `wavefuse ab/tune --kernel-file`, generated vs the crate's hand-written CUDA kernel,
-# then the quick GPU suite. Writes under $OUT.
+# then the quick GPU suite. Writes $OUT/results.tgz (every file) and $OUT/summary.txt.
 set -uo pipefail
+FINAL=$OUT
+OUT=$(mktemp -d)
 W=carry/wavefuse
 export WAVEFUSE_CACHE_DIR=$PWD/carry/cache
 export WAVEFUSE_COMMIT=$(cat carry/COMMIT)
@@ -27,11 +29,19 @@ $W emit --kernel-file $R/tp1/gemv_residual.wfir --target sm90 --placement same-d
 ab_hand ab-tuned --schedule tuned --tuned-store "$OUT/tuned.toml"
 # The A/B again after the tuner (drift check, default schedule).
 ab_hand ab-gemv_residual-2
+# NVRTC's own program cache (12.9+) must not hide the resource report: the same source compiled
+# twice, each time into an empty wavefuse cache.
+for i in 1 2; do
+    WAVEFUSE_CACHE_DIR=$(mktemp -d) $W ab --kernel-file $R/tp1/silu_mul_down.wfir --iters 10 \
+        > "$OUT/fresh-cache-$i.txt" 2>&1
+done
 # Nothing broke on the GPU (the case refactor): the quick suite, the set's kernels at TP 1/2/4/8.
 timeout 240 $W gpu-suite --quick --deadline 180 --out "$OUT/suite.json" > "$OUT/suite.txt" 2>&1
-cd "$OUT" && tar czf results.tgz --exclude=results.tgz . && cd - > /dev/null
+tar czf "$FINAL/results.tgz" -C "$OUT" .
+exec > >(tee "$FINAL/summary.txt")
 tail -4 "$OUT/suite.txt"
 for f in ab-gemv_residual ab-tuned ab-gemv_residual-2 ab-silu_mul_down-tp1 ab-silu_mul_down-tp2; do
     echo "== $f"; grep -E "µs|verdict|@own|error" "$OUT/$f.txt" | head -12
 done
 grep -E "winner|schedules enumerated" "$OUT/tune.txt" | head; head -3 "$OUT/tuned-emit.txt"
+grep -h "sm90 " "$OUT"/fresh-cache-*.txt

@@ -151,6 +151,23 @@ fn c_chars_to_string(raw: &[c_char]) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
+impl Nvrtc {
+    /// Whether this NVRTC caches compiled programs by itself (12.9 and later), which would hide
+    /// ptxas's resource report on a hit unless `--no-cache` is given.
+    pub fn caches_programs(&self) -> Result<bool, CompileError> {
+        let v = self.version()?;
+        let (major, minor) = v
+            .trim_start_matches("NVRTC ")
+            .split_once('.')
+            .and_then(|(a, b)| Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?)))
+            .ok_or_else(|| CompileError::Tool {
+                compiler: ID,
+                detail: format!("unreadable NVRTC version `{v}`"),
+            })?;
+        Ok((major, minor) >= (12, 9))
+    }
+}
+
 impl Compiler for Nvrtc {
     fn id(&self) -> CompilerId {
         ID
@@ -177,6 +194,13 @@ impl Compiler for Nvrtc {
     fn flags(&self, req: &CompileRequest) -> Result<Vec<String>, CompileError> {
         let target = nvidia_target(ID, req.arch)?;
         let mut flags = vec![format!("-arch={target}"), "--ptxas-options=-v".to_owned()];
+        // NVRTC 12.9 and later keep their own on-disk cache of compiled programs (shared with the
+        // driver's compute cache); on a hit ptxas does not run, so the log has no `ptxas info`
+        // and the artifact would have no resource report (seen on the H200: `tune` then rejected
+        // every candidate). wavefuse caches artifacts itself (`Cache`), so NVRTC's is turned off.
+        if self.caches_programs()? {
+            flags.push("--no-cache".to_owned());
+        }
         flags.extend(self.include_dirs.iter().map(|d| format!("-I{d}")));
         flags.extend(req.extra_flags.iter().cloned());
         Ok(flags)
