@@ -138,6 +138,52 @@ fn no_gpu_run_checks_in_the_simulator_writes_reports_and_says_no_timing() {
     assert!(err.contains("no chart written"), "{err}");
 }
 
+/// Without an AMD GPU, `ab` gives the gfx906 INT4 kernels — generated and hand-written — the MI50
+/// time model's prediction from their compiled code, labelled as modelled; never below the
+/// model's memory floor for the bytes the row says the kernel moves (bytes / 0.85 TB/s + 5 µs),
+/// and only on gfx906.
+#[test]
+fn no_gpu_ab_models_the_gfx906_int4_kernels_on_the_mi50() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("ab.json");
+    let o = wavefuse(&[
+        "ab",
+        "gemv_int4",
+        "--tp",
+        "4",
+        "--no-gpu",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        out.contains("modelled (MI50)") && out.contains("not measured"),
+        "{out}"
+    );
+    let j = read_json(&json);
+    let row = &j["rows"][0];
+    let floor_us = row["bytes_per_rank"].as_f64().unwrap() / 0.85e12 * 1e6 + 5.0;
+    let versions = [&row["generated"], &row["manual"]];
+    for v in versions {
+        let res = v["resources"].as_array().unwrap_or_else(|| panic!("{row}"));
+        for r in res {
+            let m = &r["modelled_mi50"];
+            if r["arch"] == "gfx906" {
+                let us = m["us"].as_f64().unwrap_or_else(|| panic!("{r}"));
+                // The model counts the ABI's data arrays; the row the op-level buffers: within 1 %.
+                assert!(
+                    us >= 0.99 * floor_us && us < 10.0 * floor_us,
+                    "{us} vs floor {floor_us}: {r}"
+                );
+                assert_eq!(m["label"], "modelled (MI50), not measured");
+            } else {
+                assert!(m.is_null(), "{r}");
+            }
+        }
+    }
+}
+
 #[test]
 fn without_a_driver_the_command_falls_back_by_itself() {
     if wavefuse_runtime::CudaDevice::count().is_ok_and(|n| n > 0) {
@@ -252,6 +298,7 @@ fn version(origin: &str, pass: bool, timing: Option<Timing>) -> Version {
                 lds_bytes: 1024,
                 occupancy: 16,
             }),
+            modelled: None,
         }],
         error: None,
     }

@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use indicatif::ProgressBar;
 use wavefuse_codegen::Arch;
+use wavefuse_codegen::lowered::LoweredKernel;
 use wavefuse_codegen::sim::{Case, SimOptions, simulate_case};
 use wavefuse_runtime::compile::{CompileError, Compiler};
 use wavefuse_runtime::exec::{self, OutputMetrics};
@@ -44,6 +45,9 @@ struct Job {
     request: CompileRequest,
     symbol: String,
     workgroup_size: u32,
+    /// gfx906: the generated kernel (whose data parameters give the bytes and weights, which a
+    /// hand-written kernel shares) and the batch, for the MI50 time model of the compiled code.
+    model: Option<(LoweredKernel, usize)>,
 }
 
 /// The no-GPU run; `reason` says why there is no GPU.
@@ -145,6 +149,7 @@ fn row_without_gpu(i: usize, c: &CaseSpec, o: &Options) -> (Row, Vec<Job>) {
             request: CompileRequest::new(&g.lowered.name, g.source.text.clone(), g.lowered.arch),
             symbol: g.source.symbol.clone(),
             workgroup_size: g.lowered.workgroup_size,
+            model: for_model(&generated, g.lowered.arch, c.batch),
         })
         .collect();
     let hands: Vec<Hand> = match &o.choice {
@@ -176,6 +181,7 @@ fn row_without_gpu(i: usize, c: &CaseSpec, o: &Options) -> (Row, Vec<Job>) {
                     request,
                     symbol: h.abi.symbol.clone(),
                     workgroup_size: h.abi.workgroup_size,
+                    model: for_model(&generated, h.arch, c.batch),
                 }),
                 Err(e) => eprintln!("warning: {}: {e}", h.abi_path.display()),
             }
@@ -292,13 +298,32 @@ fn compiler(job: &Job, o: &Options) -> Box<dyn Compiler> {
     }
 }
 
+/// What the MI50 model needs for a job on `arch` (gfx906 only).
+fn for_model(
+    generated: &[suite::Generated],
+    arch: Arch,
+    batch: usize,
+) -> Option<(LoweredKernel, usize)> {
+    (arch == Arch::Gfx906)
+        .then(|| generated.iter().find(|g| g.lowered.arch == arch))
+        .flatten()
+        .map(|g| (g.lowered.clone(), batch))
+}
+
 fn compile(cache: &Cache, job: &Job, o: &Options) -> Resources {
     let c = compiler(job, o);
     match exec::artifact_for(cache, c.as_ref(), &job.request) {
-        Ok((a, _)) => usage_of(&a, &job.symbol, job.workgroup_size),
+        Ok((a, _)) => {
+            let mut r = usage_of(&a, &job.symbol, job.workgroup_size);
+            if let (Some((k, batch)), Ok(u)) = (&job.model, &r.usage) {
+                r.modelled = crate::generate::modelled_mi50_image(k, &a.image, *batch, u.occupancy);
+            }
+            r
+        }
         Err(e) => Resources {
             arch: job.request.arch.name().to_owned(),
             compiler: c.id().name().to_owned(),
+            modelled: None,
             usage: Err(match e {
                 RtError::Compile(CompileError::Missing { compiler, .. }) => {
                     format!("{compiler} not found")
@@ -335,6 +360,7 @@ pub fn prebuild(cases: &[CaseSpec], o: &Options) -> ExitCode {
             request: CompileRequest::new(&g.lowered.name, g.source.text.clone(), Arch::Sm90),
             symbol: g.source.symbol.clone(),
             workgroup_size: g.lowered.workgroup_size,
+            model: None,
         });
         let hand = match &o.choice {
             Choice::User(h) => Some((**h).clone()),
@@ -351,6 +377,7 @@ pub fn prebuild(cases: &[CaseSpec], o: &Options) -> ExitCode {
                     request,
                     symbol: h.abi.symbol.clone(),
                     workgroup_size: h.abi.workgroup_size,
+                    model: None,
                 }),
                 Err(e) => eprintln!("{}: {e}", c.label()),
             }

@@ -556,6 +556,7 @@ pub fn usage_of(artifact: &Artifact, symbol: &str, workgroup_size: u32) -> Resou
             artifact.compiler_version.lines().next().unwrap_or("")
         ),
         usage,
+        modelled: None,
     }
 }
 

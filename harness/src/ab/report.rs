@@ -226,6 +226,9 @@ pub struct Resources {
     pub compiler: String,
     /// The report, or why there is none.
     pub usage: Result<Usage, String>,
+    /// gfx906 INT4 kernels: the MI50 time model's prediction from the compiled code (modelled,
+    /// not measured; [`wavefuse_codegen::model`]).
+    pub modelled: Option<wavefuse_codegen::model::Modelled>,
 }
 
 /// The numbers of a resource report that the side-by-side table shows.
@@ -659,7 +662,29 @@ impl AbReport {
                     cell(Some(&r.generated)),
                     cell(r.manual_version())
                 );
+                let modelled = |v: Option<&Version>| modelled_cell(v, arch);
+                if r.versions().iter().any(|(_, v)| modelled(Some(v)) != "–") {
+                    let _ = writeln!(
+                        out,
+                        "{:<w$} {:<7} {:<34} {}",
+                        "",
+                        "",
+                        modelled(Some(&r.generated)),
+                        modelled(r.manual_version())
+                    );
+                }
             }
+        }
+        if self.rows.iter().any(|r| {
+            r.versions()
+                .iter()
+                .any(|(_, v)| v.resources.iter().any(|x| x.modelled.is_some()))
+        }) {
+            let _ = writeln!(
+                out,
+                "modelled (MI50): the time model's prediction from hipcc's code (codegen/src/model.rs), \
+                 not measured: no AMD GPU ran it"
+            );
         }
     }
 
@@ -692,6 +717,16 @@ impl AbReport {
                     md(&usage_cell(Some(res))),
                     md(&hand)
                 );
+                if res.modelled.is_some() {
+                    let _ = writeln!(
+                        out,
+                        "| {} | {} modelled (MI50), not measured | {} | {} |",
+                        r.label(),
+                        res.arch,
+                        modelled_cell(Some(&r.generated), &res.arch),
+                        modelled_cell(r.manual_version(), &res.arch)
+                    );
+                }
             }
         }
         let _ = writeln!(out, "\n### Verdicts\n");
@@ -872,6 +907,10 @@ impl AbReport {
                         Ok(u) => json!({"registers": u.registers, "spills": u.spills, "lds_bytes": u.lds_bytes, "occupancy": u.occupancy}),
                         Err(e) => json!({"error": e}),
                     },
+                    "modelled_mi50": x.modelled.as_ref().map(|m| json!({
+                        "label": "modelled (MI50), not measured", "us": m.us, "gbps": m.gb_per_s(),
+                        "bound": format!("{:?}", m.bound), "inputs": m.inputs,
+                    })),
                 })).collect::<Vec<_>>(),
             })
         };
@@ -894,6 +933,15 @@ impl AbReport {
             "generated_over_manual_time": r.ratio(),
         })
     }
+}
+
+/// The MI50 model's prediction for `v` on `arch`: `modelled (MI50) 12.0 µs, 183 GB/s`, or `–`.
+fn modelled_cell(v: Option<&Version>, arch: &str) -> String {
+    v.and_then(|v| v.resources.iter().find(|x| x.arch == arch))
+        .and_then(|x| x.modelled.as_ref())
+        .map_or("–".to_owned(), |m| {
+            format!("modelled (MI50) {:.1} µs, {:.0} GB/s", m.us, m.gb_per_s())
+        })
 }
 
 /// `regs/spills/LDS/occ` of one resource report.

@@ -188,6 +188,7 @@ fn compile_one(
                     arch: g.lowered.arch.name().to_owned(),
                     compiler: compiler.id().name().to_owned(),
                     usage: Err(why.clone()),
+                    modelled: None,
                 },
                 artifact: Err(why),
                 budget: None,
