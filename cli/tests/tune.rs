@@ -516,6 +516,60 @@ fn no_gpu_tune_compiles_reports_the_rate_and_says_no_timing() {
     );
 }
 
+/// The committed budgets are for the set at the model shapes at batch 1: at batch 8 the gfx906
+/// `gemv_int4` default needs 255 VGPRs (occupancy 1), and a batch-1 budget (64 VGPRs, occupancy
+/// 4) there rejected the default and every schedule near it, so the tuner "won" with one the
+/// MI50 model puts at 1.7× the default's time (bench/results/2026-12-01-gfx906-model-batch).
+#[test]
+fn batch_1_budgets_do_not_filter_other_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("tune.json");
+    let o = wavefuse(
+        &[
+            "tune",
+            "gemv_int4",
+            "--arch",
+            "gfx906",
+            "--shapes",
+            "qwen27b-tp1-b8",
+            "--quick",
+            "--budget",
+            "2",
+            "--no-cache-store",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("the committed budgets are for the set at the model shapes, batch 1"),
+        "{out}"
+    );
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let default = &j["cases"][0]["candidates"][0];
+    assert_eq!(default["resources_ok"], true, "{default}");
+    assert!(
+        default["registers"].as_u64().unwrap() > 64,
+        "the batch-8 default is over the batch-1 budget: {default}"
+    );
+    let at = |shape: &str, batch| CaseSpec {
+        kernel: KernelId::GemvInt4.into(),
+        tp: 1,
+        batch,
+        shape: if shape == "model" {
+            ShapeKind::Model
+        } else {
+            ShapeKind::OddN
+        },
+    };
+    assert!(wavefuse_harness::tune::budgeted(&at("model", 1)));
+    assert!(!wavefuse_harness::tune::budgeted(&at("model", 8)));
+    assert!(!wavefuse_harness::tune::budgeted(&at("odd", 1)));
+}
+
 /// `tune --arch gfx906` ranks by the MI50 time model (hipcc's code counted; modelled, not
 /// measured): every candidate gets its prediction, the winner is the fastest modelled among the
 /// correct ones, and the default's prediction is the one `wavefuse check` prints for the same

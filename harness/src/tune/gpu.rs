@@ -159,7 +159,7 @@ fn search(
         });
         for mut c in first.into_iter().chain(rest) {
             bar.set_message(format!("{}: candidate {}", t.label(), c.index));
-            super::record_compile(&mut case, &mut c, Arch::Sm90, t.spec.tp);
+            super::record_compile(&mut case, &mut c, Arch::Sm90, &t.spec);
             if o.deadline.is_some_and(|d| Instant::now() >= d) {
                 case.candidates[c.index].check_detail = "not timed: --deadline passed".into();
                 if !case.note.contains("deadline") {

@@ -165,6 +165,8 @@ pub struct CaseReport {
     /// The tuned store's key (kernel, shape) its winner is stored under: the kernel and shape set
     /// for the set's kernels, the fingerprint of the text for a user's; `None`: not stored.
     pub store_key: Option<(String, String)>,
+    /// Whether the committed budgets applied to its candidates ([`super::budgeted`]).
+    pub budgeted: bool,
     /// Per-rank weight shapes.
     pub dims: String,
     /// Bytes one launch of the group must move.
@@ -516,7 +518,7 @@ impl TuneReport {
 /// From enumeration to timing, in one line.
 fn funnel(c: &CaseReport) -> String {
     let mut s = format!(
-        "{} schedules enumerated, {} considered: {} rejected by lower, {} not co-resident, {} duplicate sources → {} candidates; compiled {} ({} fresh, {} cached, {} failed) in {:.1} s on {} threads = {:.2} candidates/s; resource filter (no spills, occupancy ≥ {} of the {}, within kernels-gen/budgets.toml) rejected {}",
+        "{} schedules enumerated, {} considered: {} rejected by lower, {} not co-resident, {} duplicate sources → {} candidates; compiled {} ({} fresh, {} cached, {} failed) in {:.1} s on {} threads = {:.2} candidates/s; resource filter (no spills, occupancy ≥ {} of the {}{}) rejected {}",
         c.enumerated,
         c.considered,
         c.rejected_by_lower,
@@ -532,6 +534,11 @@ fn funnel(c: &CaseReport) -> String {
         c.compile_rate,
         opt(c.occupancy_floor),
         c.floor_from,
+        if c.budgeted {
+            ", within kernels-gen/budgets.toml"
+        } else {
+            "; the committed budgets are for the set at the model shapes, batch 1"
+        },
         c.resource_rejected,
     );
     if c.timed > 0 {
