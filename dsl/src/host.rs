@@ -23,6 +23,7 @@ use std::marker::PhantomData;
 
 pub use half::{bf16, f16};
 use thiserror::Error;
+use wavefuse_ir::reference::{HostData, HostTensor, PackedInt4, RankInputs, RankOutputs};
 use wavefuse_ir::{
     AwqLayout, BufferData, BufferType, GptqLayout, Kernel, Role, ScalarType, Sharding, Weight,
     WeightFormat, ZeroPoint,
@@ -70,24 +71,35 @@ sharding_kinds! {
 pub trait Element: sealed::Sealed + Copy + fmt::Debug {
     /// The IR's scalar type.
     const DTYPE: ScalarType;
+    /// The value, exactly, as the reference semantics hold it.
+    fn to_f64(self) -> f64;
+    /// A value of this type from one the reference semantics or a device produced (already
+    /// representable in the type: read back from a buffer of it).
+    fn from_f64(v: f64) -> Self;
 }
 
 macro_rules! elements {
-    ($($t:ty = $d:ident),*) => {$(
+    ($($t:ty = $d:ident, $to:expr, $from:expr;)*) => {$(
         impl sealed::Sealed for $t {}
         impl Element for $t {
             const DTYPE: ScalarType = ScalarType::$d;
+            fn to_f64(self) -> f64 {
+                $to(self)
+            }
+            fn from_f64(v: f64) -> Self {
+                $from(v)
+            }
         }
     )*};
 }
 
 elements!(
-    f16 = F16,
-    bf16 = Bf16,
-    f32 = F32,
-    i8 = I8,
-    i32 = I32,
-    u32 = U32
+    f16 = F16, f16::to_f64, f16::from_f64;
+    bf16 = Bf16, bf16::to_f64, bf16::from_f64;
+    f32 = F32, f64::from, |v: f64| v as f32;
+    i8 = I8, f64::from, |v: f64| v as i8;
+    i32 = I32, f64::from, |v: f64| v as i32;
+    u32 = U32, f64::from, |v: f64| v as u32;
 );
 
 /// Why arguments do not fit a kernel.
@@ -185,6 +197,38 @@ pub enum ArgError {
 pub trait Bind {
     /// Check this view against the parameter `name` of `kernel`.
     fn check(&self, kernel: &Kernel, name: &str) -> Result<(), ArgError>;
+
+    /// An input's data as a launch binds it (the reference semantics' [`HostData`], per rank),
+    /// for the parameter `name` of `kernel` (checked first); `None` for an output.
+    fn host_data(&self, kernel: &Kernel, name: &str) -> Result<Option<HostData>, ArgError> {
+        self.check(kernel, name).map(|()| None)
+    }
+
+    /// Write a launch's result for this output (the parameter `name`) into the bound memory;
+    /// nothing for an input.
+    fn write(&mut self, _name: &str, _result: &HostTensor) -> Result<(), ArgError> {
+        Ok(())
+    }
+}
+
+/// One rank's arguments of a kernel, as a launcher takes them: implemented by every generated
+/// `…Args` struct. `wavefuse_harness::launch` binds them to a device (or the simulator), runs
+/// the generated kernel and writes the outputs back into the bound slices.
+pub trait KernelArgs {
+    /// [`check`](Bind::check) every argument against `kernel`.
+    fn check_all(&self, kernel: &Kernel) -> Result<(), ArgError>;
+    /// Every input's data, keyed by the kernel's buffer (checked first).
+    fn inputs(&self, kernel: &Kernel) -> Result<RankInputs, ArgError>;
+    /// Write every output of `outputs` (a launch's, for this rank) into the bound memory.
+    fn write_outputs(&mut self, kernel: &Kernel, outputs: &RankOutputs) -> Result<(), ArgError>;
+}
+
+/// The kernel's buffer named `name` (for generated code).
+pub fn buffer_named(kernel: &Kernel, name: &str) -> Option<wavefuse_ir::Buffer> {
+    kernel
+        .buffers()
+        .find(|(_, d)| d.name == name)
+        .map(|(b, _)| b)
 }
 
 /// Check that `kernel` is the declaration's kernel `name` with exactly these parameters.
@@ -296,6 +340,18 @@ impl<T: Element, S: ShardingKind> Bind for Input<'_, T, S> {
             self.data.len(),
         )
     }
+
+    fn host_data(&self, kernel: &Kernel, name: &str) -> Result<Option<HostData>, ArgError> {
+        self.check(kernel, name)?;
+        let BufferType::Tensor(t) = param::<S>(kernel, name, Role::Input)?.local_type() else {
+            unreachable!("checked: a tensor")
+        };
+        Ok(Some(HostData::Tensor(HostTensor {
+            dtype: T::DTYPE,
+            shape: t.shape.to_vec(),
+            data: self.data.iter().map(|&v| v.to_f64()).collect(),
+        })))
+    }
 }
 
 /// One rank's view of an output tensor: `data` receives the per-rank shard, row-major.
@@ -327,6 +383,14 @@ impl<T: Element, S: ShardingKind> Bind for Output<'_, T, S> {
             name,
             self.data.len(),
         )
+    }
+
+    fn write(&mut self, name: &str, result: &HostTensor) -> Result<(), ArgError> {
+        length(name, "data", self.data.len(), result.data.len())?;
+        for (d, &v) in self.data.iter_mut().zip(&result.data) {
+            *d = T::from_f64(v);
+        }
+        Ok(())
     }
 }
 
@@ -374,6 +438,12 @@ impl<S: ShardingKind> Bind for F16Weight<'_, S> {
         }
         length(name, "data", w.k * w.n, self.data.len())
     }
+
+    fn host_data(&self, kernel: &Kernel, name: &str) -> Result<Option<HostData>, ArgError> {
+        self.check(kernel, name)?;
+        let data = self.data.iter().map(|v| v.to_f64()).collect();
+        Ok(Some(HostData::F16Weight(data)))
+    }
 }
 
 /// Quantisation scales, in the layout's scale type.
@@ -401,6 +471,14 @@ impl Scales<'_> {
             Scales::F16(s) => s.len(),
             Scales::Bf16(s) => s.len(),
             Scales::F32(s) => s.len(),
+        }
+    }
+
+    fn to_f64(self) -> Vec<f64> {
+        match self {
+            Scales::F16(s) => s.iter().map(|v| v.to_f64()).collect(),
+            Scales::Bf16(s) => s.iter().map(|v| v.to_f64()).collect(),
+            Scales::F32(s) => s.iter().map(|&v| f64::from(v)).collect(),
         }
     }
 }
@@ -477,6 +555,16 @@ impl<S: ShardingKind> Bind for Gptq<'_, S> {
         let g_idx = if l.act_order { k } else { 0 };
         length(name, "g_idx", g_idx, self.g_idx.map_or(0, <[i32]>::len))
     }
+
+    fn host_data(&self, kernel: &Kernel, name: &str) -> Result<Option<HostData>, ArgError> {
+        self.check(kernel, name)?;
+        Ok(Some(HostData::Int4(PackedInt4 {
+            qweight: self.qweight.to_vec(),
+            scales: self.scales.to_f64(),
+            qzeros: self.qzeros.to_vec(),
+            g_idx: self.g_idx.map(<[i32]>::to_vec),
+        })))
+    }
 }
 
 /// One rank's shard of an AutoAWQ "GEMM" INT4 weight (`qweight` i32 `[K, N/8]`, `scales`
@@ -522,6 +610,16 @@ impl<S: ShardingKind> Bind for Awq<'_, S> {
         length(name, "scales", groups * n, self.scales.len())?;
         length(name, "qzeros", groups * n / 8, self.qzeros.len())
     }
+
+    fn host_data(&self, kernel: &Kernel, name: &str) -> Result<Option<HostData>, ArgError> {
+        self.check(kernel, name)?;
+        Ok(Some(HostData::Int4(PackedInt4 {
+            qweight: self.qweight.to_vec(),
+            scales: self.scales.to_f64(),
+            qzeros: self.qzeros.to_vec(),
+            g_idx: None,
+        })))
+    }
 }
 
 /// A weight whose format is a run-time value (`weight(format)[k, n]` declarations).
@@ -541,6 +639,14 @@ impl<S: ShardingKind> Bind for AnyWeight<'_, S> {
             AnyWeight::F16(w) => w.check(kernel, name),
             AnyWeight::Gptq(w) => w.check(kernel, name),
             AnyWeight::Awq(w) => w.check(kernel, name),
+        }
+    }
+
+    fn host_data(&self, kernel: &Kernel, name: &str) -> Result<Option<HostData>, ArgError> {
+        match self {
+            AnyWeight::F16(w) => w.host_data(kernel, name),
+            AnyWeight::Gptq(w) => w.host_data(kernel, name),
+            AnyWeight::Awq(w) => w.host_data(kernel, name),
         }
     }
 }

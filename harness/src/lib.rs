@@ -10,6 +10,7 @@ pub mod ab;
 pub mod checkpoint;
 pub mod fuzz;
 pub mod generate;
+pub mod launch;
 pub mod llvm_diff;
 pub mod mgpu;
 pub mod model_config;

@@ -10,6 +10,8 @@
 
 use std::path::Path;
 
+use wavefuse::host::{ColParallel, Gptq, Input, Output, f16};
+use wavefuse::ir::reference::{HostData, RankInputs};
 use wavefuse::ir::{GptqLayout, GroupSize, Kernel, ZeroPoint};
 use wavefuse_kernels::shapes::Model;
 
@@ -63,4 +65,66 @@ pub fn kernels(model: &Model, tp: u32, batch: usize) -> Vec<Kernel> {
         gemv_residual(tp, batch, model.hidden, model.hidden, gptq()),
         silu_mul_down(tp, batch, model.ffn, model.hidden, gptq()),
     ]
+}
+
+/// One rank's host memory for [`gemv_residual`], as an engine would hold it — the GPTQ arrays of
+/// the layer's shard, the activations, the residual and room for the output — and the typed
+/// arguments ([`GemvResidualArgs`]) that bind it for `wavefuse_harness::launch`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GemvResidualData {
+    /// GPTQ `qweight`, i32 `[K/8, N]`.
+    pub qweight: Vec<i32>,
+    /// GPTQ scales, FP16 `[K/128, N]`.
+    pub scales: Vec<f16>,
+    /// GPTQ zero points, i32 `[K/128, N/8]`.
+    pub qzeros: Vec<i32>,
+    /// Activations `[batch, K]`.
+    pub a: Vec<f16>,
+    /// Residual `[batch, N]` (this rank's columns).
+    pub r: Vec<f16>,
+    /// Output `[batch, N]` (this rank's columns), written by a launch.
+    pub y: Vec<f16>,
+}
+
+impl GemvResidualData {
+    /// The memory of one rank holding `inputs` (as the reference semantics hold them: e.g. a
+    /// `wavefuse_kernels::Workload`'s), the output poisoned with NaN.
+    pub fn from_inputs(kernel: &Kernel, inputs: &RankInputs) -> Result<Self, String> {
+        let get = |name: &str| {
+            let b = wavefuse::host::buffer_named(kernel, name).ok_or(format!("no `{name}`"))?;
+            inputs.get(&b).ok_or(format!("no input `{name}`"))
+        };
+        let f16s = |d: &HostData| match d {
+            HostData::Tensor(t) => Ok(t.data.iter().map(|&v| f16::from_f64(v)).collect()),
+            _ => Err("not a tensor".to_string()),
+        };
+        let HostData::Int4(w) = get("w")? else {
+            return Err("`w` is not an INT4 weight".into());
+        };
+        let y_len = match wavefuse::host::buffer_named(kernel, "y")
+            .and_then(|b| kernel.buffer(b))
+            .map(|d| d.local_type())
+        {
+            Some(wavefuse::ir::BufferType::Tensor(t)) => t.len(),
+            _ => return Err("no output `y`".into()),
+        };
+        Ok(GemvResidualData {
+            qweight: w.qweight.clone(),
+            scales: w.scales.iter().map(|&v| f16::from_f64(v)).collect(),
+            qzeros: w.qzeros.clone(),
+            a: f16s(get("a")?)?,
+            r: f16s(get("r")?)?,
+            y: vec![f16::NAN; y_len],
+        })
+    }
+
+    /// The typed arguments binding this memory.
+    pub fn args(&mut self) -> GemvResidualArgs<'_> {
+        GemvResidualArgs {
+            w: Gptq::<ColParallel>::new(gptq(), &self.qweight, &self.scales, &self.qzeros, None),
+            a: Input::new(&self.a),
+            r: Input::new(&self.r),
+            y: Output::new(&mut self.y),
+        }
+    }
 }

@@ -1,6 +1,11 @@
 //! `cargo run -p own-kernels -- DIR [--tp N] [--batch B]`: writes this crate's kernels, at the
 //! shapes of its `config.json`, as textual IR (`DIR/<kernel>.wfir`) for the `wavefuse` commands:
 //! `wavefuse emit|check|sim|run|ab|tune --kernel-file DIR/<kernel>.wfir`.
+//!
+//! `cargo run -p own-kernels -- launch [--tp N] [--batch B]`: `gemv_residual` at those shapes,
+//! launched once on the NVIDIA GPU with its typed arguments (`GemvResidualArgs` over the crate's
+//! own host buffers, `wavefuse_harness::launch`), every rank's output compared with the f64
+//! oracle; exit 1 when one is outside relative L2 1e-3, 2 without a GPU.
 
 use std::process::ExitCode;
 
@@ -31,6 +36,9 @@ fn main() -> ExitCode {
         eprintln!("error: config.json at TP {tp}: {e}");
         return ExitCode::from(2);
     }
+    if dir.as_os_str() == "launch" {
+        return launch(&model, tp, batch);
+    }
     if let Err(e) = std::fs::create_dir_all(&dir) {
         eprintln!("error: creating {}: {e}", dir.display());
         return ExitCode::FAILURE;
@@ -48,6 +56,91 @@ fn main() -> ExitCode {
         println!("{}", path.display());
     }
     ExitCode::SUCCESS
+}
+
+/// `own-kernels launch`: see the crate docs.
+fn launch(model: &wavefuse_kernels::shapes::Model, tp: u32, batch: usize) -> ExitCode {
+    use std::sync::Arc;
+    use wavefuse_harness::policy::{Placement, SchedulePolicy};
+    use wavefuse_harness::suite::{self, UserKernel};
+    use wavefuse_runtime::{Cache, RankGroup, SameDeviceMode};
+
+    let ir = own_kernels::gemv_residual(tp, batch, model.hidden, model.hidden, own_kernels::gptq());
+    let inputs =
+        wavefuse_kernels::Workload::new(wavefuse_kernels::Workload::DEFAULT_SEED).inputs(&ir);
+    let reference = match wavefuse::ir::reference::evaluate(&ir, &inputs) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: the reference: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut data: Vec<own_kernels::GemvResidualData> = match inputs
+        .iter()
+        .map(|i| own_kernels::GemvResidualData::from_inputs(&ir, i))
+        .collect()
+    {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let case = Arc::new(UserKernel::new(ir.clone(), "own-kernels").expect("valid")).case();
+    let g = match suite::generate(
+        &case,
+        wavefuse_codegen::Arch::Sm90,
+        &SchedulePolicy::default(),
+        Placement::SameDevice,
+    ) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let group = match suite::open_cuda()
+        .map_err(|e| e.replace("; run with --device cpu-ref or --device sim", ""))
+        .and_then(|d| {
+            RankGroup::on_one_device(d, tp, SameDeviceMode::Streams).map_err(|e| e.to_string())
+        }) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut args: Vec<_> = data
+        .iter_mut()
+        .map(own_kernels::GemvResidualData::args)
+        .collect();
+    if let Err(e) = wavefuse_harness::launch::launch(&group, &Cache::from_env(), &ir, &g, &mut args)
+    {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
+    drop(args);
+    let y = wavefuse::host::buffer_named(&ir, "y").expect("the kernel's output");
+    let mut ok = true;
+    for (rank, d) in data.iter().enumerate() {
+        let want = &reference[rank][&y].data;
+        let got: Vec<f64> = d.y.iter().map(|v| v.to_f64()).collect();
+        let num: f64 = got.iter().zip(want).map(|(a, b)| (a - b) * (a - b)).sum();
+        let den: f64 = want.iter().map(|b| b * b).sum();
+        let e = (num / den).sqrt();
+        let pass = e <= 1e-3;
+        ok &= pass;
+        println!(
+            "gemv_residual tp={tp} batch={batch} rank {rank}: {} outputs, rel L2 vs the f64 oracle {e:.3e} (tol 1e-3): {}",
+            got.len(),
+            if pass { "ok" } else { "FAIL" }
+        );
+    }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 fn usage(why: &str) -> ExitCode {

@@ -125,6 +125,25 @@ pub fn args_struct(def: &KernelDef, buffers: &[Buffer], collective: bool) -> Tok
         let (id, s) = (b.name, b.name.to_string());
         quote!(#host::Bind::check(&self.#id, kernel, #s)?;)
     });
+    let gather = buffers.iter().map(|b| {
+        let (id, s) = (b.name, b.name.to_string());
+        quote! {
+            if let #core::option::Option::Some(d) = #host::Bind::host_data(&self.#id, kernel, #s)? {
+                let b = #host::buffer_named(kernel, #s).expect("checked: the kernel has it");
+                inputs.insert(b, d);
+            }
+        }
+    });
+    let scatter = buffers.iter().map(|b| {
+        let (id, s) = (b.name, b.name.to_string());
+        quote! {
+            if let #core::option::Option::Some(t) =
+                #host::buffer_named(kernel, #s).and_then(|b| outputs.get(&b))
+            {
+                #host::Bind::write(&mut self.#id, #s, t)?;
+            }
+        }
+    });
     let (peers_field, peers_check) = if collective {
         (
             quote! {
@@ -160,6 +179,33 @@ pub fn args_struct(def: &KernelDef, buffers: &[Buffer], collective: bool) -> Tok
                 #host::check_kernel(kernel, #kernel_str, &[#(#names),*])?;
                 #(#checks)*
                 #peers_check
+                #core::result::Result::Ok(())
+            }
+        }
+
+        #(#cfgs)*
+        impl #host::KernelArgs for #name<'_> {
+            fn check_all(&self, kernel: &#ir::Kernel) -> #core::result::Result<(), #host::ArgError> {
+                self.check(kernel)
+            }
+
+            fn inputs(
+                &self,
+                kernel: &#ir::Kernel,
+            ) -> #core::result::Result<#ir::reference::RankInputs, #host::ArgError> {
+                self.check(kernel)?;
+                let mut inputs = #ir::reference::RankInputs::new();
+                #(#gather)*
+                #core::result::Result::Ok(inputs)
+            }
+
+            fn write_outputs(
+                &mut self,
+                kernel: &#ir::Kernel,
+                outputs: &#ir::reference::RankOutputs,
+            ) -> #core::result::Result<(), #host::ArgError> {
+                self.check(kernel)?;
+                #(#scatter)*
                 #core::result::Result::Ok(())
             }
         }
