@@ -18,7 +18,8 @@ use wavefuse_kernels::shapes::Model;
 wavefuse::kernel! {
     /// The attention output projection with the residual add folded into its epilogue:
     /// `y = round_f16(W_o·a + r)`, INT4 GPTQ weights, column-parallel over `tp` (each rank its
-    /// slice of the hidden features, no communication). One FP16 rounding, after the add.
+    /// slice of the hidden features, no communication). One FP16 rounding, after the add. `k` and
+    /// `n` are one rank's (as every size of a declaration): `n` is the rank's share of the outputs.
     pub fn gemv_residual(tp: u32, batch: usize, k: usize, n: usize, gptq: GptqLayout) across tp {
         in w: gptq(gptq)[k, n] col_parallel;
         in a: f16[batch, k];
@@ -32,7 +33,7 @@ wavefuse::kernel! {
     /// residual behind, in one launch per rank: `h = round_f16(silu(gate) · up)` (every
     /// workgroup recomputes it from the 2 · ffn/tp FP16 inputs), the row-parallel INT4 GEMV
     /// `W_down·h`, published as FP16 partial sums, allreduced over the TP group and added to the
-    /// residual stream.
+    /// residual stream. `ffn` is one rank's K-shard of the intermediate size.
     pub fn silu_mul_down(tp: u32, batch: usize, ffn: usize, hidden: usize, gptq: GptqLayout) across tp {
         in gate: f16[batch, ffn] col_parallel;
         in up: f16[batch, ffn] col_parallel;
@@ -58,12 +59,14 @@ pub fn model() -> Model {
 }
 
 /// Both kernels at `model`'s shapes, TP `tp`, batch `batch`: `gemv_residual` as the attention
-/// output projection (hidden → hidden) and `silu_mul_down` as the FFN's down projection
-/// (intermediate → hidden).
+/// output projection (hidden → hidden, column-parallel: each rank `hidden / tp` outputs) and
+/// `silu_mul_down` as the FFN's down projection (intermediate → hidden, row-parallel: each rank
+/// a K-shard of `intermediate / tp` rows). A declaration's sizes are per rank, as in the IR.
 pub fn kernels(model: &Model, tp: u32, batch: usize) -> Vec<Kernel> {
+    let tp_us = tp as usize;
     vec![
-        gemv_residual(tp, batch, model.hidden, model.hidden, gptq()),
-        silu_mul_down(tp, batch, model.ffn, model.hidden, gptq()),
+        gemv_residual(tp, batch, model.hidden, model.hidden / tp_us, gptq()),
+        silu_mul_down(tp, batch, model.ffn / tp_us, model.hidden, gptq()),
     ]
 }
 

@@ -65,7 +65,7 @@ fn launch(model: &wavefuse_kernels::shapes::Model, tp: u32, batch: usize) -> Exi
     use wavefuse_harness::suite::{self, UserKernel};
     use wavefuse_runtime::{Cache, RankGroup, SameDeviceMode};
 
-    let ir = own_kernels::gemv_residual(tp, batch, model.hidden, model.hidden, own_kernels::gptq());
+    let ir = own_kernels::kernels(model, tp, batch).remove(0);
     let inputs =
         wavefuse_kernels::Workload::new(wavefuse_kernels::Workload::DEFAULT_SEED).inputs(&ir);
     let reference = match wavefuse::ir::reference::evaluate(&ir, &inputs) {
