@@ -35,6 +35,14 @@ for i in 1 2; do
     WAVEFUSE_CACHE_DIR=$(mktemp -d) $W ab --kernel-file $R/tp1/silu_mul_down.wfir --iters 10 \
         > "$OUT/fresh-cache-$i.txt" 2>&1
 done
+# The typed arguments (GemvResidualArgs over the example's own host buffers) launched on the GPU
+# through wavefuse_harness::launch, every rank's output against the f64 oracle.
+for tp in 1 2; do
+    for b in 1 4; do
+        carry/own-kernels launch --tp $tp --batch $b >> "$OUT/launch.txt" 2>&1
+        echo "exit $?" >> "$OUT/launch.txt"
+    done
+done
 # Nothing broke on the GPU (the case refactor): the quick suite, the set's kernels at TP 1/2/4/8.
 timeout 240 $W gpu-suite --quick --deadline 180 --out "$OUT/suite.json" > "$OUT/suite.txt" 2>&1
 tar czf "$FINAL/results.tgz" -C "$OUT" .
@@ -45,3 +53,4 @@ for f in ab-gemv_residual ab-tuned ab-gemv_residual-2 ab-silu_mul_down-tp1 ab-si
 done
 grep -E "winner|schedules enumerated" "$OUT/tune.txt" | head; head -3 "$OUT/tuned-emit.txt"
 grep -h "sm90 " "$OUT"/fresh-cache-*.txt
+cat "$OUT/launch.txt"
