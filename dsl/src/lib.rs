@@ -185,7 +185,10 @@
 //!   stays public for IR built by hand).
 //! - `struct NameArgs<'a>`: one rank's arguments, one field per parameter, typed by element type,
 //!   weight format and sharding, plus `peers` when the kernel has an allreduce; its
-//!   `check(&kernel)` catches what only the built kernel knows. See [`host`].
+//!   `check(&kernel)` catches what only the built kernel knows. It implements
+//!   [`host::KernelArgs`], which `wavefuse_harness::launch` takes to bind the arguments to a
+//!   device (or the simulator), launch the generated kernel and write the outputs back. See
+//!   [`host`].
 //!
 //! ```
 //! # use wavefuse::ir::{GptqLayout, GroupSize, ZeroPoint};
