@@ -3,7 +3,6 @@
 //! error before any launch), and, ignored by default, the timed run on a GPU.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 use serde_json::Value as Json;
 use wavefuse_codegen::Arch;
@@ -20,19 +19,9 @@ use wavefuse_harness::ab::{plot, signature};
 use wavefuse_harness::suite::{self, CaseSpec, ShapeKind};
 use wavefuse_runtime::Device;
 
-fn wavefuse(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_wavefuse"))
-        .args(args)
-        .output()
-        .expect("runs")
-}
+mod common;
 
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
+use common::{text, wavefuse};
 
 fn spec(id: KernelId, tp: u32) -> CaseSpec {
     CaseSpec {

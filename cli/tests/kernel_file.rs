@@ -5,7 +5,7 @@
 use std::path::Path;
 mod common;
 
-use common::wavefuse;
+use common::{text, wavefuse, wavefuse_in};
 
 use wavefuse_codegen::Arch;
 use wavefuse_harness::policy::{Placement, SchedulePolicy};
@@ -263,26 +263,6 @@ kernel gemv_residual(tp=1) {
     store v4, buf3
 }
 ";
-
-/// `wavefuse` with `args` in `dir`, its cache (and the tuned store beside it) in `dir/cache`.
-fn wavefuse_in(dir: &Path, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_wavefuse"))
-        .args(args)
-        .current_dir(dir)
-        .env("WAVEFUSE_CACHE_DIR", dir.join("cache"))
-        .env_remove("WAVEFUSE_SCHEDULE")
-        .env_remove("WAVEFUSE_SCHEDULE_SM90")
-        .env_remove("WAVEFUSE_SCHEDULE_GFX906")
-        .output()
-        .expect("wavefuse runs")
-}
-
-fn text(o: &std::process::Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
 
 /// A user's kernel is a first-class citizen: `ab`, `run` and `tune` take `--kernel-file` where
 /// they take a kernel of the set, at the shapes the file is written with, through the same
