@@ -108,7 +108,18 @@ fn invalid_kernel_file_is_an_error_with_its_position_and_no_output() {
     let file = write(dir.path(), "invalid.wfir", &invalid);
     let o = wavefuse(&["emit", "--kernel-file", &file, "--target", "sm90"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("is not valid"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("is not valid"), "{err}");
+    // The message points at the offending op's line and column in the file (the rmsnorm).
+    let line = invalid.lines().position(|l| l.contains("rmsnorm")).unwrap() + 1;
+    let column = invalid
+        .lines()
+        .nth(line - 1)
+        .unwrap()
+        .find("rmsnorm")
+        .unwrap()
+        + 1;
+    assert!(err.contains(&format!("{file}:{line}:{column}: ")), "{err}");
     // The set's shape flags do not apply to a file's kernel.
     let o = wavefuse(&[
         "emit",

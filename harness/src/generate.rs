@@ -421,12 +421,24 @@ fn show(g: &wavefuse_codegen::Generated, out: Option<PathBuf>, lowered: bool) ->
     }
 }
 
+/// Why the kernel from `origin` (a file, a crate) is not valid: the error, which starts with
+/// `file:line:column` where it is about an op whose place is known, else after `origin`.
+pub fn invalid_kernel(origin: &str, e: &wavefuse::ir::ValidationError) -> String {
+    match e {
+        wavefuse::ir::ValidationError::Op { at: Some(_), .. } => {
+            format!("{e} (the kernel is not valid)")
+        }
+        _ => format!("{origin}: the kernel is not valid: {e}"),
+    }
+}
+
 /// A kernel from a file in the textual IR, parsed; the error (with `PATH:line:column`, the token
 /// and the offending line) when it cannot be read or does not parse.
 pub fn read_kernel_file(path: &Path) -> Result<wavefuse::ir::Kernel, String> {
     let text =
         std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-    wavefuse::ir::parse(&text).map_err(|e| format!("{}:{}", path.display(), e.report(&text)))
+    wavefuse::ir::parse_named(&text, &path.display().to_string())
+        .map_err(|e| format!("{}:{}", path.display(), e.report(&text)))
 }
 
 /// Print to stdout; a closed pipe (`| head`) ends quietly instead of panicking.
@@ -504,7 +516,7 @@ fn read_valid_kernel_file(path: &Path) -> Result<wavefuse::ir::Kernel, (String, 
     let kernel = read_kernel_file(path).map_err(|e| (e, ExitCode::from(2)))?;
     wavefuse::ir::validate(&kernel).map_err(|e| {
         (
-            format!("{}: the kernel is not valid: {e}", path.display()),
+            invalid_kernel(&path.display().to_string(), &e),
             ExitCode::FAILURE,
         )
     })?;

@@ -165,7 +165,7 @@ impl UserKernel {
     /// `ir`, validated; `origin` says where it came from in messages.
     pub fn new(ir: Kernel, origin: impl Into<String>) -> Result<UserKernel, String> {
         let origin = origin.into();
-        validate(&ir).map_err(|e| format!("{origin}: kernel `{}`: {e}", ir.name()))?;
+        validate(&ir).map_err(|e| crate::generate::invalid_kernel(&origin, &e))?;
         let batch = ir
             .buffers()
             .find_map(|(_, d)| match d.local_type() {

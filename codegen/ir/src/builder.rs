@@ -6,7 +6,9 @@
 
 use crate::buffer::{BufferData, BufferType, Role};
 use crate::entities::{Buffer, Op, Value};
-use crate::kernel::{Kernel, OpData, ValueDef};
+use std::sync::Arc;
+
+use crate::kernel::{Kernel, OpData, SourceLoc, ValueDef};
 use crate::ops::*;
 use crate::types::{IndexSpace, MemorySpace, Sharding};
 
@@ -14,6 +16,8 @@ use crate::types::{IndexSpace, MemorySpace, Sharding};
 #[derive(Debug)]
 pub struct Builder {
     kernel: Kernel,
+    /// Where the ops pushed from now on were written ([`Builder::located`]).
+    loc: Option<SourceLoc>,
 }
 
 /// A full buffer declaration, for parameters that need a non-default memory or index space.
@@ -68,7 +72,7 @@ impl Builder {
             values: Default::default(),
             ops: Default::default(),
         };
-        Builder { kernel }
+        Builder { kernel, loc: None }
     }
 
     /// Declare a parameter.
@@ -86,6 +90,16 @@ impl Builder {
         self.param(BufferDecl::output(name, ty, sharding))
     }
 
+    /// The ops pushed from now on were written at `file:line:column` (the `kernel!` macro calls
+    /// this before each statement with the statement's token; a parser with the line).
+    pub fn located(&mut self, file: &str, line: u32, column: u32) {
+        let file: Arc<str> = match &self.loc {
+            Some(l) if &*l.file == file => l.file.clone(),
+            _ => file.into(),
+        };
+        self.loc = Some(SourceLoc { file, line, column });
+    }
+
     /// The TP group size given to [`Builder::new`].
     pub fn tp(&self) -> u32 {
         self.kernel.tp
@@ -99,6 +113,7 @@ impl Builder {
         let pushed: Op = self.kernel.ops.push(OpData {
             kind,
             results: results.clone(),
+            loc: self.loc.clone(),
         });
         debug_assert_eq!(pushed, op);
         results

@@ -4,6 +4,7 @@
 use thiserror::Error;
 
 use crate::entities::{Buffer, Op, Value};
+use crate::kernel::SourceLoc;
 use crate::types::{ScalarType, Sharding};
 use crate::value::Dist;
 
@@ -31,7 +32,7 @@ pub enum ValidationError {
         source: BufferError,
     },
     /// An op is wrong.
-    #[error("kernel `{kernel}`, {op} ({mnemonic}): {source}")]
+    #[error("{}kernel `{kernel}`, {op} ({mnemonic}): {source}", at_prefix(.at))]
     Op {
         /// Kernel name.
         kernel: String,
@@ -39,9 +40,16 @@ pub enum ValidationError {
         op: Op,
         /// Its mnemonic in the textual IR.
         mnemonic: &'static str,
+        /// Where the op was written, when known (printed first, `file:line:column: `).
+        at: Option<SourceLoc>,
         /// What is wrong.
         source: OpError,
     },
+}
+
+/// `file:line:column: ` for an op whose source is known.
+fn at_prefix(at: &Option<SourceLoc>) -> String {
+    at.as_ref().map(|l| format!("{l}: ")).unwrap_or_default()
 }
 
 /// Kernel-wide rules.

@@ -1,5 +1,8 @@
 //! The kernel: buffers, values and ops in primary maps, in program order.
 
+use std::fmt;
+use std::sync::Arc;
+
 use cranelift_entity::PrimaryMap;
 
 use crate::buffer::{BufferData, Role};
@@ -15,13 +18,41 @@ pub struct ValueDef {
     pub index: u32,
 }
 
+/// Where an op was written: the DSL token of a `kernel!` statement, or a line of a `.wfir` file.
+/// Errors about the op (validation, lowering refusals) point there as `file:line:column`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SourceLoc {
+    /// The source file (as `file!()` or the caller of [`parse_named`](crate::parse_named) names
+    /// it).
+    pub file: Arc<str>,
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based column.
+    pub column: u32,
+}
+
+impl fmt::Display for SourceLoc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.file, self.line, self.column)
+    }
+}
+
 /// An op and the values it defines.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct OpData {
     /// What the op does.
     pub kind: OpKind,
     /// The values it defines, in result order.
     pub results: Vec<Value>,
+    /// Where it was written, when known. Not part of the op: two kernels that differ only in
+    /// where their ops were written are equal (a kernel printed and parsed back is the kernel).
+    pub loc: Option<SourceLoc>,
+}
+
+impl PartialEq for OpData {
+    fn eq(&self, other: &OpData) -> bool {
+        self.kind == other.kind && self.results == other.results
+    }
 }
 
 /// A kernel of the op level: one launch per rank of a TP group of `tp` ranks. Build one with a
@@ -36,6 +67,11 @@ pub struct Kernel {
 }
 
 impl Kernel {
+    /// Where op `op` was written, when known.
+    pub fn loc(&self, op: Op) -> Option<&SourceLoc> {
+        self.ops.get(op).and_then(|d| d.loc.as_ref())
+    }
+
     /// The kernel's name.
     pub fn name(&self) -> &str {
         &self.name

@@ -76,9 +76,9 @@ pub use buffer::{BufferData, BufferType, Role, Tensor, Weight};
 pub use builder::{BufferDecl, Builder};
 pub use entities::{Buffer, Op, Value};
 pub use error::{BufferError, KernelError, OpError, ValidationError};
-pub use kernel::{Kernel, OpData, ValueDef};
+pub use kernel::{Kernel, OpData, SourceLoc, ValueDef};
 pub use ops::{OpKind, Parallelism};
-pub use parse::{Found, ParseError, parse};
+pub use parse::{Found, ParseError, parse, parse_named};
 pub use types::{
     AWQ_NIBBLE_ORDER, AwqLayout, GPTQ_NIBBLE_ORDER, GptqLayout, GroupSize, IndexSpace, MemorySpace,
     Ordering, ScalarType, Scope, Sharding, WeightFormat, ZeroPoint, peer_slot,

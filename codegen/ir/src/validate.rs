@@ -113,6 +113,7 @@ impl<'a> Validator<'a> {
                     kernel: self.kernel.name.clone(),
                     op,
                     mnemonic,
+                    at: data.loc.clone(),
                     source,
                 })?;
         }

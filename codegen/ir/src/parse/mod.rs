@@ -61,7 +61,14 @@ const MAX_ELEMENTS: u64 = 1 << 34;
 /// # Ok::<(), wavefuse_ir::ParseError>(())
 /// ```
 pub fn parse(text: &str) -> Result<Kernel, ParseError> {
-    parser::Parser::new(text).kernel()
+    parse_named(text, "<text>")
+}
+
+/// [`parse`] of the text of file `file` (a path, as messages should show it): every op of the
+/// kernel remembers its line and column there ([`Kernel::loc`]), so a validation error or a
+/// lowering refusal about it reads `file:line:column: …`.
+pub fn parse_named(text: &str, file: &str) -> Result<Kernel, ParseError> {
+    parser::Parser::new(text, file).kernel()
 }
 
 /// Why a text is not a kernel: where, what was found there, and what was expected.

@@ -59,15 +59,18 @@ pub(super) struct Parser<'a> {
     peeked: Option<Token<'a>>,
     buffers: HashMap<&'a str, Def<Buffer>>,
     values: HashMap<&'a str, Def<Value>>,
+    /// The file the text came from, for the ops' source locations.
+    file: &'a str,
 }
 
 impl<'a> Parser<'a> {
-    pub fn new(text: &'a str) -> Self {
+    pub fn new(text: &'a str, file: &'a str) -> Self {
         Parser {
             lexer: Lexer::new(text),
             peeked: None,
             buffers: HashMap::new(),
             values: HashMap::new(),
+            file,
         }
     }
 
@@ -455,6 +458,8 @@ impl<'a> Parser<'a> {
         let Some(kind) = ops::build(sig.mnemonic, &operands, &attrs) else {
             return Err(t.error("an op"));
         };
+        // The op was written at its mnemonic: errors about it (validation, lowering) point there.
+        builder.located(self.file, t.line as u32, t.column as u32);
         let values = builder.op(kind);
         for (r, v) in results.iter().zip(values) {
             if let Tok::Ident(label) = r.tok {

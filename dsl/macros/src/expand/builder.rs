@@ -211,9 +211,16 @@ fn step(s: &Step, b: &Ident) -> TokenStream {
                 .into_iter()
                 .next()
                 .map_or_else(Span::call_site, |t| t.span());
+            // The op remembers its first token (`gemv.rep`, `rmsnorm`, the operator of `a + b`):
+            // `line!()` and `column!()` spanned there expand to that token's place in the user's
+            // file, so a validation error or a lowering refusal about the op reads
+            // `file:line:column`.
+            let at = quote_spanned!(span=>
+                #b.located(::core::file!(), ::core::line!(), ::core::column!());
+            );
             match results.as_slice() {
-                [r] => quote_spanned!(span=> let #r = #call;),
-                rs => quote_spanned!(span=> let (#(#rs),*) = #call;),
+                [r] => quote_spanned!(span=> #at let #r = #call;),
+                rs => quote_spanned!(span=> #at let (#(#rs),*) = #call;),
             }
         }
     }
