@@ -31,7 +31,7 @@ use wavefuse_runtime::timing::{GroupGraphs, l2_bytes};
 use wavefuse_runtime::{Cache, CompileRequest, CudaDevice, Device, RankGroup, SameDeviceMode};
 
 use crate::policy::{Placement, SchedulePolicy};
-use crate::shapes::{FFN, HIDDEN};
+use crate::shapes::HIDDEN;
 use crate::suite::{self, Worst};
 use crate::{KernelId, Shapes, Workload};
 
@@ -57,7 +57,7 @@ wavefuse::kernel! {
 }
 
 /// What one benchmark row measures.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum BenchCase {
     /// `allreduce_residual` of `n` FP16 per rank.
     Allreduce {
@@ -70,6 +70,9 @@ pub enum BenchCase {
     Fused,
     /// `gemv_int4` (row-parallel) then `allreduce_residual_rmsnorm`.
     Chain,
+    /// Kernels of one's own (`--kernel-file`, at their own shapes), launched in this order per
+    /// call; an input of one named like an output of the one before reads that output.
+    Own(std::sync::Arc<Vec<crate::suite::UserKernel>>),
 }
 
 impl BenchCase {
@@ -83,8 +86,13 @@ impl BenchCase {
     ];
 
     /// Its name in reports.
-    pub fn name(self) -> String {
+    pub fn name(&self) -> String {
         match self {
+            BenchCase::Own(ks) => ks
+                .iter()
+                .map(|k| k.name().to_owned())
+                .collect::<Vec<_>>()
+                .join(" + "),
             BenchCase::Allreduce { n } => format!("allreduce_residual n={n}"),
             BenchCase::AllreduceRmsnorm => "allreduce_residual_rmsnorm n=5120".into(),
             BenchCase::Fused => "gemv_int4_allreduce_rmsnorm (fused)".into(),
@@ -93,13 +101,24 @@ impl BenchCase {
     }
 
     /// The op-level kernels it launches per call, in order (validated).
-    pub fn kernels(self, tp: u32) -> Result<Vec<Kernel>, String> {
+    pub fn kernels(&self, tp: u32) -> Result<Vec<Kernel>, String> {
         let s = Shapes::qwen27b(tp);
         let ks = match self {
-            BenchCase::Allreduce { n } if n == HIDDEN => {
+            BenchCase::Own(ks) => {
+                if let Some(k) = ks.iter().find(|k| k.ir.tp() != tp) {
+                    return Err(format!(
+                        "{} ({}) is written for TP {}, not {tp}",
+                        k.name(),
+                        k.origin,
+                        k.ir.tp()
+                    ));
+                }
+                ks.iter().map(|k| k.ir.clone()).collect()
+            }
+            BenchCase::Allreduce { n } if *n == HIDDEN => {
                 vec![KernelId::AllreduceResidual.build(&s)]
             }
-            BenchCase::Allreduce { n } => vec![allreduce_residual_n(tp, 1, n)],
+            BenchCase::Allreduce { n } => vec![allreduce_residual_n(tp, 1, *n)],
             BenchCase::AllreduceRmsnorm => vec![KernelId::AllreduceResidualRmsnorm.build(&s)],
             BenchCase::Fused => vec![KernelId::GemvInt4AllreduceRmsnorm.build(&s)],
             BenchCase::Chain => vec![
@@ -113,17 +132,18 @@ impl BenchCase {
         Ok(ks)
     }
 
-    /// Whether it reads INT4 weights (and so rotates over copies of them).
-    pub fn reads_weights(self) -> bool {
-        matches!(self, BenchCase::Fused | BenchCase::Chain)
-    }
-
-    /// Bytes per rank and call that do not depend on the allreduce: the weights and activations
-    /// (for the achieved-bandwidth column), 0 for the pure allreduces.
-    pub fn weight_bytes(tp: u32) -> usize {
-        let k = FFN / tp as usize;
-        // qweight (4 bits per weight) + scales (FP16 per 128 rows) + qzeros (4 bits per group).
-        k * HIDDEN / 2 + (k / 128) * HIDDEN * 2 + (k / 128) * HIDDEN / 2
+    /// Weight bytes per rank and call of `kernels` (every weight buffer's per-rank bytes: for
+    /// GPTQ the packed codes, scales and zero points): what is rotated over copies of, so that no
+    /// call finds its weights in L2; 0 for the pure allreduces.
+    pub fn weight_bytes(kernels: &[Kernel]) -> usize {
+        kernels
+            .iter()
+            .flat_map(|k| k.buffers())
+            .filter_map(|(_, d)| match d.local_type() {
+                t @ wavefuse::ir::BufferType::Weight(_) => Some(t.bytes()),
+                wavefuse::ir::BufferType::Tensor(_) => None,
+            })
+            .sum()
     }
 }
 
@@ -149,7 +169,7 @@ impl std::ops::Deref for Built {
 /// [`wavefuse_codegen::compile`]), for `tp` ranks on one device (`same_device`) or one rank per
 /// device.
 pub fn build(
-    case: BenchCase,
+    case: &BenchCase,
     tp: u32,
     arch: Arch,
     same_device: bool,
@@ -225,6 +245,19 @@ pub struct BenchOptions {
     pub commit: String,
     /// Where the kernels' schedules come from.
     pub policy: SchedulePolicy,
+    /// Kernels of one's own, launched in order per call (`--kernel-file`): the only row then.
+    pub own: Vec<crate::suite::UserKernel>,
+}
+
+impl BenchOptions {
+    /// The rows: one's own kernels as one chain, else every built-in case.
+    pub fn cases(&self) -> Vec<BenchCase> {
+        if self.own.is_empty() {
+            BenchCase::ALL.to_vec()
+        } else {
+            vec![BenchCase::Own(std::sync::Arc::new(self.own.clone()))]
+        }
+    }
 }
 
 /// The case's data: inputs per kernel (the chain's second kernel reads the first's output) and
@@ -237,20 +270,30 @@ struct CaseData {
 fn case_data(built: &[Built], seed: u64) -> Result<CaseData, String> {
     let w = Workload::new(seed);
     let mut inputs: Vec<Vec<RankInputs>> = built.iter().map(|b| w.inputs(&b.ir)).collect();
-    let first = evaluate(&built[0].ir, &inputs[0]).map_err(|e| format!("reference: {e}"))?;
-    let reference = if built.len() == 1 {
-        first
-    } else {
-        // The chain: the GEMV's FP16 partial is the allreduce's input, rank by rank.
-        let (g, a) = (&built[0].ir, &built[1].ir);
-        let out = g.buffer_by_name("partial").ok_or("no `partial` output")?;
-        let inp = a.buffer_by_name("partial").ok_or("no `partial` input")?;
-        for (r, rank) in inputs[1].iter_mut().enumerate() {
-            rank.insert(inp, HostData::Tensor(first[r][&out].clone()));
+    let mut reference =
+        evaluate(&built[0].ir, &inputs[0]).map_err(|e| format!("reference: {e}"))?;
+    for i in 1..built.len() {
+        // A chain: an input named like an output of the kernel before reads that output, rank
+        // by rank (the GEMV's FP16 `partial` is the allreduce's input).
+        for (prev, next) in chained(&built[i - 1].ir, &built[i].ir) {
+            for (r, rank) in inputs[i].iter_mut().enumerate() {
+                rank.insert(next, HostData::Tensor(reference[r][&prev].clone()));
+            }
         }
-        evaluate(a, &inputs[1]).map_err(|e| format!("reference: {e}"))?
-    };
+        reference = evaluate(&built[i].ir, &inputs[i]).map_err(|e| format!("reference: {e}"))?;
+    }
     Ok(CaseData { inputs, reference })
+}
+
+/// The (output of `prev`, input of `next`) pairs of a chain: same name.
+fn chained(prev: &Kernel, next: &Kernel) -> Vec<(wavefuse::ir::Buffer, wavefuse::ir::Buffer)> {
+    prev.outputs()
+        .filter_map(|o| {
+            let name = &prev.buffer(o)?.name;
+            let i = next.buffer_by_name(name)?;
+            (next.buffer(i)?.role == wavefuse::ir::Role::Input).then_some((o, i))
+        })
+        .collect()
 }
 
 /// Runs one row on `group`; any failure is the row's error.
@@ -286,7 +329,7 @@ fn time_row(
     l2: u64,
 ) -> Result<(), String> {
     let arch = group.device(0).info().arch.ok_or("not an sm_90 GPU")?;
-    let built = build(row.case, row.tp, arch, o.same_device, &o.policy)?;
+    let built = build(&row.case, row.tp, arch, o.same_device, &o.policy)?;
     let data = case_data(&built, o.seed)?;
     let compiler = suite::compiler_for(arch);
     let artifacts = built
@@ -297,9 +340,10 @@ fn time_row(
         })
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| e.to_string())?;
-    if row.case.reads_weights() {
-        let bytes = BenchCase::weight_bytes(row.tp) as u64;
-        row.rotation = (4 * l2).div_ceil(bytes.max(1)).clamp(1, 32) as usize;
+    let irs: Vec<Kernel> = built.iter().map(|b| b.ir.clone()).collect();
+    let bytes = BenchCase::weight_bytes(&irs) as u64;
+    if bytes > 0 {
+        row.rotation = (4 * l2).div_ceil(bytes).clamp(1, 32) as usize;
     }
     // One set of kernels per weight copy; each set has its own flags and epochs.
     let mut sets: Vec<Vec<OpKernel<'_, CudaDevice>>> = Vec::with_capacity(row.rotation);
@@ -310,15 +354,18 @@ fn time_row(
             k.upload_inputs(&data.inputs[i]).map_err(str_err)?;
             set.push(k);
         }
-        if set.len() == 2 {
-            let (first, second) = set.split_at_mut(1);
-            let partial = first[0]
-                .array("partial", "data")
-                .ok_or("the GEMV has no `partial` output")?;
-            second[0]
-                .instance()
-                .bind("partial", "data", &partial)
-                .map_err(str_err)?;
+        for i in 1..set.len() {
+            let (before, after) = set.split_at_mut(i);
+            for (prev, _) in chained(&built[i - 1].ir, &built[i].ir) {
+                let name = &built[i - 1].ir.buffer(prev).expect("own buffer").name;
+                let array = before[i - 1]
+                    .array(name, "data")
+                    .ok_or_else(|| format!("`{name}` has no device array"))?;
+                after[0]
+                    .instance()
+                    .bind(name, "data", &array)
+                    .map_err(str_err)?;
+            }
         }
         sets.push(set);
     }
@@ -414,12 +461,13 @@ pub fn run_bench(o: &BenchOptions) -> Result<BenchReport, String> {
             }
             RankGroup::<CudaDevice>::per_device(tp).map_err(str_err)?
         };
-        for case in BenchCase::ALL {
+        for case in o.cases() {
             let start = Instant::now();
+            let name = case.name();
             let row = run_row(&group, case, o, &cache, l2);
             eprintln!(
                 "TP {tp} {:<50} {} ({:.1} s)",
-                case.name(),
+                name,
                 match &row.error {
                     Some(e) => format!("ERROR {e}"),
                     None => format!(
@@ -554,7 +602,7 @@ pub fn sources(arch: Arch, policy: &SchedulePolicy) -> Vec<Result<Built, String>
     for same_device in [false, true] {
         for tp in [2, 4] {
             for case in BenchCase::ALL {
-                match build(case, tp, arch, same_device, policy) {
+                match build(&case, tp, arch, same_device, policy) {
                     Ok(bs) => out.extend(bs.into_iter().map(Ok)),
                     Err(e) => out.push(Err(format!("TP {tp} {}: {e}", case.name()))),
                 }
@@ -597,6 +645,11 @@ pub struct BenchArgs {
     /// instead of running: no GPU needed.
     #[arg(long)]
     pub prebuild: bool,
+    /// Time kernels of your own (textual IR) instead of the built-in cases, at their own shapes
+    /// and TP: repeat the flag for a chain launched in order per call, where an input named like
+    /// an output of the kernel before reads that output. TP defaults to the kernels'.
+    #[arg(long = "kernel-file", conflicts_with = "prebuild")]
+    pub kernel_files: Vec<std::path::PathBuf>,
 }
 
 /// `wavefuse mgpu-bench`.
@@ -619,11 +672,32 @@ pub fn bench_cmd(a: &BenchArgs, policy: SchedulePolicy) -> std::process::ExitCod
             return ExitCode::from(2);
         }
     };
-    let tps = match (a.tps.is_empty(), a.same_device) {
-        (true, true) => vec![2, 4],
-        (true, false) => suite::per_device_tps(visible),
-        (false, _) => a.tps.clone(),
+    let own = match a
+        .kernel_files
+        .iter()
+        .map(|p| suite::UserKernel::read(p))
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
     };
+    let tps = match (a.tps.is_empty(), a.same_device, own.first()) {
+        (true, _, Some(k)) => vec![k.ir.tp()],
+        (true, true, None) => vec![2, 4],
+        (true, false, None) => suite::per_device_tps(visible),
+        (false, _, _) => a.tps.clone(),
+    };
+    if let Some(k) = own.iter().find(|k| tps.iter().any(|&t| t != k.ir.tp())) {
+        eprintln!(
+            "error: {} is written for TP {}; --tp cannot change a kernel file's TP",
+            k.origin,
+            k.ir.tp()
+        );
+        return ExitCode::from(2);
+    }
     if !a.same_device
         && let Some(e) = tps
             .iter()
@@ -646,6 +720,7 @@ pub fn bench_cmd(a: &BenchArgs, policy: SchedulePolicy) -> std::process::ExitCod
         seed: a.seed.unwrap_or(Workload::DEFAULT_SEED),
         commit: a.commit.clone().unwrap_or_else(|| "unknown".into()),
         policy,
+        own,
     };
     let report = match run_bench(&o) {
         Ok(r) => r,
@@ -659,7 +734,7 @@ pub fn bench_cmd(a: &BenchArgs, policy: SchedulePolicy) -> std::process::ExitCod
     let json = serde_json::to_string_pretty(&report.to_json()).expect("JSON serialises");
     for (p, text) in [(&a.json, json), (&a.md, md)] {
         if let Some(p) = p {
-            if let Err(e) = std::fs::write(p, text) {
+            if let Err(e) = crate::outputs::atomic_write(p, text.as_bytes()) {
                 eprintln!("error: writing {}: {e}", p.display());
                 return ExitCode::FAILURE;
             }
@@ -729,7 +804,7 @@ mod tests {
     #[test]
     fn the_chain_reference_feeds_the_gemv_partial_to_the_allreduce() {
         let built = build(
-            BenchCase::Chain,
+            &BenchCase::Chain,
             2,
             Arch::Sm90,
             false,
@@ -750,13 +825,64 @@ mod tests {
         assert_eq!(data.reference.len(), 2);
     }
 
+    wavefuse::kernel! {
+        fn add_then(n: usize) {
+            in x: f16[1, n];
+            in r: f16[1, n];
+            out h: f16[1, n];
+            h = round_f16(x + r);
+        }
+        fn then_mul(n: usize) {
+            in h: f16[1, n];
+            in s: f16[1, n];
+            out y: f16[1, n];
+            y = round_f16(h * s);
+        }
+        fn both(n: usize) {
+            in x: f16[1, n];
+            in r: f16[1, n];
+            in s: f16[1, n];
+            out y: f16[1, n];
+            y = round_f16(round_f16(x + r) * s);
+        }
+    }
+
+    /// `--kernel-file a --kernel-file b`: `b`'s input `h` reads `a`'s output `h`; the chain's
+    /// reference equals the one kernel computing both (evaluated on the same inputs); a kernel
+    /// file at another TP is refused.
+    #[test]
+    fn a_chain_of_ones_own_kernels_feeds_outputs_to_inputs_by_name() {
+        let own = |k: Kernel| crate::suite::UserKernel::new(k, "test").unwrap();
+        let case = BenchCase::Own(std::sync::Arc::new(vec![
+            own(add_then(1024)),
+            own(then_mul(1024)),
+        ]));
+        assert_eq!(case.name(), "add_then + then_mul");
+        let built = build(&case, 1, Arch::Sm90, true, &SchedulePolicy::default()).unwrap();
+        let data = case_data(&built, 3).unwrap();
+        let fused = both(1024);
+        let mut inputs = RankInputs::new();
+        for (name, (i, from)) in [("x", (0, "x")), ("r", (0, "r")), ("s", (1, "s"))] {
+            let b = built[i].ir.buffer_by_name(from).unwrap();
+            inputs.insert(
+                fused.buffer_by_name(name).unwrap(),
+                data.inputs[i][0][&b].clone(),
+            );
+        }
+        let want = evaluate(&fused, &[inputs]).unwrap();
+        let y = |k: &Kernel| k.buffer_by_name("y").unwrap();
+        assert_eq!(data.reference[0][&y(&built[1].ir)], want[0][&y(&fused)]);
+        let e = case.kernels(2).unwrap_err();
+        assert!(e.contains("written for TP 1, not 2"), "{e}");
+    }
+
     #[test]
     fn same_device_kernels_are_lowered_for_every_rank_on_one_gpu() {
         // One rank per GPU, the fused kernel keeps its K split (its grid alone fills a GPU); all
         // four ranks on one GPU must fit co-resident together, as in the suite (§5.9).
         let fused = |same| {
             build(
-                BenchCase::Fused,
+                &BenchCase::Fused,
                 4,
                 Arch::Sm90,
                 same,
@@ -770,7 +896,7 @@ mod tests {
         assert!(crate::policy::fits_coresident(same_device, Arch::Sm90, 4));
         assert!(same_device.grid < per_device.grid);
         for case in BenchCase::ALL {
-            for b in build(case, 4, Arch::Sm90, true, &SchedulePolicy::default()).unwrap() {
+            for b in build(&case, 4, Arch::Sm90, true, &SchedulePolicy::default()).unwrap() {
                 assert!(
                     crate::policy::fits_coresident(&b.lowered, Arch::Sm90, 4),
                     "{}",
