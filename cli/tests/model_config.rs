@@ -95,6 +95,53 @@ fn emit_at_a_models_config_is_the_pipelines_kernel_on_both_targets() {
     );
 }
 
+/// A GPTQ checkpoint's config sets the set's weight layout: `emit` at a config whose
+/// `quantization_config` says groups of 64, symmetric, prints the kernel in that layout, and its
+/// CUDA is the pipeline's for it.
+#[test]
+fn a_checkpoints_quantization_config_sets_the_weight_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config.json");
+    let quantised = LLAMA.replace(
+        "\"num_hidden_layers\": 22}",
+        "\"num_hidden_layers\": 22, \"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 64, \"sym\": true}}",
+    );
+    std::fs::write(&cfg, quantised).unwrap();
+    let cfg = cfg.to_str().unwrap();
+    let o = wavefuse(&[
+        "emit",
+        "gemv_int4",
+        "--tp",
+        "2",
+        "--model-config",
+        cfg,
+        "--ir",
+    ]);
+    let ir = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(ir.contains("gptq<group=64, zero=sym"), "{ir}");
+    let o = wavefuse(&[
+        "emit",
+        "gemv_int4",
+        "--tp",
+        "2",
+        "--model-config",
+        cfg,
+        "--target",
+        "sm90",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let shape = model_shapes(Some(std::path::Path::new(cfg)), &[2]).unwrap();
+    let g = suite::generate(
+        &CaseSpec::of(KernelId::GemvInt4, 2, 1, shape),
+        Arch::Sm90,
+        &SchedulePolicy::default(),
+        Placement::PerDevice,
+    )
+    .unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), g.source.text);
+}
+
 #[test]
 fn bad_model_configs_are_errors_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();

@@ -12,13 +12,98 @@
 use std::path::Path;
 
 use serde_json::Value;
+use wavefuse::ir::{GptqLayout, GroupSize, ZeroPoint};
 use wavefuse_kernels::shapes::Model;
 
-/// The model of the `config.json` at `path`; the error names the file and the field.
+/// The model of the `config.json` at `path`; the error names the file and the field. Its GPTQ
+/// layout is the `quantization_config` object of the file (transformers, optimum) and/or a
+/// `quantize_config.json` beside it (AutoGPTQ, GPTQModel), which must agree; the default layout
+/// (groups of 128, v1 zero points) without either.
 pub fn read(path: &Path) -> Result<Model, String> {
     let text =
         std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-    parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    let mut m = parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let beside = path.with_file_name("quantize_config.json");
+    if beside.is_file() && beside != path {
+        let q = std::fs::read_to_string(&beside)
+            .map_err(|e| format!("reading {}: {e}", beside.display()))?;
+        let obj: Value =
+            serde_json::from_str(&q).map_err(|e| format!("{}: not JSON: {e}", beside.display()))?;
+        let Value::Object(obj) = obj else {
+            return Err(format!("{}: not a JSON object", beside.display()));
+        };
+        let layout = gptq_layout(&obj).map_err(|e| format!("{}: {e}", beside.display()))?;
+        if has_quantization_config(&text) && layout != m.gptq {
+            return Err(format!(
+                "{} and the quantization_config of {} disagree on the GPTQ layout ({layout:?} vs {:?})",
+                beside.display(),
+                path.display(),
+                m.gptq
+            ));
+        }
+        m.gptq = layout;
+    }
+    Ok(m)
+}
+
+fn has_quantization_config(text: &str) -> bool {
+    serde_json::from_str::<Value>(text)
+        .ok()
+        .and_then(|v| v.get("quantization_config").cloned())
+        .is_some_and(|q| q.is_object())
+}
+
+/// A GPTQ layout from a quantisation config object (`bits`, `group_size`, `sym`, `desc_act`,
+/// `checkpoint_format`, `quant_method`); absent fields take the default layout's values.
+fn gptq_layout(q: &serde_json::Map<String, Value>) -> Result<GptqLayout, String> {
+    let mut l = Model::QWEN27B.gptq;
+    if let Some(m) = q.get("quant_method").and_then(Value::as_str)
+        && m != "gptq"
+    {
+        return Err(format!(
+            "quant_method = \"{m}\": the kernel set's weights are GPTQ"
+        ));
+    }
+    match q.get("bits") {
+        None | Some(Value::Null) => {}
+        Some(v) if v.as_i64() == Some(4) => {}
+        Some(v) => {
+            return Err(format!(
+                "bits = {v}: the kernel set's GPTQ kernels are INT4 (bits = 4)"
+            ));
+        }
+    }
+    match q.get("group_size") {
+        None | Some(Value::Null) => {}
+        Some(v) => {
+            l.group = match v.as_i64() {
+                Some(-1) => GroupSize::PerChannel,
+                Some(g @ (32 | 64 | 128)) => GroupSize::Rows(g as u32),
+                _ => {
+                    return Err(format!(
+                        "group_size = {v}: use 32, 64, 128 or -1 (per channel)"
+                    ));
+                }
+            }
+        }
+    }
+    let flag = |key: &str| match q.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(v) => Err(format!("{key} = {v}, not true or false")),
+    };
+    let v2 = match q.get("checkpoint_format").and_then(Value::as_str) {
+        None | Some("gptq") => false,
+        Some("gptq_v2") => true,
+        Some(f) => return Err(format!("checkpoint_format = \"{f}\": use gptq or gptq_v2")),
+    };
+    l.zero = match (flag("sym")?, v2) {
+        (Some(true), _) => ZeroPoint::Symmetric,
+        (_, true) => ZeroPoint::V2,
+        _ => ZeroPoint::V1,
+    };
+    l.act_order = flag("desc_act")?.unwrap_or(false);
+    Ok(l)
 }
 
 /// The model of a `config.json` text.
@@ -67,6 +152,16 @@ pub fn parse(text: &str) -> Result<Model, String> {
             .filter(|e| e.is_finite() && *e > 0.0)
             .ok_or_else(|| format!("`rms_norm_eps` is {v}, not a positive number"))?,
     };
+    let gptq = match root
+        .get("quantization_config")
+        .or_else(|| cfg.get("quantization_config"))
+    {
+        None | Some(Value::Null) => Model::QWEN27B.gptq,
+        Some(Value::Object(q)) => {
+            gptq_layout(q).map_err(|e| format!("quantization_config: {e}"))?
+        }
+        Some(v) => return Err(format!("`quantization_config` is {v}, not an object")),
+    };
     Ok(Model {
         hidden,
         ffn,
@@ -74,6 +169,7 @@ pub fn parse(text: &str) -> Result<Model, String> {
         kv: kv_heads * head_dim,
         head_dim,
         rms_eps,
+        gptq,
     })
 }
 
@@ -113,6 +209,61 @@ mod tests {
         // 5632 / 4 = 1408 = 11 groups of 128: fine; / 8 = 704: not whole groups.
         let e = m.check(8, 128).unwrap_err();
         assert!(e.contains("intermediate_size / TP = 704"), "{e}");
+    }
+
+    /// A GPTQ checkpoint's config: the layout from `quantization_config` (transformers) and from
+    /// a `quantize_config.json` beside it (AutoGPTQ), which must agree; names say the layout.
+    #[test]
+    fn a_gptq_checkpoints_quantization_config_is_the_layout() {
+        let llama = r#""hidden_size": 2048, "intermediate_size": 5632, "num_attention_heads": 32"#;
+        let m = parse(&format!(
+            r#"{{{llama}, "quantization_config": {{"quant_method": "gptq", "bits": 4,
+                "group_size": 64, "sym": true, "desc_act": false}}}}"#
+        ))
+        .unwrap();
+        assert_eq!(
+            m.gptq,
+            GptqLayout::new(GroupSize::Rows(64), ZeroPoint::Symmetric)
+        );
+        assert_eq!(m.name(), "h2048-f5632-q2048-kv2048-d64-g64-sym");
+        let v2 = parse(&format!(
+            r#"{{{llama}, "quantization_config": {{"bits": 4, "group_size": -1, "sym": false,
+                "checkpoint_format": "gptq_v2"}}}}"#
+        ))
+        .unwrap();
+        assert_eq!(
+            v2.gptq,
+            GptqLayout::new(GroupSize::PerChannel, ZeroPoint::V2)
+        );
+        for (q, says) in [
+            (r#"{"bits": 8}"#, "bits = 8"),
+            (r#"{"group_size": 100}"#, "group_size = 100"),
+            (r#"{"quant_method": "awq"}"#, "quant_method = \"awq\""),
+            (r#"{"sym": "yes"}"#, "sym = \"yes\""),
+        ] {
+            let e = parse(&format!(r#"{{{llama}, "quantization_config": {q}}}"#)).unwrap_err();
+            assert!(
+                e.contains(says) && e.contains("quantization_config"),
+                "{q}: {e}"
+            );
+        }
+        // quantize_config.json beside config.json: read, and checked against the inline one.
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("config.json");
+        std::fs::write(&cfg, format!("{{{llama}}}")).unwrap();
+        std::fs::write(
+            dir.path().join("quantize_config.json"),
+            r#"{"bits": 4, "group_size": 32}"#,
+        )
+        .unwrap();
+        assert_eq!(read(&cfg).unwrap().gptq.group, GroupSize::Rows(32));
+        std::fs::write(
+            &cfg,
+            format!(r#"{{{llama}, "quantization_config": {{"bits": 4, "group_size": 128}}}}"#),
+        )
+        .unwrap();
+        let e = read(&cfg).unwrap_err();
+        assert!(e.contains("disagree"), "{e}");
     }
 
     #[test]

@@ -441,7 +441,11 @@ pub fn op_kernel(c: &CaseSpec) -> Result<Option<Kernel>, String> {
     };
     let kernel = match c.shape {
         ShapeKind::Model => id.build(&s),
-        ShapeKind::Of(model) => id.build(&Shapes { model, ..s }),
+        ShapeKind::Of(model) => id.build(&Shapes {
+            model,
+            gptq: model.gptq,
+            ..s
+        }),
         ShapeKind::Small => small_kernel(id, &s, &SmallShapes::DEFAULT)?,
         odd => {
             if odd == ShapeKind::OddK {
@@ -2017,6 +2021,7 @@ mod tests {
             kv: 256,
             head_dim: 64,
             rms_eps: 1e-5,
+            gptq: Model::QWEN27B.gptq,
         };
         let of = ShapeKind::Of(m);
         assert_eq!(cases_at(true, &KernelId::ALL, &[1, 2], of).len(), 8 * 2);

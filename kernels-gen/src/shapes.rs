@@ -36,6 +36,9 @@ pub struct Model {
     pub head_dim: usize,
     /// RMSNorm epsilon.
     pub rms_eps: f64,
+    /// The GPTQ layout of its quantised projections (a checkpoint's quantisation config; the
+    /// default: groups of 128 rows, v1 zero points, FP16 scales, no act-order).
+    pub gptq: GptqLayout,
 }
 
 impl PartialEq for Model {
@@ -61,9 +64,15 @@ impl Model {
         kv: KV,
         head_dim: HEAD_DIM,
         rms_eps: RMS_EPS,
+        gptq: GptqLayout {
+            group: GroupSize::Rows(128),
+            scale: wavefuse::ir::ScalarType::F16,
+            zero: ZeroPoint::V1,
+            act_order: false,
+        },
     };
 
-    fn key(&self) -> (usize, usize, usize, usize, usize, u64) {
+    fn key(&self) -> (usize, usize, usize, usize, usize, u64, String) {
         let m = self;
         (
             m.hidden,
@@ -72,7 +81,32 @@ impl Model {
             m.kv,
             m.head_dim,
             m.rms_eps.to_bits(),
+            format!("{:?}", m.gptq),
         )
+    }
+
+    /// The shape-set name's suffix for a GPTQ layout other than the default: `-g64`, `-gpc`
+    /// (per-channel), `-sym`, `-v2`, `-act`.
+    fn layout_suffix(&self) -> String {
+        let (l, d) = (self.gptq, Model::QWEN27B.gptq);
+        let mut s = String::new();
+        match l.group {
+            g if g == d.group => {}
+            GroupSize::Rows(r) => s.push_str(&format!("-g{r}")),
+            GroupSize::PerChannel => s.push_str("-gpc"),
+        }
+        match l.zero {
+            ZeroPoint::V1 => {}
+            ZeroPoint::V2 => s.push_str("-v2"),
+            ZeroPoint::Symmetric => s.push_str("-sym"),
+        }
+        if l.act_order {
+            s.push_str("-act");
+        }
+        if l.scale != d.scale {
+            s.push_str(&format!("-s{}", l.scale));
+        }
+        s
     }
 
     /// A name for shape sets, reports and the tuned store: `qwen27b` for the default, else the
@@ -82,9 +116,24 @@ impl Model {
             return "qwen27b".into();
         }
         format!(
-            "h{}-f{}-q{}-kv{}-d{}",
-            self.hidden, self.ffn, self.q_gate, self.kv, self.head_dim
+            "h{}-f{}-q{}-kv{}-d{}{}",
+            self.hidden,
+            self.ffn,
+            self.q_gate,
+            self.kv,
+            self.head_dim,
+            self.layout_suffix()
         )
+    }
+
+    /// [`Model::check`] with the model's own GPTQ group (per-channel groups need no more than
+    /// whole 8-row words).
+    pub fn check_tp(&self, tp: u32) -> Result<(), String> {
+        let group = match self.gptq.group {
+            GroupSize::Rows(r) => r as usize,
+            GroupSize::PerChannel => 8,
+        };
+        self.check(tp, group)
     }
 
     /// Whether the kernel set can be built at TP `tp` with GPTQ groups of `group` rows: every
@@ -154,12 +203,12 @@ impl Shapes {
         Shapes::of(Model::QWEN27B, tp)
     }
 
-    /// `model` at TP `tp`, batch 1, GPTQ group 128 with v1 zero points.
+    /// `model` at TP `tp`, batch 1, in the model's GPTQ layout.
     pub fn of(model: Model, tp: u32) -> Self {
         Shapes {
             tp,
             batch: 1,
-            gptq: GptqLayout::new(GroupSize::Rows(128), ZeroPoint::V1),
+            gptq: model.gptq,
             model,
         }
     }

@@ -32,7 +32,7 @@ fn main() -> ExitCode {
         return usage("name the directory to write the kernels into");
     };
     let model = own_kernels::model();
-    if let Err(e) = model.check(tp, 128) {
+    if let Err(e) = model.check_tp(tp) {
         eprintln!("error: config.json at TP {tp}: {e}");
         return ExitCode::from(2);
     }

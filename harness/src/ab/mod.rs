@@ -445,7 +445,7 @@ pub fn model_shapes(config: Option<&std::path::Path>, tps: &[u32]) -> Result<Sha
     };
     let m = crate::model_config::read(path)?;
     for &tp in tps {
-        m.check(tp, 128)
+        m.check_tp(tp)
             .map_err(|e| format!("{} at TP {tp}: {e}", path.display()))?;
     }
     Ok(if m == crate::shapes::Model::QWEN27B {
