@@ -359,3 +359,43 @@ fn stage_value_used_after_the_barrier_is_refused() {
         }
     }
 }
+
+/// Every synchronisation statement of the new kernels' HIP, the stage barrier's included, is
+/// preceded by the DESIGN.md §5 invariant it upholds (as `hip.rs` checks for the kernel set).
+#[test]
+fn stage_kernels_carry_invariant_comments_gfx906() {
+    for name in ["gate_up_down", "ffn_block"] {
+        let ir = full(name);
+        let (_, s) = fit_coresident(
+            &ir,
+            Arch::Gfx906,
+            Schedule::default_for(Arch::Gfx906, &ir),
+            1,
+        )
+        .expect("fits");
+        let g = compile(&ir, Arch::Gfx906, &s).expect("generates");
+        let lines: Vec<&str> = g.source.text.lines().map(str::trim).collect();
+        let mut syncs = 0;
+        for (i, l) in lines.iter().enumerate() {
+            let sync = l.starts_with("__syncthreads()")
+                || (l.starts_with("__hip_atomic") && !l.contains("timed out"))
+                || l.contains("= __hip_atomic")
+                || l.starts_with("__builtin_amdgcn_fence")
+                || l.starts_with("{ // wait site");
+            if sync {
+                syncs += 1;
+                assert!(
+                    lines[i - 1].starts_with("// §5."),
+                    "{name}: `{l}` without an invariant comment"
+                );
+            }
+        }
+        assert!(
+            g.source
+                .text
+                .contains("grid barrier between GEMV stages 1 and 2"),
+            "{name}"
+        );
+        assert!(syncs > 0, "{name}");
+    }
+}

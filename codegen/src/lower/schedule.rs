@@ -617,9 +617,6 @@ fn gemv_ks(kernel: &Kernel) -> impl Iterator<Item = usize> + '_ {
 /// The largest K that divides every GEMV's K: the parts of one `k_split` must divide every
 /// GEMV stage's K units (one schedule serves all stages, `stages.rs`).
 fn common_k(kernel: &Kernel) -> Option<usize> {
-    fn gcd(a: usize, b: usize) -> usize {
-        if b == 0 { a } else { gcd(b, a % b) }
-    }
     gemv_ks(kernel).reduce(gcd)
 }
 
@@ -652,18 +649,28 @@ fn gemv_count(kernel: &Kernel) -> usize {
         .count()
 }
 
-/// K words (8 rows each) in one GPTQ group of the kernel's GEMV: the default work unit.
+/// K words (8 rows each) in one GPTQ group of the kernel's GEMV: the default work unit. With
+/// several GEMV stages, the largest that divides every GEMV's group (per-channel groups differ
+/// with K).
 fn gptq_group_words(kernel: &Kernel) -> Option<u32> {
-    kernel.ops().find_map(|(_, op)| match &op.kind {
-        OpKind::Gemv(g) => match &kernel.buffer(g.weight)?.ty {
-            BufferType::Weight(w) => match w.format {
-                WeightFormat::Gptq(l) => u32::try_from(l.group.rows(w.k) / 8).ok(),
-                _ => None,
+    kernel
+        .ops()
+        .filter_map(|(_, op)| match &op.kind {
+            OpKind::Gemv(g) => match &kernel.buffer(g.weight)?.ty {
+                BufferType::Weight(w) => match w.format {
+                    WeightFormat::Gptq(l) => Some(l.group.rows(w.k) / 8),
+                    _ => None,
+                },
+                BufferType::Tensor(_) => None,
             },
-            BufferType::Tensor(_) => None,
-        },
-        _ => None,
-    })
+            _ => None,
+        })
+        .reduce(gcd)
+        .and_then(|w| u32::try_from(w).ok())
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 fn int8_block(kernel: &Kernel) -> Option<usize> {
