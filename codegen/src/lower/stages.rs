@@ -334,14 +334,12 @@ pub(super) fn lower_stages(
 /// The grid barrier after stage `i`'s store of the next stage's activation.
 fn boundary(l: &mut Lowering<'_>, i: usize, body: &mut Vec<Stmt>) {
     body.push(comment(format!(
-        "grid barrier between GEMV stages {} and {}: the activation of stage {} is in global scratch (§5.2: never LDS); \
+        "grid barrier between GEMV stages {a} and {b}: stage {a} stored stage {b}'s activation in global scratch (§5.2: never LDS); \
          the elected arrival after a workgroup barrier (§5.1) releases every lane's stores of it, the bounded (§5.10) \
-         acquire wait for this launch's generation of the never-reset counter (§5.4) orders stage {}'s loads after all \
-         of them; the whole grid is co-resident (§5.9)",
-        i + 1,
-        i + 2,
-        i + 2,
-        i + 2
+         acquire wait for this launch's generation of the never-reset counter (§5.4) and the workgroup barrier after it \
+         order every lane's loads of it in stage {b} after all of them; the whole grid is co-resident (§5.9)",
+        a = i + 1,
+        b = i + 2,
     )));
     l.grid_barrier(body);
 }
@@ -367,7 +365,13 @@ fn guarded(i: usize, g: usize, grid: usize, body: Vec<Stmt>) -> Vec<Stmt> {
     };
     for st in body {
         if matches!(st, Stmt::GridBarrier { .. }) {
+            // The barrier's own comment goes with it, outside the guard.
+            let said = match run.last() {
+                Some(Stmt::Comment(_)) => run.pop(),
+                _ => None,
+            };
             flush(&mut run, &mut out);
+            out.extend(said);
             out.push(st);
         } else {
             run.push(st);
