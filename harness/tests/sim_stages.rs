@@ -37,6 +37,7 @@ fn fixture(name: &str, map: &[(usize, usize)]) -> Kernel {
     let text = match name {
         "gate_up_down" => include_str!("../../codegen/tests/fixtures/gate_up_down.wfir"),
         "ffn_block" => include_str!("../../codegen/tests/fixtures/ffn_block.wfir"),
+        "o_proj_qkv" => include_str!("../../codegen/tests/fixtures/o_proj_qkv.wfir"),
         other => panic!("no fixture {other}"),
     };
     let k = parse(text).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -86,6 +87,20 @@ fn ffn_block_matches_the_oracle() {
     }
 }
 
+/// A GEMV stage after a grid stage: the O projection's allreduce, residual and RMSNorm (barrier
+/// 0), the normalised activation stored to scratch inside the normalise stage, the stage
+/// barrier (barrier 1), the next projection.
+#[test]
+fn gemv_stage_after_a_norm_matches_the_oracle() {
+    for arch in [Arch::Gfx906, Arch::Sm90] {
+        let ir = fixture("o_proj_qkv", &[(1536, 128), (5120, 256), (3072, 64)]);
+        let s = small_schedule(arch, &ir);
+        let p = prepared(ir, arch, &s);
+        assert_eq!(p.lowered.barriers_per_launch, 2, "{arch}");
+        clean(&p, &format!("o_proj_qkv@{arch}"));
+    }
+}
+
 /// The FFN block at TP 2 and batch 3 (pull allreduce) and at TP 4 and batch 2 with the push
 /// allreduce and no LDS staging of the activations, on each target.
 #[test]
@@ -115,7 +130,8 @@ fn ffn_block_variants_match_the_oracle() {
 
 /// The real-shape kernels (TP 1 and TP 4 FFN) with each target's default schedule.
 fn full(name: &str) -> Kernel {
-    fixture(name, &[(5120, 5120), (17408, 17408), (4352, 4352)])
+    let same = [5120, 17408, 4352, 1536, 3072].map(|d| (d, d));
+    fixture(name, &same)
 }
 
 // ---- the grid barrier between the stages, one step of it removed or weakened at a time ----
@@ -302,7 +318,7 @@ fn compiles(arch: Arch) {
         return;
     }
     let scratch = toolchain::scratch_dir("stages").expect("temp dir");
-    for name in ["gate_up_down", "ffn_block"] {
+    for name in ["gate_up_down", "ffn_block", "o_proj_qkv"] {
         let ir = full(name);
         // The schedule policy's default with its co-residency fit (one rank per device).
         let (_, s) = fit_coresident(&ir, arch, Schedule::default_for(arch, &ir), 1)

@@ -96,7 +96,10 @@ pub enum AllreduceProtocol {
 ///
 /// Each workgroup owns a *tile* of `columns_per_workgroup` consecutive output columns (of the
 /// GEMV's N, or of the allreduced vector's features) for every batch row; the grid is
-/// `ceil(N / columns_per_workgroup)` workgroups.
+/// `ceil(N / columns_per_workgroup)` workgroups. A kernel of several GEMV stages (`stages.rs`)
+/// has one schedule for all of them: each stage tiles its own N with it, and the grid is the
+/// largest stage's (the defaults take `k_split` and the work unit from what every GEMV's K and
+/// group allow).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Schedule {
