@@ -55,7 +55,11 @@ fn prepared(ir: Kernel, arch: Arch, s: &Schedule) -> Prepared {
 }
 
 fn clean(p: &Prepared, what: &str) -> Sweep {
-    let r = sweep(p, SEED, 0, SCHEDULES, |_, _| {}).expect("simulates");
+    clean_n(p, what, SCHEDULES)
+}
+
+fn clean_n(p: &Prepared, what: &str, schedules: u64) -> Sweep {
+    let r = sweep(p, SEED, 0, schedules, |_, _| {}).expect("simulates");
     let text = summary(p, &r);
     eprintln!("{what}: {}", text.lines().next().unwrap_or(""));
     assert!(r.findings.is_empty() && r.failing == 0, "{what}:\n{text}");
@@ -121,9 +125,11 @@ fn ffn_block_variants_match_the_oracle() {
             .with_overrides(overrides)
             .expect("overrides parse");
         let p = prepared(ir, arch, &s);
-        clean(
+        // Half the schedules of the main runs: four variants.
+        clean_n(
             &p,
             &format!("ffn_block@{arch} tp {tp} batch {batch} [{overrides}]"),
+            SCHEDULES / 2,
         );
     }
 }
