@@ -1,7 +1,8 @@
 //! Several GEMV stages in one kernel (`codegen/src/lower/stages.rs`): the text fixtures
 //! `codegen/tests/fixtures/gate_up_down.wfir` (TP 1: gate/up + silu·mul → grid barrier → down
 //! GEMV) and `ffn_block.wfir` (TP 4: pre-norm prologue → gate/up → silu·mul → grid barrier →
-//! down GEMV → allreduce → residual → RMSNorm), shrunk to small shapes, lowered for gfx906 and
+//! down GEMV → allreduce → residual → RMSNorm) — plus `o_proj_qkv.wfir` (a GEMV stage after an
+//! allreduce + RMSNorm stage) and a chain of three FP16 GEMV stages —, shrunk to small shapes, lowered for gfx906 and
 //! sm_90 and run in the protocol simulator over seeded schedules against the f64 reference
 //! (`wavefuse_ir::reference::evaluate`, through `sim::sweep`: three back-to-back launches on the
 //! same counters, rank and workgroup skew, outputs poisoned). Each step of the grid barrier
@@ -13,7 +14,8 @@
 //! value written to the scratch —, the down GEMV's partial, the residual stream, the outputs);
 //! what is left is f32-vs-f64 accumulation flipping an occasional FP16 rounding by one ulp
 //! (2⁻¹¹ relative), and a flipped rounding of the activation moves the down GEMV's sum by far
-//! less than 1e-3 in L2. Largest seen: 5.5e-5 (gate_up_down on sm_90), 4.3e-5 (ffn_block, TP 4, batch 2). A
+//! less than 1e-3 in L2. Largest seen: 5.5e-5 (gate_up_down on sm_90), 4.3e-5 (ffn_block, TP 4,
+//! batch 2), 1.9e-4 (three FP16 GEMV stages, three roundings compounding). A
 //! missing or stale activation is off by whole values.
 
 mod support;
@@ -374,6 +376,41 @@ fn stage_kernels_compile_with_hipcc_gfx906() {
 #[test]
 fn stage_kernels_compile_with_nvcc_sm90() {
     compiles(Arch::Sm90);
+}
+
+/// Three GEMV stages (each activation computed from the previous GEMV): two stage barriers,
+/// two scratch activations, three stage grids of different sizes (FP16 weights, one wave per
+/// column).
+#[test]
+fn three_gemv_stages_match_the_oracle() {
+    let text = "kernel chain(tp=1) {
+    buf0 = input x : f16[2, 64] replicated @global index=local
+    buf1 = input w1 : f16_nk[k=64, n=256] replicated @global index=local
+    buf2 = input w2 : f16_nk[k=256, n=64] replicated @global index=local
+    buf3 = input w3 : f16_nk[k=64, n=128] replicated @global index=local
+    buf4 = output y : f16[2, 128] replicated @global index=local
+    v0 = load buf0
+    v1 = gemv.rep buf1, v0
+    v2 = silu v1
+    v3 = round_f16 v2
+    v4 = gemv.rep buf2, v3
+    v5 = round_f16 v4
+    v6 = gemv.rep buf3, v5
+    v7 = round_f16 v6
+    store v7, buf4
+}";
+    let ir = parse(text).expect("parses");
+    for arch in [Arch::Gfx906, Arch::Sm90] {
+        let s = small_schedule(arch, &ir);
+        let p = prepared(ir.clone(), arch, &s);
+        assert_eq!(p.lowered.barriers_per_launch, 2, "{arch}");
+        let names: Vec<&str> = p.lowered.params.values().map(|d| d.name.as_str()).collect();
+        assert!(
+            names.contains(&"stage1_act") && names.contains(&"stage2_act"),
+            "{arch}: {names:?}"
+        );
+        clean_n(&p, &format!("chain@{arch}"), SCHEDULES / 2);
+    }
 }
 
 /// Only the next GEMV's activation crosses the stage barrier: an earlier stage's other value
