@@ -40,6 +40,7 @@ fn fixture(name: &str, map: &[(usize, usize)]) -> Kernel {
         "gate_up_down" => include_str!("../../codegen/tests/fixtures/gate_up_down.wfir"),
         "ffn_block" => include_str!("../../codegen/tests/fixtures/ffn_block.wfir"),
         "o_proj_qkv" => include_str!("../../codegen/tests/fixtures/o_proj_qkv.wfir"),
+        "decoder_layer" => include_str!("../../codegen/tests/fixtures/decoder_layer.wfir"),
         other => panic!("no fixture {other}"),
     };
     let k = parse(text).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -326,11 +327,23 @@ fn compiles(arch: Arch) {
         return;
     }
     let scratch = toolchain::scratch_dir("stages").expect("temp dir");
-    for name in ["gate_up_down", "ffn_block", "o_proj_qkv"] {
+    for name in ["gate_up_down", "ffn_block", "o_proj_qkv", "decoder_layer"] {
         let ir = full(name);
         // The schedule policy's default with its co-residency fit (one rank per device).
-        let (_, s) = fit_coresident(&ir, arch, Schedule::default_for(arch, &ir), 1)
-            .unwrap_or_else(|e| panic!("{name}@{arch}: {e}"));
+        let fit = fit_coresident(&ir, arch, Schedule::default_for(arch, &ir), 1);
+        if name == "decoder_layer" && arch == Arch::Gfx906 {
+            // Known gap: the stages do not share LDS (the kernel declares the sum, 38 KB here),
+            // so one workgroup per CU: 60 < 80 workgroups. Refused at compile time (§5.9).
+            match fit {
+                Err(LowerError::NotCoResident(e)) => eprintln!("{name}@{arch}: refused: {e}"),
+                other => panic!(
+                    "{name}@{arch}: expected NotCoResident, got {:?}",
+                    other.map(|f| f.1)
+                ),
+            }
+            continue;
+        }
+        let (_, s) = fit.unwrap_or_else(|e| panic!("{name}@{arch}: {e}"));
         let g = compile(&ir, arch, &s).unwrap_or_else(|e| panic!("{name}@{arch}: {e}"));
         let r = toolchain::compile(
             &g.source,
@@ -413,10 +426,10 @@ fn three_gemv_stages_match_the_oracle() {
     }
 }
 
-/// Only the next GEMV's activation crosses the stage barrier: an earlier stage's other value
-/// read after it is refused, naming the value and the rule.
+/// A value of an earlier stage other than the activation, read after the barrier (here a GEMV's
+/// result added to the next GEMV's), crosses in a scratch array of its own.
 #[test]
-fn stage_value_used_after_the_barrier_is_refused() {
+fn stage_value_used_after_the_barrier_crosses_in_scratch() {
     let text = "kernel leak(tp=1) {
     buf0 = input x : f16[1, 256] replicated @global index=local
     buf1 = input w1 : f16_nk[k=256, n=256] replicated @global index=local
@@ -430,19 +443,27 @@ fn stage_value_used_after_the_barrier_is_refused() {
     v5 = round_f16 v4
     store v5, buf3
 }";
-    let k = parse(text).expect("parses");
+    let ir = parse(text).expect("parses");
     for arch in [Arch::Gfx906, Arch::Sm90] {
-        match lower(&k, arch, &Schedule::default_for(arch, &k)) {
-            Err(LowerError::Unsupported(m)) => assert!(
-                m.contains("v1 (`gemv.rep`)")
-                    && m.contains("only that GEMV's activation is materialised"),
-                "{arch}: {m}"
-            ),
-            other => panic!(
-                "{arch}: expected Unsupported, got {:?}",
-                other.map(|k| k.grid)
-            ),
-        }
+        let s = small_schedule(arch, &ir);
+        let p = prepared(ir.clone(), arch, &s);
+        let names: Vec<&str> = p.lowered.params.values().map(|d| d.name.as_str()).collect();
+        assert!(names.contains(&"stage1_v1"), "{arch}: {names:?}");
+        clean_n(&p, &format!("leak@{arch}"), SCHEDULES / 2);
+    }
+}
+
+/// A whole decoder layer's projections in one launch per rank (`decoder_layer.wfir`, TP 4):
+/// three GEMV stages, the residual stream of stage 1 read in stage 3.
+#[test]
+fn decoder_layer_matches_the_oracle() {
+    for arch in [Arch::Gfx906, Arch::Sm90] {
+        let ir = fixture("decoder_layer", &[(1536, 128), (5120, 256), (4352, 128)]);
+        let s = small_schedule(arch, &ir);
+        let p = prepared(ir, arch, &s);
+        // The two norms' barriers and the two stage barriers.
+        assert_eq!(p.lowered.barriers_per_launch, 4, "{arch}");
+        clean_n(&p, &format!("decoder_layer@{arch}"), SCHEDULES / 2);
     }
 }
 

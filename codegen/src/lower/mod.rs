@@ -3,8 +3,9 @@
 //!
 //! # Passes
 //! 0. *Stages* (`stages.rs`): cut the kernel in front of every GEMV whose activation is computed
-//!    from GEMV or allreduce results into GEMV stages, the activation written once to global
-//!    scratch and read after a grid barrier; each stage is planned and lowered as below, into
+//!    from GEMV or allreduce results into GEMV stages, the activation (and any other value a
+//!    later stage reads) written once to global scratch and read after a grid barrier; each
+//!    stage is planned and lowered as below, into
 //!    one kernel (its grid the largest stage's; see that module for the barrier's §5 argument).
 //! 1. *Plan* (`plan.rs`): validate the op-level kernel (stage) and recognise its shape — at most
 //!    one group of GEMVs sharing an activation (a loaded input or a *prologue* computed from
@@ -125,9 +126,9 @@
 //! allreduce, more than one allreduce or norm per GEMV stage (plus at most one norm in a GEMV
 //! prologue), GEMVs with different activations or shapes in one stage (unless one's activation
 //! is computed from the other's results: then they are two stages), a norm or allreduce over
-//! a column slice, and ops that combine different column ranges. Between GEMV stages: a value
-//! of an earlier stage other than the materialised activation or a loaded input used by a later
-//! stage. GEMV activations computed in the kernel that are not a prologue nor a stage: depending
+//! a column slice, and ops that combine different column ranges. Between GEMV stages: a GEMV
+//! depending on GEMV results that do not lead to the next stage's activation. GEMV activations
+//! computed in the kernel that are not a prologue nor a stage: depending
 //! on `reduce` or INT8 (de)quantisation, with a slice inside, with K not a multiple of 8, a prologue value used by anything but the
 //! prologue and the GEMVs (a store of the activation, an epilogue reading it), and a prologue norm
 //! whose weight is not a loaded input. An activation that does not fit LDS is a

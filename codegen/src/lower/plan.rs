@@ -11,9 +11,9 @@
 //! cut into *GEMV stages* (`stages.rs`), each of this form, separated by grid barriers, the
 //! activation materialised once in global scratch between them; this module plans each stage.
 //! So the whole FFN block lowers as one kernel: pre-norm prologue, gate/up GEMVs, silu·mul,
-//! grid barrier, down GEMV, allreduce, residual add, RMSNorm. Refused there: a value of an
-//! earlier stage other than the activation (and loaded inputs) used by a later one, and a
-//! GEMV depending on GEMV results that do not lead to the next stage's activation.
+//! grid barrier, down GEMV, allreduce, residual add, RMSNorm (and a whole decoder layer's
+//! projections: other values a later stage reads cross in scratch too). Refused there: a GEMV
+//! depending on GEMV results that do not lead to the next stage's activation.
 //!
 //! The GEMVs' activation is either a loaded input or a *prologue* ([`ProloguePlan`]): a
 //! replicated `[B, K]` FP16 value computed from loaded inputs by loads, elementwise unary and

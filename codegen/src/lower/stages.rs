@@ -13,9 +13,10 @@
 //!    the ABI, the runtime and the simulator allocate it as any scratch). Stage 2 starts with
 //!    `load stage1_act` and holds every op that depends on `a` (its GEMV group, the allreduce,
 //!    residual and RMSNorm after it, their stores), plus copies of the loads they read that
-//!    stage 1 read too (the residual stream). A stage-2 op reading any other stage-1 value is
-//!    refused (only the activation is materialised). Stage 2 is cut again if it holds another
-//!    such GEMV.
+//!    stage 1 read too (the residual stream input). Any other stage-1 value a stage-2 op reads
+//!    (the residual stream after an attention allreduce, added again after the FFN) crosses the
+//!    barrier the same way, in a scratch array of its own (`stage1_v6`): stored once by stage 1,
+//!    loaded by stage 2. Stage 2 is cut again if it holds another such GEMV.
 //! 2. **Lower**. One schedule for all stages (its GEMV fields apply to every GEMV group); each
 //!    stage has its own column tiles and grid `ceil(N_s / C) · k_split`. The parameters of the
 //!    kernel's buffers are declared once, in the kernel's order, then the stage activations;
@@ -59,7 +60,8 @@ use crate::target::Arch;
 pub(super) struct Split {
     /// Everything that does not depend on the activation, plus its store to the scratch.
     pub first: Kernel,
-    /// The GEMV of the materialised activation and everything after it.
+    /// The GEMV of the materialised activation and everything after it (reading what crossed the
+    /// barrier from scratch).
     pub rest: Kernel,
 }
 
@@ -120,12 +122,13 @@ fn renamed(kind: &OpKind, map: &HashMap<Value, Value>) -> OpKind {
 }
 
 /// A builder with `kernel`'s buffers (role Output where `stores` has the buffer, else Input)
-/// and then the stage activation `act`.
+/// and then the scratch buffers `extra` (the stage activation, then the other values that cross
+/// the barrier).
 fn builder(
     kernel: &Kernel,
     stores: &HashSet<Buffer>,
-    act: &BufferDecl,
-) -> (Builder, HashMap<Buffer, Buffer>, Buffer) {
+    extra: &[BufferDecl],
+) -> (Builder, HashMap<Buffer, Buffer>, Vec<Buffer>) {
     let mut b = Builder::new(kernel.name(), kernel.tp());
     let mut bufs = HashMap::new();
     for (buf, d) in kernel.buffers() {
@@ -135,8 +138,32 @@ fn builder(
         };
         bufs.insert(buf, b.param(decl.space(d.space).index_space(d.index_space)));
     }
-    let a = b.param(act.clone());
-    (b, bufs, a)
+    let extra = extra.iter().map(|d| b.param(d.clone())).collect();
+    (b, bufs, extra)
+}
+
+/// The scratch buffer of value `v` (its per-rank type and distribution), as an output of the
+/// stage that writes it and an input of the one that reads it.
+fn scratch_decls(
+    info: &wavefuse_ir::KernelInfo,
+    tp: u32,
+    v: Value,
+    name: &str,
+) -> (BufferDecl, BufferDecl) {
+    let t = info.value_type(v);
+    let sharding = match t.dist {
+        Dist::Replicated => Sharding::Replicated,
+        Dist::Sharded => Sharding::ColumnParallel { tp },
+        Dist::Partial => Sharding::Partial { tp },
+    };
+    let ty = BufferType::Tensor(Tensor {
+        dtype: t.dtype,
+        shape: t.shape.clone(),
+    });
+    (
+        BufferDecl::output(name, ty.clone(), sharding),
+        BufferDecl::input(name, ty, sharding),
+    )
 }
 
 fn stored(kernel: &Kernel, ops: &[usize]) -> HashSet<Buffer> {
@@ -180,32 +207,50 @@ pub(super) fn split(kernel: &Kernel, name: &str) -> Result<Option<Split>, LowerE
             early.push(i);
         }
     }
-    let t = info.value_type(a);
-    let sharding = match t.dist {
-        Dist::Replicated => Sharding::Replicated,
-        Dist::Sharded => Sharding::ColumnParallel { tp: kernel.tp() },
-        Dist::Partial => Sharding::Partial { tp: kernel.tp() },
-    };
-    let ty = BufferType::Tensor(Tensor {
-        dtype: t.dtype,
-        shape: t.shape.clone(),
-    });
-    let out_decl = BufferDecl::output(name, ty.clone(), sharding);
-    let in_decl = BufferDecl::input(name, ty, sharding);
+    // Values of stage 1 other than the activation that stage 2 reads: each materialised in a
+    // scratch array of its own next to the activation (loaded inputs are loaded again instead).
+    let mut crossing = Vec::new();
+    for &i in &late {
+        for v in ops[i].1.kind.args() {
+            let def = kernel.value_def(v).expect("validated");
+            let load = matches!(kernel.op(def.op).expect("validated").kind, OpKind::Load(_));
+            if !late_values.contains(&v) && !load && !crossing.contains(&v) {
+                crossing.push(v);
+            }
+        }
+    }
+    let mut names = vec![name.to_owned()];
+    for v in &crossing {
+        names.push(fresh(
+            kernel,
+            &format!("{}_{v}", name.trim_end_matches("_act")),
+        ));
+    }
+    let values: Vec<Value> = std::iter::once(a).chain(crossing.iter().copied()).collect();
+    let (outs, ins): (Vec<_>, Vec<_>) = values
+        .iter()
+        .zip(&names)
+        .map(|(&v, n)| scratch_decls(&info, kernel.tp(), v, n))
+        .unzip();
 
-    // Stage 1: the ops before the cut, then the activation's store.
-    let (mut b1, bufs1, act1) = builder(kernel, &stored(kernel, &early), &out_decl);
+    // Stage 1: the ops before the cut, then the stores of what crosses the barrier.
+    let (mut b1, bufs1, scratch1) = builder(kernel, &stored(kernel, &early), &outs);
     let mut map = HashMap::new();
     for &i in &early {
         let op = ops[i].1;
         let results = b1.op(with_buffers(renamed(&op.kind, &map), &bufs1));
         map.extend(op.results.iter().copied().zip(results));
     }
-    b1.store(map[&a], act1);
+    for (v, &buf) in values.iter().zip(&scratch1) {
+        b1.store(map[v], buf);
+    }
 
-    // Stage 2: the activation loaded from the scratch, the loads stage 1 shares re-issued.
-    let (mut b2, bufs2, act2) = builder(kernel, &stored(kernel, &late), &in_decl);
-    let mut map2 = HashMap::from([(a, b2.load(act2))]);
+    // Stage 2: what crossed loaded from the scratch, the loads stage 1 shares re-issued.
+    let (mut b2, bufs2, scratch2) = builder(kernel, &stored(kernel, &late), &ins);
+    let mut map2 = HashMap::new();
+    for (&v, &buf) in values.iter().zip(&scratch2) {
+        map2.insert(v, b2.load(buf));
+    }
     for &i in &late {
         let op = ops[i].1;
         for v in op.kind.args() {
@@ -213,21 +258,11 @@ pub(super) fn split(kernel: &Kernel, name: &str) -> Result<Option<Split>, LowerE
                 continue;
             }
             let def = kernel.value_def(v).expect("validated");
-            match &kernel.op(def.op).expect("validated").kind {
-                OpKind::Load(l) => {
-                    let copy = b2.load(bufs2[&l.buffer]);
-                    map2.insert(v, copy);
-                }
-                other => {
-                    return unsupported(format!(
-                        "{v} (`{}`), computed before the grid barrier in front of the GEMV of {a}, is also used after it \
-                         by `{}`: only that GEMV's activation is materialised in global memory between the stages \
-                         (use the activation, or a loaded input, after the barrier)",
-                        other.mnemonic(),
-                        op.kind.mnemonic()
-                    ));
-                }
-            }
+            let OpKind::Load(l) = &kernel.op(def.op).expect("validated").kind else {
+                unreachable!("a stage-1 value read by stage 2 crosses in scratch")
+            };
+            let copy = b2.load(bufs2[&l.buffer]);
+            map2.insert(v, copy);
         }
         let results = b2.op(with_buffers(renamed(&op.kind, &map2), &bufs2));
         map2.extend(op.results.iter().copied().zip(results));
@@ -266,7 +301,12 @@ pub(super) fn stage_kernels(kernel: &Kernel) -> Result<Vec<Kernel>, LowerError> 
 
 /// `stage{i}_act`, with underscores added until no buffer of `kernel` has the name.
 fn scratch_name(kernel: &Kernel, i: usize) -> String {
-    let mut name = format!("stage{i}_act");
+    fresh(kernel, &format!("stage{i}_act"))
+}
+
+/// `base`, with underscores added until no buffer of `kernel` has the name.
+fn fresh(kernel: &Kernel, base: &str) -> String {
+    let mut name = base.to_owned();
     while kernel.buffer_by_name(&name).is_some() {
         name.push('_');
     }
