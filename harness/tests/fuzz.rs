@@ -30,7 +30,7 @@ const MIN_SIMULATED: f64 = 0.55;
 
 /// Features that must have simulated at least this often in the CI run (a generator change
 /// that stops producing one of them fails here instead of silently shrinking coverage).
-const MUST_SIMULATE: [(&str, u64); 12] = [
+const MUST_SIMULATE: [(&str, u64); 13] = [
     ("gemv.rep", 20),
     ("gemv.col", 50),
     ("gemv.row", 50),
@@ -43,6 +43,7 @@ const MUST_SIMULATE: [(&str, u64); 12] = [
     ("rmsnorm", 100),
     ("slice fan-out", 20),
     ("index=global", 30),
+    ("second GEMV stage", 8),
 ];
 
 fn print(r: &FuzzReport) {

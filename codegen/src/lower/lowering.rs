@@ -3,10 +3,12 @@
 use std::collections::HashMap;
 
 use wavefuse_ir::ops::Compression;
-use wavefuse_ir::{Buffer, BufferType, MemorySpace, Role, ScalarType, WeightFormat, ZeroPoint};
+use wavefuse_ir::{
+    Buffer, BufferType, Kernel, MemorySpace, Role, ScalarType, WeightFormat, ZeroPoint,
+};
 
 use crate::lowered::{
-    Access, Base, Expr, Lds, LoweredKernel, Param, ParamKind, Purpose, Reg, Special, Ty,
+    Access, Base, Expr, Lds, LoweredKernel, Param, ParamKind, Purpose, Reg, Special, Stmt, Ty,
 };
 use crate::target::Arch;
 
@@ -15,6 +17,7 @@ use super::plan::{Phase, Plan};
 use super::{LowerError, Schedule};
 
 /// The device arrays of one op-level buffer.
+#[derive(Clone)]
 pub(super) enum BufParams {
     /// A dense tensor (or FP16 `[N, K]` weight): one array.
     Dense(Param),
@@ -82,6 +85,21 @@ pub(super) struct Lowering<'a> {
     pub prologue_lds: Option<Lds>,
     /// The GEMV prologue norm's `1/rms` per batch row, in every lane.
     pub prologue_inv: Vec<Reg>,
+    /// The grid barriers' one monotonic counter (§5.4), declared at the first barrier; every
+    /// barrier of the launch (the RMSNorm's, those between GEMV stages) arrives on it.
+    pub grid_counter: Option<Param>,
+    /// Index of the next grid barrier of the launch (the epoch arithmetic of `expand_sync`).
+    pub next_barrier: u32,
+}
+
+/// What one GEMV stage's lowering hands to the next (`stages.rs`): the kernel built so far and
+/// the parameters every stage shares.
+pub(super) struct Carry {
+    pub k: LoweredKernel,
+    pub bufs: HashMap<Buffer, BufParams>,
+    pub rank: Option<Param>,
+    pub grid_counter: Option<Param>,
+    pub next_barrier: u32,
 }
 
 pub(super) fn ty_of(dtype: ScalarType, what: &str) -> Result<Ty, LowerError> {
@@ -112,13 +130,41 @@ impl<'a> Lowering<'a> {
         );
         k.stream_weights = s.stream_weights;
         k.byte_offsets = s.byte_offsets;
+        let carry = Carry {
+            k,
+            bufs: HashMap::new(),
+            rank: None,
+            grid_counter: None,
+            next_barrier: 0,
+        };
+        Self::resume(plan, arch, s, carry)
+    }
+
+    /// The lowering of a later GEMV stage (`stages.rs`), continuing the kernel in `carry`.
+    pub fn resume(
+        plan: Plan<'a>,
+        arch: Arch,
+        s: Schedule,
+        carry: Carry,
+    ) -> Result<Self, LowerError> {
+        s.check(arch)?;
+        let cols = s.columns_per_workgroup as usize;
+        let tiles = plan.n.div_ceil(cols);
+        let grid = tiles * s.k_split as usize;
+        let Carry {
+            mut k,
+            bufs,
+            rank,
+            grid_counter,
+            next_barrier,
+        } = carry;
         let tile0 = k.reg(Ty::U32, "tile0");
         Ok(Lowering {
             plan,
             arch,
             s,
             k,
-            bufs: HashMap::new(),
+            bufs,
             cols,
             grid,
             tiles,
@@ -127,12 +173,25 @@ impl<'a> Lowering<'a> {
             tile0,
             red: Vec::new(),
             t_red: 0,
-            rank: None,
+            rank,
             exchange: None,
             norm: None,
             prologue_lds: None,
             prologue_inv: Vec::new(),
+            grid_counter,
+            next_barrier,
         })
+    }
+
+    /// What the next GEMV stage continues from.
+    pub fn into_carry(self) -> Carry {
+        Carry {
+            k: self.k,
+            bufs: self.bufs,
+            rank: self.rank,
+            grid_counter: self.grid_counter,
+            next_barrier: self.next_barrier,
+        }
     }
 
     pub fn wg(&self) -> usize {
@@ -187,8 +246,29 @@ impl<'a> Lowering<'a> {
     /// Declare the parameters of the op-level buffers, in declaration order.
     pub fn declare_buffers(&mut self) -> Result<(), LowerError> {
         let kernel = self.plan.kernel;
+        self.declare_buffers_of(kernel, &|_, d| Some(d.role))
+    }
+
+    /// Declare the parameters of `kernel`'s buffers, in declaration order, with the role
+    /// `role(b, d)` gives (the whole kernel's, for a GEMV stage's kernel); `None` is a stage's
+    /// materialised activation (`stages.rs`): global scratch, written before and read after the
+    /// grid barrier of one launch (§5.2, §5.11).
+    pub fn declare_buffers_of(
+        &mut self,
+        kernel: &Kernel,
+        role: &dyn Fn(Buffer, &wavefuse_ir::BufferData) -> Option<Role>,
+    ) -> Result<(), LowerError> {
         for (b, d) in kernel.buffers() {
-            let access = if d.role == Role::Input {
+            let Some(role) = role(b, d) else {
+                let BufferType::Tensor(t) = d.local_type() else {
+                    unreachable!("a stage's activation is a tensor")
+                };
+                let elem = ty_of(t.dtype, &d.name)?;
+                let p = self.global_array(&d.name, elem, t.len(), Purpose::Scratch);
+                self.bufs.insert(b, BufParams::Dense(p));
+                continue;
+            };
+            let access = if role == Role::Input {
                 Access::Read
             } else {
                 Access::Write
@@ -266,9 +346,16 @@ impl<'a> Lowering<'a> {
         self.k.param(name, kind)
     }
 
-    /// Build the whole body.
+    /// Build the whole kernel.
     pub fn run(mut self) -> Result<LoweredKernel, LowerError> {
         self.declare_buffers()?;
+        self.k.body = self.body()?;
+        self.check_lds()?;
+        Ok(self.k)
+    }
+
+    /// Build the body: the stages of the module docs of [`super`], in order.
+    pub fn body(&mut self) -> Result<Vec<Stmt>, LowerError> {
         let mut body = vec![comment(format!(
             "{}: {} workgroups x {} lanes, each owning root columns [wg_id*{c}, wg_id*{c} + {c}) of {} for {} batch row(s)",
             self.plan.kernel.name(),
@@ -327,7 +414,11 @@ impl<'a> Lowering<'a> {
                 None => body.extend(norm),
             }
         }
-        self.k.body = body;
+        Ok(body)
+    }
+
+    /// Refuse, with the numbers, a kernel (so far) whose LDS does not fit one workgroup.
+    pub fn check_lds(&self) -> Result<(), LowerError> {
         if self.plan.prologue.is_some() {
             self.check_prologue_lds()?;
         }
@@ -338,7 +429,7 @@ impl<'a> Lowering<'a> {
                 "{lds} bytes of LDS exceed the {max} of one workgroup"
             )));
         }
-        Ok(self.k)
+        Ok(())
     }
 }
 

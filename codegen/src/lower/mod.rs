@@ -2,10 +2,15 @@
 //! rank (the rank is a scalar parameter with [`Purpose::Rank`](crate::lowered::Purpose::Rank)).
 //!
 //! # Passes
-//! 1. *Plan* (`plan.rs`): validate the op-level kernel and recognise its shape — at most one group
-//!    of GEMVs sharing an activation (a loaded input or a *prologue* computed from loaded
-//!    inputs), at most one allreduce, at most one RMSNorm, elementwise ops, slices and stores
-//!    around them — and give each value a column *view* and a *phase*.
+//! 0. *Stages* (`stages.rs`): cut the kernel in front of every GEMV whose activation is computed
+//!    from GEMV or allreduce results into GEMV stages, the activation (and any other value a
+//!    later stage reads) written once to global scratch and read after a grid barrier; each
+//!    stage is planned and lowered as below, into
+//!    one kernel (its grid the largest stage's; see that module for the barrier's §5 argument).
+//! 1. *Plan* (`plan.rs`): validate the op-level kernel (stage) and recognise its shape — at most
+//!    one group of GEMVs sharing an activation (a loaded input or a *prologue* computed from
+//!    loaded inputs), at most one allreduce, at most one RMSNorm, elementwise ops, slices and
+//!    stores around them — and give each value a column *view* and a *phase*.
 //! 2. *Structured lowering* ([`lower_structured`]): emit the body with grid barriers and flags
 //!    still as [`Stmt::GridBarrier`](crate::lowered::Stmt::GridBarrier) /
 //!    `PublishFlag` / `WaitFlag`. The result passes [`validate`].
@@ -42,8 +47,8 @@
 //!   gfx906 136 workgroups, 30 KB each next to 164 KB of packed weights; on sm_90 544 split-K
 //!   workgroups, 15 KB each next to 41 KB of weights — all of it from L2 (the inputs are 20 KB in
 //!   all), against a grid barrier and a co-resident grid for the alternative. An activation that
-//!   cannot be a prologue — it depends on a GEMV, an allreduce or another synchronised value, or
-//!   it does not fit LDS — is refused.
+//!   depends on a GEMV or an allreduce cannot be a prologue and is materialised: a new GEMV stage
+//!   (`stages.rs`). One that does not fit LDS is refused.
 //! - **GEMV** (if any). GPTQ INT4 (`qweight` `[K/8, N]`, DESIGN.md §2): lane `l` reads the words
 //!   of columns `w·C + (l mod C/v)·v ..+v` (`v` = words per iteration) of one K-row, so adjacent
 //!   lanes read adjacent words (coalesced); the `T = workgroup / (C/v)` rows of lanes split K by
@@ -118,12 +123,13 @@
 //! # Unsupported (returned as [`LowerError::Unsupported`], never a panic)
 //! AWQ weights, GPTQ act-order (`g_idx`), non-FP16 scales, bf16 data, `k_split > 1` for FP16
 //! GEMVs or kernels without a GEMV (split-K: `splitk.rs`), reductions and (de)quantisation ops outside an
-//! allreduce, more than one allreduce or norm per kernel (plus at most one norm in a GEMV
-//! prologue), GEMVs with different activations or shapes in one kernel, a norm or allreduce over
-//! a column slice, and ops that combine different column ranges. GEMV activations computed in the
-//! kernel that are not a prologue: depending on a GEMV, an allreduce or anything after a
-//! synchronisation (materialising the activation once behind a grid barrier is not implemented),
-//! with a slice inside, with K not a multiple of 8, a prologue value used by anything but the
+//! allreduce, more than one allreduce or norm per GEMV stage (plus at most one norm in a GEMV
+//! prologue), GEMVs with different activations or shapes in one stage (unless one's activation
+//! is computed from the other's results: then they are two stages), a norm or allreduce over
+//! a column slice, and ops that combine different column ranges. Between GEMV stages: a GEMV
+//! depending on GEMV results that do not lead to the next stage's activation. GEMV activations
+//! computed in the kernel that are not a prologue nor a stage: depending
+//! on `reduce` or INT8 (de)quantisation, with a slice inside, with K not a multiple of 8, a prologue value used by anything but the
 //! prologue and the GEMVs (a store of the activation, an epilogue reading it), and a prologue norm
 //! whose weight is not a loaded input. An activation that does not fit LDS is a
 //! [`LowerError::Schedule`] with the numbers.
@@ -136,6 +142,7 @@ mod point;
 mod prologue;
 mod schedule;
 mod splitk;
+mod stages;
 mod sync;
 
 pub use schedule::{
@@ -182,8 +189,14 @@ pub fn lower_structured(
     arch: Arch,
     schedule: &Schedule,
 ) -> Result<LoweredKernel, LowerError> {
-    let plan = plan::Plan::new(kernel)?;
-    let k = lowering::Lowering::new(plan, arch, schedule.clone())?.run()?;
+    let stages = stages::stage_kernels(kernel)?;
+    let k = match stages.as_slice() {
+        [_] => {
+            let plan = plan::Plan::new(kernel)?;
+            lowering::Lowering::new(plan, arch, schedule.clone())?.run()?
+        }
+        _ => stages::lower_stages(kernel, &stages, arch, schedule)?,
+    };
     validate(&k)?;
     Ok(k)
 }

@@ -1,4 +1,4 @@
-//! Analysis of an op-level kernel into the shape the lowering supports.
+//! Analysis of an op-level kernel (of one GEMV stage) into the shape the lowering supports.
 //!
 //! The lowering handles kernels of this form, which covers the kernel set of DESIGN.md §3:
 //! at most one group of GEMVs sharing one activation and one weight shape and format; at most one
@@ -6,13 +6,23 @@
 //! elementwise ops, slices, FP16 roundings and stores around them. Anything else is
 //! [`LowerError::Unsupported`].
 //!
+//! A kernel with several such parts in sequence — a GEMV whose activation is computed from GEMV
+//! or allreduce results (`round_f16(silu(gate)·up)` in front of the down projection) — is first
+//! cut into *GEMV stages* (`stages.rs`), each of this form, separated by grid barriers, the
+//! activation materialised once in global scratch between them; this module plans each stage.
+//! So the whole FFN block lowers as one kernel: pre-norm prologue, gate/up GEMVs, silu·mul,
+//! grid barrier, down GEMV, allreduce, residual add, RMSNorm (and a whole decoder layer's
+//! projections: other values a later stage reads cross in scratch too). Refused there: a GEMV
+//! depending on GEMV results that do not lead to the next stage's activation.
+//!
 //! The GEMVs' activation is either a loaded input or a *prologue* ([`ProloguePlan`]): a
 //! replicated `[B, K]` FP16 value computed from loaded inputs by loads, elementwise unary and
 //! binary ops, `round_f16` and at most one RMSNorm over the whole K axis whose weight is a loaded
 //! input (`h = round_f16(rmsnorm(x, w))`, `h = round_f16(x + r)`). Every workgroup recomputes it
-//! into LDS. Refused: an activation that depends on a GEMV, an allreduce or anything else after a
-//! synchronisation (that needs the activation materialised once behind a grid barrier, not
-//! implemented), a slice inside the prologue, K not a multiple of 8, and a prologue value used by
+//! into LDS. An activation that depends on a GEMV or an allreduce is not a prologue: it starts a
+//! new GEMV stage (`stages.rs`). Refused: an activation that depends on anything else that is
+//! not elementwise (`reduce`, INT8 (de)quantisation), a slice inside the prologue, K not a
+//! multiple of 8, and a prologue value used by
 //! anything but the prologue and the GEMVs (a store of `h`, an epilogue reading `h`). The values
 //! of a prologue belong to no root column; its loads stay `Free` and may be used elsewhere too.
 //!
@@ -447,8 +457,8 @@ impl<'a> Plan<'a> {
                 other => {
                     return unsupported(format!(
                         "a GEMV whose activation depends on `{}`: a prologue (recomputed by every workgroup) holds only loads, \
-                         elementwise ops, round_f16 and one rmsnorm of loaded inputs; materialising the activation once in \
-                         global memory behind a grid barrier is not implemented",
+                         elementwise ops, round_f16 and one rmsnorm of loaded inputs, and only an activation computed from \
+                         GEMV or allreduce results is materialised behind a grid barrier (a GEMV stage)",
                         other.mnemonic()
                     ));
                 }

@@ -96,7 +96,10 @@ pub enum AllreduceProtocol {
 ///
 /// Each workgroup owns a *tile* of `columns_per_workgroup` consecutive output columns (of the
 /// GEMV's N, or of the allreduced vector's features) for every batch row; the grid is
-/// `ceil(N / columns_per_workgroup)` workgroups.
+/// `ceil(N / columns_per_workgroup)` workgroups. A kernel of several GEMV stages (`stages.rs`)
+/// has one schedule for all of them: each stage tiles its own N with it, and the grid is the
+/// largest stage's (the defaults take `k_split` and the work unit from what every GEMV's K and
+/// group allow).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Schedule {
@@ -466,7 +469,7 @@ pub const MAX_PIPELINE_DEPTH: u32 = 2;
 /// workgroup's K part are staged in LDS when they take at most 40 KiB, or when a GEMV prologue
 /// computes them (they are in LDS then anyway; a norm in the prologue is no grid stage).
 fn mma_split(kernel: &Kernel, mut s: Schedule) -> Schedule {
-    let units = gptq_k(kernel).map_or(0, |k| k / 8 / s.k_unit_words as usize);
+    let units = common_k(kernel).map_or(0, |k| k / 8 / s.k_unit_words as usize);
     let feeds_gemv = gemv_prologue(kernel);
     let grid_stage = kernel.ops().any(|(_, op)| match op.kind {
         OpKind::AllReduce(_) => true,
@@ -573,10 +576,13 @@ fn staged_fits(kernel: &Kernel, s: &Schedule) -> bool {
 /// GEMV reads a loaded input.
 fn gemv_prologue(kernel: &Kernel) -> HashSet<Value> {
     let mut seen = HashSet::new();
+    // An activation computed from GEMV or allreduce results is no prologue: it is materialised
+    // between GEMV stages (`stages.rs`).
+    let sync = super::stages::synchronised(kernel);
     let mut stack: Vec<Value> = kernel
         .ops()
         .filter_map(|(_, op)| match &op.kind {
-            OpKind::Gemv(g) => Some(g.x),
+            OpKind::Gemv(g) if !sync.contains(&g.x) => Some(g.x),
             _ => None,
         })
         .collect();
@@ -597,13 +603,24 @@ fn gemv_prologue(kernel: &Kernel) -> HashSet<Value> {
 
 /// K of the kernel's GPTQ GEMV.
 fn gptq_k(kernel: &Kernel) -> Option<usize> {
-    kernel.ops().find_map(|(_, op)| match &op.kind {
+    gemv_ks(kernel).max()
+}
+
+/// The K of every GEMV (several GEMV stages have several).
+fn gemv_ks(kernel: &Kernel) -> impl Iterator<Item = usize> + '_ {
+    kernel.ops().filter_map(|(_, op)| match &op.kind {
         OpKind::Gemv(g) => match &kernel.buffer(g.weight)?.ty {
             BufferType::Weight(w) => Some(w.k),
             BufferType::Tensor(_) => None,
         },
         _ => None,
     })
+}
+
+/// The largest K that divides every GEMV's K: the parts of one `k_split` must divide every
+/// GEMV stage's K units (one schedule serves all stages, `stages.rs`).
+fn common_k(kernel: &Kernel) -> Option<usize> {
+    gemv_ks(kernel).reduce(gcd)
 }
 
 /// Batch rows of the kernel's activations (1 when it has none).
@@ -635,18 +652,28 @@ fn gemv_count(kernel: &Kernel) -> usize {
         .count()
 }
 
-/// K words (8 rows each) in one GPTQ group of the kernel's GEMV: the default work unit.
+/// K words (8 rows each) in one GPTQ group of the kernel's GEMV: the default work unit. With
+/// several GEMV stages, the largest that divides every GEMV's group (per-channel groups differ
+/// with K).
 fn gptq_group_words(kernel: &Kernel) -> Option<u32> {
-    kernel.ops().find_map(|(_, op)| match &op.kind {
-        OpKind::Gemv(g) => match &kernel.buffer(g.weight)?.ty {
-            BufferType::Weight(w) => match w.format {
-                WeightFormat::Gptq(l) => u32::try_from(l.group.rows(w.k) / 8).ok(),
-                _ => None,
+    kernel
+        .ops()
+        .filter_map(|(_, op)| match &op.kind {
+            OpKind::Gemv(g) => match &kernel.buffer(g.weight)?.ty {
+                BufferType::Weight(w) => match w.format {
+                    WeightFormat::Gptq(l) => Some(l.group.rows(w.k) / 8),
+                    _ => None,
+                },
+                BufferType::Tensor(_) => None,
             },
-            BufferType::Tensor(_) => None,
-        },
-        _ => None,
-    })
+            _ => None,
+        })
+        .reduce(gcd)
+        .and_then(|w| u32::try_from(w).ok())
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 fn int8_block(kernel: &Kernel) -> Option<usize> {

@@ -28,7 +28,8 @@ impl Lowering<'_> {
             .filter(|_| !self.allreduce_is_identity() && !self.allreduce_in_registers())
         {
             let push = self.s.protocol == AllreduceProtocol::Push;
-            if tp > 1 {
+            // A later GEMV stage's exchange reuses the rank of an earlier stage's.
+            if tp > 1 && self.rank.is_none() {
                 let kind = ParamKind::Scalar {
                     ty: Ty::U32,
                     purpose: Purpose::Rank,
@@ -534,10 +535,21 @@ impl Lowering<'_> {
     /// of the grid (with split-K also by the parts that did not finish their tile), so its
     /// all-workgroup count is right (§5.1, §5.9).
     pub(super) fn grid_barrier(&mut self, out: &mut Vec<Stmt>) {
-        let counter = self.global_array("grid_counter", Ty::U32, 1, Purpose::Counter);
+        // §5.4: one never-reset counter for all the launch's barriers; barrier `index` of the
+        // launch waits for its own generation of it (`expand_sync`).
+        let counter = match self.grid_counter {
+            Some(c) => c,
+            None => {
+                let c = self.global_array("grid_counter", Ty::U32, 1, Purpose::Counter);
+                self.grid_counter = Some(c);
+                c
+            }
+        };
+        let index = self.next_barrier;
+        self.next_barrier += 1;
         out.push(Stmt::GridBarrier {
             counter: at(Base::Param(counter), u(0)),
-            index: 0,
+            index,
         });
     }
 

@@ -266,12 +266,18 @@ impl LoweredKernel {
         }
     }
 
-    /// Add a parameter.
+    /// Add a parameter. A name already taken (the scratch of a second GEMV stage of the same
+    /// kind as the first's, e.g. two split-K stages) gets the suffix `_2`, `_3`, …: names stay
+    /// unique in the generated code; the runtime binds such parameters by purpose.
     pub fn param(&mut self, name: &str, kind: ParamKind) -> Param {
-        self.params.push(ParamData {
-            name: name.to_owned(),
-            kind,
-        })
+        let taken = |n: &str| self.params.values().any(|p| p.name == n);
+        let mut unique = name.to_owned();
+        let mut i = 2;
+        while taken(&unique) {
+            unique = format!("{name}_{i}");
+            i += 1;
+        }
+        self.params.push(ParamData { name: unique, kind })
     }
 
     /// Add a register.

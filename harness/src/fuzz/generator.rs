@@ -479,7 +479,30 @@ impl Gen {
             let y2 = self.gemv(format, k, n, parallel, &x2);
             main = self.add(&main, &y2);
         }
+        if main.dist != Dist::Partial && self.chance(0.12) {
+            main = self.second_stage(format, n, main);
+        }
         main
+    }
+
+    /// A GEMV of the group's (rounded) result: a second GEMV stage behind a grid barrier
+    /// (`codegen/src/lower/stages.rs`), with a weight of the same format, K = the first group's N.
+    /// Left out (the value returned as is) where that format cannot have this K.
+    fn second_stage(&mut self, format: WeightFormat, k: usize, x: Val) -> Val {
+        let n = match format {
+            WeightFormat::F16 => self.rng.random_range(1..=64),
+            WeightFormat::Gptq(l) if k % 8 == 0 && k % l.group.rows(k).max(1) == 0 => {
+                8 * self.rng.random_range(1..=12)
+            }
+            _ => return x,
+        };
+        let parallel = match x.dist {
+            Dist::Sharded => Parallelism::Row,
+            _ => self.pick(&[Parallelism::Replicated, Parallelism::Column]),
+        };
+        self.tags.insert("second GEMV stage");
+        let a = self.round(&x);
+        self.gemv(format, k, n, parallel, &a)
     }
 
     /// The GEMV activation `[B, K]`: a loaded input, or (mutation: a prologue) computed.

@@ -1,0 +1,422 @@
+//! Several GEMV stages in one kernel, separated by grid barriers.
+//!
+//! A GEMV whose activation is computed from synchronised values — another GEMV's results
+//! (`round_f16(silu(gate)·up)` in front of the FFN's down projection) or an allreduce's — cannot
+//! be a prologue (every workgroup would need every column of the earlier GEMV). The kernel is
+//! cut in front of that GEMV into *stage kernels*, each of the shape [`Plan`] accepts, and each
+//! is lowered by the ordinary [`Lowering`] into one [`LoweredKernel`]:
+//!
+//! 1. **Cut** ([`split`]). The activation `a` of the first such GEMV is the cut. Stage 1 holds
+//!    every op that does not depend on `a`, plus `store a → stage1_act`: the activation written
+//!    once, with the IR's roundings, to a kernel-internal global array `[B, K]`
+//!    ([`Purpose::Scratch`](crate::lowered::Purpose::Scratch), like the RMSNorm's partials:
+//!    the ABI, the runtime and the simulator allocate it as any scratch). Stage 2 starts with
+//!    `load stage1_act` and holds every op that depends on `a` (its GEMV group, the allreduce,
+//!    residual and RMSNorm after it, their stores), plus copies of the loads they read that
+//!    stage 1 read too (the residual stream input). Any other stage-1 value a stage-2 op reads
+//!    (the residual stream after an attention allreduce, added again after the FFN) crosses the
+//!    barrier the same way, in a scratch array of its own (`stage1_v6`): stored once by stage 1,
+//!    loaded by stage 2. Stage 2 is cut again if it holds another such GEMV.
+//! 2. **Lower**. One schedule for all stages (its GEMV fields apply to every GEMV group); each
+//!    stage has its own column tiles and grid `ceil(N_s / C) · k_split`. The parameters of the
+//!    kernel's buffers are declared once, in the kernel's order, then the stage activations;
+//!    later stages continue the same kernel (registers, LDS, the rank parameter, the one grid
+//!    counter). LDS is not shared between stages: the kernel declares the sum.
+//! 3. **Join**. The kernel's grid is the largest stage grid. Between stage `s` and `s + 1` a
+//!    [`Stmt::GridBarrier`] on the launch's one `grid_counter` (the RMSNorm's barrier, if any,
+//!    is another index of the same counter). A stage whose grid is smaller runs its statements
+//!    under `if wg_id < grid_s` — uniform over the workgroup, so the workgroup barriers inside
+//!    stay in uniform control flow (§5.8) — but every workgroup passes every grid barrier, the
+//!    stage's own included, outside the guard: the barrier counts the whole grid (§5.1, §5.9).
+//!
+//! Why the boundary is safe (DESIGN.md §5): every lane of a workgroup has stored its part of
+//! the activation before the workgroup barrier that opens the barrier's expansion; lane 0 then
+//! arrives once with a release at agent scope (§5.1: one elected arrival per workgroup), which
+//! publishes the whole workgroup's stores (the workgroup barrier made them lane 0's); the
+//! bounded (§5.10) acquire wait for this launch's generation of the never-reset counter (§5.4)
+//! and the workgroup barrier after it order every later load of the activation, in every lane,
+//! after all workgroups' stores. The activation lives in global memory, never LDS (§5.2), and is
+//! written before and read after the barrier of the same launch, and a rank's launches run in
+//! stream order, so it needs no zeroing or epoch stamp (§5.11). The grid barrier needs the
+//! whole grid resident: [`expand_sync`](crate::lowered::expand::expand_sync) records it and
+//! [`lower`](super::lower) refuses a grid that cannot be (§5.9).
+
+use std::collections::{HashMap, HashSet};
+
+use cranelift_entity::EntityRef;
+use wavefuse_ir::{
+    Buffer, BufferDecl, BufferType, Builder, Dist, Kernel, OpKind, Sharding, Tensor, Value,
+};
+
+use crate::lowered::{Expr, LoweredKernel, Special, Stmt};
+
+use super::build::*;
+use super::lowering::Lowering;
+use super::plan::Plan;
+use super::{LowerError, Schedule};
+use crate::target::Arch;
+
+/// A kernel cut at a stage boundary.
+pub(super) struct Split {
+    /// Everything that does not depend on the activation, plus its store to the scratch.
+    pub first: Kernel,
+    /// The GEMV of the materialised activation and everything after it (reading what crossed the
+    /// barrier from scratch).
+    pub rest: Kernel,
+}
+
+fn unsupported<T>(what: impl Into<String>) -> Result<T, LowerError> {
+    Err(LowerError::Unsupported(what.into()))
+}
+
+/// The values that are a GEMV's or an allreduce's result or are computed from one.
+pub(super) fn synchronised(kernel: &Kernel) -> HashSet<Value> {
+    let mut sync = HashSet::new();
+    for (_, op) in kernel.ops() {
+        let from_sync = matches!(op.kind, OpKind::Gemv(_) | OpKind::AllReduce(_))
+            || op.kind.args().iter().any(|a| sync.contains(a));
+        if from_sync {
+            sync.extend(op.results.iter().copied());
+        }
+    }
+    sync
+}
+
+/// The activation of the first GEMV whose activation depends on a GEMV or an allreduce.
+fn cut(kernel: &Kernel) -> Option<Value> {
+    let sync = synchronised(kernel);
+    kernel.ops().find_map(|(_, op)| match &op.kind {
+        OpKind::Gemv(g) if sync.contains(&g.x) => Some(g.x),
+        _ => None,
+    })
+}
+
+/// `kind` with its values renamed by `map` (every argument must be in it).
+fn renamed(kind: &OpKind, map: &HashMap<Value, Value>) -> OpKind {
+    let m = |v: &Value| map[v];
+    let mut k = kind.clone();
+    match &mut k {
+        OpKind::Load(_) => {}
+        OpKind::Store(s) => s.value = m(&s.value),
+        OpKind::Gemv(g) => g.x = m(&g.x),
+        OpKind::Binary(b) => {
+            b.a = m(&b.a);
+            b.b = m(&b.b);
+        }
+        OpKind::Unary(u) => u.x = m(&u.x),
+        OpKind::RoundF16(r) => r.x = m(&r.x),
+        OpKind::Slice(s) => s.x = m(&s.x),
+        OpKind::RmsNorm(n) => {
+            n.x = m(&n.x);
+            n.weight = m(&n.weight);
+        }
+        OpKind::Reduce(r) => r.x = m(&r.x),
+        OpKind::AllReduce(a) => a.x = m(&a.x),
+        OpKind::QuantizeInt8(q) => q.x = m(&q.x),
+        OpKind::DequantizeInt8(d) => {
+            d.codes = m(&d.codes);
+            d.scales = m(&d.scales);
+        }
+    }
+    k
+}
+
+/// A builder with `kernel`'s buffers (role Output where `stores` has the buffer, else Input)
+/// and then the scratch buffers `extra` (the stage activation, then the other values that cross
+/// the barrier).
+fn builder(
+    kernel: &Kernel,
+    stores: &HashSet<Buffer>,
+    extra: &[BufferDecl],
+) -> (Builder, HashMap<Buffer, Buffer>, Vec<Buffer>) {
+    let mut b = Builder::new(kernel.name(), kernel.tp());
+    let mut bufs = HashMap::new();
+    for (buf, d) in kernel.buffers() {
+        let decl = match stores.contains(&buf) {
+            true => BufferDecl::output(&d.name, d.ty.clone(), d.sharding),
+            false => BufferDecl::input(&d.name, d.ty.clone(), d.sharding),
+        };
+        bufs.insert(buf, b.param(decl.space(d.space).index_space(d.index_space)));
+    }
+    let extra = extra.iter().map(|d| b.param(d.clone())).collect();
+    (b, bufs, extra)
+}
+
+/// The scratch buffer of value `v` (its per-rank type and distribution), as an output of the
+/// stage that writes it and an input of the one that reads it.
+fn scratch_decls(
+    info: &wavefuse_ir::KernelInfo,
+    tp: u32,
+    v: Value,
+    name: &str,
+) -> (BufferDecl, BufferDecl) {
+    let t = info.value_type(v);
+    let sharding = match t.dist {
+        Dist::Replicated => Sharding::Replicated,
+        Dist::Sharded => Sharding::ColumnParallel { tp },
+        Dist::Partial => Sharding::Partial { tp },
+    };
+    let ty = BufferType::Tensor(Tensor {
+        dtype: t.dtype,
+        shape: t.shape.clone(),
+    });
+    (
+        BufferDecl::output(name, ty.clone(), sharding),
+        BufferDecl::input(name, ty, sharding),
+    )
+}
+
+fn stored(kernel: &Kernel, ops: &[usize]) -> HashSet<Buffer> {
+    let all: Vec<_> = kernel.ops().collect();
+    ops.iter()
+        .filter_map(|&i| match &all[i].1.kind {
+            OpKind::Store(s) => Some(s.buffer),
+            _ => None,
+        })
+        .collect()
+}
+
+fn with_buffers(kind: OpKind, bufs: &HashMap<Buffer, Buffer>) -> OpKind {
+    let mut k = kind;
+    match &mut k {
+        OpKind::Load(l) => l.buffer = bufs[&l.buffer],
+        OpKind::Store(s) => s.buffer = bufs[&s.buffer],
+        OpKind::Gemv(g) => g.weight = bufs[&g.weight],
+        _ => {}
+    }
+    k
+}
+
+/// Cut `kernel` in front of the first GEMV whose activation depends on a GEMV or an allreduce
+/// (module docs, step 1); `None` when there is none. `name` names the activation's scratch.
+pub(super) fn split(kernel: &Kernel, name: &str) -> Result<Option<Split>, LowerError> {
+    let info = wavefuse_ir::validate(kernel)?;
+    let Some(a) = cut(kernel) else {
+        return Ok(None);
+    };
+    let ops: Vec<_> = kernel.ops().collect();
+    // Ops that depend on the activation (a store of the activation itself stays in stage 1).
+    let mut late_values = HashSet::from([a]);
+    let (mut early, mut late) = (Vec::new(), Vec::new());
+    for (i, (_, op)) in ops.iter().enumerate() {
+        let store_of_a = matches!(&op.kind, OpKind::Store(s) if s.value == a);
+        if !store_of_a && op.kind.args().iter().any(|v| late_values.contains(v)) {
+            late_values.extend(op.results.iter().copied());
+            late.push(i);
+        } else {
+            early.push(i);
+        }
+    }
+    // Values of stage 1 other than the activation that stage 2 reads: each materialised in a
+    // scratch array of its own next to the activation (loaded inputs are loaded again instead).
+    let mut crossing = Vec::new();
+    for &i in &late {
+        for v in ops[i].1.kind.args() {
+            let def = kernel.value_def(v).expect("validated");
+            let load = matches!(kernel.op(def.op).expect("validated").kind, OpKind::Load(_));
+            if !late_values.contains(&v) && !load && !crossing.contains(&v) {
+                crossing.push(v);
+            }
+        }
+    }
+    let mut names = vec![name.to_owned()];
+    for v in &crossing {
+        names.push(fresh(
+            kernel,
+            &format!("{}_{v}", name.trim_end_matches("_act")),
+        ));
+    }
+    let values: Vec<Value> = std::iter::once(a).chain(crossing.iter().copied()).collect();
+    let (outs, ins): (Vec<_>, Vec<_>) = values
+        .iter()
+        .zip(&names)
+        .map(|(&v, n)| scratch_decls(&info, kernel.tp(), v, n))
+        .unzip();
+
+    // Stage 1: the ops before the cut, then the stores of what crosses the barrier.
+    let (mut b1, bufs1, scratch1) = builder(kernel, &stored(kernel, &early), &outs);
+    let mut map = HashMap::new();
+    for &i in &early {
+        let op = ops[i].1;
+        let results = b1.op(with_buffers(renamed(&op.kind, &map), &bufs1));
+        map.extend(op.results.iter().copied().zip(results));
+    }
+    for (v, &buf) in values.iter().zip(&scratch1) {
+        b1.store(map[v], buf);
+    }
+
+    // Stage 2: what crossed loaded from the scratch, the loads stage 1 shares re-issued.
+    let (mut b2, bufs2, scratch2) = builder(kernel, &stored(kernel, &late), &ins);
+    let mut map2 = HashMap::new();
+    for (&v, &buf) in values.iter().zip(&scratch2) {
+        map2.insert(v, b2.load(buf));
+    }
+    for &i in &late {
+        let op = ops[i].1;
+        for v in op.kind.args() {
+            if map2.contains_key(&v) {
+                continue;
+            }
+            let def = kernel.value_def(v).expect("validated");
+            let OpKind::Load(l) = &kernel.op(def.op).expect("validated").kind else {
+                unreachable!("a stage-1 value read by stage 2 crosses in scratch")
+            };
+            let copy = b2.load(bufs2[&l.buffer]);
+            map2.insert(v, copy);
+        }
+        let results = b2.op(with_buffers(renamed(&op.kind, &map2), &bufs2));
+        map2.extend(op.results.iter().copied().zip(results));
+    }
+    Ok(Some(Split {
+        first: b1.finish(),
+        rest: b2.finish(),
+    }))
+}
+
+/// The stage kernels of `kernel` (one when it has no stage boundary) and the name of each
+/// boundary's activation scratch.
+pub(super) fn stage_kernels(kernel: &Kernel) -> Result<Vec<Kernel>, LowerError> {
+    let mut stages = Vec::new();
+    let mut rest = kernel.clone();
+    loop {
+        let name = scratch_name(&rest, stages.len() + 1);
+        match split(&rest, &name)? {
+            None => {
+                stages.push(rest);
+                return Ok(stages);
+            }
+            Some(s) => {
+                if cut(&s.first).is_some() {
+                    return unsupported(
+                        "a GEMV whose activation depends on a GEMV or allreduce that does not lead to the next \
+                         stage's activation (each grid barrier between GEMV stages materialises one activation)",
+                    );
+                }
+                stages.push(s.first);
+                rest = s.rest;
+            }
+        }
+    }
+}
+
+/// `stage{i}_act`, with underscores added until no buffer of `kernel` has the name.
+fn scratch_name(kernel: &Kernel, i: usize) -> String {
+    fresh(kernel, &format!("stage{i}_act"))
+}
+
+/// `base`, with underscores added until no buffer of `kernel` has the name.
+fn fresh(kernel: &Kernel, base: &str) -> String {
+    let mut name = base.to_owned();
+    while kernel.buffer_by_name(&name).is_some() {
+        name.push('_');
+    }
+    name
+}
+
+/// Name the stage in a refusal.
+fn in_stage(i: usize, n: usize, e: LowerError) -> LowerError {
+    let at = |m: String| format!("GEMV stage {} of {n}: {m}", i + 1);
+    match e {
+        LowerError::Unsupported(m) => LowerError::Unsupported(at(m)),
+        LowerError::Schedule(m) => LowerError::Schedule(at(m)),
+        other => other,
+    }
+}
+
+/// Lower the stage kernels of `kernel` (at least two) into one kernel (module docs, steps 2-3).
+pub(super) fn lower_stages(
+    kernel: &Kernel,
+    stages: &[Kernel],
+    arch: Arch,
+    s: &Schedule,
+) -> Result<LoweredKernel, LowerError> {
+    let n = stages.len();
+    let all = stages.last().expect("at least two stages");
+    let originals = kernel.buffers().len();
+    let mut carry = None;
+    let mut parts: Vec<(usize, Vec<Stmt>)> = Vec::new();
+    for (i, sk) in stages.iter().enumerate() {
+        let plan = Plan::new(sk).map_err(|e| in_stage(i, n, e))?;
+        let mut l = match carry.take() {
+            None => Lowering::new(plan, arch, s.clone()),
+            Some(c) => Lowering::resume(plan, arch, s.clone(), c),
+        }
+        .map_err(|e| in_stage(i, n, e))?;
+        if i == 0 {
+            // The kernel's own buffers with their own roles, then the stage activations.
+            l.declare_buffers_of(all, &|b, _| {
+                let b = b.index();
+                (b < originals).then(|| {
+                    let (_, d) = kernel.buffers().nth(b).expect("an original buffer");
+                    d.role
+                })
+            })?;
+        }
+        let mut body = l.body().map_err(|e| in_stage(i, n, e))?;
+        if i + 1 < n {
+            boundary(&mut l, i, &mut body);
+        }
+        l.check_lds().map_err(|e| in_stage(i, n, e))?;
+        parts.push((l.grid, body));
+        carry = Some(l.into_carry());
+    }
+    let mut k = carry.expect("stages were lowered").k;
+    let grid = parts.iter().map(|p| p.0).max().expect("stages");
+    k.grid = u32::try_from(grid).map_err(|_| LowerError::Schedule("grid too large".into()))?;
+    k.body = parts
+        .into_iter()
+        .enumerate()
+        .flat_map(|(i, (g, body))| guarded(i, g, grid, body))
+        .collect();
+    Ok(k)
+}
+
+/// The grid barrier after stage `i`'s store of the next stage's activation.
+fn boundary(l: &mut Lowering<'_>, i: usize, body: &mut Vec<Stmt>) {
+    body.push(comment(format!(
+        "grid barrier between GEMV stages {a} and {b}: stage {a} stored stage {b}'s activation in global scratch (§5.2: never LDS); \
+         the elected arrival after a workgroup barrier (§5.1) releases every lane's stores of it, the bounded (§5.10) \
+         acquire wait for this launch's generation of the never-reset counter (§5.4) and the workgroup barrier after it \
+         order every lane's loads of it in stage {b} after all of them; the whole grid is co-resident (§5.9)",
+        a = i + 1,
+        b = i + 2,
+    )));
+    l.grid_barrier(body);
+}
+
+/// Stage `i`'s statements, those between its grid barriers under `if wg_id < g` when the
+/// stage's grid `g` is smaller than the kernel's: the condition is uniform over the workgroup
+/// (§5.8), and every workgroup still passes every grid barrier (§5.1, §5.9: it counts the whole
+/// grid).
+fn guarded(i: usize, g: usize, grid: usize, body: Vec<Stmt>) -> Vec<Stmt> {
+    if g == grid {
+        return body;
+    }
+    let mut out = vec![comment(format!(
+        "GEMV stage {}: {g} of the {grid} workgroups; the others skip its work but pass its grid barriers",
+        i + 1
+    ))];
+    let mut run = Vec::new();
+    let flush = |run: &mut Vec<Stmt>, out: &mut Vec<Stmt>| {
+        if !run.is_empty() {
+            let cond = lt(Expr::Special(Special::WorkgroupId), u(g));
+            when(cond, std::mem::take(run), out);
+        }
+    };
+    for st in body {
+        if matches!(st, Stmt::GridBarrier { .. }) {
+            // The barrier's own comment goes with it, outside the guard.
+            let said = match run.last() {
+                Some(Stmt::Comment(_)) => run.pop(),
+                _ => None,
+            };
+            flush(&mut run, &mut out);
+            out.extend(said);
+            out.push(st);
+        } else {
+            run.push(st);
+        }
+    }
+    flush(&mut run, &mut out);
+    out
+}
