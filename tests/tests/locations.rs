@@ -76,3 +76,44 @@ kernel mismatched(tp=1) {
     assert_eq!(parse(text).unwrap(), k);
     assert_eq!(parse(&k.to_string()).unwrap(), k);
 }
+
+/// A lowering refusal names the op, points at where it was written and says what lowers
+/// instead: two RMSNorms with no GEMV between them, the second refused at its own line.
+#[test]
+fn a_lowering_refusal_points_at_the_op_and_says_what_lowers() {
+    let text = "\
+kernel two_norms(tp=1) {
+    buf0 = input x : f16[1, 1024] replicated @global index=local
+    buf1 = input w : f16[1024] replicated @global index=local
+    buf2 = output y : f16[1, 1024] replicated @global index=local
+    v0 = load buf0
+    v1 = load buf1
+    v2 = rmsnorm v0, v1, eps=1e-6
+    v3 = round_f16 v2
+    v4 = rmsnorm v3, v1, eps=1e-6
+    v5 = round_f16 v4
+    store v5, buf2
+}
+";
+    let k = parse_named(text, "two.wfir").unwrap();
+    validate(&k).expect("valid: only the lowering refuses it");
+    let line = text
+        .lines()
+        .position(|l| l.contains("v4 = rmsnorm"))
+        .unwrap()
+        + 1;
+    let column = text.lines().nth(line - 1).unwrap().find("rmsnorm").unwrap() + 1;
+    for arch in wavefuse_codegen::Arch::ALL {
+        let s = wavefuse_codegen::lower::Schedule::default_for(arch, &k);
+        let e = wavefuse_codegen::lower::lower(&k, arch, &s)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!(
+                "two.wfir:{line}:{column}: `rmsnorm`: more than one rmsnorm"
+            )),
+            "{arch}: {e}"
+        );
+        assert!(e.contains("one RMSNorm per GEMV stage"), "{arch}: {e}");
+    }
+}

@@ -100,6 +100,12 @@ impl Builder {
         self.loc = Some(SourceLoc { file, line, column });
     }
 
+    /// The ops pushed from now on were written at `loc` (none: unknown) — for passes that
+    /// rebuild a kernel from another's ops and keep where they were written.
+    pub fn at(&mut self, loc: Option<SourceLoc>) {
+        self.loc = loc;
+    }
+
     /// The TP group size given to [`Builder::new`].
     pub fn tp(&self) -> u32 {
         self.kernel.tp

@@ -156,6 +156,56 @@ fn unsupported<T>(what: impl Into<String>) -> Result<T, LowerError> {
     Err(LowerError::Unsupported(what.into()))
 }
 
+/// A refusal of `op` said as a user can act on it: where the op was written (`file:line:column`,
+/// when known), its mnemonic, and the nearest composition that lowers.
+fn refused_at(e: LowerError, op: &wavefuse_ir::OpData) -> LowerError {
+    let LowerError::Unsupported(what) = e else {
+        return e;
+    };
+    let at = op
+        .loc
+        .as_ref()
+        .map(|l| format!("{l}: "))
+        .unwrap_or_default();
+    let hint = nearest_that_lowers(&what);
+    LowerError::Unsupported(format!(
+        "{at}`{}`: {what}{}",
+        op.kind.mnemonic(),
+        hint.map(|h| format!("; {h}")).unwrap_or_default()
+    ))
+}
+
+/// What lowers instead of the refused composition `what` (docs/lowering.md lists them).
+fn nearest_that_lowers(what: &str) -> Option<&'static str> {
+    Some(match what {
+        w if w.starts_with("more than one allreduce") => {
+            "one allreduce per GEMV stage: a GEMV between two allreduces makes them two stages of one kernel, or split the kernel after the first"
+        }
+        w if w.starts_with("more than one rmsnorm") => {
+            "one RMSNorm per GEMV stage (plus one in a GEMV's prologue): a GEMV between them, or a kernel each"
+        }
+        w if w.starts_with("an rmsnorm over a column slice") => {
+            "normalise the whole feature axis, then slice the result"
+        }
+        w if w.starts_with("rmsnorm weights that are not a loaded input") => {
+            "load the norm weight from an input buffer (`in norm_w: f16[hidden]`)"
+        }
+        w if w.starts_with("an allreduce of a column slice") => {
+            "allreduce the whole GEMV partial, before any norm; slice after it"
+        }
+        w if w.starts_with("op `") && w.ends_with("outside an allreduce") => {
+            "reductions and INT8 (de)quantisation lower only inside an allreduce: `allreduce.int8(x, block = …)`"
+        }
+        w if w.starts_with("AWQ weight") => {
+            "convert the checkpoint to GPTQ (the INT4 kernels read GPTQ's layout)"
+        }
+        w if w.starts_with("act-order") => {
+            "reorder the checkpoint's rows (desc_act = false) before loading: act-order weights are not lowered yet"
+        }
+        _ => return None,
+    })
+}
+
 impl<'a> Plan<'a> {
     /// Validate `kernel` and analyse it.
     pub fn new(kernel: &'a Kernel) -> Result<Self, LowerError> {
@@ -184,7 +234,8 @@ impl<'a> Plan<'a> {
                 plan.set(v, View::Free, Phase::Pre);
                 continue;
             }
-            plan.op(&op.kind, &op.results, &mut roots)?;
+            plan.op(&op.kind, &op.results, &mut roots)
+                .map_err(|e| refused_at(e, op))?;
         }
         plan.settle_root(&roots)?;
         plan.batch = plan.batch_seen.unwrap_or(1);

@@ -238,6 +238,7 @@ pub(super) fn split(kernel: &Kernel, name: &str) -> Result<Option<Split>, LowerE
     let mut map = HashMap::new();
     for &i in &early {
         let op = ops[i].1;
+        b1.at(op.loc.clone()); // a refusal in the stage points at the user's op
         let results = b1.op(with_buffers(renamed(&op.kind, &map), &bufs1));
         map.extend(op.results.iter().copied().zip(results));
     }
@@ -264,6 +265,7 @@ pub(super) fn split(kernel: &Kernel, name: &str) -> Result<Option<Split>, LowerE
             let copy = b2.load(bufs2[&l.buffer]);
             map2.insert(v, copy);
         }
+        b2.at(op.loc.clone());
         let results = b2.op(with_buffers(renamed(&op.kind, &map2), &bufs2));
         map2.extend(op.results.iter().copied().zip(results));
     }
