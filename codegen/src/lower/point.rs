@@ -324,6 +324,16 @@ impl Lowering<'_> {
             }
             OpKind::AllReduce(_) => match pt.allreduce.clone() {
                 Some(e) => e,
+                // One rank, INT8: the allreduce lives in the lane's registers during the
+                // elementwise stage only (no exchange to read it from again).
+                None if self.allreduce_in_registers() => {
+                    return Err(LowerError::Unsupported(
+                        "a one-rank INT8 allreduce's result read again after the RMSNorm (it is \
+                         held in registers, not exchanged): store it, or read only the norm's \
+                         output after the norm"
+                            .into(),
+                    ));
+                }
                 None => self.allreduce_value(v, pt, out)?,
             },
             OpKind::RmsNorm(n) if self.plan.prologue.as_ref().is_some_and(|p| p.computes(v)) => {
