@@ -373,10 +373,77 @@ fn ignored_fields_name_what_the_chosen_path_does_not_read() {
     let mma = Schedule::default_for(Arch::Sm90, &int4);
     assert!(mma.ignored_fields(&int4).contains(&"accumulators"));
     assert!(!mma.ignored_fields(&int4).contains(&"x_in_lds"));
-    let fma = Schedule::default_for(Arch::Gfx906, &int4);
+    let dot2 = Schedule::default_for(Arch::Gfx906, &int4);
+    // The gfx906 floor path stages FP16 activation pairs in LDS and decodes pairs per
+    // `mma_decode`: both are read there.
+    assert!(!dot2.ignored_fields(&int4).contains(&"x_in_lds"));
+    assert!(!dot2.ignored_fields(&int4).contains(&"mma_decode"));
+    let fma = dot2.clone().with_overrides("int4_dot=fma").unwrap();
     assert!(fma.ignored_fields(&int4).contains(&"x_in_lds"));
     assert!(!fma.ignored_fields(&int4).contains(&"accumulators"));
     let ar = build("allreduce_residual", &Shapes::qwen27b(4, 1));
     let ignored = Schedule::default_for(Arch::Sm90, &ar).ignored_fields(&ar);
     assert!(ignored.contains(&"k_unit_words") && !ignored.contains(&"protocol"));
+}
+
+/// What `ignored_fields` names is really not read: for every kernel kind's default on both
+/// targets (and the FMA path on gfx906), overriding each field it names with another valid value
+/// leaves the generated source unchanged (whatever lowers; a value the field refuses is skipped).
+/// The warning "`x_in_lds` has no effect" was printed for the gfx906 dot2 path, whose code it
+/// changes.
+#[test]
+fn fields_named_ignored_do_not_change_the_generated_code() {
+    let values: &[(&str, &[&str])] = &[
+        ("threads_per_column", &["2", "4", "8"]),
+        ("words_per_iteration", &["1", "2", "4"]),
+        ("accumulators", &["1", "2"]),
+        ("k_unit_words", &["1", "2", "4"]),
+        ("nibble_decode", &["convert", "magic"]),
+        ("int4_scaling", &["per_weight", "per_unit"]),
+        ("int4_dot", &["fma", "dot2", "mma"]),
+        ("pipeline_depth", &["1", "2"]),
+        ("stream_weights", &["false", "true"]),
+        ("x_in_lds", &["false", "true"]),
+        ("mma_decode", &["shift", "fma"]),
+        ("protocol", &["pull", "push"]),
+    ];
+    let source = |k: &Kernel, arch: Arch, s: &Schedule| {
+        wavefuse_codegen::compile(k, arch, s)
+            .ok()
+            .map(|g| g.source.text)
+    };
+    let mut checked = 0;
+    for name in ["gemv_f16", "gemv_int4", "allreduce_residual"] {
+        let k = build(name, &Shapes::qwen27b(4, 1));
+        for arch in Arch::ALL {
+            let default = Schedule::default_for(arch, &k);
+            let mut bases = vec![default.clone()];
+            if arch == Arch::Gfx906 && name == "gemv_int4" {
+                bases.push(default.clone().with_overrides("int4_dot=fma").unwrap());
+            }
+            for base in bases {
+                let Some(want) = source(&k, arch, &base) else {
+                    continue;
+                };
+                for field in base.ignored_fields(&k) {
+                    let Some((_, vs)) = values.iter().find(|(f, _)| *f == field) else {
+                        continue;
+                    };
+                    for v in *vs {
+                        let Ok(s) = base.clone().with_overrides(&format!("{field}={v}")) else {
+                            continue;
+                        };
+                        if let Some(got) = source(&k, arch, &s) {
+                            assert_eq!(
+                                got, want,
+                                "{name}@{arch}: `{field}={v}` changes the code but is named ignored"
+                            );
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 20, "only {checked} overrides compared");
 }

@@ -414,13 +414,9 @@ impl Schedule {
             Some(WeightFormat::F16) => INT4.to_vec(),
             Some(_) => match self.int4_dot {
                 Int4Dot::Fma => vec!["pipeline_depth", "x_in_lds", "mma_decode"],
-                Int4Dot::Dot2 => vec![
-                    "nibble_decode",
-                    "int4_scaling",
-                    "pipeline_depth",
-                    "x_in_lds",
-                    "mma_decode",
-                ],
+                // The dot2 path stages its activations as FP16 pairs in LDS (`x_in_lds`) and
+                // decodes nibble pairs as `mma_decode` says.
+                Int4Dot::Dot2 => vec!["nibble_decode", "int4_scaling", "pipeline_depth"],
                 Int4Dot::Mma => vec!["nibble_decode", "int4_scaling", "accumulators"],
             },
         };
