@@ -446,6 +446,66 @@ fn fake_device(body: Body) -> Fake {
     }
 }
 
+/// `gpu-suite --kernel-file`: one's own kernels are the suite's cases, one each at its own shapes,
+/// checked and (synchronising, batch 1) stress-run like the set's — here on the fake device whose
+/// kernel writes nothing, so the case fails naming the poisoned outputs and the back-to-back run
+/// counts its launches.
+#[test]
+fn suite_runs_ones_own_kernels_as_its_cases() {
+    let dir = tempfile_dir();
+    let cache = wavefuse_runtime::Cache::at(&dir);
+    let ffn = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../codegen/tests/fixtures/gate_up_down.wfir"
+    ))
+    .unwrap()
+    // Small enough for the fake device's 8 CUs to hold the grid at once (the grid barrier).
+    .replace("5120", "256")
+    .replace("17408", "128");
+    let k = std::sync::Arc::new(
+        suite::UserKernel::new(wavefuse::ir::parse(&ffn).unwrap(), "gate_up_down.wfir").unwrap(),
+    );
+    let mut o = suite::SuiteOptions::new(true);
+    o.own = vec![k.clone()];
+    o.stress_launches = 20;
+    o.threads = 1;
+    let header = suite::Header {
+        device: "fake".into(),
+        sms: 8,
+        cooperative_launch: true,
+        driver: "none".into(),
+        cuda: "none".into(),
+        compiler: "none".into(),
+        commit: "test".into(),
+        date: suite::utc_now(),
+    };
+    let compiler = suite::compiler_for(Arch::Sm90);
+    let g = suite::generate(
+        &k.case(),
+        Arch::Sm90,
+        &wavefuse_harness::policy::SchedulePolicy::default(),
+        wavefuse_harness::policy::Placement::SameDevice,
+    )
+    .unwrap();
+    let req =
+        wavefuse_runtime::CompileRequest::new(&g.lowered.name, g.source.text.clone(), Arch::Sm90);
+    cache
+        .put(&exec::prebuilt_key(compiler.as_ref(), &req), &artifact())
+        .unwrap();
+    let open = |_| Ok(fake_device(Box::new(|_: &Memory, _: &[KernelArg]| {})));
+    let report = suite::run_cases(&o, Arch::Sm90, header, &cache, open);
+    assert_eq!(report.cases.len(), 1);
+    let c = &report.cases[0];
+    assert_eq!(c.spec.kernel.name(), k.name());
+    assert_eq!(c.status, suite::Status::Fail, "{}", c.detail);
+    assert!(c.detail.contains("non-finite"), "{}", c.detail);
+    let s = c
+        .stress
+        .as_ref()
+        .expect("a grid barrier at batch 1: stress-run");
+    assert_eq!(s.launches, 20, "{s:?}");
+}
+
 /// The suite's orchestration (preparation threads, execution, stress runs, JSON and Markdown) on
 /// a fake device whose kernel writes nothing: every case must come back as a failure naming the
 /// poisoned (NaN) outputs, and the synchronising kernel's back-to-back run must count its

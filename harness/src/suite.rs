@@ -948,6 +948,9 @@ pub struct SuiteOptions {
     /// The model shapes: Qwen 3.5 27B's ([`ShapeKind::Model`], with the odd shapes) or a model's
     /// own ([`ShapeKind::Of`]: its shapes at batch 1, 3 and 8).
     pub shape: ShapeKind,
+    /// Kernels of one's own (`--kernel-file`), each one case at its own shapes (stress-run like
+    /// the set's at batch 1 when it synchronises): the only cases when given.
+    pub own: Vec<Arc<UserKernel>>,
 }
 
 /// Where the suite's ranks run.
@@ -993,6 +996,7 @@ impl SuiteOptions {
             skew: Skew::none(),
             policy: SchedulePolicy::default(),
             shape: ShapeKind::Model,
+            own: Vec::new(),
         }
     }
 }
@@ -1142,7 +1146,11 @@ pub fn run_cases<D: Device>(
     open: impl Fn(usize) -> Result<D, String>,
 ) -> Report {
     let start = Instant::now();
-    let specs = cases_at(o.quick, &o.kernels, &o.tps, o.shape);
+    let specs = if o.own.is_empty() {
+        cases_at(o.quick, &o.kernels, &o.tps, o.shape)
+    } else {
+        o.own.iter().map(|k| k.case()).collect()
+    };
     let total = specs.len();
     let next = AtomicUsize::new(0);
     let (tx, rx) = mpsc::sync_channel::<(usize, Result<Prepared, PrepError>)>(2);
@@ -1155,8 +1163,10 @@ pub fn run_cases<D: Device>(
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(c) = specs.get(i) else { break };
-                    let stress =
-                        matches!(c.shape, ShapeKind::Model | ShapeKind::Of(_)) && c.batch == 1;
+                    let stress = matches!(
+                        c.shape,
+                        ShapeKind::Model | ShapeKind::Of(_) | ShapeKind::Own
+                    ) && c.batch == 1;
                     let seed = mix(o.seed, i as u64);
                     let p = prepare(c, arch, &o.policy, o.placement, seed, stress);
                     if tx.send((i, p)).is_err() {
@@ -1723,6 +1733,11 @@ pub struct SuiteArgs {
     /// step before every launch (default: none on one device, `20:alt` per device; `0`: none).
     #[arg(long)]
     pub skew: Option<Skew>,
+    /// Kernels of your own (textual IR; repeat the flag) instead of the set: each one case at
+    /// the shapes and TP it is written with, checked like the set's, and — when it synchronises
+    /// and its batch is 1 — run back to back (`--stress-launches`) too.
+    #[arg(long = "kernel-file", conflicts_with_all = ["kernels", "tps", "model_config", "prebuild"])]
+    pub kernel_files: Vec<std::path::PathBuf>,
 }
 
 /// `wavefuse gpu-suite`.
@@ -1764,6 +1779,19 @@ pub fn suite_cmd(a: &SuiteArgs, policy: SchedulePolicy) -> std::process::ExitCod
     if !a.tps.is_empty() {
         o.tps = a.tps.clone();
     }
+    for path in &a.kernel_files {
+        match UserKernel::read(path) {
+            Ok(k) => o.own.push(Arc::new(k)),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    if !o.own.is_empty() {
+        // The TP sizes the per-device placement needs are the kernels' own.
+        o.tps = o.own.iter().map(|k| k.ir.tp()).collect();
+    }
     o.shape = match crate::ab::model_shapes(a.model_config.as_deref(), &o.tps) {
         Ok(s) => s,
         Err(e) => {
@@ -1790,7 +1818,7 @@ pub fn suite_cmd(a: &SuiteArgs, policy: SchedulePolicy) -> std::process::ExitCod
         let json = serde_json::to_string_pretty(&report.to_json()).expect("JSON serialises");
         let md_path = path.with_extension("md");
         for (p, text) in [(path, json), (&md_path, md)] {
-            if let Err(e) = std::fs::write(p, text) {
+            if let Err(e) = crate::outputs::atomic_write(p, text.as_bytes()) {
                 eprintln!("error: writing {}: {e}", p.display());
                 return ExitCode::FAILURE;
             }
