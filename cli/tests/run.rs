@@ -446,6 +446,37 @@ fn fake_device(body: Body) -> Fake {
     }
 }
 
+/// The suite report's header for the fake device.
+fn fake_header() -> suite::Header {
+    suite::Header {
+        device: "fake".into(),
+        sms: 8,
+        cooperative_launch: true,
+        driver: "none".into(),
+        cuda: "none".into(),
+        compiler: "none".into(),
+        commit: "test".into(),
+        date: suite::utc_now(),
+    }
+}
+
+/// Without NVRTC the suite's artifacts come from prebuilt entries: a placeholder for case `c`.
+fn prebuild_placeholder(cache: &wavefuse_runtime::Cache, c: &suite::CaseSpec) {
+    let g = suite::generate(
+        c,
+        Arch::Sm90,
+        &wavefuse_harness::policy::SchedulePolicy::default(),
+        wavefuse_harness::policy::Placement::SameDevice,
+    )
+    .unwrap();
+    let req =
+        wavefuse_runtime::CompileRequest::new(&g.lowered.name, g.source.text.clone(), Arch::Sm90);
+    let compiler = suite::compiler_for(Arch::Sm90);
+    cache
+        .put(&exec::prebuilt_key(compiler.as_ref(), &req), &artifact())
+        .unwrap();
+}
+
 /// `gpu-suite --kernel-file`: one's own kernels are the suite's cases, one each at its own shapes,
 /// checked and (synchronising, batch 1) stress-run like the set's — here on the fake device whose
 /// kernel writes nothing, so the case fails naming the poisoned outputs and the back-to-back run
@@ -469,29 +500,8 @@ fn suite_runs_ones_own_kernels_as_its_cases() {
     o.own = vec![k.clone()];
     o.stress_launches = 20;
     o.threads = 1;
-    let header = suite::Header {
-        device: "fake".into(),
-        sms: 8,
-        cooperative_launch: true,
-        driver: "none".into(),
-        cuda: "none".into(),
-        compiler: "none".into(),
-        commit: "test".into(),
-        date: suite::utc_now(),
-    };
-    let compiler = suite::compiler_for(Arch::Sm90);
-    let g = suite::generate(
-        &k.case(),
-        Arch::Sm90,
-        &wavefuse_harness::policy::SchedulePolicy::default(),
-        wavefuse_harness::policy::Placement::SameDevice,
-    )
-    .unwrap();
-    let req =
-        wavefuse_runtime::CompileRequest::new(&g.lowered.name, g.source.text.clone(), Arch::Sm90);
-    cache
-        .put(&exec::prebuilt_key(compiler.as_ref(), &req), &artifact())
-        .unwrap();
+    let header = fake_header();
+    prebuild_placeholder(&cache, &k.case());
     let open = |_| Ok(fake_device(Box::new(|_: &Memory, _: &[KernelArg]| {})));
     let report = suite::run_cases(&o, Arch::Sm90, header, &cache, open);
     assert_eq!(report.cases.len(), 1);
@@ -519,34 +529,10 @@ fn suite_on_a_fake_device_catches_unwritten_outputs() {
     o.tps = vec![2];
     o.stress_launches = 50;
     o.threads = 2;
-    let header = suite::Header {
-        device: "fake".into(),
-        sms: 8,
-        cooperative_launch: true,
-        driver: "none".into(),
-        cuda: "none".into(),
-        compiler: "none".into(),
-        commit: "test".into(),
-        date: suite::utc_now(),
-    };
+    let header = fake_header();
     // Without NVRTC the artifacts come from prebuilt entries: put placeholders there.
-    let compiler = suite::compiler_for(Arch::Sm90);
     for c in suite::cases(true, &o.kernels, &o.tps) {
-        let g = suite::generate(
-            &c,
-            Arch::Sm90,
-            &wavefuse_harness::policy::SchedulePolicy::default(),
-            wavefuse_harness::policy::Placement::SameDevice,
-        )
-        .unwrap();
-        let req = wavefuse_runtime::CompileRequest::new(
-            &g.lowered.name,
-            g.source.text.clone(),
-            Arch::Sm90,
-        );
-        cache
-            .put(&exec::prebuilt_key(compiler.as_ref(), &req), &artifact())
-            .unwrap();
+        prebuild_placeholder(&cache, &c);
     }
     let open = |_| Ok(fake_device(Box::new(|_: &Memory, _: &[KernelArg]| {})));
     let report = suite::run_cases(&o, Arch::Sm90, header, &cache, open);
