@@ -302,6 +302,7 @@ fn row(kernel: &str, generated: Version, manual: Manual) -> Row {
         dims: "5120→4352".into(),
         bytes_per_rank: 11_600_000,
         bytes_per_group: 46_400_000,
+        alone: false,
         tolerance: 1e-3,
         generated,
         manual,
@@ -443,6 +444,51 @@ fn reports_render_from_a_synthetic_result_set() {
         ..synthetic()
     };
     assert!(plot::svg(&none).is_err(), "nothing timed: no chart");
+}
+
+#[test]
+fn a_rank_timed_alone_is_said_and_its_bandwidth_is_its_own_bytes() {
+    let mut r = synthetic();
+    r.rows[0].alone = true;
+    // Rank 0 alone: 11.6 MB in 10 µs = 1160 GB/s (not the group's 46.4 MB).
+    let g = r.rows[0].gbps(&r.rows[0].generated).unwrap();
+    assert!((g - 1160.0).abs() < 1e-6, "{g}");
+    let term = r.terminal();
+    // The bytes table says what each timed launch ran.
+    let line = |label: &str| {
+        term.lines()
+            .filter(|l| l.starts_with(label))
+            .find(|l| l.contains("ranks at once") || l.contains("rank 0 alone"))
+            .unwrap_or_else(|| panic!("no bytes line for {label} in {term}"))
+            .to_owned()
+    };
+    assert!(line("gemv_int4@").contains("rank 0 alone"));
+    assert!(line("allreduce_int8@").contains("4 ranks at once"));
+    let j = r.to_json();
+    assert_eq!(j["rows"][0]["timed_ranks"], "rank 0 alone");
+    assert_eq!(j["rows"][2]["timed_ranks"], "4 ranks at once");
+    assert!(r.markdown().contains("| rank 0 alone |"));
+}
+
+#[test]
+fn only_kernels_that_do_not_communicate_are_timed_alone() {
+    use wavefuse_harness::policy::{Placement, Ranks};
+    for (id, tp, alone) in [
+        (KernelId::GemvInt4, 4, true),
+        (KernelId::GemvInt4DualSilu, 4, true),
+        (KernelId::GemvInt4, 1, false),
+        (KernelId::GemvInt4AllreduceRmsnorm, 4, false),
+        (KernelId::AllreduceInt8, 4, false),
+    ] {
+        let c = spec(id, tp);
+        let want = if alone {
+            Placement::PerDevice
+        } else {
+            Placement::SameDevice
+        };
+        assert_eq!(Ranks::Alone.placement(&c), want, "{}", c.label());
+        assert_eq!(Ranks::All.placement(&c), Placement::SameDevice);
+    }
 }
 
 #[test]

@@ -100,8 +100,13 @@ fn emit_snapshot_and_measured_sources_are_identical() {
                             "{what}: `wavefuse emit` differs from the source ab/gpu-suite compile"
                         );
                         // The tuner's first candidate is the untuned baseline it measures against.
-                        let space =
-                            candidates::build(&measured.ir, arch, &[measured.schedule.clone()], 1);
+                        let space = candidates::build(
+                            &measured.ir,
+                            arch,
+                            &[measured.schedule.clone()],
+                            1,
+                            measured.ir.tp(),
+                        );
                         assert_eq!(
                             space.kept.first().map(|g| &g.source.text),
                             Some(&measured.source.text),

@@ -49,7 +49,7 @@ fn the_quick_space_of_every_kernel_holds_only_schedules_lower_accepts() {
                 Schedule::default_for(arch, &k),
                 "{id}: default first"
             );
-            let s = candidates::build(&k, arch, &all, usize::MAX);
+            let s = candidates::build(&k, arch, &all, usize::MAX, k.tp());
             assert!(!s.kept.is_empty(), "{id}@{arch}: no candidate");
             let split_ok = !matches!(
                 id,
@@ -100,7 +100,7 @@ fn the_int4_space_keeps_the_documented_relation_and_respects_the_budget() {
         gfx.iter().any(|s| s.int4_dot == Int4Dot::Dot2),
         "gfx906 searches the dot2 path"
     );
-    let s = candidates::build(&k, Arch::Sm90, &all, 7);
+    let s = candidates::build(&k, Arch::Sm90, &all, 7, k.tp());
     assert_eq!(s.kept.len(), 7);
     let sources: std::collections::HashSet<_> = s.kept.iter().map(|g| &g.source.text).collect();
     assert_eq!(sources.len(), 7, "identical sources are kept once");

@@ -69,6 +69,52 @@ impl Placement {
     }
 }
 
+/// How the ranks of a TP case are run when they are timed on one GPU (`--ranks`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Ranks {
+    /// A kernel that does not communicate (no allreduce) runs one rank at a time, alone on the
+    /// GPU, and is timed as rank 0 alone, with its schedule resolved for one rank per device: how
+    /// TP deploys it (DESIGN.md §8). A kernel that communicates runs all ranks on the GPU at once.
+    #[default]
+    Alone,
+    /// All ranks on the GPU at once, every kernel (a correctness placement: the ranks share the
+    /// device's bandwidth and SMs).
+    All,
+}
+
+impl Ranks {
+    /// The placement case kernel `ir` is resolved, run and timed at on one GPU:
+    /// [`Placement::PerDevice`] (rank 0 timed alone) for a kernel without an allreduce at TP > 1
+    /// under [`Ranks::Alone`], [`Placement::SameDevice`] otherwise.
+    pub fn placement_of(self, ir: &Kernel) -> Placement {
+        let communicates = ir
+            .ops()
+            .any(|(_, o)| matches!(o.kind, OpKind::AllReduce(_)));
+        if self == Ranks::Alone && ir.tp() > 1 && !communicates {
+            Placement::PerDevice
+        } else {
+            Placement::SameDevice
+        }
+    }
+
+    /// [`Ranks::placement_of`] for case `c` (SameDevice when its kernel cannot be built: the
+    /// error comes when it is generated).
+    pub fn placement(self, c: &CaseSpec) -> Placement {
+        match crate::suite::op_kernel(c) {
+            Ok(Some(ir)) => self.placement_of(&ir),
+            _ => Placement::SameDevice,
+        }
+    }
+
+    /// `alone` or `all`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Ranks::Alone => "alone",
+            Ranks::All => "all",
+        }
+    }
+}
+
 /// An explicit schedule override (`field=value,...`, see [`Schedule::with_overrides`]), with
 /// where it came from (for messages) and the target it applies to (None: every target).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -437,6 +437,43 @@ impl<D: Device> RankGroup<D> {
         Ok(())
     }
 
+    /// Launches rank `rank`'s `kernel` with `args` on its stream, alone: the co-residency rule
+    /// applies to its grid only (the other ranks do not run). Not for a
+    /// [`SameDeviceMode::FusedGrid`] group, and no skew (one rank has no one to be skewed
+    /// against).
+    ///
+    /// # Safety
+    /// As [`Device::launch_raw`].
+    pub unsafe fn launch_alone(
+        &self,
+        rank: u32,
+        kernel: &D::Kernel,
+        spec: &LaunchSpec,
+        args: &[KernelArg],
+    ) -> Result<()> {
+        if self.placement == Placement::SameDevice(SameDeviceMode::FusedGrid) {
+            return Err(Error::RankGroup(
+                "a FusedGrid group launches with launch_fused".into(),
+            ));
+        }
+        let r = rank as usize;
+        if r >= self.devices.len() {
+            return Err(Error::RankGroup(format!(
+                "rank {rank} of a group of {}",
+                self.devices.len()
+            )));
+        }
+        let d = self.devices[r].as_ref();
+        if self.capturing() && spec.coresidency == CoResidency::Required {
+            Capacity::of(d, kernel, spec)?.check(kernel.name(), spec.workgroups())?;
+            // SAFETY: the caller upholds the argument contract; the grid fits the device's
+            // co-resident capacity (checked above, §5.9).
+            return Ok(unsafe { d.launch_raw(kernel, spec, args, &self.streams[r], false) }?);
+        }
+        // SAFETY: the caller upholds the argument contract; `launch` checks co-residency.
+        unsafe { launch::launch(d, kernel, spec, args, &self.streams[r]) }
+    }
+
     /// Holds each rank's stream for its skew delay before this launch (nothing without skew or
     /// while capturing).
     fn apply_skew(&self) -> Result<()> {

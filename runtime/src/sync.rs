@@ -94,6 +94,10 @@ pub struct KernelInstance<'g, D: Device> {
     /// Fused-grid arguments and the by-rank tables they point at, built on first fused launch.
     fused: Option<(Vec<FusedArg>, Vec<D::Buffer>)>,
     epochs: Epochs,
+    /// Per-rank epochs once a rank has been launched alone ([`KernelInstance::launch_alone`]):
+    /// rank r's counters have then seen `alone[r]` launches, and the next launch of every rank
+    /// continues from there when all agree, or from freshly zeroed state when they do not.
+    alone: Option<Vec<Epochs>>,
     poisoned: bool,
 }
 
@@ -141,6 +145,7 @@ impl<'g, D: Device> KernelInstance<'g, D> {
             peer_abi: PeerTableAbi::DeviceTable,
             fused: None,
             epochs: Epochs::new(),
+            alone: None,
             poisoned: false,
         };
         for i in 0..inst.params.len() {
@@ -294,6 +299,15 @@ impl<'g, D: Device> KernelInstance<'g, D> {
     /// Enqueues one launch on every rank; returns its epoch. Does not wait: call
     /// [`KernelInstance::wait`] (or use [`KernelInstance::run`]).
     pub fn launch(&mut self) -> Result<u32> {
+        if let Some(alone) = self.alone.take() {
+            // Ranks launched alone since: every rank's state must be at the same epoch for a
+            // launch of them all (their barriers and flags compare epochs, §5.4).
+            if alone.windows(2).all(|w| w[0] == w[1]) {
+                self.epochs = alone[0].clone();
+            } else {
+                self.poisoned = true;
+            }
+        }
         if self.poisoned {
             self.reset()?;
         }
@@ -314,6 +328,60 @@ impl<'g, D: Device> KernelInstance<'g, D> {
             self.poisoned = true;
         }
         result.map(|()| epoch)
+    }
+
+    /// Enqueues one launch of rank `rank` alone (the others do not run): how a kernel that does not
+    /// communicate is timed as deployed, one rank per device, without the other ranks sharing the
+    /// device. Refused for a kernel with peer arrays (its rank would wait for peers that never
+    /// arrive) and on a fused-grid group. The rank's counters and flags advance on their own
+    /// epoch; a later [`KernelInstance::launch`] of every rank continues from the ranks' common
+    /// epoch, or re-zeroes all state first when they differ. Returns the rank's epoch; wait with
+    /// [`KernelInstance::wait`].
+    pub fn launch_alone(&mut self, rank: u32) -> Result<u32> {
+        if rank >= self.group.tp() {
+            return Err(self.err(format!(
+                "rank {rank} launched alone, the group has {} ranks",
+                self.group.tp()
+            )));
+        }
+        if self.communicates() {
+            return Err(self.err(
+                "a kernel with peer arrays cannot run one rank alone: it waits for its peers"
+                    .into(),
+            ));
+        }
+        if matches!(
+            self.group.placement(),
+            Placement::SameDevice(SameDeviceMode::FusedGrid)
+        ) {
+            return Err(Error::RankGroup(
+                "a FusedGrid group launches all ranks as one grid".into(),
+            ));
+        }
+        if self.poisoned {
+            self.reset()?;
+        }
+        let epochs = self
+            .alone
+            .get_or_insert_with(|| vec![self.epochs.clone(); self.group.tp() as usize]);
+        let epoch = epochs[rank as usize].next();
+        let args = self.args(rank, epoch)?;
+        // SAFETY: as in `launch`: every argument comes from the kernel's own parameter list.
+        let result = unsafe {
+            self.group
+                .launch_alone(rank, &self.kernels[rank as usize], &self.spec, &args)
+        };
+        if result.is_err() {
+            self.poisoned = true;
+        }
+        result.map(|()| epoch)
+    }
+
+    /// Whether the kernel reads or writes peers' memory (it has a peer-table parameter).
+    pub fn communicates(&self) -> bool {
+        self.bindings
+            .iter()
+            .any(|b| matches!(b, Binding::Peer { .. }))
     }
 
     /// The fused-grid launch (see [`crate::rank`]): per-rank arrays become tables by rank, the
@@ -424,6 +492,7 @@ impl<'g, D: Device> KernelInstance<'g, D> {
             }
         }
         self.epochs.reset();
+        self.alone = None;
         self.poisoned = false;
         Ok(())
     }

@@ -145,6 +145,23 @@ impl GroupTimer {
         Ok(())
     }
 
+    /// [`GroupTimer::start`] for rank 0 launched alone: only rank 0's stream is held and timed.
+    pub fn start_alone(&self, group: &RankGroup<CudaDevice>) -> Result<Gate> {
+        let gate = Gate::hold(group.stream(0))?;
+        self.start
+            .record(group.stream(0).inner())
+            .map_err(api("cuEventRecord"))?;
+        Ok(gate)
+    }
+
+    /// [`GroupTimer::stop`] for rank 0 launched alone.
+    pub fn stop_alone(&self, group: &RankGroup<CudaDevice>) -> Result<()> {
+        self.end
+            .record(group.stream(0).inner())
+            .map_err(api("cuEventRecord"))?;
+        Ok(())
+    }
+
     /// Milliseconds between start and end (waits for the end).
     pub fn elapsed_ms(&self) -> Result<f64> {
         let ms = self

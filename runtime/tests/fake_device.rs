@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::lowered::{Access, LoweredKernel, ParamKind, Purpose, Ty, peer_slot};
+use wavefuse_codegen::lowered::{
+    Access, CoResidency, LoweredKernel, ParamKind, Purpose, Ty, peer_slot,
+};
 use wavefuse_codegen::target::Vendor;
 use wavefuse_ir::MemorySpace;
 use wavefuse_runtime::device::LoadedKernel;
@@ -306,6 +308,44 @@ fn kernel(name: &str, tp: u32, grid: u32) -> LoweredKernel {
     k
 }
 
+/// A kernel that does not communicate: input, a grid-barrier counter, output, rank, epoch, error.
+fn local_kernel(name: &str, tp: u32, grid: u32) -> LoweredKernel {
+    let mut k = LoweredKernel::new(name, Arch::Sm90, tp, 256, grid);
+    let array = |b: &str, access| ParamKind::Array {
+        elem: Ty::F16,
+        len: 64,
+        space: MemorySpace::Global,
+        access,
+        purpose: Purpose::Data {
+            buffer: b.to_owned(),
+            part: "data",
+        },
+    };
+    k.param("x", array("x", Access::Read));
+    k.param(
+        "counter",
+        ParamKind::Array {
+            elem: Ty::U32,
+            len: 1,
+            space: MemorySpace::Global,
+            access: Access::ReadWrite,
+            purpose: Purpose::Counter,
+        },
+    );
+    k.param("y", array("y", Access::Write));
+    k.param(
+        "rank",
+        ParamKind::Scalar {
+            ty: Ty::U32,
+            purpose: Purpose::Rank,
+        },
+    );
+    k.epoch_param();
+    k.error_param();
+    k.coresidency = Some(CoResidency { workgroups: grid });
+    k
+}
+
 struct Setup {
     mem: Arc<Memory>,
     launches: Arc<Mutex<Vec<Launch>>>,
@@ -459,6 +499,76 @@ fn same_device_streams_checks_all_ranks_fit_together() {
         "{err}"
     );
     assert!(s.take().is_empty(), "nothing launched");
+}
+
+#[test]
+fn a_rank_alone_launches_by_itself_on_its_own_epochs() {
+    let s = Setup::new();
+    // Capacity 8 workgroups: 4 ranks x 3 do not fit at once, one rank's 3 do.
+    let group = RankGroup::on_one_device(s.device(0), 4, SameDeviceMode::Streams).unwrap();
+    let mut inst = KernelInstance::new(&group, &local_kernel("k", 4, 3), &artifact()).unwrap();
+    assert!(!inst.communicates());
+    let (xs, ys) = bind_data(&mut inst, &group);
+    assert!(matches!(
+        inst.launch().unwrap_err(),
+        Error::NotCoResident {
+            workgroups: 12,
+            capacity: 8,
+            ..
+        }
+    ));
+    s.take();
+    let epoch = |l: &Launch| l.args[4].clone();
+    // Rank 2 alone, twice, then rank 0: each on its own stream with its own arrays and its
+    // own epoch sequence (its counter has seen only its own launches).
+    assert_eq!(inst.launch_alone(2).unwrap(), 1);
+    assert_eq!(inst.launch_alone(2).unwrap(), 2);
+    assert_eq!(inst.launch_alone(0).unwrap(), 1);
+    inst.wait().unwrap();
+    let l = s.take();
+    assert_eq!(l.len(), 3, "one launch each, no other rank");
+    assert_eq!(l.iter().map(|l| l.stream).collect::<Vec<_>>(), [2, 2, 0]);
+    assert_eq!(
+        l.iter().map(epoch).collect::<Vec<_>>(),
+        [KernelArg::U32(1), KernelArg::U32(2), KernelArg::U32(1)]
+    );
+    assert_eq!(l[0].args[0], KernelArg::Ptr(xs[2].ptr()));
+    assert_eq!(l[0].args[2], KernelArg::Ptr(ys[2].ptr()));
+    assert_eq!(l[0].args[3], KernelArg::U32(2), "the rank scalar");
+    assert!(l.iter().all(|l| l.spec.grid == [3, 1, 1]));
+    assert!(inst.launch_alone(4).is_err(), "no rank 4 in a group of 4");
+
+    // A launch of every rank after some ran alone: where the ranks' epochs differ, it starts
+    // from freshly zeroed state at epoch 1; where they agree, it continues (a group of 2 whose
+    // grids fit at once).
+    let pair = RankGroup::on_one_device(s.device(0), 2, SameDeviceMode::Streams).unwrap();
+    let mut two = KernelInstance::new(&pair, &local_kernel("k", 2, 3), &artifact()).unwrap();
+    let _d = bind_data(&mut two, &pair);
+    assert_eq!(two.launch_alone(0).unwrap(), 1);
+    let counter = two.owned("counter", 0).unwrap().ptr();
+    s.mem.write_u32(counter, 7);
+    assert_eq!(two.launch().unwrap(), 1, "epochs 1 and 0 differ: restarted");
+    let mut word = [0u8; 4];
+    pair.device(0)
+        .download(two.owned("counter", 0).unwrap(), 0, &mut word)
+        .unwrap();
+    assert_eq!(u32::from_le_bytes(word), 0, "the counter was re-zeroed");
+    // Both ranks alone once: their epochs agree (2), so the next launch of both continues at 3.
+    assert_eq!(two.launch_alone(0).unwrap(), 2);
+    assert_eq!(two.launch_alone(1).unwrap(), 2);
+    s.mem.write_u32(counter, 7);
+    assert_eq!(two.launch().unwrap(), 3, "agreeing epochs continue");
+    pair.device(0)
+        .download(two.owned("counter", 0).unwrap(), 0, &mut word)
+        .unwrap();
+    assert_eq!(u32::from_le_bytes(word), 7, "nothing re-zeroed");
+
+    // A kernel with peer arrays cannot run a rank alone: it would wait for its peers.
+    let mut peers = KernelInstance::new(&pair, &kernel("k", 2, 1), &artifact()).unwrap();
+    let _p = bind_data(&mut peers, &pair);
+    assert!(peers.communicates());
+    let err = peers.launch_alone(0).unwrap_err().to_string();
+    assert!(err.contains("cannot run one rank alone"), "{err}");
 }
 
 #[test]

@@ -235,8 +235,16 @@ impl<'g> Chain<'g> {
                 &block.gate_up,
                 &data.gate_up_inputs,
                 l2,
+                false,
             )?,
-            Rotation::new(group, &v.down.lowered, &block.down, &data.down_inputs, l2)?,
+            Rotation::new(
+                group,
+                &v.down.lowered,
+                &block.down,
+                &data.down_inputs,
+                l2,
+                false,
+            )?,
         ];
         let mut chain = Chain {
             group,

@@ -125,7 +125,7 @@ fn header(o: &Options, reason: String) -> Header {
 fn row_without_gpu(i: usize, c: &CaseSpec, o: &Options) -> (Row, Vec<Job>) {
     let mut generated = Vec::new();
     for arch in TARGETS {
-        match suite::generate(c, arch, &o.policy, Placement::SameDevice) {
+        match suite::generate(c, arch, &o.policy, o.placement(c)) {
             Ok(g) => generated.push(g),
             Err(e) => {
                 let mut row = placeholder_row(c);
@@ -347,7 +347,7 @@ fn compile(cache: &Cache, job: &Job, o: &Options) -> Resources {
 pub fn prebuild(cases: &[CaseSpec], o: &Options) -> ExitCode {
     let mut jobs = Vec::new();
     for (i, c) in cases.iter().enumerate() {
-        let g = match suite::generate(c, Arch::Sm90, &o.policy, Placement::SameDevice) {
+        let g = match suite::generate(c, Arch::Sm90, &o.policy, o.placement(c)) {
             Ok(g) => g,
             Err(e) => {
                 eprintln!("{}: {e}", c.label());

@@ -58,21 +58,22 @@ pub struct Rotation {
     arrays: Vec<Copies>,
     /// Copies of the inputs.
     pub sets: usize,
-    /// Bytes of all sets together.
+    /// Bytes of all sets together (of the timed ranks).
     pub bytes: u64,
     /// Whether the sets total less than 4 × L2 (L2 must then be flushed before each launch).
     pub flush: bool,
 }
 
 impl Rotation {
-    /// Sets of `g`'s input arrays filled with `inputs`: enough to total `4 × l2` bytes, at most
-    /// [`MAX_SETS`].
+    /// Sets of `g`'s input arrays filled with `inputs`: enough for the timed ranks' sets to total
+    /// `4 × l2` bytes (rank 0's alone with `alone`, every rank's otherwise), at most [`MAX_SETS`].
     pub fn new(
         group: &RankGroup<CudaDevice>,
         g: &LoweredKernel,
         ir: &Kernel,
         inputs: &[RankInputs],
         l2: u64,
+        alone: bool,
     ) -> Result<Rotation, RtError> {
         let mut encoded = Vec::new();
         for p in g.params.values() {
@@ -113,9 +114,10 @@ impl Rotation {
                 })?;
             encoded.push((buffer.clone(), *part, per_rank));
         }
+        let timed = if alone { 1 } else { inputs.len() };
         let set_bytes: u64 = encoded
             .iter()
-            .flat_map(|(_, _, r)| r.iter().map(|b| b.len() as u64))
+            .flat_map(|(_, _, r)| r.iter().take(timed).map(|b| b.len() as u64))
             .sum();
         let target = 4 * l2;
         let sets = (target.div_ceil(set_bytes.max(1)) as usize).clamp(2, MAX_SETS);
@@ -177,6 +179,8 @@ struct Live<'g> {
     sides: Vec<Side<'g>>,
     rotation: Option<Rotation>,
     timer: Option<GroupTimer>,
+    /// Rank 0 timed alone.
+    alone: bool,
 }
 
 /// Runs every case on GPU 0. `Err` carries why there is no usable GPU (nothing ran).
@@ -293,7 +297,7 @@ fn setup<'g>(
     }
     let any = sides.iter().any(|s| s.kernel.is_some());
     let rotation = if any {
-        match Rotation::new(group, &p.g.lowered, &p.g.ir, &p.data.inputs, l2) {
+        match Rotation::new(group, &p.g.lowered, &p.g.ir, &p.data.inputs, l2, alone(&p)) {
             Ok(r) => Some(r),
             Err(e) => {
                 for s in &mut sides {
@@ -317,10 +321,12 @@ fn setup<'g>(
         }
     };
     row.generated = sides[0].version.clone();
+    let alone = alone(&p);
     Live {
         index,
         row,
         group,
+        alone,
         ir: Some(p.g.ir),
         reference: p.data.reference,
         sides,
@@ -353,6 +359,12 @@ fn bind_generated<'g>(
     ));
     let k = run_once(&mut v, group, &g.ir, &g.lowered, &artifact, p);
     (v, k)
+}
+
+/// Whether `p`'s ranks run one after another and rank 0 is timed alone
+/// ([`crate::policy::Ranks::Alone`]: resolved for one rank per device, run on the one GPU).
+fn alone(p: &Prepared) -> bool {
+    p.g.placement == crate::policy::Placement::PerDevice && p.g.spec.tp > 1
 }
 
 /// The hand-written version: its description checked, compiled, its loaded parameters checked,
@@ -460,11 +472,21 @@ fn run_once<'g>(
     artifact: &Artifact,
     p: &Prepared,
 ) -> Option<OpKernel<'g, CudaDevice>> {
-    check_once(v, group, ir, lowered, artifact, &p.data, &p.g.spec.kernel)
+    check_once(
+        v,
+        group,
+        ir,
+        lowered,
+        artifact,
+        &p.data,
+        &p.g.spec.kernel,
+        alone(p),
+    )
 }
 
 /// [`run_once`] on `data`, at `kernel`'s tolerance (also `wavefuse tune`'s per-candidate
-/// check).
+/// check); with `alone` the ranks run one after another, each alone on the device.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn check_once<'g>(
     v: &mut Version,
     group: &'g RankGroup<CudaDevice>,
@@ -473,6 +495,7 @@ pub(crate) fn check_once<'g>(
     artifact: &Artifact,
     data: &suite::Data,
     kernel: &crate::suite::CaseKernel,
+    alone: bool,
 ) -> Option<OpKernel<'g, CudaDevice>> {
     let mut k = match OpKernel::new(group, ir, lowered, artifact) {
         Ok(k) => k,
@@ -481,7 +504,12 @@ pub(crate) fn check_once<'g>(
             return None;
         }
     };
-    let outputs = match k.run(&data.inputs) {
+    let ran = if alone {
+        k.run_each_alone(&data.inputs)
+    } else {
+        k.run(&data.inputs)
+    };
+    let outputs = match ran {
         Ok(o) => o,
         Err(e @ RtError::NotCoResident { .. }) => {
             v.check = Check::not_run(format!("refused: {e}"));
@@ -494,7 +522,11 @@ pub(crate) fn check_once<'g>(
         }
     };
     let tol = kernel.tolerance().0;
-    let on = format!("{}, model shapes", group.device(0).info().name);
+    let on = format!(
+        "{}, model shapes{}",
+        group.device(0).info().name,
+        if alone { ", ranks alone" } else { "" }
+    );
     v.check = check_of(&on, &exec::compare(ir, &outputs, &data.reference), tol);
     if v.check.pass {
         Some(k)
@@ -517,6 +549,7 @@ impl<'g> Live<'g> {
             index,
             row,
             group,
+            alone: false,
             ir: None,
             reference: Vec::new(),
             sides: Vec::new(),
@@ -535,7 +568,7 @@ impl<'g> Live<'g> {
             let Some(k) = side.kernel.as_mut() else {
                 continue;
             };
-            match series(group, k, rot, timer, flush, o.warmup, o.iters) {
+            match series(group, k, rot, timer, flush, o.warmup, o.iters, self.alone) {
                 Ok(samples) => side.repeats.push(Stats::from_ms(&samples)),
                 Err(e) => {
                     side.version.error = Some(format!("timing: {e}"));
@@ -585,7 +618,9 @@ impl<'g> Live<'g> {
     }
 }
 
-/// `warmup + iters` launches of `k`, each on the next input set, the timed ones returned in ms.
+/// `warmup + iters` launches of `k`, each on the next input set, the timed ones returned in ms;
+/// with `alone`, of rank 0 alone ([`wavefuse_runtime::KernelInstance::launch_alone`]).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn series(
     group: &RankGroup<CudaDevice>,
     k: &mut OpKernel<'_, CudaDevice>,
@@ -594,6 +629,7 @@ pub(crate) fn series(
     flush: &CudaBuffer,
     warmup: usize,
     iters: usize,
+    alone: bool,
 ) -> Result<Vec<f64>, RtError> {
     let mut samples = Vec::with_capacity(iters);
     for i in 0..warmup + iters {
@@ -601,9 +637,15 @@ pub(crate) fn series(
         if rot.flush {
             timing::fill(flush, (i as u8) | 1, group.stream(0))?;
         }
-        let gate = timer.start(group)?;
-        let launched = k.instance().launch();
-        let stopped = timer.stop(group);
+        let (gate, launched, stopped) = if alone {
+            let gate = timer.start_alone(group)?;
+            let launched = k.instance().launch_alone(0);
+            (gate, launched, timer.stop_alone(group))
+        } else {
+            let gate = timer.start(group)?;
+            let launched = k.instance().launch();
+            (gate, launched, timer.stop(group))
+        };
         drop(gate);
         launched?;
         stopped?;

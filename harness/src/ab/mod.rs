@@ -37,7 +37,7 @@ use wavefuse_runtime::compile::{Compiler, Nvrtc, default_compiler};
 use wavefuse_runtime::exec::OutputMetrics;
 use wavefuse_runtime::{Artifact, ResourceUsage};
 
-use crate::policy::{Placement, SchedulePolicy};
+use crate::policy::{Placement, Ranks, SchedulePolicy};
 use crate::shapes::TP_SIZES;
 use crate::suite::{self, CaseSpec, Generated, PrepError, Prepared, ShapeKind, Worst};
 use crate::{KernelId, Workload};
@@ -144,6 +144,12 @@ pub struct AbArgs {
     /// Do not use a GPU even when there is one: correctness in the simulator and resources only.
     #[arg(long)]
     pub no_gpu: bool,
+    /// How a TP case's ranks run on the one GPU: `alone` (default) times a kernel that does not
+    /// communicate as rank 0 alone, its schedule resolved for one rank per GPU, as TP deploys it
+    /// (the ranks are checked one after another); `all` runs every rank at once, sharing the GPU.
+    /// A kernel with an allreduce always runs all ranks at once.
+    #[arg(long, value_enum, default_value_t = Ranks::Alone)]
+    pub ranks: Ranks,
     /// Compile every generated and hand-written source of the run for sm_90 into the cache
     /// (`$WAVEFUSE_CACHE_DIR`) and stop: a GPU machine without NVRTC then uses them prebuilt.
     #[arg(long)]
@@ -174,8 +180,10 @@ pub struct Options {
     pub choice: Choice,
     /// Threads building inputs and references (GPU) or compiling (no GPU).
     pub threads: usize,
-    /// Where the generated side's schedules come from (its ranks share one device).
+    /// Where the generated side's schedules come from.
     pub policy: SchedulePolicy,
+    /// How the ranks of a TP case run and are timed on the one GPU.
+    pub ranks: Ranks,
 }
 
 impl Options {
@@ -192,7 +200,13 @@ impl Options {
                 .map_or(2, |n| n.get())
                 .clamp(1, 12),
             policy: SchedulePolicy::default(),
+            ranks: Ranks::default(),
         }
+    }
+
+    /// The placement case `c` is generated, run and timed at ([`Ranks::placement`]).
+    pub fn placement(&self, c: &CaseSpec) -> Placement {
+        self.ranks.placement(c)
     }
 
     /// The compiler of hand-written code for `arch`: NVRTC without include paths for the reference
@@ -234,6 +248,7 @@ pub fn ab_cmd(a: &AbArgs, policy: SchedulePolicy) -> ExitCode {
         warmup: a.warmup,
         commit: a.commit.clone().unwrap_or_else(|| "unknown".into()),
         policy,
+        ranks: a.ranks,
         ..Options::new(choice)
     };
     if a.prebuild {
@@ -306,7 +321,7 @@ fn plan(a: &AbArgs, policy: &SchedulePolicy) -> Result<(Vec<CaseSpec>, Choice), 
         let choice = match (&a.manual, &a.abi) {
             (Some(src), Some(abi)) => {
                 let hand = Hand::load(abi, Some(src))?;
-                check_manual(&hand, std::slice::from_ref(&case), policy)?;
+                check_manual(&hand, std::slice::from_ref(&case), policy, a.ranks)?;
                 Choice::User(Box::new(hand))
             }
             _ => Choice::Reference(None),
@@ -358,15 +373,20 @@ fn plan(a: &AbArgs, policy: &SchedulePolicy) -> Result<(Vec<CaseSpec>, Choice), 
         })
         .collect();
     if let Choice::User(hand) = &choice {
-        check_manual(hand, &cases, policy)?;
+        check_manual(hand, &cases, policy, a.ranks)?;
     }
     Ok((cases, choice))
 }
 
 /// A user's kernel against the generated one at every case: all disagreements, or Ok.
-fn check_manual(hand: &Hand, cases: &[CaseSpec], policy: &SchedulePolicy) -> Result<(), String> {
+fn check_manual(
+    hand: &Hand,
+    cases: &[CaseSpec],
+    policy: &SchedulePolicy,
+    ranks: Ranks,
+) -> Result<(), String> {
     for c in cases {
-        let g = suite::generate(c, hand.arch, policy, Placement::SameDevice)
+        let g = suite::generate(c, hand.arch, policy, ranks.placement(c))
             .map_err(|e| format!("{}: {e}", c.label()))?;
         let problems = hand.check(&g.lowered);
         if !problems.is_empty() {
@@ -470,6 +490,7 @@ pub fn base_row(spec: &CaseSpec, g: &Generated) -> Row {
         dims: g.dims(),
         bytes_per_rank,
         bytes_per_group: bytes_per_rank * u64::from(spec.tp),
+        alone: g.placement == Placement::PerDevice && spec.tp > 1,
         tolerance: spec.kernel.tolerance().0,
         generated: blank_version("generated", spec.kernel.name()),
         manual: Manual::Absent("no hand-written version".into()),
@@ -486,6 +507,7 @@ pub fn placeholder_row(spec: &CaseSpec) -> Row {
         dims: String::new(),
         bytes_per_rank: 0,
         bytes_per_group: 0,
+        alone: false,
         tolerance: spec.kernel.tolerance().0,
         generated: blank_version("generated", spec.kernel.name()),
         manual: Manual::Absent("not looked for (the generated kernel could not be built)".into()),
@@ -581,14 +603,7 @@ pub fn prepare_all(
                     if tx
                         .send((
                             i,
-                            suite::prepare(
-                                c,
-                                arch,
-                                &o.policy,
-                                Placement::SameDevice,
-                                o.seed,
-                                false,
-                            ),
+                            suite::prepare(c, arch, &o.policy, o.placement(c), o.seed, false),
                         ))
                         .is_err()
                     {

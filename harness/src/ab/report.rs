@@ -80,6 +80,9 @@ pub struct Row {
     pub bytes_per_rank: u64,
     /// The same over all ranks of the group (what one launch of the group moves on the device).
     pub bytes_per_group: u64,
+    /// Whether rank 0 is timed alone on the GPU (a kernel that does not communicate, as TP
+    /// deploys it: [`crate::policy::Ranks::Alone`]) rather than every rank of the group at once.
+    pub alone: bool,
     /// Relative-L2 tolerance against the f64 reference.
     pub tolerance: f64,
     /// The generated kernel.
@@ -273,10 +276,29 @@ impl Row {
         }
     }
 
-    /// Achieved bandwidth of `v` in GB/s: the group's bytes over its first repeat's median.
+    /// Bytes one timed launch moves: rank 0's when it is timed alone, the group's otherwise.
+    pub fn timed_bytes(&self) -> u64 {
+        if self.alone {
+            self.bytes_per_rank
+        } else {
+            self.bytes_per_group
+        }
+    }
+
+    /// What one timed launch runs: `rank 0 alone`, `1 rank`, `4 ranks at once`.
+    pub fn timed_ranks(&self) -> String {
+        match (self.alone, self.tp) {
+            (true, _) => "rank 0 alone".into(),
+            (false, 1) => "1 rank".into(),
+            (false, tp) => format!("{tp} ranks at once"),
+        }
+    }
+
+    /// Achieved bandwidth of `v` in GB/s: the timed launch's bytes ([`Row::timed_bytes`]) over
+    /// its first repeat's median.
     pub fn gbps(&self, v: &Version) -> Option<f64> {
         let t = v.timing.as_ref()?.median_us();
-        (t > 0.0).then(|| self.bytes_per_group as f64 / (t * 1e-6) / 1e9)
+        (t > 0.0).then(|| self.timed_bytes() as f64 / (t * 1e-6) / 1e9)
     }
 
     /// Generated time / hand-written time (first repeat's medians).
@@ -571,8 +593,8 @@ impl AbReport {
         }
         let _ = writeln!(
             out,
-            "\n{:<w$} {:>10} {:>10}  input sets (generated)",
-            "bytes per launch", "MB/rank", "MB/group"
+            "\n{:<w$} {:>10} {:>10}  {:<16} input sets (generated)",
+            "bytes per launch", "MB/rank", "MB/group", "timed"
         );
         for r in &self.rows {
             let sets = r.generated.timing.as_ref().map_or_else(
@@ -592,10 +614,11 @@ impl AbReport {
             );
             let _ = writeln!(
                 out,
-                "{:<w$} {:>10.3} {:>10.3}  {sets}",
+                "{:<w$} {:>10.3} {:>10.3}  {:<16} {sets}",
                 r.label(),
                 r.bytes_per_rank as f64 / 1e6,
-                r.bytes_per_group as f64 / 1e6
+                r.bytes_per_group as f64 / 1e6,
+                r.timed_ranks()
             );
         }
     }
@@ -743,11 +766,11 @@ impl AbReport {
         let _ = writeln!(
             out,
             "| kernel | shape | version | rel L2 | max abs | cosine | p50 µs | p10 µs | p90 µs \
-             | repeat 2 p50 µs | spread | MB/rank | MB/group | GB/s | % copy | gen/hand | input sets |"
+             | repeat 2 p50 µs | spread | MB/rank | MB/group | timed | GB/s | % copy | gen/hand | input sets |"
         );
         let _ = writeln!(
             out,
-            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|"
         );
         let copy = self.header.copy.first().map(|c| c.gbps);
         for r in &self.rows {
@@ -765,7 +788,7 @@ impl AbReport {
                 });
                 let _ = writeln!(
                     out,
-                    "| {} | {} | {who} | {} | {} | {} | {} | {} | {} | {} | {} | {:.3} | {:.3} | {} | {} | {} | {sets} |",
+                    "| {} | {} | {who} | {} | {} | {} | {} | {} | {} | {} | {} | {:.3} | {:.3} | {} | {} | {} | {} | {sets} |",
                     r.kernel,
                     r.shape,
                     num(v.check.rel_l2, |x| format!("{x:.2e}")),
@@ -781,6 +804,7 @@ impl AbReport {
                     )),
                     r.bytes_per_rank as f64 / 1e6,
                     r.bytes_per_group as f64 / 1e6,
+                    r.timed_ranks(),
                     opt(bw, |x| format!("{x:.0}")),
                     opt(bw.zip(copy).map(|(b, c)| b / c), |x| format!(
                         "{:.0} %",
@@ -796,7 +820,7 @@ impl AbReport {
             if let Manual::Absent(why) = &r.manual {
                 let _ = writeln!(
                     out,
-                    "| {} | {} | hand-written | {} |  |  |  |  |  |  |  |  |  |  |  |  |  |",
+                    "| {} | {} | hand-written | {} |  |  |  |  |  |  |  |  |  |  |  |  |  |  |",
                     r.kernel,
                     r.shape,
                     md(why)
@@ -922,6 +946,7 @@ impl AbReport {
             "dims": r.dims,
             "bytes_per_rank": r.bytes_per_rank,
             "bytes_per_group": r.bytes_per_group,
+            "timed_ranks": r.timed_ranks(),
             "tolerance": r.tolerance,
             "verdict": r.verdict(&self.header),
             "failed": r.failed(),

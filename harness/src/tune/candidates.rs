@@ -47,7 +47,13 @@ pub struct Space {
 
 /// Lowers `schedules` for `arch` in order (the first is the baseline and always kept when it
 /// lowers), keeping at most `budget` distinct sources.
-pub fn build(ir: &Kernel, arch: Arch, schedules: &[Schedule], budget: usize) -> Space {
+pub fn build(
+    ir: &Kernel,
+    arch: Arch,
+    schedules: &[Schedule],
+    budget: usize,
+    ranks_per_device: u32,
+) -> Space {
     let start = Instant::now();
     let family = space::Family::of(ir);
     let mut out = Space {
@@ -78,7 +84,7 @@ pub fn build(ir: &Kernel, arch: Arch, schedules: &[Schedule], budget: usize) -> 
                 continue;
             }
         };
-        if i > 0 && !fits_coresident(&g.lowered, arch, g.lowered.tp) {
+        if i > 0 && !fits_coresident(&g.lowered, arch, ranks_per_device) {
             out.not_coresident += 1;
             continue;
         }

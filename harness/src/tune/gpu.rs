@@ -142,6 +142,7 @@ fn search(
         signature: Vec::new(),
         bound: Vec::new(),
         timing_s: 0.0,
+        alone: case.alone,
     };
     // Compiling runs on its own threads while this one checks and times: the compile stage's
     // wall time is measured where it ends, not where its last result is picked up.
@@ -198,6 +199,8 @@ struct Live<'a, 'g> {
     signature: Vec<String>,
     bound: Vec<Bound<'g>>,
     timing_s: f64,
+    /// Rank 0 timed alone (the case's placement is one rank per device).
+    alone: bool,
 }
 
 /// The data arrays of a lowered kernel: candidates with the same list share the rotation sets.
@@ -247,6 +250,7 @@ impl<'g> Live<'_, 'g> {
             artifact,
             data,
             &self.t.spec.kernel,
+            self.alone,
         );
         cand.correct = Some(v.check.ran && v.check.pass);
         if !v.check.ran {
@@ -267,7 +271,14 @@ impl<'g> Live<'_, 'g> {
         let sig = signature(&g.lowered);
         if self.rotation.is_none() || sig != self.signature {
             self.rotation = None;
-            match Rotation::new(self.group, &g.lowered, &self.t.ir, &data.inputs, self.l2) {
+            match Rotation::new(
+                self.group,
+                &g.lowered,
+                &self.t.ir,
+                &data.inputs,
+                self.l2,
+                self.alone,
+            ) {
                 Ok(r) => {
                     self.rotation = Some(r);
                     self.signature = sig;
@@ -288,6 +299,7 @@ impl<'g> Live<'_, 'g> {
             self.flush,
             self.o.warmup,
             self.o.iters,
+            self.alone,
         ) {
             Ok(samples) => {
                 let timing = Timing::from_ms(&samples);
@@ -340,6 +352,7 @@ impl<'g> Live<'_, 'g> {
                     self.flush,
                     self.o.warmup,
                     self.o.iters,
+                    self.alone,
                 ) {
                     Ok(x) => s.extend(x),
                     Err(e) => case.candidates[b.index].error = Some(format!("finals: {e}")),

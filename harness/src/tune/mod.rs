@@ -37,7 +37,7 @@ use wavefuse_runtime::exec;
 
 use crate::ab::handwritten::{Found, find_reference, reference_dir};
 use crate::ab::{ShapeSet, parse_shape, shape_name, usage_of};
-use crate::policy::{Placement, SchedulePolicy};
+use crate::policy::{Placement, Ranks, SchedulePolicy};
 use crate::suite::{self, CaseSpec, ShapeKind, compiler_for};
 use crate::{KernelId, Workload};
 
@@ -117,6 +117,11 @@ pub struct TuneArgs {
     /// on gfx906) instead of the default's (sm90) or the hand-written kernel's (gfx906).
     #[arg(long)]
     pub min_occupancy: Option<u32>,
+    /// How a TP case's ranks run on the one GPU, as for `wavefuse ab`: `alone` (default) times a
+    /// kernel without an allreduce as rank 0 alone, its schedules resolved for one rank per GPU;
+    /// `all` runs every rank at once.
+    #[arg(long, value_enum, default_value_t = Ranks::Alone)]
+    pub ranks: Ranks,
 }
 
 /// Settings of one run.
@@ -140,6 +145,8 @@ pub struct Settings {
     pub min_occupancy: Option<u32>,
     /// `--deadline`, from the start of the run.
     pub deadline: Option<Instant>,
+    /// How a TP case's ranks run and are timed on the one GPU.
+    pub ranks: Ranks,
 }
 
 /// One kernel at one shape.
@@ -195,6 +202,7 @@ pub fn tune_cmd(a: &TuneArgs) -> ExitCode {
         deadline: a
             .deadline
             .map(|s| Instant::now() + std::time::Duration::from_secs_f64(s.max(0.0))),
+        ranks: a.ranks,
     };
     let targets = match plan(a) {
         Ok(t) => t,
@@ -329,9 +337,11 @@ pub fn lowered_space(
         floor_from: "default".into(),
         ..CaseReport::default()
     };
-    // The baseline is the default policy's schedule: what `ab` and the suite time untuned.
-    let base = match SchedulePolicy::default().resolve(&t.spec, arch, &t.ir, Placement::SameDevice)
-    {
+    // The baseline is the default policy's schedule: what `ab` and the suite time untuned, at
+    // the placement its candidates are timed at.
+    let placement = o.ranks.placement_of(&t.ir);
+    case.alone = placement == Placement::PerDevice && t.spec.tp > 1;
+    let base = match SchedulePolicy::default().resolve(&t.spec, arch, &t.ir, placement) {
         Ok(r) => r.schedule,
         Err(e) => {
             case.note = format!("the default schedule does not lower: {e}");
@@ -344,7 +354,13 @@ pub fn lowered_space(
             .into_iter()
             .filter(|s| *s != base),
     );
-    let space = candidates::build(&t.ir, arch, &schedules, o.budget);
+    let space = candidates::build(
+        &t.ir,
+        arch,
+        &schedules,
+        o.budget,
+        placement.ranks_per_device(t.spec.tp),
+    );
     case.enumerated = space.enumerated;
     case.considered = space.considered;
     case.rejected_by_lower = space.rejected;
@@ -360,11 +376,11 @@ pub fn lowered_space(
         t.ir.buffers()
             .map(|(_, d)| d.local_type().bytes() as u64)
             .sum();
-    case.bytes_per_group = bytes * u64::from(t.spec.tp);
+    case.bytes_per_group = bytes * u64::from(if case.alone { 1 } else { t.spec.tp });
     case.dims = suite::Generated {
         spec: t.spec.clone(),
         ir: t.ir.clone(),
-        placement: Placement::SameDevice,
+        placement,
         code: first.clone(),
     }
     .dims();

@@ -169,8 +169,11 @@ pub struct CaseReport {
     pub budgeted: bool,
     /// Per-rank weight shapes.
     pub dims: String,
-    /// Bytes one launch of the group must move.
+    /// Bytes one timed launch must move (rank 0's when it is timed alone, the group's
+    /// otherwise).
     pub bytes_per_group: u64,
+    /// Whether rank 0 was timed alone ([`crate::policy::Ranks::Alone`]).
+    pub alone: bool,
     /// Schedules enumerated.
     pub enumerated: usize,
     /// Schedules looked at before the budget was reached.
@@ -365,7 +368,14 @@ impl TuneReport {
             let _ = writeln!(s, "{NO_TIMING} ({why})");
         }
         for c in &self.cases {
-            let _ = writeln!(s, "\n{}@{} ({})", c.kernel, c.shape, c.dims);
+            let _ = writeln!(
+                s,
+                "\n{}@{} ({}{})",
+                c.kernel,
+                c.shape,
+                c.dims,
+                if c.alone { "; timed: rank 0 alone" } else { "" }
+            );
             let _ = writeln!(s, "  {}", funnel(c));
             if !c.note.is_empty() {
                 let _ = writeln!(s, "  note: {}", c.note);
@@ -467,7 +477,14 @@ impl TuneReport {
             let _ = writeln!(s, "- **{NO_TIMING}** ({why})");
         }
         for c in &self.cases {
-            let _ = writeln!(s, "\n## {}@{} ({})\n", c.kernel, c.shape, c.dims);
+            let _ = writeln!(
+                s,
+                "\n## {}@{} ({}{})\n",
+                c.kernel,
+                c.shape,
+                c.dims,
+                if c.alone { "; timed: rank 0 alone" } else { "" }
+            );
             let _ = writeln!(s, "{}\n\n{}\n", funnel(c), verdict(c));
             if !c.note.is_empty() {
                 let _ = writeln!(s, "Note: {}\n", c.note);

@@ -249,6 +249,19 @@ impl<'g, D: Device> OpKernel<'g, D> {
         self.read_outputs()
     }
 
+    /// [`OpKernel::run`] with the ranks launched one after another, each alone on its device
+    /// and waited for before the next ([`KernelInstance::launch_alone`]): how a kernel that does
+    /// not communicate is checked when it is timed one rank alone.
+    pub fn run_each_alone(&mut self, inputs: &[RankInputs]) -> Result<Vec<RankOutputs>> {
+        self.upload_inputs(inputs)?;
+        self.poison_outputs()?;
+        for r in 0..self.group.tp() {
+            self.inst.launch_alone(r)?;
+            self.inst.wait()?;
+        }
+        self.read_outputs()
+    }
+
     fn err(&self, message: String) -> Error {
         Error::Binding {
             kernel: self.inst.name().to_owned(),
