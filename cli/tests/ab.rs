@@ -12,8 +12,8 @@ use wavefuse_harness::ab::handwritten::{
     self, Found, Hand, check_against_generated, check_signature,
 };
 use wavefuse_harness::ab::report::{
-    AbReport, Check, CopyBw, Header, Manual, Mode, NO_TIMING, Resources, Row, Stats, Timing, Usage,
-    Version,
+    AbReport, Check, CopyBw, Header, Manual, Mode, NO_TIMING, Resources, Row, Stats, Timing,
+    TimingMode, Usage, Version,
 };
 use wavefuse_harness::ab::{plot, signature};
 use wavefuse_harness::suite::{self, CaseSpec, ShapeKind};
@@ -323,6 +323,7 @@ fn synthetic() -> AbReport {
         seed: 7,
         warmup: 10,
         iters: 100,
+        timing: TimingMode::Events,
         copy: vec![
             CopyBw {
                 bytes: 1 << 30,

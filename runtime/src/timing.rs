@@ -206,10 +206,22 @@ impl GroupGraphs {
         calls: u32,
         body: impl FnOnce() -> Result<()>,
     ) -> Result<GroupGraphs> {
+        GroupGraphs::capture_ranks(group, group.tp(), calls, body)
+    }
+
+    /// [`GroupGraphs::capture`] of the first `ranks` ranks' streams only (1: rank 0 launched
+    /// alone, [`crate::KernelInstance::launch_alone`]); [`GroupGraphs::replay`] then replays
+    /// those.
+    pub fn capture_ranks(
+        group: &RankGroup<CudaDevice>,
+        ranks: u32,
+        calls: u32,
+        body: impl FnOnce() -> Result<()>,
+    ) -> Result<GroupGraphs> {
         let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
         let mut begun = 0;
         let mut result = Ok(());
-        for r in 0..group.tp() {
+        for r in 0..ranks.min(group.tp()) {
             match group.stream(r).inner().begin_capture(mode) {
                 Ok(()) => begun += 1,
                 Err(e) => {
@@ -238,9 +250,10 @@ impl GroupGraphs {
         result.map(|()| GroupGraphs { graphs, calls })
     }
 
-    /// Replays every rank's graph once, all released together behind gates; waits for the end.
+    /// Replays every captured rank's graph once, all released together behind gates; waits for
+    /// the end.
     pub fn replay(self, group: &RankGroup<CudaDevice>) -> Result<Replay> {
-        let tp = group.tp();
+        let tp = self.graphs.len() as u32;
         let starts = (0..tp)
             .map(|r| event(group.device(r)))
             .collect::<Result<Vec<_>, _>>()?;

@@ -116,6 +116,7 @@ fn header(o: &Options, reason: String) -> Header {
         date: suite::utc_now(),
         seed: o.seed,
         warmup: o.warmup,
+        timing: o.timing,
         iters: o.iters,
         copy: Vec::new(),
     }

@@ -26,14 +26,17 @@ use wavefuse_codegen::Arch;
 use wavefuse_codegen::lowered::{LoweredKernel, ParamKind, Purpose};
 use wavefuse_runtime::device::CudaBuffer;
 use wavefuse_runtime::exec::{self, OpKernel};
-use wavefuse_runtime::timing::{self, GroupTimer};
+use wavefuse_runtime::timing::{self, GroupGraphs, GroupTimer};
 use wavefuse_runtime::{
     Artifact, Cache, CudaDevice, Device, Error as RtError, KernelInstance, MemKind, RankGroup,
     SameDeviceMode,
 };
 
 use super::handwritten::{Found, Hand, find_reference};
-use super::report::{AbReport, Check, CopyBw, Header, Manual, Mode, Row, Stats, Timing, Version};
+use super::report::{
+    AbReport, Check, CopyBw, GRAPH_CALLS, Header, Manual, Mode, Row, Stats, Timing, TimingMode,
+    Version,
+};
 use super::{Choice, Options, base_row, check_of, prepare_all, usage_of};
 use crate::suite::{self, CaseSpec, Prepared, compiler_for};
 
@@ -214,6 +217,7 @@ pub fn run(cases: &[CaseSpec], o: &Options, bar: &ProgressBar) -> Result<AbRepor
         seed: o.seed,
         warmup: o.warmup,
         iters: o.iters,
+        timing: o.timing,
         copy: Vec::new(),
     };
     let cache = Cache::from_env();
@@ -568,7 +572,13 @@ impl<'g> Live<'g> {
             let Some(k) = side.kernel.as_mut() else {
                 continue;
             };
-            match series(group, k, rot, timer, flush, o.warmup, o.iters, self.alone) {
+            let timed = match o.timing {
+                TimingMode::Events => {
+                    series(group, k, rot, timer, flush, o.warmup, o.iters, self.alone)
+                }
+                TimingMode::Graphs => graph_series(group, k, rot, o.warmup, o.iters, self.alone),
+            };
+            match timed {
                 Ok(samples) => side.repeats.push(Stats::from_ms(&samples)),
                 Err(e) => {
                     side.version.error = Some(format!("timing: {e}"));
@@ -653,6 +663,45 @@ pub(crate) fn series(
         let ms = timer.elapsed_ms()?;
         if i >= warmup {
             samples.push(ms);
+        }
+    }
+    Ok(samples)
+}
+
+/// [`series`] in CUDA graphs ([`TimingMode::Graphs`]): graphs of [`GRAPH_CALLS`] launches of `k`
+/// (rank 0 alone with `alone`, every rank otherwise), each launch bound to the next input set,
+/// each graph replayed once (its epochs are fixed, DESIGN.md §5.4); `warmup` and `iters`
+/// launches rounded up to whole graphs. A sample is one replay's slowest-rank window over its
+/// launches, in ms per call; the error words are checked after every replay.
+pub(crate) fn graph_series(
+    group: &RankGroup<CudaDevice>,
+    k: &mut OpKernel<'_, CudaDevice>,
+    rot: &Rotation,
+    warmup: usize,
+    iters: usize,
+    alone: bool,
+) -> Result<Vec<f64>, RtError> {
+    let graphs = |n: usize| n.div_ceil(GRAPH_CALLS);
+    let ranks = if alone { 1 } else { group.tp() };
+    let mut samples = Vec::with_capacity(graphs(iters));
+    let mut set = 0;
+    for g in 0..graphs(warmup) + graphs(iters).max(1) {
+        let captured = GroupGraphs::capture_ranks(group, ranks, GRAPH_CALLS as u32, || {
+            for _ in 0..GRAPH_CALLS {
+                rot.bind(k.instance(), set)?;
+                set += 1;
+                if alone {
+                    k.instance().launch_alone(0)?;
+                } else {
+                    k.instance().launch()?;
+                }
+            }
+            Ok(())
+        })?;
+        let replay = captured.replay(group)?;
+        k.instance().wait()?;
+        if g >= graphs(warmup) {
+            samples.push(replay.per_call_us() * 1e-3);
         }
     }
     Ok(samples)

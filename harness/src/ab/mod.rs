@@ -43,7 +43,7 @@ use crate::suite::{self, CaseSpec, Generated, PrepError, Prepared, ShapeKind, Wo
 use crate::{KernelId, Workload};
 
 use handwritten::Hand;
-use report::{Check, Manual, Resources, Row, Usage, Version};
+use report::{Check, Manual, Resources, Row, TimingMode, Usage, Version};
 
 /// A shape set: the Qwen 3.5 27B decode shapes at one TP size and batch.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -150,6 +150,11 @@ pub struct AbArgs {
     /// A kernel with an allreduce always runs all ranks at once.
     #[arg(long, value_enum, default_value_t = Ranks::Alone)]
     pub ranks: Ranks,
+    /// `events` (default): CUDA events around each launch, a sample per launch; `graphs`: CUDA
+    /// graphs of 20 back-to-back launches, a sample per replay (its window / 20) — the time per
+    /// call in a captured decode step.
+    #[arg(long, value_enum, default_value_t = TimingMode::Events)]
+    pub timing: TimingMode,
     /// Compile every generated and hand-written source of the run for sm_90 into the cache
     /// (`$WAVEFUSE_CACHE_DIR`) and stop: a GPU machine without NVRTC then uses them prebuilt.
     #[arg(long)]
@@ -184,6 +189,8 @@ pub struct Options {
     pub policy: SchedulePolicy,
     /// How the ranks of a TP case run and are timed on the one GPU.
     pub ranks: Ranks,
+    /// Events around each launch, or graphs of launches.
+    pub timing: TimingMode,
 }
 
 impl Options {
@@ -201,6 +208,7 @@ impl Options {
                 .clamp(1, 12),
             policy: SchedulePolicy::default(),
             ranks: Ranks::default(),
+            timing: TimingMode::default(),
         }
     }
 
@@ -249,6 +257,7 @@ pub fn ab_cmd(a: &AbArgs, policy: SchedulePolicy) -> ExitCode {
         commit: a.commit.clone().unwrap_or_else(|| "unknown".into()),
         policy,
         ranks: a.ranks,
+        timing: a.timing,
         ..Options::new(choice)
     };
     if a.prebuild {

@@ -48,8 +48,36 @@ pub struct Header {
     pub warmup: usize,
     /// Timed launches per series.
     pub iters: usize,
+    /// How launches were timed.
+    pub timing: TimingMode,
     /// The copy bandwidth measured at the start of each repeat.
     pub copy: Vec<CopyBw>,
+}
+
+/// How `wavefuse ab` times a series (`--timing`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum TimingMode {
+    /// CUDA events around one launch (of every timed rank) behind a gate: a sample per launch.
+    #[default]
+    Events,
+    /// CUDA graphs of [`GRAPH_CALLS`] back-to-back launches (of every timed rank, each on the
+    /// next input set), replayed once each behind a gate: a sample is one replay's window over
+    /// its launches — the time per call of a decode step captured in a graph, launch gaps
+    /// included and launch starts overlapped.
+    Graphs,
+}
+
+/// Launches per captured graph in [`TimingMode::Graphs`].
+pub const GRAPH_CALLS: usize = 20;
+
+impl TimingMode {
+    /// `events` or `graphs`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TimingMode::Events => "events",
+            TimingMode::Graphs => "graphs",
+        }
+    }
 }
 
 /// One measurement of the device-to-device copy bandwidth.
@@ -452,23 +480,33 @@ impl AbReport {
                         copies.join(", ")
                     ));
                 }
+                let how = match h.timing {
+                    TimingMode::Events => format!(
+                        "CUDA events around one launch of the timed ranks (one stream each, \
+                         released together behind a gate: device time only); {} warm-up + {} \
+                         timed launches per series",
+                        h.warmup, h.iters
+                    ),
+                    TimingMode::Graphs => format!(
+                        "CUDA graphs of {GRAPH_CALLS} back-to-back launches of the timed ranks, \
+                         each replayed once behind a gate, a sample = its window / \
+                         {GRAPH_CALLS}; {} warm-up + {} timed launches per series (L2 is not \
+                         flushed inside a graph)",
+                        h.warmup, h.iters
+                    ),
+                };
                 out.push(format!(
-                    "timing: CUDA events around one launch of every rank (ranks on one device, \
-                     one stream each, released together behind a gate: device time only); {} \
-                     warm-up + {} timed launches per series, the whole timing repeated {} times; \
-                     inputs rotate over sets totalling ≥ 4 × L2 (or L2 flushed before each launch \
-                     where noted); bytes = every input read once + every output written once, per \
-                     rank from the op-level buffers (a rank's reads of its peers' payloads are not \
-                     counted); GB/s = the group's bytes / the group's time. At TP > 1 a window also \
-                     holds each rank's launch start on its stream (several µs: most of a \
-                     communicating kernel's row); CUDA-graph time per call with the ranks on one \
-                     device: `wavefuse mgpu-bench --same-device`. The generated kernels are the \
-                     schedules for ranks sharing one device: `wavefuse emit KERNEL --tp N \
-                     --placement same-device` prints what was timed (the default `emit` and the \
-                     snapshots are one rank per device, which differs where a grid barrier is \
-                     refitted or the fused kernel pushes)",
-                    h.warmup,
-                    h.iters,
+                    "timing: {how}, the whole timing repeated {} times; inputs rotate over sets \
+                     totalling ≥ 4 × L2 of the timed ranks' bytes (or L2 flushed before each \
+                     launch where noted); bytes = every input read once + every output written \
+                     once, per rank from the op-level buffers (a rank's reads of its peers' \
+                     payloads are not counted); GB/s = the timed ranks' bytes / their time. At TP \
+                     > 1 a kernel without an allreduce is timed as rank 0 alone on the GPU, its \
+                     schedule resolved for one rank per GPU (as `wavefuse emit` prints it); a \
+                     kernel with one runs all ranks on the GPU at once, resolved for ranks \
+                     sharing it (`wavefuse emit KERNEL --tp N --placement same-device` prints \
+                     that), and an event window then also holds each rank's launch start (several \
+                     µs: most of a communicating kernel's row; compare in graphs)",
                     h.copy.len().max(1)
                 ));
             }
@@ -881,6 +919,7 @@ impl AbReport {
             "no_gpu_reason": match &h.mode { Mode::Gpu => Json::Null, Mode::NoGpu { reason } => json!(reason) },
             "timing": match &h.mode { Mode::Gpu => Json::Null, Mode::NoGpu { .. } => json!(NO_TIMING) },
             "device": { "name": h.device, "sms": h.sms, "l2_bytes": h.l2_bytes },
+            "timing_mode": h.timing.name(),
             "driver_version": h.driver,
             "cuda_version": h.cuda,
             "compiler": h.compiler,
