@@ -456,7 +456,8 @@ pub const FILL_PER_SM: f64 = 3.5;
 /// The tensor-core GEMV's split and staging (H200 sweep, `bench/results/2026-11-29-h200-splitk/`:
 /// 1.2-1.3x faster than 8 K warps of one workgroup per tile at every Qwen shape): 4 K warps per
 /// workgroup and several workgroups per tile (split-K). Without a grid stage the parts fill the
-/// device: the fewest (at least 2) that divide the K units and give `tiles · P ≥`
+/// device: the fewest (at least 2, at most a quarter of the K units: every K warp keeps a unit)
+/// that divide the K units and give `tiles · P ≥`
 /// [`FILL_PER_SM`] `· SMs` workgroups, or, up to twice that many, the fewest that also give every
 /// K warp the same units, but not fewer than an even split of 4 (the warps of a workgroup wait for the slowest at the cross-slice
 /// barrier; ncu had barrier stalls at 2.5 cycles per issued instruction). K = 5120 in units of
@@ -492,7 +493,8 @@ fn mma_split(arch: Arch, kernel: &Kernel, mut s: Schedule) -> Schedule {
         .div_ceil(s.columns_per_workgroup as usize);
     let target = (FILL_PER_SM * arch.compute_units() as f64).ceil() as usize;
     let filling = || {
-        let least = (2..=MAX_K_SPLIT as usize).find(|p| divides(p) && tiles * p >= target)?;
+        // Every K warp keeps at least one unit per part.
+        let least = (2..=units / K_WARPS).find(|p| divides(p) && tiles * p >= target)?;
         (least..=2 * least).find(even).or(Some(least))
     };
     let parts = match (grid_stage, plain, filling()) {
