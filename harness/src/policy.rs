@@ -336,12 +336,21 @@ fn default_schedule(arch: Arch, ir: &Kernel, ranks_per_device: u32) -> Schedule 
     }
 }
 
+/// Lanes per CU/SM of a persistent multi-stage grid ([`Schedule::max_grid`], set by
+/// [`fit_coresident`]): 4 workgroups of 128 lanes, which any kernel of at most 128 registers per
+/// lane (sm_90) or VGPRs (gfx906: 2 waves per SIMD) keeps resident — the TP 1 gate/up + down
+/// kernel compiles to 94 registers with nvcc 13, 5 workgroups per SM; the runtime checks the
+/// compiled kernel's capacity before launch (§5.9).
+pub const PERSISTENT_LANES_PER_CU: u32 = 512;
+
 /// Workgroups per CU/SM that every generated kernel fits at once (the occupancy the budgets keep,
 /// with margin): the target for all ranks' grids together when they share one device.
 pub const RESIDENT_PER_CU: u32 = 4;
 
 /// Lower, and when the kernel has a grid barrier and the grids of `ranks_per_device` ranks would
-/// not fit on one device at [`resident_per_cu`] workgroups per CU/SM, first halve the K split
+/// not fit on one device at [`resident_per_cu`] workgroups per CU/SM, first (several GEMV
+/// stages) cap the grid at [`PERSISTENT_LANES_PER_CU`] (the stages without a grid-wide wait loop
+/// over their tile parts, [`Schedule::max_grid`]), then halve the K split
 /// (fewer workgroups per tile), then halve tensor-core workgroups above 256 lanes (half the K
 /// warps), then widen the INT4 column tiles (twice the columns, twice the words per lane: the
 /// same lanes) until they do, or until the next step no longer lowers. A kernel still unfitted
@@ -355,8 +364,58 @@ pub fn fit_coresident(
     s: Schedule,
     ranks_per_device: u32,
 ) -> Result<(LoweredKernel, Schedule), LowerError> {
-    let mut k = lower_any_grid(ir, arch, &s)?;
-    let mut s = s;
+    let k = lower_any_grid(ir, arch, &s)?;
+    let unfitted = !fits_coresident(&k, arch, ranks_per_device);
+    let persistent = (unfitted && s.max_grid == 0)
+        .then(|| persistent(ir, arch, &s, &k, ranks_per_device))
+        .flatten();
+    let (mut k, mut s) = shrink_to_fit(ir, arch, k, s, ranks_per_device)?;
+    // The persistent grid when it keeps more tile parts than shrinking the tiles alone does
+    // (several GEMV stages: the stages without a grid-wide wait loop over their parts).
+    if let Some((pk, ps)) = persistent {
+        let (pk, ps) = shrink_to_fit(ir, arch, pk, ps, ranks_per_device)?;
+        let parts = |s: &Schedule| s.k_split * 1024 / s.columns_per_workgroup.max(1);
+        if parts(&ps) > parts(&s) {
+            (k, s) = (pk, ps);
+        }
+    }
+    // Unfitted at the budgets' occupancy: refused now if no register count could hold the
+    // placement's grids; otherwise the compiled occupancy decides (checked against the real
+    // compiler's report by `check`, and by the runtime before launch, §5.9).
+    k.coresident(ranks_per_device, Occupancy::HardwareMax)?;
+    Ok((k, s))
+}
+
+/// A kernel of several GEMV stages on a persistent grid ([`Schedule::max_grid`]): at most
+/// [`PERSISTENT_LANES_PER_CU`] lanes per CU/SM (fewer where `k`'s LDS allows fewer) over the
+/// ranks sharing a device. None when the cap changes nothing (one stage, or no stage that could
+/// loop).
+fn persistent(
+    ir: &Kernel,
+    arch: Arch,
+    s: &Schedule,
+    k: &LoweredKernel,
+    ranks_per_device: u32,
+) -> Option<(LoweredKernel, Schedule)> {
+    let per_cu = (PERSISTENT_LANES_PER_CU / k.workgroup_size.max(1)).min(by_lds(k, arch));
+    let cap = arch.compute_units() * per_cu / ranks_per_device.max(1);
+    let capped = Schedule {
+        max_grid: cap.max(1),
+        ..s.clone()
+    };
+    let c = lower_any_grid(ir, arch, &capped).ok()?;
+    (c.grid < k.grid).then_some((c, capped))
+}
+
+/// The refitting steps of [`fit_coresident`], from `k` lowered with `s`, until the grids fit
+/// or no step is left.
+fn shrink_to_fit(
+    ir: &Kernel,
+    arch: Arch,
+    mut k: LoweredKernel,
+    mut s: Schedule,
+    ranks_per_device: u32,
+) -> Result<(LoweredKernel, Schedule), LowerError> {
     loop {
         if fits_coresident(&k, arch, ranks_per_device) || s.threads_per_column == 1 {
             break;
@@ -394,10 +453,6 @@ pub fn fit_coresident(
             Err(e) => return Err(e),
         }
     }
-    // Unfitted at the budgets' occupancy: refused now if no register count could hold the
-    // placement's grids; otherwise the compiled occupancy decides (checked against the real
-    // compiler's report by `check`, and by the runtime before launch, §5.9).
-    k.coresident(ranks_per_device, Occupancy::HardwareMax)?;
     Ok((k, s))
 }
 

@@ -26,7 +26,8 @@ use wavefuse_codegen::cpp::toolchain::{self, Tool};
 use wavefuse_codegen::ir::{Kernel, Ordering, parse};
 use wavefuse_codegen::lower::{LowerError, Schedule, lower, lower_structured};
 use wavefuse_codegen::lowered::expand::expand_sync;
-use wavefuse_codegen::lowered::{Occupancy, Stmt};
+use wavefuse_codegen::lowered::validate::validate;
+use wavefuse_codegen::lowered::{Expr, Occupancy, Special, Stmt};
 use wavefuse_codegen::sim::{FindingKind, PeerTable};
 use wavefuse_codegen::{Arch, compile};
 use wavefuse_harness::policy::fit_coresident;
@@ -296,7 +297,8 @@ fn stage_barrier_needs_a_coresident_grid() {
         let c = k.coresidency.as_ref().expect("co-residency recorded");
         assert_eq!(c.workgroups, k.grid, "{arch}");
         // 17408 / 32 = 544 tiles of stage 1 per K part: 8 parts cannot all be resident.
-        let wide = s.with_overrides("k_split=8").expect("parses");
+        // (Without the persistent grid: stage 1 would otherwise loop over its parts.)
+        let wide = s.with_overrides("k_split=8,max_grid=0").expect("parses");
         match lower(&ir, arch, &wide) {
             Err(LowerError::NotCoResident(e)) => eprintln!("{arch}: {e}"),
             other => panic!(
@@ -505,4 +507,176 @@ fn stage_kernels_carry_invariant_comments_gfx906() {
         );
         assert!(syncs > 0, "{name}");
     }
+}
+
+// ---- a persistent grid: a stage without a grid-wide wait loops over its tile parts ----
+
+/// The lowered body's loop over stage 1's virtual workgroups, if any (its index).
+fn stage_loop(body: &[Stmt]) -> Option<usize> {
+    body.iter().position(
+        |s| matches!(s, Stmt::For { start, .. } if matches!(start, Expr::Special(Special::WorkgroupId))),
+    )
+}
+
+/// `Schedule::max_grid` below stage 1's tile parts: stage 1 (gate/up + silu·mul, with split-K
+/// on sm_90) loops over its parts, workgroup w taking w, w + grid, …; a stage that waits (the
+/// FFN block's allreduce and RMSNorm) keeps a workgroup per tile part, so the grid is at least
+/// its. Against the f64 oracle with rank and workgroup skew, three launches on the same
+/// counters (the split-K counters see one arrival per virtual workgroup per launch).
+#[test]
+fn persistent_stages_match_the_oracle() {
+    for (name, arch, ks) in [
+        ("gate_up_down", Arch::Gfx906, 1),
+        ("gate_up_down", Arch::Sm90, 2),
+        ("ffn_block", Arch::Gfx906, 1),
+        ("ffn_block", Arch::Sm90, 2),
+    ] {
+        // Stage 1 (gate/up, N = the FFN width) with more tile parts than stage 2 (N = hidden).
+        let ir = match name {
+            "gate_up_down" => fixture(name, &[(5120, 256), (17408, 512)]),
+            _ => fixture(name, &[(5120, 256), (4352, 512)]),
+        };
+        let base = small_schedule(arch, &ir).with_k_split(&ir, ks);
+        let natural = lower(&ir, arch, &base).expect("lowers").grid;
+        let s = Schedule {
+            max_grid: 3,
+            ..base
+        };
+        let p = prepared(ir, arch, &s);
+        let at = stage_loop(&p.lowered.body)
+            .unwrap_or_else(|| panic!("{name}@{arch}: no stage loop (grid {})", p.lowered.grid));
+        assert!(
+            p.lowered.grid < natural,
+            "{name}@{arch}: {} of {natural}",
+            p.lowered.grid
+        );
+        if name == "ffn_block" {
+            // The waiting stage keeps its parts: the grid is its, more than the cap.
+            assert!(p.lowered.grid > 3, "{name}@{arch}: grid {}", p.lowered.grid);
+        }
+        assert!(
+            !waits_in(&p.lowered.body[at]),
+            "{name}@{arch}: a wait inside the stage loop"
+        );
+        clean(
+            &p,
+            &format!(
+                "{name}@{arch} persistent (grid {} of {natural})",
+                p.lowered.grid
+            ),
+        );
+    }
+}
+
+fn waits_in(st: &Stmt) -> bool {
+    match st {
+        Stmt::WaitGe { .. } | Stmt::GridBarrier { .. } | Stmt::WaitFlag { .. } => true,
+        Stmt::For { body, .. } => body.iter().any(waits_in),
+        Stmt::If {
+            then_body,
+            else_body,
+            ..
+        } => then_body.iter().chain(else_body).any(waits_in),
+        _ => false,
+    }
+}
+
+/// The stage loop's virtual id is what the tiles and K parts read: with `wg_id` in its place
+/// (every iteration the same tile part) the parts above the grid are never computed and the
+/// oracle sees unwritten activations.
+#[test]
+fn stage_loop_tiles_by_its_virtual_id() {
+    for arch in [Arch::Gfx906, Arch::Sm90] {
+        let ir = small("gate_up_down", arch).ir;
+        let s = Schedule {
+            max_grid: 2,
+            ..small_schedule(arch, &ir)
+        };
+        let mut p = prepared(ir, arch, &s);
+        let at = stage_loop(&p.lowered.body).expect("a stage loop");
+        let Stmt::For { var, body, .. } = &mut p.lowered.body[at] else {
+            unreachable!()
+        };
+        let var = *var;
+        let wg = Expr::Special(Special::WorkgroupId);
+        *body = rewrite(std::mem::take(body), &mut |st| match st {
+            Stmt::Assign { dst, value } => vec![Stmt::Assign {
+                dst,
+                value: replace_reg(value, var, &wg),
+            }],
+            st => vec![st],
+        });
+        let r = sweep(&p, SEED, 0, MUTATION_SCHEDULES, |_, _| {}).expect("simulates");
+        assert!(
+            r.failing == r.schedules,
+            "{arch}: not caught on every schedule:\n{}",
+            summary(&p, &r)
+        );
+    }
+}
+
+fn replace_reg(e: Expr, reg: wavefuse_codegen::lowered::Reg, with: &Expr) -> Expr {
+    match e {
+        Expr::Reg(r) if r == reg => with.clone(),
+        Expr::Bin(op, a, b) => Expr::Bin(
+            op,
+            Box::new(replace_reg(*a, reg, with)),
+            Box::new(replace_reg(*b, reg, with)),
+        ),
+        other => other,
+    }
+}
+
+/// §5.9 / §5.1: the grid barrier after a looping stage is passed once per workgroup, after the
+/// loop. Moved into the loop it would wait for arrivals a workgroup makes only in its own later
+/// iterations: the validator refuses it.
+#[test]
+fn a_wait_inside_a_stage_loop_is_refused() {
+    for arch in [Arch::Gfx906, Arch::Sm90] {
+        let ir = small("gate_up_down", arch).ir;
+        let s = Schedule {
+            max_grid: 2,
+            ..small_schedule(arch, &ir)
+        };
+        let mut k = lower_structured(&ir, arch, &s).expect("lowers");
+        let at = stage_loop(&k.body).expect("a stage loop");
+        let b = k.body[at..]
+            .iter()
+            .position(|s| matches!(s, Stmt::GridBarrier { .. }))
+            .expect("the stage barrier")
+            + at;
+        let barrier = k.body.remove(b);
+        let Stmt::For { body, .. } = &mut k.body[at] else {
+            unreachable!()
+        };
+        body.push(barrier);
+        expand_sync(&mut k);
+        let err = validate(&k).expect_err("refused").to_string();
+        assert!(
+            err.contains("inside a loop over virtual workgroups"),
+            "{arch}: {err}"
+        );
+    }
+}
+
+/// The co-residency fit gives the FFN block a persistent grid at the model's TP 1 shapes: stage 1
+/// (gate/up, 544 tiles x 4 K parts) loops over its 2176 parts on the 640 workgroups stage 2 (the
+/// down GEMV with the RMSNorm, 160 tiles x 4 parts) needs one each of — the chain's own two
+/// geometries in one launch; without it the fit had to shrink both stages to 272 workgroups of
+/// 64-column tiles (bench/results/2026-12-01-h200-ffn-one-launch: 137.5 µs against the chain's
+/// 50.5).
+#[test]
+fn the_fit_gives_the_ffn_block_a_persistent_grid() {
+    let text = include_str!("../../codegen/tests/fixtures/ffn_block.wfir")
+        .replace("tp=4", "tp=1")
+        .replace("n=4352", "n=17408")
+        .replace("k=4352", "k=17408")
+        .replace("f16[1, 4352]", "f16[1, 17408]");
+    let ir = parse(&text).expect("parses");
+    let s = Schedule::default_for(Arch::Sm90, &ir);
+    let (k, s) = fit_coresident(&ir, Arch::Sm90, s, 1).expect("fits");
+    assert!(s.max_grid > 0, "{s:?}");
+    assert!(stage_loop(&k.body).is_some());
+    assert_eq!((s.k_split, s.columns_per_workgroup), (4, 32), "{s:?}");
+    assert_eq!(k.grid, 160 * 4, "{s:?}");
 }

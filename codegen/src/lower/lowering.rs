@@ -68,8 +68,11 @@ pub(super) struct Lowering<'a> {
     pub tiles: usize,
     /// Split-K across workgroups, when the schedule asks for it.
     pub split: Option<super::splitk::SplitK>,
-    /// This workgroup's column tile: `wg_id`, or `wg_id mod tiles` with split-K. Flags and
-    /// norm partials are indexed by tile (with split-K only the tile's last arriver writes them).
+    /// The workgroup's id as its tiles and K parts see it: `wg_id`, or the virtual id of a GEMV
+    /// stage that loops over its tile parts (`stages.rs`).
+    pub wg: Expr,
+    /// This workgroup's column tile: `wg`, or `wg mod tiles` with split-K. Flags and norm
+    /// partials are indexed by tile (with split-K only the tile's last arriver writes them).
     pub tile: Expr,
     /// `tile · cols`: the tile's first root column.
     pub tile0: Reg,
@@ -169,6 +172,7 @@ impl<'a> Lowering<'a> {
             grid,
             tiles,
             split: None,
+            wg: sp(Special::WorkgroupId),
             tile: sp(Special::WorkgroupId),
             tile0,
             red: Vec::new(),
@@ -192,6 +196,13 @@ impl<'a> Lowering<'a> {
             grid_counter: self.grid_counter,
             next_barrier: self.next_barrier,
         }
+    }
+
+    /// Take tiles and K parts by `id` (a stage loop's register) instead of `wg_id`; before
+    /// [`Lowering::body`].
+    pub fn set_virtual_wg(&mut self, id: Reg) {
+        self.wg = r(id);
+        self.tile = r(id);
     }
 
     pub fn wg(&self) -> usize {
@@ -367,7 +378,7 @@ impl<'a> Lowering<'a> {
         ))];
         if self.s.k_split > 1 {
             let tile = self.k.reg(Ty::U32, "tile");
-            body.push(assign(tile, rem(sp(Special::WorkgroupId), u(self.tiles))));
+            body.push(assign(tile, rem(self.wg.clone(), u(self.tiles))));
             self.tile = r(tile);
         }
         body.push(assign(self.tile0, mul(self.tile.clone(), u(self.cols))));

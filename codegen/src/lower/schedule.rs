@@ -163,6 +163,15 @@ pub struct Schedule {
     /// Absent in stored schedules: false.
     #[serde(default)]
     pub byte_offsets: bool,
+    /// The most workgroups a kernel of several GEMV stages launches (0: no limit, one
+    /// workgroup per tile part of its largest stage). A stage without a grid-wide wait of its own
+    /// (a GEMV group and its epilogue, up to the grid barrier after it) that has more tile parts
+    /// loops over them — workgroup `w` takes parts `w, w + grid, …` — so it keeps its own tiles
+    /// and K split on a grid that stays co-resident; a stage with one (an allreduce's flags, an
+    /// RMSNorm's barrier) needs a workgroup per tile part, so the grid is at least its
+    /// (`stages.rs`). The co-residency fit sets it; a kernel of one stage ignores it.
+    #[serde(default)]
+    pub max_grid: u32,
 }
 
 impl Schedule {
@@ -196,6 +205,7 @@ impl Schedule {
             x_in_lds: false,
             mma_decode: MmaDecode::Shift,
             byte_offsets: false,
+            max_grid: 0,
         };
         match gemv_format(kernel) {
             Some(WeightFormat::F16) => Schedule {
@@ -426,6 +436,9 @@ impl Schedule {
                 .any(|(_, op)| matches!(op.kind, OpKind::AllReduce(_)));
         if !exchange {
             out.push("protocol");
+        }
+        if super::stages::stage_kernels(kernel).is_ok_and(|s| s.len() < 2) {
+            out.push("max_grid");
         }
         out
     }

@@ -90,11 +90,15 @@ impl Lowering<'_> {
         let m = g.gemvs.len();
         let (b, n) = (self.plan.batch, self.plan.n);
         let part = self.k.reg(Ty::U32, "kpart");
+        let id = match self.wg {
+            Expr::Special(Special::WorkgroupId) => "wg_id",
+            _ => "stage_wg",
+        };
         out.push(comment(format!(
-            "split-K: {parts} workgroups per column tile; this one sums K part wg_id / {} (the last to arrive adds the parts)",
+            "split-K: {parts} workgroups per column tile; this one sums K part {id} / {} (the last to arrive adds the parts)",
             self.tiles
         )));
-        out.push(assign(part, div(sp(Special::WorkgroupId), u(self.tiles))));
+        out.push(assign(part, div(self.wg.clone(), u(self.tiles))));
         let partials = self.global_array(
             "splitk_partials",
             Ty::F32,

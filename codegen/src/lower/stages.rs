@@ -18,11 +18,18 @@
 //!    barrier the same way, in a scratch array of its own (`stage1_v6`): stored once by stage 1,
 //!    loaded by stage 2. Stage 2 is cut again if it holds another such GEMV.
 //! 2. **Lower**. One schedule for all stages (its GEMV fields apply to every GEMV group); each
-//!    stage has its own column tiles and grid `ceil(N_s / C) · k_split`. The parameters of the
-//!    kernel's buffers are declared once, in the kernel's order, then the stage activations;
+//!    stage has its own column tiles and tile parts `ceil(N_s / C) · k_split`. The parameters of
+//!    the kernel's buffers are declared once, in the kernel's order, then the stage activations;
 //!    later stages continue the same kernel (registers, LDS, the rank parameter, the one grid
 //!    counter). LDS is not shared between stages: the kernel declares the sum.
-//! 3. **Join**. The kernel's grid is the largest stage grid. Between stage `s` and `s + 1` a
+//! 3. **Join**. The kernel's grid is the largest stage's tile parts — or, with
+//!    [`Schedule::max_grid`] (a persistent grid, set by the co-residency fit), at most that many
+//!    workgroups but at least the parts of every stage that waits for other workgroups inside
+//!    (an allreduce's flags, an RMSNorm's barrier): a stage without such a wait that has more
+//!    parts than workgroups loops over them, workgroup `w` taking parts `w, w + grid, …` through
+//!    a virtual id its tiles and K parts read (`stage_body`); split-K's arrivals then count one
+//!    per virtual workgroup, and the validator refuses any wait inside such a loop (§5.9: the
+//!    awaited arrival could be a later iteration of the waiting workgroup). Between stage `s` and `s + 1` a
 //!    [`Stmt::GridBarrier`] on the launch's one `grid_counter` (the RMSNorm's barrier, if any,
 //!    is another index of the same counter). A stage whose grid is smaller runs its statements
 //!    under `if wg_id < grid_s` — uniform over the workgroup, so the workgroup barriers inside
@@ -48,7 +55,7 @@ use wavefuse_ir::{
     Buffer, BufferDecl, BufferType, Builder, Dist, Kernel, OpKind, Sharding, Tensor, Value,
 };
 
-use crate::lowered::{Expr, LoweredKernel, Special, Stmt};
+use crate::lowered::{Expr, LoweredKernel, Reg, Special, Stmt, Ty};
 
 use super::build::*;
 use super::lowering::Lowering;
@@ -325,6 +332,18 @@ fn in_stage(i: usize, n: usize, e: LowerError) -> LowerError {
     }
 }
 
+/// One lowered GEMV stage before the join.
+struct Part {
+    /// Its tile parts: `tiles · k_split`.
+    grid: usize,
+    /// Its work.
+    body: Vec<Stmt>,
+    /// The grid barrier after it (none after the last stage).
+    barrier: Vec<Stmt>,
+    /// The register holding its virtual workgroup id (with [`Schedule::max_grid`]).
+    id: Option<Reg>,
+}
+
 /// Lower the stage kernels of `kernel` (at least two) into one kernel (module docs, steps 2-3).
 pub(super) fn lower_stages(
     kernel: &Kernel,
@@ -336,7 +355,7 @@ pub(super) fn lower_stages(
     let all = stages.last().expect("at least two stages");
     let originals = kernel.buffers().len();
     let mut carry = None;
-    let mut parts: Vec<(usize, Vec<Stmt>)> = Vec::new();
+    let mut parts: Vec<Part> = Vec::new();
     for (i, sk) in stages.iter().enumerate() {
         let plan = Plan::new(sk).map_err(|e| in_stage(i, n, e))?;
         let mut l = match carry.take() {
@@ -354,23 +373,115 @@ pub(super) fn lower_stages(
                 })
             })?;
         }
-        let mut body = l.body().map_err(|e| in_stage(i, n, e))?;
+        let id = (s.max_grid > 0).then(|| {
+            let id = l.k.reg(Ty::U32, "stage_wg");
+            l.set_virtual_wg(id);
+            id
+        });
+        let body = l.body().map_err(|e| in_stage(i, n, e))?;
+        let mut barrier = Vec::new();
         if i + 1 < n {
-            boundary(&mut l, i, &mut body);
+            boundary(&mut l, i, &mut barrier);
         }
         l.check_lds().map_err(|e| in_stage(i, n, e))?;
-        parts.push((l.grid, body));
+        parts.push(Part {
+            grid: l.grid,
+            body,
+            barrier,
+            id,
+        });
         carry = Some(l.into_carry());
     }
     let mut k = carry.expect("stages were lowered").k;
-    let grid = parts.iter().map(|p| p.0).max().expect("stages");
+    let grid = join_grid(&parts, s.max_grid);
     k.grid = u32::try_from(grid).map_err(|_| LowerError::Schedule("grid too large".into()))?;
     k.body = parts
         .into_iter()
         .enumerate()
-        .flat_map(|(i, (g, body))| guarded(i, g, grid, body))
+        .flat_map(|(i, p)| stage_body(i, p, grid))
         .collect();
     Ok(k)
+}
+
+/// Whether `body` waits for or signals other workgroups (a grid barrier, flags, a bounded
+/// wait): such a stage needs one workgroup per tile part and cannot loop over them. Atomics
+/// that do not wait (split-K's arrivals, after which only the last arriver goes on) can.
+fn waits(body: &[Stmt]) -> bool {
+    body.iter().any(|st| match st {
+        Stmt::GridBarrier { .. }
+        | Stmt::PublishFlag { .. }
+        | Stmt::WaitFlag { .. }
+        | Stmt::WaitFlagPerLane { .. }
+        | Stmt::WaitGe { .. } => true,
+        Stmt::For { body, .. } => waits(body),
+        Stmt::If {
+            then_body,
+            else_body,
+            ..
+        } => waits(then_body) || waits(else_body),
+        _ => false,
+    })
+}
+
+/// The kernel's grid: the largest stage's tile parts, or with `max_grid` at most that many
+/// workgroups but never fewer than a stage that waits needs (it cannot loop).
+fn join_grid(parts: &[Part], max_grid: u32) -> usize {
+    let most = parts.iter().map(|p| p.grid).max().expect("stages");
+    if max_grid == 0 {
+        return most;
+    }
+    let fixed = parts
+        .iter()
+        .filter(|p| waits(&p.body))
+        .map(|p| p.grid)
+        .max()
+        .unwrap_or(0);
+    most.min((max_grid as usize).max(fixed))
+}
+
+/// Stage `i`'s statements in a kernel of `grid` workgroups: a stage with more tile parts than
+/// workgroups (it does not wait: [`join_grid`]) loops over them, workgroup `w` taking parts
+/// `w, w + grid, …` — the bounds are uniform over the workgroup, so its workgroup barriers stay
+/// in uniform control flow (§5.8). Each iteration ends with a workgroup barrier (§5.2: LDS is
+/// the workgroup's, and the next iteration writes the arrays this one read last — the FP16
+/// GEMV's cross-wave sums are read after the iteration's last barrier; without it a lane of the
+/// next iteration overwrote them first, `fuzz_regressions/persistent-stage-lds-reuse.wfir`). The
+/// grid barrier after the stage is passed once, after the loop, by every workgroup (§5.1, §5.9).
+/// A stage with fewer runs under [`guarded`].
+fn stage_body(i: usize, p: Part, grid: usize) -> Vec<Stmt> {
+    let Some(id) = p.id else {
+        let mut body = p.body;
+        body.extend(p.barrier);
+        return guarded(i, p.grid, grid, body);
+    };
+    let mut out = Vec::new();
+    if p.grid > grid {
+        out.push(comment(format!(
+            "GEMV stage {}: {} tile parts on {grid} workgroups, each taking parts wg_id, wg_id + {grid}, ... (no grid-wide wait inside: §5.8 uniform bounds)",
+            i + 1,
+            p.grid
+        )));
+        let mut body = p.body;
+        body.push(comment(
+            "§5.2: the next iteration reuses this workgroup's LDS: every lane is done with this one's first",
+        ));
+        body.push(Stmt::WorkgroupBarrier);
+        out.push(for_loop(
+            id,
+            sp(Special::WorkgroupId),
+            u(p.grid),
+            u(grid),
+            body,
+        ));
+        out.extend(p.barrier);
+        out
+    } else {
+        out.push(assign(id, sp(Special::WorkgroupId)));
+        let mut body = p.body;
+        body.extend(p.barrier);
+        out.extend(guarded(i, p.grid, grid, body));
+        out
+    }
 }
 
 /// The grid barrier after stage `i`'s store of the next stage's activation.

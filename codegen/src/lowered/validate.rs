@@ -145,6 +145,14 @@ pub enum StmtError {
     /// §5.12.
     #[error("read-modify-write atomic `{0:?}` on peer memory (§5.12: never RMW over the link)")]
     PeerRmw(AtomicOp),
+    /// §5.9.
+    #[error(
+        "{what} inside a loop over virtual workgroups (§5.9: it may wait for a later iteration of its own workgroup)"
+    )]
+    WaitInVirtualLoop {
+        /// The statement kind.
+        what: &'static str,
+    },
     /// §5.1.
     #[error(
         "arrival on counter {param} is not elected: {why} (§5.1: one arrival per workgroup, by lane 0 after a workgroup barrier)"
@@ -650,8 +658,11 @@ fn uni_block(block: &[Stmt], ctx: Uni, regs: &mut SecondaryMap<Reg, Uni>, change
 /// What encloses a statement, for the election rule.
 #[derive(Clone, Default)]
 struct Nest {
-    /// Inside a `for` loop.
+    /// Inside a `for` loop (not counting loops over virtual workgroups).
     in_loop: bool,
+    /// Inside a loop over virtual workgroups (`for (v = wg_id; v < n; v += grid)`: each
+    /// iteration is one workgroup's worth of a stage's tile parts, `lower/stages.rs`).
+    virtual_wg: bool,
     /// Directly inside an `if local_id == 0` reached in uniform control flow right after a
     /// workgroup barrier.
     elected: Option<ElectedIf>,
@@ -826,8 +837,14 @@ impl Checker<'_> {
                     .map(|e| expr_uni(e, &self.uni))
                     .max()
                     .unwrap_or_default();
+                // A loop over virtual workgroups: each iteration is a workgroup of its own for the
+                // election rule (§5.1: one arrival per virtual workgroup on a split-K counter);
+                // nothing inside may wait for another workgroup (checked at the waits).
+                let virtual_wg = matches!(start, Expr::Special(Special::WorkgroupId))
+                    && const_eval(step) == Some(i64::from(self.k.grid));
                 let inner = Nest {
-                    in_loop: true,
+                    in_loop: nest.in_loop || !virtual_wg,
+                    virtual_wg: nest.virtual_wg || virtual_wg,
                     elected: None,
                 };
                 self.block(body, ctx.max(bounds), &inner, Step::Loop)
@@ -843,11 +860,13 @@ impl Checker<'_> {
                     (is_lane0(cond) && ctx == Uni::Uniform).then_some(ElectedIf { after_barrier });
                 let then_nest = Nest {
                     in_loop: nest.in_loop,
+                    virtual_wg: nest.virtual_wg,
                     elected,
                 };
                 self.block(then_body, inner_ctx, &then_nest, Step::Then)?;
                 let else_nest = Nest {
                     in_loop: nest.in_loop,
+                    virtual_wg: nest.virtual_wg,
                     elected: None,
                 };
                 self.block(else_body, inner_ctx, &else_nest, Step::Else)
@@ -855,20 +874,24 @@ impl Checker<'_> {
             Stmt::WorkgroupBarrier => self.uniform(ctx, "workgroup barrier"),
             Stmt::GridBarrier { counter, .. } => {
                 self.uniform(ctx, "grid barrier")?;
+                self.not_virtual(nest, "grid barrier")?;
                 self.sync_word(counter, Some(Purpose::Counter))
             }
             Stmt::PublishFlag { flag, .. } => {
                 self.uniform(ctx, "flag publish")?;
+                self.not_virtual(nest, "flag publish")?;
                 self.sync_word(flag, Some(Purpose::Flags))
             }
             Stmt::WaitFlag { flag, .. } => {
                 self.uniform(ctx, "flag wait")?;
+                self.not_virtual(nest, "flag wait")?;
                 self.sync_word(flag, Some(Purpose::Flags))
             }
             Stmt::WaitFlagPerLane {
                 flag, lanes, cond, ..
             } => {
                 self.uniform(ctx, "flag wait")?;
+                self.not_virtual(nest, "flag wait")?;
                 self.want(cond, Ty::Bool, "per-lane wait condition")?;
                 if *lanes == 0 || *lanes > self.k.wave_size() {
                     return Err(self.err(StmtError::Mismatch {
@@ -898,6 +921,7 @@ impl Checker<'_> {
                 if *budget == 0 {
                     return Err(self.err(StmtError::ZeroBudget));
                 }
+                self.not_virtual(nest, "bounded wait")?;
                 self.sync_word(mem, None)?;
                 self.want(target, Ty::U32, "wait target")?;
                 let e = self.mem(error, 1, "error word", true)?;
@@ -1051,6 +1075,16 @@ impl Checker<'_> {
             }
         }
         Ok(())
+    }
+
+    /// §5.9: nothing inside a loop over virtual workgroups waits for (or signals) another
+    /// workgroup — the awaited one may be a later iteration of the waiting workgroup itself.
+    fn not_virtual(&self, nest: &Nest, what: &'static str) -> Result<(), LoweredError> {
+        if nest.virtual_wg {
+            Err(self.err(StmtError::WaitInVirtualLoop { what }))
+        } else {
+            Ok(())
+        }
     }
 
     fn elected(&self, param: Param, nest: &Nest) -> Result<(), LoweredError> {

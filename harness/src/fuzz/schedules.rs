@@ -103,7 +103,14 @@ pub fn random_schedule(arch: Arch, k: &Kernel, rng: &mut ChaCha8Rng) -> Schedule
     let wave = arch.wave_size();
     let base = Schedule::default_for(arch, k);
     let protocol = pick(rng, &[AllreduceProtocol::Pull, AllreduceProtocol::Push]);
-    let base = Schedule { protocol, ..base };
+    // A persistent grid for kernels of several GEMV stages (ignored by one stage): a cap of 1, 2
+    // or 5 workgroups makes every stage without a grid-wide wait loop over its tile parts.
+    let max_grid = pick(rng, &[0, 0, 1, 2, 5]);
+    let base = Schedule {
+        protocol,
+        max_grid,
+        ..base
+    };
     let Some((format, kdim, n)) = gemv_weight(k) else {
         let wg = wave * pick(rng, &[1, 2, 4]).min(256 / wave);
         let cols = match int8_block(k) {
