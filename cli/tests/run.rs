@@ -115,8 +115,14 @@ fn gpu_suite_without_a_gpu_says_so_and_fails() {
         "2",
     ]);
     let (out, err) = text(&o);
-    if err.contains("no NVIDIA GPU/driver found") {
+    // Neither an NVIDIA GPU (CUDA) nor an AMD one (HIP): both said, and what to run instead.
+    if err.contains("no GPU found") {
         assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains("NVIDIA") && err.contains("AMD"), "{err}");
+        assert!(
+            err.contains("run with --device cpu-ref or --device sim"),
+            "{err}"
+        );
         assert!(!err.contains("panicked"), "{err}");
     } else {
         println!("GPU present: {out}{err}");

@@ -21,11 +21,12 @@ use wavefuse::ir::{GptqLayout, GroupSize, Kernel, ZeroPoint, validate};
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::lower::LowerError;
 use wavefuse_codegen::lowered::LoweredKernel;
+use wavefuse_codegen::target::Vendor;
 use wavefuse_runtime::compile::{Compiler, Nvrtc, default_compiler};
 use wavefuse_runtime::exec::{self, ArtifactSource, OpKernel, OutputMetrics};
 use wavefuse_runtime::rank::{Skew, per_device_ordinals};
 use wavefuse_runtime::{
-    Cache, CompileRequest, CudaDevice, Device, DeviceError, Error as RtError, RankGroup,
+    Cache, CompileRequest, CudaDevice, Device, DeviceError, Error as RtError, HipDevice, RankGroup,
     SameDeviceMode,
 };
 
@@ -1068,9 +1069,11 @@ pub struct Header {
     pub sms: u32,
     /// Cooperative launch support.
     pub cooperative_launch: bool,
-    /// Kernel-module (driver) version, from /proc/driver/nvidia/version.
+    /// Kernel-module (driver) version, from /proc/driver/nvidia/version (NVIDIA) or
+    /// /sys/module/amdgpu/version (AMD).
     pub driver: String,
-    /// CUDA version the driver supports (cuDriverGetVersion).
+    /// CUDA version the driver supports (cuDriverGetVersion); on an AMD GPU `none (HIP: …)`
+    /// with the HIP runtime library used.
     pub cuda: String,
     /// The compiler's version.
     pub compiler: String,
@@ -1103,13 +1106,35 @@ pub enum SuiteError {
     Placement(String),
 }
 
-/// Run the suite on GPU 0 (CUDA). Cases are prepared (inputs, reference) on `threads` threads
-/// while the GPU runs earlier ones.
+/// Run the suite on GPU 0: an NVIDIA GPU through CUDA when there is one, else an AMD GPU
+/// through HIP (gfx906: the kernels compiled by hipcc or hiprtc). Cases are prepared (inputs,
+/// reference) on `threads` threads while the GPU runs earlier ones.
 pub fn run_suite(o: &SuiteOptions) -> Result<Report, SuiteError> {
-    let dev = open_cuda().map_err(SuiteError::NoGpu)?;
+    let absent = |e: &DeviceError| {
+        matches!(
+            e,
+            DeviceError::NoDriver { .. } | DeviceError::NoDevice { .. }
+        )
+    };
+    match CudaDevice::new(0) {
+        Ok(dev) => run_suite_on(dev, o),
+        Err(cuda) if absent(&cuda) => match HipDevice::new(0) {
+            Ok(dev) => run_suite_on(dev, o),
+            Err(hip) if absent(&hip) => Err(SuiteError::NoGpu(format!(
+                "no GPU found: {cuda}; {hip}; run with --device cpu-ref or --device sim"
+            ))),
+            Err(e) => Err(SuiteError::NoGpu(format!("opening the AMD GPU: {e}"))),
+        },
+        Err(e) => Err(SuiteError::NoGpu(format!("opening the NVIDIA GPU: {e}"))),
+    }
+}
+
+/// [`run_suite`] on `dev` (GPU 0) and, with [`SuitePlacement::PerDevice`], the GPUs after it
+/// of the same kind.
+fn run_suite_on<D: Device>(dev: D, o: &SuiteOptions) -> Result<Report, SuiteError> {
     let arch = dev.info().arch.ok_or_else(|| {
         SuiteError::NoGpu(format!(
-            "{} is not a wavefuse target (sm_90)",
+            "{} is not a wavefuse target (gfx906 or sm_90)",
             dev.info().name
         ))
     })?;
@@ -1118,11 +1143,11 @@ pub fn run_suite(o: &SuiteOptions) -> Result<Report, SuiteError> {
     // share instead of creating and destroying one per case.
     let mut _primary = vec![dev];
     if o.placement == SuitePlacement::PerDevice {
-        let visible = CudaDevice::count().map_err(|e| SuiteError::NoGpu(e.to_string()))?;
+        let visible = D::count().map_err(|e| SuiteError::NoGpu(e.to_string()))?;
         let most = o.tps.iter().copied().max().unwrap_or(1);
         per_device_ordinals(most, visible).map_err(|e| SuiteError::Placement(e.to_string()))?;
         for ordinal in 1..most as usize {
-            let d = CudaDevice::new(ordinal).map_err(|e| SuiteError::NoGpu(e.to_string()))?;
+            let d = D::new(ordinal).map_err(|e| SuiteError::NoGpu(e.to_string()))?;
             if d.info().arch != Some(arch) {
                 let why = format!("GPU {ordinal} ({}) is not {}", d.info().name, arch.name());
                 return Err(SuiteError::Placement(why));
@@ -1131,7 +1156,7 @@ pub fn run_suite(o: &SuiteOptions) -> Result<Report, SuiteError> {
         }
         header.device = format!("{} × {}", most, header.device);
     }
-    let open = |ordinal: usize| CudaDevice::new(ordinal).map_err(|e| e.to_string());
+    let open = |ordinal: usize| D::new(ordinal).map_err(|e| e.to_string());
     Ok(run_cases(o, arch, header, &Cache::from_env(), open))
 }
 
@@ -1363,11 +1388,22 @@ fn progress_line(r: &CaseResult) -> String {
     line
 }
 
-fn header(dev: &CudaDevice, arch: Arch, commit: &str) -> Header {
+fn header<D: Device>(dev: &D, arch: Arch, commit: &str) -> Header {
     let info = dev.info();
-    let cuda = exec::cuda_driver_version()
-        .map(|(a, b)| format!("{a}.{b}"))
-        .unwrap_or_else(|e| format!("unknown ({e})"));
+    let (driver, cuda) = match info.vendor {
+        Vendor::Nvidia => (
+            nvidia_driver_version().unwrap_or_else(|| "unknown".into()),
+            exec::cuda_driver_version()
+                .map(|(a, b)| format!("{a}.{b}"))
+                .unwrap_or_else(|e| format!("unknown ({e})")),
+        ),
+        Vendor::Amd => (
+            amdgpu_driver_version().unwrap_or_else(|| "unknown".into()),
+            wavefuse_runtime::device::hip_runtime_library()
+                .map(|l| format!("none (HIP: {l})"))
+                .unwrap_or_else(|e| format!("none (HIP: {e})")),
+        ),
+    };
     let compiler = compiler_for(arch)
         .version()
         .unwrap_or_else(|e| format!("none ({e})"));
@@ -1375,12 +1411,20 @@ fn header(dev: &CudaDevice, arch: Arch, commit: &str) -> Header {
         device: info.name.clone(),
         sms: info.compute_units,
         cooperative_launch: info.cooperative_launch,
-        driver: nvidia_driver_version().unwrap_or_else(|| "unknown".into()),
+        driver,
         cuda,
         compiler,
         commit: commit.to_owned(),
         date: utc_now(),
     }
+}
+
+/// The amdgpu kernel module's version from `/sys/module/amdgpu/version` (set by ROCm's DKMS
+/// driver; absent with the upstream kernel's, then None).
+pub fn amdgpu_driver_version() -> Option<String> {
+    let v = std::fs::read_to_string("/sys/module/amdgpu/version").ok()?;
+    let v = v.trim();
+    (!v.is_empty()).then(|| v.to_owned())
 }
 
 /// The kernel module's version from `/proc/driver/nvidia/version` (e.g. `580.65.06`).
