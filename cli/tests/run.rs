@@ -403,7 +403,7 @@ fn fused_on_fake(skip_one: bool) -> Vec<exec::OutputMetrics> {
     let fake = fake_device(body);
     let launches = fake.launches.clone();
     let group = RankGroup::on_one_device(fake, 2, SameDeviceMode::Streams).unwrap();
-    let mut op = OpKernel::new(&group, &ir, &k, &artifact()).unwrap();
+    let mut op = OpKernel::new(&group, &ir, &p.g.abi, &artifact()).unwrap();
     assert!(op.synchronises());
     let out = op.run(&p.data.inputs).unwrap();
     assert_eq!(launches.lock().unwrap().len(), 2, "one launch per rank");

@@ -23,7 +23,7 @@ use wavefuse_ir::{MemorySpace, Scope};
 
 use crate::cpp::{self, vector_words};
 use crate::lowered::{
-    Access, Base, Block, LoweredKernel, MemRef, ParamKind, Purpose, Stmt, Ty, peer_slot,
+    Access, Base, Block, LoweredKernel, MemRef, ParamData, ParamKind, Purpose, Stmt, Ty, peer_slot,
 };
 use crate::target::Vendor;
 
@@ -244,6 +244,85 @@ pub struct AbiParam {
     pub init: Option<Init>,
 }
 
+/// The array parts a `data` parameter may name (`Purpose::Data`).
+pub const PARTS: [&str; 5] = ["data", "qweight", "scales", "qzeros", "g_idx"];
+
+impl AbiParam {
+    /// What the parameter is for, as the lowered level says it.
+    pub fn lowered_purpose(&self) -> Result<Purpose, String> {
+        let missing = |field: &str| {
+            format!(
+                "parameter `{}` ({:?}) has no `{field}`",
+                self.name, self.purpose
+            )
+        };
+        Ok(match self.purpose {
+            AbiPurpose::Data => {
+                let buffer = self.buffer.clone().ok_or_else(|| missing("buffer"))?;
+                let part = self.part.as_deref().ok_or_else(|| missing("part"))?;
+                let part = PARTS.into_iter().find(|x| *x == part).ok_or_else(|| {
+                    format!(
+                        "parameter `{}`: part `{part}` is not one of {PARTS:?}",
+                        self.name
+                    )
+                })?;
+                Purpose::Data { buffer, part }
+            }
+            AbiPurpose::Scratch => Purpose::Scratch,
+            AbiPurpose::Counter => Purpose::Counter,
+            AbiPurpose::Flags => Purpose::Flags,
+            AbiPurpose::ErrorWord => Purpose::ErrorWord,
+            AbiPurpose::Rank => Purpose::Rank,
+            AbiPurpose::Epoch => Purpose::Epoch,
+        })
+    }
+
+    /// How the kernel uses the array (read-write when the description does not say).
+    pub fn lowered_access(&self) -> Access {
+        match self.access.as_deref() {
+            Some("read") => Access::Read,
+            Some("write") => Access::Write,
+            _ => Access::ReadWrite,
+        }
+    }
+
+    /// The parameter's kind at the lowered level.
+    pub fn param_kind(&self) -> Result<ParamKind, String> {
+        let purpose = self.lowered_purpose()?;
+        let len = || {
+            self.len.map(|l| l as usize).ok_or_else(|| {
+                format!(
+                    "parameter `{}` ({:?}) has no `len`",
+                    self.name, self.purpose
+                )
+            })
+        };
+        let space = match self.space.as_deref() {
+            Some("host") => MemorySpace::HostVisible,
+            _ => MemorySpace::Global,
+        };
+        Ok(match self.kind {
+            AbiKind::Array => ParamKind::Array {
+                elem: Ty::from(self.ty),
+                len: len()?,
+                space,
+                access: self.lowered_access(),
+                purpose,
+            },
+            AbiKind::PeerArrays => ParamKind::PeerArrays {
+                elem: Ty::from(self.ty),
+                len: len()?,
+                access: self.lowered_access(),
+                purpose,
+            },
+            AbiKind::Scalar => ParamKind::Scalar {
+                ty: Ty::from(self.ty),
+                purpose,
+            },
+        })
+    }
+}
+
 /// A bounded wait of the kernel.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WaitSite {
@@ -322,6 +401,31 @@ impl Abi {
             params,
             wait_sites,
         }
+    }
+
+    /// The parameters as a runtime binds them, in ABI order, from the description alone (a
+    /// hand-written kernel is its description and its source; a generated one's description is
+    /// [`Abi::from_kernel`]): each array's element type, length, space, access and purpose.
+    /// `Err` names the parameter whose description is incomplete.
+    pub fn param_data(&self) -> Result<Vec<ParamData>, String> {
+        self.params
+            .iter()
+            .map(|p| {
+                Ok(ParamData {
+                    name: p.name.clone(),
+                    kind: p.param_kind()?,
+                })
+            })
+            .collect()
+    }
+
+    /// Whether every workgroup of a launch must be resident at once (DESIGN.md §5.9): the kernel
+    /// waits on other workgroups of its grid (a grid barrier) or on other ranks (flags). A
+    /// counter alone may be a last-arriver count nobody waits on.
+    pub fn synchronises(&self) -> bool {
+        self.coresidency.is_some()
+            || self.flag_rounds_per_launch > 0
+            || (self.tp > 1 && self.params.iter().any(|p| p.purpose == AbiPurpose::Flags))
     }
 
     /// The description as TOML.

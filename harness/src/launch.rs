@@ -105,7 +105,7 @@ pub fn launch<A: KernelArgs, D: Device>(
     let req = CompileRequest::new(&g.lowered.name, g.source.text.clone(), g.lowered.arch);
     let (artifact, _) = exec::artifact_for(cache, compiler.as_ref(), &req)
         .map_err(|e| LaunchError::Device(e.to_string()))?;
-    let mut k = OpKernel::new(group, ir, &g.lowered, &artifact)
+    let mut k = OpKernel::new(group, ir, &g.abi, &artifact)
         .map_err(|e| LaunchError::Device(e.to_string()))?;
     let outputs = k
         .run(&inputs)

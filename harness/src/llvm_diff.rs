@@ -254,7 +254,7 @@ fn run(p: &suite::Prepared, a: &Artifact) -> Result<Worst, String> {
     let dev = suite::open_cuda()?;
     let group = RankGroup::on_one_device(dev, p.g.lowered.tp, SameDeviceMode::Streams)
         .map_err(|e| e.to_string())?;
-    let mut k = OpKernel::new(&group, &p.g.ir, &p.g.lowered, a).map_err(|e| e.to_string())?;
+    let mut k = OpKernel::new(&group, &p.g.ir, &p.g.abi, a).map_err(|e| e.to_string())?;
     let out = k.run(&p.data.inputs).map_err(|e| e.to_string())?;
     Ok(Worst::of(&exec::compare(&p.g.ir, &out, &p.data.reference)))
 }

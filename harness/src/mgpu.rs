@@ -350,7 +350,7 @@ fn time_row(
     for _ in 0..row.rotation {
         let mut set = Vec::with_capacity(built.len());
         for (i, b) in built.iter().enumerate() {
-            let k = OpKernel::new(group, &b.ir, &b.lowered, &artifacts[i]).map_err(str_err)?;
+            let k = OpKernel::new(group, &b.ir, &b.abi, &artifacts[i]).map_err(str_err)?;
             k.upload_inputs(&data.inputs[i]).map_err(str_err)?;
             set.push(k);
         }

@@ -633,7 +633,7 @@ fn device_outputs(
         .schedule;
     let generated =
         wavefuse_codegen::compile(ir, arch, &schedule).map_err(|e| fail(format!("{e}")))?;
-    let (lowered, source) = (&generated.lowered, &generated.source);
+    let (lowered, source, abi) = (&generated.lowered, &generated.source, &generated.abi);
     if a.device == DeviceKind::Sim {
         let reference = wavefuse::ir::reference::evaluate(ir, inputs)
             .map_err(|e| fail(format!("reference: {e}")))?;
@@ -670,7 +670,7 @@ fn device_outputs(
             }
             e => fail(e),
         })?;
-        return checkpoint_on(dev, ir, lowered, source, inputs);
+        return checkpoint_on(dev, ir, lowered, abi, source, inputs);
     }
     if let Some(path) = suite::locate_nvrtc() {
         eprintln!("note: using NVRTC at {}", path.display());
@@ -679,7 +679,7 @@ fn device_outputs(
         eprintln!("error: {m}");
         ExitCode::from(NO_DEVICE)
     })?;
-    checkpoint_on(dev, ir, lowered, source, inputs)
+    checkpoint_on(dev, ir, lowered, abi, source, inputs)
 }
 
 /// Compile, bind and run the checkpoint kernel on `dev`.
@@ -687,6 +687,7 @@ fn checkpoint_on<D: Device>(
     dev: D,
     ir: &Kernel,
     lowered: &wavefuse_codegen::lowered::LoweredKernel,
+    abi: &wavefuse_codegen::abi::Abi,
     source: &wavefuse_codegen::cpp::Source,
     inputs: &[wavefuse::ir::reference::RankInputs],
 ) -> Result<Vec<RankOutputs>, ExitCode> {
@@ -701,7 +702,7 @@ fn checkpoint_on<D: Device>(
             lowered.tp,
             wavefuse_runtime::SameDeviceMode::Streams,
         )?;
-        let mut k = exec::OpKernel::new(&group, ir, lowered, &artifact)?;
+        let mut k = exec::OpKernel::new(&group, ir, abi, &artifact)?;
         k.run(inputs)
     };
     run().map_err(fail)

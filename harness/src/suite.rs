@@ -794,7 +794,7 @@ pub fn execute_on<D: Device>(
     let compiler = compiler_for(g.lowered.arch);
     let req = CompileRequest::new(&g.lowered.name, g.source.text.clone(), g.lowered.arch);
     let (artifact, source) = exec::artifact_for(cache, compiler.as_ref(), &req)?;
-    let mut k = OpKernel::new(group, &g.ir, &g.lowered, &artifact)?;
+    let mut k = OpKernel::new(group, &g.ir, &g.abi, &artifact)?;
     let start = Instant::now();
     let outputs = k.run(&p.data.inputs)?;
     let run_ms = start.elapsed().as_secs_f64() * 1e3;

@@ -15,7 +15,8 @@
 //! scalars by the runtime, peer arrays as tables built with
 //! [`wavefuse_codegen::lowered::peer_slot`].
 
-use wavefuse_codegen::lowered::{LoweredKernel, ParamData, ParamKind, Purpose};
+use wavefuse_codegen::abi::Abi;
+use wavefuse_codegen::lowered::{ParamData, ParamKind, Purpose};
 
 use crate::compile::Artifact;
 use crate::device::{Device, DeviceBuffer, MemKind};
@@ -102,34 +103,32 @@ pub struct KernelInstance<'g, D: Device> {
 }
 
 impl<'g, D: Device> KernelInstance<'g, D> {
-    /// Loads `artifact`'s kernel `lowered.name` on every rank of `group` and allocates the
-    /// runtime-owned arrays (zero-filled).
-    pub fn new(
-        group: &'g RankGroup<D>,
-        lowered: &LoweredKernel,
-        artifact: &Artifact,
-    ) -> Result<Self> {
-        if lowered.tp != group.tp() {
+    /// Loads `artifact`'s kernel `abi.symbol` on every rank of `group` and allocates the
+    /// runtime-owned arrays (zero-filled). A kernel is bound by its ABI description alone,
+    /// generated ([`Abi::from_kernel`]) or hand-written alike.
+    pub fn new(group: &'g RankGroup<D>, abi: &Abi, artifact: &Artifact) -> Result<Self> {
+        if abi.tp != group.tp() {
             return Err(binding_err(
-                &lowered.name,
+                &abi.symbol,
                 format!(
                     "built for TP {} but the group has {} ranks",
-                    lowered.tp,
+                    abi.tp,
                     group.tp()
                 ),
             ));
         }
-        let params: Vec<ParamData> = lowered.params.values().cloned().collect();
+        let params: Vec<ParamData> = abi
+            .param_data()
+            .map_err(|m| binding_err(&abi.symbol, format!("its ABI description: {m}")))?;
         let bindings = params
             .iter()
             .map(|p| Binding::new(group, p))
             .collect::<Result<_>>()?;
-        let synchronises = lowered.coresidency.is_some() || lowered.flag_rounds_per_launch > 0;
         let spec = LaunchSpec {
-            grid: [lowered.grid, 1, 1],
-            block: [lowered.workgroup_size, 1, 1],
+            grid: [abi.grid, 1, 1],
+            block: [abi.workgroup_size, 1, 1],
             dynamic_lds: 0,
-            coresidency: if synchronises {
+            coresidency: if abi.synchronises() {
                 CoResidency::Required
             } else {
                 CoResidency::NotRequired
@@ -137,10 +136,10 @@ impl<'g, D: Device> KernelInstance<'g, D> {
         };
         let mut inst = KernelInstance {
             group,
-            name: lowered.name.clone(),
+            name: abi.symbol.clone(),
             params,
             bindings,
-            kernels: group.load(artifact, &lowered.name)?,
+            kernels: group.load(artifact, &abi.symbol)?,
             spec,
             peer_abi: PeerTableAbi::DeviceTable,
             fused: None,

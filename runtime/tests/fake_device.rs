@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use wavefuse_codegen::Arch;
+use wavefuse_codegen::abi::Abi;
 use wavefuse_codegen::lowered::{
     Access, CoResidency, LoweredKernel, ParamKind, Purpose, Ty, peer_slot,
 };
@@ -346,6 +347,11 @@ fn local_kernel(name: &str, tp: u32, grid: u32) -> LoweredKernel {
     k
 }
 
+/// The description the runtime binds by, of a hand-built lowered kernel.
+fn abi(k: LoweredKernel) -> Abi {
+    Abi::from_kernel(&k)
+}
+
 struct Setup {
     mem: Arc<Memory>,
     launches: Arc<Mutex<Vec<Launch>>>,
@@ -383,7 +389,8 @@ fn bind_data<D: Device>(
 fn one_rank_per_device_args_follow_the_abi_and_peer_slot() {
     let s = Setup::new();
     let group = RankGroup::one_per_device((0..4).map(|o| s.device(o)).collect()).unwrap();
-    let mut inst = KernelInstance::new(&group, &kernel("allreduce", 4, 2), &artifact()).unwrap();
+    let mut inst =
+        KernelInstance::new(&group, &abi(kernel("allreduce", 4, 2)), &artifact()).unwrap();
     let (xs, ys) = bind_data(&mut inst, &group);
     for epoch in 1..=3 {
         assert_eq!(inst.run().unwrap(), epoch);
@@ -438,7 +445,8 @@ fn one_rank_per_device_args_follow_the_abi_and_peer_slot() {
 fn error_word_becomes_barrier_timeout_and_state_restarts() {
     let s = Setup::new();
     let group = RankGroup::on_one_device(s.device(0), 2, SameDeviceMode::Streams).unwrap();
-    let mut inst = KernelInstance::new(&group, &kernel("times_out", 2, 1), &artifact()).unwrap();
+    let mut inst =
+        KernelInstance::new(&group, &abi(kernel("times_out", 2, 1)), &artifact()).unwrap();
     let _data = bind_data(&mut inst, &group);
     inst.run().unwrap();
     inst.run().unwrap();
@@ -469,7 +477,7 @@ fn same_device_streams_checks_all_ranks_fit_together() {
     let s = Setup::new();
     // Capacity 2 per CU x 4 CUs = 8 workgroups: 4 ranks x 2 fit, 4 ranks x 3 do not.
     let group = RankGroup::on_one_device(s.device(0), 4, SameDeviceMode::Streams).unwrap();
-    let mut fits = KernelInstance::new(&group, &kernel("k", 4, 2), &artifact()).unwrap();
+    let mut fits = KernelInstance::new(&group, &abi(kernel("k", 4, 2)), &artifact()).unwrap();
     let _a = bind_data(&mut fits, &group);
     fits.run().unwrap();
     let launches = s.take();
@@ -484,7 +492,7 @@ fn same_device_streams_checks_all_ranks_fit_together() {
             .all(|l| !l.cooperative && l.spec.grid == [2, 1, 1])
     );
 
-    let mut too_big = KernelInstance::new(&group, &kernel("k", 4, 3), &artifact()).unwrap();
+    let mut too_big = KernelInstance::new(&group, &abi(kernel("k", 4, 3)), &artifact()).unwrap();
     let _b = bind_data(&mut too_big, &group);
     let err = too_big.launch().unwrap_err();
     assert!(
@@ -506,7 +514,7 @@ fn a_rank_alone_launches_by_itself_on_its_own_epochs() {
     let s = Setup::new();
     // Capacity 8 workgroups: 4 ranks x 3 do not fit at once, one rank's 3 do.
     let group = RankGroup::on_one_device(s.device(0), 4, SameDeviceMode::Streams).unwrap();
-    let mut inst = KernelInstance::new(&group, &local_kernel("k", 4, 3), &artifact()).unwrap();
+    let mut inst = KernelInstance::new(&group, &abi(local_kernel("k", 4, 3)), &artifact()).unwrap();
     assert!(!inst.communicates());
     let (xs, ys) = bind_data(&mut inst, &group);
     assert!(matches!(
@@ -542,7 +550,7 @@ fn a_rank_alone_launches_by_itself_on_its_own_epochs() {
     // from freshly zeroed state at epoch 1; where they agree, it continues (a group of 2 whose
     // grids fit at once).
     let pair = RankGroup::on_one_device(s.device(0), 2, SameDeviceMode::Streams).unwrap();
-    let mut two = KernelInstance::new(&pair, &local_kernel("k", 2, 3), &artifact()).unwrap();
+    let mut two = KernelInstance::new(&pair, &abi(local_kernel("k", 2, 3)), &artifact()).unwrap();
     let _d = bind_data(&mut two, &pair);
     assert_eq!(two.launch_alone(0).unwrap(), 1);
     let counter = two.owned("counter", 0).unwrap().ptr();
@@ -564,7 +572,7 @@ fn a_rank_alone_launches_by_itself_on_its_own_epochs() {
     assert_eq!(u32::from_le_bytes(word), 7, "nothing re-zeroed");
 
     // A kernel with peer arrays cannot run a rank alone: it would wait for its peers.
-    let mut peers = KernelInstance::new(&pair, &kernel("k", 2, 1), &artifact()).unwrap();
+    let mut peers = KernelInstance::new(&pair, &abi(kernel("k", 2, 1)), &artifact()).unwrap();
     let _p = bind_data(&mut peers, &pair);
     assert!(peers.communicates());
     let err = peers.launch_alone(0).unwrap_err().to_string();
@@ -575,7 +583,7 @@ fn a_rank_alone_launches_by_itself_on_its_own_epochs() {
 fn one_per_device_refuses_a_grid_beyond_one_device() {
     let s = Setup::new();
     let group = RankGroup::one_per_device(vec![s.device(0), s.device(1)]).unwrap();
-    let mut inst = KernelInstance::new(&group, &kernel("k", 2, 9), &artifact()).unwrap();
+    let mut inst = KernelInstance::new(&group, &abi(kernel("k", 2, 9)), &artifact()).unwrap();
     let _d = bind_data(&mut inst, &group);
     assert!(matches!(
         inst.launch(),
@@ -591,7 +599,7 @@ fn one_per_device_refuses_a_grid_beyond_one_device() {
 fn fused_grid_passes_tables_by_rank_and_no_rank() {
     let s = Setup::new();
     let group = RankGroup::on_one_device(s.device(0), 2, SameDeviceMode::FusedGrid).unwrap();
-    let mut inst = KernelInstance::new(&group, &kernel("fused", 2, 3), &artifact()).unwrap();
+    let mut inst = KernelInstance::new(&group, &abi(kernel("fused", 2, 3)), &artifact()).unwrap();
     let (xs, ys) = bind_data(&mut inst, &group);
     inst.run().unwrap();
     inst.run().unwrap();
@@ -627,7 +635,7 @@ fn fused_grid_passes_tables_by_rank_and_no_rank() {
 fn invalid_bindings_are_typed_errors() {
     let s = Setup::new();
     let group = RankGroup::on_one_device(s.device(0), 2, SameDeviceMode::Streams).unwrap();
-    let mut inst = KernelInstance::new(&group, &kernel("k", 2, 1), &artifact()).unwrap();
+    let mut inst = KernelInstance::new(&group, &abi(kernel("k", 2, 1)), &artifact()).unwrap();
     let small = group.alloc_per_rank(16, MemKind::Device).unwrap();
     let err = inst.bind("x", "data", &[&small[0], &small[1]]).unwrap_err();
     assert!(
@@ -648,7 +656,7 @@ fn invalid_bindings_are_typed_errors() {
         err.to_string().contains("parameter `x` is not bound"),
         "{err}"
     );
-    let err = KernelInstance::new(&group, &kernel("k", 4, 1), &artifact())
+    let err = KernelInstance::new(&group, &abi(kernel("k", 4, 1)), &artifact())
         .err()
         .unwrap();
     assert!(
@@ -680,7 +688,7 @@ fn per_device_refuses_more_ranks_than_visible_devices() {
 fn one_per_device_state_lives_on_each_ranks_device() {
     let s = Setup::new();
     let group = RankGroup::one_per_device((0..4).map(|o| s.device(o)).collect()).unwrap();
-    let inst = KernelInstance::new(&group, &kernel("allreduce", 4, 2), &artifact()).unwrap();
+    let inst = KernelInstance::new(&group, &abi(kernel("allreduce", 4, 2)), &artifact()).unwrap();
     for r in 0..4u32 {
         for name in ["flags", "partials", "counter", "error_word"] {
             let buf = inst.owned(name, r).unwrap();
@@ -730,7 +738,8 @@ fn skew_delays_each_rank_before_its_launch() {
     let devices: Vec<Fake> = (0..3).map(|o| s.device(o)).collect();
     let logs: Vec<_> = devices.iter().map(|d| d.delays.clone()).collect();
     let group = RankGroup::one_per_device(devices).unwrap().with_skew(alt);
-    let mut inst = KernelInstance::new(&group, &kernel("allreduce", 3, 2), &artifact()).unwrap();
+    let mut inst =
+        KernelInstance::new(&group, &abi(kernel("allreduce", 3, 2)), &artifact()).unwrap();
     let _d = bind_data(&mut inst, &group);
     inst.run().unwrap();
     inst.run().unwrap();
@@ -756,7 +765,8 @@ fn capturing_launches_plainly_after_the_capacity_check_and_without_skew() {
     let group = RankGroup::one_per_device(devices)
         .unwrap()
         .with_skew("50".parse().unwrap());
-    let mut inst = KernelInstance::new(&group, &kernel("allreduce", 2, 8), &artifact()).unwrap();
+    let mut inst =
+        KernelInstance::new(&group, &abi(kernel("allreduce", 2, 8)), &artifact()).unwrap();
     let _d = bind_data(&mut inst, &group);
     group.set_capturing(true);
     inst.launch().unwrap();
@@ -783,7 +793,7 @@ fn capturing_launches_plainly_after_the_capacity_check_and_without_skew() {
     );
 
     // The capacity check still refuses a grid that cannot be resident (§5.9).
-    let mut big = KernelInstance::new(&group, &kernel("k", 2, 9), &artifact()).unwrap();
+    let mut big = KernelInstance::new(&group, &abi(kernel("k", 2, 9)), &artifact()).unwrap();
     let _d2 = bind_data(&mut big, &group);
     group.set_capturing(true);
     assert!(matches!(big.launch(), Err(Error::NotCoResident { .. })));

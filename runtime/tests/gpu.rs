@@ -6,6 +6,7 @@
 //! the GPU machine); system-scope release/acquire are spelled in PTX.
 
 use wavefuse_codegen::Arch;
+use wavefuse_codegen::abi::Abi;
 use wavefuse_codegen::lowered::{Access, LoweredKernel, ParamKind, Purpose, Ty};
 use wavefuse_ir::MemorySpace;
 use wavefuse_runtime::compile::Nvrtc;
@@ -239,8 +240,12 @@ fn handshake_on_one_device(mode: SameDeviceMode, kernel: &str) {
     let launches = 1000usize;
     let group = RankGroup::on_one_device(dev, 2, mode).unwrap();
     let outs = group.alloc_per_rank(4 * launches, MemKind::Device).unwrap();
-    let mut inst =
-        KernelInstance::new(&group, &handshake_kernel(kernel, launches), &artifact).unwrap();
+    let mut inst = KernelInstance::new(
+        &group,
+        &Abi::from_kernel(&handshake_kernel(kernel, launches)),
+        &artifact,
+    )
+    .unwrap();
     inst.bind("out", "data", &[&outs[0], &outs[1]]).unwrap();
     inst.bind_scalar("skip_epoch", KernelArg::U32(0)).unwrap();
     for e in 1..=launches as u32 {
@@ -286,8 +291,12 @@ fn timed_out_wait_is_reported_then_recovered_sm90() {
     let artifact = compile();
     let group = RankGroup::on_one_device(dev, 2, SameDeviceMode::Streams).unwrap();
     let outs = group.alloc_per_rank(4 * 8, MemKind::Device).unwrap();
-    let mut inst =
-        KernelInstance::new(&group, &handshake_kernel("handshake", 8), &artifact).unwrap();
+    let mut inst = KernelInstance::new(
+        &group,
+        &Abi::from_kernel(&handshake_kernel("handshake", 8)),
+        &artifact,
+    )
+    .unwrap();
     inst.bind("out", "data", &[&outs[0], &outs[1]]).unwrap();
     inst.bind_scalar("skip_epoch", KernelArg::U32(3)).unwrap();
     assert_eq!(inst.run().unwrap(), 1);
@@ -372,8 +381,12 @@ fn two_ranks_two_devices_handshake_sm90() {
     .unwrap();
     let launches = 1000usize;
     let outs = group.alloc_per_rank(4 * launches, MemKind::Device).unwrap();
-    let mut inst =
-        KernelInstance::new(&group, &handshake_kernel("handshake", launches), &artifact).unwrap();
+    let mut inst = KernelInstance::new(
+        &group,
+        &Abi::from_kernel(&handshake_kernel("handshake", launches)),
+        &artifact,
+    )
+    .unwrap();
     inst.bind("out", "data", &[&outs[0], &outs[1]]).unwrap();
     inst.bind_scalar("skip_epoch", KernelArg::U32(0)).unwrap();
     for _ in 0..launches {

@@ -29,7 +29,8 @@ use std::time::Instant;
 use wavefuse::ir::reference::{HostTensor, RankOutputs};
 use wavefuse::ir::{BufferType, Kernel, ScalarType};
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::lowered::{LoweredKernel, ParamKind, Purpose, Ty};
+use wavefuse_codegen::abi::{Abi, AbiKind, AbiPurpose};
+use wavefuse_codegen::lowered::Ty;
 use wavefuse_harness::ab::gpu::Rotation;
 use wavefuse_harness::ab::handwritten::{Found, find_reference, reference_dir};
 use wavefuse_harness::ab::report::Stats;
@@ -84,10 +85,10 @@ impl Generation {
     }
 }
 
-/// One kernel ready to bind: its launch description and compiled artifact.
+/// One kernel ready to bind: its ABI description and compiled artifact.
 pub struct Compiled {
-    /// The generated lowering, or a hand-written kernel's launch shell.
-    pub lowered: LoweredKernel,
+    /// How it is bound and launched (generated or hand-written alike).
+    pub abi: Abi,
     /// The cubin (or PTX).
     pub artifact: Artifact,
 }
@@ -111,7 +112,7 @@ pub fn generated(g: &Generation, cache: &Cache) -> Result<Version, String> {
         let (artifact, _) = exec::artifact_for(cache, compiler_for(Arch::Sm90).as_ref(), &req)
             .map_err(|e| format!("compiling {}: {e}", x.lowered.name))?;
         Ok::<_, String>(Compiled {
-            lowered: x.lowered.clone(),
+            abi: x.abi.clone(),
             artifact,
         })
     };
@@ -141,17 +142,14 @@ pub fn handwritten(g: &Generation, cache: &Cache) -> Result<Version, String> {
                 problems.join("; ")
             ));
         }
-        let shell = h.launch_shell(TP)?;
+        let abi = h.launch_abi(TP);
         let req = h.request()?;
         // The reference kernels need no header: NVRTC without include paths, as `wavefuse ab`.
         let nvrtc = Nvrtc::with_includes(Vec::new());
         let (artifact, _) = exec::artifact_for(cache, &nvrtc, &req)
             .map_err(|e| format!("compiling {}: {e}", h.origin()))?;
         origins.push(h.origin());
-        Ok(Compiled {
-            lowered: shell,
-            artifact,
-        })
+        Ok(Compiled { abi, artifact })
     };
     let gate_up = compile(&g.gate_up)?;
     let down = compile(&g.down)?;
@@ -171,7 +169,7 @@ pub fn prebuild() -> Result<Vec<String>, String> {
     for v in [generated(&g, &cache)?, handwritten(&g, &cache)?] {
         done.push(format!(
             "{}: {} + {} ({})",
-            v.label, v.gate_up.lowered.name, v.down.lowered.name, v.origin
+            v.label, v.gate_up.abi.symbol, v.down.abi.symbol, v.origin
         ));
     }
     Ok(done)
@@ -216,13 +214,8 @@ impl<'g> Chain<'g> {
         data: &BlockData,
         l2: u64,
     ) -> Result<Chain<'g>, RtError> {
-        let gate_up = OpKernel::new(
-            group,
-            &block.gate_up,
-            &v.gate_up.lowered,
-            &v.gate_up.artifact,
-        )?;
-        let down = OpKernel::new(group, &block.down, &v.down.lowered, &v.down.artifact)?;
+        let gate_up = OpKernel::new(group, &block.gate_up, &v.gate_up.abi, &v.gate_up.artifact)?;
+        let down = OpKernel::new(group, &block.down, &v.down.abi, &v.down.artifact)?;
         gate_up.upload_inputs(&data.gate_up_inputs)?;
         down.upload_inputs(&data.down_inputs)?;
         let y_shape = f16_shape(&block.gate_up, GATE_UP_OUT)?;
@@ -231,7 +224,7 @@ impl<'g> Chain<'g> {
         let rotation = [
             Rotation::new(
                 group,
-                &v.gate_up.lowered,
+                &v.gate_up.abi,
                 &block.gate_up,
                 &data.gate_up_inputs,
                 l2,
@@ -239,7 +232,7 @@ impl<'g> Chain<'g> {
             )?,
             Rotation::new(
                 group,
-                &v.down.lowered,
+                &v.down.abi,
                 &block.down,
                 &data.down_inputs,
                 l2,
@@ -370,18 +363,12 @@ impl<'g> Chain<'g> {
     /// Whether the rotation may be rebound while a gate holds the stream: binding a peer-table
     /// parameter uploads the table, which waits for the device (and so for the gate).
     pub fn can_time_layers(&self, v: &Version) -> bool {
-        let peer_data = |k: &LoweredKernel| {
-            k.params.values().any(|p| {
-                matches!(
-                    &p.kind,
-                    ParamKind::PeerArrays {
-                        purpose: Purpose::Data { .. },
-                        ..
-                    }
-                )
-            })
+        let peer_data = |a: &Abi| {
+            a.params
+                .iter()
+                .any(|p| p.kind == AbiKind::PeerArrays && p.purpose == AbiPurpose::Data)
         };
-        !peer_data(&v.gate_up.lowered) && !peer_data(&v.down.lowered)
+        !peer_data(&v.gate_up.abi) && !peer_data(&v.down.abi)
     }
 
     /// `windows` windows of [`LAYERS`] blocks back to back (after one untimed window), block l of

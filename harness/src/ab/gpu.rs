@@ -23,7 +23,8 @@ use indicatif::ProgressBar;
 use wavefuse::ir::Kernel;
 use wavefuse::ir::reference::{RankInputs, RankOutputs};
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::lowered::{LoweredKernel, ParamKind, Purpose};
+use wavefuse_codegen::abi::Abi;
+use wavefuse_codegen::lowered::{ParamKind, Purpose};
 use wavefuse_runtime::device::CudaBuffer;
 use wavefuse_runtime::exec::{self, OpKernel};
 use wavefuse_runtime::timing::{self, GroupGraphs, GroupTimer};
@@ -72,14 +73,18 @@ impl Rotation {
     /// `4 × l2` bytes (rank 0's alone with `alone`, every rank's otherwise), at most [`MAX_SETS`].
     pub fn new(
         group: &RankGroup<CudaDevice>,
-        g: &LoweredKernel,
+        g: &Abi,
         ir: &Kernel,
         inputs: &[RankInputs],
         l2: u64,
         alone: bool,
     ) -> Result<Rotation, RtError> {
+        let params = g.param_data().map_err(|m| RtError::Binding {
+            kernel: g.symbol.clone(),
+            message: format!("its ABI description: {m}"),
+        })?;
         let mut encoded = Vec::new();
-        for p in g.params.values() {
+        for p in &params {
             let (ParamKind::Array {
                 elem,
                 len,
@@ -112,7 +117,7 @@ impl Rotation {
                 .map(|r| exec::encode(&r[&b], part, *elem, *len))
                 .collect::<Result<_, _>>()
                 .map_err(|m| RtError::Binding {
-                    kernel: g.name.clone(),
+                    kernel: g.symbol.clone(),
                     message: m,
                 })?;
             encoded.push((buffer.clone(), *part, per_rank));
@@ -301,7 +306,7 @@ fn setup<'g>(
     }
     let any = sides.iter().any(|s| s.kernel.is_some());
     let rotation = if any {
-        match Rotation::new(group, &p.g.lowered, &p.g.ir, &p.data.inputs, l2, alone(&p)) {
+        match Rotation::new(group, &p.g.abi, &p.g.ir, &p.data.inputs, l2, alone(&p)) {
             Ok(r) => Some(r),
             Err(e) => {
                 for s in &mut sides {
@@ -361,7 +366,7 @@ fn bind_generated<'g>(
         &g.lowered.name,
         g.lowered.workgroup_size,
     ));
-    let k = run_once(&mut v, group, &g.ir, &g.lowered, &artifact, p);
+    let k = run_once(&mut v, group, &g.ir, &g.abi, &artifact, p);
     (v, k)
 }
 
@@ -394,13 +399,6 @@ fn bind_hand<'g>(
         v.error = Some(format!("ABI mismatch: {}", problems.join("; ")));
         return (v, None);
     }
-    let shell = match h.launch_shell(p.g.lowered.tp) {
-        Ok(s) => s,
-        Err(e) => {
-            v.error = Some(format!("ABI: {e}"));
-            return (v, None);
-        }
-    };
     let compiled = h.request().and_then(|req| {
         exec::artifact_for(cache, o.hand_compiler(Arch::Sm90).as_ref(), &req)
             .map_err(|e| format!("compiling: {e}"))
@@ -418,7 +416,14 @@ fn bind_hand<'g>(
         v.error = Some(e);
         return (v, None);
     }
-    let k = run_once(&mut v, group, &p.g.ir, &shell, &artifact, p);
+    let k = run_once(
+        &mut v,
+        group,
+        &p.g.ir,
+        &h.launch_abi(p.g.lowered.tp),
+        &artifact,
+        p,
+    );
     (v, k)
 }
 
@@ -466,13 +471,13 @@ pub(crate) fn empty_version(origin: &str, symbol: &str) -> Version {
     }
 }
 
-/// Binds `lowered` (generated, or a hand-written launch shell), runs it once and records the check;
-/// the bound kernel is kept for timing when it is correct.
+/// Binds a kernel by its ABI description (generated or hand-written alike), runs it once and
+/// records the check; the bound kernel is kept for timing when it is correct.
 fn run_once<'g>(
     v: &mut Version,
     group: &'g RankGroup<CudaDevice>,
     ir: &Kernel,
-    lowered: &LoweredKernel,
+    abi: &Abi,
     artifact: &Artifact,
     p: &Prepared,
 ) -> Option<OpKernel<'g, CudaDevice>> {
@@ -480,7 +485,7 @@ fn run_once<'g>(
         v,
         group,
         ir,
-        lowered,
+        abi,
         artifact,
         &p.data,
         &p.g.spec.kernel,
@@ -495,13 +500,13 @@ pub(crate) fn check_once<'g>(
     v: &mut Version,
     group: &'g RankGroup<CudaDevice>,
     ir: &Kernel,
-    lowered: &LoweredKernel,
+    abi: &Abi,
     artifact: &Artifact,
     data: &suite::Data,
     kernel: &crate::suite::CaseKernel,
     alone: bool,
 ) -> Option<OpKernel<'g, CudaDevice>> {
-    let mut k = match OpKernel::new(group, ir, lowered, artifact) {
+    let mut k = match OpKernel::new(group, ir, abi, artifact) {
         Ok(k) => k,
         Err(e) => {
             v.error = Some(format!("binding: {e}"));

@@ -33,10 +33,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::abi::{AbiKind, AbiParam, AbiPurpose, AbiTy};
-use wavefuse_codegen::lowered::{
-    Access, CoResidency, LoweredKernel, ParamKind, Purpose, Ty, peer_slot,
-};
+use wavefuse_codegen::abi::{ABI_SCHEMA, Abi, AbiKind, AbiParam, AbiPurpose, AbiTy};
+use wavefuse_codegen::lowered::{LoweredKernel, ParamKind, Purpose, Ty, peer_slot};
 use wavefuse_runtime::CompileRequest;
 
 use super::signature::{self, CParam, CType};
@@ -101,7 +99,6 @@ pub struct Hand {
 }
 
 /// The parts of an op-level buffer a parameter can be bound to.
-const PARTS: [&str; 5] = ["data", "qweight", "scales", "qzeros", "g_idx"];
 
 impl Hand {
     /// Reads a description and its source. `source` overrides the description's `source` field
@@ -208,33 +205,40 @@ impl Hand {
         problems
     }
 
-    /// A lowered kernel with the description's name, launch and parameters and no body: what the
-    /// runtime's binding ([`wavefuse_runtime::exec::OpKernel`]) needs to bind and launch it. Call
-    /// after [`Hand::check`] found nothing.
-    pub fn launch_shell(&self, tp: u32) -> Result<LoweredKernel, String> {
+    /// The description as the runtime binds it ([`wavefuse_runtime::exec::OpKernel`] takes the
+    /// same [`Abi`] a generated kernel has): its symbol, launch and parameters at TP `tp`, with
+    /// the fields the TOML may leave out filled in. Call after [`Hand::check`] found nothing.
+    pub fn launch_abi(&self, tp: u32) -> Abi {
         let a = &self.abi;
-        let mut k = LoweredKernel::new(&a.symbol, self.arch, tp, a.workgroup_size, a.grid);
-        // A counter alone may be a last-arriver count that nobody waits on; flags are waited on
-        // by other ranks.
-        let mut synchronises = a.coresidency.is_some() || a.flag_rounds_per_launch > 0;
-        for p in &a.params {
-            let kind = param_kind(p)?;
-            synchronises |= p.purpose == AbiPurpose::Flags && tp > 1;
-            let id = k.param(&p.name, kind);
-            match p.purpose {
-                AbiPurpose::Epoch => k.epoch = Some(id),
-                AbiPurpose::ErrorWord => k.error_word = Some(id),
-                _ => {}
-            }
+        let named = |purpose: AbiPurpose| {
+            a.params
+                .iter()
+                .find(|p| p.purpose == purpose)
+                .map(|p| p.name.clone())
+        };
+        Abi {
+            schema: ABI_SCHEMA,
+            symbol: a.symbol.clone(),
+            kernel: a.kernel.clone().unwrap_or_else(|| a.symbol.clone()),
+            arch: self.arch.name().to_owned(),
+            language: wavefuse_codegen::cpp::language(self.arch).name().to_owned(),
+            source: file_name(&self.source_path),
+            tp,
+            wave_size: self.arch.wave_size(),
+            workgroup_size: a.workgroup_size,
+            grid: a.grid,
+            static_lds_bytes: 0,
+            dynamic_lds_bytes: a.dynamic_lds_bytes,
+            barriers_per_launch: a.barriers_per_launch,
+            flag_rounds_per_launch: a.flag_rounds_per_launch,
+            epoch_param: named(AbiPurpose::Epoch),
+            error_word_param: named(AbiPurpose::ErrorWord),
+            rank_param: named(AbiPurpose::Rank),
+            coresidency: a.coresidency.clone(),
+            peer_table: a.peer_table.clone(),
+            params: a.params.clone(),
+            wait_sites: Vec::new(),
         }
-        k.flag_rounds_per_launch = a.flag_rounds_per_launch;
-        k.barriers_per_launch = a.barriers_per_launch;
-        // A kernel that waits on other workgroups (its own grid's, or other ranks') is launched
-        // only when all of them fit at once (DESIGN.md §5.9).
-        if synchronises {
-            k.coresidency = Some(CoResidency { workgroups: a.grid });
-        }
-        Ok(k)
     }
 
     /// `path/to/file.cu` relative to the current directory when it is below it.
@@ -268,64 +272,6 @@ pub fn arch_of(path: &Path) -> Result<Arch, String> {
 
 fn ty(t: AbiTy) -> Ty {
     Ty::from(t)
-}
-
-fn access(p: &AbiParam) -> Access {
-    match p.access.as_deref() {
-        Some("read") => Access::Read,
-        Some("write") => Access::Write,
-        _ => Access::ReadWrite,
-    }
-}
-
-fn purpose(p: &AbiParam) -> Result<Purpose, String> {
-    Ok(match p.purpose {
-        AbiPurpose::Data => {
-            let buffer = p.buffer.clone().ok_or_else(|| no_field(p, "buffer"))?;
-            let part = p.part.as_deref().ok_or_else(|| no_field(p, "part"))?;
-            let part = PARTS.into_iter().find(|x| *x == part).ok_or_else(|| {
-                format!(
-                    "parameter `{}`: part `{part}` is not one of {PARTS:?}",
-                    p.name
-                )
-            })?;
-            Purpose::Data { buffer, part }
-        }
-        AbiPurpose::Scratch => Purpose::Scratch,
-        AbiPurpose::Counter => Purpose::Counter,
-        AbiPurpose::Flags => Purpose::Flags,
-        AbiPurpose::ErrorWord => Purpose::ErrorWord,
-        AbiPurpose::Rank => Purpose::Rank,
-        AbiPurpose::Epoch => Purpose::Epoch,
-    })
-}
-
-fn no_field(p: &AbiParam, field: &str) -> String {
-    format!("parameter `{}` ({:?}) has no `{field}`", p.name, p.purpose)
-}
-
-fn param_kind(p: &AbiParam) -> Result<ParamKind, String> {
-    let purpose = purpose(p)?;
-    let len = || p.len.map(|l| l as usize).ok_or_else(|| no_field(p, "len"));
-    Ok(match p.kind {
-        AbiKind::Array => ParamKind::Array {
-            elem: ty(p.ty),
-            len: len()?,
-            space: wavefuse::ir::MemorySpace::Global,
-            access: access(p),
-            purpose,
-        },
-        AbiKind::PeerArrays => ParamKind::PeerArrays {
-            elem: ty(p.ty),
-            len: len()?,
-            access: access(p),
-            purpose,
-        },
-        AbiKind::Scalar => ParamKind::Scalar {
-            ty: ty(p.ty),
-            purpose,
-        },
-    })
 }
 
 /// One op-level array a lowered kernel binds.
@@ -453,7 +399,7 @@ fn check_param(
     seen: &mut Vec<(String, String)>,
 ) -> Vec<String> {
     let mut out = Vec::new();
-    if let Err(e) = purpose(p) {
+    if let Err(e) = p.lowered_purpose() {
         out.push(e);
         return out;
     }

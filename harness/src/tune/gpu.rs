@@ -246,7 +246,7 @@ impl<'g> Live<'_, 'g> {
             &mut v,
             self.group,
             ir,
-            &g.lowered,
+            &g.abi,
             artifact,
             data,
             &self.t.spec.kernel,
@@ -273,7 +273,7 @@ impl<'g> Live<'_, 'g> {
             self.rotation = None;
             match Rotation::new(
                 self.group,
-                &g.lowered,
+                &g.abi,
                 &self.t.ir,
                 &data.inputs,
                 self.l2,

@@ -1,5 +1,5 @@
 //! Running an op-level kernel on a device: op-level inputs → device arrays → launch → op-level
-//! outputs, for any validated op-level kernel, its [`LoweredKernel`] and the compiled artifact.
+//! outputs, for any validated op-level kernel, its ABI description and the compiled artifact.
 //!
 //! [`OpKernel`] owns one device array per rank for every `Data { buffer, part }` parameter of the
 //! lowered kernel and binds it through [`KernelInstance::bind`]; the instance owns the
@@ -23,7 +23,8 @@
 pub mod artifacts;
 pub mod compare;
 
-use wavefuse_codegen::lowered::{LoweredKernel, ParamKind, Purpose, Ty};
+use wavefuse_codegen::abi::Abi;
+use wavefuse_codegen::lowered::{ParamKind, Purpose, Ty};
 use wavefuse_ir::reference::{HostData, HostTensor, RankInputs, RankOutputs};
 use wavefuse_ir::{Buffer, BufferType, Kernel, Role, ScalarType};
 
@@ -60,27 +61,31 @@ pub struct OpKernel<'g, D: Device> {
 
 impl<'g, D: Device> OpKernel<'g, D> {
     /// Loads `artifact`'s kernel on every rank of `group`, allocates one array per rank for every
-    /// `Data` parameter of `lowered` (checked against `ir`'s buffers) and binds them.
+    /// `Data` parameter of `abi` (checked against `ir`'s buffers) and binds them. A kernel is
+    /// bound by its ABI description, generated ([`Abi::from_kernel`]) or hand-written alike.
     pub fn new(
         group: &'g RankGroup<D>,
         ir: &Kernel,
-        lowered: &LoweredKernel,
+        abi: &Abi,
         artifact: &Artifact,
     ) -> Result<Self> {
         let err = |message: String| Error::Binding {
-            kernel: lowered.name.clone(),
+            kernel: abi.symbol.clone(),
             message,
         };
-        if ir.tp() != lowered.tp {
+        if ir.tp() != abi.tp {
             return Err(err(format!(
-                "lowered for TP {}, the op-level kernel has TP {}",
-                lowered.tp,
+                "built for TP {}, the op-level kernel has TP {}",
+                abi.tp,
                 ir.tp()
             )));
         }
-        let mut inst = KernelInstance::new(group, lowered, artifact)?;
+        let mut inst = KernelInstance::new(group, abi, artifact)?;
+        let params = abi
+            .param_data()
+            .map_err(|m| err(format!("its ABI description: {m}")))?;
         let mut arrays: Vec<DataArray<D::Buffer>> = Vec::new();
-        for p in lowered.params.values() {
+        for p in &params {
             let (elem, len, buffer, part) = match &p.kind {
                 ParamKind::Array {
                     elem,
@@ -159,7 +164,7 @@ impl<'g, D: Device> OpKernel<'g, D> {
             group,
             inst,
             arrays,
-            synchronises: lowered.coresidency.is_some() || lowered.flag_rounds_per_launch > 0,
+            synchronises: abi.synchronises(),
         })
     }
 
