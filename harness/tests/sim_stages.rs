@@ -581,17 +581,23 @@ fn waits_in(st: &Stmt) -> bool {
     }
 }
 
+/// `gate_up_down` at the small shapes on a persistent grid of 2 workgroups: its first stage loops.
+fn looping(arch: Arch) -> (Kernel, Schedule) {
+    let ir = small("gate_up_down", arch).ir;
+    let s = Schedule {
+        max_grid: 2,
+        ..small_schedule(arch, &ir)
+    };
+    (ir, s)
+}
+
 /// The stage loop's virtual id is what the tiles and K parts read: with `wg_id` in its place
 /// (every iteration the same tile part) the parts above the grid are never computed and the
 /// oracle sees unwritten activations.
 #[test]
 fn stage_loop_tiles_by_its_virtual_id() {
     for arch in [Arch::Gfx906, Arch::Sm90] {
-        let ir = small("gate_up_down", arch).ir;
-        let s = Schedule {
-            max_grid: 2,
-            ..small_schedule(arch, &ir)
-        };
+        let (ir, s) = looping(arch);
         let mut p = prepared(ir, arch, &s);
         let at = stage_loop(&p.lowered.body).expect("a stage loop");
         let Stmt::For { var, body, .. } = &mut p.lowered.body[at] else {
@@ -633,11 +639,7 @@ fn replace_reg(e: Expr, reg: wavefuse_codegen::lowered::Reg, with: &Expr) -> Exp
 #[test]
 fn a_wait_inside_a_stage_loop_is_refused() {
     for arch in [Arch::Gfx906, Arch::Sm90] {
-        let ir = small("gate_up_down", arch).ir;
-        let s = Schedule {
-            max_grid: 2,
-            ..small_schedule(arch, &ir)
-        };
+        let (ir, s) = looping(arch);
         let mut k = lower_structured(&ir, arch, &s).expect("lowers");
         let at = stage_loop(&k.body).expect("a stage loop");
         let b = k.body[at..]

@@ -255,56 +255,22 @@ fn artifact() -> Artifact {
 /// An allreduce-shaped kernel: input, peer-published partials, flags, output, rank, epoch, error.
 fn kernel(name: &str, tp: u32, grid: u32) -> LoweredKernel {
     let mut k = LoweredKernel::new(name, Arch::Sm90, tp, 256, grid);
-    let data = |b: &str| Purpose::Data {
-        buffer: b.to_owned(),
-        part: "data",
-    };
-    let array = |len, access, purpose| ParamKind::Array {
-        elem: Ty::F16,
-        len,
-        space: MemorySpace::Global,
-        access,
-        purpose,
-    };
-    k.param("x", array(64, Access::Read, data("x")));
-    k.param(
-        "partials",
-        ParamKind::PeerArrays {
-            elem: Ty::F32,
-            len: 64,
-            access: Access::ReadWrite,
-            purpose: Purpose::Scratch,
-        },
-    );
-    k.param(
-        "flags",
-        ParamKind::PeerArrays {
-            elem: Ty::U32,
-            len: 1,
-            access: Access::ReadWrite,
-            purpose: Purpose::Flags,
-        },
-    );
-    k.param(
-        "counter",
-        ParamKind::Array {
-            elem: Ty::U32,
-            len: 1,
-            space: MemorySpace::Global,
-            access: Access::ReadWrite,
-            purpose: Purpose::Counter,
-        },
-    );
-    k.param("y", array(64, Access::Write, data("y")));
-    k.param(
-        "rank",
-        ParamKind::Scalar {
-            ty: Ty::U32,
-            purpose: Purpose::Rank,
-        },
-    );
-    k.epoch_param();
-    k.error_param();
+    k.param("x", data("x", Access::Read));
+    for (p, elem, len, purpose) in [
+        ("partials", Ty::F32, 64, Purpose::Scratch),
+        ("flags", Ty::U32, 1, Purpose::Flags),
+    ] {
+        k.param(
+            p,
+            ParamKind::PeerArrays {
+                elem,
+                len,
+                access: Access::ReadWrite,
+                purpose,
+            },
+        );
+    }
+    counter_output_and_scalars(&mut k);
     k.flag_rounds_per_launch = 1;
     k
 }
@@ -312,17 +278,28 @@ fn kernel(name: &str, tp: u32, grid: u32) -> LoweredKernel {
 /// A kernel that does not communicate: input, a grid-barrier counter, output, rank, epoch, error.
 fn local_kernel(name: &str, tp: u32, grid: u32) -> LoweredKernel {
     let mut k = LoweredKernel::new(name, Arch::Sm90, tp, 256, grid);
-    let array = |b: &str, access| ParamKind::Array {
+    k.param("x", data("x", Access::Read));
+    counter_output_and_scalars(&mut k);
+    k.coresidency = Some(CoResidency { workgroups: grid });
+    k
+}
+
+/// 64 FP16 of op-level buffer `buffer`.
+fn data(buffer: &str, access: Access) -> ParamKind {
+    ParamKind::Array {
         elem: Ty::F16,
         len: 64,
         space: MemorySpace::Global,
         access,
         purpose: Purpose::Data {
-            buffer: b.to_owned(),
+            buffer: buffer.to_owned(),
             part: "data",
         },
-    };
-    k.param("x", array("x", Access::Read));
+    }
+}
+
+/// The counter, the output `y`, the rank, the epoch and the error word.
+fn counter_output_and_scalars(k: &mut LoweredKernel) {
     k.param(
         "counter",
         ParamKind::Array {
@@ -333,7 +310,7 @@ fn local_kernel(name: &str, tp: u32, grid: u32) -> LoweredKernel {
             purpose: Purpose::Counter,
         },
     );
-    k.param("y", array("y", Access::Write));
+    k.param("y", data("y", Access::Write));
     k.param(
         "rank",
         ParamKind::Scalar {
@@ -343,8 +320,6 @@ fn local_kernel(name: &str, tp: u32, grid: u32) -> LoweredKernel {
     );
     k.epoch_param();
     k.error_param();
-    k.coresidency = Some(CoResidency { workgroups: grid });
-    k
 }
 
 /// The description the runtime binds by, of a hand-built lowered kernel.

@@ -4,12 +4,7 @@
 # TP 1 and at TP 4 with the four ranks on one GPU; then the GPU suite and compute-sanitizer on
 # the multi-stage kernels (a stage loop is new synchronisation structure). Writes
 # $OUT/results.tgz and $OUT/summary.txt.
-set -uo pipefail
-FINAL=$OUT
-OUT=$(mktemp -d)
-W=carry/wavefuse
-export WAVEFUSE_CACHE_DIR=$PWD/carry/cache
-export WAVEFUSE_COMMIT=$(cat carry/COMMIT)
+source bench/device-prelude.sh
 R=bench/results/2026-12-01-h200-ffn-one-launch
 S=bench/results/2026-12-01-h200-stages-suite
 bench() { # name, then mgpu-bench flags

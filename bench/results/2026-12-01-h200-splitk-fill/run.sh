@@ -3,14 +3,8 @@
 # FILL_PER_SM) against the previous default's K parts, alternating twice, in CUDA graphs, each
 # kernel without an allreduce timed as one rank alone; then the tuned store re-run on the current
 # kernels (scripts/tune-h200.sh). Writes $OUT/results.tgz and $OUT/summary.txt.
-set -uo pipefail
-FINAL=$OUT
-OUT=$(mktemp -d)
-W=carry/wavefuse
-export WAVEFUSE_CACHE_DIR=$PWD/carry/cache
-export WAVEFUSE_COMMIT=$(cat carry/COMMIT)
+source bench/device-prelude.sh
 G=bench/results/2026-12-01-h200-rank-alone-graphs
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$OUT/gpu.csv"
 ab() { # $1 = name, $2 = k_split override ("" = the default), then flags
     local name=$1 ks=$2; shift 2
     if [ -n "$ks" ]; then

@@ -326,6 +326,21 @@ fn correct(c: &Candidate) -> &'static str {
 }
 
 impl CaseReport {
+    /// `kernel@shape (dims)`, with `; timed: rank 0 alone` when it was.
+    pub fn title(&self) -> String {
+        format!(
+            "{}@{} ({}{})",
+            self.kernel,
+            self.shape,
+            self.dims,
+            if self.alone {
+                "; timed: rank 0 alone"
+            } else {
+                ""
+            }
+        )
+    }
+
     /// When candidates were compiled and not one succeeded: the first candidate's reason.
     pub fn all_failed(&self) -> Option<&str> {
         let compiled = self.compiled_fresh + self.cached;
@@ -368,14 +383,7 @@ impl TuneReport {
             let _ = writeln!(s, "{NO_TIMING} ({why})");
         }
         for c in &self.cases {
-            let _ = writeln!(
-                s,
-                "\n{}@{} ({}{})",
-                c.kernel,
-                c.shape,
-                c.dims,
-                if c.alone { "; timed: rank 0 alone" } else { "" }
-            );
+            let _ = writeln!(s, "\n{}", c.title());
             let _ = writeln!(s, "  {}", funnel(c));
             if !c.note.is_empty() {
                 let _ = writeln!(s, "  note: {}", c.note);
@@ -477,14 +485,7 @@ impl TuneReport {
             let _ = writeln!(s, "- **{NO_TIMING}** ({why})");
         }
         for c in &self.cases {
-            let _ = writeln!(
-                s,
-                "\n## {}@{} ({}{})\n",
-                c.kernel,
-                c.shape,
-                c.dims,
-                if c.alone { "; timed: rank 0 alone" } else { "" }
-            );
+            let _ = writeln!(s, "\n## {}\n", c.title());
             let _ = writeln!(s, "{}\n\n{}\n", funnel(c), verdict(c));
             if !c.note.is_empty() {
                 let _ = writeln!(s, "Note: {}\n", c.note);
