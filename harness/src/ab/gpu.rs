@@ -259,7 +259,7 @@ pub fn run(cases: &[CaseSpec], o: &Options, bar: &ProgressBar) -> Result<AbRepor
             bar.inc(1);
         }
     }
-    let rows = live.into_iter().map(Live::finish).collect();
+    let rows = live.into_iter().map(|l| l.finish(o.timing)).collect();
     Ok(AbReport {
         header,
         rows,
@@ -593,8 +593,9 @@ impl<'g> Live<'g> {
         }
     }
 
-    /// The row, with timing and the check after timing filled in.
-    fn finish(mut self) -> Row {
+    /// The row, with timing and the check after timing filled in (L2 is flushed between
+    /// launches only when they are timed with events).
+    fn finish(mut self, mode: TimingMode) -> Row {
         let tol = self.row.tolerance;
         let mut versions = Vec::new();
         for mut side in std::mem::take(&mut self.sides) {
@@ -613,11 +614,17 @@ impl<'g> Live<'g> {
                     }
                     Err(e) => side.version.error = Some(format!("reading back after timing: {e}")),
                 }
+                if rot.flush && mode == TimingMode::Graphs {
+                    side.version.note = format!(
+                        "in graphs: the {} input sets total less than 4 × L2 and L2 is not flushed inside a graph, so L2 may hold them",
+                        rot.sets
+                    );
+                }
                 side.version.timing = Some(Timing {
                     repeats: side.repeats.clone(),
                     sets: rot.sets,
                     rotation_bytes: rot.bytes,
-                    flushed: rot.flush,
+                    flushed: rot.flush && mode == TimingMode::Events,
                 });
             }
             versions.push(side.version);

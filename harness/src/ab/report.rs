@@ -638,14 +638,20 @@ impl AbReport {
             let sets = r.generated.timing.as_ref().map_or_else(
                 || r.generated.note.clone(),
                 |t| {
+                    let note = &r.generated.note;
                     format!(
-                        "{} × {:.1} MB{}",
+                        "{} × {:.1} MB{}{}",
                         t.sets,
                         t.rotation_bytes as f64 / t.sets.max(1) as f64 / 1e6,
                         if t.flushed {
                             ", + L2 flush before each launch"
                         } else {
                             ""
+                        },
+                        if note.is_empty() {
+                            String::new()
+                        } else {
+                            format!("; {note}")
                         }
                     )
                 },
