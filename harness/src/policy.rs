@@ -74,7 +74,7 @@ impl Placement {
 pub enum Ranks {
     /// A kernel that does not communicate (no allreduce) runs one rank at a time, alone on the
     /// GPU, and is timed as rank 0 alone, with its schedule resolved for one rank per device: how
-    /// TP deploys it (DESIGN.md §8). A kernel that communicates runs all ranks on the GPU at once.
+    /// TP deploys it. A kernel that communicates runs all ranks on the GPU at once.
     #[default]
     Alone,
     /// All ranks on the GPU at once, every kernel (a correctness placement: the ranks share the

@@ -120,7 +120,7 @@ pub struct AbArgs {
     /// `[build] defines`). A mismatch with the kernel's parameters is an error before any launch.
     #[arg(long, requires = "manual")]
     pub abi: Option<PathBuf>,
-    /// Timed launches per series (DESIGN.md §8 asks for at least 100).
+    /// Timed launches per series (at least 100 for a stable median and p10/p90).
     #[arg(long, default_value_t = 100)]
     pub iters: usize,
     /// Untimed launches before each series.
@@ -265,7 +265,7 @@ pub fn ab_cmd(a: &AbArgs, policy: SchedulePolicy) -> ExitCode {
     }
     if o.iters < 100 {
         eprintln!(
-            "note: {} timed launches per series; DESIGN.md §8 asks for at least 100",
+            "note: {} timed launches per series; at least 100 give a stable median and p10/p90",
             o.iters
         );
     }

@@ -60,10 +60,10 @@ pub enum TimingMode {
     /// CUDA events around one launch (of every timed rank) behind a gate: a sample per launch.
     #[default]
     Events,
-    /// CUDA graphs of [`GRAPH_CALLS`] back-to-back launches (of every timed rank, each on the
-    /// next input set), replayed once each behind a gate: a sample is one replay's window over
-    /// its launches — the time per call of a decode step captured in a graph, launch gaps
-    /// included and launch starts overlapped.
+    /// CUDA graphs of 20 back-to-back launches (of every timed rank, each on the next input
+    /// set), replayed once each behind a gate: a sample is one replay's window over its
+    /// launches — the time per call of a decode step captured in a graph, launch gaps included
+    /// and launch starts overlapped.
     Graphs,
 }
 

@@ -79,7 +79,7 @@ pub struct TuneArgs {
     /// The quick space: the default, its neighbours and the tiles (no random fill).
     #[arg(long)]
     pub quick: bool,
-    /// Timed launches per series (DESIGN.md §8 asks for at least 100).
+    /// Timed launches per series (at least 100 for a stable median and p10/p90).
     #[arg(long, default_value_t = 100)]
     pub iters: usize,
     /// Untimed launches before each series.
