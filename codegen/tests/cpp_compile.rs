@@ -12,16 +12,7 @@ use cpp_kernels::mini_fused;
 
 /// The tool's path, or `None` after printing why the test is skipped; panics under CI.
 fn tool(t: Tool) -> Option<()> {
-    match toolchain::find(t) {
-        Ok(_) => Some(()),
-        Err(e) if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) => {
-            panic!("CI must have {}: {e}", t.name())
-        }
-        Err(_) => {
-            eprintln!("skipped: {} not found", t.name());
-            None
-        }
-    }
+    wavefuse_test_support::found(t.name(), toolchain::find(t)).then_some(())
 }
 
 /// Compile the miniature fused kernel in a fresh directory; `check` sees the result before the

@@ -310,16 +310,7 @@ fn stage_barrier_needs_a_coresident_grid() {
 }
 
 fn tool(t: Tool) -> bool {
-    match toolchain::find(t) {
-        Ok(_) => true,
-        Err(e) if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) => {
-            panic!("CI must have {}: {e}", t.name())
-        }
-        Err(_) => {
-            eprintln!("skipped: {} not found", t.name());
-            false
-        }
-    }
+    wavefuse_test_support::found(t.name(), toolchain::find(t))
 }
 
 /// Both fixtures at the model's shapes compile for `arch` with the default schedule, without

@@ -29,7 +29,7 @@ const BROKEN: &str =
     "extern \"C\" __global__ void broken(float* y) {\n    y[0] = undeclared_name;\n}\n";
 
 fn in_ci() -> bool {
-    std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false" && v != "0")
+    wavefuse_test_support::under_ci()
 }
 
 /// The compiler's version, or `None` after printing why the test is skipped (a failure in CI).

@@ -17,16 +17,7 @@ const ARCH: Arch = Arch::Sm90;
 const NOT_LOWERED: &[&str] = &[];
 
 fn tool(t: Tool) -> bool {
-    match toolchain::find(t) {
-        Ok(_) => true,
-        Err(e) if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) => {
-            panic!("CI must have {}: {e}", t.name())
-        }
-        Err(_) => {
-            eprintln!("skipped: {} not found", t.name());
-            false
-        }
-    }
+    wavefuse_test_support::found(t.name(), toolchain::find(t))
 }
 
 fn generate_set() -> (Vec<Generated>, BTreeSet<&'static str>) {

@@ -22,16 +22,7 @@ const ARCH: Arch = Arch::Gfx906;
 const NOT_LOWERED: &[&str] = &[];
 
 fn tool(t: Tool) -> bool {
-    match toolchain::find(t) {
-        Ok(_) => true,
-        Err(e) if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) => {
-            panic!("CI must have {}: {e}", t.name())
-        }
-        Err(_) => {
-            eprintln!("skipped: {} not found", t.name());
-            false
-        }
-    }
+    wavefuse_test_support::found(t.name(), toolchain::find(t))
 }
 
 /// Every kernel of the set at every TP size, or the names the lowering does not support.

@@ -24,7 +24,7 @@ fn set(arch: Arch, tp: u32) -> Vec<Generated> {
 }
 
 fn in_ci() -> bool {
-    std::env::var_os("CI").is_some_and(|v| !v.is_empty())
+    wavefuse_test_support::under_ci()
 }
 
 #[test]

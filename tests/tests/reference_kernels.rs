@@ -518,7 +518,7 @@ fn synchronisation_points_carry_invariant_comments() {
 }
 
 fn under_ci() -> bool {
-    std::env::var_os("CI").is_some_and(|v| !v.is_empty())
+    wavefuse_test_support::under_ci()
 }
 
 /// The compiler for a target, or None (after printing why) when it is not installed.

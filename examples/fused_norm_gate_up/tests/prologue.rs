@@ -314,16 +314,7 @@ fn prologue_that_does_not_fit_lds_is_refused_with_the_numbers() {
 }
 
 fn tool(t: Tool) -> bool {
-    match toolchain::find(t) {
-        Ok(_) => true,
-        Err(e) if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) => {
-            panic!("CI must have {}: {e}", t.name())
-        }
-        Err(_) => {
-            eprintln!("skipped: {} not found", t.name());
-            false
-        }
-    }
+    wavefuse_test_support::found(t.name(), toolchain::find(t))
 }
 
 /// The example's kernel at the TP = 4 shape of the model with each target's default schedule.
