@@ -1,23 +1,17 @@
 //! `wavefuse`: the command-line face of the compiler.
 
-use std::io::IsTerminal;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::lower::AllreduceProtocol;
-use wavefuse_codegen::sim::PeerTable;
-use wavefuse_harness::ab::model_shapes;
-use wavefuse_harness::generate;
-use wavefuse_harness::policy::{Override, Placement, SchedulePolicy};
-use wavefuse_harness::report::{row, table};
+use wavefuse_harness::policy::{Override, SchedulePolicy};
 use wavefuse_harness::run::parse_tp;
 use wavefuse_harness::shapes::TP_SIZES;
-use wavefuse_harness::sim;
-use wavefuse_harness::suite::{CaseSpec, ShapeKind};
 use wavefuse_harness::tune::select::ScheduleArgs;
-use wavefuse_harness::{KernelId, Shapes, Workload};
+use wavefuse_harness::{KernelId, Workload};
+
+mod cmd;
 
 #[derive(Parser)]
 #[command(
@@ -35,111 +29,15 @@ enum Command {
     /// List the kernel set.
     List,
     /// Print a kernel of the set: its textual IR (--ir), or its generated code (--target).
-    Emit {
-        /// Kernel name (see `wavefuse list`).
-        #[arg(required_unless_present = "kernel_file")]
-        kernel: Option<KernelId>,
-        /// A kernel of your own in the textual IR (`.wfir`, docs/ir-format.md) instead of a kernel
-        /// of the set; its TP size and shapes are the file's.
-        #[arg(long, conflicts_with_all = ["kernel", "tp", "batch"])]
-        kernel_file: Option<PathBuf>,
-        /// Print the textual IR.
-        #[arg(long, conflicts_with = "target")]
-        ir: bool,
-        /// Generate code for this target (gfx906 → HIP, sm90 → CUDA).
-        #[arg(long)]
-        target: Option<Arch>,
-        /// Write `<kernel>.hip|.cu` and `<kernel>.abi.toml` into this directory instead of
-        /// printing the source.
-        #[arg(long, requires = "target")]
-        out: Option<PathBuf>,
-        /// Print the lowered kernel instead of the source.
-        #[arg(long, requires = "target", conflicts_with = "out")]
-        lowered: bool,
-        /// TP group size.
-        #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = parse_tp)]
-        tp: u32,
-        /// Tokens decoded at once (1–8).
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=8))]
-        batch: u16,
-        /// Build the kernel at this model's dimensions (a Hugging Face `config.json`: hidden,
-        /// intermediate, heads, KV heads, head dim, RMSNorm epsilon) instead of Qwen 3.5 27B's.
-        #[arg(long, conflicts_with = "kernel_file")]
-        model_config: Option<PathBuf>,
-        /// Where the ranks run, which the schedule is fitted for: per-device (one rank per GPU,
-        /// as TP is deployed: the snapshots, `check`, `gpu-suite --placement per-device`,
-        /// `mgpu-bench`) or same-device (all ranks on one GPU: what `ab`, `run` and the default
-        /// GPU suite run).
-        #[arg(long, value_enum, default_value_t = Placement::PerDevice)]
-        placement: Placement,
-        #[command(flatten)]
-        schedule: ScheduleArgs,
-    },
+    Emit(cmd::emit::EmitArgs),
     /// Compile every kernel of the set for a target with the real compiler and check the
     /// resource report against kernels-gen/budgets.toml (or, with `--kernel-file`, one kernel of
     /// your own: its resources, co-residency at the compiled occupancy, the MI50 model).
-    Check {
-        /// gfx906 (hipcc) or sm90 (nvcc).
-        #[arg(long)]
-        target: Arch,
-        /// A kernel of your own in the textual IR (`.wfir`) instead of the set: compiled at the
-        /// file's shapes with the default schedule (and `WAVEFUSE_SCHEDULE*` overrides); fails
-        /// when it spills or when its grids, with a grid barrier, are not co-resident at the
-        /// compiled occupancy for `--placement`.
-        #[arg(long, conflicts_with = "tp")]
-        kernel_file: Option<PathBuf>,
-        /// With `--kernel-file`: where the ranks run (per-device: one rank per GPU;
-        /// same-device: all ranks' grids share one GPU).
-        #[arg(long, value_enum, default_value_t = Placement::PerDevice, requires = "kernel_file")]
-        placement: Placement,
-        /// Compile the set at this model's dimensions (a Hugging Face `config.json`) instead of
-        /// Qwen 3.5 27B's.
-        #[arg(long, conflicts_with = "kernel_file")]
-        model_config: Option<PathBuf>,
-        /// TP group sizes (default: all of 1, 2, 4, 8).
-        #[arg(long, allow_negative_numbers = true, value_parser = parse_tp, value_delimiter = ',')]
-        tp: Vec<u32>,
-        /// Compiler processes at once (default: the number of cores).
-        #[arg(long)]
-        jobs: Option<usize>,
-        /// Seconds one compiler process may run before it is stopped (with its children).
-        #[arg(long, default_value_t = 300.0, value_parser = parse_seconds)]
-        compile_timeout: f64,
-    },
+    Check(cmd::check::CheckArgs),
     /// Run the CPU protocol simulator on a small-shape version of a kernel over many seeded
     /// schedules (interleavings, rank skew, back-to-back launches); print what it found and exit
     /// non-zero on any finding.
-    Sim {
-        /// Kernel name (see `wavefuse list`).
-        #[arg(required_unless_present = "kernel_file")]
-        kernel: Option<KernelId>,
-        /// A kernel of your own in the textual IR (`.wfir`) instead of a kernel of the set,
-        /// simulated at the file's own shapes and TP size (write small shapes: every lane runs).
-        #[arg(long, conflicts_with_all = ["kernel", "tp", "batch"])]
-        kernel_file: Option<PathBuf>,
-        /// TP group size.
-        #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = parse_tp)]
-        tp: u32,
-        /// Number of seeded schedules (at least 1).
-        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-        schedules: u64,
-        /// Seed of the schedules and of the data.
-        #[arg(long, default_value_t = Workload::DEFAULT_SEED)]
-        seed: u64,
-        /// Target whose lowering is simulated.
-        #[arg(long, default_value_t = Arch::Gfx906)]
-        target: Arch,
-        /// Tokens decoded at once (1–8).
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=8))]
-        batch: u16,
-        /// Allreduce protocol: pull or push (default: the schedule's).
-        #[arg(long, value_parser = parse_protocol)]
-        protocol: Option<AllreduceProtocol>,
-        /// Fill the simulated host's peer tables rotated instead of by rank (plants the host-side
-        /// defect of DESIGN.md §5.5, to see what the simulator reports).
-        #[arg(long)]
-        rotate_peers: bool,
-    },
+    Sim(cmd::sim::SimArgs),
     /// Generate seeded random valid op-level kernels; check print/parse, compile each for gfx906
     /// and sm90 under the default, the simulator's and random schedules, and run some in the
     /// protocol simulator against the f64 reference; print the refusals by reason and every
@@ -205,40 +103,7 @@ enum Command {
     /// The LLVM back end (built with `--features llvm`).
     #[cfg(feature = "llvm")]
     #[command(subcommand)]
-    Llvm(LlvmCommand),
-}
-
-/// `wavefuse llvm …`.
-#[cfg(feature = "llvm")]
-#[derive(Subcommand)]
-enum LlvmCommand {
-    /// Print a kernel's LLVM IR (after mem2reg, before optimisation).
-    Emit {
-        /// Kernel name (see `wavefuse list`).
-        kernel: KernelId,
-        /// gfx906 (AMDGPU) or sm90 (NVPTX).
-        #[arg(long)]
-        target: Arch,
-        /// TP group size.
-        #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = parse_tp)]
-        tp: u32,
-    },
-    /// Compile the set at one TP through LLVM and, for gfx906, hipcc: resources side by side and
-    /// compile times.
-    Check {
-        /// gfx906 or sm90.
-        #[arg(long)]
-        target: Arch,
-        /// TP group size.
-        #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = parse_tp)]
-        tp: u32,
-    },
-    /// Write the PTX of the differential set (TP 1 and 4) and its manifest for `wavefuse llvm-diff`.
-    Ptx {
-        /// Output folder.
-        #[arg(long)]
-        out: PathBuf,
-    },
+    Llvm(cmd::llvm::LlvmCommand),
 }
 
 /// A positive number of seconds.
@@ -328,161 +193,16 @@ fn dispatch(cli: Cli) -> ExitCode {
     match cli.command {
         Command::LlvmDiff(a) => wavefuse_harness::llvm_diff::llvm_diff_cmd(&a),
         #[cfg(feature = "llvm")]
-        Command::Llvm(c) => llvm_cmd(c),
+        Command::Llvm(c) => cmd::llvm::run(c),
         Command::List => {
             for id in KernelId::ALL {
                 println!("{:<28} {}", id.name(), id.summary());
             }
             ExitCode::SUCCESS
         }
-        Command::Emit {
-            kernel_file: Some(path),
-            target,
-            ir,
-            out,
-            lowered,
-            placement,
-            schedule,
-            ..
-        } => {
-            if target.is_none() && !ir {
-                eprintln!(
-                    "error: nothing to emit; pass --ir for the textual IR or --target gfx906|sm90 for code"
-                );
-                return ExitCode::from(2);
-            }
-            match schedule.policy(target.unwrap_or(Arch::Sm90), env_overrides()) {
-                Ok(policy) => {
-                    generate::emit_file_cmd(&path, target, &policy, placement, out, lowered)
-                }
-                Err(e) => store_error(e),
-            }
-        }
-        Command::Emit {
-            kernel: Some(kernel),
-            target: Some(arch),
-            tp,
-            batch,
-            out,
-            lowered,
-            placement,
-            schedule,
-            model_config,
-            ..
-        } => {
-            let shape = match model_shapes(model_config.as_deref(), &[tp]) {
-                Ok(s) => s,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return ExitCode::from(2);
-                }
-            };
-            match schedule.policy(arch, env_overrides()) {
-                Ok(policy) => generate::emit_cmd(
-                    kernel,
-                    arch,
-                    (tp, batch.into(), shape),
-                    &policy,
-                    placement,
-                    out,
-                    lowered,
-                ),
-                Err(e) => store_error(e),
-            }
-        }
-        Command::Emit {
-            kernel: Some(kernel),
-            ir,
-            tp,
-            batch,
-            model_config,
-            ..
-        } => match model_shapes(model_config.as_deref(), &[tp]) {
-            Ok(shape) => emit(kernel, ir, tp, batch.into(), shape),
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::from(2)
-            }
-        },
-        Command::Emit { .. } => {
-            eprintln!("error: name a kernel of the set or pass --kernel-file PATH");
-            ExitCode::from(2)
-        }
-        Command::Check {
-            target,
-            kernel_file: Some(path),
-            placement,
-            compile_timeout,
-            ..
-        } => generate::check_file_cmd(
-            &path,
-            target,
-            &env_policy(),
-            placement,
-            &wavefuse_codegen::cpp::child::Bounds::timeout(std::time::Duration::from_secs_f64(
-                compile_timeout,
-            )),
-        ),
-        Command::Check {
-            target,
-            tp,
-            jobs,
-            compile_timeout,
-            model_config,
-            ..
-        } => {
-            ignored_overrides("check (it compiles the default schedules the budgets are for)");
-            let tps = if tp.is_empty() { TP_SIZES.to_vec() } else { tp };
-            let shape = match model_shapes(model_config.as_deref(), &tps) {
-                Ok(s) => s,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return ExitCode::from(2);
-                }
-            };
-            generate::check_cmd(
-                target,
-                &tps,
-                shape,
-                jobs,
-                &wavefuse_codegen::cpp::child::Bounds::timeout(std::time::Duration::from_secs_f64(
-                    compile_timeout,
-                )),
-            )
-        }
-        Command::Sim {
-            kernel,
-            kernel_file,
-            tp,
-            schedules,
-            seed,
-            target,
-            batch,
-            protocol,
-            rotate_peers,
-        } => {
-            let peer_table = if rotate_peers {
-                PeerTable::Rotated
-            } else {
-                PeerTable::Shared
-            };
-            let config = sim::Config {
-                tp,
-                arch: target,
-                batch: batch.into(),
-                protocol,
-                peer_table,
-            };
-            ignored_overrides("sim (it simulates the small-shape schedules)");
-            match (kernel, kernel_file) {
-                (_, Some(path)) => sim::sim_file_cmd(&path, config, schedules, seed),
-                (Some(kernel), None) => sim::sim_cmd(kernel, config, schedules, seed),
-                (None, None) => {
-                    eprintln!("error: name a kernel of the set or pass --kernel-file PATH");
-                    ExitCode::from(2)
-                }
-            }
-        }
+        Command::Emit(a) => cmd::emit::run(a),
+        Command::Check(a) => cmd::check::run(a),
+        Command::Sim(a) => cmd::sim::run(a),
         Command::Fuzz(args) => {
             ignored_overrides("fuzz (it draws its own schedules)");
             wavefuse_harness::fuzz::fuzz_cmd(&args)
@@ -500,9 +220,9 @@ fn dispatch(cli: Cli) -> ExitCode {
         },
         Command::Tune(args) => wavefuse_harness::tune::tune_cmd(&args),
         Command::MgpuBench(args) => wavefuse_harness::mgpu::bench_cmd(&args, env_policy()),
-        Command::Cache { clear } => cache_cmd(clear),
+        Command::Cache { clear } => cmd::cache::run(clear),
         Command::Report { tp, seed } => {
-            report(if tp.is_empty() { TP_SIZES.to_vec() } else { tp }, seed)
+            cmd::report::run(if tp.is_empty() { TP_SIZES.to_vec() } else { tp }, seed)
         }
     }
 }
@@ -550,220 +270,4 @@ fn ignored_overrides(what: &str) {
 fn store_error(e: wavefuse_harness::tune::store::StoreError) -> ExitCode {
     eprintln!("error: {e}");
     ExitCode::from(2)
-}
-
-fn emit(id: KernelId, ir: bool, tp: u32, batch: usize, shape: ShapeKind) -> ExitCode {
-    if !ir {
-        eprintln!(
-            "error: nothing to emit; pass --ir for the textual IR or --target gfx906|sm90 for code"
-        );
-        return ExitCode::from(2);
-    }
-    let c = CaseSpec {
-        kernel: id.into(),
-        tp,
-        batch,
-        shape,
-    };
-    let kernel = match wavefuse_harness::suite::op_kernel(&c) {
-        Ok(Some(k)) => k,
-        Ok(None) => unreachable!("model shapes apply to every kernel"),
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    generate::print_out(&kernel.to_string())
-}
-
-fn report(tps: Vec<u32>, seed: u64) -> ExitCode {
-    println!("wavefuse reference report: Qwen 3.5 27B decode shapes, batch 1, seed {seed:#x}");
-    println!("(f64 reference semantics on the CPU; no code generation or GPU involved yet)\n");
-    let progress = std::io::stderr().is_terminal();
-    let mut rows = Vec::new();
-    let mut failed = false;
-    for tp in tps {
-        for id in KernelId::ALL {
-            if progress {
-                eprint!(
-                    "\r{:<60}",
-                    format!("evaluating {} at tp={tp} ...", id.name())
-                );
-            }
-            match row(id, &Shapes::qwen27b(tp), seed) {
-                Ok(r) => rows.push(r),
-                Err(e) => {
-                    eprintln!("\nerror: {e}");
-                    failed = true;
-                }
-            }
-        }
-    }
-    if progress {
-        eprint!("\r{:<60}\r", "");
-    }
-    print!("{}", table(&rows));
-    let bad = rows
-        .iter()
-        .filter(|r| r.non_finite > 0 || !r.ranks_agree)
-        .count();
-    if failed || bad > 0 {
-        eprintln!("{bad} kernel(s) produced non-finite or rank-inconsistent outputs");
-        return ExitCode::FAILURE;
-    }
-    ExitCode::SUCCESS
-}
-
-fn cache_cmd(clear: bool) -> ExitCode {
-    let cache = wavefuse_runtime::Cache::from_env();
-    if !clear {
-        println!("compile cache: {}", cache.dir().display());
-        return ExitCode::SUCCESS;
-    }
-    match cache.clear() {
-        Ok(n) => {
-            println!(
-                "removed {n} cached artifact(s) from {}",
-                cache.dir().display()
-            );
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: clearing {}: {e}", cache.dir().display());
-            ExitCode::FAILURE
-        }
-    }
-}
-
-#[cfg(feature = "llvm")]
-fn llvm_cmd(c: LlvmCommand) -> ExitCode {
-    use wavefuse_codegen::llvm;
-    match c {
-        LlvmCommand::Emit { kernel, target, tp } => {
-            match generate::generate(kernel, target, tp, 1)
-                .map_err(|e| e.to_string())
-                .and_then(|g| llvm::emit_ir(&g.lowered).map_err(|e| e.to_string()))
-            {
-                Ok(ir) => {
-                    print!("{ir}");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
-        LlvmCommand::Check { target, tp } => llvm_check(target, tp),
-        LlvmCommand::Ptx { out } => match wavefuse_harness::llvm_diff::write_ptx_set(&out) {
-            Ok(n) => {
-                println!(
-                    "wrote {n} PTX files and manifest.json into {}",
-                    out.display()
-                );
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::FAILURE
-            }
-        },
-    }
-}
-
-/// Resources and compile times: LLVM vs hipcc (gfx906) or LLVM vs nvcc (sm90).
-#[cfg(feature = "llvm")]
-fn llvm_check(arch: Arch, tp: u32) -> ExitCode {
-    use wavefuse_codegen::cpp::toolchain::{self, Tool};
-    use wavefuse_codegen::llvm;
-    let native = toolchain::find(Tool::compiler(arch)).is_ok();
-    let scratch = match toolchain::scratch_dir("llvm-check") {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let dir = scratch.path();
-    let cname = Tool::compiler(arch).name();
-    println!(
-        "{:<28} | {:>5} {:>5} {:>6} {:>4} {:>8} | {cname}: {:>5} {:>5} {:>6} {:>4} {:>8}",
-        format!("kernel@{arch}_tp{tp}"),
-        "sgpr",
-        "vgpr",
-        "lds",
-        "occ",
-        "LLVM ms",
-        "sgpr",
-        "vgpr",
-        "lds",
-        "occ",
-        "ms"
-    );
-    let mut ok = true;
-    for id in KernelId::ALL {
-        let g = match generate::generate(id, arch, tp, 1) {
-            Ok(g) => g,
-            Err(e) => {
-                eprintln!("{id}: {e}");
-                ok = false;
-                continue;
-            }
-        };
-        let c = match llvm::compile(&g.lowered, true) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("{id}: {e}");
-                ok = false;
-                continue;
-            }
-        };
-        let ours = match &c.asm {
-            Some(asm) => match llvm::parse_amd_asm(asm, g.lowered.workgroup_size) {
-                Ok(r) => format!(
-                    "{:>5} {:>5} {:>6} {:>4} {:>8.1}",
-                    r.sgprs,
-                    r.vgprs,
-                    r.lds_bytes,
-                    r.occupancy,
-                    c.total_ms()
-                ),
-                Err(e) => e,
-            },
-            None => format!(
-                "{:>5} {:>5} {:>6} {:>4} {:>8.1}",
-                "-",
-                "-",
-                "-",
-                "-",
-                c.total_ms()
-            ),
-        };
-        let theirs = if native {
-            let t = std::time::Instant::now();
-            match toolchain::compile(&g.source, g.lowered.workgroup_size, &dir) {
-                Ok(h) => {
-                    let r = &h.resources;
-                    format!(
-                        "{:>5} {:>5} {:>6} {:>4} {:>8.1}",
-                        r.sgprs.map_or("-".into(), |s| s.to_string()),
-                        r.vgprs,
-                        r.lds_bytes,
-                        r.occupancy,
-                        t.elapsed().as_secs_f64() * 1e3
-                    )
-                }
-                Err(e) => format!("failed: {e}"),
-            }
-        } else {
-            format!("skipped: {cname} not found")
-        };
-        println!("{:<28} | {ours} | {cname}: {theirs}", id.name());
-    }
-    drop(scratch);
-    if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
 }
