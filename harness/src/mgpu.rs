@@ -213,6 +213,9 @@ pub struct Row {
     pub metrics: Vec<OutputMetrics>,
     /// Why it could not run, if so.
     pub error: Option<String>,
+    /// Whether rank 0 was timed alone on the GPU (`--same-device`, a chain with no allreduce:
+    /// as TP deploys it), its ranks run one after another for the check.
+    pub alone: bool,
 }
 
 impl Row {
@@ -314,6 +317,7 @@ fn run_row(
         rotation: 1,
         metrics: Vec::new(),
         error: None,
+        alone: false,
     };
     if let Err(e) = time_row(group, &mut row, o, cache, l2) {
         row.error = Some(e);
@@ -329,7 +333,13 @@ fn time_row(
     l2: u64,
 ) -> Result<(), String> {
     let arch = group.device(0).info().arch.ok_or("not an sm_90 GPU")?;
-    let built = build(&row.case, row.tp, arch, o.same_device, &o.policy)?;
+    let mut built = build(&row.case, row.tp, arch, o.same_device, &o.policy)?;
+    // A chain that does not communicate, its ranks on one GPU: rank 0 alone is what TP deploys
+    // (one rank per GPU), so its kernels are the per-device ones and rank 0 is timed alone.
+    row.alone = timed_alone(&built, o.same_device);
+    if row.alone {
+        built = build(&row.case, row.tp, arch, false, &o.policy)?;
+    }
     let data = case_data(&built, o.seed)?;
     let compiler = suite::compiler_for(arch);
     let artifacts = built
@@ -370,11 +380,27 @@ fn time_row(
         sets.push(set);
     }
     let copies = sets.len();
+    if row.alone {
+        // Every rank once, one after another (each alone), so every rank's outputs are checked.
+        for set in sets.iter_mut() {
+            for r in 0..row.tp {
+                for k in set.iter_mut() {
+                    k.instance().launch_alone(r).map_err(str_err)?;
+                    k.instance().wait().map_err(str_err)?;
+                }
+            }
+        }
+    }
+    let (ranks, alone) = (if row.alone { 1 } else { row.tp }, row.alone);
     for sample in 0..o.samples + 2 {
-        let graphs = GroupGraphs::capture(group, o.calls, || {
+        let graphs = GroupGraphs::capture_ranks(group, ranks, o.calls, || {
             for call in 0..o.calls as usize {
                 for k in sets[call % copies].iter_mut() {
-                    k.instance().launch()?;
+                    if alone {
+                        k.instance().launch_alone(0)?;
+                    } else {
+                        k.instance().launch()?;
+                    }
                 }
             }
             Ok(())
@@ -395,6 +421,16 @@ fn time_row(
     let outputs = last.read_outputs().map_err(str_err)?;
     row.metrics = exec::compare(&built[built.len() - 1].ir, &outputs, &data.reference);
     Ok(())
+}
+
+/// Whether a chain whose ranks share one GPU (`same_device`) is timed as rank 0 alone: at TP > 1
+/// when none of its kernels has an allreduce (a rank alone is then what one rank per GPU runs).
+fn timed_alone(built: &[Built], same_device: bool) -> bool {
+    let communicates = built.iter().any(|b| {
+        b.ir.ops()
+            .any(|(_, op)| matches!(op.kind, wavefuse::ir::OpKind::AllReduce(_)))
+    });
+    same_device && built.first().is_some_and(|b| b.ir.tp() > 1) && !communicates
 }
 
 fn str_err(e: wavefuse_runtime::Error) -> String {
@@ -553,6 +589,7 @@ impl BenchReport {
             let status = match &r.error {
                 Some(e) => format!("ERROR: {}", e.replace('|', "/")),
                 None if r.metrics.is_empty() => "no outputs".into(),
+                None if w.passes(1e-3) && r.alone => "ok (rank 0 alone)".into(),
                 None if w.passes(1e-3) => "ok".into(),
                 None => "WRONG".into(),
             };
@@ -593,6 +630,7 @@ fn row_json(r: &Row) -> Json {
         "rel_l2_worst": if r.metrics.is_empty() { Json::Null } else { json!(w.rel_l2) },
         "non_finite": w.non_finite,
         "error": r.error,
+        "timed_ranks": if r.alone { "rank 0 alone".to_owned() } else { format!("{} ranks", r.tp) },
     })
 }
 
@@ -877,6 +915,31 @@ mod tests {
     }
 
     #[test]
+    fn a_chain_without_an_allreduce_is_timed_one_rank_alone() {
+        let policy = SchedulePolicy::default();
+        let fused = build(&BenchCase::Fused, 4, Arch::Sm90, true, &policy).unwrap();
+        assert!(!timed_alone(&fused, true), "the fused kernel communicates");
+        let own = |k: Kernel| crate::suite::UserKernel::new(k, "test").unwrap();
+        let chain = |tp: u32| {
+            let k = |s: &str| {
+                let text = s.replace("tp=1", &format!("tp={tp}"));
+                own(wavefuse::ir::parse(&text).unwrap())
+            };
+            let case = BenchCase::Own(std::sync::Arc::new(vec![
+                k(&add_then(1024).to_string()),
+                k(&then_mul(1024).to_string()),
+            ]));
+            build(&case, tp, Arch::Sm90, true, &policy).unwrap()
+        };
+        assert!(
+            timed_alone(&chain(2), true),
+            "no allreduce at TP 2: rank 0 alone"
+        );
+        assert!(!timed_alone(&chain(2), false), "one rank per GPU already");
+        assert!(!timed_alone(&chain(1), true), "TP 1: the one rank");
+    }
+
+    #[test]
     fn same_device_kernels_are_lowered_for_every_rank_on_one_gpu() {
         // One rank per GPU, the fused kernel keeps its K split (its grid alone fills a GPU); all
         // four ranks on one GPU must fit co-resident together, as in the suite (§5.9).
@@ -917,6 +980,7 @@ mod tests {
             rotation: 1,
             metrics: vec![],
             error: None,
+            alone: false,
         };
         assert_eq!(
             (
