@@ -227,3 +227,38 @@ fn run_at_a_models_config_evaluates_the_reference_at_its_shapes() {
     // The down GEMV's K shard is 5632 / 2 = 2816 and its output the 2048 hidden features.
     assert!(out.contains("2816") && out.contains("2048"), "{out}");
 }
+
+/// `sim --model-config`: the kernel built at the model's dimensions and GPTQ layout (groups of
+/// 64, symmetric), shrunk to the simulator's small shapes, runs clean against the f64 reference;
+/// what it simulated says the model's layout.
+#[test]
+fn sim_at_a_models_config_simulates_its_weight_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config.json");
+    let quantised = LLAMA.replace(
+        "\"num_hidden_layers\": 22}",
+        "\"num_hidden_layers\": 22, \"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 64, \"sym\": true}}",
+    );
+    std::fs::write(&cfg, quantised).unwrap();
+    let o = wavefuse(&[
+        "sim",
+        "gemv_int4_allreduce_rmsnorm",
+        "--tp",
+        "2",
+        "--model-config",
+        cfg.to_str().unwrap(),
+        "--schedules",
+        "2",
+        "--target",
+        "sm90",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("(model: 2048, 2816,"), "{out}");
+    assert!(out.contains("GPTQ group 64 sym"), "{out}");
+    assert!(out.contains("0 with findings"), "{out}");
+}

@@ -21,7 +21,7 @@ use wavefuse_codegen::sim::{
     Case, Finding, FindingKind, PeerTable, SimOptions, simulate_case, tolerance_for,
 };
 
-use crate::shapes::HIDDEN;
+use crate::shapes::Model;
 use crate::{KernelId, Shapes, Workload};
 
 /// Per-rank feature sizes of the small shapes.
@@ -55,7 +55,7 @@ impl SmallShapes {
             self.ffn,
             self.q,
             self.kv,
-            HIDDEN,
+            s.model.hidden,
             s.ffn_local(),
             s.q_local(),
             s.kv_local(),
@@ -68,7 +68,7 @@ impl SmallShapes {
     fn map(&self, s: &Shapes) -> Vec<(usize, usize)> {
         let (q, kv) = (s.q_local(), s.kv_local());
         vec![
-            (HIDDEN, self.hidden),
+            (s.model.hidden, self.hidden),
             (s.ffn_local(), self.ffn),
             (q, self.q),
             (kv, self.kv),
@@ -209,6 +209,9 @@ pub struct Config {
     /// How the simulated host fills the peer tables ([`PeerTable::Rotated`] plants the host-side
     /// defect of DESIGN.md §5.5, to see what the simulator reports).
     pub peer_table: PeerTable,
+    /// The model whose kernel is shrunk (its GPTQ layout and RMSNorm epsilon are kept; its
+    /// dimensions become the small ones): Qwen 3.5 27B's by default.
+    pub model: Model,
 }
 
 impl Config {
@@ -220,6 +223,7 @@ impl Config {
             batch: 1,
             protocol: None,
             peer_table: PeerTable::Shared,
+            model: Model::QWEN27B,
         }
     }
 }
@@ -242,7 +246,7 @@ pub fn prepare_config(
 ) -> Result<Prepared, PrepareError> {
     let shapes = Shapes {
         batch: c.batch,
-        ..Shapes::qwen27b(c.tp)
+        ..Shapes::of(c.model, c.tp)
     };
     let ir = small_kernel(id, &shapes, small).map_err(PrepareError::Shrink)?;
     let mut schedule = small_schedule(c.arch, &ir);

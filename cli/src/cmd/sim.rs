@@ -7,6 +7,7 @@ use wavefuse_codegen::Arch;
 use wavefuse_codegen::lower::AllreduceProtocol;
 use wavefuse_codegen::sim::PeerTable;
 use wavefuse_harness::run::parse_tp;
+use wavefuse_harness::shapes::Model;
 use wavefuse_harness::sim;
 use wavefuse_harness::{KernelId, Workload};
 
@@ -44,6 +45,11 @@ pub struct SimArgs {
     /// defect of DESIGN.md §5.5, to see what the simulator reports).
     #[arg(long)]
     rotate_peers: bool,
+    /// Shrink the kernel built at this model's dimensions (a Hugging Face `config.json`, with its
+    /// checkpoint's GPTQ layout and RMSNorm epsilon) instead of Qwen 3.5 27B's: the layout and
+    /// epsilon are simulated, the dimensions become the small ones.
+    #[arg(long, conflicts_with = "kernel_file")]
+    model_config: Option<PathBuf>,
 }
 
 /// `wavefuse sim`.
@@ -53,12 +59,26 @@ pub fn run(a: SimArgs) -> ExitCode {
     } else {
         PeerTable::Shared
     };
+    let model = match a.model_config.as_deref().map(|p| {
+        let m = wavefuse_harness::model_config::read(p)?;
+        m.check_tp(a.tp)
+            .map_err(|e| format!("{} at TP {}: {e}", p.display(), a.tp))?;
+        Ok::<_, String>(m)
+    }) {
+        None => Model::QWEN27B,
+        Some(Ok(m)) => m,
+        Some(Err(e)) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let config = sim::Config {
         tp: a.tp,
         arch: a.target,
         batch: a.batch.into(),
         protocol: a.protocol,
         peer_table,
+        model,
     };
     ignored_overrides("sim (it simulates the small-shape schedules)");
     match (a.kernel, a.kernel_file) {
