@@ -95,18 +95,25 @@ fn emit_at_a_models_config_is_the_pipelines_kernel_on_both_targets() {
     );
 }
 
+/// `LLAMA` with a GPTQ `quantization_config` (groups of 64, symmetric), written as
+/// `dir/config.json`.
+fn quantised_config(dir: &std::path::Path) -> std::path::PathBuf {
+    let cfg = dir.join("config.json");
+    let quantised = LLAMA.replace(
+        "\"num_hidden_layers\": 22}",
+        "\"num_hidden_layers\": 22, \"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 64, \"sym\": true}}",
+    );
+    std::fs::write(&cfg, quantised).unwrap();
+    cfg
+}
+
 /// A GPTQ checkpoint's config sets the set's weight layout: `emit` at a config whose
 /// `quantization_config` says groups of 64, symmetric, prints the kernel in that layout, and its
 /// CUDA is the pipeline's for it.
 #[test]
 fn a_checkpoints_quantization_config_sets_the_weight_layout() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("config.json");
-    let quantised = LLAMA.replace(
-        "\"num_hidden_layers\": 22}",
-        "\"num_hidden_layers\": 22, \"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 64, \"sym\": true}}",
-    );
-    std::fs::write(&cfg, quantised).unwrap();
+    let cfg = quantised_config(dir.path());
     let cfg = cfg.to_str().unwrap();
     let o = wavefuse(&[
         "emit",
@@ -234,12 +241,7 @@ fn run_at_a_models_config_evaluates_the_reference_at_its_shapes() {
 #[test]
 fn sim_at_a_models_config_simulates_its_weight_layout() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("config.json");
-    let quantised = LLAMA.replace(
-        "\"num_hidden_layers\": 22}",
-        "\"num_hidden_layers\": 22, \"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 64, \"sym\": true}}",
-    );
-    std::fs::write(&cfg, quantised).unwrap();
+    let cfg = quantised_config(dir.path());
     let o = wavefuse(&[
         "sim",
         "gemv_int4_allreduce_rmsnorm",

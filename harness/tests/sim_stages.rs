@@ -471,22 +471,11 @@ fn stage_kernels_carry_invariant_comments_gfx906() {
         )
         .expect("fits");
         let g = compile(&ir, Arch::Gfx906, &s).expect("generates");
-        let lines: Vec<&str> = g.source.text.lines().map(str::trim).collect();
-        let mut syncs = 0;
-        for (i, l) in lines.iter().enumerate() {
-            let sync = l.starts_with("__syncthreads()")
-                || (l.starts_with("__hip_atomic") && !l.contains("timed out"))
-                || l.contains("= __hip_atomic")
-                || l.starts_with("__builtin_amdgcn_fence")
-                || l.starts_with("{ // wait site");
-            if sync {
-                syncs += 1;
-                assert!(
-                    lines[i - 1].starts_with("// §5."),
-                    "{name}: `{l}` without an invariant comment"
-                );
-            }
-        }
+        let (syncs, bare) = wavefuse_test_support::hip_syncs_without_invariant(&g.source.text);
+        assert!(
+            bare.is_empty(),
+            "{name}: without an invariant comment: {bare:?}"
+        );
         assert!(
             g.source
                 .text

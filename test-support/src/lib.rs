@@ -24,6 +24,28 @@ pub fn found<T, E: Display>(name: &str, lookup: Result<T, E>) -> bool {
     }
 }
 
+/// The synchronisation statements of a generated HIP source (workgroup barriers, atomics, fences,
+/// bounded waits) and, of those, the ones not directly preceded by the `// §5.` comment naming
+/// the DESIGN.md §5 invariant they uphold: `(statements, uncommented lines)`.
+pub fn hip_syncs_without_invariant(source: &str) -> (usize, Vec<String>) {
+    let lines: Vec<&str> = source.lines().map(str::trim).collect();
+    let (mut syncs, mut bare) = (0, Vec::new());
+    for (i, l) in lines.iter().enumerate() {
+        let sync = l.starts_with("__syncthreads()")
+            || (l.starts_with("__hip_atomic") && !l.contains("timed out"))
+            || l.contains("= __hip_atomic")
+            || l.starts_with("__builtin_amdgcn_fence")
+            || l.starts_with("{ // wait site");
+        if sync {
+            syncs += 1;
+            if i == 0 || !lines[i - 1].starts_with("// §5.") {
+                bare.push((*l).to_owned());
+            }
+        }
+    }
+    (syncs, bare)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -34,5 +56,14 @@ mod tests {
         if !under_ci() {
             assert!(!found("x", Err::<(), _>("not on PATH")));
         }
+    }
+
+    #[test]
+    fn a_sync_without_its_invariant_comment_is_named() {
+        let src = "// §5.8: uniform\n__syncthreads();\nx = 1;\n__syncthreads();\n";
+        assert_eq!(
+            hip_syncs_without_invariant(src),
+            (2, vec!["__syncthreads();".to_owned()])
+        );
     }
 }

@@ -72,22 +72,13 @@ fn hip_snapshots_of_the_kernel_set_gfx906() {
 fn synchronisation_carries_invariant_comments_gfx906() {
     let (set, _) = generate_set();
     for g in &set {
-        let lines: Vec<&str> = g.source.text.lines().map(str::trim).collect();
-        for (i, l) in lines.iter().enumerate() {
-            let sync = l.starts_with("__syncthreads()")
-                || (l.starts_with("__hip_atomic") && !l.contains("timed out"))
-                || l.contains("= __hip_atomic")
-                || l.starts_with("__builtin_amdgcn_fence")
-                || l.starts_with("{ // wait site");
-            if sync {
-                assert!(
-                    lines[i - 1].starts_with("// §5."),
-                    "{}@tp{}: `{l}` without an invariant comment",
-                    g.spec.kernel.name(),
-                    g.spec.tp
-                );
-            }
-        }
+        let (_, bare) = wavefuse_test_support::hip_syncs_without_invariant(&g.source.text);
+        assert!(
+            bare.is_empty(),
+            "{}@tp{}: without an invariant comment: {bare:?}",
+            g.spec.kernel.name(),
+            g.spec.tp
+        );
     }
 }
 
