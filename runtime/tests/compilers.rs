@@ -77,6 +77,27 @@ fn hipcc_compiles_and_reports_gfx906() {
     assert!(a.flags.iter().any(|f| f == "--offload-arch=gfx906"));
 }
 
+/// clang's HIP driver leaves an empty `<stem>-xxxxxx` directory in TMPDIR for every compilation;
+/// thousands of them piled up in /tmp over a day of test runs. The scratch directory takes them.
+#[test]
+fn hipcc_leaves_nothing_in_the_temporary_directory() {
+    let hipcc = Hipcc::from_env();
+    if available(&hipcc).is_none() {
+        return;
+    }
+    let stem = format!("tmpdir_probe_{}", std::process::id());
+    hipcc
+        .compile(&CompileRequest::new(&stem, HIP_SRC, Arch::Gfx906))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let left: Vec<String> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!("{stem}-")))
+        .collect();
+    assert!(left.is_empty(), "left in the temporary directory: {left:?}");
+}
+
 #[test]
 fn hiprtc_compiles_gfx906() {
     let Some(a) = compile_ok(&Hiprtc::new(), HIP_SRC, Arch::Gfx906) else {

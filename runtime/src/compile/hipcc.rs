@@ -120,6 +120,9 @@ impl Compiler for Hipcc {
         process::write_source(ID, &src, &req.source)?;
         let mut cmd = Command::new(self.tool()?);
         cmd.envs(ENV)
+            // clang's HIP driver makes a `<stem>-xxxxxx` directory in TMPDIR per compilation and
+            // leaves it behind (empty); inside the scratch directory it goes when that does.
+            .env("TMPDIR", dir.path())
             .args(&flags)
             .arg("-o")
             .arg(&out_path)
