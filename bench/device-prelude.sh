@@ -4,8 +4,8 @@
 set -uo pipefail
 FINAL=$OUT
 OUT=$(mktemp -d)
-W=carry/wavefuse
+W=${W:-carry/wavefuse} # a run may name another binary (a patched build) in W
 export WAVEFUSE_CACHE_DIR=$PWD/carry/cache
-WAVEFUSE_COMMIT=$(cat carry/COMMIT)
+WAVEFUSE_COMMIT=${WAVEFUSE_COMMIT:-$(cat carry/COMMIT)}
 export WAVEFUSE_COMMIT
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$OUT/gpu.csv" 2>&1

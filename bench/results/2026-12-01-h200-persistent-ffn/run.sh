@@ -20,7 +20,7 @@ for round in 1 2; do
     bench tp4-one-launch-$round --kernel-file $R/ffn_block.wfir
     bench tp4-chain-$round --kernel-file $R/chain1_gate_up_silu.wfir --kernel-file $R/chain2_down_allreduce_norm.wfir
 done
-timeout 300 $W gpu-suite --deadline 240 --stress-launches 10000 \
+timeout 300 $W gpu-suite --deadline ${SUITE_DEADLINE:-240} --stress-launches 10000 \
     --kernel-file $S/gate_up_down.wfir --kernel-file $S/ffn_block_tp1.wfir \
     --kernel-file $S/ffn_block.wfir --kernel-file $S/o_proj_qkv.wfir \
     --kernel-file $S/decoder_layer.wfir --out "$OUT/suite.json" > "$OUT/suite.txt" 2>&1

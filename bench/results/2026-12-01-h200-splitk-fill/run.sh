@@ -14,7 +14,8 @@ ab() { # $1 = name, $2 = k_split override ("" = the default), then flags
     fi
     echo "$name: exit $?" >> "$OUT/exits.txt"
 }
-for round in 1 2; do
+for round in ${ROUNDS:-1 2}; do
+    # ROUNDS and TUNE=0 split the run over two device calls (a call has 600 s).
     ab r$round-row17408-new "" --kernel-file $G/row17408.wfir
     ab r$round-row17408-old 2 --kernel-file $G/row17408.wfir
     ab r$round-o_proj_rank-new "" --kernel-file $G/o_proj_rank.wfir
@@ -24,8 +25,10 @@ for round in 1 2; do
     ab r$round-dual-old4 4 gemv_int4_dual_silu --shapes qwen27b-tp8
 done
 ab down_rank "" --kernel-file $G/down_rank.wfir
-OUT="$OUT/tune" BUDGET_S=330 timeout 360 bash scripts/tune-h200.sh > "$OUT/tune-h200.txt" 2>&1
-echo "tune-h200: exit $?" >> "$OUT/exits.txt"
+if [ "${TUNE:-1}" = 1 ]; then
+    OUT="$OUT/tune" BUDGET_S=330 timeout 360 bash scripts/tune-h200.sh > "$OUT/tune-h200.txt" 2>&1
+    echo "tune-h200: exit $?" >> "$OUT/exits.txt"
+fi
 tar czf "$FINAL/results.tgz" -C "$OUT" .
 cp "$OUT/tune/tuned.toml" "$FINAL/tuned.toml" 2>/dev/null
 exec > >(tee "$FINAL/summary.txt")

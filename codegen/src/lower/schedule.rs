@@ -250,7 +250,7 @@ impl Schedule {
                             stream_weights: true,
                             ..fma
                         };
-                        mma_split(kernel, mma)
+                        mma_split(arch, kernel, mma)
                     }
                     _ if arch.has_dot2_f32_f16() && group_words % 4 == 0 => floor(kernel, fma),
                     _ => fma,
@@ -458,26 +458,32 @@ pub const MAX_K_UNIT_WORDS: u32 = 4096;
 /// Deepest software pipeline of the tensor-core INT4 path ([`Schedule::pipeline_depth`]).
 pub const MAX_PIPELINE_DEPTH: u32 = 2;
 
+/// Workgroups per SM the split-K default aims for where no grid stage bounds the grid
+/// ([`mma_split`]): 3.5 × 132 = 462 on the H200. One TP 4 rank of `gemv_int4` alone
+/// (5120 → 4352, 136 tiles, `bench/results/2026-12-01-h200-rank-alone/`): 2 parts (272
+/// workgroups) 13.06 µs, 4 parts 10.59, 5 parts 9.79, 8 parts 9.76, 10 parts 10.69; at
+/// 5120 → 17408 (544 tiles) 2 parts 18.43, 4 parts 20.16. More workgroups than stay resident
+/// gain nothing; fewer leave too few bytes in flight.
+pub const FILL_PER_SM: f64 = 3.5;
+
 /// The tensor-core GEMV's split and staging (H200 sweep, `bench/results/2026-11-29-h200-splitk/`:
 /// 1.2-1.3x faster than 8 K warps of one workgroup per tile at every Qwen shape): 4 K warps per
-/// workgroup and 2, 4 or 5 workgroups per tile (split-K): the largest of 4 and 2 that divides the
-/// K units, unless that leaves the K warps unequal work (the warps of a workgroup wait for the
-/// slowest at the cross-slice barrier; ncu had barrier stalls at 2.5 cycles per issued
-/// instruction) and the kernel has no grid stage: then a split that gives every K warp the same
-/// units — at TP 1 the fewest parts, at TP > 1 (a quarter of the tiles per rank) the most up to 8.
-/// K = 5120 in units of 16 words is 40 units: 4 parts give the warps 3, 3, 2, 2; at TP 1 2 parts
-/// (5 each), at TP > 1 5 parts (2 each). H200, alternating with 4 parts
-/// (`bench/results/2026-11-30-h200-ksplit/`): at TP 1 `gemv_int4` 20.0 → 18.3 µs (batch 8: 30.0 →
-/// 25.3), `gemv_int4_qkv` 18.4 → 16.2 (batch 8: 23.5 → 24.4); with 5 parts where 2, 4 or 8 ranks
-/// share the GPU `gemv_int4` −1.7 to −7.7 % except +4.9 % at TP 2, `gemv_int4_qkv` −3.9 to −9.0 %.
-/// Kernels with an allreduce or norm stage (the fused kernel) split K the same way: only
-/// each tile's last arriver goes on to the exchange and the norm (`splitk.rs`), and all
-/// `tiles · P` workgroups must be co-resident (128 lanes each: 8 per SM at the budgets' 1024
-/// lanes; where ranks share a device `suite::lower_coresident` lowers P first). The decode is
-/// the one-shift [`MmaDecode::Fma`]. The activations of the
-/// workgroup's K part are staged in LDS when they take at most 40 KiB, or when a GEMV prologue
-/// computes them (they are in LDS then anyway; a norm in the prologue is no grid stage).
-fn mma_split(kernel: &Kernel, mut s: Schedule) -> Schedule {
+/// workgroup and several workgroups per tile (split-K). Without a grid stage the parts fill the
+/// device: the fewest (at least 2, at most a quarter of the K units: every K warp keeps a unit)
+/// that divide the K units and give `tiles · P ≥`
+/// [`FILL_PER_SM`] `· SMs` workgroups, or, up to twice that many, the fewest that also give every
+/// K warp the same units, but not fewer than an even split of 4 (the warps of a workgroup wait for the slowest at the cross-slice
+/// barrier; ncu had barrier stalls at 2.5 cycles per issued instruction). K = 5120 in units of
+/// 16 words is 40 units: at 5120 → 17408 (544 tiles) 2 parts (5 units per warp), at one TP 4
+/// rank's 5120 → 4352 (136 tiles) 5 parts (2 per warp), at 17408 → 5120 (160 tiles, 136 units)
+/// 4 parts. Kernels with an allreduce or norm stage (the fused kernel) take the largest of 4 and
+/// 2 that divides the K units: only each tile's last arriver goes on to the exchange and the
+/// norm (`splitk.rs`), and all `tiles · P` workgroups must be co-resident (128 lanes each: 8 per
+/// SM at the budgets' 1024 lanes; where ranks share a device the co-residency fit lowers P
+/// first). The decode is the one-shift [`MmaDecode::Fma`]. The activations of the workgroup's K
+/// part are staged in LDS when they take at most 40 KiB, or when a GEMV prologue computes them
+/// (they are in LDS then anyway; a norm in the prologue is no grid stage).
+fn mma_split(arch: Arch, kernel: &Kernel, mut s: Schedule) -> Schedule {
     let units = common_k(kernel).map_or(0, |k| k / 8 / s.k_unit_words as usize);
     let feeds_gemv = gemv_prologue(kernel);
     let grid_stage = kernel.ops().any(|(_, op)| match op.kind {
@@ -491,17 +497,27 @@ fn mma_split(kernel: &Kernel, mut s: Schedule) -> Schedule {
     let divides = |p: &usize| units > 0 && units % p == 0;
     let even = |p: &usize| divides(p) && (units / p) % K_WARPS == 0;
     let plain = [4, 2].into_iter().find(divides);
-    let balanced = || {
-        let mut even_splits = [2, 4, 5, 8].into_iter().filter(even);
-        if kernel.tp() == 1 {
-            even_splits.next()
-        } else {
-            even_splits.last()
-        }
+    // Without a grid stage: enough workgroups to fill the device, the fewest parts (at least 2)
+    // that give `tiles · P ≥ FILL_PER_SM · SMs`, or, up to twice that, the fewest that give
+    // every K warp the same units.
+    let tiles = gemv_ns(kernel)
+        .max()
+        .unwrap_or(0)
+        .div_ceil(s.columns_per_workgroup as usize);
+    let target = (FILL_PER_SM * arch.compute_units() as f64).ceil() as usize;
+    let filling = || {
+        // Every K warp keeps at least one unit per part.
+        let least = (2..=units / K_WARPS).find(|p| divides(p) && tiles * p >= target)?;
+        (least..=2 * least).find(even).or(Some(least))
     };
-    let parts = match plain {
-        Some(p) if !grid_stage && !even(&p) => balanced().or(plain),
-        _ => plain,
+    let parts = match (grid_stage, plain, filling()) {
+        (true, ..) => plain,
+        // An even split of 4 stays (the dual GEMV's 80 units of 8 words at TP 1: its staged
+        // activations and 80 registers hold 6 workgroups per SM, and 2 parts would stage twice
+        // the bytes).
+        (false, Some(p), Some(f)) if even(&p) && p > f => Some(p),
+        (false, _, Some(f)) => Some(f),
+        (false, p, None) => p,
     };
     if let Some(parts) = parts {
         s.workgroup_size = 128;
@@ -608,6 +624,17 @@ fn gemv_prologue(kernel: &Kernel) -> HashSet<Value> {
         stack.extend(op.kind.args());
     }
     seen
+}
+
+/// The N (output columns) of every GEMV.
+fn gemv_ns(kernel: &Kernel) -> impl Iterator<Item = usize> + '_ {
+    kernel.ops().filter_map(|(_, op)| match &op.kind {
+        OpKind::Gemv(g) => match &kernel.buffer(g.weight)?.ty {
+            BufferType::Weight(w) => Some(w.n),
+            BufferType::Tensor(_) => None,
+        },
+        _ => None,
+    })
 }
 
 /// K of the kernel's GPTQ GEMV.
