@@ -11,6 +11,8 @@ source .venv-cuda/wavefuse-env.sh
 export INSTA_UPDATE=no # a stale or missing snapshot fails instead of being written
 export CI="${CI:-}"
 
+# (The facade's `pipeline` feature is on in this build through examples/own_kernels, which uses it:
+# `--features wavefuse/pipeline` would also name the DSL core, which the harness calls `wavefuse`.)
 # One build of the workspace with the LLVM back end on (its snapshots, sync audit, gfx906 code
 # objects through LLVM's AMDGPU back end, PTX through ptxas); every other test runs in it too.
 FEATURES=(--features wavefuse-tests/llvm,wavefuse-harness/llvm,wavefuse-cli/llvm)

@@ -8,7 +8,12 @@
 //! must synchronise is the compiler's business.
 //!
 //! This crate is the facade: the macro, the IR and its builder (re-exported as [`ir`]), the typed
-//! host API, and the one peer-order rule ([`peer_order`]).
+//! host API, and the one peer-order rule ([`peer_order`]). With the cargo feature `pipeline`,
+//! [`pipeline`] takes a kernel through the rest in one call per step — generate the HIP or CUDA
+//! source and ABI, compile it with the real compiler (resources, co-residency, the MI50 time
+//! model), simulate it, check it against the f64 oracle in the simulator or on a GPU, launch it
+//! with its typed arguments, A/B it against a hand-written kernel. Without the feature the crate
+//! needs no code generator, runtime or GPU library.
 //!
 //! ## A first kernel: GEMV + allreduce + residual + RMSNorm
 //!
@@ -246,36 +251,10 @@
 
 #![deny(missing_docs)]
 
-// Generated code names `::wavefuse::…`; this lets the crate's own tests use the macro.
-extern crate self as wavefuse;
-
-pub mod host;
-
-pub use wavefuse_ir as ir;
-/// Define kernels in the wavefuse language; see the [crate docs](crate).
-pub use wavefuse_macros::kernel;
-
-/// The one peer-addressing rule of a TP group, shared by host and device.
-///
-/// Every rank addresses the group's exchange buffers through `tp` slots, and slot
-/// [`ir::peer_slot`]`(p)` holds rank p's buffer — the same table on every rank, in ascending rank
-/// order. This iterator yields the rank held by each slot, in slot order. Host code builds the slot
-/// array with [`host::Peers::new`], which uses it; the lowering, the simulator and the runtime use
-/// [`ir::peer_slot`] itself. Summing peers in slot order is summing in ascending rank order, so
-/// every rank rounds identically and replicated results agree bit for bit.
-///
-/// ```
-/// let order: Vec<u32> = wavefuse::peer_order(4).collect();
-/// assert_eq!(order, [0, 1, 2, 3]);
-/// ```
-pub fn peer_order(tp: u32) -> impl Iterator<Item = u32> {
-    let mut by_slot: Vec<u32> = (0..tp).collect();
-    by_slot.sort_by_key(|&p| ir::peer_slot(p));
-    by_slot.into_iter()
-}
+pub use wavefuse_dsl::{host, ir, kernel, peer_order};
 
 #[doc(hidden)]
-pub mod __private {
-    pub use crate::host;
-    pub use wavefuse_ir as ir;
-}
+pub use wavefuse_dsl::__private;
+
+#[cfg(feature = "pipeline")]
+pub mod pipeline;

@@ -1,4 +1,5 @@
-//! Dependency direction (DESIGN.md §4): ir ← codegen ← runtime; ir ← dsl; the macro crate depends
+//! Dependency direction (DESIGN.md §4): ir ← codegen ← runtime; ir ← dsl core ← the facade (whose
+//! `pipeline` feature sits on top of the harness); the macro crate depends
 //! on nothing internal and only on syn, quote and proc-macro2; the runtime never sees the DSL.
 
 use std::collections::BTreeSet;
@@ -11,11 +12,19 @@ fn allowed(krate: &str) -> Option<&'static [&'static str]> {
         "wavefuse-ir" => &[],
         "wavefuse-codegen" => &["wavefuse-ir"],
         "wavefuse-macros" => &[],
-        "wavefuse" => &["wavefuse-ir", "wavefuse-macros"],
+        "wavefuse-dsl" => &["wavefuse-ir", "wavefuse-macros"],
+        // The facade: the language always; the pipeline (codegen, runtime, harness) behind its
+        // `pipeline` feature. Nothing below it may depend on it (the harness would close a cycle).
+        "wavefuse" => &[
+            "wavefuse-dsl",
+            "wavefuse-codegen",
+            "wavefuse-runtime",
+            "wavefuse-harness",
+        ],
         "wavefuse-runtime" => &["wavefuse-ir", "wavefuse-codegen"],
-        "wavefuse-kernels" => &["wavefuse", "wavefuse-ir", "wavefuse-codegen"],
+        "wavefuse-kernels" => &["wavefuse-dsl", "wavefuse-ir", "wavefuse-codegen"],
         "wavefuse-harness" => &[
-            "wavefuse",
+            "wavefuse-dsl",
             "wavefuse-ir",
             "wavefuse-codegen",
             "wavefuse-runtime",
@@ -57,13 +66,15 @@ fn the_rule_table_rejects_backward_edges() {
         ("wavefuse-ir", "wavefuse-codegen", true),
         ("wavefuse-macros", "serde", false),
         ("wavefuse-codegen", "wavefuse-ir", true),
+        ("wavefuse-harness", "wavefuse", true),
     ]);
     assert_eq!(
         bad,
         [
             "wavefuse-runtime → wavefuse",
             "wavefuse-ir → wavefuse-codegen",
-            "wavefuse-macros → serde"
+            "wavefuse-macros → serde",
+            "wavefuse-harness → wavefuse"
         ]
     );
 }
@@ -85,6 +96,7 @@ fn workspace_dependencies_point_one_way() {
         "wavefuse-ir",
         "wavefuse-codegen",
         "wavefuse-macros",
+        "wavefuse-dsl",
         "wavefuse",
         "wavefuse-runtime",
         "wavefuse-kernels",

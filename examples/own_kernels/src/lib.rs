@@ -72,7 +72,7 @@ pub fn kernels(model: &Model, tp: u32, batch: usize) -> Vec<Kernel> {
 
 /// One rank's host memory for [`gemv_residual`], as an engine would hold it — the GPTQ arrays of
 /// the layer's shard, the activations, the residual and room for the output — and the typed
-/// arguments ([`GemvResidualArgs`]) that bind it for `wavefuse_harness::launch`.
+/// arguments ([`GemvResidualArgs`]) that bind it for `wavefuse::pipeline::launch`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GemvResidualData {
     /// GPTQ `qweight`, i32 `[K/8, N]`.

@@ -4,8 +4,12 @@
 //!
 //! `cargo run -p own-kernels -- launch [--tp N] [--batch B]`: `gemv_residual` at those shapes,
 //! launched once on the NVIDIA GPU with its typed arguments (`GemvResidualArgs` over the crate's
-//! own host buffers, `wavefuse_harness::launch`), every rank's output compared with the f64
+//! own host buffers, `wavefuse::pipeline::launch`), every rank's output compared with the f64
 //! oracle; exit 1 when one is outside relative L2 1e-3, 2 without a GPU.
+//!
+//! `cargo run -p own-kernels -- check [--tp N] [--batch B]`: both kernels, one launch each on the
+//! NVIDIA GPU (every rank on it) on the synthetic workload, checked against the f64 oracle
+//! (`wavefuse::pipeline::check`); exit 1 when an output is outside its tolerance, 2 without a GPU.
 
 use std::process::ExitCode;
 
@@ -39,6 +43,9 @@ fn main() -> ExitCode {
     if dir.as_os_str() == "launch" {
         return launch(&model, tp, batch);
     }
+    if dir.as_os_str() == "check" {
+        return check(&model, tp, batch);
+    }
     if let Err(e) = std::fs::create_dir_all(&dir) {
         eprintln!("error: creating {}: {e}", dir.display());
         return ExitCode::FAILURE;
@@ -60,10 +67,7 @@ fn main() -> ExitCode {
 
 /// `own-kernels launch`: see the crate docs.
 fn launch(model: &wavefuse_kernels::shapes::Model, tp: u32, batch: usize) -> ExitCode {
-    use std::sync::Arc;
-    use wavefuse_harness::policy::{Placement, SchedulePolicy};
-    use wavefuse_harness::suite::{self, UserKernel};
-    use wavefuse_runtime::{Cache, RankGroup, SameDeviceMode};
+    use wavefuse::pipeline::{self, On, Target};
 
     let ir = own_kernels::kernels(model, tp, batch).remove(0);
     let inputs =
@@ -86,38 +90,22 @@ fn launch(model: &wavefuse_kernels::shapes::Model, tp: u32, batch: usize) -> Exi
             return ExitCode::FAILURE;
         }
     };
-    let case = Arc::new(UserKernel::new(ir.clone(), "own-kernels").expect("valid")).case();
-    let g = match suite::generate(
-        &case,
-        wavefuse_codegen::Arch::Sm90,
-        &SchedulePolicy::default(),
-        Placement::SameDevice,
-    ) {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let group = match suite::open_cuda()
-        .map_err(|e| e.replace("; run with --device cpu-ref or --device sim", ""))
-        .and_then(|d| {
-            RankGroup::on_one_device(d, tp, SameDeviceMode::Streams).map_err(|e| e.to_string())
-        }) {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
     let mut args: Vec<_> = data
         .iter_mut()
         .map(own_kernels::GemvResidualData::args)
         .collect();
-    if let Err(e) = wavefuse_harness::launch::launch(&group, &Cache::from_env(), &ir, &g, &mut args)
-    {
-        eprintln!("error: {e}");
-        return ExitCode::FAILURE;
+    // Generate for every rank on the one GPU, compile (cached), bind the typed arguments, launch,
+    // write the outputs back: one call.
+    match pipeline::launch(&ir, Target::Sm90, On::Gpu, &mut args) {
+        Ok(()) => {}
+        Err(e @ pipeline::Error::NoDevice(_)) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
     }
     drop(args);
     let y = wavefuse::host::buffer_named(&ir, "y").expect("the kernel's output");
@@ -143,7 +131,40 @@ fn launch(model: &wavefuse_kernels::shapes::Model, tp: u32, batch: usize) -> Exi
     }
 }
 
+/// `own-kernels check`: see the crate docs.
+fn check(model: &wavefuse_kernels::shapes::Model, tp: u32, batch: usize) -> ExitCode {
+    use wavefuse::pipeline::{self, On, Target};
+
+    let mut ok = true;
+    for k in own_kernels::kernels(model, tp, batch) {
+        match pipeline::check(&k, Target::Sm90, On::Gpu) {
+            Ok(c) => {
+                let pass = c.passed();
+                ok &= pass;
+                print!(
+                    "{} tp={tp} batch={batch}: {}\n{c}",
+                    k.name(),
+                    if pass { "ok" } else { "FAIL" }
+                );
+            }
+            Err(e @ pipeline::Error::NoDevice(_)) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+            Err(e) => {
+                eprintln!("error: {}: {e}", k.name());
+                ok = false;
+            }
+        }
+    }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
 fn usage(why: &str) -> ExitCode {
-    eprintln!("error: {why}\nusage: own-kernels DIR [--tp N] [--batch B]");
+    eprintln!("error: {why}\nusage: own-kernels DIR|launch|check [--tp N] [--batch B]");
     ExitCode::from(2)
 }

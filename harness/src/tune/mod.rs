@@ -26,7 +26,7 @@ pub mod store;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -212,15 +212,7 @@ pub fn tune_cmd(a: &TuneArgs) -> ExitCode {
         }
     };
     let bar = progress();
-    let timed = match (a.arch, a.no_gpu) {
-        (Arch::Sm90, false) => gpu::run(&targets, &o, &bar),
-        (Arch::Sm90, true) => Err("--no-gpu".into()),
-        (Arch::Gfx906, _) => Err("gfx906 is never timed here: static model".into()),
-    };
-    let mut report = match timed {
-        Ok(r) => r,
-        Err(reason) => without_timing(&targets, &o, a.arch, reason, &bar),
-    };
+    let mut report = search(&targets, &o, a.arch, a.no_gpu.then_some("--no-gpu"), &bar);
     bar.finish_and_clear();
     match store_winners(a, &report) {
         Ok(paths) => report.stored_in = paths,
@@ -248,14 +240,75 @@ pub fn tune_cmd(a: &TuneArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// `wavefuse tune` as a library call: search the schedule space of each of `targets` (the set's
+/// kernels or a user's, [`suite::UserKernel::case`]) for `arch`. On sm_90 with a GPU and
+/// `use_gpu`, the candidates are timed on it; otherwise (and always on gfx906) they are compiled
+/// and ranked by the static model, and the report says why. The winners are not stored:
+/// [`entries`] gives them as tuned-store entries ([`store::Store`]).
+pub fn run(targets: &[Target], o: &Settings, arch: Arch, use_gpu: bool) -> TuneReport {
+    let no_gpu = (!use_gpu).then_some("not asked to use a GPU");
+    search(targets, o, arch, no_gpu, &ProgressBar::hidden())
+}
+
+fn search(
+    targets: &[Target],
+    o: &Settings,
+    arch: Arch,
+    no_gpu: Option<&str>,
+    bar: &ProgressBar,
+) -> TuneReport {
+    let timed = match (arch, no_gpu) {
+        (Arch::Sm90, None) => gpu::run(targets, o, bar),
+        (Arch::Sm90, Some(why)) => Err(why.into()),
+        (Arch::Gfx906, _) => Err("gfx906 is never timed here: static model".into()),
+    };
+    match timed {
+        Ok(r) => r,
+        Err(reason) => without_timing(targets, o, arch, reason, bar),
+    }
+}
+
+impl Settings {
+    /// `wavefuse tune`'s defaults: [`DEFAULT_BUDGET`] candidates per case, the full space, 100
+    /// timed launches after 10, the default workload seed, no occupancy floor or deadline.
+    pub fn new() -> Settings {
+        Settings {
+            budget: DEFAULT_BUDGET,
+            quick: false,
+            iters: 100,
+            warmup: 10,
+            threads: std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .clamp(1, 12),
+            seed: Workload::DEFAULT_SEED,
+            commit: "unknown".into(),
+            min_occupancy: None,
+            deadline: None,
+            ranks: Ranks::default(),
+        }
+    }
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings::new()
+    }
+}
+
+impl Target {
+    /// A user's kernel at its own shapes.
+    pub fn user(kernel: Arc<suite::UserKernel>) -> Target {
+        Target {
+            spec: kernel.case(),
+            ir: kernel.ir.clone(),
+        }
+    }
+}
+
 /// The kernels at the shapes, validated.
 fn plan(a: &TuneArgs) -> Result<Vec<Target>, String> {
     if let Some(path) = &a.kernel_file {
-        let user = std::sync::Arc::new(suite::UserKernel::read(path)?);
-        return Ok(vec![Target {
-            spec: user.case(),
-            ir: user.ir.clone(),
-        }]);
+        return Ok(vec![Target::user(Arc::new(suite::UserKernel::read(path)?))]);
     }
     let mut shapes = a.shapes.clone();
     if shapes.is_empty() {
