@@ -3,6 +3,7 @@
 # that travels to it, and prebuilds the CUDA kernels it will run:
 #   carry/wavefuse   the release binary (`wavefuse gpu-suite`, `wavefuse run … --device gpu`)
 #   carry/qwen_ffn_block  the FFN-block example (`scripts/ffn-h200.sh`)
+#   carry/own-kernels     the user-kernel example (`own-kernels check|launch`: the facade's pipeline)
 #   carry/COMMIT     the commit it was built from (`-dirty` with uncommitted changes)
 #   carry/cache/     sm_90 cubins of every kernel the suite, scripts/gpu-suite.sh and the example
 #                    (generated and hand-written) run, compiled
@@ -13,10 +14,11 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-cargo build --release -p wavefuse-cli -p qwen_ffn_block --bin wavefuse --bin qwen_ffn_block
+cargo build --release -p wavefuse-cli -p qwen_ffn_block -p own-kernels --bin wavefuse --bin qwen_ffn_block --bin own-kernels
 mkdir -p carry
 cp target/release/wavefuse carry/wavefuse
 cp target/release/qwen_ffn_block carry/qwen_ffn_block
+cp target/release/own-kernels carry/own-kernels
 
 commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
