@@ -346,3 +346,26 @@ fn negative_tp_is_a_tp_error_naming_the_sizes() {
         );
     }
 }
+
+/// Output into a pipe whose reader is gone (`wavefuse check … | head`) panicked in `println!`
+/// ("failed printing to stdout: Broken pipe", exit 101); it ends the process by SIGPIPE, quietly.
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let o = Command::new(env!("CARGO_BIN_EXE_wavefuse"))
+        .arg("list")
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(
+        o.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?}: {stderr}",
+        o.status
+    );
+}
