@@ -6,7 +6,7 @@
 source bench/device-prelude.sh
 R=bench/results/2026-12-01-h200-ffn-one-launch
 for k in ffn_block_tp1 ffn_block; do
-    timeout 200 $W tune --kernel-file $R/$k.wfir --budget ${BUDGET:-120} --store "$OUT/tuned.toml" \
+    timeout 200 $W tune --kernel-file $R/$k.wfir --budget ${BUDGET:-120} --store "$OUT/tuned-$k.toml" \
         --json "$OUT/tune-$k.json" --md "$OUT/tune-$k.md" > "$OUT/tune-$k.txt" 2>&1
     echo "tune $k: exit $?" >> "$OUT/exits.txt"
 done
@@ -16,8 +16,9 @@ bench() { # name, then mgpu-bench flags
         --json "$OUT/$name.json" --md "$OUT/$name.md" > "$OUT/$name.txt" 2>&1
     echo "$name: exit $?" >> "$OUT/exits.txt"
 }
-# The TP 1 winner as an explicit override (mgpu-bench takes the environment's overrides).
-SPEC=$(python3 - "$OUT/tuned.toml" ffn_block_tp1 <<'PY'
+# The TP 1 winner as an explicit override (mgpu-bench takes the environment's overrides; the
+# store keys it by the IR's kernel name, `ffn_block`).
+SPEC=$(python3 - "$OUT/tuned-ffn_block_tp1.toml" ffn_block <<'PY'
 import sys, tomllib
 try:
     d = tomllib.load(open(sys.argv[1], 'rb'))
@@ -37,7 +38,7 @@ for round in 1 2; do
     bench tp1-chain-$round --kernel-file $R/chain1_gate_up_silu_tp1.wfir --kernel-file $R/chain2_down_allreduce_norm_tp1.wfir
 done
 tar czf "$FINAL/results.tgz" -C "$OUT" .
-cp "$OUT/tuned.toml" "$FINAL/tuned.toml" 2>/dev/null
+cp "$OUT"/tuned-*.toml "$FINAL/" 2>/dev/null
 exec > >(tee "$FINAL/summary.txt")
 cat "$OUT/exits.txt"
 for k in ffn_block_tp1 ffn_block; do grep -E "schedules enumerated|winner|no winner" "$OUT/tune-$k.txt"; done
