@@ -175,15 +175,7 @@ pub struct Compiled {
 /// ```
 pub fn compile(kernel: &Kernel, target: Target) -> Result<Compiled, Error> {
     let generated = generate(kernel, target)?;
-    let compiler = suite::compiler_for(target);
-    let req = CompileRequest::new(
-        &generated.lowered.name,
-        generated.source.text.clone(),
-        target,
-    );
-    let (artifact, _) =
-        wavefuse_runtime::exec::artifact_for(&Cache::from_env(), compiler.as_ref(), &req)
-            .map_err(|e| Error::Compile(e.to_string()))?;
+    let artifact = artifact(&generated)?;
     let wg = generated.lowered.workgroup_size;
     let mut resources = ab::usage_of(&artifact, &generated.abi.symbol, wg);
     if let Ok(u) = &resources.usage {
