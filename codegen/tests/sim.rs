@@ -196,13 +196,19 @@ fn invalid_lds_read_without_barrier_is_a_race_or_uninitialised() {
 
 /// Each workgroup writes a partial, a grid barrier, then every workgroup sums all partials.
 fn grid_sum(tp: u32) -> (LoweredKernel, Param, Param) {
-    let mut k = LoweredKernel::new("grid_sum", Arch::Gfx906, tp, 64, 4);
-    let x = array(&mut k, "x", Ty::F32, 4, Access::Read, Purpose::Scratch);
+    grid_sum_of(tp, 4)
+}
+
+/// [`grid_sum`] over a grid of `grid` workgroups.
+fn grid_sum_of(tp: u32, grid: u32) -> (LoweredKernel, Param, Param) {
+    let n = grid as usize;
+    let mut k = LoweredKernel::new("grid_sum", Arch::Gfx906, tp, 64, grid);
+    let x = array(&mut k, "x", Ty::F32, n, Access::Read, Purpose::Scratch);
     let part = array(
         &mut k,
         "part",
         Ty::F32,
-        4,
+        n,
         Access::ReadWrite,
         Purpose::Scratch,
     );
@@ -214,7 +220,7 @@ fn grid_sum(tp: u32) -> (LoweredKernel, Param, Param) {
         Access::ReadWrite,
         Purpose::Counter,
     );
-    let out = array(&mut k, "out", Ty::F32, 4, Access::Write, Purpose::Scratch);
+    let out = array(&mut k, "out", Ty::F32, n, Access::Write, Purpose::Scratch);
     let (v, s, i) = (
         k.reg(Ty::F32, "v"),
         k.reg(Ty::F32, "s"),
@@ -269,6 +275,33 @@ fn grid_barriers_with_epochs_hold_over_back_to_back_launches() {
                     "launch {l} rank {r}"
                 );
             }
+        }
+    }
+}
+
+/// By default the simulator starts only the workgroups the target holds at once (here LDS bounds
+/// gfx906 to one 40 KB workgroup per CU, 60 in all) and the next as one finishes: a grid barrier
+/// over 61 workgroups never completes, as on an MI50, while the same kernel with room for all of
+/// them does.
+#[test]
+fn the_default_residency_is_the_devices_capacity() {
+    for (lds_floats, completes) in [(0, true), (10 * 1024, false)] {
+        let (mut k, x, out) = grid_sum_of(1, 61);
+        if lds_floats > 0 {
+            k.lds(Ty::F32, lds_floats);
+        }
+        assert_eq!(
+            k.device_capacity(wavefuse_codegen::lowered::Occupancy::HardwareMax) >= 61,
+            completes
+        );
+        let mut host = RawHost::default().fill(x, |_, _, i| i as f64).output(out);
+        let rep = run(&k, &mut host, 1, &opts(0));
+        if completes {
+            assert!(rep.findings.is_empty(), "{:?}", rep.findings);
+            let want = 2.0 * (0..61).map(f64::from).sum::<f64>();
+            assert!(host.get(0, 0, out).iter().all(|&v| v == want));
+        } else {
+            assert!(rep.has(FindingKind::Deadlock), "{:?}", rep.findings);
         }
     }
 }

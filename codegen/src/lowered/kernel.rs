@@ -312,15 +312,8 @@ impl LoweredKernel {
         let Some(c) = &self.coresidency else {
             return Ok(());
         };
-        let waves = match occupancy {
-            Occupancy::HardwareMax => self.arch.max_waves_per_simd(),
-            Occupancy::Compiled { waves_per_simd, .. } => waves_per_simd,
-        };
+        let (per_cu, cus) = self.resident_per_cu(occupancy);
         let lds = u32::try_from(self.lds_bytes()).unwrap_or(u32::MAX);
-        let per_cu = self
-            .arch
-            .resident_workgroups_per_cu(self.workgroup_size, waves, lds);
-        let cus = self.arch.compute_units();
         if u64::from(ranks_per_device) * u64::from(c.workgroups) <= u64::from(cus * per_cu) {
             return Ok(());
         }
@@ -335,6 +328,28 @@ impl LoweredKernel {
             cus,
             occupancy,
         })
+    }
+
+    /// Workgroups of this kernel one CU/SM holds at once at `occupancy` (by waves, lanes, LDS
+    /// and the hardware's workgroup limit: [`Arch::resident_workgroups_per_cu`]), and the
+    /// target's CUs/SMs.
+    pub fn resident_per_cu(&self, occupancy: Occupancy) -> (u32, u32) {
+        let waves = match occupancy {
+            Occupancy::HardwareMax => self.arch.max_waves_per_simd(),
+            Occupancy::Compiled { waves_per_simd, .. } => waves_per_simd,
+        };
+        let lds = u32::try_from(self.lds_bytes()).unwrap_or(u32::MAX);
+        let per_cu = self
+            .arch
+            .resident_workgroups_per_cu(self.workgroup_size, waves, lds);
+        (per_cu, self.arch.compute_units())
+    }
+
+    /// Workgroups of this kernel one device holds at once at `occupancy`: what the GPU starts
+    /// before it waits for one to finish (the simulator's default residency).
+    pub fn device_capacity(&self, occupancy: Occupancy) -> u32 {
+        let (per_cu, cus) = self.resident_per_cu(occupancy);
+        per_cu.saturating_mul(cus).max(1)
     }
 
     /// The epoch parameter, added on first use.

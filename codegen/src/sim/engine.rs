@@ -1494,10 +1494,15 @@ impl<'a> Engine<'a> {
         rs.start_clock = Rc::new(c);
         rs.running = true;
         rs.lanes_left = self.grid * self.wg_size;
+        // A real device starts at most its capacity of workgroups and the next one when one
+        // finishes: a wait on a workgroup that is not resident never returns (§5.9).
         let resident = self
             .opts
             .resident_workgroups
-            .unwrap_or(self.grid)
+            .unwrap_or_else(|| {
+                self.k
+                    .device_capacity(crate::lowered::Occupancy::HardwareMax)
+            })
             .clamp(1, self.grid);
         rs.next_wg = resident;
         for wg in 0..resident {

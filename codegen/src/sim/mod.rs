@@ -175,7 +175,9 @@ pub struct SimOptions {
     pub spin_budget: u32,
     /// Scheduling steps after which the run stops (livelock).
     pub max_steps: u64,
-    /// Workgroups of a rank resident at once (None: all). A grid barrier needs all.
+    /// Workgroups of a rank resident at once; None: as many as the target holds at its
+    /// hardware-maximum occupancy ([`LoweredKernel::device_capacity`](crate::lowered::LoweredKernel::device_capacity)),
+    /// the rest starting as earlier ones finish, as on a GPU. A grid barrier needs all.
     pub resident_workgroups: Option<u32>,
     /// The epoch of the first launch (1 on fresh counters).
     pub first_epoch: u32,
