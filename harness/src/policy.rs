@@ -364,7 +364,7 @@ pub fn fit_coresident(
     s: Schedule,
     ranks_per_device: u32,
 ) -> Result<(LoweredKernel, Schedule), LowerError> {
-    let k = lower_any_grid(ir, arch, &s)?;
+    let (k, s) = lower_or_materialise(ir, arch, s)?;
     let unfitted = !fits_coresident(&k, arch, ranks_per_device);
     let persistent = (unfitted && s.max_grid == 0)
         .then(|| persistent(ir, arch, &s, &k, ranks_per_device))
@@ -384,6 +384,43 @@ pub fn fit_coresident(
     // compiler's report by `check`, and by the runtime before launch, §5.9).
     k.coresident(ranks_per_device, Occupancy::HardwareMax)?;
     Ok((k, s))
+}
+
+/// Lower with `s`; when that is refused for a schedule reason and the kernel has a GEMV
+/// prologue that is recomputed into LDS (`s.materialise_prologue` false), try the prologue
+/// materialised once in global memory behind a grid barrier instead
+/// ([`Schedule::materialise_prologue`]; staged in LDS if that fits, else not): a prologue whose
+/// activation does not fit in LDS (a long K at batch 8) lowers that way. Recomputing stays the default where it lowers: it re-reads a
+/// few KB of small inputs from L2 per workgroup, where materialising costs a grid barrier and a
+/// round trip of the activation through global memory. The first refusal is returned when the
+/// second also fails.
+pub fn lower_or_materialise(
+    ir: &Kernel,
+    arch: Arch,
+    s: Schedule,
+) -> Result<(LoweredKernel, Schedule), LowerError> {
+    match lower_any_grid(ir, arch, &s) {
+        Ok(k) => Ok((k, s)),
+        Err(e @ LowerError::Schedule(_))
+            if !s.materialise_prologue && wavefuse_codegen::lower::has_gemv_prologue(ir) =>
+        {
+            let m = Schedule {
+                materialise_prologue: true,
+                ..s
+            };
+            // The materialised activation is read from global memory; staged into LDS as a
+            // whole it may not fit either, so without staging next.
+            let unstaged = Schedule {
+                x_in_lds: false,
+                ..m.clone()
+            };
+            [m, unstaged]
+                .into_iter()
+                .find_map(|m| lower_any_grid(ir, arch, &m).ok().map(|k| (k, m)))
+                .ok_or(e)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// A kernel of several GEMV stages on a persistent grid ([`Schedule::max_grid`]): at most

@@ -400,17 +400,22 @@ pub fn sim_file_cmd(path: &std::path::Path, c: Config, schedules: u64, seed: u64
     if let Some(p) = c.protocol {
         schedule = schedule.with_protocol(p);
     }
-    let lowered = match lower(&ir, c.arch, &schedule) {
-        Ok(k) => k,
-        Err(e) => {
-            eprintln!("error: {}: {e}", path.display());
-            return ExitCode::from(if matches!(e, LowerError::Unsupported(_)) {
-                2
-            } else {
-                1
-            });
-        }
-    };
+    // As the pipeline's schedule policy does: a prologue that does not fit in LDS materialised.
+    let lowered =
+        match crate::policy::lower_or_materialise(&ir, c.arch, schedule).and_then(|(k, _)| {
+            k.coresident(1, wavefuse_codegen::lowered::Occupancy::HardwareMax)?;
+            Ok(k)
+        }) {
+            Ok(k) => k,
+            Err(e) => {
+                eprintln!("error: {}: {e}", path.display());
+                return ExitCode::from(if matches!(e, LowerError::Unsupported(_)) {
+                    2
+                } else {
+                    1
+                });
+            }
+        };
     let c = Config { tp: ir.tp(), ..c };
     let p = Prepared {
         ir,

@@ -661,3 +661,77 @@ fn the_fit_gives_the_ffn_block_a_persistent_grid() {
     assert_eq!((s.k_split, s.columns_per_workgroup), (4, 32), "{s:?}");
     assert_eq!(k.grid, 160 * 4, "{s:?}");
 }
+
+// ---- a GEMV prologue materialised behind a grid barrier ----
+
+/// RMSNorm of `x` in front of an INT4 GEMV, K = 4096 at batch 8: recomputed into LDS by every
+/// workgroup (the default prologue) its activation alone is 64 KiB, more than a gfx906 workgroup
+/// can declare.
+const NORM_GEMV_B8: &str = "\
+kernel norm_gemv_b8(tp=1) {
+    buf0 = input x : f16[8, 4096] replicated @global index=local
+    buf1 = input nw : f16[4096] replicated @global index=local
+    buf2 = input w : gptq<group=128, zero=v1, scale=f16>[k=4096, n=64] replicated @global index=local
+    buf3 = output y : f16[8, 64] replicated @global index=local
+    v0 = load buf0
+    v1 = load buf1
+    v2 = rmsnorm v0, v1, eps=1e-6
+    v3 = round_f16 v2
+    v4 = gemv.rep buf2, v3
+    v5 = round_f16 v4
+    store v5, buf3
+}
+";
+
+/// The default schedule refuses it, naming the way out; the schedule policy's fit takes it
+/// (`materialise_prologue`): a stage of its own normalises `x` into global scratch, a grid
+/// barrier, then the GEMV reads it. Clean against the f64 reference; without the barrier between
+/// the two stages the GEMV reads activations not yet written (§5.2), which the simulator catches.
+#[test]
+fn a_prologue_too_large_for_lds_is_materialised_behind_a_grid_barrier() {
+    let arch = Arch::Gfx906;
+    let ir = parse(NORM_GEMV_B8).expect("parses");
+    let s = Schedule::default_for(arch, &ir);
+    let e = lower(&ir, arch, &s).expect_err("the prologue does not fit in LDS");
+    assert!(
+        e.to_string().contains("`materialise_prologue = true`"),
+        "{e}"
+    );
+    let (k, fitted) = fit_coresident(&ir, arch, s, 1).expect("the fit materialises it");
+    assert!(fitted.materialise_prologue, "{fitted:?}");
+    let p = Prepared {
+        ir: ir.clone(),
+        lowered: k,
+        shapes: None,
+        peer_table: PeerTable::Shared,
+    };
+    clean_n(&p, "materialised prologue", 1);
+
+    // The stage barrier is the last grid barrier (the RMSNorm's own, inside the first stage,
+    // is barrier 0): removed before the expansion.
+    let mut k = lower_structured(&ir, arch, &fitted).expect("lowers");
+    let mut removed = 0;
+    k.body = rewrite(std::mem::take(&mut k.body), &mut |st| match st {
+        Stmt::GridBarrier { index: 1, .. } => {
+            removed += 1;
+            vec![]
+        }
+        st => vec![st],
+    });
+    assert_eq!(removed, 1);
+    expand_sync(&mut k);
+    let p = Prepared {
+        ir,
+        lowered: k,
+        shapes: None,
+        peer_table: PeerTable::Shared,
+    };
+    let r = sweep(&p, SEED, 0, 1, |_, _| {}).expect("simulates");
+    assert!(
+        r.findings
+            .iter()
+            .any(|f| f.first.kind == FindingKind::StaleRead),
+        "without the stage barrier: not caught:\n{}",
+        summary(&p, &r)
+    );
+}

@@ -189,7 +189,7 @@ pub fn lower_structured(
     arch: Arch,
     schedule: &Schedule,
 ) -> Result<LoweredKernel, LowerError> {
-    let stages = stages::stage_kernels(kernel)?;
+    let stages = stages::stage_kernels(kernel, schedule.materialise_prologue)?;
     let k = match stages.as_slice() {
         [_] => {
             let plan = plan::Plan::new(kernel)?;
@@ -213,6 +213,12 @@ pub fn lower(
     // (the schedule policy, the real compiler's resource report, the runtime before launch).
     k.coresident(1, Occupancy::HardwareMax)?;
     Ok(k)
+}
+
+/// Whether [`Schedule::materialise_prologue`] makes a difference to `kernel`: it has a GEMV whose
+/// activation is computed from loaded inputs (a prologue every workgroup would recompute).
+pub fn has_gemv_prologue(kernel: &Kernel) -> bool {
+    stages::materialises_a_prologue(kernel)
 }
 
 /// [`lower`] without its co-residency refusal: for a schedule search (the harness's

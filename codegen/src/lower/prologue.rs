@@ -269,8 +269,8 @@ impl Lowering<'_> {
         Err(LowerError::Schedule(format!(
             "the GEMV prologue keeps its activation in LDS: B·K·2{part} = {b}·{kdim}·2{part} = {act} bytes; with the kernel's \
              other {} bytes of LDS that is {lds} bytes per workgroup, more than the {limit} a {} workgroup can declare \
-             statically. At this schedule it fits up to batch {fits} ({per_row} bytes per batch row); materialising the \
-             activation once in global memory behind a grid barrier instead is not implemented",
+             statically. At this schedule it fits up to batch {fits} ({per_row} bytes per batch row); `materialise_prologue = true` \
+             computes the activation once into global memory behind a grid barrier instead",
             lds - act,
             self.arch
         )))

@@ -172,6 +172,13 @@ pub struct Schedule {
     /// (`stages.rs`). The co-residency fit sets it; a kernel of one stage ignores it.
     #[serde(default)]
     pub max_grid: u32,
+    /// A GEMV whose activation is computed from loaded inputs (an RMSNorm, `silu(gate)·up`) gets
+    /// it from a stage of its own, materialised once in global memory behind a grid barrier,
+    /// instead of every workgroup recomputing it into LDS (a prologue, the default). The
+    /// co-residency fit sets it when the prologue's activation does not fit in LDS; absent in
+    /// stored schedules: false.
+    #[serde(default)]
+    pub materialise_prologue: bool,
 }
 
 impl Schedule {
@@ -206,6 +213,7 @@ impl Schedule {
             mma_decode: MmaDecode::Shift,
             byte_offsets: false,
             max_grid: 0,
+            materialise_prologue: false,
         };
         match gemv_format(kernel) {
             Some(WeightFormat::F16) => Schedule {
@@ -437,7 +445,11 @@ impl Schedule {
         if !exchange {
             out.push("protocol");
         }
-        if super::stages::stage_kernels(kernel).is_ok_and(|s| s.len() < 2) {
+        if !super::stages::materialises_a_prologue(kernel) {
+            out.push("materialise_prologue");
+        }
+        let stages = super::stages::stage_kernels(kernel, self.materialise_prologue);
+        if stages.is_ok_and(|s| s.len() < 2) {
             out.push("max_grid");
         }
         out

@@ -89,13 +89,27 @@ pub(super) fn synchronised(kernel: &Kernel) -> HashSet<Value> {
     sync
 }
 
-/// The activation of the first GEMV whose activation depends on a GEMV or an allreduce.
-fn cut(kernel: &Kernel) -> Option<Value> {
+/// The activation of the first GEMV whose activation depends on a GEMV or an allreduce — or,
+/// with `materialise` ([`Schedule::materialise_prologue`]), of the first whose activation is
+/// computed at all (not a loaded input): a prologue materialised by a stage of its own.
+fn cut(kernel: &Kernel, materialise: bool) -> Option<Value> {
     let sync = synchronised(kernel);
+    let computed = |v: Value| {
+        kernel
+            .value_def(v)
+            .and_then(|d| kernel.op(d.op))
+            .is_some_and(|op| !matches!(op.kind, OpKind::Load(_)))
+    };
     kernel.ops().find_map(|(_, op)| match &op.kind {
-        OpKind::Gemv(g) if sync.contains(&g.x) => Some(g.x),
+        OpKind::Gemv(g) if sync.contains(&g.x) || (materialise && computed(g.x)) => Some(g.x),
         _ => None,
     })
+}
+
+/// Whether [`Schedule::materialise_prologue`] changes how `kernel` is cut: it has a GEMV whose
+/// activation is computed from loaded inputs.
+pub(super) fn materialises_a_prologue(kernel: &Kernel) -> bool {
+    cut(kernel, true) != cut(kernel, false)
 }
 
 /// `kind` with its values renamed by `map` (every argument must be in it).
@@ -196,9 +210,13 @@ fn with_buffers(kind: OpKind, bufs: &HashMap<Buffer, Buffer>) -> OpKind {
 
 /// Cut `kernel` in front of the first GEMV whose activation depends on a GEMV or an allreduce
 /// (module docs, step 1); `None` when there is none. `name` names the activation's scratch.
-pub(super) fn split(kernel: &Kernel, name: &str) -> Result<Option<Split>, LowerError> {
+pub(super) fn split(
+    kernel: &Kernel,
+    name: &str,
+    materialise: bool,
+) -> Result<Option<Split>, LowerError> {
     let info = wavefuse_ir::validate(kernel)?;
-    let Some(a) = cut(kernel) else {
+    let Some(a) = cut(kernel, materialise) else {
         return Ok(None);
     };
     let ops: Vec<_> = kernel.ops().collect();
@@ -284,18 +302,18 @@ pub(super) fn split(kernel: &Kernel, name: &str) -> Result<Option<Split>, LowerE
 
 /// The stage kernels of `kernel` (one when it has no stage boundary) and the name of each
 /// boundary's activation scratch.
-pub(super) fn stage_kernels(kernel: &Kernel) -> Result<Vec<Kernel>, LowerError> {
+pub(super) fn stage_kernels(kernel: &Kernel, materialise: bool) -> Result<Vec<Kernel>, LowerError> {
     let mut stages = Vec::new();
     let mut rest = kernel.clone();
     loop {
         let name = scratch_name(&rest, stages.len() + 1);
-        match split(&rest, &name)? {
+        match split(&rest, &name, materialise)? {
             None => {
                 stages.push(rest);
                 return Ok(stages);
             }
             Some(s) => {
-                if cut(&s.first).is_some() {
+                if cut(&s.first, materialise).is_some() {
                     return unsupported(
                         "a GEMV whose activation depends on a GEMV or allreduce that does not lead to the next \
                          stage's activation (each grid barrier between GEMV stages materialises one activation)",

@@ -106,9 +106,13 @@ pub fn random_schedule(arch: Arch, k: &Kernel, rng: &mut ChaCha8Rng) -> Schedule
     // A persistent grid for kernels of several GEMV stages (ignored by one stage): a cap of 1, 2
     // or 5 workgroups makes every stage without a grid-wide wait loop over its tile parts.
     let max_grid = pick(rng, &[0, 0, 1, 2, 5]);
+    // A GEMV prologue computed once into global memory behind a grid barrier, one time in four
+    // (ignored by a kernel without one).
+    let materialise_prologue = rng.random_bool(0.25);
     let base = Schedule {
         protocol,
         max_grid,
+        materialise_prologue,
         ..base
     };
     let Some((format, kdim, n)) = gemv_weight(k) else {
