@@ -687,10 +687,12 @@ kernel norm_gemv_b8(tp=1) {
 /// (`materialise_prologue`): a stage of its own normalises `x` into global scratch, a grid
 /// barrier, then the GEMV reads it. Clean against the f64 reference; without the barrier between
 /// the two stages the GEMV reads activations not yet written (§5.2), which the simulator catches.
+/// On sm_90 the recomputed activation fits; materialised on request it lowers with the
+/// tensor-core GEMV's K split, which the prologue's stage (no GEMV) does not take, and is clean.
 #[test]
 fn a_prologue_too_large_for_lds_is_materialised_behind_a_grid_barrier() {
-    let arch = Arch::Gfx906;
     let ir = parse(NORM_GEMV_B8).expect("parses");
+    let arch = Arch::Gfx906;
     let s = Schedule::default_for(arch, &ir);
     let e = lower(&ir, arch, &s).expect_err("the prologue does not fit in LDS");
     assert!(
@@ -699,13 +701,23 @@ fn a_prologue_too_large_for_lds_is_materialised_behind_a_grid_barrier() {
     );
     let (k, fitted) = fit_coresident(&ir, arch, s, 1).expect("the fit materialises it");
     assert!(fitted.materialise_prologue, "{fitted:?}");
-    let p = Prepared {
-        ir: ir.clone(),
-        lowered: k,
-        shapes: None,
-        peer_table: PeerTable::Shared,
+    let sm90 = Schedule {
+        materialise_prologue: true,
+        ..Schedule::default_for(Arch::Sm90, &ir)
     };
-    clean_n(&p, "materialised prologue", 1);
+    // On sm_90 it fits in LDS; materialised on request, with the tensor-core GEMV's K split (the
+    // prologue's stage, which has no GEMV, splits nothing).
+    assert!(sm90.k_split > 1, "{sm90:?}");
+    let (k90, _) = fit_coresident(&ir, Arch::Sm90, sm90, 1).expect("lowers on sm_90");
+    for (what, k) in [("gfx906", k), ("sm90 (requested)", k90)] {
+        let p = Prepared {
+            ir: ir.clone(),
+            lowered: k,
+            shapes: None,
+            peer_table: PeerTable::Shared,
+        };
+        clean_n(&p, &format!("materialised prologue@{what}"), 1);
+    }
 
     // The stage barrier is the last grid barrier (the RMSNorm's own, inside the first stage,
     // is barrier 0): removed before the expansion.

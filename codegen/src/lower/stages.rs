@@ -376,9 +376,17 @@ pub(super) fn lower_stages(
     let mut parts: Vec<Part> = Vec::new();
     for (i, sk) in stages.iter().enumerate() {
         let plan = Plan::new(sk).map_err(|e| in_stage(i, n, e))?;
+        // A stage without a GEMV (a materialised prologue) has no K to split.
+        let stage_schedule = match plan.gemv {
+            None => Schedule {
+                k_split: 1,
+                ..s.clone()
+            },
+            Some(_) => s.clone(),
+        };
         let mut l = match carry.take() {
-            None => Lowering::new(plan, arch, s.clone()),
-            Some(c) => Lowering::resume(plan, arch, s.clone(), c),
+            None => Lowering::new(plan, arch, stage_schedule),
+            Some(c) => Lowering::resume(plan, arch, stage_schedule, c),
         }
         .map_err(|e| in_stage(i, n, e))?;
         if i == 0 {
