@@ -199,6 +199,32 @@ fn mutate_elected(p: &mut Prepared, f: &mut dyn FnMut(&mut Stmt)) {
     then_body.iter_mut().for_each(f);
 }
 
+/// `ir` lowered with `s` and grid barrier `index` removed before the expansion, the later ones
+/// renumbered so the epoch arithmetic stays consistent (one barrier fewer per launch).
+fn without_grid_barrier(ir: Kernel, arch: Arch, s: &Schedule, index: u32) -> Prepared {
+    let mut k = lower_structured(&ir, arch, s).expect("lowers");
+    let mut removed = 0;
+    k.body = rewrite(std::mem::take(&mut k.body), &mut |st| match st {
+        Stmt::GridBarrier { index: i, .. } if i == index => {
+            removed += 1;
+            vec![]
+        }
+        Stmt::GridBarrier { counter, index: i } if i > index => vec![Stmt::GridBarrier {
+            counter,
+            index: i - 1,
+        }],
+        st => vec![st],
+    });
+    assert_eq!(removed, 1, "grid barrier {index}");
+    expand_sync(&mut k);
+    Prepared {
+        ir,
+        lowered: k,
+        shapes: None,
+        peer_table: PeerTable::Shared,
+    }
+}
+
 /// §5.2 / §5.1: without the grid barrier between the stages, stage 2 reads activations other
 /// workgroups have not written (or not made visible) yet. Removed before the expansion, so the
 /// RMSNorm's barrier keeps a consistent epoch arithmetic (barrier 0 of 1 per launch).
@@ -211,27 +237,7 @@ fn stage_without_its_grid_barrier_is_caught() {
     ] {
         let ir = small(name, arch).ir;
         let s = small_schedule(arch, &ir);
-        let mut k = lower_structured(&ir, arch, &s).expect("lowers");
-        let mut removed = 0;
-        k.body = rewrite(std::mem::take(&mut k.body), &mut |st| match st {
-            Stmt::GridBarrier { index: 0, .. } => {
-                removed += 1;
-                vec![]
-            }
-            Stmt::GridBarrier { counter, index } => vec![Stmt::GridBarrier {
-                counter,
-                index: index - 1,
-            }],
-            st => vec![st],
-        });
-        assert_eq!(removed, 1);
-        expand_sync(&mut k);
-        let p = Prepared {
-            ir,
-            lowered: k,
-            shapes: None,
-            peer_table: PeerTable::Shared,
-        };
+        let p = without_grid_barrier(ir, arch, &s, 0);
         caught(&p, &format!("{name}@{arch} without the stage barrier"));
     }
 }
@@ -721,23 +727,7 @@ fn a_prologue_too_large_for_lds_is_materialised_behind_a_grid_barrier() {
 
     // The stage barrier is the last grid barrier (the RMSNorm's own, inside the first stage,
     // is barrier 0): removed before the expansion.
-    let mut k = lower_structured(&ir, arch, &fitted).expect("lowers");
-    let mut removed = 0;
-    k.body = rewrite(std::mem::take(&mut k.body), &mut |st| match st {
-        Stmt::GridBarrier { index: 1, .. } => {
-            removed += 1;
-            vec![]
-        }
-        st => vec![st],
-    });
-    assert_eq!(removed, 1);
-    expand_sync(&mut k);
-    let p = Prepared {
-        ir,
-        lowered: k,
-        shapes: None,
-        peer_table: PeerTable::Shared,
-    };
+    let p = without_grid_barrier(ir, arch, &fitted, 1);
     let r = sweep(&p, SEED, 0, 1, |_, _| {}).expect("simulates");
     assert!(
         r.findings
