@@ -2,8 +2,10 @@
 # For a machine with one or more AMD MI50/MI60 (gfx906) and ROCm: build wavefuse, then run what
 # can run there — the generated HIP kernels' resources and the MI50 time model (`check`), the
 # kernel set on the GPU against the f64 reference (`run --device gpu --target gfx906`), and the
-# GPU suite with back-to-back stress launches (`gpu-suite`, HIP) — and pack everything into one
-# archive to attach to an issue. Nothing here has run on an MI50 in this project yet: the
+# GPU suite with back-to-back stress launches (`gpu-suite`, HIP), the A/B table timed on the MI50
+# with HIP events and graphs (`ab --runtime hip`: generated vs the hand-written HIP references),
+# a short timed `tune --arch gfx906`, and with 2–4 GPUs the per-device suite and `mgpu-bench` —
+# and pack everything into one archive to attach to an issue. Nothing here has run on an MI50 in this project yet: the
 # results are the first measurements, whatever they say.
 #
 #   bash scripts/mi50.sh [OUT_DIR]        (default: ./mi50-results; needs hipcc on PATH)
@@ -44,8 +46,19 @@ for k in gemv_int4 gemv_int4_dual_silu gemv_int4_qkv gemv_int4_allreduce_rmsnorm
         step run-$k-tp$tp "$W" run "$k" --tp $tp --device gpu --target gfx906
     done
 done
-step gpu-suite "$W" gpu-suite --quick --out "$OUT/gpu-suite.json"
+step gpu-suite "$W" gpu-suite --quick --runtime hip --out "$OUT/gpu-suite.json"
 step ab-no-gpu "$W" ab --no-gpu --shapes qwen27b-tp4,qwen27b-tp1 --md "$OUT/ab-model.md"
+step ab "$W" ab --runtime hip --shapes qwen27b-tp4,qwen27b-tp1 --json "$OUT/ab.json" --md "$OUT/ab.md"
+step ab-graphs "$W" ab --runtime hip --timing graphs --shapes qwen27b-tp4,qwen27b-tp1 --json "$OUT/ab-graphs.json" --md "$OUT/ab-graphs.md"
+step tune "$W" tune gemv_int4 --arch gfx906 --runtime hip --shapes qwen27b-tp1 --quick --no-cache-store --md "$OUT/tune.md"
+step mgpu-same "$W" mgpu-bench --runtime hip --same-device --tp 4,2 --json "$OUT/mgpu-same.json"
+gpus=$(rocminfo 2>/dev/null | grep -c "Name: *gfx906" || true)
+if [ "${gpus:-0}" -ge 2 ]; then
+    step gpu-suite-per-device "$W" gpu-suite --runtime hip --placement per-device --out "$OUT/gpu-suite-per-device.json"
+    step mgpu "$W" mgpu-bench --runtime hip --json "$OUT/mgpu.json" --md "$OUT/mgpu.md"
+else
+    echo "== per-device suite and mgpu-bench: skipped, ${gpus:-0} gfx906 GPU(s) found" | tee -a "$OUT/steps.txt"
+fi
 tar czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")"
 echo "results: $OUT.tgz (exit $status)"
 exit $status

@@ -216,6 +216,7 @@ impl Device for Fake {
     type Kernel = FakeKernel;
     type Stream = ();
     type Event = ();
+    type Graph = ();
 
     fn count() -> Result<usize, DeviceError> {
         Ok(1)

@@ -15,7 +15,10 @@ fn llvm_compile(c: &mut Criterion) {
     g.sample_size(10);
     for arch in Arch::ALL {
         for id in KernelId::ALL {
-            let k = generate(id, arch, 4, 1).expect("the set generates").lowered;
+            let k = generate(id, arch, 4, 1)
+                .expect("the set generates")
+                .lowered
+                .clone();
             g.bench_function(format!("{}@{arch}_tp4", id.name()), |b| {
                 b.iter(|| black_box(llvm::compile(black_box(&k), false).expect("compiles")))
             });

@@ -28,7 +28,7 @@ use wavefuse_codegen::Arch;
 use wavefuse_runtime::exec::{self, OpKernel, OutputMetrics};
 use wavefuse_runtime::rank::per_device_ordinals;
 use wavefuse_runtime::timing::{GroupGraphs, l2_bytes};
-use wavefuse_runtime::{Cache, CompileRequest, CudaDevice, Device, RankGroup, SameDeviceMode};
+use wavefuse_runtime::{Cache, CompileRequest, Device, RankGroup, SameDeviceMode};
 
 use crate::policy::{Placement, SchedulePolicy};
 use crate::shapes::HIDDEN;
@@ -250,6 +250,8 @@ pub struct BenchOptions {
     pub policy: SchedulePolicy,
     /// Kernels of one's own, launched in order per call (`--kernel-file`): the only row then.
     pub own: Vec<crate::suite::UserKernel>,
+    /// The GPU runtime.
+    pub runtime: crate::suite::GpuRuntime,
 }
 
 impl BenchOptions {
@@ -300,8 +302,8 @@ fn chained(prev: &Kernel, next: &Kernel) -> Vec<(wavefuse::ir::Buffer, wavefuse:
 }
 
 /// Runs one row on `group`; any failure is the row's error.
-fn run_row(
-    group: &RankGroup<CudaDevice>,
+fn run_row<D: Device>(
+    group: &RankGroup<D>,
     case: BenchCase,
     o: &BenchOptions,
     cache: &Cache,
@@ -325,14 +327,18 @@ fn run_row(
     row
 }
 
-fn time_row(
-    group: &RankGroup<CudaDevice>,
+fn time_row<D: Device>(
+    group: &RankGroup<D>,
     row: &mut Row,
     o: &BenchOptions,
     cache: &Cache,
     l2: u64,
 ) -> Result<(), String> {
-    let arch = group.device(0).info().arch.ok_or("not an sm_90 GPU")?;
+    let arch = group
+        .device(0)
+        .info()
+        .arch
+        .ok_or("not a wavefuse target (gfx906 or sm_90)")?;
     let mut built = build(&row.case, row.tp, arch, o.same_device, &o.policy)?;
     // A chain that does not communicate, its ranks on one GPU: rank 0 alone is what TP deploys
     // (one rank per GPU), so its kernels are the per-device ones and rank 0 is timed alone.
@@ -356,7 +362,7 @@ fn time_row(
         row.rotation = (4 * l2).div_ceil(bytes).clamp(1, 32) as usize;
     }
     // One set of kernels per weight copy; each set has its own flags and epochs.
-    let mut sets: Vec<Vec<OpKernel<'_, CudaDevice>>> = Vec::with_capacity(row.rotation);
+    let mut sets: Vec<Vec<OpKernel<'_, D>>> = Vec::with_capacity(row.rotation);
     for _ in 0..row.rotation {
         let mut set = Vec::with_capacity(built.len());
         for (i, b) in built.iter().enumerate() {
@@ -466,17 +472,26 @@ pub struct BenchReport {
     pub refused: Vec<(u32, String)>,
 }
 
-/// Runs every case at every TP size that fits the visible GPUs.
+/// Runs every case at every TP size that fits the visible GPUs of `o.runtime`.
 pub fn run_bench(o: &BenchOptions) -> Result<BenchReport, String> {
-    let visible = CudaDevice::count().map_err(|e| e.to_string())?;
-    let dev0 = suite::open_cuda()?;
+    struct Bench<'a>(&'a BenchOptions);
+    impl suite::OnGpu for Bench<'_> {
+        type Out = Result<BenchReport, String>;
+        fn on<D: Device>(self, dev: D) -> Self::Out {
+            run_bench_on(dev, self.0)
+        }
+    }
+    suite::with_gpu(o.runtime, Bench(o))?
+}
+
+fn run_bench_on<D: Device>(dev0: D, o: &BenchOptions) -> Result<BenchReport, String> {
+    let visible = D::count().map_err(|e| e.to_string())?;
     let l2 = l2_bytes(&dev0).map_err(str_err)?;
+    let (driver, cuda) = crate::ab::gpu::versions(&dev0);
     let header = BenchHeader {
         devices: format!("{visible} × {}", dev0.info().name),
-        driver: suite::nvidia_driver_version().unwrap_or_else(|| "unknown".into()),
-        cuda: exec::cuda_driver_version()
-            .map(|(a, b)| format!("{a}.{b}"))
-            .unwrap_or_else(|e| format!("unknown ({e})")),
+        driver,
+        cuda,
         commit: o.commit.clone(),
         date: suite::utc_now(),
         l2_bytes: l2,
@@ -487,15 +502,15 @@ pub fn run_bench(o: &BenchOptions) -> Result<BenchReport, String> {
     let mut refused = Vec::new();
     for &tp in &o.tps {
         let group = if o.same_device {
-            RankGroup::on_one_device(suite::open_cuda()?, tp, SameDeviceMode::Streams)
-                .map_err(str_err)?
+            let d = D::new(0).map_err(|e| e.to_string())?;
+            RankGroup::on_one_device(d, tp, SameDeviceMode::Streams).map_err(str_err)?
         } else {
             if let Err(e) = per_device_ordinals(tp, visible) {
                 eprintln!("TP {tp}: {e}");
                 refused.push((tp, e.to_string()));
                 continue;
             }
-            RankGroup::<CudaDevice>::per_device(tp).map_err(str_err)?
+            RankGroup::<D>::per_device(tp).map_err(str_err)?
         };
         for case in o.cases() {
             let start = Instant::now();
@@ -538,7 +553,7 @@ impl BenchReport {
             "date": h.date,
             "l2_bytes": h.l2_bytes,
             "placement": self.placement(),
-            "timing": "CUDA graph of `calls` back-to-back calls per rank (its own stream), ranks \
+            "timing": "a graph (CUDA or HIP) of `calls` back-to-back calls per rank (its own stream), ranks \
                        released together; per call = slowest rank's window / calls",
             "calls_per_graph": self.options.calls,
             "samples": self.options.samples,
@@ -688,6 +703,9 @@ pub struct BenchArgs {
     /// an output of the kernel before reads that output. TP defaults to the kernels'.
     #[arg(long = "kernel-file", conflicts_with = "prebuild")]
     pub kernel_files: Vec<std::path::PathBuf>,
+    /// The GPU runtime: `auto` (CUDA when an NVIDIA GPU is there, else HIP), `cuda` or `hip`.
+    #[arg(long, value_enum, default_value_t = crate::suite::GpuRuntime::Auto)]
+    pub runtime: crate::suite::GpuRuntime,
 }
 
 /// `wavefuse mgpu-bench`.
@@ -703,7 +721,7 @@ pub fn bench_cmd(a: &BenchArgs, policy: SchedulePolicy) -> std::process::ExitCod
         eprintln!("error: --samples and --calls must be at least 1");
         return ExitCode::from(2);
     }
-    let visible = match CudaDevice::count() {
+    let visible = match suite::gpu_count(a.runtime) {
         Ok(n) => n,
         Err(e) => {
             eprintln!("error: {e}");
@@ -759,6 +777,7 @@ pub fn bench_cmd(a: &BenchArgs, policy: SchedulePolicy) -> std::process::ExitCod
         commit: a.commit.clone().unwrap_or_else(|| "unknown".into()),
         policy,
         own,
+        runtime: a.runtime,
     };
     let report = match run_bench(&o) {
         Ok(r) => r,

@@ -254,7 +254,7 @@ impl SchedulePolicy {
         let mut lines: Vec<String> = note.into_iter().collect();
         let mut s = match tuned {
             Some(s) => s,
-            None => default_schedule(arch, ir, rpd),
+            None => prologue_by_cost(ir, arch, default_schedule(arch, ir, rpd), rpd),
         };
         if has_gemv(ir) {
             for o in self
@@ -336,6 +336,55 @@ fn default_schedule(arch: Arch, ir: &Kernel, ranks_per_device: u32) -> Schedule 
     }
 }
 
+/// L2 bandwidth at which the workgroups of a recomputed GEMV prologue re-read its inputs, fitted
+/// on the H200 (`bench/results/2026-12-02-h200-prologue-batch`: silu·mul before the INT4 down
+/// GEMV 17408 → 5120, 640 workgroups, batch 1 and 2).
+pub const PROLOGUE_REREAD_BYTES_PER_S: f64 = 10.9e12;
+/// What materialising a prologue costs on the H200 when the GEMV stage keeps its grid: the stage
+/// barrier and the activation's round trip through global memory (same fit).
+pub const MATERIALISE_US: f64 = 2.6;
+/// … and when the grid barrier makes the GEMV stage shrink its grid to be co-resident (RMSNorm
+/// before gate/up 5120 → 2 × 17408: 2176 → 528 workgroups): recomputing won at batch 4 (111 MB
+/// re-read, 0.91×), materialising at batch 8 (200 MB, 1.17×); the line between them.
+pub const MATERIALISE_SHRUNK_US: f64 = 13.8;
+
+/// The default's choice between recomputing a GEMV prologue in every workgroup and
+/// materialising it once behind a grid barrier ([`Schedule::materialise_prologue`]), by cost, on
+/// sm_90 (where it was measured): materialise when the recompute's re-reads (its grid × the
+/// prologue's input bytes, at [`PROLOGUE_REREAD_BYTES_PER_S`]) take longer than materialising
+/// ([`MATERIALISE_US`], or [`MATERIALISE_SHRUNK_US`] when the barrier's co-residency shrinks the
+/// grid). gfx906 keeps recomputing (not measured there); `lower_or_materialise` still
+/// materialises where recomputing does not lower. Tuned and explicit schedules decide for
+/// themselves (an override `materialise_prologue=false` wins).
+pub fn prologue_by_cost(ir: &Kernel, arch: Arch, s: Schedule, ranks_per_device: u32) -> Schedule {
+    if arch != Arch::Sm90
+        || s.materialise_prologue
+        || !wavefuse_codegen::lower::has_gemv_prologue(ir)
+    {
+        return s;
+    }
+    let Ok(recompute) = lower_any_grid(ir, arch, &s) else {
+        return s;
+    };
+    let m = Schedule {
+        materialise_prologue: true,
+        ..s.clone()
+    };
+    let Ok(materialised) = lower_any_grid(ir, arch, &m) else {
+        return s;
+    };
+    let reread_us = f64::from(recompute.grid)
+        * wavefuse_codegen::lower::prologue_input_bytes(ir) as f64
+        / PROLOGUE_REREAD_BYTES_PER_S
+        * 1e6;
+    let cost_us = if fits_coresident(&materialised, arch, ranks_per_device) {
+        MATERIALISE_US
+    } else {
+        MATERIALISE_SHRUNK_US
+    };
+    if reread_us > cost_us { m } else { s }
+}
+
 /// Lanes per CU/SM of a persistent multi-stage grid ([`Schedule::max_grid`], set by
 /// [`fit_coresident`]): 4 workgroups of 128 lanes, which any kernel of at most 128 registers per
 /// lane (sm_90) or VGPRs (gfx906: 2 waves per SIMD) keeps resident — the TP 1 gate/up + down
@@ -402,19 +451,26 @@ pub fn lower_or_materialise(
     match lower_any_grid(ir, arch, &s) {
         Ok(k) => Ok((k, s)),
         Err(e @ LowerError::Schedule(_))
-            if !s.materialise_prologue && wavefuse_codegen::lower::has_gemv_prologue(ir) =>
+            if (!s.materialise_prologue || s.x_in_lds)
+                && wavefuse_codegen::lower::has_gemv_prologue(ir) =>
         {
             let m = Schedule {
                 materialise_prologue: true,
-                ..s
+                ..s.clone()
             };
             // The materialised activation is read from global memory; staged into LDS as a
-            // whole it may not fit either, so without staging next.
+            // whole it may not fit either, so without staging next (also when materialising was
+            // asked for).
             let unstaged = Schedule {
                 x_in_lds: false,
                 ..m.clone()
             };
-            [m, unstaged]
+            let tries = if s.materialise_prologue {
+                vec![unstaged]
+            } else {
+                vec![m, unstaged]
+            };
+            tries
                 .into_iter()
                 .find_map(|m| lower_any_grid(ir, arch, &m).ok().map(|k| (k, m)))
                 .ok_or(e)
@@ -484,8 +540,20 @@ fn shrink_to_fit(
         }
         // A wider tile that no longer lowers (its LDS outgrew the workgroup: gfx906, TP 8,
         // batch 8) stops the search: the last one that lowered goes on.
-        match lower_any_grid(ir, arch, &next) {
-            Ok(wider) => (k, s) = (wider, next),
+        // A step whose staged activation no longer fits beside the rest of the LDS (fewer K
+        // parts, each staging more: sm_90's 48 KiB of static LDS) goes on unstaged.
+        let unstaged = Schedule {
+            x_in_lds: false,
+            ..next.clone()
+        };
+        let lowered = match lower_any_grid(ir, arch, &next) {
+            Err(LowerError::Schedule(_)) if next.x_in_lds => {
+                lower_any_grid(ir, arch, &unstaged).map(|k| (k, unstaged))
+            }
+            other => other.map(|k| (k, next)),
+        };
+        match lowered {
+            Ok(wider) => (k, s) = wider,
             Err(LowerError::Schedule(_)) => break,
             Err(e) => return Err(e),
         }

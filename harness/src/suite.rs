@@ -952,6 +952,8 @@ pub struct SuiteOptions {
     /// Kernels of one's own (`--kernel-file`), each one case at its own shapes (stress-run like
     /// the set's at batch 1 when it synchronises): the only cases when given.
     pub own: Vec<Arc<UserKernel>>,
+    /// The GPU runtime the suite drives.
+    pub runtime: GpuRuntime,
 }
 
 /// Where the suite's ranks run.
@@ -998,6 +1000,7 @@ impl SuiteOptions {
             policy: SchedulePolicy::default(),
             shape: ShapeKind::Model,
             own: Vec::new(),
+            runtime: GpuRuntime::Auto,
         }
     }
 }
@@ -1106,27 +1109,84 @@ pub enum SuiteError {
     Placement(String),
 }
 
-/// Run the suite on GPU 0: an NVIDIA GPU through CUDA when there is one, else an AMD GPU
-/// through HIP (gfx906: the kernels compiled by hipcc or hiprtc). Cases are prepared (inputs,
-/// reference) on `threads` threads while the GPU runs earlier ones.
-pub fn run_suite(o: &SuiteOptions) -> Result<Report, SuiteError> {
+/// Which GPU runtime a command drives.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum GpuRuntime {
+    /// CUDA when an NVIDIA GPU is there, else HIP.
+    #[default]
+    Auto,
+    /// The CUDA driver API (NVIDIA).
+    Cuda,
+    /// The HIP runtime (AMD; or any libamdhip64 on the library path, such as the test double of
+    /// `tests/hip-double`, which drives an NVIDIA GPU through the HIP entry points).
+    Hip,
+}
+
+/// Work generic over the device type, run by [`with_gpu`] on the device it opens.
+pub trait OnGpu {
+    /// What the work returns.
+    type Out;
+    /// Runs on `dev`, GPU 0 of the chosen runtime.
+    fn on<D: Device>(self, dev: D) -> Self::Out;
+}
+
+/// Opens GPU 0 of `runtime` (with [`GpuRuntime::Auto`]: CUDA, else HIP when no NVIDIA GPU or
+/// driver is there) and runs `work` on it; `Err` says why no GPU could be opened.
+pub fn with_gpu<W: OnGpu>(runtime: GpuRuntime, work: W) -> Result<W::Out, String> {
     let absent = |e: &DeviceError| {
         matches!(
             e,
             DeviceError::NoDriver { .. } | DeviceError::NoDevice { .. }
         )
     };
-    match CudaDevice::new(0) {
-        Ok(dev) => run_suite_on(dev, o),
-        Err(cuda) if absent(&cuda) => match HipDevice::new(0) {
-            Ok(dev) => run_suite_on(dev, o),
-            Err(hip) if absent(&hip) => Err(SuiteError::NoGpu(format!(
-                "no GPU found: {cuda}; {hip}; run with --device cpu-ref or --device sim"
-            ))),
-            Err(e) => Err(SuiteError::NoGpu(format!("opening the AMD GPU: {e}"))),
+    let hip = |work: W, cuda: Option<DeviceError>| match HipDevice::new(0) {
+        Ok(dev) => Ok(work.on(dev)),
+        Err(hip) if absent(&hip) => Err(match cuda {
+            Some(cuda) => format!("no GPU found: {cuda}; {hip}"),
+            None => format!("no GPU found: {hip}"),
+        }),
+        Err(e) => Err(format!("opening the AMD GPU: {e}")),
+    };
+    match runtime {
+        GpuRuntime::Hip => hip(work, None),
+        GpuRuntime::Cuda | GpuRuntime::Auto => match CudaDevice::new(0) {
+            Ok(dev) => Ok(work.on(dev)),
+            Err(cuda) if runtime == GpuRuntime::Auto && absent(&cuda) => hip(work, Some(cuda)),
+            Err(e) if absent(&e) => Err(format!("no GPU found: {e}")),
+            Err(e) => Err(format!("opening the NVIDIA GPU: {e}")),
         },
-        Err(e) => Err(SuiteError::NoGpu(format!("opening the NVIDIA GPU: {e}"))),
     }
+}
+
+/// The GPUs `runtime` sees (with [`GpuRuntime::Auto`]: NVIDIA's when there are any, else AMD's).
+pub fn gpu_count(runtime: GpuRuntime) -> Result<usize, String> {
+    match runtime {
+        GpuRuntime::Cuda => CudaDevice::count().map_err(|e| e.to_string()),
+        GpuRuntime::Hip => HipDevice::count().map_err(|e| e.to_string()),
+        GpuRuntime::Auto => match CudaDevice::count() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => HipDevice::count().map_err(|e| e.to_string()),
+        },
+    }
+}
+
+/// Run the suite on GPU 0: an NVIDIA GPU through CUDA when there is one, else an AMD GPU
+/// through HIP (gfx906: the kernels compiled by hipcc or hiprtc), or the runtime `o.runtime`
+/// names. Cases are prepared (inputs, reference) on `threads` threads while the GPU runs earlier
+/// ones.
+pub fn run_suite(o: &SuiteOptions) -> Result<Report, SuiteError> {
+    struct Suite<'a>(&'a SuiteOptions);
+    impl OnGpu for Suite<'_> {
+        type Out = Result<Report, SuiteError>;
+        fn on<D: Device>(self, dev: D) -> Self::Out {
+            run_suite_on(dev, self.0)
+        }
+    }
+    with_gpu(o.runtime, Suite(o)).unwrap_or_else(|why| {
+        Err(SuiteError::NoGpu(format!(
+            "{why}; run with --device cpu-ref or --device sim"
+        )))
+    })
 }
 
 /// [`run_suite`] on `dev` (GPU 0) and, with [`SuitePlacement::PerDevice`], the GPUs after it
@@ -1403,6 +1463,13 @@ fn header<D: Device>(dev: &D, arch: Arch, commit: &str) -> Header {
                 .map(|l| format!("none (HIP: {l})"))
                 .unwrap_or_else(|e| format!("none (HIP: {e})")),
         ),
+    };
+    // The HIP entry points driving an NVIDIA GPU (the test double): say so next to the driver.
+    let runtime = dev.runtime();
+    let cuda = if info.vendor == Vendor::Nvidia && runtime.starts_with("HIP") {
+        format!("{cuda}; {runtime}")
+    } else {
+        cuda
     };
     let compiler = compiler_for(arch)
         .version()
@@ -1773,6 +1840,9 @@ pub struct SuiteArgs {
     /// allow; an explicit TP above the GPU count is refused).
     #[arg(long, value_enum, default_value_t = SuitePlacement::SameDevice)]
     pub placement: SuitePlacement,
+    /// The GPU runtime: `auto` (CUDA when an NVIDIA GPU is there, else HIP), `cuda` or `hip`.
+    #[arg(long, value_enum, default_value_t = GpuRuntime::Auto)]
+    pub runtime: GpuRuntime,
     /// Launch skew `STEP_US[:asc|desc|alt]`: rank r's launch is held back by a multiple of the
     /// step before every launch (default: none on one device, `20:alt` per device; `0`: none).
     #[arg(long)]
@@ -1796,11 +1866,12 @@ pub fn suite_cmd(a: &SuiteArgs, policy: SchedulePolicy) -> std::process::ExitCod
     let mut o = SuiteOptions::new(a.quick);
     o.placement = a.placement;
     o.policy = policy;
+    o.runtime = a.runtime;
     if a.placement == SuitePlacement::PerDevice {
         o.kernels = COMMUNICATING.to_vec();
         o.skew = default_per_device_skew();
         if a.tps.is_empty() {
-            let visible = match CudaDevice::count() {
+            let visible = match gpu_count(a.runtime) {
                 Ok(n) => n,
                 Err(e) => {
                     eprintln!("error: {e}");

@@ -1,4 +1,4 @@
-//! Timing on NVIDIA GPUs with device events (DESIGN.md §8), and the measurements that put a kernel's
+//! Timing on any [`Device`] with device events (DESIGN.md §8), and the measurements that put a kernel's
 //! time in context: the device's copy bandwidth and its L2 size.
 //!
 //! # What an event window holds
@@ -17,23 +17,18 @@
 //! the window runs from the moment any rank may start to the moment the last one has finished.
 //! The same holds across devices (a stream may wait on another device's event).
 //!
-//! # CUDA graphs of a multi-device group
-//! [`GroupGraphs`] captures, per rank, one graph of many back-to-back launches on that rank's
+//! # Graphs of a multi-device group
+//! [`GroupGraphs`] captures, per rank, one graph (a CUDA graph, or a HIP graph) of many back-to-back launches on that rank's
 //! stream (on that rank's device), then replays all ranks' graphs once behind one gate per stream,
 //! released together, with a start and end event on every rank's own stream: one call's time is
 //! the slowest rank's window divided by the launches in it (per-call time = max over ranks).
 //! A captured launch holds its epoch as a fixed argument, so a graph may be replayed only once
 //! (DESIGN.md §5.4: epochs never repeat): [`GroupGraphs::replay`] consumes it.
 
-use std::ffi::c_void;
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::mpsc::{Sender, channel};
 use std::time::Duration;
 
-use cudarc::driver::result::{self as cu, DriverError};
-use cudarc::driver::{self, sys};
-
-use crate::DeviceError;
-use crate::device::{CudaBuffer, CudaDevice, CudaKernel, CudaStream, Device, DeviceBuffer};
+use crate::device::{Device, DeviceBuffer};
 use crate::error::Result;
 use crate::rank::RankGroup;
 
@@ -41,141 +36,93 @@ use crate::rank::RankGroup;
 /// panicked between holding and releasing), so a stream is never blocked for good.
 pub const GATE_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn api(name: &'static str) -> impl Fn(DriverError) -> DeviceError {
-    move |e| DeviceError::Api {
-        api: name,
-        code: e.0 as i64,
-        message: e
-            .error_string()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|_| format!("{:?}", e.0)),
-    }
-}
-
 /// A host function at the front of a stream that blocks it until the gate is released (dropped).
 pub struct Gate {
     _release: Sender<()>,
 }
 
-/// The gate's host function: waits until its sender is dropped (or [`GATE_TIMEOUT`]). Makes no
-/// CUDA call, as host functions must not.
-unsafe extern "C" fn wait_for_release(data: *mut c_void) {
-    // SAFETY: `data` is the `Box<Receiver<()>>` leaked by `Gate::hold`, handed to exactly this one
-    // call by the driver; it is reclaimed here once.
-    let receiver = unsafe { Box::from_raw(data.cast::<Receiver<()>>()) };
-    let _ = receiver.recv_timeout(GATE_TIMEOUT);
-}
-
 impl Gate {
-    /// Blocks `stream` from here on until the returned gate is dropped.
-    pub fn hold(stream: &CudaStream) -> Result<Gate, DeviceError> {
+    /// Blocks `stream` (of `dev`) from here on until the returned gate is dropped.
+    pub fn hold<D: Device>(dev: &D, stream: &D::Stream) -> Result<Gate> {
         let (release, receiver) = channel::<()>();
-        let receiver = Box::into_raw(Box::new(receiver));
-        let s = stream.inner();
-        s.context()
-            .bind_to_thread()
-            .map_err(api("cuCtxSetCurrent"))?;
-        // SAFETY: the stream is live; the callback takes ownership of `receiver` and makes no CUDA
-        // call; on failure the driver never calls it, so ownership comes back here.
-        let rc = unsafe {
-            cu::stream::launch_host_function(s.cu_stream(), wait_for_release, receiver.cast())
-        };
-        if let Err(e) = rc {
-            // SAFETY: the launch failed, so the callback will never reclaim the box.
-            drop(unsafe { Box::from_raw(receiver) });
-            return Err(api("cuLaunchHostFunc")(e));
-        }
+        dev.hold_stream(stream, receiver, GATE_TIMEOUT)?;
         Ok(Gate { _release: release })
     }
 }
 
-/// A timing event of a CUDA context.
-fn event(dev: &CudaDevice) -> Result<driver::CudaEvent, DeviceError> {
-    dev.context()
-        .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
-        .map_err(api("cuEventCreate"))
-}
-
 /// Times one launch of every rank of a same-device (or one-rank) group; see the module docs.
-pub struct GroupTimer {
-    start: driver::CudaEvent,
+pub struct GroupTimer<D: Device> {
+    start: D::Event,
     /// One per rank after the first: rank r's last work, waited for by rank 0's stream.
-    ends: Vec<driver::CudaEvent>,
-    end: driver::CudaEvent,
+    ends: Vec<D::Event>,
+    end: D::Event,
 }
 
-impl GroupTimer {
+impl<D: Device> GroupTimer<D> {
     /// Events for `group`.
-    pub fn new(group: &RankGroup<CudaDevice>) -> Result<GroupTimer> {
+    pub fn new(group: &RankGroup<D>) -> Result<GroupTimer<D>> {
         let dev = group.device(0);
         Ok(GroupTimer {
-            start: event(dev)?,
+            start: dev.new_event()?,
             // Rank r's end event belongs to rank r's device: an event is recorded only on a
-            // stream of its own context (rank 0's stream may wait on it from another device).
+            // stream of its own device (rank 0's stream may wait on it from another device).
             ends: (1..group.tp())
-                .map(|r| event(group.device(r)))
+                .map(|r| group.device(r).new_event())
                 .collect::<Result<_, _>>()?,
-            end: event(dev)?,
+            end: dev.new_event()?,
         })
     }
 
     /// Holds rank 0's stream, records the start behind the gate and makes every other rank's
     /// stream wait for it. Enqueue the launch, call [`GroupTimer::stop`], then drop the gate.
-    pub fn start(&self, group: &RankGroup<CudaDevice>) -> Result<Gate> {
-        let lead = group.stream(0).inner();
-        let gate = Gate::hold(group.stream(0))?;
-        self.start.record(lead).map_err(api("cuEventRecord"))?;
+    pub fn start(&self, group: &RankGroup<D>) -> Result<Gate> {
+        let (dev, lead) = (group.device(0), group.stream(0));
+        let gate = Gate::hold(dev, lead)?;
+        dev.record(&self.start, lead)?;
         for r in 1..group.tp() {
             // Waits for the record just enqueued (behind the gate), not for an earlier one.
-            let s = group.stream(r).inner();
-            s.wait(&self.start).map_err(api("cuStreamWaitEvent"))?;
+            group.device(r).wait_event(group.stream(r), &self.start)?;
         }
         Ok(gate)
     }
 
     /// Closes the window on rank 0's stream once every rank's enqueued work is done.
-    pub fn stop(&self, group: &RankGroup<CudaDevice>) -> Result<()> {
-        let lead = group.stream(0).inner();
+    pub fn stop(&self, group: &RankGroup<D>) -> Result<()> {
+        let (dev, lead) = (group.device(0), group.stream(0));
         for (i, e) in self.ends.iter().enumerate() {
-            e.record(group.stream(i as u32 + 1).inner())
-                .map_err(api("cuEventRecord"))?;
-            lead.wait(e).map_err(api("cuStreamWaitEvent"))?;
+            let r = i as u32 + 1;
+            group.device(r).record(e, group.stream(r))?;
+            dev.wait_event(lead, e)?;
         }
-        self.end.record(lead).map_err(api("cuEventRecord"))?;
+        dev.record(&self.end, lead)?;
         Ok(())
     }
 
     /// [`GroupTimer::start`] for rank 0 launched alone: only rank 0's stream is held and timed.
-    pub fn start_alone(&self, group: &RankGroup<CudaDevice>) -> Result<Gate> {
-        let gate = Gate::hold(group.stream(0))?;
-        self.start
-            .record(group.stream(0).inner())
-            .map_err(api("cuEventRecord"))?;
+    pub fn start_alone(&self, group: &RankGroup<D>) -> Result<Gate> {
+        let (dev, lead) = (group.device(0), group.stream(0));
+        let gate = Gate::hold(dev, lead)?;
+        dev.record(&self.start, lead)?;
         Ok(gate)
     }
 
     /// [`GroupTimer::stop`] for rank 0 launched alone.
-    pub fn stop_alone(&self, group: &RankGroup<CudaDevice>) -> Result<()> {
-        self.end
-            .record(group.stream(0).inner())
-            .map_err(api("cuEventRecord"))?;
+    pub fn stop_alone(&self, group: &RankGroup<D>) -> Result<()> {
+        group.device(0).record(&self.end, group.stream(0))?;
         Ok(())
     }
 
     /// Milliseconds between start and end (waits for the end).
-    pub fn elapsed_ms(&self) -> Result<f64> {
-        let ms = self
-            .start
-            .elapsed_ms(&self.end)
-            .map_err(api("cuEventElapsedTime"))?;
+    pub fn elapsed_ms(&self, group: &RankGroup<D>) -> Result<f64> {
+        let ms = group.device(0).elapsed_ms(&self.start, &self.end)?;
         Ok(f64::from(ms))
     }
 }
 
-/// One CUDA graph per rank, captured from the launches enqueued on a group's streams; see the
+/// One graph per rank, captured from the launches enqueued on a group's streams; see the
 /// module docs.
-pub struct GroupGraphs {
-    graphs: Vec<driver::CudaGraph>,
+pub struct GroupGraphs<D: Device> {
+    graphs: Vec<D::Graph>,
     calls: u32,
 }
 
@@ -196,16 +143,16 @@ impl Replay {
     }
 }
 
-impl GroupGraphs {
+impl<D: Device> GroupGraphs<D> {
     /// Captures what `body` enqueues on `group`'s streams (it makes `calls` launches per rank)
     /// into one graph per rank. While capturing, launches that need co-residency are plain
     /// launches after the capacity check ([`RankGroup::set_capturing`]). Every stream's capture
     /// is ended even when `body` fails.
     pub fn capture(
-        group: &RankGroup<CudaDevice>,
+        group: &RankGroup<D>,
         calls: u32,
         body: impl FnOnce() -> Result<()>,
-    ) -> Result<GroupGraphs> {
+    ) -> Result<GroupGraphs<D>> {
         GroupGraphs::capture_ranks(group, group.tp(), calls, body)
     }
 
@@ -213,19 +160,18 @@ impl GroupGraphs {
     /// alone, [`crate::KernelInstance::launch_alone`]); [`GroupGraphs::replay`] then replays
     /// those.
     pub fn capture_ranks(
-        group: &RankGroup<CudaDevice>,
+        group: &RankGroup<D>,
         ranks: u32,
         calls: u32,
         body: impl FnOnce() -> Result<()>,
-    ) -> Result<GroupGraphs> {
-        let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
+    ) -> Result<GroupGraphs<D>> {
         let mut begun = 0;
         let mut result = Ok(());
         for r in 0..ranks.min(group.tp()) {
-            match group.stream(r).inner().begin_capture(mode) {
+            match group.device(r).begin_capture(group.stream(r)) {
                 Ok(()) => begun += 1,
                 Err(e) => {
-                    result = Err(api("cuStreamBeginCapture")(e).into());
+                    result = Err(e.into());
                     break;
                 }
             }
@@ -237,14 +183,13 @@ impl GroupGraphs {
         }
         let mut graphs = Vec::with_capacity(begun);
         for r in 0..begun as u32 {
-            let flags = sys::CUgraphInstantiate_flags(0);
-            match group.stream(r).inner().end_capture(flags) {
+            match group.device(r).end_capture(group.stream(r)) {
                 Ok(Some(g)) => graphs.push(g),
                 Ok(None) => {
-                    let e = DeviceError::Unsupported(format!("rank {r}: an empty graph"));
+                    let e = crate::DeviceError::Unsupported(format!("rank {r}: an empty graph"));
                     result = result.and(Err(e.into()));
                 }
-                Err(e) => result = result.and(Err(api("cuStreamEndCapture")(e).into())),
+                Err(e) => result = result.and(Err(e.into())),
             }
         }
         result.map(|()| GroupGraphs { graphs, calls })
@@ -252,40 +197,34 @@ impl GroupGraphs {
 
     /// Replays every captured rank's graph once, all released together behind gates; waits for
     /// the end.
-    pub fn replay(self, group: &RankGroup<CudaDevice>) -> Result<Replay> {
+    pub fn replay(self, group: &RankGroup<D>) -> Result<Replay> {
         let tp = self.graphs.len() as u32;
         let starts = (0..tp)
-            .map(|r| event(group.device(r)))
+            .map(|r| group.device(r).new_event())
             .collect::<Result<Vec<_>, _>>()?;
         let ends = (0..tp)
-            .map(|r| event(group.device(r)))
+            .map(|r| group.device(r).new_event())
             .collect::<Result<Vec<_>, _>>()?;
-        for g in &self.graphs {
-            g.upload().map_err(api("cuGraphUpload"))?;
+        for (r, g) in self.graphs.iter().enumerate() {
+            group.device(r as u32).upload_graph(g)?;
         }
         group.synchronize()?;
         let mut gates = Vec::with_capacity(tp as usize);
         for r in 0..tp {
-            let s = group.stream(r);
-            gates.push(Gate::hold(s)?);
-            starts[r as usize]
-                .record(s.inner())
-                .map_err(api("cuEventRecord"))?;
-            self.graphs[r as usize]
-                .launch()
-                .map_err(api("cuGraphLaunch"))?;
-            ends[r as usize]
-                .record(s.inner())
-                .map_err(api("cuEventRecord"))?;
+            let (dev, s) = (group.device(r), group.stream(r));
+            gates.push(Gate::hold(dev, s)?);
+            dev.record(&starts[r as usize], s)?;
+            dev.launch_graph(&self.graphs[r as usize])?;
+            dev.record(&ends[r as usize], s)?;
         }
         // Every device starts as soon as its gate opens: the host releases them back to back.
         drop(gates);
-        let rank_ms = starts
-            .iter()
-            .zip(&ends)
-            .map(|(s, e)| s.elapsed_ms(e).map(f64::from))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(api("cuEventElapsedTime"))?;
+        let rank_ms = (0..tp as usize)
+            .map(|r| {
+                let dev = group.device(r as u32);
+                dev.elapsed_ms(&starts[r], &ends[r]).map(f64::from)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Replay {
             rank_ms,
             calls: self.calls,
@@ -309,23 +248,20 @@ pub struct CopyBandwidth {
 
 /// Copies `bytes` bytes between two fresh device buffers `copies` times (after two untimed ones),
 /// each copy timed behind a gate; the buffers are far larger than L2 when `bytes` is.
-pub fn copy_bandwidth(dev: &CudaDevice, bytes: usize, copies: usize) -> Result<CopyBandwidth> {
+pub fn copy_bandwidth<D: Device>(dev: &D, bytes: usize, copies: usize) -> Result<CopyBandwidth> {
     let src = dev.alloc(bytes, crate::MemKind::Device)?;
     let dst = dev.alloc(bytes, crate::MemKind::Device)?;
     let stream = dev.new_stream()?;
-    fill(&src, 0x5A, &stream)?;
-    let (start, end) = (event(dev)?, event(dev)?);
+    dev.fill_async(&src, 0x5A, &stream)?;
+    let (start, end) = (dev.new_event()?, dev.new_event()?);
     let mut samples_ms = Vec::with_capacity(copies);
     for i in 0..copies + 2 {
-        let gate = Gate::hold(&stream)?;
-        start.record(stream.inner()).map_err(api("cuEventRecord"))?;
-        // SAFETY: both are live allocations of `bytes` bytes of this context; nothing else uses
-        // them.
-        unsafe { cu::memcpy_dtod_async(dst.ptr(), src.ptr(), bytes, stream.inner().cu_stream()) }
-            .map_err(api("cuMemcpyDtoDAsync"))?;
-        end.record(stream.inner()).map_err(api("cuEventRecord"))?;
+        let gate = Gate::hold(dev, &stream)?;
+        dev.record(&start, &stream)?;
+        dev.copy_async(&dst, &src, bytes, &stream)?;
+        dev.record(&end, &stream)?;
         drop(gate);
-        let ms = f64::from(start.elapsed_ms(&end).map_err(api("cuEventElapsedTime"))?);
+        let ms = f64::from(dev.elapsed_ms(&start, &end)?);
         if i >= 2 {
             samples_ms.push(ms);
         }
@@ -351,54 +287,23 @@ fn median(v: &[f64]) -> f64 {
     }
 }
 
-/// The device's L2 size in bytes (`CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE`).
-pub fn l2_bytes(dev: &CudaDevice) -> Result<u64> {
-    let a = sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE;
-    let v = dev
-        .context()
-        .attribute(a)
-        .map_err(api("cuDeviceGetAttribute"))?;
-    Ok(u64::try_from(v).unwrap_or(0))
+/// The device's L2 size in bytes.
+pub fn l2_bytes<D: Device>(dev: &D) -> Result<u64> {
+    Ok(dev.l2_bytes()?)
 }
 
 /// Enqueues a fill of `buf` with `byte` on `stream`: writing a buffer larger than L2 evicts what
 /// L2 held (an L2 flush), without a device-wide synchronisation.
-pub fn fill(buf: &CudaBuffer, byte: u8, stream: &CudaStream) -> Result<()> {
-    stream
-        .inner()
-        .context()
-        .bind_to_thread()
-        .map_err(api("cuCtxSetCurrent"))?;
-    // SAFETY: `buf` is a live allocation of `bytes()` bytes of this stream's context.
-    unsafe { cu::memset_d8_async(buf.ptr(), byte, buf.bytes(), stream.inner().cu_stream()) }
-        .map_err(api("cuMemsetD8Async"))?;
-    Ok(())
+pub fn fill<D: Device>(dev: &D, buf: &D::Buffer, byte: u8, stream: &D::Stream) -> Result<()> {
+    debug_assert_eq!(buf.ordinal(), dev.info().ordinal);
+    Ok(dev.fill_async(buf, byte, stream)?)
 }
 
 /// The byte size of every parameter of a loaded kernel, in order, as the compiled image declares
-/// them (`cuFuncGetParamInfo`): checks a hand-written kernel's declared ABI against the kernel
-/// itself before any launch.
-pub fn param_sizes(kernel: &CudaKernel) -> Result<Vec<usize>> {
-    // The entry point exists from CUDA 12.4 on; cudarc would panic looking it up in an older driver.
-    let (major, minor) = crate::exec::cuda_driver_version()?;
-    if (major, minor) < (12, 4) {
-        let why =
-            format!("cuFuncGetParamInfo needs a CUDA 12.4 driver, this one is {major}.{minor}");
-        return Err(DeviceError::Unsupported(why).into());
-    }
-    let f = kernel.function().cu_function();
-    let mut sizes = Vec::new();
-    loop {
-        let (mut offset, mut size) = (0usize, 0usize);
-        // SAFETY: `f` is a live function of a loaded module; both out-pointers are valid.
-        let rc = unsafe { sys::cuFuncGetParamInfo(f, sizes.len(), &mut offset, &mut size) };
-        match rc {
-            sys::CUresult::CUDA_SUCCESS => sizes.push(size),
-            // Past the last parameter.
-            sys::CUresult::CUDA_ERROR_INVALID_VALUE => return Ok(sizes),
-            e => return Err(api("cuFuncGetParamInfo")(DriverError(e)).into()),
-        }
-    }
+/// them: checks a hand-written kernel's declared ABI against the kernel itself before any launch
+/// (CUDA ≥ 12.4; [`crate::DeviceError::Unsupported`] elsewhere).
+pub fn param_sizes<D: Device>(dev: &D, kernel: &D::Kernel) -> Result<Vec<usize>> {
+    Ok(dev.param_sizes(kernel)?)
 }
 
 #[cfg(test)]

@@ -129,6 +129,7 @@ impl Device for Fake {
     type Kernel = FakeKernel;
     type Stream = usize;
     type Event = ();
+    type Graph = ();
 
     fn count() -> Result<usize, DeviceError> {
         Ok(8)

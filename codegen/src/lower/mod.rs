@@ -147,7 +147,7 @@ mod sync;
 
 pub use schedule::{
     AllreduceProtocol, Int4Dot, Int4Scaling, MAX_ACCUMULATORS, MAX_COLUMNS_PER_LANE, MAX_K_SPLIT,
-    MAX_K_UNIT_WORDS, MAX_PIPELINE_DEPTH, MmaDecode, NibbleDecode, Schedule,
+    MAX_K_UNIT_WORDS, MAX_PIPELINE_DEPTH, MmaDecode, NibbleDecode, Schedule, prologue_input_bytes,
 };
 
 use thiserror::Error;

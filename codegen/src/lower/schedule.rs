@@ -601,7 +601,9 @@ fn staged_fits(kernel: &Kernel, s: &Schedule) -> bool {
     let Some(k) = gptq_k(kernel) else {
         return false;
     };
-    if !gemv_prologue(kernel).is_empty() {
+    // A recomputed prologue lives in LDS (the lowering refuses it when it does not fit); a
+    // materialised one is read from global scratch like a loaded activation.
+    if !gemv_prologue(kernel).is_empty() && !s.materialise_prologue {
         return true;
     }
     let staged = batch_of(kernel).saturating_mul(k).saturating_mul(2) / s.k_split.max(1) as usize;
@@ -636,6 +638,29 @@ fn gemv_prologue(kernel: &Kernel) -> HashSet<Value> {
         stack.extend(op.kind.args());
     }
     seen
+}
+
+/// Bytes, per rank, of the loaded inputs a GEMV prologue is computed from (0 without one):
+/// what every workgroup re-reads when the prologue is recomputed.
+pub fn prologue_input_bytes(kernel: &Kernel) -> usize {
+    let prologue = gemv_prologue(kernel);
+    let mut loaded = HashSet::new();
+    for v in &prologue {
+        let Some(op) = kernel.value_def(*v).and_then(|d| kernel.op(d.op)) else {
+            continue;
+        };
+        for a in op.kind.args() {
+            let load = kernel.value_def(a).and_then(|d| kernel.op(d.op));
+            if let Some(OpKind::Load(l)) = load.map(|o| &o.kind) {
+                loaded.insert(l.buffer);
+            }
+        }
+    }
+    loaded
+        .into_iter()
+        .filter_map(|b| kernel.buffer(b))
+        .map(|d| d.local_type().bytes())
+        .sum()
 }
 
 /// The N (output columns) of every GEMV.

@@ -201,7 +201,7 @@ pub struct Chain<'g> {
     /// The intermediate, one FP16 array per rank.
     y: Vec<CudaBuffer>,
     y_shape: Vec<usize>,
-    rotation: [Rotation; 2],
+    rotation: [Rotation<CudaDevice>; 2],
 }
 
 impl<'g> Chain<'g> {
@@ -333,7 +333,7 @@ impl<'g> Chain<'g> {
     /// `warmup + iters` one-block windows, each on the next rotation set; the timed ones in ms.
     pub fn time_blocks(
         &mut self,
-        timer: &GroupTimer,
+        timer: &GroupTimer<CudaDevice>,
         flush: &CudaBuffer,
         warmup: usize,
         iters: usize,
@@ -343,7 +343,12 @@ impl<'g> Chain<'g> {
         for i in 0..warmup + iters {
             self.bind_set(i)?;
             if needs_flush {
-                timing::fill(flush, (i as u8) | 1, self.group.stream(0))?;
+                timing::fill(
+                    self.group.device(0),
+                    flush,
+                    (i as u8) | 1,
+                    self.group.stream(0),
+                )?;
             }
             let gate = timer.start(self.group)?;
             let launched = self.launch();
@@ -352,7 +357,7 @@ impl<'g> Chain<'g> {
             launched?;
             stopped?;
             self.wait()?;
-            let ms = timer.elapsed_ms()?;
+            let ms = timer.elapsed_ms(self.group)?;
             if i >= warmup {
                 samples.push(ms);
             }
@@ -373,7 +378,11 @@ impl<'g> Chain<'g> {
 
     /// `windows` windows of [`LAYERS`] blocks back to back (after one untimed window), block l of
     /// a window on rotation set l; the timed windows in ms.
-    pub fn time_layers(&mut self, timer: &GroupTimer, windows: usize) -> Result<Vec<f64>, RtError> {
+    pub fn time_layers(
+        &mut self,
+        timer: &GroupTimer<CudaDevice>,
+        windows: usize,
+    ) -> Result<Vec<f64>, RtError> {
         let mut samples = Vec::with_capacity(windows);
         for w in 0..=windows {
             let gate = timer.start(self.group)?;
@@ -389,7 +398,7 @@ impl<'g> Chain<'g> {
             launched?;
             stopped?;
             self.wait()?;
-            let ms = timer.elapsed_ms()?;
+            let ms = timer.elapsed_ms(self.group)?;
             if w > 0 {
                 samples.push(ms);
             }
@@ -507,7 +516,7 @@ pub struct GpuReport {
 }
 
 /// A chain being timed: its timer, and whether the 64-block windows run.
-type Timed<'g> = (Chain<'g>, GroupTimer, bool);
+type Timed<'g> = (Chain<'g>, GroupTimer<CudaDevice>, bool);
 
 /// Runs the block on `dev`: setup, check, timing (repeats interleave the versions).
 pub fn run(dev: CudaDevice, plan: &Plan) -> Result<GpuReport, String> {

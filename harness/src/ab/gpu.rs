@@ -1,4 +1,4 @@
-//! `wavefuse ab` on an NVIDIA GPU: correctness of both versions on the device at the model shapes,
+//! `wavefuse ab` on a GPU (CUDA or HIP, [`crate::suite::GpuRuntime`]): correctness of both versions on the device at the model shapes,
 //! then event timing with rotating inputs, repeated twice.
 //!
 //! Per kernel and shape, in this order:
@@ -25,12 +25,11 @@ use wavefuse::ir::reference::{RankInputs, RankOutputs};
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::abi::Abi;
 use wavefuse_codegen::lowered::{ParamKind, Purpose};
-use wavefuse_runtime::device::CudaBuffer;
+use wavefuse_codegen::target::Vendor;
 use wavefuse_runtime::exec::{self, OpKernel};
 use wavefuse_runtime::timing::{self, GroupGraphs, GroupTimer};
 use wavefuse_runtime::{
-    Artifact, Cache, CudaDevice, Device, Error as RtError, KernelInstance, MemKind, RankGroup,
-    SameDeviceMode,
+    Artifact, Cache, Device, Error as RtError, KernelInstance, MemKind, RankGroup, SameDeviceMode,
 };
 
 use super::handwritten::{Found, Hand, find_reference};
@@ -51,15 +50,15 @@ pub(crate) const COPY_BYTES: usize = 1 << 30;
 pub(crate) const COPIES: usize = 20;
 
 /// Copies of one input array: `by_set[set][rank]`.
-struct Copies {
+struct Copies<D: Device> {
     buffer: String,
     part: &'static str,
-    by_set: Vec<Vec<CudaBuffer>>,
+    by_set: Vec<Vec<D::Buffer>>,
 }
 
 /// Every input array of every rank, `sets` times over (also used by `examples/qwen_ffn_block`).
-pub struct Rotation {
-    arrays: Vec<Copies>,
+pub struct Rotation<D: Device> {
+    arrays: Vec<Copies<D>>,
     /// Copies of the inputs.
     pub sets: usize,
     /// Bytes of all sets together (of the timed ranks).
@@ -68,17 +67,17 @@ pub struct Rotation {
     pub flush: bool,
 }
 
-impl Rotation {
+impl<D: Device> Rotation<D> {
     /// Sets of `g`'s input arrays filled with `inputs`: enough for the timed ranks' sets to total
     /// `4 × l2` bytes (rank 0's alone with `alone`, every rank's otherwise), at most [`MAX_SETS`].
     pub fn new(
-        group: &RankGroup<CudaDevice>,
+        group: &RankGroup<D>,
         g: &Abi,
         ir: &Kernel,
         inputs: &[RankInputs],
         l2: u64,
         alone: bool,
-    ) -> Result<Rotation, RtError> {
+    ) -> Result<Rotation<D>, RtError> {
         let params = g.param_data().map_err(|m| RtError::Binding {
             kernel: g.symbol.clone(),
             message: format!("its ABI description: {m}"),
@@ -161,7 +160,7 @@ impl Rotation {
     }
 
     /// Binds set `i` (mod the number of sets).
-    pub fn bind(&self, inst: &mut KernelInstance<'_, CudaDevice>, i: usize) -> Result<(), RtError> {
+    pub fn bind(&self, inst: &mut KernelInstance<'_, D>, i: usize) -> Result<(), RtError> {
         for c in &self.arrays {
             let refs: Vec<_> = c.by_set[i % self.sets].iter().collect();
             inst.bind(&c.buffer, c.part, &refs)?;
@@ -171,50 +170,85 @@ impl Rotation {
 }
 
 /// One version on the device, between setup and the end of timing.
-struct Side<'g> {
+struct Side<'g, D: Device> {
     version: Version,
-    kernel: Option<OpKernel<'g, CudaDevice>>,
+    kernel: Option<OpKernel<'g, D>>,
     repeats: Vec<Stats>,
 }
 
 /// One row on the device.
-struct Live<'g> {
+struct Live<'g, D: Device> {
     index: usize,
     row: Row,
-    group: &'g RankGroup<CudaDevice>,
+    group: &'g RankGroup<D>,
     ir: Option<Kernel>,
     reference: Vec<RankOutputs>,
-    sides: Vec<Side<'g>>,
-    rotation: Option<Rotation>,
-    timer: Option<GroupTimer>,
+    sides: Vec<Side<'g, D>>,
+    rotation: Option<Rotation<D>>,
+    timer: Option<GroupTimer<D>>,
     /// Rank 0 timed alone.
     alone: bool,
 }
 
-/// Runs every case on GPU 0. `Err` carries why there is no usable GPU (nothing ran).
+/// Runs every case on GPU 0 of `o.runtime`. `Err` carries why there is no usable GPU (nothing
+/// ran).
 pub fn run(cases: &[CaseSpec], o: &Options, bar: &ProgressBar) -> Result<AbReport, String> {
+    struct Ab<'a>(&'a [CaseSpec], &'a Options, &'a ProgressBar);
+    impl suite::OnGpu for Ab<'_> {
+        type Out = Result<AbReport, String>;
+        fn on<D: Device>(self, dev: D) -> Self::Out {
+            run_on(dev, self.0, self.1, self.2)
+        }
+    }
+    suite::with_gpu(o.runtime, Ab(cases, o, bar))?
+}
+
+/// The driver and runtime versions of `dev` for the report's header.
+pub(crate) fn versions<D: Device>(dev: &D) -> (String, String) {
+    let runtime = dev.runtime();
+    match dev.info().vendor {
+        Vendor::Nvidia => {
+            let cuda = exec::cuda_driver_version()
+                .map(|(a, b)| format!("{a}.{b}"))
+                .unwrap_or_else(|e| format!("unknown ({e})"));
+            let driver = suite::nvidia_driver_version().unwrap_or_else(|| "unknown".into());
+            if runtime.starts_with("HIP") {
+                (driver, format!("{cuda}; {runtime}"))
+            } else {
+                (driver, cuda)
+            }
+        }
+        Vendor::Amd => (
+            suite::amdgpu_driver_version().unwrap_or_else(|| "unknown".into()),
+            format!("none ({runtime})"),
+        ),
+    }
+}
+
+fn run_on<D: Device>(
+    dev: D,
+    cases: &[CaseSpec],
+    o: &Options,
+    bar: &ProgressBar,
+) -> Result<AbReport, String> {
     let start = Instant::now();
-    // open_cuda's hint names `wavefuse run`'s options; this command falls back by itself.
-    let dev = suite::open_cuda()
-        .map_err(|e| e.replace("; run with --device cpu-ref or --device sim", ""))?;
     let info = dev.info().clone();
-    if info.arch != Some(Arch::Sm90) {
+    let Some(arch) = info.arch else {
         return Err(format!(
-            "{} is not an sm_90 GPU, the target timed here",
+            "{} is not a wavefuse target (gfx906 or sm_90)",
             info.name
         ));
-    }
+    };
     let l2 = timing::l2_bytes(&dev).map_err(|e| e.to_string())?;
+    let (driver, cuda) = versions(&dev);
     let mut header = Header {
         mode: Mode::Gpu,
         device: info.name.clone(),
         sms: info.compute_units,
         l2_bytes: l2,
-        driver: suite::nvidia_driver_version().unwrap_or_else(|| "unknown".into()),
-        cuda: exec::cuda_driver_version()
-            .map(|(a, b)| format!("{a}.{b}"))
-            .unwrap_or_else(|e| format!("unknown ({e})")),
-        compiler: compiler_for(Arch::Sm90)
+        driver,
+        cuda,
+        compiler: compiler_for(arch)
             .version()
             .unwrap_or_else(|e| format!("none ({e})")),
         commit: o.commit.clone(),
@@ -229,17 +263,17 @@ pub fn run(cases: &[CaseSpec], o: &Options, bar: &ProgressBar) -> Result<AbRepor
     let groups = cases
         .iter()
         .map(|c| {
-            let d = CudaDevice::new(0).map_err(|e| e.to_string())?;
+            let d = D::new(0).map_err(|e| e.to_string())?;
             RankGroup::on_one_device(d, c.tp, SameDeviceMode::Streams).map_err(|e| e.to_string())
         })
         .collect::<Result<Vec<_>, String>>()?;
     let flush = dev
         .alloc(2 * l2 as usize, MemKind::Device)
         .map_err(|e| e.to_string())?;
-    let mut live: Vec<Live<'_>> = Vec::with_capacity(cases.len());
-    prepare_all(cases, o, Arch::Sm90, |i, p| {
+    let mut live: Vec<Live<'_, D>> = Vec::with_capacity(cases.len());
+    prepare_all(cases, o, arch, |i, p| {
         bar.set_message(format!("setting up {}", cases[i].label()));
-        live.push(setup(i, &cases[i], &groups[i], p, o, &cache, l2));
+        live.push(setup(i, &cases[i], &groups[i], p, o, &cache, l2, arch));
         bar.inc(1);
     });
     live.sort_by_key(|l| l.index);
@@ -268,22 +302,23 @@ pub fn run(cases: &[CaseSpec], o: &Options, bar: &ProgressBar) -> Result<AbRepor
 }
 
 /// Compile, bind, check both versions; allocate the rotation sets.
-fn setup<'g>(
+fn setup<'g, D: Device>(
     index: usize,
     spec: &CaseSpec,
-    group: &'g RankGroup<CudaDevice>,
+    group: &'g RankGroup<D>,
     prepared: Result<Prepared, suite::PrepError>,
     o: &Options,
     cache: &Cache,
     l2: u64,
-) -> Live<'g> {
+    arch: Arch,
+) -> Live<'g, D> {
     let p = match prepared {
         Ok(p) => p,
         Err(e) => return Live::failed(index, spec, group, e.to_string()),
     };
     let mut row = base_row(spec, &p.g);
     let mut sides = Vec::new();
-    let (g_version, g_kernel) = bind_generated(group, &p, cache);
+    let (g_version, g_kernel) = bind_generated(group, &p, cache, arch);
     sides.push(Side {
         version: g_version,
         kernel: g_kernel,
@@ -296,7 +331,7 @@ fn setup<'g>(
     match hand {
         Found::Absent(why) => row.manual = Manual::Absent(why),
         Found::Hand(h) => {
-            let (v, k) = bind_hand(group, &p, &h, o, cache);
+            let (v, k) = bind_hand(group, &p, &h, o, cache, arch);
             sides.push(Side {
                 version: v,
                 kernel: k,
@@ -345,16 +380,16 @@ fn setup<'g>(
 }
 
 /// The generated version: compiled, bound, run once, compared.
-fn bind_generated<'g>(
-    group: &'g RankGroup<CudaDevice>,
+fn bind_generated<'g, D: Device>(
+    group: &'g RankGroup<D>,
     p: &Prepared,
     cache: &Cache,
-) -> (Version, Option<OpKernel<'g, CudaDevice>>) {
+    arch: Arch,
+) -> (Version, Option<OpKernel<'g, D>>) {
     let g = &p.g;
-    let mut v = empty_version("generated (sm90)", &g.lowered.name);
-    let req =
-        wavefuse_runtime::CompileRequest::new(&g.lowered.name, g.source.text.clone(), Arch::Sm90);
-    let artifact = match exec::artifact_for(cache, compiler_for(Arch::Sm90).as_ref(), &req) {
+    let mut v = empty_version(&format!("generated ({arch})"), &g.lowered.name);
+    let req = wavefuse_runtime::CompileRequest::new(&g.lowered.name, g.source.text.clone(), arch);
+    let artifact = match exec::artifact_for(cache, compiler_for(arch).as_ref(), &req) {
         Ok((a, _)) => a,
         Err(e) => {
             v.error = Some(format!("compiling: {e}"));
@@ -378,17 +413,18 @@ fn alone(p: &Prepared) -> bool {
 
 /// The hand-written version: its description checked, compiled, its loaded parameters checked,
 /// bound, run once, compared.
-fn bind_hand<'g>(
-    group: &'g RankGroup<CudaDevice>,
+fn bind_hand<'g, D: Device>(
+    group: &'g RankGroup<D>,
     p: &Prepared,
     h: &Hand,
     o: &Options,
     cache: &Cache,
-) -> (Version, Option<OpKernel<'g, CudaDevice>>) {
+    arch: Arch,
+) -> (Version, Option<OpKernel<'g, D>>) {
     let mut v = empty_version(&h.origin(), &h.abi.symbol);
-    if h.arch != Arch::Sm90 {
+    if h.arch != arch {
         v.error = Some(format!(
-            "{} targets {}, the GPU is sm90",
+            "{} targets {}, the GPU is {arch}",
             h.origin(),
             h.arch
         ));
@@ -400,7 +436,7 @@ fn bind_hand<'g>(
         return (v, None);
     }
     let compiled = h.request().and_then(|req| {
-        exec::artifact_for(cache, o.hand_compiler(Arch::Sm90).as_ref(), &req)
+        exec::artifact_for(cache, o.hand_compiler(arch).as_ref(), &req)
             .map_err(|e| format!("compiling: {e}"))
     });
     let artifact = match compiled {
@@ -428,8 +464,8 @@ fn bind_hand<'g>(
 }
 
 /// The loaded kernel's parameter sizes against the description.
-fn check_loaded(
-    group: &RankGroup<CudaDevice>,
+fn check_loaded<D: Device>(
+    group: &RankGroup<D>,
     artifact: &Artifact,
     h: &Hand,
 ) -> Result<(), String> {
@@ -437,7 +473,7 @@ fn check_loaded(
         .device(0)
         .load(artifact, &h.abi.symbol)
         .map_err(|e| format!("loading `{}`: {e}", h.abi.symbol))?;
-    let sizes = match timing::param_sizes(&kernel) {
+    let sizes = match timing::param_sizes(group.device(0), &kernel) {
         Ok(s) => s,
         // An older driver cannot say; the source was already checked.
         Err(_) => return Ok(()),
@@ -473,14 +509,14 @@ pub(crate) fn empty_version(origin: &str, symbol: &str) -> Version {
 
 /// Binds a kernel by its ABI description (generated or hand-written alike), runs it once and
 /// records the check; the bound kernel is kept for timing when it is correct.
-fn run_once<'g>(
+fn run_once<'g, D: Device>(
     v: &mut Version,
-    group: &'g RankGroup<CudaDevice>,
+    group: &'g RankGroup<D>,
     ir: &Kernel,
     abi: &Abi,
     artifact: &Artifact,
     p: &Prepared,
-) -> Option<OpKernel<'g, CudaDevice>> {
+) -> Option<OpKernel<'g, D>> {
     check_once(
         v,
         group,
@@ -496,16 +532,16 @@ fn run_once<'g>(
 /// [`run_once`] on `data`, at `kernel`'s tolerance (also `wavefuse tune`'s per-candidate
 /// check); with `alone` the ranks run one after another, each alone on the device.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn check_once<'g>(
+pub(crate) fn check_once<'g, D: Device>(
     v: &mut Version,
-    group: &'g RankGroup<CudaDevice>,
+    group: &'g RankGroup<D>,
     ir: &Kernel,
     abi: &Abi,
     artifact: &Artifact,
     data: &suite::Data,
     kernel: &crate::suite::CaseKernel,
     alone: bool,
-) -> Option<OpKernel<'g, CudaDevice>> {
+) -> Option<OpKernel<'g, D>> {
     let mut k = match OpKernel::new(group, ir, abi, artifact) {
         Ok(k) => k,
         Err(e) => {
@@ -545,13 +581,8 @@ pub(crate) fn check_once<'g>(
     }
 }
 
-impl<'g> Live<'g> {
-    fn failed(
-        index: usize,
-        spec: &CaseSpec,
-        group: &'g RankGroup<CudaDevice>,
-        why: String,
-    ) -> Live<'g> {
+impl<'g, D: Device> Live<'g, D> {
+    fn failed(index: usize, spec: &CaseSpec, group: &'g RankGroup<D>, why: String) -> Live<'g, D> {
         let mut row = super::placeholder_row(spec);
         row.generated.error = Some(why);
         Live {
@@ -568,7 +599,7 @@ impl<'g> Live<'g> {
     }
 
     /// One repeat: a timed series of every live version.
-    fn time(&mut self, o: &Options, flush: &CudaBuffer) {
+    fn time(&mut self, o: &Options, flush: &D::Buffer) {
         let (Some(rot), Some(timer)) = (&self.rotation, &self.timer) else {
             return;
         };
@@ -643,12 +674,12 @@ impl<'g> Live<'g> {
 /// `warmup + iters` launches of `k`, each on the next input set, the timed ones returned in ms;
 /// with `alone`, of rank 0 alone ([`wavefuse_runtime::KernelInstance::launch_alone`]).
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn series(
-    group: &RankGroup<CudaDevice>,
-    k: &mut OpKernel<'_, CudaDevice>,
-    rot: &Rotation,
-    timer: &GroupTimer,
-    flush: &CudaBuffer,
+pub(crate) fn series<D: Device>(
+    group: &RankGroup<D>,
+    k: &mut OpKernel<'_, D>,
+    rot: &Rotation<D>,
+    timer: &GroupTimer<D>,
+    flush: &D::Buffer,
     warmup: usize,
     iters: usize,
     alone: bool,
@@ -657,7 +688,7 @@ pub(crate) fn series(
     for i in 0..warmup + iters {
         rot.bind(k.instance(), i)?;
         if rot.flush {
-            timing::fill(flush, (i as u8) | 1, group.stream(0))?;
+            timing::fill(group.device(0), flush, (i as u8) | 1, group.stream(0))?;
         }
         let (gate, launched, stopped) = if alone {
             let gate = timer.start_alone(group)?;
@@ -672,7 +703,7 @@ pub(crate) fn series(
         launched?;
         stopped?;
         k.instance().wait()?;
-        let ms = timer.elapsed_ms()?;
+        let ms = timer.elapsed_ms(group)?;
         if i >= warmup {
             samples.push(ms);
         }
@@ -685,10 +716,10 @@ pub(crate) fn series(
 /// each graph replayed once (its epochs are fixed, DESIGN.md §5.4); `warmup` and `iters`
 /// launches rounded up to whole graphs. A sample is one replay's slowest-rank window over its
 /// launches, in ms per call; the error words are checked after every replay.
-pub(crate) fn graph_series(
-    group: &RankGroup<CudaDevice>,
-    k: &mut OpKernel<'_, CudaDevice>,
-    rot: &Rotation,
+pub(crate) fn graph_series<D: Device>(
+    group: &RankGroup<D>,
+    k: &mut OpKernel<'_, D>,
+    rot: &Rotation<D>,
     warmup: usize,
     iters: usize,
     alone: bool,

@@ -39,7 +39,7 @@ use wavefuse_runtime::{Artifact, ResourceUsage};
 
 use crate::policy::{Placement, Ranks, SchedulePolicy};
 use crate::shapes::TP_SIZES;
-use crate::suite::{self, CaseSpec, Generated, PrepError, Prepared, ShapeKind, Worst};
+use crate::suite::{self, CaseSpec, Generated, GpuRuntime, PrepError, Prepared, ShapeKind, Worst};
 use crate::{KernelId, Workload};
 
 use handwritten::Hand;
@@ -159,6 +159,9 @@ pub struct AbArgs {
     /// (`$WAVEFUSE_CACHE_DIR`) and stop: a GPU machine without NVRTC then uses them prebuilt.
     #[arg(long)]
     pub prebuild: bool,
+    /// The GPU runtime: `auto` (CUDA when an NVIDIA GPU is there, else HIP), `cuda` or `hip`.
+    #[arg(long, value_enum, default_value_t = GpuRuntime::Auto)]
+    pub runtime: GpuRuntime,
 }
 
 /// Where the hand-written side comes from.
@@ -191,6 +194,8 @@ pub struct Options {
     pub ranks: Ranks,
     /// Events around each launch, or graphs of launches.
     pub timing: TimingMode,
+    /// The GPU runtime timed on.
+    pub runtime: GpuRuntime,
 }
 
 impl Options {
@@ -209,6 +214,7 @@ impl Options {
             policy: SchedulePolicy::default(),
             ranks: Ranks::default(),
             timing: TimingMode::default(),
+            runtime: GpuRuntime::Auto,
         }
     }
 
@@ -258,6 +264,7 @@ pub fn ab_cmd(a: &AbArgs, policy: SchedulePolicy) -> ExitCode {
         policy,
         ranks: a.ranks,
         timing: a.timing,
+        runtime: a.runtime,
         ..Options::new(choice)
     };
     if a.prebuild {

@@ -1,4 +1,4 @@
-//! The timed search on an NVIDIA sm_90 GPU, with `wavefuse ab`'s method and code
+//! The timed search on a GPU of the target's arch (CUDA or HIP), with `wavefuse ab`'s method and code
 //! ([`crate::ab::gpu`]): every TP rank on the one device, each launch of the group between two
 //! events behind a gate, inputs rotating over sets totalling ≥ 4 × L2 (L2 also flushed when the
 //! sets cannot reach that), [`super::Settings::iters`] timed launches per series after
@@ -18,10 +18,9 @@ use std::time::Instant;
 use indicatif::ProgressBar;
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::lowered::{LoweredKernel, ParamKind, Purpose};
-use wavefuse_runtime::device::CudaBuffer;
 use wavefuse_runtime::exec::{self, OpKernel};
 use wavefuse_runtime::timing::{self, GroupTimer};
-use wavefuse_runtime::{Cache, CudaDevice, Device, MemKind, RankGroup, SameDeviceMode};
+use wavefuse_runtime::{Cache, Device, MemKind, RankGroup, SameDeviceMode};
 
 use super::candidates::{self, Compiled, Generated};
 use super::report::{Basis, CaseReport, Header, Timing, TuneReport};
@@ -35,26 +34,50 @@ pub const FINALISTS: usize = 4;
 /// Series per finalist in the finals.
 pub const FINAL_REPEATS: usize = 2;
 
-/// Runs every target's search on GPU 0. `Err`: why there is no usable GPU (nothing ran).
-pub fn run(targets: &[Target], o: &Settings, bar: &ProgressBar) -> Result<TuneReport, String> {
+/// Runs every target's search on GPU 0 of `o.runtime`, which must be `arch`. `Err`: why there
+/// is no usable GPU (nothing ran).
+pub fn run(
+    targets: &[Target],
+    o: &Settings,
+    arch: Arch,
+    bar: &ProgressBar,
+) -> Result<TuneReport, String> {
+    struct Tune<'a>(&'a [Target], &'a Settings, Arch, &'a ProgressBar);
+    impl suite::OnGpu for Tune<'_> {
+        type Out = Result<TuneReport, String>;
+        fn on<D: Device>(self, dev: D) -> Self::Out {
+            run_on(dev, self.0, self.1, self.2, self.3)
+        }
+    }
+    suite::with_gpu(o.runtime, Tune(targets, o, arch, bar))?
+}
+
+fn run_on<D: Device>(
+    dev: D,
+    targets: &[Target],
+    o: &Settings,
+    arch: Arch,
+    bar: &ProgressBar,
+) -> Result<TuneReport, String> {
     let start = Instant::now();
-    let dev = suite::open_cuda()
-        .map_err(|e| e.replace("; run with --device cpu-ref or --device sim", ""))?;
     let info = dev.info().clone();
-    if info.arch != Some(Arch::Sm90) {
-        return Err(format!(
-            "{} is not an sm_90 GPU, the target timed here",
-            info.name
-        ));
+    if info.arch != Some(arch) {
+        let is = info.arch.map_or("not a wavefuse target", |a| a.name());
+        let why = format!("the GPU ({}) is {is}, the target is {arch}", info.name);
+        return Err(if arch == Arch::Gfx906 {
+            format!("{why}: ranked by the static model")
+        } else {
+            why
+        });
     }
     let l2 = timing::l2_bytes(&dev).map_err(|e| e.to_string())?;
     let flush = dev
         .alloc(2 * l2 as usize, MemKind::Device)
         .map_err(|e| e.to_string())?;
-    let mut header = super::header(o, Arch::Sm90, Basis::Timed);
+    let mut header = super::header(o, arch, Basis::Timed);
     header.device = info.name.clone();
     header.l2_bytes = l2;
-    header.driver = suite::nvidia_driver_version().unwrap_or_else(|| "unknown".into());
+    header.driver = crate::ab::gpu::versions(&dev).0;
     header.finalists = FINALISTS;
     header.final_repeats = FINAL_REPEATS;
     copy(&dev, &mut header);
@@ -62,7 +85,7 @@ pub fn run(targets: &[Target], o: &Settings, bar: &ProgressBar) -> Result<TuneRe
     let mut cases = Vec::new();
     for t in targets {
         bar.set_message(format!("{}: lowering the space", t.label()));
-        cases.push(search(t, o, &cache, l2, &flush, bar));
+        cases.push(search::<D>(t, o, arch, &cache, l2, &flush, bar));
     }
     copy(&dev, &mut header);
     let mut report = TuneReport {
@@ -79,7 +102,7 @@ pub fn run(targets: &[Target], o: &Settings, bar: &ProgressBar) -> Result<TuneRe
     Ok(report)
 }
 
-fn copy(dev: &CudaDevice, header: &mut Header) {
+fn copy<D: Device>(dev: &D, header: &mut Header) {
     match timing::copy_bandwidth(dev, COPY_BYTES, COPIES) {
         Ok(c) => header.copy_gbps.push(c.gbps),
         Err(e) => eprintln!("warning: copy bandwidth: {e}"),
@@ -87,28 +110,29 @@ fn copy(dev: &CudaDevice, header: &mut Header) {
 }
 
 /// A candidate bound on the device and correct: kept for the finals while among the fastest.
-struct Bound<'g> {
+struct Bound<'g, D: Device> {
     index: usize,
-    kernel: OpKernel<'g, CudaDevice>,
+    kernel: OpKernel<'g, D>,
     median_us: f64,
     /// Its data arrays ([`signature`]): it can only be re-timed on rotation sets built for them.
     signature: Vec<String>,
 }
 
 /// The search of one kernel at one shape.
-fn search(
+fn search<D: Device>(
     t: &Target,
     o: &Settings,
+    arch: Arch,
     cache: &Cache,
     l2: u64,
-    flush: &CudaBuffer,
+    flush: &D::Buffer,
     bar: &ProgressBar,
 ) -> CaseReport {
-    let (mut case, space) = match super::lowered_space(t, Arch::Sm90, o) {
+    let (mut case, space) = match super::lowered_space(t, arch, o) {
         Ok(x) => x,
         Err(report) => return *report,
     };
-    let group = match CudaDevice::new(0).map_err(|e| e.to_string()).and_then(|d| {
+    let group = match D::new(0).map_err(|e| e.to_string()).and_then(|d| {
         RankGroup::on_one_device(d, t.spec.tp, SameDeviceMode::Streams).map_err(|e| e.to_string())
     }) {
         Ok(g) => g,
@@ -128,7 +152,7 @@ fn search(
     let compile_start = Instant::now();
     // The default first: its occupancy is the floor of the resource filter.
     let (tx, rx) = mpsc::channel::<Compiled>();
-    candidates::compile_all(&space.kept[..1], Arch::Sm90, 1, cache, tx);
+    candidates::compile_all(&space.kept[..1], arch, 1, cache, tx);
     let first = rx.recv().ok();
     let mut live = Live {
         t,
@@ -151,7 +175,7 @@ fn search(
         let rest = &space.kept[1..];
         let threads = o.threads;
         let compiling = scope.spawn(move || {
-            candidates::compile_all(rest, Arch::Sm90, threads, cache, tx);
+            candidates::compile_all(rest, arch, threads, cache, tx);
             compile_start.elapsed().as_secs_f64()
         });
         let rest = rx.iter().map(|mut c| {
@@ -160,7 +184,7 @@ fn search(
         });
         for mut c in first.into_iter().chain(rest) {
             bar.set_message(format!("{}: candidate {}", t.label(), c.index));
-            super::record_compile(&mut case, &mut c, Arch::Sm90, &t.spec);
+            super::record_compile(&mut case, &mut c, arch, &t.spec);
             if o.deadline.is_some_and(|d| Instant::now() >= d) {
                 case.candidates[c.index].check_detail = "not timed: --deadline passed".into();
                 if !case.note.contains("deadline") {
@@ -187,17 +211,17 @@ fn search(
 }
 
 /// The device side of one search.
-struct Live<'a, 'g> {
+struct Live<'a, 'g, D: Device> {
     t: &'a Target,
     o: &'a Settings,
-    group: &'g RankGroup<CudaDevice>,
-    timer: &'a GroupTimer,
-    flush: &'a CudaBuffer,
+    group: &'g RankGroup<D>,
+    timer: &'a GroupTimer<D>,
+    flush: &'a D::Buffer,
     l2: u64,
     data: Option<Result<Data, String>>,
-    rotation: Option<Rotation>,
+    rotation: Option<Rotation<D>>,
     signature: Vec<String>,
-    bound: Vec<Bound<'g>>,
+    bound: Vec<Bound<'g, D>>,
     timing_s: f64,
     /// Rank 0 timed alone (the case's placement is one rank per device).
     alone: bool,
@@ -223,7 +247,7 @@ fn signature(k: &LoweredKernel) -> Vec<String> {
         .collect()
 }
 
-impl<'g> Live<'_, 'g> {
+impl<'g, D: Device> Live<'_, 'g, D> {
     /// Checks candidate `c` on the device and, when correct, times one series.
     fn check_and_time(&mut self, case: &mut CaseReport, g: &Generated, c: &Compiled) {
         let cand = &mut case.candidates[c.index];
@@ -319,7 +343,7 @@ impl<'g> Live<'_, 'g> {
     }
 
     /// Keeps the default and the fastest [`FINALISTS`] bound (the others free their arrays).
-    fn keep(&mut self, b: Bound<'g>) {
+    fn keep(&mut self, b: Bound<'g, D>) {
         self.bound.push(b);
         self.bound.sort_by(|a, b| {
             (a.index != 0)

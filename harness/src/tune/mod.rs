@@ -69,8 +69,9 @@ pub struct TuneArgs {
     /// 27B's; the winners are stored under the model's shape-set names.
     #[arg(long)]
     pub model_config: Option<PathBuf>,
-    /// Target: sm90 (timed on the GPU when there is one) or gfx906 (compile, resource filter and
-    /// the static model: nothing is timed).
+    /// Target: sm90 or gfx906, timed on a GPU of that arch when `--runtime` opens one (an MI50
+    /// through HIP for gfx906); otherwise compiled and filtered only (gfx906: ranked by the
+    /// static model).
     #[arg(long, default_value_t = Arch::Sm90)]
     pub arch: Arch,
     /// Candidates per kernel and shape at most (distinct sources); default 200, 32 with --quick.
@@ -122,6 +123,10 @@ pub struct TuneArgs {
     /// `all` runs every rank at once.
     #[arg(long, value_enum, default_value_t = Ranks::Alone)]
     pub ranks: Ranks,
+    /// The GPU runtime: `auto` (CUDA when an NVIDIA GPU is there, else HIP), `cuda` or `hip`.
+    /// A GPU of another arch than `--arch` is not timed on (gfx906 is then ranked by the model).
+    #[arg(long, value_enum, default_value_t = crate::suite::GpuRuntime::Auto)]
+    pub runtime: crate::suite::GpuRuntime,
 }
 
 /// Settings of one run.
@@ -147,6 +152,8 @@ pub struct Settings {
     pub deadline: Option<Instant>,
     /// How a TP case's ranks run and are timed on the one GPU.
     pub ranks: Ranks,
+    /// The GPU runtime timed on.
+    pub runtime: crate::suite::GpuRuntime,
 }
 
 /// One kernel at one shape.
@@ -203,6 +210,7 @@ pub fn tune_cmd(a: &TuneArgs) -> ExitCode {
             .deadline
             .map(|s| Instant::now() + std::time::Duration::from_secs_f64(s.max(0.0))),
         ranks: a.ranks,
+        runtime: a.runtime,
     };
     let targets = match plan(a) {
         Ok(t) => t,
@@ -257,10 +265,9 @@ fn search(
     no_gpu: Option<&str>,
     bar: &ProgressBar,
 ) -> TuneReport {
-    let timed = match (arch, no_gpu) {
-        (Arch::Sm90, None) => gpu::run(targets, o, bar),
-        (Arch::Sm90, Some(why)) => Err(why.into()),
-        (Arch::Gfx906, _) => Err("gfx906 is never timed here: static model".into()),
+    let timed = match no_gpu {
+        None => gpu::run(targets, o, arch, bar),
+        Some(why) => Err(why.into()),
     };
     match timed {
         Ok(r) => r,
@@ -285,6 +292,7 @@ impl Settings {
             min_occupancy: None,
             deadline: None,
             ranks: Ranks::default(),
+            runtime: crate::suite::GpuRuntime::Auto,
         }
     }
 }

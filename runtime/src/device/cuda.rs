@@ -7,6 +7,7 @@
 
 use std::ffi::c_void;
 use std::sync::Arc;
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use cudarc::driver::result::{self as cu, DriverError};
@@ -178,15 +179,32 @@ unsafe extern "C" fn hold_stream(data: *mut c_void) {
     }
 }
 
+/// The host function of [`Device::hold_stream`]: waits until its sender is dropped or the
+/// timeout passes. Makes no CUDA call, as host functions must not.
+unsafe extern "C" fn wait_for_release(data: *mut c_void) {
+    // SAFETY: `data` is the `Box<(Receiver, Duration)>` leaked by `hold_stream`, handed to exactly
+    // this one call by the driver; it is reclaimed here once.
+    let held = unsafe { Box::from_raw(data.cast::<(Receiver<()>, Duration)>()) };
+    let _ = held.0.recv_timeout(held.1);
+}
+
 /// A timing event on one NVIDIA GPU.
 #[derive(Debug)]
 pub struct CudaEvent(driver::CudaEvent);
+
+impl CudaEvent {
+    /// The cudarc event.
+    pub fn inner(&self) -> &driver::CudaEvent {
+        &self.0
+    }
+}
 
 impl Device for CudaDevice {
     type Buffer = CudaBuffer;
     type Kernel = CudaKernel;
     type Stream = CudaStream;
     type Event = CudaEvent;
+    type Graph = driver::CudaGraph;
 
     fn count() -> Result<usize, DeviceError> {
         init()?;
@@ -228,6 +246,13 @@ impl Device for CudaDevice {
 
     fn info(&self) -> &DeviceInfo {
         &self.info
+    }
+
+    fn runtime(&self) -> String {
+        match crate::exec::cuda_driver_version() {
+            Ok((a, b)) => format!("CUDA driver API {a}.{b}"),
+            Err(_) => "CUDA driver API".into(),
+        }
     }
 
     fn alloc(&self, bytes: usize, _kind: MemKind) -> Result<CudaBuffer, DeviceError> {
@@ -439,5 +464,112 @@ impl Device for CudaDevice {
             .0
             .elapsed_ms(&end.0)
             .map_err(api("cuEventElapsedTime"))
+    }
+
+    fn wait_event(&self, stream: &CudaStream, event: &CudaEvent) -> Result<(), DeviceError> {
+        stream.0.wait(&event.0).map_err(api("cuStreamWaitEvent"))
+    }
+
+    fn hold_stream(
+        &self,
+        stream: &CudaStream,
+        release: Receiver<()>,
+        timeout: Duration,
+    ) -> Result<(), DeviceError> {
+        self.bind()?;
+        let data = Box::into_raw(Box::new((release, timeout)));
+        // SAFETY: the stream is live; the callback takes ownership of `data` and makes no CUDA
+        // call; on failure the driver never calls it, so ownership comes back here.
+        let rc = unsafe {
+            cu::stream::launch_host_function(stream.0.cu_stream(), wait_for_release, data.cast())
+        };
+        if let Err(e) = rc {
+            // SAFETY: the launch failed, so the callback will never reclaim the box.
+            drop(unsafe { Box::from_raw(data) });
+            return Err(api("cuLaunchHostFunc")(e));
+        }
+        Ok(())
+    }
+
+    fn fill_async(
+        &self,
+        buf: &CudaBuffer,
+        byte: u8,
+        stream: &CudaStream,
+    ) -> Result<(), DeviceError> {
+        self.bind()?;
+        // SAFETY: `buf` is a live allocation of `bytes` bytes of this context.
+        unsafe { cu::memset_d8_async(buf.ptr, byte, buf.bytes, stream.0.cu_stream()) }
+            .map_err(api("cuMemsetD8Async"))
+    }
+
+    fn copy_async(
+        &self,
+        dst: &CudaBuffer,
+        src: &CudaBuffer,
+        bytes: usize,
+        stream: &CudaStream,
+    ) -> Result<(), DeviceError> {
+        check_bounds(dst.bytes, 0, bytes)?;
+        check_bounds(src.bytes, 0, bytes)?;
+        self.bind()?;
+        // SAFETY: both are live allocations of at least `bytes` bytes (checked above).
+        unsafe { cu::memcpy_dtod_async(dst.ptr, src.ptr, bytes, stream.0.cu_stream()) }
+            .map_err(api("cuMemcpyDtoDAsync"))
+    }
+
+    fn l2_bytes(&self) -> Result<u64, DeviceError> {
+        let a = sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE;
+        let v = CudaDevice::attribute(&self.ctx, a)?;
+        Ok(u64::try_from(v).unwrap_or(0))
+    }
+
+    fn begin_capture(&self, stream: &CudaStream) -> Result<(), DeviceError> {
+        self.bind()?;
+        let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
+        stream
+            .0
+            .begin_capture(mode)
+            .map_err(api("cuStreamBeginCapture"))
+    }
+
+    fn end_capture(&self, stream: &CudaStream) -> Result<Option<driver::CudaGraph>, DeviceError> {
+        let flags = sys::CUgraphInstantiate_flags(0);
+        stream
+            .0
+            .end_capture(flags)
+            .map_err(api("cuStreamEndCapture"))
+    }
+
+    fn upload_graph(&self, graph: &driver::CudaGraph) -> Result<(), DeviceError> {
+        graph.upload().map_err(api("cuGraphUpload"))
+    }
+
+    fn launch_graph(&self, graph: &driver::CudaGraph) -> Result<(), DeviceError> {
+        graph.launch().map_err(api("cuGraphLaunch"))
+    }
+
+    fn param_sizes(&self, kernel: &CudaKernel) -> Result<Vec<usize>, DeviceError> {
+        // The entry point exists from CUDA 12.4 on; cudarc would panic looking it up in an older
+        // driver.
+        let (major, minor) = crate::exec::cuda_driver_version()?;
+        if (major, minor) < (12, 4) {
+            let why =
+                format!("cuFuncGetParamInfo needs a CUDA 12.4 driver, this one is {major}.{minor}");
+            return Err(DeviceError::Unsupported(why));
+        }
+        let f = kernel.func.cu_function();
+        let mut sizes = Vec::new();
+        loop {
+            let (mut offset, mut size) = (0usize, 0usize);
+            // SAFETY: `f` is a live function of a loaded module; both out-pointers are valid.
+            let rc = unsafe { sys::cuFuncGetParamInfo(f, sizes.len(), &mut offset, &mut size) };
+            match rc {
+                sys::CUresult::CUDA_SUCCESS => sizes.push(size),
+                // Past the last parameter.
+                sys::CUresult::CUDA_ERROR_INVALID_VALUE => return Ok(sizes),
+                e => return Err(api("cuFuncGetParamInfo")(DriverError(e))),
+            }
+        }
     }
 }

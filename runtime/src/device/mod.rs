@@ -13,6 +13,7 @@
 mod cuda;
 mod hip;
 
+use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 use wavefuse_codegen::Arch;
@@ -22,7 +23,9 @@ use crate::compile::{Artifact, ArtifactFormat};
 use crate::launch::{KernelArg, LaunchSpec};
 
 pub use cuda::{CudaBuffer, CudaDevice, CudaEvent, CudaKernel, CudaStream, MAX_STREAM_DELAY};
-pub use hip::{HipBuffer, HipDevice, HipEvent, HipKernel, HipStream, hip_runtime_library};
+pub use hip::{
+    HipBuffer, HipDevice, HipEvent, HipGraph, HipKernel, HipStream, hip_runtime_library,
+};
 
 /// What a device allocation is for.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -145,6 +148,9 @@ pub trait Device: Sized + Send + Sync {
     type Stream: Send + Sync;
     /// Its timing events.
     type Event: Send + Sync;
+    /// Its instantiated graphs, each bound to the stream it was captured from (used by one host
+    /// thread at a time, as the drivers require).
+    type Graph;
 
     /// Number of GPUs of this vendor; a missing driver is [`DeviceError::NoDriver`].
     fn count() -> Result<usize, DeviceError>;
@@ -154,6 +160,11 @@ pub trait Device: Sized + Send + Sync {
 
     /// What it is.
     fn info(&self) -> &DeviceInfo;
+
+    /// The runtime that drives it, for reports (`CUDA driver API`, `HIP (libamdhip64.so.5)`).
+    fn runtime(&self) -> String {
+        format!("{:?}", self.info().vendor)
+    }
 
     /// A zero-filled allocation of `bytes` bytes.
     fn alloc(&self, bytes: usize, kind: MemKind) -> Result<Self::Buffer, DeviceError>;
@@ -234,6 +245,92 @@ pub trait Device: Sized + Send + Sync {
 
     /// Milliseconds between two recorded events (waits for both).
     fn elapsed_ms(&self, start: &Self::Event, end: &Self::Event) -> Result<f32, DeviceError>;
+
+    /// Makes the work enqueued on `stream` after this call wait for the latest record of `event`
+    /// (an event of this device or of a peer).
+    fn wait_event(&self, stream: &Self::Stream, event: &Self::Event) -> Result<(), DeviceError> {
+        let _ = (stream, event);
+        Err(self.lacks("waiting on an event"))
+    }
+
+    /// Blocks `stream` from here on until `release` receives or is disconnected, or `timeout`
+    /// passes (a host function on the stream that makes no driver call): the gate of
+    /// [`crate::timing::Gate`].
+    fn hold_stream(
+        &self,
+        stream: &Self::Stream,
+        release: Receiver<()>,
+        timeout: Duration,
+    ) -> Result<(), DeviceError> {
+        let _ = (stream, release, timeout);
+        Err(self.lacks("holding a stream (a host function)"))
+    }
+
+    /// Enqueues a fill of all of `buf` with `byte` on `stream`.
+    fn fill_async(
+        &self,
+        buf: &Self::Buffer,
+        byte: u8,
+        stream: &Self::Stream,
+    ) -> Result<(), DeviceError> {
+        let _ = (buf, byte, stream);
+        Err(self.lacks("an asynchronous fill"))
+    }
+
+    /// Enqueues a copy of the first `bytes` bytes of `src` into `dst` on `stream`.
+    fn copy_async(
+        &self,
+        dst: &Self::Buffer,
+        src: &Self::Buffer,
+        bytes: usize,
+        stream: &Self::Stream,
+    ) -> Result<(), DeviceError> {
+        let _ = (dst, src, bytes, stream);
+        Err(self.lacks("an asynchronous copy"))
+    }
+
+    /// The L2 cache's size in bytes (0 when the driver does not say).
+    fn l2_bytes(&self) -> Result<u64, DeviceError> {
+        Ok(0)
+    }
+
+    /// Starts capturing what is enqueued on `stream` into a graph (relaxed mode: other threads
+    /// may keep calling the driver). Devices without graphs answer [`DeviceError::Unsupported`].
+    fn begin_capture(&self, stream: &Self::Stream) -> Result<(), DeviceError> {
+        let _ = stream;
+        Err(self.lacks("graph capture"))
+    }
+
+    /// Ends the capture begun by [`Device::begin_capture`] and instantiates it (`None`: nothing
+    /// was captured).
+    fn end_capture(&self, stream: &Self::Stream) -> Result<Option<Self::Graph>, DeviceError> {
+        let _ = stream;
+        Err(self.lacks("graph capture"))
+    }
+
+    /// Makes `graph` resident on the device ahead of its launch, where the driver can.
+    fn upload_graph(&self, graph: &Self::Graph) -> Result<(), DeviceError> {
+        let _ = graph;
+        Ok(())
+    }
+
+    /// Enqueues one replay of `graph` on the stream it was captured from.
+    fn launch_graph(&self, graph: &Self::Graph) -> Result<(), DeviceError> {
+        let _ = graph;
+        Err(self.lacks("launching a graph"))
+    }
+
+    /// The byte size of every parameter of a loaded kernel, in order, as its image declares
+    /// them, where the driver can say (CUDA ≥ 12.4); [`DeviceError::Unsupported`] otherwise.
+    fn param_sizes(&self, kernel: &Self::Kernel) -> Result<Vec<usize>, DeviceError> {
+        let _ = kernel;
+        Err(self.lacks("reporting a kernel's parameter sizes"))
+    }
+
+    /// The error of an operation this device does not implement.
+    fn lacks(&self, what: &str) -> DeviceError {
+        DeviceError::Unsupported(format!("{what} is not available for {}", self.info().name))
+    }
 }
 
 /// Checks that a copy of `len` bytes at `offset` stays inside a buffer of `bytes` bytes.

@@ -12,6 +12,10 @@ pub(crate) type Module = *mut c_void;
 pub(crate) type Function = *mut c_void;
 pub(crate) type Stream = *mut c_void;
 pub(crate) type Event = *mut c_void;
+pub(crate) type Graph = *mut c_void;
+pub(crate) type GraphExec = *mut c_void;
+/// `hipStreamCallback_t`.
+pub(crate) type StreamCallback = unsafe extern "C" fn(Stream, c_int, *mut c_void);
 
 /// `hipSuccess`.
 pub(crate) const SUCCESS: c_int = 0;
@@ -32,6 +36,9 @@ pub(crate) const EVENT_DEFAULT: c_uint = 0x0;
 /// AMD-specific `hipDeviceAttributeGcnArch`).
 pub(crate) const ATTR_COOPERATIVE_LAUNCH: c_int = 10;
 pub(crate) const ATTR_MULTIPROCESSOR_COUNT: c_int = 63;
+pub(crate) const ATTR_L2_CACHE_SIZE: c_int = 19;
+/// `hipStreamCaptureModeRelaxed`.
+pub(crate) const CAPTURE_MODE_RELAXED: c_int = 2;
 pub(crate) const ATTR_GCN_ARCH: c_int = 10003;
 
 /// Names libamdhip64 may have, in preference order.
@@ -98,6 +105,27 @@ pub(crate) struct Api {
     pub event_synchronize: unsafe extern "C" fn(Event) -> c_int,
     pub event_elapsed_time: unsafe extern "C" fn(*mut f32, Event, Event) -> c_int,
     pub event_destroy: unsafe extern "C" fn(Event) -> c_int,
+    pub stream_wait_event: unsafe extern "C" fn(Stream, Event, c_uint) -> c_int,
+    /// A callback blocks the stream's later work until it returns (hipLaunchHostFunc is absent
+    /// from ROCm 5.2).
+    pub stream_add_callback:
+        unsafe extern "C" fn(Stream, StreamCallback, *mut c_void, c_uint) -> c_int,
+    pub memset_d8_async: unsafe extern "C" fn(*mut c_void, u8, usize, Stream) -> c_int,
+    pub memcpy_dtod_async: unsafe extern "C" fn(*mut c_void, *mut c_void, usize, Stream) -> c_int,
+    pub stream_begin_capture: unsafe extern "C" fn(Stream, c_int) -> c_int,
+    pub stream_end_capture: unsafe extern "C" fn(Stream, *mut Graph) -> c_int,
+    pub graph_instantiate:
+        unsafe extern "C" fn(*mut GraphExec, Graph, *mut *mut c_void, *mut c_char, usize) -> c_int,
+    pub graph_launch: unsafe extern "C" fn(GraphExec, Stream) -> c_int,
+    pub graph_exec_destroy: unsafe extern "C" fn(GraphExec) -> c_int,
+    pub graph_destroy: unsafe extern "C" fn(Graph) -> c_int,
+    /// Absent before ROCm 5.3 (Debian 12's 5.2 lacks it): a graph is then uploaded by its first
+    /// launch.
+    pub graph_upload: Option<unsafe extern "C" fn(GraphExec, Stream) -> c_int>,
+    /// Exported only by the test double of HIP over the CUDA driver API
+    /// (`tests/hip-double`): the NVIDIA arch whose images it loads (`sm_90`). Absent from every
+    /// real HIP runtime.
+    pub double_arch: Option<unsafe extern "C" fn() -> *const c_char>,
     _lib: libloading::Library,
 }
 
@@ -173,6 +201,18 @@ impl Api {
                 event_synchronize: *lib.get(b"hipEventSynchronize\0")?,
                 event_elapsed_time: *lib.get(b"hipEventElapsedTime\0")?,
                 event_destroy: *lib.get(b"hipEventDestroy\0")?,
+                stream_wait_event: *lib.get(b"hipStreamWaitEvent\0")?,
+                stream_add_callback: *lib.get(b"hipStreamAddCallback\0")?,
+                memset_d8_async: *lib.get(b"hipMemsetD8Async\0")?,
+                memcpy_dtod_async: *lib.get(b"hipMemcpyDtoDAsync\0")?,
+                stream_begin_capture: *lib.get(b"hipStreamBeginCapture\0")?,
+                stream_end_capture: *lib.get(b"hipStreamEndCapture\0")?,
+                graph_instantiate: *lib.get(b"hipGraphInstantiate\0")?,
+                graph_launch: *lib.get(b"hipGraphLaunch\0")?,
+                graph_exec_destroy: *lib.get(b"hipGraphExecDestroy\0")?,
+                graph_destroy: *lib.get(b"hipGraphDestroy\0")?,
+                graph_upload: lib.get(b"hipGraphUpload\0").ok().map(|s| *s),
+                double_arch: lib.get(b"wavefuse_hip_double_arch\0").ok().map(|s| *s),
                 _lib: lib,
             })
         }

@@ -5,9 +5,11 @@
 
 mod ffi;
 
-use std::ffi::{CString, c_char, c_int, c_void};
+use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::ptr;
 use std::sync::Arc;
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
 
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::target::Vendor;
@@ -56,12 +58,69 @@ fn init(api: &Api) -> Result<usize, DeviceError> {
     Ok(count as usize)
 }
 
-/// One AMD GPU.
+/// One AMD GPU (or, through the test double of `tests/hip-double`, an NVIDIA GPU driven through
+/// the HIP entry points).
 #[derive(Debug)]
 pub struct HipDevice {
     api: &'static Api,
     ordinal: c_int,
     info: DeviceInfo,
+    /// The image formats it loads: AMD code objects, or, for the test double, what the CUDA
+    /// driver loads.
+    formats: &'static [ArtifactFormat],
+}
+
+/// The NVIDIA arch the test double of HIP over the CUDA driver API says it runs
+/// (`wavefuse_hip_double_arch`), `None` for a real HIP runtime.
+fn double_arch(api: &Api) -> Option<Arch> {
+    let f = api.double_arch?;
+    // SAFETY: the double's function returns a static NUL-terminated string (or null).
+    let p = unsafe { f() };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: non-null and NUL-terminated, per the double's contract.
+    let name = unsafe { CStr::from_ptr(p) }.to_string_lossy();
+    name.parse::<Arch>().ok()
+}
+
+/// The host function behind [`Device::hold_stream`] (a stream callback): waits until its sender
+/// is dropped or the timeout passes. Makes no HIP call, as callbacks must not.
+unsafe extern "C" fn wait_for_release(_: ffi::Stream, _: c_int, data: *mut c_void) {
+    // SAFETY: `data` is the `Box<(Receiver, Duration)>` leaked by `hold_stream`, handed to exactly
+    // this one call by the runtime; it is reclaimed here once.
+    let held = unsafe { Box::from_raw(data.cast::<(Receiver<()>, Duration)>()) };
+    let _ = held.0.recv_timeout(held.1);
+}
+
+/// The stream callback behind [`Device::delay_stream`]: spins until the delay has passed.
+unsafe extern "C" fn spin_for(_: ffi::Stream, _: c_int, data: *mut c_void) {
+    // SAFETY: the `Box<Duration>` leaked by `delay_stream`, reclaimed here once.
+    let delay = unsafe { Box::from_raw(data.cast::<Duration>()) };
+    let start = Instant::now();
+    while start.elapsed() < *delay {
+        std::hint::spin_loop();
+    }
+}
+
+/// An instantiated graph of one AMD GPU, with the stream it was captured from.
+#[derive(Debug)]
+pub struct HipGraph {
+    exec: ffi::GraphExec,
+    graph: ffi::Graph,
+    stream: Arc<RawStream>,
+    api: &'static Api,
+}
+
+impl Drop for HipGraph {
+    fn drop(&mut self) {
+        // SAFETY: both were created by hipStreamEndCapture / hipGraphInstantiate and are
+        // destroyed once, here.
+        unsafe {
+            (self.api.graph_exec_destroy)(self.exec);
+            (self.api.graph_destroy)(self.graph);
+        }
+    }
 }
 
 impl std::fmt::Debug for Api {
@@ -214,17 +273,28 @@ impl LoadedKernel for HipKernel {
 
 /// A non-blocking stream on one AMD GPU.
 #[derive(Debug)]
-pub struct HipStream {
+pub struct HipStream(Arc<RawStream>);
+
+impl HipStream {
+    fn raw(&self) -> ffi::Stream {
+        self.0.stream
+    }
+}
+
+/// The stream handle, destroyed when its last owner (the stream, or a graph captured from it)
+/// is dropped.
+#[derive(Debug)]
+struct RawStream {
     stream: ffi::Stream,
     api: &'static Api,
 }
 
 // SAFETY: stream handles may be used from any host thread.
-unsafe impl Send for HipStream {}
+unsafe impl Send for RawStream {}
 // SAFETY: as above.
-unsafe impl Sync for HipStream {}
+unsafe impl Sync for RawStream {}
 
-impl Drop for HipStream {
+impl Drop for RawStream {
     fn drop(&mut self) {
         // SAFETY: created by hipStreamCreateWithFlags, destroyed once, here.
         unsafe { (self.api.stream_destroy)(self.stream) };
@@ -255,6 +325,7 @@ impl Device for HipDevice {
     type Kernel = HipKernel;
     type Stream = HipStream;
     type Event = HipEvent;
+    type Graph = HipGraph;
 
     fn count() -> Result<usize, DeviceError> {
         init(Api::get()?)
@@ -284,6 +355,7 @@ impl Device for HipDevice {
                 compute_units: 0,
                 cooperative_launch: false,
             },
+            formats: &[ArtifactFormat::AmdCodeObject],
         };
         dev.info.compute_units = dev.attribute(ffi::ATTR_MULTIPROCESSOR_COUNT)? as u32;
         dev.info.cooperative_launch = api.module_launch_cooperative_kernel.is_some()
@@ -294,11 +366,28 @@ impl Device for HipDevice {
             Ok(906) => Some(Arch::Gfx906),
             _ => None,
         };
+        if let Some(arch) = double_arch(api) {
+            // The test double: the HIP entry points over the CUDA driver, loading CUDA images.
+            dev.info.arch = Some(arch);
+            dev.info.vendor = Vendor::Nvidia;
+            dev.formats = &[ArtifactFormat::Cubin, ArtifactFormat::Ptx];
+        }
         Ok(dev)
     }
 
     fn info(&self) -> &DeviceInfo {
         &self.info
+    }
+
+    fn runtime(&self) -> String {
+        if self.api.double_arch.is_some() {
+            format!(
+                "HIP through the test double over the CUDA driver ({})",
+                self.api.library
+            )
+        } else {
+            format!("HIP ({})", self.api.library)
+        }
     }
 
     fn alloc(&self, bytes: usize, kind: MemKind) -> Result<HipBuffer, DeviceError> {
@@ -356,7 +445,7 @@ impl Device for HipDevice {
     }
 
     fn load(&self, artifact: &Artifact, name: &str) -> Result<HipKernel, DeviceError> {
-        check_artifact(&self.info, artifact, &[ArtifactFormat::AmdCodeObject])?;
+        check_artifact(&self.info, artifact, self.formats)?;
         self.select()?;
         let mut module: ffi::Module = ptr::null_mut();
         // SAFETY: the image is a complete code object in host memory, alive for the call.
@@ -413,10 +502,10 @@ impl Device for HipDevice {
         let rc =
             unsafe { (self.api.stream_create_with_flags)(&mut stream, ffi::STREAM_NON_BLOCKING) };
         self.api.check("hipStreamCreateWithFlags", rc)?;
-        Ok(HipStream {
+        Ok(HipStream(Arc::new(RawStream {
             stream,
             api: self.api,
-        })
+        })))
     }
 
     unsafe fn launch_raw(
@@ -431,7 +520,7 @@ impl Device for HipDevice {
         let mut params = Marshalled::new(args);
         let [gx, gy, gz] = spec.grid;
         let [bx, by, bz] = spec.block;
-        let (f, s, lds) = (kernel.func, stream.stream, spec.dynamic_lds);
+        let (f, s, lds) = (kernel.func, stream.raw(), spec.dynamic_lds);
         let (name, rc) = match (cooperative, self.api.module_launch_cooperative_kernel) {
             // SAFETY: live handles; `params` holds one pointer per argument and outlives the call;
             // the caller guarantees the arguments match the kernel.
@@ -461,7 +550,7 @@ impl Device for HipDevice {
     fn sync_stream(&self, stream: &HipStream) -> Result<(), DeviceError> {
         // SAFETY: live stream.
         self.api.check("hipStreamSynchronize", unsafe {
-            (self.api.stream_synchronize)(stream.stream)
+            (self.api.stream_synchronize)(stream.raw())
         })
     }
 
@@ -511,7 +600,7 @@ impl Device for HipDevice {
     fn record(&self, event: &HipEvent, stream: &HipStream) -> Result<(), DeviceError> {
         // SAFETY: live event and stream of this device.
         self.api.check("hipEventRecord", unsafe {
-            (self.api.event_record)(event.event, stream.stream)
+            (self.api.event_record)(event.event, stream.raw())
         })
     }
 
@@ -532,6 +621,139 @@ impl Device for HipDevice {
         let rc = unsafe { (self.api.event_elapsed_time)(&mut ms, start.event, end.event) };
         self.api.check("hipEventElapsedTime", rc)?;
         Ok(ms)
+    }
+
+    fn delay_stream(&self, stream: &HipStream, delay: Duration) -> Result<(), DeviceError> {
+        if delay.is_zero() {
+            return Ok(());
+        }
+        if delay > crate::device::MAX_STREAM_DELAY {
+            return Err(DeviceError::Unsupported(format!(
+                "a stream delay of {delay:?} exceeds the {:?} a skew may use",
+                crate::device::MAX_STREAM_DELAY
+            )));
+        }
+        self.select()?;
+        let data = Box::into_raw(Box::new(delay));
+        // SAFETY: live stream; the callback takes ownership of `data` and makes no HIP call; on
+        // failure it is never called, so ownership comes back here.
+        let rc = unsafe { (self.api.stream_add_callback)(stream.raw(), spin_for, data.cast(), 0) };
+        if rc != ffi::SUCCESS {
+            // SAFETY: the callback will never run, so the box is reclaimed once, here.
+            drop(unsafe { Box::from_raw(data) });
+        }
+        self.api.check("hipStreamAddCallback", rc)
+    }
+
+    fn wait_event(&self, stream: &HipStream, event: &HipEvent) -> Result<(), DeviceError> {
+        // SAFETY: live stream and event; flags must be 0.
+        self.api.check("hipStreamWaitEvent", unsafe {
+            (self.api.stream_wait_event)(stream.raw(), event.event, 0)
+        })
+    }
+
+    fn hold_stream(
+        &self,
+        stream: &HipStream,
+        release: Receiver<()>,
+        timeout: Duration,
+    ) -> Result<(), DeviceError> {
+        self.select()?;
+        let data = Box::into_raw(Box::new((release, timeout)));
+        // SAFETY: live stream; the callback takes ownership of `data` and makes no HIP call; on
+        // failure it is never called, so ownership comes back here.
+        let rc = unsafe {
+            (self.api.stream_add_callback)(stream.raw(), wait_for_release, data.cast(), 0)
+        };
+        if rc != ffi::SUCCESS {
+            // SAFETY: the callback will never run, so the box is reclaimed once, here.
+            drop(unsafe { Box::from_raw(data) });
+        }
+        self.api.check("hipStreamAddCallback", rc)
+    }
+
+    fn fill_async(&self, buf: &HipBuffer, byte: u8, stream: &HipStream) -> Result<(), DeviceError> {
+        self.select()?;
+        // SAFETY: a live allocation of `bytes` bytes of this device.
+        self.api.check("hipMemsetD8Async", unsafe {
+            (self.api.memset_d8_async)(buf.ptr, byte, buf.bytes, stream.raw())
+        })
+    }
+
+    fn copy_async(
+        &self,
+        dst: &HipBuffer,
+        src: &HipBuffer,
+        bytes: usize,
+        stream: &HipStream,
+    ) -> Result<(), DeviceError> {
+        check_bounds(dst.bytes, 0, bytes)?;
+        check_bounds(src.bytes, 0, bytes)?;
+        self.select()?;
+        // SAFETY: both are live allocations of at least `bytes` bytes (checked above).
+        self.api.check("hipMemcpyDtoDAsync", unsafe {
+            (self.api.memcpy_dtod_async)(dst.ptr, src.ptr, bytes, stream.raw())
+        })
+    }
+
+    fn l2_bytes(&self) -> Result<u64, DeviceError> {
+        Ok(u64::try_from(self.attribute(ffi::ATTR_L2_CACHE_SIZE)?).unwrap_or(0))
+    }
+
+    fn begin_capture(&self, stream: &HipStream) -> Result<(), DeviceError> {
+        self.select()?;
+        // SAFETY: live stream, a valid capture mode.
+        self.api.check("hipStreamBeginCapture", unsafe {
+            (self.api.stream_begin_capture)(stream.raw(), ffi::CAPTURE_MODE_RELAXED)
+        })
+    }
+
+    fn end_capture(&self, stream: &HipStream) -> Result<Option<HipGraph>, DeviceError> {
+        self.select()?;
+        let mut graph: ffi::Graph = ptr::null_mut();
+        // SAFETY: live stream being captured; valid out-pointer.
+        let rc = unsafe { (self.api.stream_end_capture)(stream.raw(), &mut graph) };
+        self.api.check("hipStreamEndCapture", rc)?;
+        if graph.is_null() {
+            return Ok(None);
+        }
+        let mut exec: ffi::GraphExec = ptr::null_mut();
+        // SAFETY: a live graph; no error node or log buffer is asked for.
+        let rc = unsafe {
+            (self.api.graph_instantiate)(&mut exec, graph, ptr::null_mut(), ptr::null_mut(), 0)
+        };
+        if rc != ffi::SUCCESS {
+            // SAFETY: the graph is destroyed once, here, as no HipGraph owns it.
+            unsafe { (self.api.graph_destroy)(graph) };
+        }
+        self.api.check("hipGraphInstantiate", rc)?;
+        Ok(Some(HipGraph {
+            exec,
+            graph,
+            stream: stream.0.clone(),
+            api: self.api,
+        }))
+    }
+
+    fn upload_graph(&self, graph: &HipGraph) -> Result<(), DeviceError> {
+        let Some(upload) = self.api.graph_upload else {
+            return Ok(());
+        };
+        self.select()?;
+        // SAFETY: a live instantiated graph and the stream it was captured from (kept alive by
+        // the graph).
+        self.api.check("hipGraphUpload", unsafe {
+            upload(graph.exec, graph.stream.stream)
+        })
+    }
+
+    fn launch_graph(&self, graph: &HipGraph) -> Result<(), DeviceError> {
+        self.select()?;
+        // SAFETY: a live instantiated graph and the stream it was captured from (kept alive by
+        // the graph).
+        self.api.check("hipGraphLaunch", unsafe {
+            (self.api.graph_launch)(graph.exec, graph.stream.stream)
+        })
     }
 }
 
