@@ -780,7 +780,7 @@ fn the_reference_kernels_descriptions_agree_with_the_generated_kernels() {
                 let Some(g) = same_device(id, tp, arch) else {
                     continue;
                 };
-                if let Found::Hand(h) = handwritten::find_reference(Some(&dir), &g.lowered) {
+                if let Found::Hand(h) = handwritten::find_reference(Some(&dir), &g.lowered, &g.ir) {
                     assert_eq!(
                         h.check(&g.lowered),
                         Vec::<String>::new(),

@@ -104,9 +104,16 @@ fn reference_dir() -> PathBuf {
 /// The hand-written reference of `id` at `tp`: compiled with its ABI file's defines; its grid
 /// and workgroup size from that file.
 fn reference(id: KernelId, tp: u32, dir: &Path) -> (Counted, u32, u32) {
-    let abi_file = reference_dir().join(format!("{}.tp{tp}.abi.toml", id.name()));
-    let abi: toml::Value = toml::from_str(&std::fs::read_to_string(&abi_file).expect("ABI file"))
-        .expect("ABI file parses");
+    let abi_file = reference_dir().join(format!("{}.abi.toml", id.name()));
+    let template = std::fs::read_to_string(&abi_file).expect("ABI file");
+    // The parametric description at the generated kernel's shapes (batch 1).
+    let g = wavefuse_harness::generate::generate(id, Arch::Gfx906, tp, 1).expect("generates");
+    let text = wavefuse_harness::ab::parametric::instantiate(
+        &template,
+        &wavefuse_harness::ab::parametric::Bindings::of(&g.ir),
+    )
+    .expect("instantiates");
+    let abi: toml::Value = toml::from_str(&text).expect("ABI file parses");
     let defines: Vec<String> = abi["build"]["defines"]
         .as_array()
         .expect("defines")

@@ -1,9 +1,10 @@
 //! The hand-written reference kernels (kernels-gen/reference, DESIGN.md §3): every kernel has a
-//! gfx906 HIP and an sm_90 CUDA version and, per TP size, an ABI description in the generator's
-//! schema plus a `[build]` table of compile-time defines (see kernels-gen/reference/README.md).
+//! gfx906 HIP and an sm_90 CUDA version and one parametric ABI description in the generator's
+//! schema plus a `[build]` table of compile-time defines (see kernels-gen/reference/README.md),
+//! instantiated here at every TP size for the generated kernel's shapes.
 //!
 //! Checked here:
-//! - every ABI file parses with the generator's own serde types (`wavefuse_codegen::abi::Abi`),
+//! - every ABI, instantiated, parses with the generator's own serde types (`wavefuse_codegen::abi::Abi`),
 //!   names its source, symbol, target and shape consistently, and lists the parameters in the
 //!   order of the kernel's signature;
 //! - its data parameters are the generated kernel's (same names, op-level buffers and parts, types,
@@ -24,16 +25,18 @@ use std::path::{Path, PathBuf};
 
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::abi::{Abi, AbiKind, AbiParam, AbiPurpose, AbiTy, Init, Memory};
+use wavefuse_harness::ab::parametric;
 use wavefuse_harness::generate::generate;
 use wavefuse_kernels::KernelId;
 use wavefuse_runtime::compile::{
     CompileError, CompileRequest, Compiler, Hipcc, Nvcc, ResourceUsage,
 };
 
-/// TP sizes with an ABI file per kernel and target.
+/// TP sizes each parametric ABI file is instantiated and checked at.
 const ABI_TPS: [u32; 4] = [1, 2, 4, 8];
-/// TP sizes compiled with the real compilers (the shapes of DESIGN.md §1 the issue names).
-const COMPILED_TPS: [u32; 2] = [4, 1];
+/// (TP, batch) compiled with the real compilers: the shapes of DESIGN.md §1 the issue names,
+/// and TP 4 at batch 8 (the static LDS grows with the batch).
+const COMPILED: [(u32, usize); 3] = [(4, 1), (1, 1), (4, 8)];
 /// Polls before a bounded wait gives up (WF_SPIN_BUDGET's default in every source).
 const SPIN_BUDGET: u32 = 1 << 26;
 
@@ -88,10 +91,24 @@ impl Reference {
 }
 
 fn load(id: KernelId, target: Target, tp: u32) -> Reference {
+    load_at(id, target, tp, 1)
+}
+
+fn load_at(id: KernelId, target: Target, tp: u32, batch: usize) -> Reference {
     let dir = reference_dir().join(target.dir);
-    let abi_path = dir.join(format!("{}.tp{tp}.abi.toml", id.name()));
-    let text = std::fs::read_to_string(&abi_path)
+    let abi_path = dir.join(format!("{}.abi.toml", id.name()));
+    let template = std::fs::read_to_string(&abi_path)
         .unwrap_or_else(|e| panic!("{}: {e}", abi_path.display()));
+    assert!(
+        parametric::is_parametric(&template),
+        "{}: not parametric",
+        abi_path.display()
+    );
+    // Instantiated at the generated kernel's shapes (the op-level kernel the harness looks the
+    // reference up with).
+    let generated = generate(id, target.arch, tp, batch).unwrap_or_else(|e| panic!("{e}"));
+    let text = parametric::instantiate(&template, &parametric::Bindings::of(&generated.ir))
+        .unwrap_or_else(|e| panic!("{} at TP {tp}: {e}", abi_path.display()));
     let abi = Abi::from_toml(&text).unwrap_or_else(|e| panic!("{}: {e}", abi_path.display()));
     // The [build] table is not part of the generator's schema (Abi ignores it); read it as TOML.
     let table: toml::Table = text.parse().expect("parsed above");
@@ -168,11 +185,10 @@ fn reference_directory_holds_the_whole_kernel_set() {
         let mut expected: Vec<String> = KernelId::ALL
             .iter()
             .flat_map(|id| {
-                std::iter::once(format!("{}.{}", id.name(), target.ext)).chain(
-                    ABI_TPS
-                        .iter()
-                        .map(|tp| format!("{}.tp{tp}.abi.toml", id.name())),
-                )
+                [
+                    format!("{}.{}", id.name(), target.ext),
+                    format!("{}.abi.toml", id.name()),
+                ]
             })
             .collect();
         expected.sort();
@@ -589,10 +605,10 @@ fn compile_target(arch: Arch) {
     let target = TARGETS.into_iter().find(|t| t.arch == arch).unwrap();
     let mut table = BTreeMap::new();
     let mut failures = Vec::new();
-    for tp in COMPILED_TPS {
+    for (tp, batch) in COMPILED {
         for id in KernelId::ALL {
-            let r = load(id, target, tp);
-            let label = r.label();
+            let r = load_at(id, target, tp, batch);
+            let label = format!("{}_b{batch}", r.label());
             let mut req = CompileRequest::new(&label, r.source.clone(), arch);
             req.extra_flags = r.defines.iter().map(|d| format!("-D{d}")).collect();
             let artifact = match cc.compile(&req) {
@@ -609,7 +625,7 @@ fn compile_target(arch: Arch) {
                 ));
                 continue;
             };
-            table.insert((tp, id), describe(usage));
+            table.insert((tp, batch, id), describe(usage));
             if usage.spills() {
                 failures.push(format!(
                     "{label}: spills or a stack frame: {}",
@@ -644,8 +660,8 @@ fn compile_target(arch: Arch) {
             .next()
             .unwrap_or("")
     );
-    for ((tp, id), row) in &table {
-        println!("  {:<28} tp{tp}  {row}", id.name());
+    for ((tp, batch, id), row) in &table {
+        println!("  {:<28} tp{tp} b{batch}  {row}", id.name());
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -658,4 +674,32 @@ fn hipcc_compiles_the_reference_kernels_gfx906() {
 #[test]
 fn nvcc_compiles_the_reference_kernels_sm90() {
     compile_target(Arch::Sm90);
+}
+
+/// The harness's own lookup (`find_reference`, what `ab` and `tune` use) finds each kernel's
+/// reference at every TP size and batch of the suite's model shapes: the parametric description,
+/// instantiated at the generated kernel's shapes, binds every one of its data arrays (same
+/// op-level buffer, part and length) and passes the ABI checks against it.
+#[test]
+fn the_reference_is_found_for_every_generated_kernel_at_every_shape() {
+    use wavefuse_harness::ab::handwritten::{Found, find_reference};
+    for target in TARGETS {
+        for id in KernelId::ALL {
+            for tp in ABI_TPS {
+                for batch in [1, 3, 8] {
+                    let label = format!("{}@{}_tp{tp}_b{batch}", id.name(), target.arch.name());
+                    let g = generate(id, target.arch, tp, batch)
+                        .unwrap_or_else(|e| panic!("{label}: {e}"));
+                    match find_reference(Some(&reference_dir()), &g.lowered, &g.ir) {
+                        Found::Hand(h) => {
+                            let problems = h.check(&g.lowered);
+                            assert!(problems.is_empty(), "{label}: {problems:?}");
+                            assert_eq!(h.abi.tp, Some(tp), "{label}");
+                        }
+                        Found::Absent(why) => panic!("{label}: {why}"),
+                    }
+                }
+            }
+        }
+    }
 }

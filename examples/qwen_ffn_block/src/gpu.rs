@@ -130,7 +130,7 @@ pub fn handwritten(g: &Generation, cache: &Cache) -> Result<Version, String> {
     let dir = reference_dir(None);
     let mut origins = Vec::new();
     let mut compile = |x: &Generated| {
-        let h = match find_reference(dir.as_deref(), &x.lowered) {
+        let h = match find_reference(dir.as_deref(), &x.lowered, &x.ir) {
             Found::Hand(h) => h,
             Found::Absent(why) => return Err(why),
         };

@@ -159,7 +159,7 @@ fn row_without_gpu(i: usize, c: &CaseSpec, o: &Options) -> (Row, Vec<Job>) {
             let mut found = Vec::new();
             let mut absent = Vec::new();
             for g in &generated {
-                match find_reference(dir.as_deref(), &g.lowered) {
+                match find_reference(dir.as_deref(), &g.lowered, &g.ir) {
                     Found::Hand(h) => found.push(*h),
                     Found::Absent(why) => absent.push(format!("{}: {why}", g.lowered.arch)),
                 }
@@ -365,7 +365,7 @@ pub fn prebuild(cases: &[CaseSpec], o: &Options) -> ExitCode {
         });
         let hand = match &o.choice {
             Choice::User(h) => Some((**h).clone()),
-            Choice::Reference(dir) => match find_reference(dir.as_deref(), &g.lowered) {
+            Choice::Reference(dir) => match find_reference(dir.as_deref(), &g.lowered, &g.ir) {
                 Found::Hand(h) => Some(*h),
                 Found::Absent(_) => None,
             },

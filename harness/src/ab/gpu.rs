@@ -326,7 +326,7 @@ fn setup<'g, D: Device>(
     });
     let hand = match &o.choice {
         Choice::User(h) => Found::Hand(h.clone()),
-        Choice::Reference(dir) => find_reference(dir.as_deref(), &p.g.lowered),
+        Choice::Reference(dir) => find_reference(dir.as_deref(), &p.g.lowered, &p.g.ir),
     };
     match hand {
         Found::Absent(why) => row.manual = Manual::Absent(why),

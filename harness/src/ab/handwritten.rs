@@ -37,7 +37,9 @@ use wavefuse_codegen::abi::{ABI_SCHEMA, Abi, AbiKind, AbiParam, AbiPurpose, AbiT
 use wavefuse_codegen::lowered::{LoweredKernel, ParamKind, Purpose, Ty, peer_slot};
 use wavefuse_runtime::CompileRequest;
 
+use super::parametric;
 use super::signature::{self, CParam, CType};
+use wavefuse::ir::Kernel;
 
 /// A hand-written kernel's description, as read from TOML. Fields of the generator's schema that
 /// the harness does not need are accepted and ignored.
@@ -105,8 +107,37 @@ impl Hand {
     /// (`--manual FILE`); the target comes from the description's `arch`, else the source's
     /// extension (`.cu` → sm90, `.hip` → gfx906).
     pub fn load(abi_path: &Path, source: Option<&Path>) -> Result<Hand, String> {
+        Hand::load_for(abi_path, source, None)
+    }
+
+    /// [`Hand::load`] of a description that may be parametric ([`super::parametric`]),
+    /// instantiated for `ir`'s shapes; a parametric description without `ir` is an error.
+    pub fn load_for(
+        abi_path: &Path,
+        source: Option<&Path>,
+        ir: Option<&Kernel>,
+    ) -> Result<Hand, String> {
         let text = std::fs::read_to_string(abi_path)
             .map_err(|e| format!("reading {}: {e}", abi_path.display()))?;
+        let text = match (parametric::is_parametric(&text), ir) {
+            (false, _) => text,
+            (true, Some(ir)) => parametric::instantiate(&text, &parametric::Bindings::of(ir))
+                .map_err(|e| {
+                    format!(
+                        "{} (parametric) at the shapes of `{}`: {e}",
+                        abi_path.display(),
+                        ir.name()
+                    )
+                })?,
+            (true, None) => {
+                return Err(format!(
+                    "{} is parametric (`parametric = true`): it is instantiated for a kernel's \
+                     shapes where the reference kernels are looked up (--reference-dir); give \
+                     --abi a description of one shape (the format `wavefuse emit --out` writes)",
+                    abi_path.display()
+                ));
+            }
+        };
         let abi: HandAbi =
             toml::from_str(&text).map_err(|e| format!("{}: {e}", abi_path.display()))?;
         let source_path = match (source, &abi.source) {
@@ -597,11 +628,12 @@ pub enum Found {
     Absent(String),
 }
 
-/// The hand-written reference for kernel `kernel` at `tp` on `arch` in `dir`: every `*.abi.toml`
-/// under it (one level of subdirectories) whose `kernel` (or file name up to the first dot) is the
+/// The hand-written reference for the generated kernel (`generated`, of op-level kernel `ir`) in
+/// `dir`: every `*.abi.toml` under it (one level of subdirectories), a parametric one
+/// instantiated at `ir`'s shapes, whose `kernel` (or file name up to the first dot) is the
 /// kernel, for this TP (or any) and target, and whose data arrays have the generated kernel's
 /// lengths (the same shape). Descriptions that cannot be read are reported, not skipped.
-pub fn find_reference(dir: Option<&Path>, generated: &LoweredKernel) -> Found {
+pub fn find_reference(dir: Option<&Path>, generated: &LoweredKernel, ir: &Kernel) -> Found {
     let Some(dir) = dir else {
         return Found::Absent(
             "no hand-written version (give one with --manual FILE --abi FILE.toml)".into(),
@@ -612,7 +644,7 @@ pub fn find_reference(dir: Option<&Path>, generated: &LoweredKernel) -> Found {
     for path in abi_files(dir) {
         let stem = file_name(&path);
         let stem = stem.split('.').next().unwrap_or("");
-        match Hand::load(&path, None) {
+        match Hand::load_for(&path, None, Some(ir)) {
             Ok(h) => {
                 let kernel = h.abi.kernel.as_deref().unwrap_or(stem);
                 let same_kernel = kernel == generated.name || stem == generated.name;
@@ -643,7 +675,8 @@ pub fn find_reference(dir: Option<&Path>, generated: &LoweredKernel) -> Found {
     match candidates.iter().position(fits) {
         Some(i) => Found::Hand(Box::new(candidates.swap_remove(i))),
         None if candidates.is_empty() => Found::Absent(format!(
-            "no hand-written version for {} (no {}.tp{}*.abi.toml for {} in {})",
+            "no hand-written version for {} (no {}.abi.toml or {}.tp{}.abi.toml for {} in {})",
+            generated.name,
             generated.name,
             generated.name,
             generated.tp,

@@ -20,6 +20,7 @@
 pub mod cpu;
 pub mod gpu;
 pub mod handwritten;
+pub mod parametric;
 pub mod plot;
 pub mod report;
 pub mod signature;

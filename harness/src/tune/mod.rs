@@ -456,14 +456,18 @@ pub fn lowered_space(
         case.occupancy_floor = Some(f);
         case.floor_from = "command line".into();
     } else if arch == Arch::Gfx906 {
-        hand_floor(&mut case, &first.lowered);
+        hand_floor(&mut case, &first.lowered, &t.ir);
     }
     Ok((case, space))
 }
 
 /// gfx906: the hand-written kernel's occupancy as the floor, when there is one.
-fn hand_floor(case: &mut CaseReport, lowered: &wavefuse_codegen::lowered::LoweredKernel) {
-    let Found::Hand(h) = find_reference(reference_dir(None).as_deref(), lowered) else {
+fn hand_floor(
+    case: &mut CaseReport,
+    lowered: &wavefuse_codegen::lowered::LoweredKernel,
+    ir: &Kernel,
+) {
+    let Found::Hand(h) = find_reference(reference_dir(None).as_deref(), lowered, ir) else {
         return;
     };
     let Ok(req) = h.request() else { return };
