@@ -83,21 +83,7 @@ for i in (1, 2):
     ab(f"ab-events-r{i}-cuda.json", f"ab-events-r{i}-hip.json", f"events round {i}")
 ab("ab-graphs-cuda.json", "ab-graphs-hip.json", "graphs")
 
-a, b = load("mgpu-same-cuda.json"), load("mgpu-same-hip.json")
-if a and b:
-    print("== mgpu-bench --same-device")
-    rb = {(r["case"], r["tp"]): r for r in b["rows"]}
-    for r in a["rows"]:
-        s = rb.get((r["case"], r["tp"]))
-        if s is None:
-            print(f"  {r['case']} TP {r['tp']}: absent through hip"); diffs += 1; continue
-        ok = lambda x: x["error"] is None and x["rel_l2_worst"] is not None and x["rel_l2_worst"] < 1e-2
-        same = ok(r) == ok(s)
-        diffs += not same
-        pa, pb = r["per_call_us"]["p50"], s["per_call_us"]["p50"]
-        print(f"  {r['case']:<50} TP {r['tp']} {'same' if same else 'DIFFERENT':<9} p50 {pa:.2f} vs {pb:.2f} us (hip/cuda {pb / pa if pa else float('nan'):.3f}); errors {r['error']!r} / {s['error']!r}")
-else:
-    diffs += 1
+mgpu("mgpu-same-cuda.json", "mgpu-same-hip.json")
 
 a, b = load("suite-quick-cuda.json"), load("suite-quick-hip.json")
 if a and b:
