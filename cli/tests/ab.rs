@@ -212,6 +212,67 @@ fn a_missing_hand_written_version_is_said_not_faked() {
     assert!(why.contains("no hand-written version"), "{why}");
 }
 
+/// A parametric `--abi` (here the reference's own, as a user would write one) is instantiated
+/// at every case's shapes: the hand-written side is compiled at TP 1 and at TP 4 batch 8 with
+/// that shape's defines (its static LDS grows 8×), and a description without its KERNEL named,
+/// or for another kernel, is refused before anything runs.
+#[test]
+fn a_parametric_manual_abi_is_instantiated_at_every_shape() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernels-gen/reference/cuda");
+    let (src, abi) = (dir.join("gemv_int4.cu"), dir.join("gemv_int4.abi.toml"));
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("ab.json");
+    let args = |kernel: Option<&str>| {
+        let mut v: Vec<String> = kernel.into_iter().map(str::to_owned).collect();
+        v.extend(
+            [
+                "--shapes",
+                "qwen27b-tp1,qwen27b-tp4-b8",
+                "--manual",
+                src.to_str().unwrap(),
+                "--abi",
+                abi.to_str().unwrap(),
+                "--no-gpu",
+                "--json",
+                json.to_str().unwrap(),
+            ]
+            .map(str::to_owned),
+        );
+        v
+    };
+    let run = |kernel: Option<&str>| {
+        let mut a = vec!["ab".to_owned()];
+        a.extend(args(kernel));
+        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+        wavefuse(&refs)
+    };
+    let o = run(Some("gemv_int4"));
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let j = read_json(&json);
+    let rows = j["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{out}");
+    let lds: Vec<u64> = rows
+        .iter()
+        .map(|r| {
+            let res = r["manual"]["resources"].as_array().unwrap();
+            let sm90 = res.iter().find(|x| x["arch"] == "sm90").unwrap();
+            sm90["usage"]["lds_bytes"].as_u64().unwrap()
+        })
+        .collect();
+    assert_eq!(lds, [1024, 8192], "{out}");
+    let o = run(None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).1.contains("name the one KERNEL"), "{}", text(&o).1);
+    let o = run(Some("gemv_f16"));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o).1.contains("unknown variable `w.group`"),
+        "{}",
+        text(&o).1
+    );
+}
+
 #[test]
 fn shape_sets_parse_and_bad_ones_are_refused() {
     use wavefuse_harness::ab::{ShapeSet, parse_shape};

@@ -154,7 +154,12 @@ fn row_without_gpu(i: usize, c: &CaseSpec, o: &Options) -> (Row, Vec<Job>) {
         })
         .collect();
     let hands: Vec<Hand> = match &o.choice {
-        Choice::User(h) => vec![(**h).clone()],
+        Choice::User(h) => generated
+            .iter()
+            .filter(|g| g.lowered.arch == h.arch)
+            .take(1)
+            .filter_map(|g| h.for_kernel(&g.ir).ok())
+            .collect(),
         Choice::Reference(dir) => {
             let mut found = Vec::new();
             let mut absent = Vec::new();
@@ -364,7 +369,7 @@ pub fn prebuild(cases: &[CaseSpec], o: &Options) -> ExitCode {
             model: None,
         });
         let hand = match &o.choice {
-            Choice::User(h) => Some((**h).clone()),
+            Choice::User(h) => h.for_kernel(&g.ir).ok(),
             Choice::Reference(dir) => match find_reference(dir.as_deref(), &g.lowered, &g.ir) {
                 Found::Hand(h) => Some(*h),
                 Found::Absent(_) => None,

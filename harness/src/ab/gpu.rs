@@ -325,7 +325,10 @@ fn setup<'g, D: Device>(
         repeats: Vec::new(),
     });
     let hand = match &o.choice {
-        Choice::User(h) => Found::Hand(h.clone()),
+        Choice::User(h) => match h.for_kernel(&p.g.ir) {
+            Ok(h) => Found::Hand(Box::new(h)),
+            Err(e) => Found::Absent(e),
+        },
         Choice::Reference(dir) => find_reference(dir.as_deref(), &p.g.lowered, &p.g.ir),
     };
     match hand {

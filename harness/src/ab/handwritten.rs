@@ -98,6 +98,9 @@ pub struct Hand {
     pub source: String,
     /// The target.
     pub arch: Arch,
+    /// The description's text when it is parametric: [`Hand::for_kernel`] instantiates it again
+    /// at another kernel's shapes.
+    template: Option<String>,
 }
 
 /// The parts of an op-level buffer a parameter can be bound to.
@@ -119,7 +122,8 @@ impl Hand {
     ) -> Result<Hand, String> {
         let text = std::fs::read_to_string(abi_path)
             .map_err(|e| format!("reading {}: {e}", abi_path.display()))?;
-        let text = match (parametric::is_parametric(&text), ir) {
+        let template = parametric::is_parametric(&text).then(|| text.clone());
+        let text = match (template.is_some(), ir) {
             (false, _) => text,
             (true, Some(ir)) => parametric::instantiate(&text, &parametric::Bindings::of(ir))
                 .map_err(|e| {
@@ -132,8 +136,8 @@ impl Hand {
             (true, None) => {
                 return Err(format!(
                     "{} is parametric (`parametric = true`): it is instantiated for a kernel's \
-                     shapes where the reference kernels are looked up (--reference-dir); give \
-                     --abi a description of one shape (the format `wavefuse emit --out` writes)",
+                     shapes, so it is loaded with the kernel (name the KERNEL, or give \
+                     --kernel-file)",
                     abi_path.display()
                 ));
             }
@@ -165,6 +169,29 @@ impl Hand {
             source_path,
             source,
             arch,
+            template,
+        })
+    }
+
+    /// This kernel at the shapes of `ir`: a parametric description instantiated again, any other
+    /// as it is.
+    pub fn for_kernel(&self, ir: &Kernel) -> Result<Hand, String> {
+        let Some(template) = &self.template else {
+            return Ok(self.clone());
+        };
+        let text =
+            parametric::instantiate(template, &parametric::Bindings::of(ir)).map_err(|e| {
+                format!(
+                    "{} (parametric) at the shapes of `{}`: {e}",
+                    self.abi_path.display(),
+                    ir.name()
+                )
+            })?;
+        let abi: HandAbi =
+            toml::from_str(&text).map_err(|e| format!("{}: {e}", self.abi_path.display()))?;
+        Ok(Hand {
+            abi,
+            ..self.clone()
         })
     }
 

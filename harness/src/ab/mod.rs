@@ -337,7 +337,7 @@ fn plan(a: &AbArgs, policy: &SchedulePolicy) -> Result<(Vec<CaseSpec>, Choice), 
         let case = user.case();
         let choice = match (&a.manual, &a.abi) {
             (Some(src), Some(abi)) => {
-                let hand = Hand::load(abi, Some(src))?;
+                let hand = Hand::load_for(abi, Some(src), Some(&user.ir))?;
                 check_manual(&hand, std::slice::from_ref(&case), policy, a.ranks)?;
                 Choice::User(Box::new(hand))
             }
@@ -349,7 +349,7 @@ fn plan(a: &AbArgs, policy: &SchedulePolicy) -> Result<(Vec<CaseSpec>, Choice), 
     shapes.extend(a.tps.iter().map(|&tp| ShapeSet { tp, batch: 1 }));
     let (kernels, choice) = match (&a.manual, &a.abi) {
         (Some(src), Some(abi)) => {
-            let hand = Hand::load(abi, Some(src))?;
+            let hand = load_manual(abi, src, a, &shapes, policy)?;
             let kernel = match (a.kernels.as_slice(), hand.abi.kernel.as_deref()) {
                 ([k], _) => *k,
                 ([], Some(name)) => name.parse().map_err(|e| format!("{}: {e}", abi.display()))?,
@@ -395,6 +395,39 @@ fn plan(a: &AbArgs, policy: &SchedulePolicy) -> Result<(Vec<CaseSpec>, Choice), 
     Ok((cases, choice))
 }
 
+/// `--abi`/`--manual` for a kernel of the set; a parametric description is loaded at the
+/// shapes of the named KERNEL at the first shape set (default TP 4, batch 1) and instantiated
+/// again for every case.
+fn load_manual(
+    abi: &std::path::Path,
+    src: &std::path::Path,
+    a: &AbArgs,
+    shapes: &[ShapeSet],
+    policy: &SchedulePolicy,
+) -> Result<Hand, String> {
+    let text =
+        std::fs::read_to_string(abi).map_err(|e| format!("reading {}: {e}", abi.display()))?;
+    if !parametric::is_parametric(&text) {
+        return Hand::load(abi, Some(src));
+    }
+    let [kernel] = a.kernels.as_slice() else {
+        return Err(format!(
+            "{} is parametric: name the one KERNEL it implements",
+            abi.display()
+        ));
+    };
+    let s = shapes
+        .first()
+        .copied()
+        .unwrap_or(ShapeSet { tp: 4, batch: 1 });
+    let kind = model_shapes(a.model_config.as_deref(), &[s.tp])?;
+    let c = CaseSpec::of(*kernel, s.tp, s.batch, kind);
+    let arch = handwritten::arch_of(src)?;
+    let g = suite::generate(&c, arch, policy, a.ranks.placement(&c))
+        .map_err(|e| format!("{}: {e}", c.label()))?;
+    Hand::load_for(abi, Some(src), Some(&g.ir))
+}
+
 /// A user's kernel against the generated one at every case: all disagreements, or Ok.
 fn check_manual(
     hand: &Hand,
@@ -405,7 +438,7 @@ fn check_manual(
     for c in cases {
         let g = suite::generate(c, hand.arch, policy, ranks.placement(c))
             .map_err(|e| format!("{}: {e}", c.label()))?;
-        let problems = hand.check(&g.lowered);
+        let problems = hand.for_kernel(&g.ir)?.check(&g.lowered);
         if !problems.is_empty() {
             return Err(format!(
                 "ABI mismatch between {} and {} for `{}` at {} (nothing was launched):\n  - {}",
