@@ -15,6 +15,12 @@ Measures, per call (microseconds), in CUDA graphs of CALLS back-to-back calls (a
   it for this GPU, else an FP16 GEMV (`F.linear`), which the output says; then NCCL allreduce,
   residual add, RMSNorm. Weights rotate over enough copies to exceed 4 x L2.
 
+On PyTorch for ROCm the same script measures RCCL: there the "nccl" backend is RCCL and torch.cuda
+drives the HIP devices (CUDA graphs are HIP graphs). The JSON then also carries "hip" (the HIP
+version), "collectives": "rccl" and "gcn_arch" (e.g. gfx906:sramecc+:xnack-); "nccl" is RCCL's
+version. ROCm's `_weight_int4pack_mm` runs only on CDNA2 and later (gfx90a, gfx942, gfx950), so on
+an MI50 (gfx906) the GEMV chain is the FP16 `F.linear` fallback, and rank 0 says so on stderr.
+
 Timing: per sample, all ranks meet at a barrier, each replays its graph between two events on its
 own stream, and one call's time is the slowest rank's window / CALLS (max over ranks, as in
 `wavefuse mgpu-bench`). p10/p50/p90 over SAMPLES samples. Values are not checked (the in-place
@@ -111,6 +117,21 @@ def rms_norm(h, w):
     return (hf * torch.rsqrt(hf.pow(2).mean(-1, keepdim=True) + EPS)).to(h.dtype) * w
 
 
+def collectives_version():
+    """NCCL's version (RCCL's on ROCm), or why it is unknown."""
+    try:
+        return ".".join(map(str, torch.cuda.nccl.version()))
+    except Exception as e:  # noqa: BLE001 - a missing version must not stop the benchmark
+        return f"unknown ({type(e).__name__})"
+
+
+def rocm_fields(props):
+    """The fields a ROCm run adds to the JSON (none on CUDA, whose output stays as it was)."""
+    if not getattr(torch.version, "hip", None):
+        return {}
+    return {"hip": torch.version.hip, "collectives": "rccl", "gcn_arch": getattr(props, "gcnArchName", None)}
+
+
 def int4_weights(k, n, copies):
     """`copies` INT4-packed [n, k] weights and their scales/zeros, or None when this PyTorch or
     GPU has no `_weight_int4pack_mm`."""
@@ -158,7 +179,8 @@ def main():
         "device": props.name,
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
-        "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+        **rocm_fields(props),
+        "nccl": collectives_version(),
         "host": socket.gethostname(),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "calls_per_graph": a.calls,
@@ -218,6 +240,9 @@ def main():
             row("gemv_allreduce_residual_rmsnorm", chain, gemv="int4 (_weight_int4pack_mm, group 128, bf16)",
                 k=k, n=HIDDEN, weight_copies=len(ws))
         else:
+            if rank == 0:
+                print(f"[tp {world}] INT4 GEMV unavailable ({why}): the GEMV chain uses an FP16 F.linear GEMV",
+                      file=sys.stderr, flush=True)
             per_copy = k * HIDDEN * 2
             copies = max(1, min(32, -(-4 * l2 // per_copy)))
             wf = [torch.randn(HIDDEN, k, dtype=torch.float16, device="cuda") * 0.02 for _ in range(copies)]

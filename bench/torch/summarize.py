@@ -48,7 +48,8 @@ def main():
 
     print(f"## wavefuse vs NCCL, one rank per GPU ({wf['devices']}, commit {wf['commit']}, {wf['date']})\n")
     for tp, d in sorted(nccl.items()):
-        print(f"- NCCL side TP {tp}: torch {d['torch']}, CUDA {d['cuda']}, NCCL {d['nccl']}, {d['date']}")
+        runtime = f"HIP {d['hip']}, RCCL" if d.get("hip") else f"CUDA {d['cuda']}, NCCL"  # ROCm: RCCL
+        print(f"- NCCL side TP {tp}: torch {d['torch']}, {runtime} {d['nccl']}, {d['date']}")
     print("\nCUDA-graph p50 per call (µs), max over ranks.\n")
     print("| tp | what | wavefuse | NCCL (graph) | NCCL (eager) | NCCL / wavefuse | target |")
     print("|---:|---|---:|---:|---:|---:|---|")
