@@ -177,11 +177,11 @@ fn handle_interrupts() {
         if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
             return;
         }
-        wavefuse_codegen::cpp::child::interrupt_all();
+        wavefuse_runtime::compile::child::interrupt_all();
         // Compilers stop within ~50 ms; a cooperating loop (`sim`) after its current step.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while (wavefuse_codegen::cpp::child::live_children() > 0
-            || wavefuse_codegen::cpp::child::cooperating() > 0)
+        while (wavefuse_runtime::compile::child::live_children() > 0
+            || wavefuse_runtime::compile::child::cooperating() > 0)
             && std::time::Instant::now() < deadline
         {
             std::thread::sleep(std::time::Duration::from_millis(10));
@@ -233,7 +233,7 @@ pub fn run(registry: &Registry, args: Vec<std::ffi::OsString>) -> ExitCode {
         }
     };
     let code = dispatch(Cli::parse_from(args.args()));
-    if wavefuse_codegen::cpp::child::interrupted() {
+    if wavefuse_runtime::compile::child::interrupted() {
         // The command returned because its compilers were stopped: the signal thread says so
         // and exits 130; this only guards against it being slower than us.
         std::thread::sleep(std::time::Duration::from_secs(5));

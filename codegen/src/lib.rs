@@ -19,6 +19,7 @@ pub mod llvm;
 pub mod lower;
 pub mod lowered;
 pub mod model;
+pub mod resources;
 pub mod sim;
 pub mod target;
 

@@ -5,12 +5,14 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use wavefuse_codegen::cpp::child::Bounds;
 
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::cpp::budget::{Budgets, Verdict};
-use wavefuse_codegen::cpp::toolchain::{self, Compiled, Resources, Tool, ToolError};
 use wavefuse_codegen::cpp::{self};
+use wavefuse_codegen::resources::ResourceUsage;
+use wavefuse_runtime::compile::{
+    Artifact, Bounds, CompileError, CompileRequest, Compiler, Hipcc, Nvcc, disassemble,
+};
 
 use wavefuse_codegen::model::{HotLoop, Modelled, inputs_for, model};
 
@@ -98,6 +100,46 @@ pub fn generate_with(
     generate_at(id, arch, (tp, batch, ShapeKind::Model), policy, placement)
 }
 
+/// A generated source compiled by [`check_compiler`]: the artifact (image, flags, the compiler's
+/// log) and the kernel's resource report.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    /// What the compiler produced.
+    pub artifact: Artifact,
+    /// The kernel's resource report (from `artifact`).
+    pub usage: ResourceUsage,
+}
+
+/// The compiler `check` (and the ISA tests) use for `arch`, every run within `bounds`: hipcc for
+/// gfx906 and nvcc for sm_90 — the runtime's drivers, with the resource reports of the toolchains
+/// a user installs (`ab` compiles sm_90 with NVRTC, whose ptxas reports the same).
+pub fn check_compiler(arch: Arch, bounds: &Bounds) -> Box<dyn Compiler> {
+    match arch {
+        Arch::Gfx906 => Box::new(Hipcc::from_env().with_bounds(bounds.clone())),
+        Arch::Sm90 => Box::new(Nvcc::from_env().with_bounds(bounds.clone())),
+    }
+}
+
+/// Compile `src` with `compiler`: the artifact and the resource report of `src`'s kernel.
+pub fn compile_source(
+    compiler: &dyn Compiler,
+    src: &cpp::Source,
+) -> Result<Compiled, CompileError> {
+    let artifact = compiler.compile(&CompileRequest::new(
+        &src.symbol,
+        src.text.clone(),
+        src.arch,
+    ))?;
+    let usage = artifact
+        .usage_of(&src.symbol)
+        .cloned()
+        .ok_or_else(|| CompileError::Tool {
+            compiler: compiler.id(),
+            detail: format!("no resource report for kernel `{}`", src.symbol),
+        })?;
+    Ok(Compiled { artifact, usage })
+}
+
 /// One row of `wavefuse check`.
 #[derive(Debug)]
 pub struct CheckRow {
@@ -148,7 +190,7 @@ pub fn check(
     tps: &[u32],
     budgets: &Budgets,
     jobs: usize,
-) -> Result<Vec<CheckRow>, ToolError> {
+) -> Result<Vec<CheckRow>, CompileError> {
     check_within(
         arch,
         tps,
@@ -168,43 +210,10 @@ pub fn check_within(
     budgets: &Budgets,
     jobs: usize,
     bounds: &Bounds,
-) -> Result<Vec<CheckRow>, ToolError> {
-    // Removed on every return (and unwinding panic).
-    let dir = toolchain::scratch_dir(&format!("check-{arch}"))?;
-    check_in_within(arch, tps, shape, budgets, jobs, dir.path(), bounds)
-}
-
-/// As [`check`], compiling into `dir` (one subdirectory per kernel and TP), which is kept so the
-/// code objects ([`Compiled::object`]) can be inspected.
-pub fn check_in(
-    arch: Arch,
-    tps: &[u32],
-    budgets: &Budgets,
-    jobs: usize,
-    dir: &Path,
-) -> Result<Vec<CheckRow>, ToolError> {
-    check_in_within(
-        arch,
-        tps,
-        ShapeKind::Model,
-        budgets,
-        jobs,
-        dir,
-        &Bounds::default(),
-    )
-}
-
-/// [`check_in`] with every compiler run within `bounds`.
-pub fn check_in_within(
-    arch: Arch,
-    tps: &[u32],
-    shape: ShapeKind,
-    budgets: &Budgets,
-    jobs: usize,
-    dir: &Path,
-    bounds: &Bounds,
-) -> Result<Vec<CheckRow>, ToolError> {
-    toolchain::find(Tool::compiler(arch))?;
+) -> Result<Vec<CheckRow>, CompileError> {
+    let compiler = check_compiler(arch, bounds);
+    compiler.version()?;
+    let compiler = &*compiler;
     let work: Vec<(KernelId, u32)> = KernelId::ALL
         .iter()
         .flat_map(|&id| tps.iter().map(move |&tp| (id, tp)))
@@ -217,14 +226,7 @@ pub fn check_in_within(
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(&(id, tp)) = work.get(i) else { break };
-                    let outcome = check_one(
-                        id,
-                        arch,
-                        (tp, shape),
-                        budgets,
-                        &dir.join(format!("{}_tp{tp}", id.name())),
-                        bounds,
-                    );
+                    let outcome = check_one(id, arch, (tp, shape), budgets, compiler);
                     rows.lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .push((i, CheckRow { id, tp, outcome }));
@@ -242,8 +244,7 @@ fn check_one(
     arch: Arch,
     (tp, shape): (u32, ShapeKind),
     budgets: &Budgets,
-    dir: &Path,
-    bounds: &Bounds,
+    compiler: &dyn Compiler,
 ) -> Outcome {
     let generated = match generate_at(
         id,
@@ -256,17 +257,18 @@ fn check_one(
         Err(e) if e.is_unsupported() => return Outcome::Unsupported(e.to_string()),
         Err(e) => return Outcome::Failed(e.to_string()),
     };
-    match toolchain::compile_within(
-        &generated.source,
-        generated.lowered.workgroup_size,
-        dir,
-        bounds,
-    ) {
+    match compile_source(compiler, &generated.source) {
         Ok(compiled) => {
-            if let Err(e) = coresident_as_compiled(&generated.lowered, &compiled.resources, 1) {
+            if let Err(e) = coresident_as_compiled(&generated.lowered, &compiled.usage, 1) {
                 return Outcome::Failed(e.to_string());
             }
-            let verdict = budgets.check(arch, id.name(), tp, &compiled.resources);
+            let verdict = budgets.check(
+                arch,
+                id.name(),
+                tp,
+                &compiled.usage,
+                generated.lowered.workgroup_size,
+            );
             let modelled = modelled_mi50(&generated, &compiled);
             Outcome::Compiled {
                 generated: Box::new(generated),
@@ -280,18 +282,18 @@ fn check_one(
 }
 
 /// Whether `ranks_per_device` grids of `k` fit on one device at the occupancy the real compiler
-/// reported (`resources`): a grid barrier's co-residency decided at compile time (DESIGN.md
+/// reported (`usage`): a grid barrier's co-residency decided at compile time (DESIGN.md
 /// §5.9), before any launch.
 pub fn coresident_as_compiled(
     k: &wavefuse_codegen::lowered::LoweredKernel,
-    resources: &Resources,
+    usage: &ResourceUsage,
     ranks_per_device: u32,
 ) -> Result<(), wavefuse_codegen::lowered::NotCoResident> {
     k.coresident(
         ranks_per_device,
         wavefuse_codegen::lowered::Occupancy::Compiled {
-            waves_per_simd: resources.occupancy,
-            registers: resources.vgprs,
+            waves_per_simd: usage.occupancy(k.workgroup_size),
+            registers: usage.registers(),
         },
     )
 }
@@ -303,10 +305,13 @@ pub fn modelled_mi50(g: &Generated, compiled: &Compiled) -> Option<Modelled> {
     if g.lowered.arch != Arch::Gfx906 {
         return None;
     }
-    let disasm = toolchain::disassemble(&compiled.object, Arch::Gfx906).ok()?;
-    let hot = HotLoop::from_disassembly(&disasm)?;
-    let inputs = inputs_for(&g.lowered, &hot, g.spec.batch, compiled.resources.occupancy)?;
-    Some(model(&inputs))
+    let occupancy = compiled.usage.occupancy(g.lowered.workgroup_size);
+    modelled_mi50_image(
+        &g.lowered,
+        &compiled.artifact.image,
+        g.spec.batch,
+        occupancy,
+    )
 }
 
 /// [`modelled_mi50`] of a compiled gfx906 code object `image` (an ELF, as the runtime's hipcc and
@@ -322,10 +327,7 @@ pub fn modelled_mi50_image(
     if k.arch != Arch::Gfx906 {
         return None;
     }
-    let dir = tempfile::tempdir().ok()?;
-    let path = dir.path().join(format!("{}.co", k.name));
-    std::fs::write(&path, image).ok()?;
-    let disasm = toolchain::disassemble(&path, Arch::Gfx906).ok()?;
+    let disasm = disassemble(image, Arch::Gfx906, &Bounds::default()).ok()?;
     let hot = HotLoop::from_disassembly(&disasm)?;
     Some(model(&inputs_for(k, &hot, batch, occupancy)?))
 }
@@ -346,17 +348,16 @@ pub fn table(arch: Arch, rows: &[CheckRow]) -> String {
         let name = r.id.name();
         let line = match &r.outcome {
             Outcome::Compiled {
-                compiled, verdict, ..
+                generated,
+                compiled,
+                verdict,
+                ..
             } => {
-                let Resources {
-                    vgprs,
-                    sgprs,
-                    spills,
-                    scratch_bytes,
-                    lds_bytes,
-                    occupancy,
-                } = &compiled.resources;
-                let sgprs = sgprs.map_or("-".to_owned(), |s| s.to_string());
+                let u = &compiled.usage;
+                let (vgprs, spills, scratch_bytes, lds_bytes) =
+                    (u.registers(), u.spilled(), u.scratch_bytes(), u.lds_bytes());
+                let occupancy = u.occupancy(generated.lowered.workgroup_size);
+                let sgprs = u.sgprs().map_or("-".to_owned(), |s| s.to_string());
                 format!(
                     "{name:<28} {:>3} {vgprs:>6} {sgprs:>6} {spills:>7} {scratch_bytes:>8} {lds_bytes:>7} {occupancy:>11}  {}",
                     r.tp,
@@ -569,22 +570,16 @@ pub fn check_file_cmd(
             return ExitCode::FAILURE;
         }
     };
-    let dir = match toolchain::scratch_dir(&format!("check-file-{arch}")) {
-        Ok(d) => d,
+    let compiler = check_compiler(arch, bounds);
+    let compiled = match compile_source(&*compiler, &g.source) {
+        Ok(c) => c,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}: {e}", path.display());
             return ExitCode::FAILURE;
         }
     };
-    let compiled =
-        match toolchain::compile_within(&g.source, g.lowered.workgroup_size, dir.path(), bounds) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("error: {}: {e}", path.display());
-                return ExitCode::FAILURE;
-            }
-        };
-    let r = &compiled.resources;
+    let r = &compiled.usage;
+    let occupancy = r.occupancy(g.lowered.workgroup_size);
     let regs = if arch == Arch::Sm90 {
         "registers"
     } else {
@@ -597,15 +592,15 @@ pub fn check_file_cmd(
          grid {} x {} lanes, {} {regs}, {} SGPRs, {} spills, {} bytes scratch, {} bytes LDS, \
          occupancy {} waves per {}",
         kernel.name(),
-        Tool::compiler(arch).name(),
+        compiler.id(),
         g.lowered.grid,
         g.lowered.workgroup_size,
-        r.vgprs,
-        r.sgprs.map_or("-".to_owned(), |s| s.to_string()),
-        r.spills,
-        r.scratch_bytes,
-        r.lds_bytes,
-        r.occupancy,
+        r.registers(),
+        r.sgprs().map_or("-".to_owned(), |s| s.to_string()),
+        r.spilled(),
+        r.scratch_bytes(),
+        r.lds_bytes(),
+        occupancy,
         if arch == Arch::Sm90 {
             "SM sub-partition"
         } else {
@@ -613,7 +608,7 @@ pub fn check_file_cmd(
         },
     );
     let mut failed = false;
-    if r.spills > 0 || r.scratch_bytes > 0 {
+    if r.spills() {
         eprintln!("error: the kernel spills or uses scratch memory (a budget violation)");
         failed = true;
     }
@@ -631,12 +626,13 @@ pub fn check_file_cmd(
             failed = true;
         }
     }
-    if arch == Arch::Gfx906
-        && let Ok(disasm) = toolchain::disassemble(&compiled.object, Arch::Gfx906)
-        && let Some(hot) = HotLoop::from_disassembly(&disasm)
-        && let Some(inputs) = inputs_for(&g.lowered, &hot, kernel_batch(&kernel), r.occupancy)
-    {
-        println!("{} (not measured: no AMD GPU ran it)", model(&inputs));
+    if let Some(m) = modelled_mi50_image(
+        &g.lowered,
+        &compiled.artifact.image,
+        kernel_batch(&kernel),
+        occupancy,
+    ) {
+        println!("{m} (not measured: no AMD GPU ran it)");
     }
     if failed {
         ExitCode::FAILURE
@@ -686,7 +682,7 @@ pub fn check_cmd(
     };
     println!(
         "wavefuse check: the kernel set{at} for {arch}, compiled with {}; budget kernels-gen/budgets.toml\n",
-        Tool::compiler(arch).name()
+        check_compiler(arch, bounds).id()
     );
     print!("{}", table(arch, &rows));
     let modelled: Vec<String> = rows

@@ -321,7 +321,7 @@ pub fn sweep(
     let mut out = Sweep::default();
     let mut cases: Vec<Option<Case>> = vec![None; DATA_SETS as usize];
     for i in first..first + schedules {
-        if wavefuse_codegen::cpp::child::interrupted() {
+        if wavefuse_runtime::compile::child::interrupted() {
             out.interrupted = true;
             break;
         }
@@ -479,7 +479,7 @@ fn report_sweep(p: &Prepared, id: &str, c: &Config, schedules: u64, seed: u64) -
             let _ = std::io::stderr().flush();
         }
     };
-    let guard = wavefuse_codegen::cpp::child::cooperate();
+    let guard = wavefuse_runtime::compile::child::cooperate();
     let result = sweep(p, seed, 0, schedules, progress);
     if tty {
         eprintln!();

@@ -22,7 +22,6 @@ mod support;
 
 use support::rewrite;
 
-use wavefuse_codegen::cpp::toolchain::{self, Tool};
 use wavefuse_codegen::ir::{Kernel, Ordering, parse};
 use wavefuse_codegen::lower::{LowerError, Schedule, lower, lower_structured};
 use wavefuse_codegen::lowered::expand::expand_sync;
@@ -30,6 +29,7 @@ use wavefuse_codegen::lowered::validate::validate;
 use wavefuse_codegen::lowered::{Expr, Occupancy, Special, Stmt};
 use wavefuse_codegen::sim::{FindingKind, PeerTable};
 use wavefuse_codegen::{Arch, compile};
+use wavefuse_harness::generate::{check_compiler, compile_source};
 use wavefuse_harness::policy::fit_coresident;
 use wavefuse_harness::sim::{Prepared, Sweep, shrink, small_schedule, summary, sweep};
 
@@ -315,17 +315,19 @@ fn stage_barrier_needs_a_coresident_grid() {
     }
 }
 
-fn tool(t: Tool) -> bool {
-    wavefuse_test_support::found(t.name(), toolchain::find(t))
+/// Whether `check`'s compiler for `arch` is installed (else "skipped: …", a failure under CI).
+fn compiler_found(arch: Arch) -> bool {
+    let c = check_compiler(arch, &Default::default());
+    wavefuse_test_support::found(c.id().name(), c.version())
 }
 
 /// Both fixtures at the model's shapes compile for `arch` with the default schedule, without
 /// spills or a stack frame; prints the resources.
 fn compiles(arch: Arch) {
-    if !tool(Tool::compiler(arch)) {
+    if !compiler_found(arch) {
         return;
     }
-    let scratch = toolchain::scratch_dir("stages").expect("temp dir");
+    let compiler = check_compiler(arch, &Default::default());
     for name in ["gate_up_down", "ffn_block", "o_proj_qkv", "decoder_layer"] {
         let ir = full(name);
         // The schedule policy's default with its co-residency fit (one rank per device).
@@ -344,13 +346,9 @@ fn compiles(arch: Arch) {
         }
         let (_, s) = fit.unwrap_or_else(|e| panic!("{name}@{arch}: {e}"));
         let g = compile(&ir, arch, &s).unwrap_or_else(|e| panic!("{name}@{arch}: {e}"));
-        let r = toolchain::compile(
-            &g.source,
-            g.lowered.workgroup_size,
-            &scratch.path().join(name),
-        )
-        .unwrap_or_else(|e| panic!("{name}@{arch}: {e}"))
-        .resources;
+        let r = compile_source(&*compiler, &g.source)
+            .unwrap_or_else(|e| panic!("{name}@{arch}: {e}"))
+            .usage;
         eprintln!(
             "{name}@{arch}: grid {} x {} lanes, LDS {} B, {r:?}, schedule {}",
             g.lowered.grid,
@@ -358,15 +356,15 @@ fn compiles(arch: Arch) {
             g.lowered.lds_bytes(),
             serde_json::to_string(&s).unwrap_or_default()
         );
-        assert_eq!(r.spills, 0, "{name}@{arch}: spills");
-        assert_eq!(r.scratch_bytes, 0, "{name}@{arch}: stack frame");
+        assert_eq!(r.spilled(), 0, "{name}@{arch}: spills");
+        assert_eq!(r.scratch_bytes(), 0, "{name}@{arch}: stack frame");
         assert!(
-            r.lds_bytes as usize >= g.lowered.lds_bytes(),
+            r.lds_bytes() as usize >= g.lowered.lds_bytes(),
             "{name}@{arch}: {r:?}"
         );
         let compiled = Occupancy::Compiled {
-            waves_per_simd: r.occupancy,
-            registers: r.vgprs,
+            waves_per_simd: r.occupancy(g.lowered.workgroup_size),
+            registers: r.registers(),
         };
         let fits = g.lowered.coresident(1, compiled);
         eprintln!("{name}@{arch}: co-resident at the compiled occupancy: {fits:?}");

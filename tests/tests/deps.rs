@@ -140,26 +140,15 @@ const LIBRARY_SOURCES: [&str; 7] = [
 /// CLI edge into values (DESIGN.md §4); these are the places that still read the environment or
 /// keep process state, each for a reason:
 /// - the compiler driver finds its compilers and their settings (`WAVEFUSE_NVCC`, `_HIPCC`,
-///   `_NVRTC_LIB`, `_CUDA_INCLUDE`, `_NVCC_FLAGS`, `PATH`): a library user calling the runtime
+///   `_LLVM_OBJDUMP`, `_NVRTC_LIB`, `_CUDA_INCLUDE`, `_NVCC_FLAGS`, `PATH`): a library user calling the runtime
 ///   directly gets the same lookup as the `wavefuse` command;
 /// - the compile cache's default directory (`WAVEFUSE_CACHE_DIR`, `HOME`) for `Cache::from_env`
 ///   (`Cache::at` takes a path);
-/// - `codegen/src/cpp/toolchain.rs` is the resource-report driver of `check` and the tests (its
-///   lookups mirror the runtime's);
 /// - the dynamically loaded HIP / HIPRTC / NVRTC libraries are loaded once per process
 ///   (`OnceLock`), and the cache's and the atomic writers' temporary names count up (`AtomicU64`);
-/// - compiler subprocesses (`codegen/src/cpp/child.rs`): a signal is process-wide, so the
+/// - compiler subprocesses (`runtime/src/compile/child.rs`): a signal is process-wide, so the
 ///   interrupt flag and the counts of live children and cooperating loops are too.
 const ALLOWED: &[(&str, &str)] = &[
-    (
-        "codegen/src/cpp/toolchain.rs",
-        "std::env::var_os(tool.env())",
-    ),
-    ("codegen/src/cpp/toolchain.rs", "std::env::var_os(\"PATH\")"),
-    (
-        "codegen/src/cpp/toolchain.rs",
-        "std::env::var(\"WAVEFUSE_NVCC_FLAGS\")",
-    ),
     ("runtime/src/exec/artifacts.rs", "std::env::var_os(v)"),
     (
         "runtime/src/exec/artifacts.rs",
@@ -192,10 +181,13 @@ const ALLOWED: &[(&str, &str)] = &[
         "std::env::var(\"WAVEFUSE_NVCC_FLAGS\")",
     ),
     ("runtime/src/compile/hiprtc.rs", "static API: OnceLock"),
-    ("codegen/src/cpp/child.rs", "static INTERRUPTED: AtomicBool"),
-    ("codegen/src/cpp/child.rs", "static LIVE: AtomicUsize"),
     (
-        "codegen/src/cpp/child.rs",
+        "runtime/src/compile/child.rs",
+        "static INTERRUPTED: AtomicBool",
+    ),
+    ("runtime/src/compile/child.rs", "static LIVE: AtomicUsize"),
+    (
+        "runtime/src/compile/child.rs",
         "static COOPERATING: AtomicUsize",
     ),
     ("harness/src/outputs.rs", "static N: AtomicU64"),
@@ -313,5 +305,49 @@ fn library_crates_read_no_environment_and_keep_no_mutable_statics() {
     assert!(
         stale.is_empty(),
         "documented exceptions that no longer exist: {stale:?}"
+    );
+}
+
+/// Library files that start processes outside the runtime's compiler driver
+/// (`runtime/src/compile/`), each for a reason: `llvm-diff`'s report header asks git for the
+/// commit.
+const PROCESS_ALLOWED: &[&str] = &["harness/src/llvm_diff.rs"];
+
+/// One compiler driver, in the runtime (issue 16): every compiler, `--version` probe and
+/// disassembler run of the library crates goes through `runtime/src/compile/` (its bounds,
+/// process groups and interrupt handling), so no other library file builds a `Command`.
+#[test]
+fn only_the_runtimes_compiler_driver_starts_processes() {
+    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let mut starts = Vec::new();
+    for dir in LIBRARY_SOURCES {
+        let mut files = Vec::new();
+        rust_files(&root.join(dir), &mut files);
+        for f in files {
+            let rel = f
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            let text = std::fs::read_to_string(&f).expect("readable source");
+            let code = text.lines().filter(|l| !l.trim_start().starts_with("//"));
+            if code.into_iter().any(|l| l.contains("Command::new(")) {
+                starts.push(rel);
+            }
+        }
+    }
+    assert!(
+        starts.iter().any(|f| f.starts_with("runtime/src/compile/")),
+        "the scan found no process start in the driver itself: {starts:?}"
+    );
+    let elsewhere: Vec<_> = starts
+        .iter()
+        .filter(|f| {
+            !f.starts_with("runtime/src/compile/") && !PROCESS_ALLOWED.contains(&f.as_str())
+        })
+        .collect();
+    assert!(
+        elsewhere.is_empty(),
+        "library code starting processes outside runtime/src/compile/: {elsewhere:?}"
     );
 }

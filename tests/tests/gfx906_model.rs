@@ -15,12 +15,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::cpp::{self, toolchain, toolchain::Tool};
+use wavefuse_codegen::cpp;
 use wavefuse_codegen::lower::{Schedule, lower};
 use wavefuse_codegen::lowered::LoweredKernel;
 use wavefuse_codegen::model::{Bound, HotLoop, ModelInputs, Modelled, inputs_for, model};
 use wavefuse_kernels::shapes::TP_SIZES;
 use wavefuse_kernels::{KernelId, Shapes};
+use wavefuse_runtime::compile::{
+    Artifact, Bounds, CompileRequest, Compiler, Hipcc, disassemble, objdump,
+};
 
 const ARCH: Arch = Arch::Gfx906;
 
@@ -35,12 +38,8 @@ const INT4: [KernelId; 4] = [
 ];
 
 fn tools() -> bool {
-    for t in [Tool::Hipcc, Tool::LlvmObjdump] {
-        if !wavefuse_test_support::found(t.name(), toolchain::find(t)) {
-            return false;
-        }
-    }
-    true
+    wavefuse_test_support::found("hipcc", Hipcc::from_env().version())
+        && wavefuse_test_support::found("llvm-objdump", objdump())
 }
 
 /// A compiled kernel's hot loop and hipcc's resources.
@@ -50,51 +49,41 @@ struct Counted {
     occupancy: u32,
 }
 
-fn count_object(object: &Path, log: &str) -> Counted {
-    let r = toolchain::parse_hipcc_report(log).expect("hipcc resource report");
-    assert_eq!(r.spills, 0, "spills");
-    let text = toolchain::disassemble(object, ARCH).expect("objdump");
+/// The one kernel of a compiled source: its hot loop and hipcc's report.
+fn count(a: &Artifact) -> Counted {
+    assert_eq!(a.usage.len(), 1, "one kernel per source");
+    let r = a.usage.values().next().expect("a resource report");
+    assert_eq!(r.spilled(), 0, "spills");
+    let text = disassemble(&a.image, ARCH, &Bounds::default()).expect("objdump");
     Counted {
         hot: HotLoop::from_disassembly(&text).expect("a loop"),
-        vgprs: r.vgprs,
-        occupancy: r.occupancy,
+        vgprs: r.registers(),
+        // AMD: the compiler's own figure (the block size is not used).
+        occupancy: r.occupancy(0),
     }
 }
 
-fn generated(id: KernelId, tp: u32, overrides: &str, dir: &Path) -> (LoweredKernel, Counted) {
+fn generated(id: KernelId, tp: u32, overrides: &str) -> (LoweredKernel, Counted) {
     let k = id.build(&Shapes::qwen27b(tp));
     let s = Schedule::default_for(ARCH, &k)
         .with_overrides(overrides)
         .expect("overrides parse");
     let lowered = lower(&k, ARCH, &s).unwrap_or_else(|e| panic!("{id}@tp{tp}: {e}"));
     let src = cpp::emit(&lowered).expect("writes");
-    let c = toolchain::compile(&src, lowered.workgroup_size, dir).expect("hipcc");
-    let counted = count_object(&c.object, &c.log);
-    (lowered, counted)
+    let c = wavefuse_harness::generate::compile_source(&Hipcc::from_env(), &src)
+        .unwrap_or_else(|e| panic!("{id}@tp{tp}: {e}"));
+    (lowered, count(&c.artifact))
 }
 
-/// hipcc on a HIP file with defines, the flags of `toolchain::compile`.
-fn hipcc(file: &Path, defines: &[String], dir: &Path) -> Counted {
-    std::fs::create_dir_all(dir).expect("dir");
-    let object = dir.join("k.co");
-    let out = Command::new(toolchain::find(Tool::Hipcc).expect("hipcc"))
-        .env("HIP_PLATFORM", "amd")
-        .arg(format!("--offload-arch={}", ARCH.name()))
-        .args([
-            "--genco",
-            "--no-gpu-bundle-output",
-            "-O3",
-            "-Rpass-analysis=kernel-resource-usage",
-        ])
-        .args(defines.iter().map(|d| format!("-D{d}")))
-        .arg("-o")
-        .arg(&object)
-        .arg(file)
-        .output()
-        .expect("hipcc runs");
-    let log = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "hipcc {}: {log}", file.display());
-    count_object(&object, &log)
+/// A HIP source compiled by the runtime's hipcc (the flags `wavefuse check` uses) with `defines`.
+fn hipcc(name: &str, source: String, defines: &[String]) -> Counted {
+    let mut req = CompileRequest::new(name, source, ARCH);
+    req.extra_flags = defines.iter().map(|d| format!("-D{d}")).collect();
+    count(
+        &Hipcc::from_env()
+            .compile(&req)
+            .unwrap_or_else(|e| panic!("hipcc {name}: {e}")),
+    )
 }
 
 fn reference_dir() -> PathBuf {
@@ -103,7 +92,7 @@ fn reference_dir() -> PathBuf {
 
 /// The hand-written reference of `id` at `tp`: compiled with its ABI file's defines; its grid
 /// and workgroup size from that file.
-fn reference(id: KernelId, tp: u32, dir: &Path) -> (Counted, u32, u32) {
+fn reference(id: KernelId, tp: u32) -> (Counted, u32, u32) {
     let abi_file = reference_dir().join(format!("{}.abi.toml", id.name()));
     let template = std::fs::read_to_string(&abi_file).expect("ABI file");
     // The parametric description at the generated kernel's shapes (batch 1).
@@ -123,7 +112,11 @@ fn reference(id: KernelId, tp: u32, dir: &Path) -> (Counted, u32, u32) {
     let int = |key: &str| abi[key].as_integer().expect("an integer") as u32;
     let source = reference_dir().join(abi["source"].as_str().expect("source"));
     (
-        hipcc(&source, &defines, dir),
+        hipcc(
+            id.name(),
+            std::fs::read_to_string(&source).expect("reference source"),
+            &defines,
+        ),
         int("grid"),
         int("workgroup_size"),
     )
@@ -139,9 +132,6 @@ fn model_of_a_kernel_with_a_fixed_hot_loop_gfx906() {
     if !tools() {
         return;
     }
-    let scratch = toolchain::scratch_dir("model-fixed").expect("temp dir");
-    let dir = scratch.path();
-    let file = dir.join("fixed.hip");
     let mut body = String::new();
     for _ in 0..8 {
         body.push_str("        asm volatile(\"v_and_or_b32 %0, %0, %1, %2\" : \"+v\"(w) : \"s\"(m), \"v\"(b));\n");
@@ -156,8 +146,7 @@ fn model_of_a_kernel_with_a_fixed_hot_loop_gfx906() {
          \x20   for (unsigned i = 0; i < n; ++i) {{\n{body}    }}\n\
          \x20   out[threadIdx.x] = acc;\n}}\n"
     );
-    std::fs::write(&file, src).expect("write");
-    let c = hipcc(&file, &[], &dir);
+    let c = hipcc("fixed", src, &[]);
     assert_eq!(
         (c.hot.valu, c.hot.dot2),
         (16, 8),
@@ -185,7 +174,6 @@ fn model_of_a_kernel_with_a_fixed_hot_loop_gfx906() {
     assert_eq!(m.bound, Bound::Memory);
     assert!(m.few_loads_in_flight, "no loads in the loop");
     println!("fixed loop: {m}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The model's inputs for the generated `gemv_int4` at 5120 → 17408 (TP 1, batch 1, the
@@ -197,11 +185,9 @@ fn model_inputs_of_the_generated_gemv_int4_at_5120_to_17408_gfx906() {
     if !tools() {
         return;
     }
-    let scratch = toolchain::scratch_dir("model-gemv").expect("temp dir");
-    let dir = scratch.path();
     let (k, n, g) = (5120usize, 17408usize, 128usize);
     let bytes = (k / 8 * n * 4 + k / g * n * 2 + k / g * n / 8 * 4 + k * 2 + n * 2) as f64;
-    let (lowered, c) = generated(KernelId::GemvInt4, 1, "", &dir.join("new"));
+    let (lowered, c) = generated(KernelId::GemvInt4, 1, "");
     let i = inputs_for(&lowered, &c.hot, 1, c.occupancy).expect("inputs");
     assert_eq!(i.weights, (k * n) as f64);
     assert_eq!(i.bytes, bytes);
@@ -212,13 +198,12 @@ fn model_inputs_of_the_generated_gemv_int4_at_5120_to_17408_gfx906() {
     println!("gemv_int4 5120 -> 17408, dot2 floor path: {m}");
     assert_eq!(m.bound, Bound::Memory);
     assert!(m.us <= 62.0 && !m.few_loads_in_flight, "{m}");
-    let (lowered, c) = generated(KernelId::GemvInt4, 1, FMA_PATH, &dir.join("fma"));
+    let (lowered, c) = generated(KernelId::GemvInt4, 1, FMA_PATH);
     let old = model(&inputs_for(&lowered, &c.hot, 1, c.occupancy).expect("inputs"));
     println!("gemv_int4 5120 -> 17408, FMA path: {old}");
     assert_eq!(old.inputs.valu_per_weight, 8.0);
     assert_eq!(old.bound, Bound::Valu);
     assert!((old.us - 137.7).abs() < 0.5, "{old}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// One row of the table.
@@ -239,15 +224,12 @@ fn model_table_of_the_int4_kernels_gfx906() {
     if !tools() {
         return;
     }
-    let scratch = toolchain::scratch_dir("model-table").expect("temp dir");
-    let dir = scratch.path();
     let mut rows = Vec::new();
     for id in INT4 {
         for tp in TP_SIZES {
-            let sub = dir.join(format!("{}_tp{tp}", id.name()));
-            let (new_k, new_c) = generated(id, tp, "", &sub.join("new"));
-            let (old_k, old_c) = generated(id, tp, FMA_PATH, &sub.join("old"));
-            let (ref_c, grid, wg) = reference(id, tp, &sub.join("ref"));
+            let (new_k, new_c) = generated(id, tp, "");
+            let (old_k, old_c) = generated(id, tp, FMA_PATH);
+            let (ref_c, grid, wg) = reference(id, tp);
             let new = model(&inputs_for(&new_k, &new_c.hot, 1, new_c.occupancy).expect("inputs"));
             let old = model(&inputs_for(&old_k, &old_c.hot, 1, old_c.occupancy).expect("inputs"));
             // The reference moves the generated kernel's data (same data parameters).
@@ -279,7 +261,6 @@ fn model_table_of_the_int4_kernels_gfx906() {
     if let Some(out) = std::env::var_os("WAVEFUSE_MODEL_OUT") {
         write_results(Path::new(&out), &rows);
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn commit() -> String {
@@ -292,14 +273,11 @@ fn commit() -> String {
 }
 
 fn hipcc_version() -> String {
-    Command::new(toolchain::find(Tool::Hipcc).expect("hipcc"))
-        .env("HIP_PLATFORM", "amd")
-        .arg("--version")
-        .output()
+    Hipcc::from_env()
+        .version()
         .ok()
-        .and_then(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
+        .and_then(|v| {
+            v.lines()
                 .find(|l| l.starts_with("HIP version"))
                 .map(str::to_owned)
         })

@@ -8,12 +8,12 @@ use std::collections::BTreeSet;
 
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::abi::{Abi, AbiPurpose};
-use wavefuse_codegen::cpp::toolchain::{self, Tool};
 use wavefuse_codegen::lowered::{AtomicOp, Invariant, Stmt};
 use wavefuse_codegen::model::HotLoop;
 use wavefuse_harness::generate::{self, CheckRow, Generated, Outcome, generate};
 use wavefuse_kernels::KernelId;
 use wavefuse_kernels::shapes::TP_SIZES;
+use wavefuse_runtime::compile::{Bounds, Compiler, Hipcc, disassemble, objdump};
 
 const ARCH: Arch = Arch::Gfx906;
 
@@ -21,8 +21,19 @@ const ARCH: Arch = Arch::Gfx906;
 /// kernel that starts (or stops) lowering is a visible change here.
 const NOT_LOWERED: &[&str] = &[];
 
-fn tool(t: Tool) -> bool {
-    wavefuse_test_support::found(t.name(), toolchain::find(t))
+/// Whether hipcc is installed (else "skipped: …", a failure under CI).
+fn hipcc() -> bool {
+    wavefuse_test_support::found("hipcc", Hipcc::from_env().version())
+}
+
+/// Whether llvm-objdump is installed (else "skipped: …", a failure under CI).
+fn llvm_objdump() -> bool {
+    wavefuse_test_support::found("llvm-objdump", objdump())
+}
+
+/// The disassembly of a gfx906 code object.
+fn disasm(image: &[u8]) -> String {
+    disassemble(image, ARCH, &Bounds::default()).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Every kernel of the set at every TP size, or the names the lowering does not support.
@@ -88,7 +99,7 @@ fn synchronisation_carries_invariant_comments_gfx906() {
 #[test]
 fn abi_matches_the_source_gfx906() {
     let (set, _) = generate_set();
-    let scratch = toolchain::scratch_dir("hip-abi").expect("temp dir");
+    let scratch = tempfile::tempdir().expect("temp dir");
     let dir = scratch.path();
     for g in set.iter().filter(|g| g.spec.tp == 4) {
         let name = g.spec.kernel.name();
@@ -129,7 +140,6 @@ fn abi_matches_the_source_gfx906() {
             assert_eq!(c.workgroups, abi.grid);
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn jobs() -> usize {
@@ -146,13 +156,11 @@ fn jobs() -> usize {
 /// `v_pk_fma_f16` for `q - z`, `v_dot2_f32_f16`). One test, so the set is compiled once.
 #[test]
 fn hipcc_compiles_the_set_within_budget_gfx906() {
-    if !tool(Tool::Hipcc) {
+    if !hipcc() {
         return;
     }
     let budgets = generate::budgets().expect("kernels-gen/budgets.toml parses");
-    let scratch = toolchain::scratch_dir("hip-check").expect("temp dir");
-    let dir = scratch.path();
-    let rows = generate::check_in(ARCH, &TP_SIZES, &budgets, jobs(), &dir).expect("hipcc runs");
+    let rows = generate::check(ARCH, &TP_SIZES, &budgets, jobs()).expect("hipcc runs");
     let table = generate::table(ARCH, &rows);
     println!("{table}");
     for r in &rows {
@@ -179,7 +187,7 @@ fn hipcc_compiles_the_set_within_budget_gfx906() {
             Outcome::Failed(why) => panic!("{}@tp{}: {why}", r.id.name(), r.tp),
         }
     }
-    if tool(Tool::LlvmObjdump) {
+    if llvm_objdump() {
         // `wavefuse check --target gfx906` prints the MI50 model of every INT4 kernel: its inputs
         // come from the same code objects, and stay within the ceilings below.
         let int4 = [
@@ -215,7 +223,6 @@ fn hipcc_compiles_the_set_within_budget_gfx906() {
             .count();
         assert_eq!(checked + NOT_LOWERED.len(), KernelId::ALL.len());
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Every compiled kernel with a `max_valu_per_weight` budget: its hot loop's VALU instructions
@@ -229,7 +236,7 @@ fn valu_ceilings(budgets: &wavefuse_codegen::cpp::budget::Budgets, rows: &[Check
         let Some(ceiling) = budgets.valu_per_weight_ceiling(ARCH, r.id.name(), r.tp) else {
             continue;
         };
-        let text = toolchain::disassemble(&compiled.object, ARCH).unwrap_or_else(|e| panic!("{e}"));
+        let text = disasm(&compiled.artifact.image);
         let hot = HotLoop::from_disassembly(&text).expect("a loop");
         let got = hot.valu_per_weight(1).expect("products in the hot loop");
         println!(
@@ -258,7 +265,7 @@ fn machine_code(r: &CheckRow) -> Option<()> {
         return None;
     };
     let name = r.id.name();
-    let text = toolchain::disassemble(&compiled.object, ARCH).unwrap_or_else(|e| panic!("{e}"));
+    let text = disasm(&compiled.artifact.image);
     let ins = instructions(&text);
     let arrivals = count_arrivals(&generated.lowered.body);
     let adds: Vec<usize> = ins
@@ -371,7 +378,7 @@ fn dot2_gemv_issues_fewer_valu_instructions_per_weight_gfx906() {
     use wavefuse_codegen::cpp;
     use wavefuse_codegen::lower::{Int4Dot, Schedule, lower};
     use wavefuse_kernels::Shapes;
-    if !tool(Tool::Hipcc) || !tool(Tool::LlvmObjdump) {
+    if !hipcc() || !llvm_objdump() {
         return;
     }
     let k = KernelId::GemvInt4.build(&Shapes::qwen27b(4));
@@ -386,8 +393,7 @@ fn dot2_gemv_issues_fewer_valu_instructions_per_weight_gfx906() {
         k_unit_words: unit,
         ..d.clone()
     };
-    let scratch = toolchain::scratch_dir("hip-dot2").expect("temp dir");
-    let dir = scratch.path();
+    let hipcc = Hipcc::from_env();
     let mut per_weight = Vec::new();
     for (what, s) in [
         ("fma", d.clone()),
@@ -396,10 +402,9 @@ fn dot2_gemv_issues_fewer_valu_instructions_per_weight_gfx906() {
     ] {
         let lowered = lower(&k, ARCH, &s).unwrap_or_else(|e| panic!("{what}: {e}"));
         let src = cpp::emit(&lowered).expect("writes");
-        let sub = dir.join(what.replace([' ', ',', '/', '(', ')'], "_"));
-        let c = toolchain::compile(&src, lowered.workgroup_size, &sub).expect("hipcc");
-        assert_eq!(c.resources.scratch_bytes, 0, "{what}: scratch");
-        let text = toolchain::disassemble(&c.object, ARCH).expect("objdump");
+        let c = generate::compile_source(&hipcc, &src).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(c.usage.scratch_bytes(), 0, "{what}: scratch");
+        let text = disasm(&c.artifact.image);
         let lp = hot_loop(&text);
         let n = |op: &str| lp.iter().filter(|m| m.starts_with(op)).count();
         // (the dot2 path's per-unit scaling folds the FP16 scale into one v_fma_mix_f32 per
@@ -414,8 +419,8 @@ fn dot2_gemv_issues_fewer_valu_instructions_per_weight_gfx906() {
         println!(
             "{what}: hot loop {} instructions, {valu} VALU, {weights} weights per lane: {r:.2} VALU per weight; {} VGPRs, occupancy {}",
             lp.len(),
-            c.resources.vgprs,
-            c.resources.occupancy
+            c.usage.registers(),
+            c.usage.occupancy(lowered.workgroup_size)
         );
         per_weight.push(r);
     }
@@ -423,7 +428,6 @@ fn dot2_gemv_issues_fewer_valu_instructions_per_weight_gfx906() {
         per_weight[1] < 0.7 * per_weight[0] && per_weight[2] < 0.7 * per_weight[0],
         "dot2 does not cut the VALU instructions per weight: {per_weight:?}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The gfx906 INT4 FMA path (the default before the floor path), as `field=value` overrides.
@@ -439,11 +443,10 @@ fn int4_floor_path_issues_at_most_two_valu_per_weight_gfx906() {
     use wavefuse_codegen::cpp;
     use wavefuse_codegen::lower::{Int4Dot, Schedule, lower};
     use wavefuse_kernels::Shapes;
-    if !tool(Tool::Hipcc) || !tool(Tool::LlvmObjdump) {
+    if !hipcc() || !llvm_objdump() {
         return;
     }
-    let scratch = toolchain::scratch_dir("hip-floor").expect("temp dir");
-    let dir = scratch.path();
+    let hipcc = Hipcc::from_env();
     let mut gemv = Vec::new();
     for (id, tp) in [
         (KernelId::GemvInt4, 1),
@@ -461,10 +464,9 @@ fn int4_floor_path_issues_at_most_two_valu_per_weight_gfx906() {
         );
         let lowered = lower(&k, ARCH, &s).unwrap_or_else(|e| panic!("{id}: {e}"));
         let src = cpp::emit(&lowered).expect("writes");
-        let sub = dir.join(format!("{}_tp{tp}", id.name()));
-        let c = toolchain::compile(&src, lowered.workgroup_size, &sub).expect("hipcc");
-        assert_eq!(c.resources.scratch_bytes, 0, "{id}: scratch");
-        let text = toolchain::disassemble(&c.object, ARCH).expect("objdump");
+        let c = generate::compile_source(&hipcc, &src).unwrap_or_else(|e| panic!("{id}: {e}"));
+        assert_eq!(c.usage.scratch_bytes(), 0, "{id}: scratch");
+        let text = disasm(&c.artifact.image);
         let hot = HotLoop::from_disassembly(&text).expect("a loop");
         let r = hot
             .valu_per_weight(1)
@@ -475,8 +477,8 @@ fn int4_floor_path_issues_at_most_two_valu_per_weight_gfx906() {
             hot.valu,
             hot.weights(1),
             hot.bytes_in_flight_per_lane,
-            c.resources.vgprs,
-            c.resources.occupancy
+            c.usage.registers(),
+            c.usage.occupancy(lowered.workgroup_size)
         );
         if id == KernelId::GemvInt4 {
             gemv.push((tp, r));
@@ -488,5 +490,4 @@ fn int4_floor_path_issues_at_most_two_valu_per_weight_gfx906() {
             "gemv_int4@tp{tp}: {r:.3} VALU per weight in the hot loop (ceiling 2.0)"
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -8,13 +8,12 @@
 use std::process::Command;
 
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::cpp::toolchain::{self, Tool};
 use wavefuse_codegen::llvm::{self, audit};
 use wavefuse_codegen::lowered::{Block, LoweredKernel, Stmt};
-use wavefuse_harness::generate::{Generated, generate};
+use wavefuse_harness::generate::{self as generate_mod, Generated, generate};
 use wavefuse_kernels::KernelId;
 use wavefuse_runtime::compile::usage::parse_ptxas;
-use wavefuse_runtime::compile::{ResourceUsage, usage::NvidiaUsage};
+use wavefuse_runtime::compile::{Compiler, Hipcc, ResourceUsage, usage::NvidiaUsage};
 
 fn set(arch: Arch, tp: u32) -> Vec<Generated> {
     KernelId::ALL
@@ -143,12 +142,13 @@ fn invalid_weakened_acquire_fails_the_audit_llvm() {
     }
 }
 
-fn tool(t: Tool) -> bool {
-    match toolchain::find(t) {
+/// Whether hipcc is installed (else "skipped: …", a failure under CI).
+fn hipcc_found() -> bool {
+    match Hipcc::from_env().version() {
         Ok(_) => true,
-        Err(e) if in_ci() => panic!("CI must have {}: {e}", t.name()),
+        Err(e) if in_ci() => panic!("CI must have hipcc: {e}"),
         Err(_) => {
-            eprintln!("skipped: {} not found", t.name());
+            eprintln!("skipped: hipcc not found");
             false
         }
     }
@@ -160,9 +160,7 @@ fn tool(t: Tool) -> bool {
 fn llvm_code_objects_gfx906() {
     let mut table =
         String::from("kernel@tp | LLVM sgpr vgpr lds occ ms | hipcc sgpr vgpr lds occ ms\n");
-    let hipcc = tool(Tool::Hipcc);
-    let scratch = toolchain::scratch_dir("llvm-gfx906").expect("temp dir");
-    let dir = scratch.path();
+    let hipcc = hipcc_found().then(Hipcc::from_env);
     for tp in wavefuse_kernels::shapes::TP_SIZES {
         for g in set(Arch::Gfx906, tp) {
             let c = llvm::compile(&g.lowered, true)
@@ -177,7 +175,11 @@ fn llvm_code_objects_gfx906() {
             );
             let r =
                 llvm::parse_amd_asm(c.asm.as_deref().unwrap(), g.lowered.workgroup_size).unwrap();
-            assert!(!r.spills(), "{}@tp{tp}: spills {r:?}", g.spec.kernel);
+            assert!(
+                !ResourceUsage::Amd(r.clone()).spills(),
+                "{}@tp{tp}: spills {r:?}",
+                g.spec.kernel
+            );
             assert_eq!(
                 r.lds_bytes as usize,
                 g.lowered.lds_bytes(),
@@ -193,30 +195,34 @@ fn llvm_code_objects_gfx906() {
                 r.sgprs,
                 r.vgprs,
                 r.lds_bytes,
-                r.occupancy,
+                r.occupancy_waves_per_simd,
                 c.total_ms()
             );
-            if hipcc {
+            if let Some(hipcc) = &hipcc {
                 let t = std::time::Instant::now();
-                let h = toolchain::compile(&g.source, g.lowered.workgroup_size, &dir)
+                let h = generate_mod::compile_source(hipcc, &g.source)
                     .unwrap_or_else(|e| panic!("{e}"));
                 let ms = t.elapsed().as_secs_f64() * 1e3;
-                let hr = &h.resources;
+                let hr = &h.usage;
                 row += &format!(
                     " | {} {} {} {} {ms:.0}",
-                    hr.sgprs.unwrap_or(0),
-                    hr.vgprs,
-                    hr.lds_bytes,
-                    hr.occupancy
+                    hr.sgprs().unwrap_or(0),
+                    hr.registers(),
+                    hr.lds_bytes(),
+                    hr.occupancy(g.lowered.workgroup_size)
                 );
-                assert_eq!(hr.lds_bytes, r.lds_bytes, "{}: LDS differs", g.spec.kernel);
+                assert_eq!(
+                    hr.lds_bytes(),
+                    r.lds_bytes,
+                    "{}: LDS differs",
+                    g.spec.kernel
+                );
             }
             table += &row;
             table.push('\n');
         }
     }
     println!("{table}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The gfx906 dot2 INT4 path (`int4_dot = dot2`) through LLVM: `llvm.amdgcn.fdot2` becomes
@@ -237,7 +243,7 @@ fn llvm_dot2_gemv_gfx906() {
     let dots = asm.matches("v_dot2_f32_f16").count();
     assert!(dots >= 8, "{dots} v_dot2_f32_f16 in the assembly");
     let r = llvm::parse_amd_asm(asm, lowered.workgroup_size).expect("resources");
-    assert!(!r.spills(), "spills: {r:?}");
+    assert!(!ResourceUsage::Amd(r.clone()).spills(), "spills: {r:?}");
     let mut nv = lowered.clone();
     nv.arch = Arch::Sm90;
     assert!(
@@ -251,7 +257,7 @@ fn llvm_dot2_gemv_gfx906() {
 #[test]
 fn llvm_ptx_assembles_with_ptxas_sm90() {
     let Some(ptxas) = ptxas() else { return };
-    let scratch = toolchain::scratch_dir("llvm-ptx").expect("temp dir");
+    let scratch = tempfile::tempdir().expect("temp dir");
     let dir = scratch.path();
     for tp in [1, 4] {
         for g in set(Arch::Sm90, tp) {

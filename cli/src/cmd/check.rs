@@ -5,12 +5,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::cpp::child::Bounds;
 use wavefuse_harness::ab::model_shapes;
 use wavefuse_harness::generate;
 use wavefuse_harness::policy::Placement;
 use wavefuse_harness::run::parse_tp;
 use wavefuse_harness::shapes::TP_SIZES;
+use wavefuse_runtime::compile::child::Bounds;
 
 use crate::{env_policy, ignored_overrides, parse_seconds};
 

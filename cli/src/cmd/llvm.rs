@@ -78,18 +78,11 @@ pub fn run(c: LlvmCommand) -> ExitCode {
 
 /// Resources and compile times: LLVM vs hipcc (gfx906) or LLVM vs nvcc (sm90).
 fn llvm_check(arch: Arch, tp: u32) -> ExitCode {
-    use wavefuse_codegen::cpp::toolchain::{self, Tool};
     use wavefuse_codegen::llvm;
-    let native = toolchain::find(Tool::compiler(arch)).is_ok();
-    let scratch = match toolchain::scratch_dir("llvm-check") {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let dir = scratch.path();
-    let cname = Tool::compiler(arch).name();
+    use wavefuse_runtime::compile::Bounds;
+    let compiler = generate::check_compiler(arch, &Bounds::default());
+    let native = compiler.version().is_ok();
+    let cname = compiler.id();
     println!(
         "{:<28} | {:>5} {:>5} {:>6} {:>4} {:>8} | {cname}: {:>5} {:>5} {:>6} {:>4} {:>8}",
         format!("kernel@{arch}_tp{tp}"),
@@ -129,7 +122,7 @@ fn llvm_check(arch: Arch, tp: u32) -> ExitCode {
                     r.sgprs,
                     r.vgprs,
                     r.lds_bytes,
-                    r.occupancy,
+                    r.occupancy_waves_per_simd,
                     c.total_ms()
                 ),
                 Err(e) => e,
@@ -145,26 +138,25 @@ fn llvm_check(arch: Arch, tp: u32) -> ExitCode {
         };
         let theirs = if native {
             let t = std::time::Instant::now();
-            match toolchain::compile(&g.source, g.lowered.workgroup_size, &dir) {
+            match generate::compile_source(&*compiler, &g.source) {
                 Ok(h) => {
-                    let r = &h.resources;
+                    let r = &h.usage;
                     format!(
                         "{:>5} {:>5} {:>6} {:>4} {:>8.1}",
-                        r.sgprs.map_or("-".into(), |s| s.to_string()),
-                        r.vgprs,
-                        r.lds_bytes,
-                        r.occupancy,
+                        r.sgprs().map_or("-".into(), |s| s.to_string()),
+                        r.registers(),
+                        r.lds_bytes(),
+                        r.occupancy(g.lowered.workgroup_size),
                         t.elapsed().as_secs_f64() * 1e3
                     )
                 }
-                Err(e) => format!("failed: {e}"),
+                Err(e) => format!("failed: {}", e.to_string().lines().next().unwrap_or("")),
             }
         } else {
             format!("skipped: {cname} not found")
         };
         println!("{:<28} | {ours} | {cname}: {theirs}", id.name());
     }
-    drop(scratch);
     if ok {
         ExitCode::SUCCESS
     } else {

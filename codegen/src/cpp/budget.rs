@@ -6,7 +6,7 @@
 
 use serde::Deserialize;
 
-use super::toolchain::Resources;
+use crate::resources::ResourceUsage;
 use crate::target::Arch;
 
 /// A budget file.
@@ -105,9 +105,17 @@ impl Budgets {
             .reduce(f64::min)
     }
 
-    /// The limits `r` breaks for `kernel` at `tp` on `arch` (empty: within budget), and how many
-    /// entries applied.
-    pub fn check(&self, arch: Arch, kernel: &str, tp: u32, r: &Resources) -> Verdict {
+    /// The limits `r` breaks for `kernel` at `tp` on `arch`, launched in workgroups of
+    /// `workgroup_size` lanes (NVIDIA's occupancy depends on it), and how many entries applied.
+    pub fn check(
+        &self,
+        arch: Arch,
+        kernel: &str,
+        tp: u32,
+        r: &ResourceUsage,
+        workgroup_size: u32,
+    ) -> Verdict {
+        let occupancy = r.occupancy(workgroup_size);
         let mut v = Verdict::default();
         for l in &self.budget {
             let applies = l.target.parse::<Arch>().ok() == Some(arch)
@@ -124,15 +132,18 @@ impl Budgets {
                     }
                 }
             };
-            max("VGPRs", Some(r.vgprs), l.max_vgprs);
-            max("SGPRs", r.sgprs, l.max_sgprs);
-            max("spills", Some(r.spills), l.max_spills);
-            max("scratch bytes", Some(r.scratch_bytes), l.max_scratch_bytes);
-            max("LDS bytes", Some(r.lds_bytes), l.max_lds_bytes);
+            max("VGPRs", Some(r.registers()), l.max_vgprs);
+            max("SGPRs", r.sgprs(), l.max_sgprs);
+            max("spills", Some(r.spilled()), l.max_spills);
+            max(
+                "scratch bytes",
+                Some(r.scratch_bytes()),
+                l.max_scratch_bytes,
+            );
+            max("LDS bytes", Some(r.lds_bytes()), l.max_lds_bytes);
             if let Some(min) = l.min_occupancy {
-                if r.occupancy < min {
-                    v.violations
-                        .push(format!("occupancy {} < {min}", r.occupancy));
+                if occupancy < min {
+                    v.violations.push(format!("occupancy {occupancy} < {min}"));
                 }
             }
         }

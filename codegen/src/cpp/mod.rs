@@ -12,11 +12,11 @@
 //! ([`crate::abi::Abi`]): argument order and types, a 1-D grid of `grid` workgroups of exactly
 //! `workgroup_size` lanes, arrays aligned to their vector width, peer tables in rank order.
 //!
-//! [`toolchain`] runs the real compilers (hipcc, nvcc) and reads their resource reports;
+//! The real compilers (hipcc, hiprtc, nvcc, NVRTC) are driven by the runtime
+//! (`wavefuse_runtime::compile`), which parses their reports into [`crate::resources`];
 //! [`budget`] checks those reports against a committed budget.
 
 pub mod budget;
-pub mod child;
 mod cuda;
 mod dialect;
 mod expr;
@@ -25,7 +25,6 @@ mod level;
 mod memory;
 mod namer;
 mod sync;
-pub mod toolchain;
 mod ty;
 mod writer;
 

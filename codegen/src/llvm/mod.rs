@@ -42,7 +42,7 @@ use inkwell::targets::{
 };
 
 pub use audit::{AuditError, SyncSite, audit};
-pub use report::{AmdResources, parse_amd_asm};
+pub use report::parse_amd_asm;
 
 use crate::lowered::{Base, Block, LoweredKernel, MemRef, Param, Stmt};
 use crate::target::Arch;

@@ -14,11 +14,11 @@
 //! in L2 over a row. A missing or stale activation is off by whole values.
 
 use wavefuse::ir::{GptqLayout, Kernel};
-use wavefuse_codegen::cpp::toolchain::{self, Tool};
 use wavefuse_codegen::lower::{Int4Dot, LowerError, Schedule, lower};
 use wavefuse_codegen::lowered::Stmt;
 use wavefuse_codegen::sim::{FindingKind, PeerTable};
 use wavefuse_codegen::{Arch, compile};
+use wavefuse_harness::generate::{check_compiler, compile_source};
 use wavefuse_harness::sim::{Prepared, Sweep, shrink, small_schedule, summary, sweep};
 use wavefuse_kernels::shapes::{HIDDEN, RMS_EPS};
 use wavefuse_kernels::{KernelId, Shapes};
@@ -313,8 +313,10 @@ fn prologue_that_does_not_fit_lds_is_refused_with_the_numbers() {
     }
 }
 
-fn tool(t: Tool) -> bool {
-    wavefuse_test_support::found(t.name(), toolchain::find(t))
+/// Whether `check`'s compiler for `arch` is installed (else "skipped: …", a failure under CI).
+fn compiler_found(arch: Arch) -> bool {
+    let c = check_compiler(arch, &Default::default());
+    wavefuse_test_support::found(c.id().name(), c.version())
 }
 
 /// The example's kernel at the TP = 4 shape of the model with each target's default schedule.
@@ -341,18 +343,14 @@ fn snapshots_of_the_example_kernel() {
 /// no lower occupancy than the kernel set's unfused `gemv_int4_dual_silu` at the same shape (the
 /// same GEMV path; the prologue's registers are dead before the GEMV starts).
 fn compiles(arch: Arch) {
-    if !tool(Tool::compiler(arch)) {
+    if !compiler_found(arch) {
         return;
     }
-    let scratch = toolchain::scratch_dir("prologue").expect("temp dir");
-    let build = |g: &wavefuse_codegen::Generated, dir: &str| {
-        toolchain::compile(
-            &g.source,
-            g.lowered.workgroup_size,
-            &scratch.path().join(dir),
-        )
-        .unwrap_or_else(|e| panic!("{arch} {dir}: {e}"))
-        .resources
+    let compiler = check_compiler(arch, &Default::default());
+    let build = |g: &wavefuse_codegen::Generated, what: &str| {
+        compile_source(&*compiler, &g.source)
+            .unwrap_or_else(|e| panic!("{arch} {what}: {e}"))
+            .usage
     };
     let g = generated(arch);
     let fused = build(&g, "fused");
@@ -360,14 +358,19 @@ fn compiles(arch: Arch) {
     let dual = compile(&dual, arch, &Schedule::default_for(arch, &dual)).expect("generates");
     let unfused = build(&dual, "dual_silu");
     eprintln!("{arch}: prologue kernel {fused:?}; gemv_int4_dual_silu {unfused:?}");
-    assert_eq!(fused.scratch_bytes, 0, "{arch}: stack frame");
-    assert_eq!(fused.spills, 0, "{arch}: spills");
+    assert_eq!(fused.scratch_bytes(), 0, "{arch}: stack frame");
+    assert_eq!(fused.spilled(), 0, "{arch}: spills");
     assert!(
-        fused.lds_bytes as usize >= g.lowered.lds_bytes(),
+        fused.lds_bytes() as usize >= g.lowered.lds_bytes(),
         "{arch}: {fused:?}"
     );
+    let occupancy = |u: &wavefuse_codegen::resources::ResourceUsage,
+                     g: &wavefuse_codegen::Generated| {
+        u.occupancy(g.lowered.workgroup_size)
+    };
     assert!(
-        fused.vgprs <= unfused.vgprs && fused.occupancy >= unfused.occupancy,
+        fused.registers() <= unfused.registers()
+            && occupancy(&fused, &g) >= occupancy(&unfused, &dual),
         "{arch}: the prologue costs registers or occupancy: {fused:?} vs {unfused:?}"
     );
 }

@@ -33,10 +33,9 @@ use std::sync::mpsc;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::cpp::toolchain::sm90_occupancy;
+use wavefuse_runtime::Artifact;
 use wavefuse_runtime::compile::{Compiler, Nvrtc, default_compiler};
 use wavefuse_runtime::exec::OutputMetrics;
-use wavefuse_runtime::{Artifact, ResourceUsage};
 
 use crate::policy::{Placement, Ranks, SchedulePolicy};
 use crate::shapes::TP_SIZES;
@@ -607,18 +606,7 @@ pub fn usage_of(artifact: &Artifact, symbol: &str, workgroup_size: u32) -> Resou
             "{} gave no resource report for `{symbol}`",
             artifact.compiler
         )),
-        Some(ResourceUsage::Amd(u)) => Ok(Usage {
-            registers: u.vgprs,
-            spills: u.vgpr_spills + u.sgpr_spills,
-            lds_bytes: u.lds_bytes,
-            occupancy: u.occupancy_waves_per_simd,
-        }),
-        Some(ResourceUsage::Nvidia(u)) => Ok(Usage {
-            registers: u.registers,
-            spills: u.spill_store_bytes + u.spill_load_bytes + u.stack_frame_bytes,
-            lds_bytes: u.shared_bytes,
-            occupancy: sm90_occupancy(u.registers, u.shared_bytes, workgroup_size),
-        }),
+        Some(u) => Ok(Usage::of(u, workgroup_size)),
     };
     Resources {
         arch: artifact.arch.name().to_owned(),

@@ -7,6 +7,7 @@
 use std::fmt::Write as _;
 
 use serde_json::{Value as Json, json};
+use wavefuse_codegen::resources::ResourceUsage;
 
 /// Whether anything was timed.
 #[derive(Clone, Debug, PartialEq)]
@@ -262,18 +263,32 @@ pub struct Resources {
     pub modelled: Option<wavefuse_codegen::model::Modelled>,
 }
 
-/// The numbers of a resource report that the side-by-side table shows.
+/// The numbers of a resource report ([`ResourceUsage`]) that the side-by-side table and the
+/// JSON show.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Usage {
     /// VGPRs (AMD) or registers per thread (NVIDIA).
     pub registers: u32,
-    /// Spilled registers (AMD) or spill bytes and stack frame (NVIDIA); 0 is the budget.
+    /// Spilled registers (AMD) or spill bytes (NVIDIA), plus scratch / stack-frame bytes per lane
+    /// ([`ResourceUsage::spilled`] + [`ResourceUsage::scratch_bytes`]); 0 is the budget.
     pub spills: u32,
     /// Static LDS / shared memory per workgroup, bytes.
     pub lds_bytes: u32,
     /// Waves per SIMD (AMD, from the compiler) or warps per SM sub-partition (NVIDIA, computed
     /// from registers, shared memory and the block size).
     pub occupancy: u32,
+}
+
+impl Usage {
+    /// The table's numbers of `u` for blocks of `workgroup_size` lanes.
+    pub fn of(u: &ResourceUsage, workgroup_size: u32) -> Usage {
+        Usage {
+            registers: u.registers(),
+            spills: u.spilled() + u.scratch_bytes(),
+            lds_bytes: u.lds_bytes(),
+            occupancy: u.occupancy(workgroup_size),
+        }
+    }
 }
 
 /// The whole result set.

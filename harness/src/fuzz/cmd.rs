@@ -85,7 +85,7 @@ pub fn fuzz_cmd(args: &FuzzArgs) -> ExitCode {
             let _ = std::io::stderr().flush();
         }
     };
-    let guard = wavefuse_codegen::cpp::child::cooperate();
+    let guard = wavefuse_runtime::compile::child::cooperate();
     let report = fuzz(&config, &mut progress);
     eprintln!();
     print_report(args, &report);
@@ -97,7 +97,7 @@ pub fn fuzz_cmd(args: &FuzzArgs) -> ExitCode {
     }
     let _ = std::io::stdout().flush();
     drop(guard);
-    if wavefuse_codegen::cpp::child::interrupted() {
+    if wavefuse_runtime::compile::child::interrupted() {
         return ExitCode::from(130);
     }
     if report.findings.is_empty() && report.invalid == 0 {

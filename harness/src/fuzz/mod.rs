@@ -638,7 +638,8 @@ fn work(config: &FuzzConfig, stage: &Mutex<Stage>, tx: &mpsc::Sender<Event>) {
             let _ = tx.send(Event::Budget);
             break;
         }
-        if wavefuse_codegen::cpp::child::interrupted() || tx.send(Event::Start(index)).is_err() {
+        if wavefuse_runtime::compile::child::interrupted() || tx.send(Event::Start(index)).is_err()
+        {
             break;
         }
         let t0 = Instant::now();

@@ -8,7 +8,6 @@ use std::time::Instant;
 
 use wavefuse::ir::Kernel;
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::cpp::toolchain;
 use wavefuse_codegen::lower::{LowerError, Schedule};
 use wavefuse_runtime::compile::CompileError;
 use wavefuse_runtime::exec::{self, ArtifactSource};
@@ -112,30 +111,11 @@ pub struct Compiled {
     pub ms: f64,
     /// The resource report.
     pub resources: Resources,
-    /// The same report in the terms of the committed budget (`kernels-gen/budgets.toml`).
-    pub budget: Option<toolchain::Resources>,
-}
-
-/// An artifact's report of `symbol` in the budget's terms.
-fn budget_terms(a: &Artifact, symbol: &str, workgroup_size: u32) -> Option<toolchain::Resources> {
-    Some(match a.usage_of(symbol)? {
-        ResourceUsage::Amd(u) => toolchain::Resources {
-            vgprs: u.vgprs,
-            sgprs: Some(u.sgprs),
-            spills: u.vgpr_spills + u.sgpr_spills,
-            scratch_bytes: u.scratch_bytes_per_lane,
-            lds_bytes: u.lds_bytes,
-            occupancy: u.occupancy_waves_per_simd,
-        },
-        ResourceUsage::Nvidia(u) => toolchain::Resources {
-            vgprs: u.registers,
-            sgprs: None,
-            spills: u.spill_store_bytes + u.spill_load_bytes,
-            scratch_bytes: u.stack_frame_bytes,
-            lds_bytes: u.shared_bytes,
-            occupancy: toolchain::sm90_occupancy(u.registers, u.shared_bytes, workgroup_size),
-        },
-    })
+    /// The compiler's own report of the kernel (what the committed budget,
+    /// `kernels-gen/budgets.toml`, is checked against).
+    pub usage: Option<ResourceUsage>,
+    /// The launch's block size (NVIDIA's occupancy depends on it).
+    pub workgroup_size: u32,
 }
 
 /// Compiles `kept` on `threads` threads through `cache`, sending each result as it is ready (in
@@ -181,7 +161,8 @@ fn compile_one(
         Ok((a, src)) => Compiled {
             index,
             resources: usage_of(&a, &g.source.symbol, g.lowered.workgroup_size),
-            budget: budget_terms(&a, &g.source.symbol, g.lowered.workgroup_size),
+            usage: a.usage_of(&g.source.symbol).cloned(),
+            workgroup_size: g.lowered.workgroup_size,
             artifact: Ok(a),
             cached: !matches!(src, ArtifactSource::Compiled),
             ms,
@@ -197,7 +178,8 @@ fn compile_one(
                     modelled: None,
                 },
                 artifact: Err(why),
-                budget: None,
+                usage: None,
+                workgroup_size: g.lowered.workgroup_size,
                 cached: false,
                 ms,
             }

@@ -521,11 +521,11 @@ pub fn record_compile(case: &mut CaseReport, c: &mut Compiled, arch: Arch, spec:
             cand.spills = Some(u.spills);
             cand.occupancy = Some(u.occupancy);
             let over = c
-                .budget
+                .usage
                 .as_ref()
                 .filter(|_| budgeted)
                 .zip(crate::generate::budgets().ok())
-                .map(|(r, b)| b.check(arch, &case.kernel, tp, r))
+                .map(|(r, b)| b.check(arch, &case.kernel, tp, r, c.workgroup_size))
                 .filter(|v| !v.violations.is_empty());
             cand.rejected = if u.spills > 0 {
                 Some(format!("{} spilled", u.spills))

@@ -6,6 +6,8 @@
 //! and the full log. The exact flag list a compiler uses is part of the [`crate::Cache`] key, so
 //! [`Compiler::flags`] must return every flag that can change the output.
 
+pub mod child;
+mod disasm;
 mod hipcc;
 mod hiprtc;
 mod nvcc;
@@ -20,12 +22,13 @@ use serde::{Deserialize, Serialize};
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::target::Vendor;
 
+pub use child::{Bounds, ChildError, DEFAULT_TIMEOUT};
+pub use disasm::{DisasmError, disassemble, objdump};
 pub use hipcc::Hipcc;
 pub use hiprtc::Hiprtc;
 pub use nvcc::Nvcc;
 pub use nvrtc::Nvrtc;
 pub use usage::{AmdUsage, NvidiaUsage, ReportError, ResourceUsage};
-pub use wavefuse_codegen::cpp::child::{Bounds, ChildError, DEFAULT_TIMEOUT};
 
 /// Where to get every toolchain the runtime drives.
 pub const INSTALL_HINT: &str =
@@ -197,7 +200,7 @@ pub enum CompileError {
         /// Which compiler.
         compiler: CompilerId,
         /// What happened.
-        source: wavefuse_codegen::cpp::child::ChildError,
+        source: ChildError,
     },
     /// The compiler's resource report could not be parsed.
     #[error("{compiler}: {source}")]

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use wavefuse_codegen::cpp::child::{self, Bounds};
+use super::child::{self, Bounds};
 
 use super::{CompileError, CompilerId};
 

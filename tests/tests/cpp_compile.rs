@@ -1,50 +1,72 @@
-//! The writer's output on hand-built kernels compiles with the real compilers (hipcc for gfx906,
-//! nvcc for sm_90), and the gfx906 machine code has the synchronisation the source asks for.
+//! The writer's output on hand-built kernels (the miniature fused kernel of the codegen crate's
+//! tests) compiles with the real compilers through the runtime's drivers (hipcc for gfx906, nvcc
+//! for sm_90), and the gfx906 machine code has the synchronisation the source asks for.
 //! Without the tools: "skipped: ... not found", except under CI, where missing tools fail.
 
+#[allow(dead_code)] // the miniature kernels the codegen crate's own tests share
+#[path = "../../codegen/tests/cpp_kernels/mod.rs"]
 mod cpp_kernels;
 
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::cpp::toolchain::{self, Compiled, Tool, ToolError};
 use wavefuse_codegen::cpp::{self};
+use wavefuse_harness::generate::{Compiled, check_compiler, compile_source};
+use wavefuse_runtime::compile::{Bounds, disassemble, objdump};
 
 use cpp_kernels::mini_fused;
 
-/// The tool's path, or `None` after printing why the test is skipped; panics under CI.
-fn tool(t: Tool) -> Option<()> {
-    wavefuse_test_support::found(t.name(), toolchain::find(t)).then_some(())
+/// `Some(())` when `check`'s compiler for `arch` is installed, else `None` after printing why the
+/// test is skipped; panics under CI.
+fn compiler(arch: Arch) -> Option<()> {
+    let c = check_compiler(arch, &Bounds::default());
+    wavefuse_test_support::found(c.id().name(), c.version()).then_some(())
 }
 
-/// Compile the miniature fused kernel in a fresh directory; `check` sees the result before the
-/// directory is removed.
-fn compile(arch: Arch, tag: &str, check: impl FnOnce(&Compiled)) {
+/// `Some(())` when llvm-objdump is installed (as [`compiler`]).
+fn llvm_objdump() -> Option<()> {
+    wavefuse_test_support::found("llvm-objdump", objdump()).then_some(())
+}
+
+/// Compile the miniature fused kernel; `check` sees the result.
+fn compile(arch: Arch, check: impl FnOnce(&Compiled, u32)) {
     let k = mini_fused(arch, 2);
     let src = cpp::emit(&k).expect("writes");
-    let dir = toolchain::scratch_dir(tag).expect("temp dir");
-    let c: Result<Compiled, ToolError> = toolchain::compile(&src, k.workgroup_size, dir.path());
-    let c = c.unwrap_or_else(|e| panic!("{e}"));
-    check(&c);
-    let _ = std::fs::remove_dir_all(&dir);
+    let c = compile_source(&*check_compiler(arch, &Bounds::default()), &src)
+        .unwrap_or_else(|e| panic!("{e}"));
+    check(&c, k.workgroup_size);
 }
 
 #[test]
 fn mini_fused_compiles_without_spills_gfx906() {
-    let Some(()) = tool(Tool::Hipcc) else { return };
-    compile(Arch::Gfx906, "cpp-compile-gfx906", |c| {
-        let r = &c.resources;
-        assert_eq!((r.spills, r.scratch_bytes), (0, 0), "{}", c.log);
-        assert_eq!(r.lds_bytes, 16);
-        assert!(r.vgprs <= 64 && r.occupancy >= 4, "{r:?}");
+    let Some(()) = compiler(Arch::Gfx906) else {
+        return;
+    };
+    compile(Arch::Gfx906, |c, wg| {
+        let r = &c.usage;
+        assert_eq!(
+            (r.spilled(), r.scratch_bytes()),
+            (0, 0),
+            "{}",
+            c.artifact.log
+        );
+        assert_eq!(r.lds_bytes(), 16);
+        assert!(r.registers() <= 64 && r.occupancy(wg) >= 4, "{r:?}");
     });
 }
 
 #[test]
 fn mini_fused_compiles_without_stack_sm90() {
-    let Some(()) = tool(Tool::Nvcc) else { return };
-    compile(Arch::Sm90, "cpp-compile-sm90", |c| {
-        let r = &c.resources;
-        assert_eq!((r.spills, r.scratch_bytes), (0, 0), "{}", c.log);
-        assert_eq!(r.lds_bytes, 32);
+    let Some(()) = compiler(Arch::Sm90) else {
+        return;
+    };
+    compile(Arch::Sm90, |c, _| {
+        let r = &c.usage;
+        assert_eq!(
+            (r.spilled(), r.scratch_bytes()),
+            (0, 0),
+            "{}",
+            c.artifact.log
+        );
+        assert_eq!(r.lds_bytes(), 32);
     });
 }
 
@@ -60,12 +82,13 @@ fn instructions(disasm: &str) -> Vec<String> {
 
 #[test]
 fn grid_barrier_and_acquires_in_machine_code_gfx906() {
-    let (Some(()), Some(())) = (tool(Tool::Hipcc), tool(Tool::LlvmObjdump)) else {
+    let (Some(()), Some(())) = (compiler(Arch::Gfx906), llvm_objdump()) else {
         return;
     };
     let mut text = String::new();
-    compile(Arch::Gfx906, "cpp-disasm-gfx906", |c| {
-        text = toolchain::disassemble(&c.object, Arch::Gfx906).unwrap_or_else(|e| panic!("{e}"));
+    compile(Arch::Gfx906, |c, _| {
+        text = disassemble(&c.artifact.image, Arch::Gfx906, &Bounds::default())
+            .unwrap_or_else(|e| panic!("{e}"));
     });
     let ins = instructions(&text);
     // One arrival per grid barrier (one barrier in this kernel), issued by one lane: it sits

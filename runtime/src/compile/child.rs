@@ -1,8 +1,8 @@
 //! Running a compiler as a child process, bounded: it gets its own process group, its output is
 //! captured, and when it runs past its timeout or the caller cancels (an interrupt), the whole
 //! group is killed — nvcc and hipcc start `cicc`, `ptxas`, `clang` and `lld` below them, which a
-//! kill of the driver alone would leave running. Both compiler drivers (this crate's
-//! [`toolchain`](super::toolchain) and the runtime's) run their tools through [`run`].
+//! kill of the driver alone would leave running. Every tool the runtime runs (hipcc, nvcc, their
+//! `--version`, llvm-objdump) goes through [`run`].
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
