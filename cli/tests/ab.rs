@@ -385,6 +385,7 @@ fn synthetic() -> AbReport {
         warmup: 10,
         iters: 100,
         timing: TimingMode::Events,
+        launch: wavefuse_harness::ab::LaunchMode::Stream,
         copy: vec![
             CopyBw {
                 bytes: 1 << 30,

@@ -81,6 +81,12 @@ pub struct Abi {
     /// Bounded waits, by the code each writes to the error word on timeout.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub wait_sites: Vec<WaitSite>,
+    /// The kernel opens with the stream-order prologue (it waits for the previous kernel of its
+    /// stream before touching memory), so a launcher may launch it as a programmatic dependent
+    /// (CUDA: `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`) to overlap its start with
+    /// that kernel's end. Absent: launch in plain stream order.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dependent_launch: bool,
 }
 
 /// A co-residency requirement (DESIGN.md §5.9).
@@ -400,6 +406,7 @@ impl Abi {
             }),
             params,
             wait_sites,
+            dependent_launch: k.dependent_launch,
         }
     }
 

@@ -95,6 +95,16 @@ impl Arch {
         }
     }
 
+    /// Whether a kernel can be launched as a programmatic dependent of the previous kernel of its
+    /// stream (`griddepcontrol`, CUDA's programmatic dependent launch): sm_90 and later. HIP has
+    /// no such launch.
+    pub fn has_dependent_launch(self) -> bool {
+        match self {
+            Arch::Gfx906 => false,
+            Arch::Sm90 => true,
+        }
+    }
+
     /// Most threads in one workgroup.
     pub fn max_workgroup_size(self) -> u32 {
         1024

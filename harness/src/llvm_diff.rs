@@ -254,7 +254,13 @@ fn run(p: &suite::Prepared, a: &Artifact) -> Result<Worst, String> {
     let dev = suite::open_cuda()?;
     let group = RankGroup::on_one_device(dev, p.g.lowered.tp, SameDeviceMode::Streams)
         .map_err(|e| e.to_string())?;
-    let mut k = OpKernel::new(&group, &p.g.ir, &p.g.abi, a).map_err(|e| e.to_string())?;
+    // The ABI is the C++ writer's; the LLVM back end's PTX has no stream-order prologue, so it
+    // must never be launched as a programmatic dependent.
+    let abi = wavefuse_codegen::abi::Abi {
+        dependent_launch: false,
+        ..p.g.abi.clone()
+    };
+    let mut k = OpKernel::new(&group, &p.g.ir, &abi, a).map_err(|e| e.to_string())?;
     let out = k.run(&p.data.inputs).map_err(|e| e.to_string())?;
     Ok(Worst::of(&exec::compare(&p.g.ir, &out, &p.data.reference)))
 }

@@ -780,7 +780,13 @@ pub fn execute<D: Device>(
     stress_launches: u32,
 ) -> Result<Executed, RtError> {
     let group = RankGroup::on_one_device(device, p.g.lowered.tp, SameDeviceMode::Streams)?;
-    execute_on(&group, p, cache, stress_launches)
+    execute_on(
+        &group,
+        p,
+        cache,
+        stress_launches,
+        crate::ab::LaunchMode::Stream,
+    )
 }
 
 /// As [`execute`], on a rank group built by the caller (one rank per device, skewed, …).
@@ -789,12 +795,16 @@ pub fn execute_on<D: Device>(
     p: &Prepared,
     cache: &Cache,
     stress_launches: u32,
+    launch: crate::ab::LaunchMode,
 ) -> Result<Executed, RtError> {
     let g = &p.g;
     let compiler = compiler_for(g.lowered.arch);
     let req = CompileRequest::new(&g.lowered.name, g.source.text.clone(), g.lowered.arch);
     let (artifact, source) = exec::artifact_for(cache, compiler.as_ref(), &req)?;
     let mut k = OpKernel::new(group, &g.ir, &g.abi, &artifact)?;
+    if launch == crate::ab::LaunchMode::Dependent && g.abi.dependent_launch {
+        k.instance().set_dependent_launch(true)?;
+    }
     let start = Instant::now();
     let outputs = k.run(&p.data.inputs)?;
     let run_ms = start.elapsed().as_secs_f64() * 1e3;
@@ -954,6 +964,9 @@ pub struct SuiteOptions {
     pub own: Vec<Arc<UserKernel>>,
     /// The GPU runtime the suite drives.
     pub runtime: GpuRuntime,
+    /// How kernels are launched: in stream order, or as programmatic dependents where their ABI
+    /// allows it (the check and the back-to-back run alike).
+    pub launch: crate::ab::LaunchMode,
 }
 
 /// Where the suite's ranks run.
@@ -997,6 +1010,7 @@ impl SuiteOptions {
             deadline_s: None,
             placement: SuitePlacement::SameDevice,
             skew: Skew::none(),
+            launch: crate::ab::LaunchMode::Stream,
             policy: SchedulePolicy::default(),
             shape: ShapeKind::Model,
             own: Vec::new(),
@@ -1341,7 +1355,7 @@ fn run_case<D: Device>(
             return r;
         }
     };
-    match execute_on(&group, &p, cache, o.stress_launches) {
+    match execute_on(&group, &p, cache, o.stress_launches, o.launch) {
         Ok(x) => judge(&mut r, x),
         Err(e @ RtError::NotCoResident { .. }) => {
             r.status = Status::Refused;
@@ -1560,6 +1574,7 @@ impl Report {
             "same_device_mode": "streams",
             "placement": self.options.placement.name(),
             "skew": self.options.skew.to_string(),
+            "launch": self.options.launch.name(),
             "seconds": self.seconds,
             "summary": {
                 "cases": self.cases.len(),
@@ -1847,6 +1862,11 @@ pub struct SuiteArgs {
     /// step before every launch (default: none on one device, `20:alt` per device; `0`: none).
     #[arg(long)]
     pub skew: Option<Skew>,
+    /// `stream` (default) or `dependent`: launch every kernel whose ABI allows it (every generated
+    /// sm_90 kernel) as a programmatic dependent of the previous launch of its stream, so the
+    /// back-to-back run overlaps each launch's start with the previous one's end.
+    #[arg(long, value_enum, default_value_t = crate::ab::LaunchMode::Stream)]
+    pub launch: crate::ab::LaunchMode,
     /// Kernels of your own (textual IR; repeat the flag) instead of the set: each one case at
     /// the shapes and TP it is written with, checked like the set's, and — when it synchronises
     /// and its batch is 1 — run back to back (`--stress-launches`) too.
@@ -1867,6 +1887,7 @@ pub fn suite_cmd(a: &SuiteArgs, policy: SchedulePolicy) -> std::process::ExitCod
     o.placement = a.placement;
     o.policy = policy;
     o.runtime = a.runtime;
+    o.launch = a.launch;
     if a.placement == SuitePlacement::PerDevice {
         o.kernels = COMMUNICATING.to_vec();
         o.skew = default_per_device_skew();

@@ -105,6 +105,13 @@ pub struct LaunchSpec {
     pub dynamic_lds: u32,
     /// The co-residency requirement.
     pub coresidency: CoResidency,
+    /// Launch as a programmatic dependent of the previous kernel of the stream (CUDA's
+    /// programmatic stream serialization): the kernel's workgroups may be scheduled before that
+    /// kernel has completed, so only a kernel that waits for it before touching memory may be
+    /// launched so ([`Abi::dependent_launch`](wavefuse_codegen::abi::Abi::dependent_launch)).
+    /// Ignored where the device has no such launch (HIP) and for cooperative launches: the
+    /// kernel then runs in plain stream order, where its wait returns at once.
+    pub dependent: bool,
 }
 
 impl LaunchSpec {
@@ -115,6 +122,7 @@ impl LaunchSpec {
             block: [block, 1, 1],
             dynamic_lds: 0,
             coresidency: CoResidency::NotRequired,
+            dependent: false,
         }
     }
 

@@ -91,6 +91,8 @@ pub struct KernelInstance<'g, D: Device> {
     bindings: Vec<Binding<D>>,
     kernels: Vec<D::Kernel>,
     spec: LaunchSpec,
+    /// The ABI allows a programmatic dependent launch ([`KernelInstance::set_dependent_launch`]).
+    dependent_allowed: bool,
     peer_abi: PeerTableAbi,
     /// Fused-grid arguments and the by-rank tables they point at, built on first fused launch.
     fused: Option<(Vec<FusedArg>, Vec<D::Buffer>)>,
@@ -133,6 +135,7 @@ impl<'g, D: Device> KernelInstance<'g, D> {
             } else {
                 CoResidency::NotRequired
             },
+            dependent: false,
         };
         let mut inst = KernelInstance {
             group,
@@ -141,6 +144,7 @@ impl<'g, D: Device> KernelInstance<'g, D> {
             bindings,
             kernels: group.load(artifact, &abi.symbol)?,
             spec,
+            dependent_allowed: abi.dependent_launch,
             peer_abi: PeerTableAbi::DeviceTable,
             fused: None,
             epochs: Epochs::new(),
@@ -157,6 +161,27 @@ impl<'g, D: Device> KernelInstance<'g, D> {
             }
         }
         Ok(inst)
+    }
+
+    /// Launch as a programmatic dependent of the previous kernel of each rank's stream
+    /// ([`LaunchSpec::dependent`]) or, with `false` (the default), in plain stream order. Refused
+    /// for a kernel whose ABI does not say it waits for its predecessor
+    /// ([`Abi::dependent_launch`]): launched so, it could read what that kernel is still writing.
+    pub fn set_dependent_launch(&mut self, on: bool) -> Result<()> {
+        if on && !self.dependent_allowed {
+            return Err(self.err(
+                "its ABI does not allow a dependent launch (the kernel does not wait for the \
+                 previous kernel of its stream)"
+                    .into(),
+            ));
+        }
+        self.spec.dependent = on;
+        Ok(())
+    }
+
+    /// Whether launches are programmatic dependents ([`KernelInstance::set_dependent_launch`]).
+    pub fn dependent_launch(&self) -> bool {
+        self.spec.dependent
     }
 
     /// How peer tables are passed (default: [`PeerTableAbi::DeviceTable`]).

@@ -775,3 +775,44 @@ fn capturing_launches_plainly_after_the_capacity_check_and_without_skew() {
     assert!(matches!(big.launch(), Err(Error::NotCoResident { .. })));
     group.set_capturing(false);
 }
+
+/// A programmatic dependent launch only for a kernel whose ABI says it waits for its stream
+/// predecessor; the spec each launch reaches the driver with says which.
+#[test]
+fn a_dependent_launch_needs_the_abis_consent() {
+    let s = Setup::new();
+    let group = RankGroup::on_one_device(s.device(0), 1, SameDeviceMode::Streams).unwrap();
+    let plain = abi(local_kernel("k", 1, 3));
+    assert!(!plain.dependent_launch);
+    let mut inst = KernelInstance::new(&group, &plain, &artifact()).unwrap();
+    bind_data(&mut inst, &group);
+    let err = inst.set_dependent_launch(true).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("does not allow a dependent launch"),
+        "{err}"
+    );
+    inst.launch().unwrap();
+    inst.wait().unwrap();
+    assert!(s.take().iter().all(|l| !l.spec.dependent));
+
+    let mut waits = local_kernel("k", 1, 3);
+    waits.dependent_launch = true;
+    let mut inst = KernelInstance::new(&group, &abi(waits), &artifact()).unwrap();
+    bind_data(&mut inst, &group);
+    inst.set_dependent_launch(true).unwrap();
+    assert!(inst.dependent_launch());
+    inst.launch().unwrap();
+    inst.launch_alone(0).unwrap();
+    inst.wait().unwrap();
+    let l = s.take();
+    assert_eq!(l.len(), 2);
+    assert!(
+        l.iter().all(|l| l.spec.dependent),
+        "every launch is dependent"
+    );
+    inst.set_dependent_launch(false).unwrap();
+    inst.launch().unwrap();
+    inst.wait().unwrap();
+    assert!(s.take().iter().all(|l| !l.spec.dependent));
+}

@@ -83,6 +83,32 @@ extern "C" __global__ void __launch_bounds__(256) grid_barrier(unsigned* counter
         out[blockIdx.x] = epoch;
     }
 }
+
+// Programmatic dependent launch. A slow producer: lets its stream successor be scheduled at
+// once, then every lane waits `ticks` cycles before writing `v` to its element.
+extern "C" __global__ void __launch_bounds__(256) slow_fill(unsigned* buf, unsigned n, unsigned v,
+                                                          unsigned long long ticks) {
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    long long t0 = clock64();
+    while ((unsigned long long)(clock64() - t0) < ticks) {}
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) buf[i] = v;
+}
+
+// The consumer as the generator writes it: the stream-order wait before any memory access.
+extern "C" __global__ void __launch_bounds__(256) copy_after_wait(const unsigned* buf, unsigned* out,
+                                                                unsigned n) {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = buf[i];
+}
+
+// The same without the wait: launched as a dependent, it may read before the producer wrote.
+extern "C" __global__ void __launch_bounds__(256) copy_without_wait(const unsigned* buf, unsigned* out,
+                                                                  unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = buf[i];
+}
 "#;
 
 /// The device, or `None` after printing why the test is skipped.
@@ -424,4 +450,91 @@ fn gpu_test_kernels_compile_sm90() {
             .unwrap_or_else(|| panic!("no report for {k}:\n{}", artifact.log));
         assert!(!usage.spills(), "{k}: {usage:?}");
     }
+}
+
+/// Runs `slow_fill(v)` then `consumer` (as a programmatic dependent when `dependent`) on one
+/// stream and returns how many of the consumer's elements are not `v` (stale).
+fn stale_after(
+    dev: &CudaDevice,
+    artifact: &Artifact,
+    consumer: &str,
+    dependent: bool,
+    v: u32,
+) -> usize {
+    // One 256-lane workgroup per SM each: both grids fit on the device at once.
+    let grid = dev.info().compute_units;
+    let n = grid * 256;
+    let fill = dev.load(artifact, "slow_fill").unwrap();
+    let copy = dev.load(artifact, consumer).unwrap();
+    let stream = dev.new_stream().unwrap();
+    let buf = dev.alloc(4 * n as usize, MemKind::Device).unwrap();
+    let out = dev.alloc(4 * n as usize, MemKind::Device).unwrap();
+    // ~1 ms at the H200's clock: far longer than a launch takes to reach the GPU.
+    let ticks = 2_000_000u64;
+    let spec = LaunchSpec::linear(grid, 256);
+    // SAFETY: the arguments match the kernels' parameters; the buffers outlive the launches
+    // (synchronised below).
+    unsafe {
+        launch::launch(
+            dev,
+            &fill,
+            &spec,
+            &[
+                KernelArg::buffer(&buf),
+                KernelArg::U32(n),
+                KernelArg::U32(v),
+                KernelArg::U64(ticks),
+            ],
+            &stream,
+        )
+        .unwrap();
+        let spec = LaunchSpec {
+            dependent,
+            ..spec.clone()
+        };
+        launch::launch(
+            dev,
+            &copy,
+            &spec,
+            &[
+                KernelArg::buffer(&buf),
+                KernelArg::buffer(&out),
+                KernelArg::U32(n),
+            ],
+            &stream,
+        )
+        .unwrap();
+    }
+    dev.sync_stream(&stream).unwrap();
+    read_u32s(dev, &out).iter().filter(|&&x| x != v).count()
+}
+
+/// The stream-order prologue every generated sm_90 kernel opens with is what makes a
+/// programmatic dependent launch safe: a consumer launched so, without `griddepcontrol.wait`,
+/// reads its producer's output before it is written (the launch really overlaps: the test fails
+/// if it never does); with the wait, or launched in plain stream order, it never does.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_dependent_launch_waits_for_its_producer_only_with_the_prologue_sm90() {
+    let Some(dev) = gpu() else { return };
+    let artifact = compile();
+    let mut stale_without = 0;
+    for v in 1..=5u32 {
+        assert_eq!(
+            stale_after(&dev, &artifact, "copy_after_wait", true, v),
+            0,
+            "with the wait"
+        );
+        assert_eq!(
+            stale_after(&dev, &artifact, "copy_without_wait", false, v),
+            0,
+            "stream order"
+        );
+        stale_without += stale_after(&dev, &artifact, "copy_without_wait", true, v);
+    }
+    println!("without the wait, dependent: {stale_without} stale elements over 5 launches");
+    assert!(
+        stale_without > 0,
+        "a dependent launch never overlapped its producer: the test proves nothing"
+    );
 }

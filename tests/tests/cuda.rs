@@ -141,3 +141,43 @@ fn nvcc_compiles_the_set_within_budget_sm90() {
         }
     }
 }
+
+/// Every sm_90 kernel of the set opens with the stream-order prologue — the next kernel may be
+/// scheduled (`griddepcontrol.launch_dependents`), then the wait for the previous kernel of the
+/// stream (`griddepcontrol.wait`) — before any statement that touches memory, and its ABI says it
+/// may be launched as a programmatic dependent; no gfx906 kernel claims it (HIP has no such
+/// launch). What makes the dependent launch safe is the wait coming first: the GPU test
+/// `a_dependent_launch_waits_for_its_producer_only_with_the_prologue_sm90` shows a consumer
+/// without it reading stale data.
+#[test]
+fn every_sm90_kernel_waits_for_its_stream_predecessor_before_touching_memory() {
+    let (set, _) = generate_set();
+    for g in &set {
+        let name = format!("{}@tp{}", g.spec.kernel.name(), g.spec.tp);
+        assert!(g.abi.dependent_launch, "{name}: ABI");
+        let text = &g.source.text;
+        let body = &text[text
+            .find("\n{\n")
+            .unwrap_or_else(|| panic!("{name}: no body"))
+            + 3..];
+        let code: Vec<&str> = body
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with("//"))
+            .collect();
+        assert_eq!(
+            code[..2],
+            [
+                "asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");",
+                "asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");"
+            ],
+            "{name}: the body does not open with the stream-order prologue"
+        );
+        assert_eq!(text.matches("griddepcontrol.wait").count(), 1, "{name}");
+    }
+    for id in KernelId::ALL {
+        let g = generate(id, Arch::Gfx906, 4, 1).expect("generates");
+        assert!(!g.abi.dependent_launch, "{id}@gfx906");
+        assert!(!g.source.text.contains("griddepcontrol"), "{id}@gfx906");
+    }
+}

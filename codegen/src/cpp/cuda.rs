@@ -48,6 +48,17 @@ impl KernelAttrs for CudaDialect {
         // entries are reloaded where used (L1 hits) and nothing spills.
         false
     }
+
+    /// PTX `griddepcontrol` (sm_90): both are no-ops unless the kernel was launched with the
+    /// programmatic stream serialization attribute.
+    fn stream_order_prologue(&self) -> Option<&'static str> {
+        Some(
+            "// Stream order (docs/synchronisation.md): the next kernel of this stream may be scheduled now.\n\
+             asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n\
+             // §5.7 across launches: no access to memory before the previous kernel of this stream has completed.\n\
+             asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n",
+        )
+    }
 }
 
 impl Builtins for CudaDialect {

@@ -75,6 +75,14 @@ pub trait KernelAttrs {
     fn restrict_peer_tables(&self) -> bool {
         true
     }
+
+    /// The statements opening a kernel that may be launched as a programmatic dependent of the
+    /// previous kernel of its stream ([`LoweredKernel::dependent_launch`](crate::lowered::LoweredKernel::dependent_launch)):
+    /// let the next kernel be scheduled, then wait for the previous one to complete. `None` where
+    /// the target has no such launch.
+    fn stream_order_prologue(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// Hardware indices, the workgroup barrier, and the pause inside a spin loop.

@@ -67,6 +67,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
         }
         self.signature(&mut f)?;
         f.push_str("{\n");
+        self.stream_order(&mut f)?;
         self.declarations(&mut f)?;
         f.push_str(&body);
         f.push_str("}\n");
@@ -181,6 +182,26 @@ impl<'k, D: Dialect> Writer<'k, D> {
             }
             ParamKind::Scalar { ty, .. } => format!("const {} {name}", self.ty(*ty)?),
         })
+    }
+
+    /// The stream-order prologue of a kernel that may be launched as a programmatic dependent
+    /// ([`LoweredKernel::dependent_launch`](crate::lowered::LoweredKernel::dependent_launch)): the
+    /// first statements, before any declaration initialises or any memory is touched.
+    fn stream_order(&self, f: &mut String) -> Result<(), Error> {
+        if !self.k.dependent_launch {
+            return Ok(());
+        }
+        let Some(prologue) = self.d.stream_order_prologue() else {
+            return Err(Error::Unsupported(format!(
+                "{}: no programmatic dependent launch",
+                self.k.arch
+            )));
+        };
+        let lvl = Level::TOP.next();
+        for line in prologue.lines() {
+            let _ = writeln!(f, "{lvl}{line}");
+        }
+        Ok(())
     }
 
     fn declarations(&self, f: &mut String) -> Result<(), Error> {

@@ -241,6 +241,14 @@ pub struct LoweredKernel {
     /// The same addresses: no effect on values (the simulator and the LLVM back end ignore it).
     /// From [`Schedule::byte_offsets`](crate::lower::Schedule::byte_offsets).
     pub byte_offsets: bool,
+    /// The kernel opens with the stream-order prologue (CUDA: `griddepcontrol.launch_dependents`
+    /// then `griddepcontrol.wait`, before any memory access), so it may be launched as a
+    /// programmatic dependent of the previous kernel of its stream: its workgroups may be
+    /// scheduled while that kernel's last ones still run, and wait there until it has completed
+    /// and its writes are visible. Without such a launch both instructions do nothing. Set for
+    /// every sm_90 kernel by the lowering; gfx906 has no such launch. See
+    /// `docs/synchronisation.md` (stream order).
+    pub dependent_launch: bool,
 }
 
 impl LoweredKernel {
@@ -254,6 +262,7 @@ impl LoweredKernel {
             grid,
             stream_weights: false,
             byte_offsets: false,
+            dependent_launch: false,
             params: PrimaryMap::new(),
             regs: PrimaryMap::new(),
             lds: PrimaryMap::new(),

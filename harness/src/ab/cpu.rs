@@ -117,6 +117,7 @@ fn header(o: &Options, reason: String) -> Header {
         seed: o.seed,
         warmup: o.warmup,
         timing: o.timing,
+        launch: o.launch,
         iters: o.iters,
         copy: Vec::new(),
     }

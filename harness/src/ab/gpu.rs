@@ -34,8 +34,8 @@ use wavefuse_runtime::{
 
 use super::handwritten::{Found, Hand, find_reference};
 use super::report::{
-    AbReport, Check, CopyBw, GRAPH_CALLS, Header, Manual, Mode, Row, Stats, Timing, TimingMode,
-    Version,
+    AbReport, Check, CopyBw, GRAPH_CALLS, Header, LaunchMode, Manual, Mode, Row, Stats, Timing,
+    TimingMode, Version,
 };
 use super::{Choice, Options, base_row, check_of, prepare_all, usage_of};
 use crate::suite::{self, CaseSpec, Prepared, compiler_for};
@@ -257,6 +257,7 @@ fn run_on<D: Device>(
         warmup: o.warmup,
         iters: o.iters,
         timing: o.timing,
+        launch: o.launch,
         copy: Vec::new(),
     };
     let cache = Cache::from_env();
@@ -318,7 +319,7 @@ fn setup<'g, D: Device>(
     };
     let mut row = base_row(spec, &p.g);
     let mut sides = Vec::new();
-    let (g_version, g_kernel) = bind_generated(group, &p, cache, arch);
+    let (g_version, g_kernel) = bind_generated(group, &p, o, cache, arch);
     sides.push(Side {
         version: g_version,
         kernel: g_kernel,
@@ -386,6 +387,7 @@ fn setup<'g, D: Device>(
 fn bind_generated<'g, D: Device>(
     group: &'g RankGroup<D>,
     p: &Prepared,
+    o: &Options,
     cache: &Cache,
     arch: Arch,
 ) -> (Version, Option<OpKernel<'g, D>>) {
@@ -404,7 +406,7 @@ fn bind_generated<'g, D: Device>(
         &g.lowered.name,
         g.lowered.workgroup_size,
     ));
-    let k = run_once(&mut v, group, &g.ir, &g.abi, &artifact, p);
+    let k = run_once(&mut v, group, &g.ir, &g.abi, &artifact, p, o.launch);
     (v, k)
 }
 
@@ -462,6 +464,7 @@ fn bind_hand<'g, D: Device>(
         &h.launch_abi(p.g.lowered.tp),
         &artifact,
         p,
+        o.launch,
     );
     (v, k)
 }
@@ -511,7 +514,10 @@ pub(crate) fn empty_version(origin: &str, symbol: &str) -> Version {
 }
 
 /// Binds a kernel by its ABI description (generated or hand-written alike), runs it once and
-/// records the check; the bound kernel is kept for timing when it is correct.
+/// records the check; the bound kernel is kept for timing when it is correct, set to launch as
+/// `launch` says (a programmatic dependent only where its ABI allows it; the version's note says
+/// when it does not).
+#[allow(clippy::too_many_arguments)]
 fn run_once<'g, D: Device>(
     v: &mut Version,
     group: &'g RankGroup<D>,
@@ -519,8 +525,9 @@ fn run_once<'g, D: Device>(
     abi: &Abi,
     artifact: &Artifact,
     p: &Prepared,
+    launch: LaunchMode,
 ) -> Option<OpKernel<'g, D>> {
-    check_once(
+    let mut k = check_once(
         v,
         group,
         ir,
@@ -529,7 +536,25 @@ fn run_once<'g, D: Device>(
         &p.data,
         &p.g.spec.kernel,
         alone(p),
-    )
+    )?;
+    if launch == LaunchMode::Dependent {
+        if abi.dependent_launch {
+            if let Err(e) = k.instance().set_dependent_launch(true) {
+                v.error = Some(format!("dependent launch: {e}"));
+                return None;
+            }
+        } else {
+            v.note = [
+                v.note.as_str(),
+                "stream-order launches (its ABI has no dependent launch)",
+            ]
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ");
+        }
+    }
+    Some(k)
 }
 
 /// [`run_once`] on `data`, at `kernel`'s tolerance (also `wavefuse tune`'s per-candidate

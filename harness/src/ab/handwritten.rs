@@ -14,8 +14,10 @@
 //!   arrays the runtime owns; `rank` and `epoch` for the scalars it passes) and `len` for arrays;
 //! - `[peer_table]` with `slots` (slot of rank p's array) when a parameter is a peer table;
 //! - optional: `kernel`, `tp`, `arch`, `source` (file name beside the TOML), `coresidency`,
-//!   `flag_rounds_per_launch`, and `[build]` with `defines` (a table `NAME = value`, or a list of
-//!   `NAME=value` strings) that the source is compiled with.
+//!   `flag_rounds_per_launch`, `dependent_launch` (the kernel waits for its stream predecessor
+//!   before touching memory, so it may be launched as a programmatic dependent), and `[build]`
+//!   with `defines` (a table `NAME = value`, or a list of `NAME=value` strings) that the source
+//!   is compiled with.
 //!
 //! # Checks before any launch
 //! The description against the generated kernel at the same shape (every op-level array bound
@@ -83,6 +85,12 @@ pub struct HandAbi {
     /// How the source is built.
     #[serde(default)]
     pub build: Option<toml::Table>,
+    /// Set when the kernel waits for the previous kernel of its stream before touching memory
+    /// (CUDA: `cudaGridDependencySynchronize()` / `griddepcontrol.wait` first): it may then be
+    /// launched as a programmatic dependent (`ab --launch dependent`). Default: plain stream
+    /// order.
+    #[serde(default)]
+    pub dependent_launch: bool,
 }
 
 /// A hand-written kernel ready to check and compile: its description, source and where they are.
@@ -296,6 +304,7 @@ impl Hand {
             peer_table: a.peer_table.clone(),
             params: a.params.clone(),
             wait_sites: Vec::new(),
+            dependent_launch: a.dependent_launch,
         }
     }
 

@@ -23,6 +23,7 @@ pub mod handwritten;
 pub mod parametric;
 pub mod plot;
 pub mod report;
+pub use report::LaunchMode;
 pub mod signature;
 
 use std::io::IsTerminal;
@@ -155,6 +156,12 @@ pub struct AbArgs {
     /// call in a captured decode step.
     #[arg(long, value_enum, default_value_t = TimingMode::Events)]
     pub timing: TimingMode,
+    /// `stream` (default): every launch in plain stream order; `dependent`: a kernel whose ABI
+    /// allows it (every generated sm_90 kernel) is launched as a programmatic dependent of the
+    /// previous launch of its stream, overlapping its start with that launch's end (CUDA graphs
+    /// show the difference; events around single launches do not).
+    #[arg(long, value_enum, default_value_t = LaunchMode::Stream)]
+    pub launch: LaunchMode,
     /// Compile every generated and hand-written source of the run for sm_90 into the cache
     /// (`$WAVEFUSE_CACHE_DIR`) and stop: a GPU machine without NVRTC then uses them prebuilt.
     #[arg(long)]
@@ -194,6 +201,8 @@ pub struct Options {
     pub ranks: Ranks,
     /// Events around each launch, or graphs of launches.
     pub timing: TimingMode,
+    /// Stream-order or programmatic dependent launches.
+    pub launch: LaunchMode,
     /// The GPU runtime timed on.
     pub runtime: GpuRuntime,
 }
@@ -214,6 +223,7 @@ impl Options {
             policy: SchedulePolicy::default(),
             ranks: Ranks::default(),
             timing: TimingMode::default(),
+            launch: LaunchMode::default(),
             runtime: GpuRuntime::Auto,
         }
     }
@@ -264,6 +274,7 @@ pub fn ab_cmd(a: &AbArgs, policy: SchedulePolicy) -> ExitCode {
         policy,
         ranks: a.ranks,
         timing: a.timing,
+        launch: a.launch,
         runtime: a.runtime,
         ..Options::new(choice)
     };

@@ -51,6 +51,8 @@ pub struct Header {
     pub iters: usize,
     /// How launches were timed.
     pub timing: TimingMode,
+    /// How kernels were launched.
+    pub launch: LaunchMode,
     /// The copy bandwidth measured at the start of each repeat.
     pub copy: Vec<CopyBw>,
 }
@@ -77,6 +79,31 @@ impl TimingMode {
         match self {
             TimingMode::Events => "events",
             TimingMode::Graphs => "graphs",
+        }
+    }
+}
+
+/// How `wavefuse ab` launches the kernels it times (`--launch`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LaunchMode {
+    /// In plain stream order: a kernel starts when the previous one of its stream has completed.
+    #[default]
+    Stream,
+    /// As a programmatic dependent of the previous kernel of its stream (CUDA's programmatic
+    /// dependent launch) where the kernel's ABI allows it (`dependent_launch`: every generated
+    /// sm_90 kernel; a hand-written one that says so), else in stream order: its workgroups may
+    /// be scheduled during the previous kernel's last ones and wait there for it to complete.
+    /// Overlaps only launches that follow each other in a stream (graphs); HIP launches in stream
+    /// order.
+    Dependent,
+}
+
+impl LaunchMode {
+    /// `stream` or `dependent`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LaunchMode::Stream => "stream",
+            LaunchMode::Dependent => "dependent",
         }
     }
 }
@@ -510,6 +537,13 @@ impl AbReport {
                         h.warmup, h.iters
                     ),
                 };
+                let how = match h.launch {
+                    LaunchMode::Stream => how,
+                    LaunchMode::Dependent => format!(
+                        "{how}; launched as programmatic dependents of the previous launch in \
+                         the stream where the kernel's ABI allows it (else in stream order)"
+                    ),
+                };
                 out.push(format!(
                     "timing: {how}, the whole timing repeated {} times; inputs rotate over sets \
                      totalling ≥ 4 × L2 of the timed ranks' bytes (or L2 flushed before each \
@@ -941,6 +975,7 @@ impl AbReport {
             "timing": match &h.mode { Mode::Gpu => Json::Null, Mode::NoGpu { .. } => json!(NO_TIMING) },
             "device": { "name": h.device, "sms": h.sms, "l2_bytes": h.l2_bytes },
             "timing_mode": h.timing.name(),
+            "launch": h.launch.name(),
             "driver_version": h.driver,
             "cuda_version": h.cuda,
             "compiler": h.compiler,

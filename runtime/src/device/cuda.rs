@@ -26,6 +26,44 @@ const HINT: &str =
     "install the NVIDIA driver (it provides libcuda.so.1); the CUDA toolkit is not needed to run";
 
 /// Maps a driver error to a typed error naming the API, with the driver's own string.
+/// `cuLaunchKernelEx` with programmatic stream serialization allowed: the kernel may be
+/// scheduled before the previous kernel of `stream` completes (its `griddepcontrol.wait` holds it
+/// until then; [`LaunchSpec::dependent`]).
+///
+/// # Safety
+/// As `cuLaunchKernel`: live handles, one parameter pointer per kernel argument.
+unsafe fn launch_dependent(
+    f: sys::CUfunction,
+    grid: (u32, u32, u32),
+    block: (u32, u32, u32),
+    shared: u32,
+    stream: sys::CUstream,
+    params: &mut [*mut c_void],
+) -> Result<(), DriverError> {
+    // SAFETY: an all-zero attribute value is a valid (padding) union value.
+    let mut value: sys::CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
+    value.programmaticStreamSerializationAllowed = 1;
+    let mut attr = sys::CUlaunchAttribute {
+        id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+        pad: [0; 4],
+        value,
+    };
+    let config = sys::CUlaunchConfig {
+        gridDimX: grid.0,
+        gridDimY: grid.1,
+        gridDimZ: grid.2,
+        blockDimX: block.0,
+        blockDimY: block.1,
+        blockDimZ: block.2,
+        sharedMemBytes: shared,
+        hStream: stream,
+        attrs: &mut attr,
+        numAttrs: 1,
+    };
+    // SAFETY: `config` and its one attribute outlive the call; the caller upholds the rest.
+    unsafe { sys::cuLaunchKernelEx(&config, f, params.as_mut_ptr(), std::ptr::null_mut()) }.result()
+}
+
 fn api(name: &'static str) -> impl Fn(DriverError) -> DeviceError {
     move |e| DeviceError::Api {
         api: name,
@@ -376,12 +414,16 @@ impl Device for CudaDevice {
                     s,
                     params.pointers_mut(),
                 )
+            } else if spec.dependent {
+                launch_dependent(f, grid, block, spec.dynamic_lds, s, params.pointers_mut())
             } else {
                 cu::launch_kernel(f, grid, block, spec.dynamic_lds, s, params.pointers_mut())
             }
         };
         result.map_err(api(if cooperative {
             "cuLaunchCooperativeKernel"
+        } else if spec.dependent {
+            "cuLaunchKernelEx"
         } else {
             "cuLaunchKernel"
         }))
