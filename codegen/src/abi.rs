@@ -406,7 +406,7 @@ impl Abi {
             }),
             params,
             wait_sites,
-            dependent_launch: k.dependent_launch,
+            dependent_launch: k.stream_order_prologue(),
         }
     }
 

@@ -109,8 +109,10 @@ pub struct LaunchSpec {
     /// programmatic stream serialization): the kernel's workgroups may be scheduled before that
     /// kernel has completed, so only a kernel that waits for it before touching memory may be
     /// launched so ([`Abi::dependent_launch`](wavefuse_codegen::abi::Abi::dependent_launch)).
-    /// Ignored where the device has no such launch (HIP) and for cooperative launches: the
-    /// kernel then runs in plain stream order, where its wait returns at once.
+    /// Ignored where the device has no such launch (HIP) and for a launch that needs
+    /// co-residency (every device makes it in plain stream order: a dependent's early workgroups
+    /// would hold the slots the capacity check counts on): the kernel then runs in stream order,
+    /// where its wait returns at once. [`LaunchSpec::programmatic`] says which.
     pub dependent: bool,
 }
 
@@ -130,6 +132,12 @@ impl LaunchSpec {
     pub fn coresident(mut self) -> LaunchSpec {
         self.coresidency = CoResidency::Required;
         self
+    }
+
+    /// Whether the launch is made as a programmatic dependent: asked for, and the kernel does
+    /// not need co-residency ([`LaunchSpec::dependent`]).
+    pub fn programmatic(&self) -> bool {
+        self.dependent && self.coresidency == CoResidency::NotRequired
     }
 
     /// Total workgroups.

@@ -796,7 +796,21 @@ fn a_dependent_launch_needs_the_abis_consent() {
     inst.wait().unwrap();
     assert!(s.take().iter().all(|l| !l.spec.dependent));
 
+    // A grid barrier needs co-residency: no prologue, so no dependent launch, on any target.
+    let mut barrier = local_kernel("k", 1, 3);
+    barrier.dependent_launch = true;
+    assert!(!abi(barrier).dependent_launch);
+    let coresident = LaunchSpec {
+        dependent: true,
+        ..LaunchSpec::linear(3, 256).coresident()
+    };
+    assert!(
+        !coresident.programmatic(),
+        "a co-resident launch stays in stream order"
+    );
+
     let mut waits = local_kernel("k", 1, 3);
+    waits.coresidency = None;
     waits.dependent_launch = true;
     let mut inst = KernelInstance::new(&group, &abi(waits), &artifact()).unwrap();
     bind_data(&mut inst, &group);

@@ -103,6 +103,15 @@ extern "C" __global__ void __launch_bounds__(256) copy_after_wait(const unsigned
     if (i < n) out[i] = buf[i];
 }
 
+// The generator's prologue in full, then a copy.
+extern "C" __global__ void __launch_bounds__(256) copy_with_prologue(const unsigned* buf, unsigned* out,
+                                                                   unsigned n) {
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = buf[i] + 1u;
+}
+
 // The same without the wait: launched as a dependent, it may read before the producer wrote.
 extern "C" __global__ void __launch_bounds__(256) copy_without_wait(const unsigned* buf, unsigned* out,
                                                                   unsigned n) {
@@ -537,4 +546,120 @@ fn a_dependent_launch_waits_for_its_producer_only_with_the_prologue_sm90() {
         stale_without > 0,
         "a dependent launch never overlapped its producer: the test proves nothing"
     );
+}
+
+/// What the timing code relies on: a launch enqueued behind a host-function gate returns to the
+/// host at once. Plain launches do (asserted). The host time of a dependent launch behind the
+/// gate is printed, not asserted: driver 580 on the H200 was seen to hold graphs of dependent
+/// launches there until the gate's timeout, which is why `ab --launch dependent` times its graphs
+/// behind a fill instead ([`wavefuse_runtime::timing::GroupGraphs::replay_behind_fill`]); behind a
+/// fill a dependent launch returns at once (asserted).
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn launches_behind_a_held_or_busy_stream_return_at_once_sm90() {
+    use std::time::Instant;
+    use wavefuse_runtime::timing::{Gate, fill};
+    let Some(dev) = gpu() else { return };
+    let artifact = compile();
+    let copy = dev.load(&artifact, "copy_after_wait").unwrap();
+    let stream = dev.new_stream().unwrap();
+    let n = 1u32 << 20;
+    let buf = dev.alloc(4 * n as usize, MemKind::Device).unwrap();
+    let out = dev.alloc(4 * n as usize, MemKind::Device).unwrap();
+    let busy = dev.alloc(256 << 20, MemKind::Device).unwrap();
+    let args = [
+        KernelArg::buffer(&buf),
+        KernelArg::buffer(&out),
+        KernelArg::U32(n),
+    ];
+    let plain = LaunchSpec::linear(n / 256, 256);
+    let dependent = LaunchSpec {
+        dependent: true,
+        ..plain.clone()
+    };
+    let launch_s = |spec: &LaunchSpec| {
+        let t = Instant::now();
+        // SAFETY: the arguments match `copy_after_wait`; the buffers outlive the launch.
+        unsafe { launch::launch(&dev, &copy, spec, &args, &stream) }.unwrap();
+        t.elapsed().as_secs_f64()
+    };
+    let gate = Gate::hold(&dev, &stream).unwrap();
+    let held_plain = launch_s(&plain);
+    drop(gate);
+    dev.sync_stream(&stream).unwrap();
+    let gate = Gate::hold(&dev, &stream).unwrap();
+    let held_dependent = launch_s(&dependent);
+    drop(gate);
+    dev.sync_stream(&stream).unwrap();
+    fill(&dev, &busy, 1, &stream).unwrap();
+    let busy_dependent = launch_s(&dependent);
+    dev.sync_stream(&stream).unwrap();
+    println!(
+        "host time of the launch call: plain behind a gate {:.1} us, dependent behind a gate \
+         {:.1} us, dependent behind a fill {:.1} us",
+        held_plain * 1e6,
+        held_dependent * 1e6,
+        busy_dependent * 1e6
+    );
+    assert!(
+        held_plain < 1.0,
+        "a plain launch behind a gate blocked {held_plain} s"
+    );
+    assert!(
+        busy_dependent < 1.0,
+        "a dependent launch behind a fill blocked {busy_dependent} s"
+    );
+}
+
+/// A CUDA graph captured from 20 dependent launches (each reads what the previous one wrote and
+/// adds one) replays to completion with the right result. Prints how long each step takes.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_graph_of_dependent_launches_replays_sm90() {
+    use std::time::Instant;
+    let Some(dev) = gpu() else { return };
+    let artifact = compile();
+    let k = dev.load(&artifact, "copy_with_prologue").unwrap();
+    let stream = dev.new_stream().unwrap();
+    let n = 132 * 256u32;
+    let a = dev.alloc(4 * n as usize, MemKind::Device).unwrap();
+    let b = dev.alloc(4 * n as usize, MemKind::Device).unwrap();
+    let spec = LaunchSpec {
+        dependent: true,
+        ..LaunchSpec::linear(n / 256, 256)
+    };
+    let t = Instant::now();
+    let step = |what: &str| eprintln!("{what}: {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+    dev.begin_capture(&stream).unwrap();
+    step("capture begun");
+    for i in 0..20 {
+        let (src, dst) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
+        // SAFETY: the arguments match `copy_with_prologue`; the buffers outlive the graph.
+        unsafe {
+            launch::launch(
+                &dev,
+                &k,
+                &spec,
+                &[
+                    KernelArg::buffer(src),
+                    KernelArg::buffer(dst),
+                    KernelArg::U32(n),
+                ],
+                &stream,
+            )
+        }
+        .unwrap();
+    }
+    step("20 launches captured");
+    let graph = dev.end_capture(&stream).unwrap().expect("a graph");
+    step("capture ended");
+    dev.upload_graph(&graph).unwrap();
+    step("uploaded");
+    dev.launch_graph(&graph).unwrap();
+    step("launched");
+    dev.sync_stream(&stream).unwrap();
+    step("replayed");
+    // a starts at 0 (fresh allocations are zeroed), each launch adds one: after 20, a = 20.
+    let got = read_u32s(&dev, &a);
+    assert!(got.iter().all(|&x| x == 20), "{:?}", &got[..4]);
 }

@@ -185,10 +185,10 @@ impl<'k, D: Dialect> Writer<'k, D> {
     }
 
     /// The stream-order prologue of a kernel that may be launched as a programmatic dependent
-    /// ([`LoweredKernel::dependent_launch`](crate::lowered::LoweredKernel::dependent_launch)): the
-    /// first statements, before any declaration initialises or any memory is touched.
+    /// ([`LoweredKernel::stream_order_prologue`](crate::lowered::LoweredKernel::stream_order_prologue)):
+    /// the first statements, before any declaration initialises or any memory is touched.
     fn stream_order(&self, f: &mut String) -> Result<(), Error> {
-        if !self.k.dependent_launch {
+        if !self.k.stream_order_prologue() {
             return Ok(());
         }
         let Some(prologue) = self.d.stream_order_prologue() else {

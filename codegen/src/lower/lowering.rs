@@ -133,8 +133,9 @@ impl<'a> Lowering<'a> {
         );
         k.stream_weights = s.stream_weights;
         k.byte_offsets = s.byte_offsets;
-        // Every sm_90 kernel waits for its stream predecessor before touching memory, so the
-        // runtime may launch it as a programmatic dependent (docs/synchronisation.md).
+        // An sm_90 kernel whose workgroups do not wait for each other opens with the wait for
+        // its stream predecessor, so the runtime may launch it as a programmatic dependent
+        // (docs/synchronisation.md; `LoweredKernel::stream_order_prologue`).
         k.dependent_launch = arch.has_dependent_launch();
         let carry = Carry {
             k,

@@ -241,13 +241,10 @@ pub struct LoweredKernel {
     /// The same addresses: no effect on values (the simulator and the LLVM back end ignore it).
     /// From [`Schedule::byte_offsets`](crate::lower::Schedule::byte_offsets).
     pub byte_offsets: bool,
-    /// The kernel opens with the stream-order prologue (CUDA: `griddepcontrol.launch_dependents`
-    /// then `griddepcontrol.wait`, before any memory access), so it may be launched as a
-    /// programmatic dependent of the previous kernel of its stream: its workgroups may be
-    /// scheduled while that kernel's last ones still run, and wait there until it has completed
-    /// and its writes are visible. Without such a launch both instructions do nothing. Set for
-    /// every sm_90 kernel by the lowering; gfx906 has no such launch. See
-    /// `docs/synchronisation.md` (stream order).
+    /// The target can launch a kernel as a programmatic dependent of the previous kernel of its
+    /// stream (set by the lowering on sm_90; gfx906 has no such launch). Whether this kernel
+    /// opens with the stream-order prologue and may be launched so is
+    /// [`LoweredKernel::stream_order_prologue`]. See `docs/synchronisation.md` (stream order).
     pub dependent_launch: bool,
 }
 
@@ -302,6 +299,39 @@ impl LoweredKernel {
     /// Lanes per wave.
     pub fn wave_size(&self) -> u32 {
         self.arch.wave_size()
+    }
+
+    /// Whether workgroups of one launch wait for each other or for other ranks: a grid barrier,
+    /// flag rounds, or peer flags at TP > 1 (what makes a launch need co-residency, §5.9).
+    pub fn waits_across_workgroups(&self) -> bool {
+        self.coresidency.is_some()
+            || self.flag_rounds_per_launch > 0
+            || (self.tp > 1
+                && self.params.values().any(|p| {
+                    matches!(
+                        p.kind,
+                        ParamKind::Array {
+                            purpose: Purpose::Flags,
+                            ..
+                        } | ParamKind::PeerArrays {
+                            purpose: Purpose::Flags,
+                            ..
+                        }
+                    )
+                }))
+    }
+
+    /// The kernel opens with the stream-order prologue (CUDA: `griddepcontrol.launch_dependents`
+    /// then `griddepcontrol.wait`, before any memory access), so it may be launched as a
+    /// programmatic dependent of the previous kernel of its stream: its workgroups may be
+    /// scheduled while that kernel's last ones still run, and wait there until it has completed
+    /// and its writes are visible (without such a launch both instructions do nothing). Only
+    /// where the target has the launch and the kernel's workgroups do not wait for each other:
+    /// a dependent's early workgroups would hold the SM slots that the co-residency rule (§5.9)
+    /// counts on for a grid barrier or for other ranks' flag kernels on the same device, and
+    /// its early `launch_dependents` would let a chain of its successors pile up there too.
+    pub fn stream_order_prologue(&self) -> bool {
+        self.dependent_launch && !self.waits_across_workgroups()
     }
 
     /// Bytes of LDS per workgroup.

@@ -640,7 +640,13 @@ impl<'g, D: Device> Live<'g, D> {
                 TimingMode::Events => {
                     series(group, k, rot, timer, flush, o.warmup, o.iters, self.alone)
                 }
-                TimingMode::Graphs => graph_series(group, k, rot, o.warmup, o.iters, self.alone),
+                TimingMode::Graphs => {
+                    // Graphs of dependent launches are not launched behind a host-function
+                    // gate (see `replay_behind_fill`); every version of such a run is gated
+                    // the same way, so the stream-launched ones are its control.
+                    let busy = (o.launch == LaunchMode::Dependent).then_some(flush);
+                    graph_series(group, k, rot, o.warmup, o.iters, self.alone, busy)
+                }
             };
             match timed {
                 Ok(samples) => side.repeats.push(Stats::from_ms(&samples)),
@@ -743,7 +749,9 @@ pub(crate) fn series<D: Device>(
 /// (rank 0 alone with `alone`, every rank otherwise), each launch bound to the next input set,
 /// each graph replayed once (its epochs are fixed, DESIGN.md §5.4); `warmup` and `iters`
 /// launches rounded up to whole graphs. A sample is one replay's slowest-rank window over its
-/// launches, in ms per call; the error words are checked after every replay.
+/// launches, in ms per call; the error words are checked after every replay. With `busy`, each
+/// replay waits behind a fill of that buffer instead of a host gate
+/// ([`GroupGraphs::replay_behind_fill`]).
 pub(crate) fn graph_series<D: Device>(
     group: &RankGroup<D>,
     k: &mut OpKernel<'_, D>,
@@ -751,6 +759,7 @@ pub(crate) fn graph_series<D: Device>(
     warmup: usize,
     iters: usize,
     alone: bool,
+    busy: Option<&D::Buffer>,
 ) -> Result<Vec<f64>, RtError> {
     let graphs = |n: usize| n.div_ceil(GRAPH_CALLS);
     let ranks = if alone { 1 } else { group.tp() };
@@ -769,7 +778,10 @@ pub(crate) fn graph_series<D: Device>(
             }
             Ok(())
         })?;
-        let replay = captured.replay(group)?;
+        let replay = match busy {
+            Some(b) => captured.replay_behind_fill(group, b)?,
+            None => captured.replay(group)?,
+        };
         k.instance().wait()?;
         if g >= graphs(warmup) {
             samples.push(replay.per_call_us() * 1e-3);

@@ -266,6 +266,13 @@ pub fn ab_cmd(a: &AbArgs, policy: SchedulePolicy) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if a.launch == LaunchMode::Dependent && a.timing != TimingMode::Graphs {
+        eprintln!(
+            "error: --launch dependent overlaps a launch with the previous one in its stream: \
+             time it with --timing graphs (with events every launch is timed on its own)"
+        );
+        return ExitCode::from(2);
+    }
     let o = Options {
         seed: a.seed,
         iters: a.iters.max(1),

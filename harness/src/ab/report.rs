@@ -541,7 +541,9 @@ impl AbReport {
                     LaunchMode::Stream => how,
                     LaunchMode::Dependent => format!(
                         "{how}; launched as programmatic dependents of the previous launch in \
-                         the stream where the kernel's ABI allows it (else in stream order)"
+                         the stream where the kernel's ABI allows it (else in stream order), each \
+                         graph behind a fill of a 2 × L2 buffer instead of the gate (every \
+                         version alike)"
                     ),
                 };
                 out.push(format!(

@@ -414,7 +414,7 @@ impl Device for CudaDevice {
                     s,
                     params.pointers_mut(),
                 )
-            } else if spec.dependent {
+            } else if spec.programmatic() {
                 launch_dependent(f, grid, block, spec.dynamic_lds, s, params.pointers_mut())
             } else {
                 cu::launch_kernel(f, grid, block, spec.dynamic_lds, s, params.pointers_mut())
@@ -422,7 +422,7 @@ impl Device for CudaDevice {
         };
         result.map_err(api(if cooperative {
             "cuLaunchCooperativeKernel"
-        } else if spec.dependent {
+        } else if spec.programmatic() {
             "cuLaunchKernelEx"
         } else {
             "cuLaunchKernel"
