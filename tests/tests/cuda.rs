@@ -176,14 +176,19 @@ fn sm90_kernels_without_cross_workgroup_waits_wait_for_their_stream_predecessor_
             .filter(|l| !l.is_empty() && !l.starts_with("//"))
             .collect();
         assert_eq!(
-            code[..2],
+            code[0], "asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");",
+            "{name}: the body does not open with the wait for its stream predecessor"
+        );
+        assert_eq!(
+            code[code.len() - 2..],
             [
                 "asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");",
-                "asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");"
+                "}"
             ],
-            "{name}: the body does not open with the stream-order prologue"
+            "{name}: the body does not end with the signal to its successor"
         );
         assert_eq!(text.matches("griddepcontrol.wait").count(), 1, "{name}");
+        assert_eq!(text.matches("griddepcontrol.launch_dependents").count(), 1, "{name}");
     }
     // The GEMVs (TP 1 allreduces too) open with it; the exchanging kernels at TP > 1 do not.
     assert!(

@@ -50,14 +50,16 @@ impl KernelAttrs for CudaDialect {
     }
 
     /// PTX `griddepcontrol` (sm_90): both are no-ops unless the kernel was launched with the
-    /// programmatic stream serialization attribute.
-    fn stream_order_prologue(&self) -> Option<&'static str> {
-        Some(
-            "// Stream order (docs/synchronisation.md): the next kernel of this stream may be scheduled now.\n\
-             asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n\
-             // §5.7 across launches: no access to memory before the previous kernel of this stream has completed.\n\
+    /// programmatic stream serialization attribute. The signal comes last: given at the start
+    /// (measured, bench/results/2026-12-02-h200-dependent-launch), the successors' waiting
+    /// workgroups piled up in the SM slots the kernel itself needed (2–14 % slower in graphs).
+    fn stream_order(&self) -> Option<(&'static str, &'static str)> {
+        Some((
+            "// §5.7 across launches: no access to memory before the previous kernel of this stream has completed.\n\
              asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n",
-        )
+            "// Stream order (docs/synchronisation.md): this workgroup is done; the next kernel of the stream may be scheduled.\n\
+             asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n",
+        ))
     }
 }
 

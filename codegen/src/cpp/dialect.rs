@@ -76,11 +76,12 @@ pub trait KernelAttrs {
         true
     }
 
-    /// The statements opening a kernel that may be launched as a programmatic dependent of the
-    /// previous kernel of its stream ([`LoweredKernel::dependent_launch`](crate::lowered::LoweredKernel::dependent_launch)):
-    /// let the next kernel be scheduled, then wait for the previous one to complete. `None` where
-    /// the target has no such launch.
-    fn stream_order_prologue(&self) -> Option<&'static str> {
+    /// The statements opening and closing a kernel that may be launched as a programmatic
+    /// dependent of the previous kernel of its stream
+    /// ([`LoweredKernel::stream_order_prologue`](crate::lowered::LoweredKernel::stream_order_prologue)):
+    /// first the wait for the previous kernel to complete, last the signal that the next one may
+    /// be scheduled. `None` where the target has no such launch.
+    fn stream_order(&self) -> Option<(&'static str, &'static str)> {
         None
     }
 }

@@ -67,9 +67,11 @@ impl<'k, D: Dialect> Writer<'k, D> {
         }
         self.signature(&mut f)?;
         f.push_str("{\n");
-        self.stream_order(&mut f)?;
+        let (open, close) = self.stream_order()?;
+        f.push_str(&open);
         self.declarations(&mut f)?;
         f.push_str(&body);
+        f.push_str(&close);
         f.push_str("}\n");
         Ok(f)
     }
@@ -184,24 +186,23 @@ impl<'k, D: Dialect> Writer<'k, D> {
         })
     }
 
-    /// The stream-order prologue of a kernel that may be launched as a programmatic dependent
+    /// The stream-order statements of a kernel that may be launched as a programmatic dependent
     /// ([`LoweredKernel::stream_order_prologue`](crate::lowered::LoweredKernel::stream_order_prologue)):
-    /// the first statements, before any declaration initialises or any memory is touched.
-    fn stream_order(&self, f: &mut String) -> Result<(), Error> {
+    /// the first ones (before any declaration initialises or any memory is touched) and the last
+    /// ones (after every statement of the body: generated kernels never return early, §5.8).
+    fn stream_order(&self) -> Result<(String, String), Error> {
         if !self.k.stream_order_prologue() {
-            return Ok(());
+            return Ok((String::new(), String::new()));
         }
-        let Some(prologue) = self.d.stream_order_prologue() else {
+        let Some((open, close)) = self.d.stream_order() else {
             return Err(Error::Unsupported(format!(
                 "{}: no programmatic dependent launch",
                 self.k.arch
             )));
         };
         let lvl = Level::TOP.next();
-        for line in prologue.lines() {
-            let _ = writeln!(f, "{lvl}{line}");
-        }
-        Ok(())
+        let indent = |text: &str| text.lines().map(|l| format!("{lvl}{l}\n")).collect::<String>();
+        Ok((indent(open), indent(close)))
     }
 
     fn declarations(&self, f: &mut String) -> Result<(), Error> {
