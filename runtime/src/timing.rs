@@ -198,13 +198,12 @@ impl<D: Device> GroupGraphs<D> {
     /// [`GroupGraphs::replay`] without host-function gates: each stream is first kept busy by a
     /// fill of `busy` (a buffer on the ranks' one device, larger than L2: also an L2 flush), and
     /// the start event, the graph and the end event are enqueued behind it while it runs. For
-    /// graphs of programmatic dependent launches ([`crate::LaunchSpec::dependent`]): a graph of
-    /// them launched behind a stream held by a host function (the gate of
-    /// [`GroupGraphs::replay`]) can block the launching thread until the gate's timeout (seen
-    /// on the H200 with driver 580). Every rank's graph must be on `busy`'s device.
+    /// graphs of programmatic dependent launches ([`crate::LaunchSpec::dependent`]), so that no
+    /// host function sits in front of them; the ranks' streams are not released together as by
+    /// the gates, so a multi-rank window holds their skew. Every rank's graph must be on
+    /// `busy`'s device.
     pub fn replay_behind_fill(self, group: &RankGroup<D>, busy: &D::Buffer) -> Result<Replay> {
-        let tp = self.graphs.len() as u32;
-        for r in 0..tp {
+        for r in 0..self.graphs.len() as u32 {
             if group.device(r).info().ordinal != busy.ordinal() {
                 return Err(crate::DeviceError::Unsupported(format!(
                     "rank {r} is not on the device of the fill buffer"
@@ -212,41 +211,28 @@ impl<D: Device> GroupGraphs<D> {
                 .into());
             }
         }
-        let starts = (0..tp)
-            .map(|r| group.device(r).new_event())
-            .collect::<Result<Vec<_>, _>>()?;
-        let ends = (0..tp)
-            .map(|r| group.device(r).new_event())
-            .collect::<Result<Vec<_>, _>>()?;
-        for (r, g) in self.graphs.iter().enumerate() {
-            group.device(r as u32).upload_graph(g)?;
-        }
-        group.synchronize()?;
-        for r in 0..tp {
-            let (dev, s) = (group.device(r), group.stream(r));
+        self.replay_after(group, |dev, s| {
             // Twice: ~80 µs of device work for a 2 × L2 buffer on the H200, well beyond the few
             // µs the host takes to enqueue the record, the graph and the record.
             dev.fill_async(busy, 0x5a, s)?;
             dev.fill_async(busy, 0xa5, s)?;
-            dev.record(&starts[r as usize], s)?;
-            dev.launch_graph(&self.graphs[r as usize])?;
-            dev.record(&ends[r as usize], s)?;
-        }
-        let rank_ms = (0..tp as usize)
-            .map(|r| {
-                let dev = group.device(r as u32);
-                dev.elapsed_ms(&starts[r], &ends[r]).map(f64::from)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Replay {
-            rank_ms,
-            calls: self.calls,
+            Ok(None)
         })
     }
 
     /// Replays every captured rank's graph once, all released together behind gates; waits for
     /// the end.
     pub fn replay(self, group: &RankGroup<D>) -> Result<Replay> {
+        self.replay_after(group, |dev, s| Ok(Some(Gate::hold(dev, s)?)))
+    }
+
+    /// Uploads every graph, then per rank enqueues `front` (a gate it returns is held until every
+    /// rank is enqueued), the start event, the graph and the end event; the windows.
+    fn replay_after(
+        self,
+        group: &RankGroup<D>,
+        front: impl Fn(&D, &D::Stream) -> Result<Option<Gate>>,
+    ) -> Result<Replay> {
         let tp = self.graphs.len() as u32;
         let starts = (0..tp)
             .map(|r| group.device(r).new_event())
@@ -261,7 +247,7 @@ impl<D: Device> GroupGraphs<D> {
         let mut gates = Vec::with_capacity(tp as usize);
         for r in 0..tp {
             let (dev, s) = (group.device(r), group.stream(r));
-            gates.push(Gate::hold(dev, s)?);
+            gates.extend(front(dev, s)?);
             dev.record(&starts[r as usize], s)?;
             dev.launch_graph(&self.graphs[r as usize])?;
             dev.record(&ends[r as usize], s)?;

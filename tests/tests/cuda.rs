@@ -188,7 +188,11 @@ fn sm90_kernels_without_cross_workgroup_waits_wait_for_their_stream_predecessor_
             "{name}: the body does not end with the signal to its successor"
         );
         assert_eq!(text.matches("griddepcontrol.wait").count(), 1, "{name}");
-        assert_eq!(text.matches("griddepcontrol.launch_dependents").count(), 1, "{name}");
+        assert_eq!(
+            text.matches("griddepcontrol.launch_dependents").count(),
+            1,
+            "{name}"
+        );
     }
     // The GEMVs (TP 1 allreduces too) open with it; the exchanging kernels at TP > 1 do not.
     assert!(

@@ -237,6 +237,25 @@ fn call_end(call: &str) -> usize {
     call.len()
 }
 
+/// Every Rust file of [`LIBRARY_SOURCES`]: its path from the repository root and its text.
+fn library_files() -> Vec<(String, String)> {
+    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let mut out = Vec::new();
+    for dir in LIBRARY_SOURCES {
+        let mut files = Vec::new();
+        rust_files(&root.join(dir), &mut files);
+        for f in files {
+            let rel = f
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            out.push((rel, std::fs::read_to_string(&f).expect("readable source")));
+        }
+    }
+    out
+}
+
 fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
     for e in std::fs::read_dir(dir)
         .expect("a source directory")
@@ -270,24 +289,13 @@ fn the_scanner_finds_environment_reads_and_mutable_statics() {
 
 #[test]
 fn library_crates_read_no_environment_and_keep_no_mutable_statics() {
-    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
     let mut found = Vec::new();
-    for dir in LIBRARY_SOURCES {
-        let mut files = Vec::new();
-        rust_files(&root.join(dir), &mut files);
-        for f in files {
-            let rel = f
-                .strip_prefix(root)
-                .unwrap()
-                .to_string_lossy()
-                .replace('\\', "/");
-            let text = std::fs::read_to_string(&f).expect("readable source");
-            found.extend(
-                environment_and_statics(&text)
-                    .into_iter()
-                    .map(|w| (rel.clone(), w)),
-            );
-        }
+    for (rel, text) in library_files() {
+        found.extend(
+            environment_and_statics(&text)
+                .into_iter()
+                .map(|w| (rel.clone(), w)),
+        );
     }
     let undocumented: Vec<_> = found
         .iter()
@@ -318,22 +326,11 @@ const PROCESS_ALLOWED: &[&str] = &["harness/src/llvm_diff.rs"];
 /// process groups and interrupt handling), so no other library file builds a `Command`.
 #[test]
 fn only_the_runtimes_compiler_driver_starts_processes() {
-    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
     let mut starts = Vec::new();
-    for dir in LIBRARY_SOURCES {
-        let mut files = Vec::new();
-        rust_files(&root.join(dir), &mut files);
-        for f in files {
-            let rel = f
-                .strip_prefix(root)
-                .unwrap()
-                .to_string_lossy()
-                .replace('\\', "/");
-            let text = std::fs::read_to_string(&f).expect("readable source");
-            let code = text.lines().filter(|l| !l.trim_start().starts_with("//"));
-            if code.into_iter().any(|l| l.contains("Command::new(")) {
-                starts.push(rel);
-            }
+    for (rel, text) in library_files() {
+        let mut code = text.lines().filter(|l| !l.trim_start().starts_with("//"));
+        if code.any(|l| l.contains("Command::new(")) {
+            starts.push(rel);
         }
     }
     assert!(

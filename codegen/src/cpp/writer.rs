@@ -201,7 +201,11 @@ impl<'k, D: Dialect> Writer<'k, D> {
             )));
         };
         let lvl = Level::TOP.next();
-        let indent = |text: &str| text.lines().map(|l| format!("{lvl}{l}\n")).collect::<String>();
+        let indent = |text: &str| {
+            text.lines()
+                .map(|l| format!("{lvl}{l}\n"))
+                .collect::<String>()
+        };
         Ok((indent(open), indent(close)))
     }
 
