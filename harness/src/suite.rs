@@ -1863,7 +1863,7 @@ pub struct SuiteArgs {
     #[arg(long)]
     pub skew: Option<Skew>,
     /// `stream` (default) or `dependent`: launch every kernel whose ABI allows it (every generated
-    /// sm_90 kernel) as a programmatic dependent of the previous launch of its stream, so the
+    /// sm_90 kernel without a grid barrier or flags) as a programmatic dependent of the previous launch of its stream, so the
     /// back-to-back run overlaps each launch's start with the previous one's end.
     #[arg(long, value_enum, default_value_t = crate::ab::LaunchMode::Stream)]
     pub launch: crate::ab::LaunchMode,

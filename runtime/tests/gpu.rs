@@ -518,7 +518,7 @@ fn stale_after(
     read_u32s(dev, &out).iter().filter(|&&x| x != v).count()
 }
 
-/// The stream-order prologue every generated sm_90 kernel opens with is what makes a
+/// The stream-order prologue a generated sm_90 kernel without cross-workgroup waits opens with makes a
 /// programmatic dependent launch safe: a consumer launched so, without `griddepcontrol.wait`,
 /// reads its producer's output before it is written (the launch really overlaps: the test fails
 /// if it never does); with the wait, or launched in plain stream order, it never does.

@@ -91,7 +91,7 @@ pub enum LaunchMode {
     Stream,
     /// As a programmatic dependent of the previous kernel of its stream (CUDA's programmatic
     /// dependent launch) where the kernel's ABI allows it (`dependent_launch`: every generated
-    /// sm_90 kernel; a hand-written one that says so), else in stream order: its workgroups may
+    /// sm_90 kernel without a grid barrier or flags; a hand-written one that says so), else in stream order: its workgroups may
     /// be scheduled during the previous kernel's last ones and wait there for it to complete.
     /// Overlaps only launches that follow each other in a stream (graphs); HIP launches in stream
     /// order.
