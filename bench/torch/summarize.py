@@ -46,7 +46,11 @@ def main():
                 return r
         return None
 
-    print(f"## wavefuse vs NCCL, one rank per GPU ({wf['devices']}, commit {wf['commit']}, {wf['date']})\n")
+    if isinstance(wf.get("device"), dict):  # wavefuse-mgpu-bench/2: the one provenance header
+        devices = f"{wf['device']['count']} × {wf['device']['name']}"
+    else:  # wavefuse-mgpu-bench/1
+        devices = wf["devices"]
+    print(f"## wavefuse vs NCCL, one rank per GPU ({devices}, commit {wf['commit']}, {wf['date']})\n")
     for tp, d in sorted(nccl.items()):
         runtime = f"HIP {d['hip']}, RCCL" if d.get("hip") else f"CUDA {d['cuda']}, NCCL"  # ROCm: RCCL
         print(f"- NCCL side TP {tp}: torch {d['torch']}, {runtime} {d['nccl']}, {d['date']}")

@@ -16,6 +16,7 @@ use wavefuse_harness::ab::report::{
     TimingMode, Usage, Version,
 };
 use wavefuse_harness::ab::{plot, signature};
+use wavefuse_harness::provenance::{DeviceInfo, Provenance};
 use wavefuse_harness::suite::{self, CaseSpec, ShapeKind};
 use wavefuse_runtime::Device;
 
@@ -373,14 +374,20 @@ fn row(kernel: &str, generated: Version, manual: Manual) -> Row {
 fn synthetic() -> AbReport {
     let header = Header {
         mode: Mode::Gpu,
-        device: "NVIDIA H200".into(),
-        sms: 132,
-        l2_bytes: 60 << 20,
-        driver: "580.159.04".into(),
-        cuda: "13.0".into(),
-        compiler: "nvrtc 13.0".into(),
-        commit: "abc123".into(),
-        date: "2026-11-29T18:00:00Z".into(),
+        provenance: Provenance {
+            device: DeviceInfo {
+                name: "NVIDIA H200".into(),
+                count: 1,
+                sms: 132,
+                l2_bytes: 60 << 20,
+                cooperative_launch: true,
+            },
+            driver: "580.159.04".into(),
+            cuda: "13.0".into(),
+            compiler: "nvrtc 13.0".into(),
+            commit: "abc123".into(),
+            date: "2026-11-29T18:00:00Z".into(),
+        },
         seed: 7,
         warmup: 10,
         iters: 100,

@@ -13,6 +13,7 @@ use wavefuse_codegen::Arch;
 use wavefuse_codegen::lowered::{LoweredKernel, ParamKind, Purpose};
 use wavefuse_codegen::target::Vendor;
 use wavefuse_harness::KernelId;
+use wavefuse_harness::provenance::Provenance;
 use wavefuse_harness::suite::{self, CaseSpec, ShapeKind};
 use wavefuse_runtime::device::LoadedKernel;
 use wavefuse_runtime::exec::{self, OpKernel};
@@ -454,16 +455,20 @@ fn fake_device(body: Body) -> Fake {
 }
 
 /// The suite report's header for the fake device.
-fn fake_header() -> suite::Header {
-    suite::Header {
-        device: "fake".into(),
-        sms: 8,
-        cooperative_launch: true,
+fn fake_header() -> Provenance {
+    Provenance {
+        device: wavefuse_harness::provenance::DeviceInfo {
+            name: "fake".into(),
+            count: 1,
+            sms: 8,
+            l2_bytes: 0,
+            cooperative_launch: true,
+        },
         driver: "none".into(),
         cuda: "none".into(),
         compiler: "none".into(),
         commit: "test".into(),
-        date: suite::utc_now(),
+        date: wavefuse_harness::provenance::utc_now(),
     }
 }
 

@@ -17,6 +17,7 @@ pub mod model_config;
 pub mod npy;
 pub mod outputs;
 pub mod policy;
+pub mod provenance;
 pub mod report;
 pub mod run;
 pub mod sim;

@@ -20,6 +20,7 @@ use wavefuse_runtime::exec::{self, OpKernel};
 use wavefuse_runtime::{Cache, RankGroup, SameDeviceMode};
 
 use crate::KernelId;
+use crate::provenance::{Provenance, compiler_version, utc_now};
 use crate::suite::{self, CaseSpec, ShapeKind, Worst};
 
 /// The manifest's file name in the PTX folder.
@@ -124,18 +125,16 @@ pub fn llvm_diff_cmd(a: &LlvmDiffArgs) -> ExitCode {
     let ok = rows
         .iter()
         .all(|r| passes(&r.cpp, r.tol) && passes(&r.llvm, r.tol));
-    let device = suite::open_cuda()
-        .map(|d| wavefuse_runtime::device::Device::info(&d).name.clone())
-        .unwrap_or_default();
-    let header = json!({
-        "device": device,
-        "driver": suite::nvidia_driver_version(),
-        "date": suite::utc_now(),
-        "commit": option_env!("WAVEFUSE_COMMIT").unwrap_or("see carry/COMMIT"),
+    let commit = option_env!("WAVEFUSE_COMMIT").unwrap_or("see carry/COMMIT");
+    let provenance = suite::open_cuda()
+        .map_err(|e| e.to_string())
+        .and_then(|d| Provenance::of_device(&d, Arch::Sm90, commit).map_err(|e| e.to_string()))
+        .unwrap_or_else(|_| Provenance::without_gpu(compiler_version(Arch::Sm90), commit));
+    let header = provenance.json_with(json!({
         "llvm": manifest["llvm"],
         "llvm_built_at": manifest["commit"],
         "seed": a.seed,
-    });
+    }));
     if let Some(p) = &a.json {
         let j = json!({"header": header, "rows": rows.iter().map(row_json).collect::<Vec<_>>()});
         if let Err(e) = std::fs::write(p, serde_json::to_string_pretty(&j).unwrap_or_default()) {
@@ -284,9 +283,9 @@ fn row_json(r: &Row) -> Json {
 fn markdown(header: &Json, rows: &[Row]) -> String {
     let mut s = format!(
         "# LLVM back end vs C++ path on {}\n\n{} · driver {} · LLVM {} (PTX built at {}) · seed {}\n\n",
-        header["device"].as_str().unwrap_or("?"),
+        header["device"]["name"].as_str().unwrap_or("?"),
         header["date"].as_str().unwrap_or("?"),
-        header["driver"].as_str().unwrap_or("?"),
+        header["driver_version"].as_str().unwrap_or("?"),
         header["llvm"].as_str().unwrap_or("?"),
         header["llvm_built_at"].as_str().unwrap_or("?"),
         header["seed"]
@@ -341,7 +340,7 @@ pub fn write_ptx_set(out: &Path) -> Result<usize, String> {
         .ok()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .unwrap_or_default();
-    let m = json!({"llvm": llvm_version_string(), "commit": commit, "date": suite::utc_now(),
+    let m = json!({"llvm": llvm_version_string(), "commit": commit, "date": utc_now(),
                    "entries": entries});
     std::fs::write(
         out.join(MANIFEST),

@@ -27,10 +27,11 @@ use wavefuse::ir::{GptqLayout, Kernel, validate};
 use wavefuse_codegen::Arch;
 use wavefuse_runtime::exec::{self, OpKernel, OutputMetrics};
 use wavefuse_runtime::rank::per_device_ordinals;
-use wavefuse_runtime::timing::{GroupGraphs, l2_bytes};
+use wavefuse_runtime::timing::GroupGraphs;
 use wavefuse_runtime::{Cache, CompileRequest, Device, RankGroup, SameDeviceMode};
 
 use crate::policy::{Placement, SchedulePolicy};
+use crate::provenance::Provenance;
 use crate::shapes::HIDDEN;
 use crate::suite::{self, Worst};
 use crate::{KernelId, Shapes, Workload};
@@ -443,27 +444,10 @@ fn str_err(e: wavefuse_runtime::Error) -> String {
     e.to_string()
 }
 
-/// The run's header.
-#[derive(Clone, Debug)]
-pub struct BenchHeader {
-    /// GPUs (name of GPU 0 and the count visible).
-    pub devices: String,
-    /// Kernel-module version.
-    pub driver: String,
-    /// CUDA version of the driver.
-    pub cuda: String,
-    /// Commit.
-    pub commit: String,
-    /// UTC date.
-    pub date: String,
-    /// L2 of GPU 0, bytes.
-    pub l2_bytes: u64,
-}
-
 /// Every row of a run.
 pub struct BenchReport {
-    /// Device and toolchain.
-    pub header: BenchHeader,
+    /// Device and toolchain (the devices visible: the count; GPU 0: the rest).
+    pub header: Provenance,
     /// Options.
     pub options: BenchOptions,
     /// Rows.
@@ -486,16 +470,16 @@ pub fn run_bench(o: &BenchOptions) -> Result<BenchReport, String> {
 
 fn run_bench_on<D: Device>(dev0: D, o: &BenchOptions) -> Result<BenchReport, String> {
     let visible = D::count().map_err(|e| e.to_string())?;
-    let l2 = l2_bytes(&dev0).map_err(str_err)?;
-    let (driver, cuda) = crate::ab::gpu::versions(&dev0);
-    let header = BenchHeader {
-        devices: format!("{visible} × {}", dev0.info().name),
-        driver,
-        cuda,
-        commit: o.commit.clone(),
-        date: suite::utc_now(),
-        l2_bytes: l2,
-    };
+    let arch = dev0.info().arch.ok_or_else(|| {
+        format!(
+            "{} is not a wavefuse target (gfx906 or sm_90)",
+            dev0.info().name
+        )
+    })?;
+    let header = Provenance::of_device(&dev0, arch, &o.commit)
+        .map_err(str_err)?
+        .with_devices(visible as u32);
+    let l2 = header.device.l2_bytes;
     drop(dev0);
     let cache = Cache::from_env();
     let mut rows = Vec::new();
@@ -543,15 +527,8 @@ fn run_bench_on<D: Device>(dev0: D, o: &BenchOptions) -> Result<BenchReport, Str
 impl BenchReport {
     /// The results file.
     pub fn to_json(&self) -> Json {
-        let h = &self.header;
-        json!({
-            "schema": "wavefuse-mgpu-bench/1",
-            "devices": h.devices,
-            "driver_version": h.driver,
-            "cuda_version": h.cuda,
-            "commit": h.commit,
-            "date": h.date,
-            "l2_bytes": h.l2_bytes,
+        self.header.json_with(json!({
+            "schema": "wavefuse-mgpu-bench/2",
             "placement": self.placement(),
             "timing": "a graph (CUDA or HIP) of `calls` back-to-back calls per rank (its own stream), ranks \
                        released together; per call = slowest rank's window / calls",
@@ -560,7 +537,7 @@ impl BenchReport {
             "seed": self.options.seed,
             "refused": self.refused.iter().map(|(tp, why)| json!({"tp": tp, "why": why})).collect::<Vec<_>>(),
             "rows": self.rows.iter().map(row_json).collect::<Vec<_>>(),
-        })
+        }))
     }
 
     /// Where the ranks ran: `per-device` or `same-device`.
@@ -574,22 +551,18 @@ impl BenchReport {
 
     /// The Markdown table.
     pub fn markdown(&self) -> String {
-        let h = &self.header;
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "## wavefuse mgpu-bench ({}, CUDA graphs)\n\n{}, driver {}, CUDA {}; commit {}, {}; \
+            "## wavefuse mgpu-bench ({}, CUDA graphs)\n\n{}; {}; \
              {} calls per graph, {} samples; per call = slowest rank's window / calls\n",
             if self.options.same_device {
                 "every rank on GPU 0, a stream each"
             } else {
                 "one rank per GPU"
             },
-            h.devices,
-            h.driver,
-            h.cuda,
-            h.commit,
-            h.date,
+            self.header.line(),
+            self.header.origin(),
             self.options.calls,
             self.options.samples
         );

@@ -21,7 +21,6 @@ use wavefuse::ir::{GptqLayout, GroupSize, Kernel, ZeroPoint, validate};
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::lower::LowerError;
 use wavefuse_codegen::lowered::LoweredKernel;
-use wavefuse_codegen::target::Vendor;
 use wavefuse_runtime::compile::{Compiler, Nvrtc, default_compiler};
 use wavefuse_runtime::exec::{self, ArtifactSource, OpKernel, OutputMetrics};
 use wavefuse_runtime::rank::{Skew, per_device_ordinals};
@@ -31,6 +30,7 @@ use wavefuse_runtime::{
 };
 
 use crate::policy::{Placement, ResolveError, SchedulePolicy};
+use crate::provenance::Provenance;
 use crate::shapes::{HIDDEN, Model, TP_SIZES};
 use crate::sim::{SmallShapes, shrink, small_kernel};
 use crate::{KernelId, Shapes, Workload};
@@ -1077,33 +1077,10 @@ pub struct CaseResult {
     pub run_ms: f64,
 }
 
-/// The device and toolchain the suite ran on.
-#[derive(Clone, Debug)]
-pub struct Header {
-    /// Device name.
-    pub device: String,
-    /// SMs.
-    pub sms: u32,
-    /// Cooperative launch support.
-    pub cooperative_launch: bool,
-    /// Kernel-module (driver) version, from /proc/driver/nvidia/version (NVIDIA) or
-    /// /sys/module/amdgpu/version (AMD).
-    pub driver: String,
-    /// CUDA version the driver supports (cuDriverGetVersion); on an AMD GPU `none (HIP: …)`
-    /// with the HIP runtime library used.
-    pub cuda: String,
-    /// The compiler's version.
-    pub compiler: String,
-    /// Commit.
-    pub commit: String,
-    /// UTC date and time.
-    pub date: String,
-}
-
 /// The suite's results.
 pub struct Report {
     /// Device and toolchain.
-    pub header: Header,
+    pub header: Provenance,
     /// The options it ran with.
     pub options: SuiteOptions,
     /// Every case.
@@ -1212,7 +1189,8 @@ fn run_suite_on<D: Device>(dev: D, o: &SuiteOptions) -> Result<Report, SuiteErro
             dev.info().name
         ))
     })?;
-    let mut header = header(&dev, arch, &o.commit);
+    let mut header = Provenance::of_device(&dev, arch, &o.commit)
+        .map_err(|e| SuiteError::NoGpu(e.to_string()))?;
     // Kept open to the end: they hold the GPUs' primary contexts, which every case's devices then
     // share instead of creating and destroying one per case.
     let mut _primary = vec![dev];
@@ -1228,7 +1206,7 @@ fn run_suite_on<D: Device>(dev: D, o: &SuiteOptions) -> Result<Report, SuiteErro
             }
             _primary.push(d);
         }
-        header.device = format!("{} × {}", most, header.device);
+        header = header.with_devices(most);
     }
     let open = |ordinal: usize| D::new(ordinal).map_err(|e| e.to_string());
     Ok(run_cases(o, arch, header, &Cache::from_env(), open))
@@ -1240,7 +1218,7 @@ fn run_suite_on<D: Device>(dev: D, o: &SuiteOptions) -> Result<Report, SuiteErro
 pub fn run_cases<D: Device>(
     o: &SuiteOptions,
     arch: Arch,
-    header: Header,
+    header: Provenance,
     cache: &Cache,
     open: impl Fn(usize) -> Result<D, String>,
 ) -> Report {
@@ -1462,91 +1440,6 @@ fn progress_line(r: &CaseResult) -> String {
     line
 }
 
-fn header<D: Device>(dev: &D, arch: Arch, commit: &str) -> Header {
-    let info = dev.info();
-    let (driver, cuda) = match info.vendor {
-        Vendor::Nvidia => (
-            nvidia_driver_version().unwrap_or_else(|| "unknown".into()),
-            exec::cuda_driver_version()
-                .map(|(a, b)| format!("{a}.{b}"))
-                .unwrap_or_else(|e| format!("unknown ({e})")),
-        ),
-        Vendor::Amd => (
-            amdgpu_driver_version().unwrap_or_else(|| "unknown".into()),
-            wavefuse_runtime::device::hip_runtime_library()
-                .map(|l| format!("none (HIP: {l})"))
-                .unwrap_or_else(|e| format!("none (HIP: {e})")),
-        ),
-    };
-    // The HIP entry points driving an NVIDIA GPU (the test double): say so next to the driver.
-    let runtime = dev.runtime();
-    let cuda = if info.vendor == Vendor::Nvidia && runtime.starts_with("HIP") {
-        format!("{cuda}; {runtime}")
-    } else {
-        cuda
-    };
-    let compiler = compiler_for(arch)
-        .version()
-        .unwrap_or_else(|e| format!("none ({e})"));
-    Header {
-        device: info.name.clone(),
-        sms: info.compute_units,
-        cooperative_launch: info.cooperative_launch,
-        driver,
-        cuda,
-        compiler,
-        commit: commit.to_owned(),
-        date: utc_now(),
-    }
-}
-
-/// The amdgpu kernel module's version from `/sys/module/amdgpu/version` (set by ROCm's DKMS
-/// driver; absent with the upstream kernel's, then None).
-pub fn amdgpu_driver_version() -> Option<String> {
-    let v = std::fs::read_to_string("/sys/module/amdgpu/version").ok()?;
-    let v = v.trim();
-    (!v.is_empty()).then(|| v.to_owned())
-}
-
-/// The kernel module's version from `/proc/driver/nvidia/version` (e.g. `580.65.06`).
-pub fn nvidia_driver_version() -> Option<String> {
-    let text = std::fs::read_to_string("/proc/driver/nvidia/version").ok()?;
-    let line = text.lines().next()?;
-    let after = line.split("Module").nth(1)?;
-    after
-        .split_whitespace()
-        .find(|t| t.contains('.') && t.chars().all(|c| c.is_ascii_digit() || c == '.'))
-        .map(str::to_owned)
-}
-
-/// The current UTC time as `YYYY-MM-DDTHH:MM:SSZ`.
-pub fn utc_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
 // ---------------------------------------------------------------------------------------------
 // Results: JSON and Markdown
 // ---------------------------------------------------------------------------------------------
@@ -1559,15 +1452,8 @@ impl Report {
 
     /// The results file.
     pub fn to_json(&self) -> Json {
-        let h = &self.header;
-        json!({
+        self.header.json_with(json!({
             "schema": "wavefuse-gpu-suite/1",
-            "device": { "name": h.device, "sms": h.sms, "cooperative_launch": h.cooperative_launch },
-            "driver_version": h.driver,
-            "cuda_version": h.cuda,
-            "compiler": h.compiler,
-            "commit": h.commit,
-            "date": h.date,
             "mode": if self.options.quick { "quick" } else { "full" },
             "seed": self.options.seed,
             "stress_launches": self.options.stress_launches,
@@ -1590,25 +1476,18 @@ impl Report {
                 .map(|(k, t, why)| json!({"kernel": k.name(), "rel_l2": t, "why": why}))
                 .collect::<Vec<_>>(),
             "cases": self.cases.iter().map(case_json).collect::<Vec<_>>(),
-        })
+        }))
     }
 
     /// The Markdown tables: correctness per case, then the back-to-back runs.
     pub fn markdown(&self) -> String {
-        let h = &self.header;
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "## wavefuse GPU suite ({})\n\n{} ({} SMs), driver {}, CUDA {}, {}; commit {}, {}; \
-             {}; launch skew {}; {:.0} s\n",
+            "## wavefuse GPU suite ({})\n\n{}; {}; {}; launch skew {}; {:.0} s\n",
             if self.options.quick { "quick" } else { "full" },
-            h.device,
-            h.sms,
-            h.driver,
-            h.cuda,
-            h.compiler,
-            h.commit,
-            h.date,
+            self.header.line(),
+            self.header.origin(),
             match self.options.placement {
                 SuitePlacement::SameDevice => "all ranks on one device",
                 SuitePlacement::PerDevice => "one rank per device",
@@ -2142,6 +2021,21 @@ mod tests {
         }
     }
 
+    /// The set's per-kernel tolerances and the rule by output type that a user's kernel gets
+    /// (`wavefuse_codegen::sim::tolerance_for`) are one policy: a kernel of the set is never
+    /// judged more leniently than the same kernel would be as a user's.
+    #[test]
+    fn the_sets_tolerances_are_never_looser_than_a_users() {
+        for id in KernelId::ALL {
+            for tp in [1, 4] {
+                let ir = id.build(&Shapes::qwen27b(tp));
+                let users = UserKernel::new(ir, id.name()).expect("valid").tolerance();
+                let (set, _) = tolerance(id);
+                assert!(set <= users, "{id}@tp{tp}: set {set} > user's {users}");
+            }
+        }
+    }
+
     #[test]
     fn odd_shapes_are_odd_and_legal() {
         for c in cases(false, &KernelId::ALL, &TP_SIZES) {
@@ -2261,13 +2155,6 @@ mod tests {
                 assert!(outs.values().all(|t| t.data.iter().all(|v| v.is_finite())));
             }
         }
-    }
-
-    #[test]
-    fn dates_are_civil() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(19_782), (2024, 2, 29));
-        assert_eq!(civil_from_days(20_454), (2026, 1, 1));
     }
 
     #[test]

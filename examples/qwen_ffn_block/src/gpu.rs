@@ -34,9 +34,8 @@ use wavefuse_codegen::lowered::Ty;
 use wavefuse_harness::ab::gpu::Rotation;
 use wavefuse_harness::ab::handwritten::{Found, find_reference, reference_dir};
 use wavefuse_harness::ab::report::Stats;
-use wavefuse_harness::suite::{
-    self, CaseSpec, Generated, ShapeKind, Worst, compiler_for, generate,
-};
+use wavefuse_harness::provenance::Provenance;
+use wavefuse_harness::suite::{CaseSpec, Generated, ShapeKind, Worst, compiler_for, generate};
 use wavefuse_kernels::KernelId;
 use wavefuse_runtime::compile::Nvrtc;
 use wavefuse_runtime::device::CudaBuffer;
@@ -427,23 +426,6 @@ fn f16_shape(ir: &Kernel, name: &str) -> Result<Vec<usize>, RtError> {
     }
 }
 
-/// The device, driver and toolchain the run is on.
-#[derive(Clone, Debug)]
-pub struct Header {
-    /// Device name.
-    pub device: String,
-    /// SMs.
-    pub sms: u32,
-    /// L2 bytes.
-    pub l2: u64,
-    /// Kernel-module version.
-    pub driver: String,
-    /// CUDA version of the driver.
-    pub cuda: String,
-    /// NVRTC version.
-    pub compiler: String,
-}
-
 /// What one version measured.
 #[derive(Clone, Debug)]
 pub struct Measured {
@@ -487,7 +469,7 @@ impl Measured {
 }
 
 /// How much to time.
-#[derive(Copy, Clone, Debug)]
+#[derive(Clone, Debug)]
 pub struct Plan {
     /// Workload seed.
     pub seed: u64,
@@ -501,12 +483,14 @@ pub struct Plan {
     pub repeats: usize,
     /// Skip the hand-written chain.
     pub no_hand: bool,
+    /// The commit of the binary, for the report's header.
+    pub commit: String,
 }
 
 /// Everything the GPU run found.
 pub struct GpuReport {
     /// Device and toolchain.
-    pub header: Header,
+    pub header: Provenance,
     /// Copy bandwidth per repeat, GB/s (read + write).
     pub copy_gbps: Vec<f64>,
     /// Per version.
@@ -529,18 +513,8 @@ pub fn run(dev: CudaDevice, plan: &Plan) -> Result<GpuReport, String> {
         ));
     }
     let l2 = timing::l2_bytes(&dev).map_err(|e| e.to_string())?;
-    let header = Header {
-        device: info.name.clone(),
-        sms: info.compute_units,
-        l2,
-        driver: suite::nvidia_driver_version().unwrap_or_else(|| "unknown".into()),
-        cuda: exec::cuda_driver_version()
-            .map(|(a, b)| format!("{a}.{b}"))
-            .unwrap_or_else(|e| format!("unknown ({e})")),
-        compiler: compiler_for(Arch::Sm90)
-            .version()
-            .unwrap_or_else(|e| format!("none ({e})")),
-    };
+    let header =
+        Provenance::of_device(&dev, Arch::Sm90, &plan.commit).map_err(|e| e.to_string())?;
     let g = Generation::new()?;
     let block = g.block();
     let t = Instant::now();

@@ -152,6 +152,7 @@ fn gpu_main(a: &Args, dev: wavefuse_runtime::CudaDevice) -> ExitCode {
         windows: a.windows,
         repeats: a.repeats.max(1),
         no_hand: a.no_hand,
+        commit: std::env::var("WAVEFUSE_COMMIT").unwrap_or_else(|_| "unknown".into()),
     };
     let report = match gpu::run(dev, &plan) {
         Ok(r) => r,
@@ -161,12 +162,10 @@ fn gpu_main(a: &Args, dev: wavefuse_runtime::CudaDevice) -> ExitCode {
         }
     };
     let torch = a.torch.as_ref().map(|p| torch_block(p));
-    let commit = std::env::var("WAVEFUSE_COMMIT").unwrap_or_else(|_| "unknown".into());
-    let date = suite::utc_now();
-    let md = markdown(&report, torch.as_ref(), &commit, &date);
+    let md = markdown(&report, torch.as_ref());
     print!("{md}");
     if let Some(path) = &a.json {
-        let j = to_json(&report, &plan, torch.as_ref(), &commit, &date);
+        let j = to_json(&report, &plan, torch.as_ref());
         let text = serde_json::to_string_pretty(&j).expect("JSON serialises");
         for (p, t) in [(path.clone(), text), (path.with_extension("md"), md)] {
             if let Err(e) = std::fs::write(&p, t) {
@@ -266,20 +265,15 @@ fn check_cell(c: Option<&gpu::Check>) -> String {
     }
 }
 
-fn markdown(r: &gpu::GpuReport, torch: Option<&TorchBlock>, commit: &str, date: &str) -> String {
-    let h = &r.header;
+fn markdown(r: &gpu::GpuReport, torch: Option<&TorchBlock>) -> String {
     let copy = median(r.copy_gbps.iter().copied());
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "## Qwen 3.5 27B FFN block, TP = {TP} on one GPU\n\n{} ({} SMs, L2 {} MB), driver {}, CUDA \
-         {}, {}; commit {commit}, {date}; copy bandwidth {} (read + write); {:.0} s\n",
-        h.device,
-        h.sms,
-        h.l2 >> 20,
-        h.driver,
-        h.cuda,
-        h.compiler,
+        "## Qwen 3.5 27B FFN block, TP = {TP} on one GPU\n\n{}; {}; copy bandwidth {} (read + \
+         write); {:.0} s\n",
+        r.header.line(),
+        r.header.origin(),
         copy.map_or("not measured".into(), |c| format!("{c:.0} GB/s")),
         r.seconds
     );
@@ -402,14 +396,7 @@ fn stats_json(s: &Stats) -> Json {
     json!({"samples": s.samples, "median_us": s.median_us, "p10_us": s.p10_us, "p90_us": s.p90_us})
 }
 
-fn to_json(
-    r: &gpu::GpuReport,
-    plan: &gpu::Plan,
-    torch: Option<&TorchBlock>,
-    commit: &str,
-    date: &str,
-) -> Json {
-    let h = &r.header;
+fn to_json(r: &gpu::GpuReport, plan: &gpu::Plan, torch: Option<&TorchBlock>) -> Json {
     let check = |c: &Option<gpu::Check>| {
         c.as_ref().map(|c| {
             json!({"pass": c.passes(), "y": metrics_json(&c.y), "outputs": metrics_json(&c.out)})
@@ -437,14 +424,8 @@ fn to_json(
             })
         })
         .collect();
-    json!({
+    r.header.json_with(json!({
         "schema": "wavefuse-qwen-ffn-block/1",
-        "device": {"name": h.device, "sms": h.sms, "l2_bytes": h.l2},
-        "driver_version": h.driver,
-        "cuda_version": h.cuda,
-        "compiler": h.compiler,
-        "commit": commit,
-        "date": date,
         "tp": TP,
         "layers": LAYERS,
         "placement": "all ranks on one device, one stream per rank",
@@ -465,7 +446,7 @@ fn to_json(
             TorchBlock::Missing(why) => json!({"error": why}),
         }),
         "seconds": r.seconds,
-    })
+    }))
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ use super::handwritten::{Found, Hand, find_reference};
 use super::report::{AbReport, Check, Header, Manual, Mode, Resources, Row, Version};
 use super::{Choice, Options, base_row, check_of, placeholder_row, usage_of};
 use crate::policy::{Placement, SchedulePolicy};
+use crate::provenance::Provenance;
 use crate::suite::{self, CaseSpec, Data, ShapeKind, compiler_for};
 
 /// The targets of the static part, in table order.
@@ -97,23 +98,17 @@ pub fn run(cases: &[CaseSpec], o: &Options, reason: String, bar: &ProgressBar) -
 
 fn header(o: &Options, reason: String) -> Header {
     let version = |c: &dyn Compiler| c.version().unwrap_or_else(|_| "not installed".into());
+    let compiler = format!(
+        "nvrtc {}; hipcc {}",
+        version(compiler_for(Arch::Sm90).as_ref()),
+        version(compiler_for(Arch::Gfx906).as_ref())
+            .lines()
+            .next()
+            .unwrap_or("")
+    );
     Header {
         mode: Mode::NoGpu { reason },
-        device: "none".into(),
-        sms: 0,
-        l2_bytes: 0,
-        driver: suite::nvidia_driver_version().unwrap_or_else(|| "none".into()),
-        cuda: "none".into(),
-        compiler: format!(
-            "nvrtc {}; hipcc {}",
-            version(compiler_for(Arch::Sm90).as_ref()),
-            version(compiler_for(Arch::Gfx906).as_ref())
-                .lines()
-                .next()
-                .unwrap_or("")
-        ),
-        commit: o.commit.clone(),
-        date: suite::utc_now(),
+        provenance: Provenance::without_gpu(compiler, &o.commit),
         seed: o.seed,
         warmup: o.warmup,
         timing: o.timing,

@@ -25,7 +25,6 @@ use wavefuse::ir::reference::{RankInputs, RankOutputs};
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::abi::Abi;
 use wavefuse_codegen::lowered::{ParamKind, Purpose};
-use wavefuse_codegen::target::Vendor;
 use wavefuse_runtime::exec::{self, OpKernel};
 use wavefuse_runtime::timing::{self, GroupGraphs, GroupTimer};
 use wavefuse_runtime::{
@@ -38,6 +37,7 @@ use super::report::{
     TimingMode, Version,
 };
 use super::{Choice, Options, base_row, check_of, prepare_all, usage_of};
+use crate::provenance::Provenance;
 use crate::suite::{self, CaseSpec, Prepared, compiler_for};
 
 /// Rotation sets at most (a few-KB allreduce would otherwise need thousands).
@@ -203,28 +203,6 @@ pub fn run(cases: &[CaseSpec], o: &Options, bar: &ProgressBar) -> Result<AbRepor
     suite::with_gpu(o.runtime, Ab(cases, o, bar))?
 }
 
-/// The driver and runtime versions of `dev` for the report's header.
-pub(crate) fn versions<D: Device>(dev: &D) -> (String, String) {
-    let runtime = dev.runtime();
-    match dev.info().vendor {
-        Vendor::Nvidia => {
-            let cuda = exec::cuda_driver_version()
-                .map(|(a, b)| format!("{a}.{b}"))
-                .unwrap_or_else(|e| format!("unknown ({e})"));
-            let driver = suite::nvidia_driver_version().unwrap_or_else(|| "unknown".into());
-            if runtime.starts_with("HIP") {
-                (driver, format!("{cuda}; {runtime}"))
-            } else {
-                (driver, cuda)
-            }
-        }
-        Vendor::Amd => (
-            suite::amdgpu_driver_version().unwrap_or_else(|| "unknown".into()),
-            format!("none ({runtime})"),
-        ),
-    }
-}
-
 fn run_on<D: Device>(
     dev: D,
     cases: &[CaseSpec],
@@ -239,20 +217,11 @@ fn run_on<D: Device>(
             info.name
         ));
     };
-    let l2 = timing::l2_bytes(&dev).map_err(|e| e.to_string())?;
-    let (driver, cuda) = versions(&dev);
+    let provenance = Provenance::of_device(&dev, arch, &o.commit).map_err(|e| e.to_string())?;
+    let l2 = provenance.device.l2_bytes;
     let mut header = Header {
         mode: Mode::Gpu,
-        device: info.name.clone(),
-        sms: info.compute_units,
-        l2_bytes: l2,
-        driver,
-        cuda,
-        compiler: compiler_for(arch)
-            .version()
-            .unwrap_or_else(|e| format!("none ({e})")),
-        commit: o.commit.clone(),
-        date: suite::utc_now(),
+        provenance,
         seed: o.seed,
         warmup: o.warmup,
         iters: o.iters,

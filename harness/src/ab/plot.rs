@@ -44,7 +44,7 @@ pub fn svg(report: &AbReport) -> Result<String, String> {
         &rows,
         copy,
         top,
-        &report.header.device,
+        &report.header.provenance.device.name,
     )
     .map_err(|e| e.to_string())?;
     Ok(out)

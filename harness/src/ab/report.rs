@@ -9,6 +9,8 @@ use std::fmt::Write as _;
 use serde_json::{Value as Json, json};
 use wavefuse_codegen::resources::ResourceUsage;
 
+use crate::provenance::Provenance;
+
 /// Whether anything was timed.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Mode {
@@ -27,22 +29,8 @@ pub enum Mode {
 pub struct Header {
     /// GPU or not.
     pub mode: Mode,
-    /// Device name (`none` without a GPU).
-    pub device: String,
-    /// SMs.
-    pub sms: u32,
-    /// L2 size in bytes (driver attribute; 0 without a GPU).
-    pub l2_bytes: u64,
-    /// Kernel-module (driver) version.
-    pub driver: String,
-    /// CUDA version the driver supports.
-    pub cuda: String,
-    /// The compiler of the timed code.
-    pub compiler: String,
-    /// Commit the binary was built from.
-    pub commit: String,
-    /// UTC date and time.
-    pub date: String,
+    /// Device, driver, runtime, compiler of the timed code, commit, date.
+    pub provenance: Provenance,
     /// Workload seed.
     pub seed: u64,
     /// Untimed launches before each timed series.
@@ -499,15 +487,7 @@ impl AbReport {
         let mut out = Vec::new();
         match &h.mode {
             Mode::Gpu => {
-                out.push(format!(
-                    "device: {} ({} SMs, L2 {:.0} MiB); driver {}, CUDA {}; {}",
-                    h.device,
-                    h.sms,
-                    h.l2_bytes as f64 / (1 << 20) as f64,
-                    h.driver,
-                    h.cuda,
-                    h.compiler
-                ));
+                out.push(format!("device: {}", h.provenance.line()));
                 let copies: Vec<String> = h
                     .copy
                     .iter()
@@ -584,10 +564,7 @@ impl AbReport {
                 ));
             }
         }
-        out.push(format!(
-            "commit {}, {}, seed {:#x}",
-            h.commit, h.date, h.seed
-        ));
+        out.push(format!("{}, seed {:#x}", h.provenance.origin(), h.seed));
         out
     }
 
@@ -970,19 +947,13 @@ impl AbReport {
     /// The JSON results file.
     pub fn to_json(&self) -> Json {
         let h = &self.header;
-        json!({
+        h.provenance.json_with(json!({
             "schema": "wavefuse-ab/1",
             "mode": match &h.mode { Mode::Gpu => "gpu", Mode::NoGpu { .. } => "no-gpu" },
             "no_gpu_reason": match &h.mode { Mode::Gpu => Json::Null, Mode::NoGpu { reason } => json!(reason) },
             "timing": match &h.mode { Mode::Gpu => Json::Null, Mode::NoGpu { .. } => json!(NO_TIMING) },
-            "device": { "name": h.device, "sms": h.sms, "l2_bytes": h.l2_bytes },
             "timing_mode": h.timing.name(),
             "launch": h.launch.name(),
-            "driver_version": h.driver,
-            "cuda_version": h.cuda,
-            "compiler": h.compiler,
-            "commit": h.commit,
-            "date": h.date,
             "seed": h.seed,
             "warmup": h.warmup,
             "iters": h.iters,
@@ -993,7 +964,7 @@ impl AbReport {
             "seconds": self.seconds,
             "failures": self.failures(),
             "rows": self.rows.iter().map(|r| self.row_json(r)).collect::<Vec<_>>(),
-        })
+        }))
     }
 
     fn row_json(&self, r: &Row) -> Json {

@@ -27,6 +27,7 @@ use super::report::{Basis, CaseReport, Header, Timing, TuneReport};
 use super::{Settings, Target};
 use crate::ab::check_of;
 use crate::ab::gpu::{COPIES, COPY_BYTES, Rotation, check_once, empty_version, series};
+use crate::provenance::Provenance;
 use crate::suite::{self, Data};
 
 /// Candidates re-timed in the finals, besides the default.
@@ -75,9 +76,7 @@ fn run_on<D: Device>(
         .alloc(2 * l2 as usize, MemKind::Device)
         .map_err(|e| e.to_string())?;
     let mut header = super::header(o, arch, Basis::Timed);
-    header.device = info.name.clone();
-    header.l2_bytes = l2;
-    header.driver = crate::ab::gpu::versions(&dev).0;
+    header.provenance = Provenance::of_device(&dev, arch, &o.commit).map_err(|e| e.to_string())?;
     header.finalists = FINALISTS;
     header.final_repeats = FINAL_REPEATS;
     copy(&dev, &mut header);

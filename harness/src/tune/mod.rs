@@ -38,7 +38,8 @@ use wavefuse_runtime::exec;
 use crate::ab::handwritten::{Found, find_reference, reference_dir};
 use crate::ab::{ShapeSet, parse_shape, shape_name, usage_of};
 use crate::policy::{Placement, Ranks, SchedulePolicy};
-use crate::suite::{self, CaseSpec, ShapeKind, compiler_for};
+use crate::provenance::{Provenance, compiler_version};
+use crate::suite::{self, CaseSpec, ShapeKind};
 use crate::{KernelId, Workload};
 
 use candidates::{Compiled, Space};
@@ -362,16 +363,8 @@ pub fn header(o: &Settings, arch: Arch, basis: Basis) -> Header {
         .into(),
         no_timing: None,
         arch: arch.name().into(),
-        device: "none".into(),
-        driver: "none".into(),
-        compiler: compiler_for(arch)
-            .version()
-            .map(|v| v.lines().next().unwrap_or("").to_owned())
-            .unwrap_or_else(|e| format!("none ({e})")),
-        l2_bytes: 0,
+        provenance: Provenance::without_gpu(compiler_version(arch), &o.commit),
         copy_gbps: Vec::new(),
-        commit: o.commit.clone(),
-        date: suite::utc_now(),
         seed: o.seed,
         warmup: o.warmup,
         iters: o.iters,
@@ -742,7 +735,7 @@ pub fn entries(report: &TuneReport) -> Vec<Entry> {
         None => return Vec::new(),
     };
     let device = match method {
-        Method::Timed => h.device.clone(),
+        Method::Timed => h.provenance.device.name.clone(),
         Method::StaticModel => ANY_DEVICE.to_owned(),
     };
     report
@@ -761,9 +754,9 @@ pub fn entries(report: &TuneReport) -> Vec<Entry> {
                 method,
                 median_us: w.best_median_us(),
                 default_median_us: c.candidates.first().and_then(Candidate::best_median_us),
-                commit: h.commit.clone(),
-                date: h.date.clone(),
-                compiler: h.compiler.clone(),
+                commit: h.provenance.commit.clone(),
+                date: h.provenance.date.clone(),
+                compiler: h.provenance.compiler.clone(),
                 schedule: w.schedule.clone(),
             })
         })

@@ -8,6 +8,7 @@ use serde::Serialize;
 use wavefuse_codegen::lower::Schedule;
 
 use crate::ab::report::{NO_TIMING, Stats};
+use crate::provenance::Provenance;
 
 /// How candidates are ranked.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
@@ -231,20 +232,11 @@ pub struct Header {
     pub no_timing: Option<String>,
     /// Target.
     pub arch: String,
-    /// Device name (`none` without a GPU).
-    pub device: String,
-    /// Driver version.
-    pub driver: String,
-    /// The compiler and its version.
-    pub compiler: String,
-    /// L2 bytes (timed).
-    pub l2_bytes: u64,
+    /// Device (`none` without a GPU), driver, runtime, the compiler, commit, date.
+    #[serde(flatten)]
+    pub provenance: Provenance,
     /// Copy bandwidth measurements of the run, GB/s (read + write).
     pub copy_gbps: Vec<f64>,
-    /// Commit of the binary.
-    pub commit: String,
-    /// UTC date.
-    pub date: String,
     /// Workload seed.
     pub seed: u64,
     /// Untimed launches per series.
@@ -377,7 +369,11 @@ impl TuneReport {
         let _ = writeln!(
             s,
             "wavefuse tune: {} on {} ({}), {}, commit {}",
-            h.arch, h.device, h.compiler, h.date, h.commit
+            h.arch,
+            h.provenance.device.name,
+            h.provenance.compiler,
+            h.provenance.date,
+            h.provenance.commit
         );
         if let Some(why) = &h.no_timing {
             let _ = writeln!(s, "{NO_TIMING} ({why})");
@@ -465,11 +461,11 @@ impl TuneReport {
             s,
             "- target {}, device {}, driver {}, compiler {}\n- commit {}, {}, seed {:#x}\n- {} candidates at most per kernel and shape{}; {} warm-up + {} timed launches per series, inputs rotating over ≥ 4 × L2; top {} and the default re-timed {} times",
             h.arch,
-            h.device,
-            h.driver,
-            h.compiler,
-            h.commit,
-            h.date,
+            h.provenance.device.name,
+            h.provenance.driver,
+            h.provenance.compiler,
+            h.provenance.commit,
+            h.provenance.date,
             h.seed,
             h.budget,
             if h.quick { " (quick space)" } else { "" },
