@@ -66,7 +66,7 @@ enum Command {
     /// and sm90 under the default, the simulator's and random schedules, and run some in the
     /// protocol simulator against the f64 reference; print the refusals by reason and every
     /// finding (with the kernel's IR, seed and schedule); exit non-zero on any finding.
-    Fuzz(wavefuse_harness::fuzz::FuzzArgs),
+    Fuzz(cmd::fuzz::FuzzArgs),
     /// The on-disk compile cache ($WAVEFUSE_CACHE_DIR, default ~/.cache/wavefuse): print where it
     /// is, or clear it.
     Cache {
@@ -258,7 +258,7 @@ fn dispatch(cli: Cli) -> ExitCode {
         Command::Sim(a) => cmd::sim::run(a),
         Command::Fuzz(args) => {
             ignored_overrides("fuzz (it draws its own schedules)");
-            wavefuse_harness::fuzz::fuzz_cmd(&args)
+            cmd::fuzz::run(&args)
         }
         Command::Run { args, schedule } => {
             match schedule.policy(args.target.unwrap_or(Arch::Sm90), env_overrides()) {

@@ -20,7 +20,7 @@ use wavefuse_runtime::exec::{self, OpKernel};
 use wavefuse_runtime::{Cache, RankGroup, SameDeviceMode};
 
 use crate::KernelId;
-use crate::provenance::{Provenance, compiler_version, utc_now};
+use crate::provenance::{Provenance, compiler_version};
 use crate::suite::{self, CaseSpec, ShapeKind, Worst};
 
 /// The manifest's file name in the PTX folder.
@@ -340,7 +340,7 @@ pub fn write_ptx_set(out: &Path) -> Result<usize, String> {
         .ok()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .unwrap_or_default();
-    let m = json!({"llvm": llvm_version_string(), "commit": commit, "date": utc_now(),
+    let m = json!({"llvm": llvm_version_string(), "commit": commit, "date": crate::provenance::utc_now(),
                    "entries": entries});
     std::fs::write(
         out.join(MANIFEST),

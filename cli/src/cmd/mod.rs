@@ -1,8 +1,10 @@
-//! One module per subcommand that is not a harness command of its own.
+//! One module per subcommand: its arguments, the harness call, what it prints. (`ab`, `tune`,
+//! `run`, `gpu-suite`, `mgpu-bench` and `llvm-diff` still parse and print in the harness.)
 
 pub mod cache;
 pub mod check;
 pub mod emit;
+pub mod fuzz;
 #[cfg(feature = "llvm")]
 pub mod llvm;
 pub mod report;

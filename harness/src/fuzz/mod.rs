@@ -17,11 +17,8 @@
 //! its schedules and simulations from the same number, so a finding is reproduced by
 //! `wavefuse fuzz --seed S --first I --kernels 1`.
 
-mod cmd;
 pub mod generator;
 pub mod schedules;
-
-pub use cmd::{FuzzArgs, fuzz_cmd};
 
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use super::{FuzzConfig, FuzzReport, fuzz};
+use wavefuse_harness::fuzz::{FuzzConfig, FuzzReport, Progress, fuzz};
 
 /// The command's arguments (parsed by the CLI).
 #[derive(Clone, Debug, clap::Args)]
@@ -62,7 +62,7 @@ impl FuzzArgs {
 
 /// Run it, print the summary, the refusal table and the findings; exit 1 on any finding or
 /// invalid generated kernel, 130 when interrupted.
-pub fn fuzz_cmd(args: &FuzzArgs) -> ExitCode {
+pub fn run(args: &FuzzArgs) -> ExitCode {
     let config = args.config();
     println!(
         "fuzzing kernels {}..{} from seed {} ({} per-kernel work)",
@@ -73,7 +73,7 @@ pub fn fuzz_cmd(args: &FuzzArgs) -> ExitCode {
     );
     let tty = std::io::stderr().is_terminal();
     let mut last = Instant::now();
-    let mut progress = |p: &super::Progress| {
+    let mut progress = |p: &Progress| {
         let due = last.elapsed() >= Duration::from_millis(if tty { 200 } else { 10_000 });
         if due || p.done == p.total {
             last = Instant::now();
