@@ -123,7 +123,7 @@ enum Command {
     /// The LLVM back end's differential run on an NVIDIA GPU: every kernel at TP 1 and 4 through
     /// the C++ path (NVRTC) and through the LLVM-built PTX of `wavefuse llvm ptx`, both against
     /// the f64 reference; compile times of both paths; JSON + Markdown.
-    LlvmDiff(wavefuse_harness::llvm_diff::LlvmDiffArgs),
+    LlvmDiff(cmd::llvm_diff::LlvmDiffArgs),
     /// The LLVM back end (built with `--features llvm`).
     #[cfg(feature = "llvm")]
     #[command(subcommand)]
@@ -244,7 +244,7 @@ pub fn run(registry: &Registry, args: Vec<std::ffi::OsString>) -> ExitCode {
 
 fn dispatch(cli: Cli) -> ExitCode {
     match cli.command {
-        Command::LlvmDiff(a) => wavefuse_harness::llvm_diff::llvm_diff_cmd(&a),
+        Command::LlvmDiff(a) => cmd::llvm_diff::run(&a),
         #[cfg(feature = "llvm")]
         Command::Llvm(c) => cmd::llvm::run(c),
         Command::List => {

@@ -132,3 +132,40 @@ fn fuzz_runs_a_few_kernels_and_prints_the_refusal_table() {
     let o = wavefuse(&["fuzz", "--kernels", "0"]);
     assert!(!o.status.success());
 }
+
+/// `llvm-diff` without its PTX folder says how to write it (exit 1); with a folder but no NVIDIA
+/// GPU it says so (exit 2) and writes nothing.
+#[test]
+fn llvm_diff_names_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nowhere");
+    let o = wavefuse(&["llvm-diff", "--ptx", missing.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("wavefuse llvm ptx --out"),
+        "{}",
+        stderr(&o)
+    );
+    if std::path::Path::new("/proc/driver/nvidia/version").exists() {
+        eprintln!("skipped the no-GPU half: an NVIDIA driver is present");
+        return;
+    }
+    let ptx = dir.path().join("ptx");
+    std::fs::create_dir(&ptx).unwrap();
+    std::fs::write(
+        ptx.join("manifest.json"),
+        r#"{"llvm": "16", "entries": []}"#,
+    )
+    .unwrap();
+    let json = dir.path().join("out.json");
+    let o = wavefuse(&[
+        "llvm-diff",
+        "--ptx",
+        ptx.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no NVIDIA GPU"), "{}", stderr(&o));
+    assert!(!json.exists());
+}

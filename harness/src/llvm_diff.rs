@@ -9,8 +9,7 @@
 //!   each on the same inputs against the f64 reference; JSON and Markdown with both verdicts and
 //!   the compile times of both paths.
 
-use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::path::Path;
 use std::time::Instant;
 
 use serde_json::{Value as Json, json};
@@ -60,107 +59,108 @@ pub fn fingerprint(text: &str) -> String {
     format!("{h:016x}")
 }
 
-/// `wavefuse llvm-diff` arguments.
-#[derive(clap::Args, Debug)]
-pub struct LlvmDiffArgs {
-    /// Folder written by `wavefuse llvm ptx --out` (PTX files and manifest.json).
-    #[arg(long)]
-    pub ptx: PathBuf,
-    /// Write the results as JSON here.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Write the results as a Markdown table here.
-    #[arg(long)]
-    pub md: Option<PathBuf>,
-    /// Seed of the synthetic workload.
-    #[arg(long, default_value_t = crate::Workload::DEFAULT_SEED)]
-    pub seed: u64,
+/// One kernel of the differential set: both paths' verdicts and compile times.
+#[derive(Debug)]
+pub struct DiffRow {
+    /// `kernel@shape`.
+    pub label: String,
+    /// The kernel's tolerance on relative L2 error.
+    pub tol: f64,
+    /// The C++ path (NVRTC here) against the f64 reference.
+    pub cpp: Result<Worst, String>,
+    /// The LLVM path (the manifest's PTX) against the f64 reference.
+    pub llvm: Result<Worst, String>,
+    /// NVRTC's compile time here (none when the artifact came from the cache).
+    pub nvrtc_ms: Option<f64>,
+    /// LLVM's compile time where the PTX was built (from the manifest).
+    pub llvm_ms: f64,
 }
 
-struct Row {
-    label: String,
-    tol: f64,
-    cpp: Result<Worst, String>,
-    llvm: Result<Worst, String>,
-    nvrtc_ms: Option<f64>,
-    llvm_ms: f64,
+impl DiffRow {
+    /// Both paths within tolerance.
+    pub fn passes(&self) -> bool {
+        passes(&self.cpp, self.tol) && passes(&self.llvm, self.tol)
+    }
+
+    /// One line for the terminal.
+    pub fn line(&self) -> String {
+        format!(
+            "{:<40} C++: {:<24} LLVM: {:<24} NVRTC {} ms, LLVM {:.1} ms",
+            self.label,
+            verdict(&self.cpp, self.tol),
+            verdict(&self.llvm, self.tol),
+            self.nvrtc_ms.map_or("-".into(), |m| format!("{m:.1}")),
+            self.llvm_ms
+        )
+    }
 }
 
-/// `wavefuse llvm-diff --ptx DIR`.
-pub fn llvm_diff_cmd(a: &LlvmDiffArgs) -> ExitCode {
-    let manifest = match read_manifest(&a.ptx) {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    if let Some(path) = suite::locate_nvrtc() {
-        eprintln!("note: using NVRTC at {}", path.display());
+/// What `wavefuse llvm-diff` found.
+#[derive(Debug)]
+pub struct DiffReport {
+    /// The provenance header plus the LLVM version, where the PTX was built and the seed.
+    pub header: Json,
+    /// Every kernel of the set at [`DIFF_TPS`].
+    pub rows: Vec<DiffRow>,
+}
+
+impl DiffReport {
+    /// Every kernel within tolerance on both paths.
+    pub fn passes(&self) -> bool {
+        self.rows.iter().all(DiffRow::passes)
     }
-    if let Err(m) = suite::open_cuda() {
-        eprintln!("error: {m}");
-        return ExitCode::from(2);
+
+    /// The JSON results file.
+    pub fn to_json(&self) -> Json {
+        json!({"header": self.header, "rows": self.rows.iter().map(row_json).collect::<Vec<_>>()})
     }
+
+    /// The Markdown table.
+    pub fn markdown(&self) -> String {
+        markdown(&self.header, &self.rows)
+    }
+}
+
+/// Why the differential run could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DiffError {
+    /// No NVIDIA GPU or driver.
+    #[error("{0}")]
+    NoGpu(String),
+    /// The PTX folder or its manifest is unusable.
+    #[error("{0}")]
+    Input(String),
+}
+
+/// The differential run over the PTX folder `ptx` (written by `wavefuse llvm ptx --out`) on
+/// the workload of `seed`; `on_row` sees each kernel as it finishes.
+pub fn diff(
+    ptx: &Path,
+    seed: u64,
+    commit: &str,
+    on_row: &mut dyn FnMut(&DiffRow),
+) -> Result<DiffReport, DiffError> {
+    let manifest = read_manifest(ptx).map_err(DiffError::Input)?;
+    let dev = suite::open_cuda().map_err(DiffError::NoGpu)?;
+    let provenance = Provenance::of_device(&dev, Arch::Sm90, commit)
+        .unwrap_or_else(|_| Provenance::without_gpu(compiler_version(Arch::Sm90), commit));
+    drop(dev);
     let mut rows = Vec::new();
     for c in cases() {
         let entry = manifest["entries"]
             .as_array()
-            .and_then(|es| es.iter().find(|e| e["file"] == ptx_file(&c)));
-        let Some(entry) = entry else {
-            eprintln!("error: {} is not in the manifest", ptx_file(&c));
-            return ExitCode::FAILURE;
-        };
-        let row = diff_case(&c, entry, &a.ptx, a.seed);
-        println!(
-            "{:<40} C++: {:<24} LLVM: {:<24} NVRTC {} ms, LLVM {:.1} ms",
-            row.label,
-            verdict(&row.cpp, row.tol),
-            verdict(&row.llvm, row.tol),
-            row.nvrtc_ms.map_or("-".into(), |m| format!("{m:.1}")),
-            row.llvm_ms
-        );
+            .and_then(|es| es.iter().find(|e| e["file"] == ptx_file(&c)))
+            .ok_or_else(|| DiffError::Input(format!("{} is not in the manifest", ptx_file(&c))))?;
+        let row = diff_case(&c, entry, ptx, seed);
+        on_row(&row);
         rows.push(row);
     }
-    let ok = rows
-        .iter()
-        .all(|r| passes(&r.cpp, r.tol) && passes(&r.llvm, r.tol));
-    let commit = option_env!("WAVEFUSE_COMMIT").unwrap_or("see carry/COMMIT");
-    let provenance = suite::open_cuda()
-        .map_err(|e| e.to_string())
-        .and_then(|d| Provenance::of_device(&d, Arch::Sm90, commit).map_err(|e| e.to_string()))
-        .unwrap_or_else(|_| Provenance::without_gpu(compiler_version(Arch::Sm90), commit));
     let header = provenance.json_with(json!({
         "llvm": manifest["llvm"],
         "llvm_built_at": manifest["commit"],
-        "seed": a.seed,
+        "seed": seed,
     }));
-    if let Some(p) = &a.json {
-        let j = json!({"header": header, "rows": rows.iter().map(row_json).collect::<Vec<_>>()});
-        if let Err(e) = std::fs::write(p, serde_json::to_string_pretty(&j).unwrap_or_default()) {
-            eprintln!("error: writing {}: {e}", p.display());
-            return ExitCode::FAILURE;
-        }
-    }
-    if let Some(p) = &a.md {
-        if let Err(e) = std::fs::write(p, markdown(&header, &rows)) {
-            eprintln!("error: writing {}: {e}", p.display());
-            return ExitCode::FAILURE;
-        }
-    }
-    let n_ok = rows
-        .iter()
-        .filter(|r| passes(&r.cpp, r.tol) && passes(&r.llvm, r.tol))
-        .count();
-    println!(
-        "{n_ok} of {} kernels: both paths within tolerance",
-        rows.len()
-    );
-    if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    Ok(DiffReport { header, rows })
 }
 
 fn read_manifest(dir: &Path) -> Result<Json, String> {
@@ -186,9 +186,9 @@ fn verdict(r: &Result<Worst, String>, tol: f64) -> String {
     }
 }
 
-fn diff_case(c: &CaseSpec, entry: &Json, dir: &Path, seed: u64) -> Row {
+fn diff_case(c: &CaseSpec, entry: &Json, dir: &Path, seed: u64) -> DiffRow {
     let (tol, _) = c.kernel.tolerance();
-    let mut row = Row {
+    let mut row = DiffRow {
         label: c.label(),
         tol,
         cpp: Err("not run".into()),
@@ -272,7 +272,7 @@ fn worst_json(r: &Result<Worst, String>, tol: f64) -> Json {
     }
 }
 
-fn row_json(r: &Row) -> Json {
+fn row_json(r: &DiffRow) -> Json {
     json!({
         "case": r.label, "tolerance": r.tol,
         "cpp": worst_json(&r.cpp, r.tol), "llvm": worst_json(&r.llvm, r.tol),
@@ -280,7 +280,7 @@ fn row_json(r: &Row) -> Json {
     })
 }
 
-fn markdown(header: &Json, rows: &[Row]) -> String {
+fn markdown(header: &Json, rows: &[DiffRow]) -> String {
     let mut s = format!(
         "# LLVM back end vs C++ path on {}\n\n{} · driver {} · LLVM {} (PTX built at {}) · seed {}\n\n",
         header["device"]["name"].as_str().unwrap_or("?"),

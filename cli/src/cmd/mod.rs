@@ -1,5 +1,5 @@
 //! One module per subcommand: its arguments, the harness call, what it prints. (`ab`, `tune`,
-//! `run`, `gpu-suite`, `mgpu-bench` and `llvm-diff` still parse and print in the harness.)
+//! `run`, `gpu-suite` and `mgpu-bench` still parse and print in the harness.)
 
 pub mod cache;
 pub mod check;
@@ -7,5 +7,6 @@ pub mod emit;
 pub mod fuzz;
 #[cfg(feature = "llvm")]
 pub mod llvm;
+pub mod llvm_diff;
 pub mod report;
 pub mod sim;
