@@ -101,7 +101,7 @@ enum Command {
     /// One rank per GPU: CUDA-graph time per call of the generated allreduce (10 KB, 32 KB), the
     /// fused kernel and the unfused wavefuse chain at TP 2 and 4, checked against the f64
     /// reference; JSON + Markdown (NCCL's side: bench/torch/nccl_allreduce.py).
-    MgpuBench(wavefuse_harness::mgpu::BenchArgs),
+    MgpuBench(cmd::mgpu_bench::BenchArgs),
     /// A/B the generated kernels against the hand-written ones (kernels-gen/reference, or your own
     /// with --manual/--abi) and the f64 reference: correctness, then event timing with rotating
     /// inputs, bandwidth against the copy bandwidth of the same run; table, verdicts, JSON,
@@ -272,7 +272,7 @@ fn dispatch(cli: Cli) -> ExitCode {
             Err(e) => store_error(e),
         },
         Command::Tune(args) => wavefuse_harness::tune::tune_cmd(&args),
-        Command::MgpuBench(args) => wavefuse_harness::mgpu::bench_cmd(&args, env_policy()),
+        Command::MgpuBench(args) => cmd::mgpu_bench::run(&args, env_policy()),
         Command::Cache { clear } => cmd::cache::run(clear),
         Command::Report { tp, seed } => {
             cmd::report::run(if tp.is_empty() { TP_SIZES.to_vec() } else { tp }, seed)

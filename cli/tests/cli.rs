@@ -169,3 +169,28 @@ fn llvm_diff_names_what_is_missing() {
     assert!(stderr(&o).contains("no NVIDIA GPU"), "{}", stderr(&o));
     assert!(!json.exists());
 }
+
+/// `mgpu-bench` refuses empty series before looking for GPUs, and without a GPU exits 2 with
+/// the driver's answer, writing nothing.
+#[test]
+fn mgpu_bench_refuses_what_cannot_run() {
+    let o = wavefuse(&["mgpu-bench", "--samples", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--samples and --calls must be at least 1"),
+        "{}",
+        stderr(&o)
+    );
+    if std::path::Path::new("/proc/driver/nvidia/version").exists()
+        || std::path::Path::new("/dev/kfd").exists()
+    {
+        eprintln!("skipped the no-GPU half: a GPU driver is present");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("mgpu.json");
+    let o = wavefuse(&["mgpu-bench", "--json", json.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).starts_with("error: "), "{}", stderr(&o));
+    assert!(!json.exists());
+}

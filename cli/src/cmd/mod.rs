@@ -1,5 +1,5 @@
 //! One module per subcommand: its arguments, the harness call, what it prints. (`ab`, `tune`,
-//! `run`, `gpu-suite` and `mgpu-bench` still parse and print in the harness.)
+//! `run` and `gpu-suite` still parse and print in the harness.)
 
 pub mod cache;
 pub mod check;
@@ -8,5 +8,6 @@ pub mod fuzz;
 #[cfg(feature = "llvm")]
 pub mod llvm;
 pub mod llvm_diff;
+pub mod mgpu_bench;
 pub mod report;
 pub mod sim;
