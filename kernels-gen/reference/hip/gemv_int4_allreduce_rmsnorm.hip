@@ -11,16 +11,27 @@
 // rank order, so every rank computes bit-identical outputs; the norm reads the rounded residual.
 // Two outputs: the new residual stream and its normalised copy (§5.7).
 //
-// Shapes are compile-time defines, listed in the [build] table of gemv_int4_allreduce_rmsnorm.tp<N>.abi.toml:
+// Shapes are compile-time defines, listed in the [build] table of gemv_int4_allreduce_rmsnorm.abi.toml:
 //   -DWF_TP=… -DWF_BATCH=… -DWF_K=… (this rank's K-shard) -DWF_HIDDEN=… (N) -DWF_GROUP=… -DWF_ZP_V1=0|1 -DWF_RMS_EPS=…
 // Launch per rank: ceil(HIDDEN / 64) workgroups of exactly 256 lanes (4 waves of 64), all resident
-// at once (grid barrier, §5.9: launch cooperatively or check the co-resident capacity first).
+// at once (grid barrier, §5.9: launch cooperatively or check the co-resident capacity first);
+// qweight and x 16-byte aligned, scales 8-byte aligned.
 //
-// 1. GEMV, exactly the core of gemv_int4.hip: workgroup w owns output columns [64w, 64w + 64);
-//    lane l of each wave reads column l (256 contiguous bytes per packed K-row); the 4 waves are K
-//    slices walking K in rounds of one 16-row chunk each, the next round's chunk prefetched, the
-//    activations staged in LDS as dot2 pairs; v_pk_add_f16 + v_dot2_f32_f16 dequantise and
-//    multiply exactly. Slices meet in LDS, added in slice order; one FP16 rounding.
+// 1. GEMV: gemv_int4.hip's kernel (the same dequantisation, hot loop, LDS staging and general
+//    last round, repeated here so the file reads on its own) with 64-column tiles, so the grid
+//    stays at 80 workgroups (2 per CU are enough for co-residency at every batch): lane t is
+//    (quad t % 16, slice t / 16); it owns 4 adjacent columns of the tile and reads them with one
+//    16-byte load per packed K-row (16 lanes of a slice read 256 contiguous bytes of a row). K is
+//    cut into units of UNIT = 4 packed rows; round r gives unit 16r + s to slice s (34 rounds at
+//    TP = 1, K = 17408; at TP = 4 and 8 the units do not divide evenly and the last round takes
+//    the general path). A unit is one iteration of the hot loop: qzeros word, 4 scales and 4
+//    weight loads issued first, then 128 weights per lane with v_and_or_b32, v_pk_add_f16 /
+//    v_pk_fma_f16 (q − z exact) and v_dot2_f32_f16, the scale once per unit (v_fma_mix_f32).
+//    The activations are staged in LDS as dot2 pairs one phase of rounds at a time (10 rounds
+//    at batch 1). Each lane's FP32 sums are added over its wave's 4 slices by a butterfly
+//    (xor 16, 32), then the 4 waves' sums in LDS in wave order; one FP16 rounding. hipcc 5.2:
+//    60–62 VGPRs at batch 1 (occupancy 4, 76 bytes per lane in flight, 1.81 VALU per weight in
+//    the hot loop), 120–124 at batch 8 (occupancy 2, what co-residency needs), no spills.
 // 2. Allreduce, pull (§5.3, §5.5, §5.12): the workgroup writes its tile of the partial into this
 //    rank's `ar_payload` (half epoch & 1 of a double-buffered array) and releases its flag
 //    `ar_flags[rank][w] = epoch` at system scope; lane p (p ≠ rank) waits, bounded, for rank p's
@@ -39,8 +50,7 @@
 // bounded (§5.10): codes 1 + p for the wait on rank p's flag, TP + 1 for the grid barrier.
 //
 // On AMD the flags live in uncached device memory and the payload in fine-grained memory (the
-// ABI's `memory` fields), so polls and peer reads never hit a stale cache line (§5.12). The GEMV
-// inputs are deliberately not __restrict__ (see gemv_int4.hip).
+// ABI's `memory` fields), so polls and peer reads never hit a stale cache line (§5.12).
 
 #include <hip/hip_runtime.h>
 
@@ -54,12 +64,21 @@
 typedef _Float16 f16;
 typedef _Float16 f16x2 __attribute__((ext_vector_type(2)));
 typedef unsigned u32x4 __attribute__((ext_vector_type(4)));
+typedef unsigned u32x2 __attribute__((ext_vector_type(2)));
 
 static __device__ __forceinline__ f16x2 as_f16x2(unsigned bits) { return __builtin_bit_cast(f16x2, bits); }
 
-// Workgroup barrier for LDS only: waits for this wave's LDS accesses, not for its global loads.
-static __device__ __forceinline__ void lds_barrier() {
-    asm volatile("s_waitcnt lgkmcnt(0)\n\ts_barrier" ::: "memory");
+// (x & m) | c in one v_and_or_b32. A VOP3 instruction takes no literal and one scalar operand on
+// gfx906, so the compiler left alone emits v_and_b32 + v_or_b32 with literals; here the mask is
+// the scalar operand and c lives in a VGPR (loaded once).
+static __device__ __forceinline__ unsigned and_or(unsigned x, unsigned m, unsigned c) {
+#if defined(__HIP_DEVICE_COMPILE__)
+    unsigned d;
+    asm("v_and_or_b32 %0, %1, %2, %3" : "=v"(d) : "v"(x), "s"(m), "v"(c));
+    return d;
+#else
+    return (x & m) | c;
+#endif
 }
 
 // ---- shapes (per rank) ----
@@ -72,139 +91,198 @@ constexpr unsigned ZP_ADD = WF_ZP_V1 ? 1u : 0u;
 constexpr float EPS = WF_RMS_EPS;    // RMSNorm epsilon
 
 // ---- work split ----
-constexpr unsigned WG = 256, WAVE = 64, WAVES = WG / WAVE;
-constexpr unsigned COLS = WAVE;                 // columns per workgroup: one per lane of a wave
-constexpr unsigned SLICES = WG / COLS;          // K-slices per workgroup (one wave each)
+constexpr unsigned WG = 256;                  // lanes per workgroup
+constexpr unsigned WAVE = 64;
+constexpr unsigned QUAD = 4;                  // columns per lane: one 16-byte load per packed row
+constexpr unsigned LPS = 16;                  // lanes per slice
+constexpr unsigned COLS = LPS * QUAD;         // columns per workgroup
+constexpr unsigned SLICES = WG / LPS;         // K-slices per workgroup
+constexpr unsigned WAVES = WG / WAVE;
 constexpr unsigned GRID = (N + COLS - 1) / COLS; // workgroups per rank = flags per rank
-constexpr unsigned KW = K / 8;                  // packed K-rows
-constexpr unsigned WPG = GROUP / 8;             // packed K-rows per group
-constexpr unsigned CHUNK = WPG < 16 ? WPG : 16; // packed K-rows fetched at once, all of one group
-constexpr unsigned NCHUNK = (KW + CHUNK - 1) / CHUNK;
-constexpr bool RAGGED = KW % CHUNK != 0;        // K ends inside a group: the last chunk is short
-constexpr unsigned NROUND = (NCHUNK + SLICES - 1) / SLICES;
-constexpr unsigned RW = SLICES * CHUNK;         // packed K-rows per round
-constexpr unsigned XD = RW * 4;                 // x dwords per round and batch row
-constexpr unsigned XPL = (BATCH * XD + WG - 1) / WG; // x dwords each lane stages per round
 constexpr unsigned SPIN_BUDGET = WF_SPIN_BUDGET;
+constexpr unsigned KW = K / 8;                // packed K-rows
+constexpr unsigned WPG = GROUP / 8;           // packed K-rows per group
+constexpr unsigned UNIT = WPG % 4 == 0 ? 4 : WPG % 2 == 0 ? 2 : 1; // packed rows per unit, within one group
+constexpr unsigned NUNIT = (KW + UNIT - 1) / UNIT;
+constexpr bool RAGGED = KW % UNIT != 0;       // K ends inside a unit: its last rows are padding
+constexpr unsigned NROUND = (NUNIT + SLICES - 1) / SLICES;
+constexpr bool GROUP_STEP = (SLICES * UNIT) % WPG == 0; // a round advances a whole number of groups
+
+// ---- LDS: activations of a phase, [unit of the phase][batch row][row of the unit][4 pairs] ----
+constexpr unsigned UNIT_X = BATCH * UNIT * 16 + 16;  // bytes per unit, 16 of them padding
+constexpr unsigned ROUND_X = SLICES * UNIT_X;        // bytes per round
+constexpr unsigned LDS_BYTES = ROUND_X > 12800 ? ROUND_X : 12800;
+constexpr unsigned RPP_FIT = LDS_BYTES / ROUND_X;    // rounds per phase
+constexpr unsigned RPP = RPP_FIT < NROUND ? RPP_FIT : NROUND;
+constexpr unsigned NPHASE = (NROUND + RPP - 1) / RPP;
+constexpr unsigned RED_BYTES = WAVES * BATCH * COLS * 4; // the cross-wave sums, after the last phase
 
 static_assert(TP >= 1 && TP <= 8 && BATCH >= 1 && BATCH <= 8, "TP 1..8, batch 1..8");
-static_assert(K % 8 == 0 && N % 8 == 0 && GROUP % 8 == 0, "GPTQ packs 8 rows per word and 8 zero points per word");
-static_assert(WPG <= 16 || WPG % 16 == 0, "a chunk never straddles two groups");
 static_assert(GRID <= WG, "one lane per norm partial sum");
+static_assert(K % 8 == 0 && N % 8 == 0 && GROUP % 8 == 0, "GPTQ packs 8 rows per word and 8 zero points per word");
+static_assert(WPG % UNIT == 0, "a unit never straddles two groups");
+static_assert(RED_BYTES <= LDS_BYTES && RPP >= 1, "LDS layout");
+static_assert((unsigned long long)KW * N * 4 < (1ull << 32), "32-bit byte offsets into qweight");
 
-// One chunk of a lane's column: CHUNK packed K-rows and the group's scale and zero-point word,
-// raw as loaded (all arithmetic on them happens in consume(), so issuing the loads never waits).
-struct Chunk {
-    unsigned q[CHUNK];
-    f16 s;       // scale
-    unsigned zw; // the qzeros word holding this column's zero point
-    bool valid;  // false past the last chunk: weighted by 0
-};
-
-// The round's activations, per batch row and packed K-row: halves (x0, x4, x1, x5, x2, x6, x3, x7),
-// i.e. the u32 pairs (x_j, x_{j+4}) for j = 0..3.
-typedef unsigned short XStage[BATCH][RW][8];
-
-// Issue the loads of chunk c of column `col`. A chunk past the end (a wave with nothing left in
-// the last round) is loaded from the last chunk instead and weighted by 0, so every round runs the
-// same branch-free code (and the compiler can count outstanding loads exactly).
-static __device__ __forceinline__ void fetch(Chunk& ch, const unsigned* qweight, const f16* scales,
-                                             const unsigned* qzeros, unsigned c, unsigned col) {
-    ch.valid = c < NCHUNK;
-    if (!ch.valid) c = NCHUNK - 1;
-    const unsigned g = c * CHUNK / WPG;
-    ch.s = scales[g * N + col];
-    ch.zw = qzeros[g * (N / 8) + col / 8];
-#pragma unroll
-    for (unsigned i = 0; i < CHUNK; ++i) {
-        const unsigned kw = c * CHUNK + i;
-        ch.q[i] = qweight[(RAGGED && kw >= KW ? KW - 1 : kw) * N + col]; // rows past K: never used
+// Stage the activations of phase p: item t is (unit of the phase, batch row, row of the unit), one
+// packed row of one batch row: 8 halves x0..x7 read with one 16-byte load, written as the pairs
+// (x0, x4), (x1, x5), (x2, x6), (x3, x7). Rows past K (ragged last unit, or a unit past the last)
+// are zeros.
+static __device__ __forceinline__ void stage_x(unsigned char* lds, const f16* x, unsigned p) {
+    constexpr unsigned ITEMS = RPP * SLICES * BATCH * UNIT;
+    for (unsigned t = threadIdx.x; t < ITEMS; t += WG) {
+        const unsigned i = t % UNIT, b = (t / UNIT) % BATCH, pu = t / (UNIT * BATCH);
+        const unsigned kw = (p * RPP * SLICES + pu) * UNIT + i;
+        u32x4 d = {0u, 0u, 0u, 0u};
+        if (kw < KW) d = *reinterpret_cast<const u32x4*>(x + b * K + kw * 8);
+        u32x4 e;
+        e.x = (d.x & 0xFFFFu) | (d.z << 16);         // (x0, x4)
+        e.y = (d.x >> 16) | (d.z & 0xFFFF0000u);     // (x1, x5)
+        e.z = (d.y & 0xFFFFu) | (d.w << 16);         // (x2, x6)
+        e.w = (d.y >> 16) | (d.w & 0xFFFF0000u);     // (x3, x7)
+        *reinterpret_cast<u32x4*>(lds + pu * UNIT_X + (b * UNIT + i) * 16) = e;
     }
 }
 
-// Lane t's share of round r's activations: dwords t, t + WG, … of [BATCH][XD] (coalesced). Past
-// the end of x (the last round of a K that is not a multiple of the round) the load is clamped to
-// the last dword: always a valid address, and those values are never used.
-static __device__ __forceinline__ void x_load(unsigned (&xr)[XPL], const f16* x, unsigned r) {
-    const unsigned* xw = reinterpret_cast<const unsigned*>(x); // [BATCH][K / 2]
-#pragma unroll
-    for (unsigned k = 0; k < XPL; ++k) {
-        const unsigned t = threadIdx.x + k * WG, b = t / XD, d = t % XD;
-        const unsigned i = b * (K / 2) + r * (RW * 4) + d;
-        xr[k] = xw[i < BATCH * (K / 2) ? i : BATCH * (K / 2) - 1];
-    }
-}
+// Rounds whose units all lie inside K, in whole groups per round: the hot loop's fast path.
+// The round (at most one) past them holds the ragged last unit or units past the last, and takes
+// the general path.
+constexpr unsigned NFAST = GROUP_STEP ? (RAGGED ? NUNIT - 1 : NUNIT) / SLICES : 0;
 
-// Dword d of a packed row holds halves p = 2(d % 4) and p + 1; half p goes to pair p % 4, high
-// half if p >= 4.
-static __device__ __forceinline__ void x_store(XStage& xs, const unsigned (&xr)[XPL]) {
+// One unit of the hot loop: unit u = r·SLICES + slice of round r (in phase p) for one lane (the
+// column quad at `nl`) of one weight, accumulated into acc. FAST: the unit lies inside K and the
+// round starts on a group boundary, so every offset is the lane's fixed part (q_off, s_off,
+// z_off) plus a uniform part. Otherwise (general shapes; at most the last round at the Qwen
+// shapes' TP splits) the offsets are computed per lane, and loads past K are clamped to valid
+// addresses: rows past K re-read the last row, a unit past the last re-reads the last unit. Their
+// activations are staged as zeros, so they add exact zeros ((q − z)·0 with q − z finite).
+template <bool FAST>
+static __device__ __forceinline__ void unit(const unsigned char* lds, const unsigned* __restrict__ w_qweight,
+                                            const f16* __restrict__ w_scales, const unsigned* __restrict__ w_qzeros,
+                                            unsigned p, unsigned r, unsigned slice, unsigned nl,
+                                            unsigned q_off, unsigned s_off, unsigned z_off,
+                                            float (&acc)[BATCH][QUAD]) {
+    const f16x2 sixteenth = {(f16)0.0625f, (f16)0.0625f};
+    const unsigned magic = 0x64006400u; // (1024, 1024) in FP16
+    const unsigned zshift = 4 * (nl % 8); // 0 or 16: the lane's 4 zero points in the qzeros word
+
+    // ---- loads of the unit: all issued before any is used, the zero point first (it is
+    // needed first) ----
+    const unsigned u = r * SLICES + slice;
+    u32x4 q[UNIT];
+    u32x2 sv;
+    unsigned zw;
+    if (FAST) {
+        // the kernel argument (scalar) + a 32-bit byte offset: the round's part uniform, the
+        // lane's part fixed, one 32-bit add per load. readfirstlane keeps the round's part
+        // scalar; without it the compiler makes every address a 64-bit vector induction
+        // variable (two VALU per load).
+        constexpr unsigned GPR = GROUP_STEP ? SLICES * UNIT / WPG : 0; // groups per round
+        const unsigned rz = __builtin_amdgcn_readfirstlane(r * (GPR * (N / 8) * 4));
+        const unsigned rs = __builtin_amdgcn_readfirstlane(r * (GPR * N * 2));
+        const unsigned rq = __builtin_amdgcn_readfirstlane(r * (SLICES * UNIT * N * 4));
+        zw = *reinterpret_cast<const unsigned*>(reinterpret_cast<const char*>(w_qzeros) + (rz + z_off));
+        sv = *reinterpret_cast<const u32x2*>(reinterpret_cast<const char*>(w_scales) + (rs + s_off));
 #pragma unroll
-    for (unsigned k = 0; k < XPL; ++k) {
-        const unsigned t = threadIdx.x + k * WG, b = t / XD, d = t % XD;
-        if ((BATCH * XD) % WG == 0 || t < BATCH * XD) {
-            const unsigned w = d / 4, e = d % 4, j = (2 * e) % 4, hi = e / 2;
-            xs[b][w][2 * j + hi] = (unsigned short)xr[k];
-            xs[b][w][2 * (j + 1) + hi] = (unsigned short)(xr[k] >> 16);
+        for (unsigned i = 0; i < UNIT; ++i)
+            q[i] = *reinterpret_cast<const u32x4*>(reinterpret_cast<const char*>(w_qweight) + (rq + i * N * 4 + q_off));
+    } else {
+        const unsigned uu = u < NUNIT ? u : NUNIT - 1;
+        const unsigned g = uu * UNIT / WPG;
+        zw = *reinterpret_cast<const unsigned*>(reinterpret_cast<const char*>(w_qzeros) + (g * (N / 8) + nl / 8) * 4);
+        sv = *reinterpret_cast<const u32x2*>(reinterpret_cast<const char*>(w_scales) + (g * N + nl) * 2);
+#pragma unroll
+        for (unsigned i = 0; i < UNIT; ++i) {
+            const unsigned kw = uu * UNIT + i < KW ? uu * UNIT + i : KW - 1;
+            q[i] = *reinterpret_cast<const u32x4*>(reinterpret_cast<const char*>(w_qweight) + (kw * N + nl) * 4);
         }
     }
-}
 
-static __device__ __forceinline__ void consume(const Chunk& ch, const XStage& xs, unsigned c,
-                                               unsigned col, unsigned w0, float (&acc)[BATCH]) {
-    float part[BATCH];
+    // Keep every load of the unit above this point: left alone, the scheduler sinks each load
+    // to its use to save registers, and the wave then has one or two in flight.
+    __builtin_amdgcn_sched_barrier(0);
+
+    // ---- zero points of the lane's 4 columns, as FP16 pairs ----
+    unsigned zlo[QUAD], zhi[QUAD];
+    const unsigned zs = zw >> zshift;
 #pragma unroll
-    for (unsigned b = 0; b < BATCH; ++b) part[b] = 0.0f;
-    const unsigned z = ((ch.zw >> (4 * (col % 8))) & 0xFu) + ZP_ADD;
-    const f16x2 zz = as_f16x2((0x6400u + z) * 0x00010001u); // (1024 + z, 1024 + z)
-    const float s = ch.valid ? (float)ch.s : 0.0f;
+    for (unsigned c = 0; c < QUAD; ++c) {
+        const unsigned z = ((zs >> (4 * c)) & 0xFu) + ZP_ADD;  // 0 … 16
+        zlo[c] = (0x6400u + z) * 0x00010001u;        // (1024 + z, 1024 + z)
+        zhi[c] = (0xD400u + 16u * z) * 0x00010001u;  // (−(64 + z), −(64 + z))
+    }
+
+    // ---- 4 rows × 4 columns × 8 weights, FP32 sums of the unit ----
+    float part[BATCH][QUAD];
 #pragma unroll
-    for (unsigned i = 0; i < CHUNK; ++i) {
-        if (RAGGED && c * CHUNK + i >= KW) break;
-        // At large batch, keep the compiler from hoisting every row's LDS reads at once (8 batch
-        // rows × 4 VGPRs per packed row would crowd out the prefetched weights).
-        if (BATCH > 4) asm volatile("" ::: "memory");
-        const unsigned w = ch.q[i];
-        const f16x2 d04 = as_f16x2((w & 0x000F000Fu) | 0x64006400u) - zz;         // (q0 − z, q4 − z)
-        const f16x2 d15 = as_f16x2(((w >> 4) & 0x000F000Fu) | 0x64006400u) - zz;  // (q1 − z, q5 − z)
-        const f16x2 d26 = as_f16x2(((w >> 8) & 0x000F000Fu) | 0x64006400u) - zz;  // (q2 − z, q6 − z)
-        const f16x2 d37 = as_f16x2(((w >> 12) & 0x000F000Fu) | 0x64006400u) - zz; // (q3 − z, q7 − z)
+    for (unsigned b = 0; b < BATCH; ++b)
+#pragma unroll
+        for (unsigned c = 0; c < QUAD; ++c) part[b][c] = 0.0f;
+    const unsigned char* xu = lds + (r - p * RPP) * ROUND_X + slice * UNIT_X;
+#pragma unroll
+    for (unsigned i = 0; i < UNIT; ++i) {
+        const unsigned w4[QUAD] = {q[i].x, q[i].y, q[i].z, q[i].w};
+        f16x2 d[QUAD][4]; // (q_j − z, q_{j+4} − z), j = 0..3, per column
+#pragma unroll
+        for (unsigned c = 0; c < QUAD; ++c) {
+            const unsigned w = w4[c], w8 = w >> 8;
+            d[c][0] = as_f16x2(and_or(w, 0x000F000Fu, magic)) - as_f16x2(zlo[c]);
+            d[c][1] = __ocml_fma_2f16(as_f16x2(and_or(w, 0x00F000F0u, magic)), sixteenth, as_f16x2(zhi[c]));
+            d[c][2] = as_f16x2(and_or(w8, 0x000F000Fu, magic)) - as_f16x2(zlo[c]);
+            d[c][3] = __ocml_fma_2f16(as_f16x2(and_or(w8, 0x00F000F0u, magic)), sixteenth, as_f16x2(zhi[c]));
+        }
 #pragma unroll
         for (unsigned b = 0; b < BATCH; ++b) {
-            u32x4 xp; // (x0, x4), (x1, x5), (x2, x6), (x3, x7): one broadcast LDS read
-            __builtin_memcpy(&xp, &xs[b][w0 + i][0], sizeof xp);
-            part[b] = __builtin_amdgcn_fdot2(d04, as_f16x2(xp.x), part[b], false);
-            part[b] = __builtin_amdgcn_fdot2(d15, as_f16x2(xp.y), part[b], false);
-            part[b] = __builtin_amdgcn_fdot2(d26, as_f16x2(xp.z), part[b], false);
-            part[b] = __builtin_amdgcn_fdot2(d37, as_f16x2(xp.w), part[b], false);
+            if (BATCH > 1) __builtin_amdgcn_sched_barrier(0); // one batch row's activations at a time
+            // (x0, x4), (x1, x5), (x2, x6), (x3, x7): one broadcast LDS read
+            const u32x4 xp = *reinterpret_cast<const u32x4*>(xu + (b * UNIT + i) * 16);
+            const unsigned xv[4] = {xp.x, xp.y, xp.z, xp.w};
+#pragma unroll
+            for (unsigned j = 0; j < 4; ++j)
+#pragma unroll
+                for (unsigned c = 0; c < QUAD; ++c)
+                    part[b][c] = __builtin_amdgcn_fdot2(d[c][j], as_f16x2(xv[j]), part[b][c], false);
         }
     }
+
+    // ---- the group's scale, once per unit and column ----
+    const f16x2 s01 = as_f16x2(sv.x), s23 = as_f16x2(sv.y);
+    const float s[QUAD] = {(float)s01.x, (float)s01.y, (float)s23.x, (float)s23.y};
 #pragma unroll
-    for (unsigned b = 0; b < BATCH; ++b) acc[b] = fmaf(s, part[b], acc[b]);
+    for (unsigned b = 0; b < BATCH; ++b)
+#pragma unroll
+        for (unsigned c = 0; c < QUAD; ++c) acc[b][c] = fmaf(s[c], part[b][c], acc[b][c]);
 }
 
-// One round r: stage round r's activations (loaded during round r − 1), barrier, prefetch this
-// wave's chunk of round r + 1 into `nxt`, consume `cur` (its chunk of round r), load round r + 1's
-// activations. Branch-free, so the compiler counts outstanding loads exactly: waiting for the
-// activations (issued last in round r − 1) also waits for `cur`, which is needed next anyway,
-// and the prefetch into `nxt` stays in flight through the whole round. Past the end, loads are
-// clamped to valid addresses and their results unused or weighted by 0.
-static __device__ __forceinline__ void round_step(unsigned r, Chunk& cur, Chunk& nxt, XStage (&xs)[2],
-                                                  unsigned (&xr)[XPL],
-                                                  const unsigned* qweight,
-                                                  const f16* scales,
-                                                  const unsigned* qzeros,
-                                                  const f16* x, unsigned slice,
-                                                  unsigned col, float (&acc)[BATCH]) {
-    x_store(xs[r % 2], xr);
-    // §5.8: barrier in uniform control flow (every wave runs every round). It orders every wave's
-    // stores to xs[r % 2] before this round's reads, and round r − 1's reads of xs[(r + 1) % 2]
-    // before round r + 1 overwrites it.
-    lds_barrier();
-    fetch(nxt, qweight, scales, qzeros, (r + 1) * SLICES + slice, col);
-    // Keep the prefetch here: the compiler may not sink these loads to their use next round.
-    asm volatile("" ::: "memory");
-    consume(cur, xs[r % 2], r * SLICES + slice, col, slice * CHUNK, acc);
-    x_load(xr, x, r + 1);
+// The fast rounds of phase p for one lane: the hot loop (all rounds of the phase for general
+// shapes, where there is no fast path).
+static __device__ __forceinline__ void phase_rounds(const unsigned char* lds, const unsigned* __restrict__ w_qweight,
+                                                    const f16* __restrict__ w_scales, const unsigned* __restrict__ w_qzeros,
+                                                    unsigned p, unsigned slice, unsigned nl, float (&acc)[BATCH][QUAD]) {
+    // The lane's fixed 32-bit byte offsets (round 0's unit of this slice).
+    const unsigned q_off = (slice * UNIT * N + nl) * 4;
+    const unsigned s_off = ((slice * UNIT) / WPG * N + nl) * 2;
+    const unsigned z_off = ((slice * UNIT) / WPG * (N / 8) + nl / 8) * 4;
+    const unsigned r_begin = p * RPP, r_end = (p + 1) * RPP < NROUND ? (p + 1) * RPP : NROUND;
+    if (GROUP_STEP) {
+        const unsigned f_end = r_end < NFAST ? r_end : NFAST;
+#pragma nounroll
+        for (unsigned r = r_begin; r < f_end; ++r)
+            unit<true>(lds, w_qweight, w_scales, w_qzeros, p, r, slice, nl, q_off, s_off, z_off, acc);
+    } else {
+#pragma nounroll
+        for (unsigned r = r_begin; r < r_end; ++r)
+            unit<false>(lds, w_qweight, w_scales, w_qzeros, p, r, slice, nl, q_off, s_off, z_off, acc);
+    }
+}
+
+// After the last phase (its activations still in LDS): the round past the fast ones, if any,
+// through the general path, outside the hot loop.
+static __device__ __forceinline__ void last_round(const unsigned char* lds, const unsigned* __restrict__ w_qweight,
+                                                  const f16* __restrict__ w_scales, const unsigned* __restrict__ w_qzeros,
+                                                  unsigned slice, unsigned nl, float (&acc)[BATCH][QUAD]) {
+    if (GROUP_STEP && NFAST < NROUND)
+        unit<false>(lds, w_qweight, w_scales, w_qzeros, NPHASE - 1, NROUND - 1, slice, nl, 0, 0, 0, acc);
 }
 
 // Wait until *flag reaches `target` (flags only grow; the signed difference survives wrap-around).
@@ -269,13 +347,13 @@ static __device__ __forceinline__ void block_sum(float (&v)[BATCH], float (&wsum
 }
 
 // At least 2 waves per SIMD (≤ 128 VGPRs): 2 workgroups per CU, so the 80-workgroup grid is
-// co-resident on a 60-CU MI50 at every batch size (§5.9).
+// co-resident on a 60-CU MI50 at every batch size (§5.9); the LDS (12.8–13 KB) allows 4.
 extern "C" __global__ void __launch_bounds__(WG) __attribute__((amdgpu_flat_work_group_size(WG, WG), amdgpu_waves_per_eu(2)))
 gemv_int4_allreduce_rmsnorm_ref(
-    const unsigned* w_down_qweight,   // u32 [K/8, N], this rank's K-shard
-    const f16* w_down_scales,         // f16 [ceil(K/G), N]
-    const unsigned* w_down_qzeros,    // u32 [ceil(K/G), N/8]
-    const f16* x,                     // f16 [BATCH, K], this rank's shard
+    const unsigned* __restrict__ w_down_qweight, // u32 [K/8, N], this rank's K-shard
+    const f16* __restrict__ w_down_scales,       // f16 [ceil(K/G), N]
+    const unsigned* __restrict__ w_down_qzeros,  // u32 [ceil(K/G), N/8]
+    const f16* __restrict__ x,                   // f16 [BATCH, K], this rank's shard
     const f16* __restrict__ residual, // f16 [BATCH, N]
     const f16* __restrict__ norm_w,   // f16 [N], RMSNorm weights (Gemma 1 + w folded in)
     f16* __restrict__ residual_out,   // f16 [BATCH, N]
@@ -288,38 +366,62 @@ gemv_int4_allreduce_rmsnorm_ref(
     unsigned* grid_counter,           // u32 [1] grid-barrier counter, zeroed once
     unsigned* error_word)             // u32 [1], zero before the launch
 {
-    __shared__ __attribute__((aligned(16))) XStage xs[2]; // activations of round r (parity r % 2)
-    __shared__ float red[SLICES][BATCH][COLS];            // per-slice column sums
-    __shared__ float wsum[WAVES][BATCH];                  // per-wave sums of the norm reductions
+    __shared__ __attribute__((aligned(16))) unsigned char lds[LDS_BYTES]; // activations, then the cross-wave sums
+    __shared__ float wsum[WAVES][BATCH];                                 // per-wave sums of the norm reductions
 
-    const unsigned lane_col = threadIdx.x % COLS;
-    const unsigned slice = __builtin_amdgcn_readfirstlane(threadIdx.x / COLS); // the wave
-    const unsigned col = blockIdx.x * COLS + lane_col;
-    // A lane past N (the tail tile) computes on column N − 1 and stores nothing (§5.8: masked).
-    const unsigned col_ld = col < N ? col : N - 1;
+    const unsigned quad = threadIdx.x % LPS;
+    const unsigned slice = threadIdx.x / LPS;
+    const unsigned n0 = blockIdx.x * COLS + quad * QUAD;
+    // A lane past N (the tail tile) computes on the last quad and stores nothing: the tail is
+    // masked at the store (§5.8: no early return), and the loop has no lane-divergent branches.
+    const unsigned nl = n0 < N ? n0 : N - QUAD;
     const unsigned half = (epoch & 1u) * BATCH * N;
 
     // ---- 1. this rank's partial sums for the tile ----
-    float acc[BATCH];
-#pragma unroll
-    for (unsigned b = 0; b < BATCH; ++b) acc[b] = 0.0f;
-    {
-        Chunk a, b;
-        unsigned xr[XPL];
-        fetch(a, w_down_qweight, w_down_scales, w_down_qzeros, slice, col_ld); // chunk of round 0
-        x_load(xr, x, 0);
-        // Rounds two at a time, so the two chunk register sets alternate without copies.
-        for (unsigned r = 0; r < NROUND; r += 2) {
-            round_step(r, a, b, xs, xr, w_down_qweight, w_down_scales, w_down_qzeros, x, slice, col_ld, acc);
-            if (r + 1 >= NROUND) break;
-            round_step(r + 1, b, a, xs, xr, w_down_qweight, w_down_scales, w_down_qzeros, x, slice, col_ld, acc);
-        }
-    }
-#pragma unroll
-    for (unsigned b = 0; b < BATCH; ++b) red[slice][b][lane_col] = acc[b];
-    // §5.8: workgroup barrier in uniform control flow
-    __syncthreads();
 
+    float acc[BATCH][QUAD];
+#pragma unroll
+    for (unsigned b = 0; b < BATCH; ++b)
+#pragma unroll
+        for (unsigned c = 0; c < QUAD; ++c) acc[b][c] = 0.0f;
+
+    for (unsigned p = 0; p < NPHASE; ++p) {
+        if (p > 0) {
+            // §5.8: barrier in uniform control flow: every wave has finished reading the previous
+            // phase's activations before they are overwritten.
+            __syncthreads();
+        }
+        stage_x(lds, x, p);
+        // §5.8: barrier in uniform control flow: the phase's activations are in LDS for all waves.
+        __syncthreads();
+
+        phase_rounds(lds, w_down_qweight, w_down_scales, w_down_qzeros, p, slice, nl, acc);
+    }
+    last_round(lds, w_down_qweight, w_down_scales, w_down_qzeros, slice, nl, acc);
+
+    // ---- reduction over the slices: butterfly within the wave, then waves in order ----
+#pragma unroll
+    for (unsigned b = 0; b < BATCH; ++b)
+#pragma unroll
+        for (unsigned c = 0; c < QUAD; ++c) {
+            float v = acc[b][c];
+#pragma unroll
+            for (unsigned m = LPS; m < WAVE; m *= 2) v += __shfl_xor(v, m);
+            acc[b][c] = v;
+        }
+    // §5.8: barrier in uniform control flow: every wave has finished reading the activations
+    // before the cross-wave sums overwrite them.
+    __syncthreads();
+    float* red = reinterpret_cast<float*>(lds); // [WAVES][BATCH][COLS]
+    const unsigned wave = threadIdx.x / WAVE;
+    if (threadIdx.x % WAVE < LPS) {
+#pragma unroll
+        for (unsigned b = 0; b < BATCH; ++b)
+#pragma unroll
+            for (unsigned c = 0; c < QUAD; ++c) red[(wave * BATCH + b) * COLS + quad * QUAD + c] = acc[b][c];
+    }
+    // §5.8: barrier in uniform control flow: all waves' sums are in LDS.
+    __syncthreads();
     // Lane t < COLS (wave 0) owns column n of the tile from here on ("point lanes").
     const unsigned n = blockIdx.x * COLS + threadIdx.x;
     const bool point = threadIdx.x < COLS && n < N;
@@ -328,9 +430,9 @@ gemv_int4_allreduce_rmsnorm_ref(
     for (unsigned b = 0; b < BATCH; ++b) {
         float v = 0.0f;
         if (point) {
-            v = red[0][b][threadIdx.x];
+            v = red[b * COLS + threadIdx.x];
 #pragma unroll
-            for (unsigned s = 1; s < SLICES; ++s) v += red[s][b][threadIdx.x];
+            for (unsigned w = 1; w < WAVES; ++w) v += red[(w * BATCH + b) * COLS + threadIdx.x];
         }
         mine[b] = (f16)v;
     }
