@@ -97,7 +97,7 @@ enum Command {
     /// per-device`: rank r on GPU r, the communicating kernels, with launch skew), model and odd
     /// shapes, against the f64 reference; back-to-back launches of synchronising kernels; JSON +
     /// Markdown.
-    GpuSuite(wavefuse_harness::suite::SuiteArgs),
+    GpuSuite(cmd::gpu_suite::SuiteArgs),
     /// One rank per GPU: CUDA-graph time per call of the generated allreduce (10 KB, 32 KB), the
     /// fused kernel and the unfused wavefuse chain at TP 2 and 4, checked against the f64
     /// reference; JSON + Markdown (NCCL's side: bench/torch/nccl_allreduce.py).
@@ -266,7 +266,7 @@ fn dispatch(cli: Cli) -> ExitCode {
                 Err(e) => store_error(e),
             }
         }
-        Command::GpuSuite(args) => wavefuse_harness::suite::suite_cmd(&args, env_policy()),
+        Command::GpuSuite(args) => cmd::gpu_suite::run(&args, env_policy()),
         Command::Ab { args, schedule } => match schedule.policy(Arch::Sm90, env_overrides()) {
             Ok(policy) => wavefuse_harness::ab::ab_cmd(&args, policy),
             Err(e) => store_error(e),

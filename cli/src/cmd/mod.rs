@@ -1,10 +1,11 @@
-//! One module per subcommand: its arguments, the harness call, what it prints. (`ab`, `tune`,
-//! `run` and `gpu-suite` still parse and print in the harness.)
+//! One module per subcommand: its arguments, the harness call, what it prints. (`ab`, `tune`
+//! and `run` still parse and print in the harness.)
 
 pub mod cache;
 pub mod check;
 pub mod emit;
 pub mod fuzz;
+pub mod gpu_suite;
 #[cfg(feature = "llvm")]
 pub mod llvm;
 pub mod llvm_diff;
