@@ -119,7 +119,7 @@ enum Command {
     /// (cold rotating inputs, events, median of ≥ 100 launches), and store the winner per
     /// (kernel, shape, arch, device) for `--schedule tuned`. gfx906: a static model instead of
     /// timing. Without a GPU: compile and filter only, and it says so.
-    Tune(wavefuse_harness::tune::TuneArgs),
+    Tune(cmd::tune::TuneArgs),
     /// The LLVM back end's differential run on an NVIDIA GPU: every kernel at TP 1 and 4 through
     /// the C++ path (NVRTC) and through the LLVM-built PTX of `wavefuse llvm ptx`, both against
     /// the f64 reference; compile times of both paths; JSON + Markdown.
@@ -271,7 +271,7 @@ fn dispatch(cli: Cli) -> ExitCode {
             Ok(policy) => wavefuse_harness::ab::ab_cmd(&args, policy),
             Err(e) => store_error(e),
         },
-        Command::Tune(args) => wavefuse_harness::tune::tune_cmd(&args),
+        Command::Tune(args) => cmd::tune::run(&args),
         Command::MgpuBench(args) => cmd::mgpu_bench::run(&args, env_policy()),
         Command::Cache { clear } => cmd::cache::run(clear),
         Command::Report { tp, seed } => {

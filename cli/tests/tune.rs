@@ -536,6 +536,11 @@ fn batch_1_budgets_do_not_filter_other_batches() {
             "--budget",
             "2",
             "--no-cache-store",
+            // The budgets alone: the other floor, the hand-written reference's occupancy (2 at
+            // batch 8 since the careful references, where the generated default has 1), has its
+            // own test (`gfx906_tune_floors_occupancy_at_the_hand_written_kernels`).
+            "--min-occupancy",
+            "1",
             "--json",
             json.to_str().unwrap(),
         ],
@@ -713,4 +718,41 @@ fn the_quick_space_tries_the_k_parts_of_the_default_tile_first() {
             "k_split={parts} of the default tile is not among the first 32"
         );
     }
+}
+
+/// On gfx906 the resource filter's occupancy floor is the hand-written reference's, compiled
+/// at the case's shape: at batch 8 the careful `gemv_int4` reference runs 2 waves per SIMD
+/// (120 VGPRs) where the generated default needs 255 VGPRs (1 wave), so the default is refused
+/// with the numbers, and the report says where the floor came from.
+#[test]
+fn gfx906_tune_floors_occupancy_at_the_hand_written_kernels() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("tune.json");
+    let o = wavefuse(
+        &[
+            "tune",
+            "gemv_int4",
+            "--arch",
+            "gfx906",
+            "--shapes",
+            "qwen27b-tp1-b8",
+            "--quick",
+            "--budget",
+            "2",
+            "--no-cache-store",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let case = &j["cases"][0];
+    assert_eq!(case["occupancy_floor"], 2, "{case}");
+    assert_eq!(case["floor_from"], "hand-written", "{case}");
+    let default = &case["candidates"][0];
+    assert_eq!(default["occupancy"], 1, "{default}");
+    assert_eq!(default["rejected"], "occupancy 1 < 2", "{default}");
 }

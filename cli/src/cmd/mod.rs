@@ -1,5 +1,5 @@
-//! One module per subcommand: its arguments, the harness call, what it prints. (`ab`, `tune`
-//! and `run` still parse and print in the harness.)
+//! One module per subcommand: its arguments, the harness call, what it prints. (`ab` and `run` still
+//! parse and print in the harness.)
 
 pub mod cache;
 pub mod check;
@@ -12,3 +12,4 @@ pub mod llvm_diff;
 pub mod mgpu_bench;
 pub mod report;
 pub mod sim;
+pub mod tune;

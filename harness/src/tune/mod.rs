@@ -23,112 +23,30 @@ pub mod space;
 pub mod statics;
 pub mod store;
 
-use std::io::IsTerminal;
-use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::{Arc, mpsc};
 use std::time::Instant;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::ProgressBar;
 use wavefuse::ir::Kernel;
 use wavefuse_codegen::Arch;
 use wavefuse_runtime::Cache;
 use wavefuse_runtime::exec;
 
+use crate::Workload;
 use crate::ab::handwritten::{Found, find_reference, reference_dir};
-use crate::ab::{ShapeSet, parse_shape, shape_name, usage_of};
+use crate::ab::{shape_name, usage_of};
 use crate::policy::{Placement, Ranks, SchedulePolicy};
 use crate::provenance::{Provenance, compiler_version};
 use crate::suite::{self, CaseSpec, ShapeKind};
-use crate::{KernelId, Workload};
 
 use candidates::{Compiled, Space};
 use report::{Basis, Candidate, CaseReport, Header, TuneReport, pick_winner};
-use store::{ANY_DEVICE, Entry, Key, Method, Store};
+use store::{ANY_DEVICE, Entry, Key, Method};
 
 /// Default candidates per kernel and shape.
 pub const DEFAULT_BUDGET: usize = 200;
 /// Candidates per kernel and shape with `--quick`.
 pub const QUICK_BUDGET: usize = 32;
-
-/// The arguments of `wavefuse tune`.
-#[derive(Clone, Debug, clap::Args)]
-pub struct TuneArgs {
-    /// Kernels to tune (see `wavefuse list`).
-    #[arg(required_unless_present = "kernel_file")]
-    pub kernels: Vec<KernelId>,
-    /// A kernel of your own in the textual IR (`.wfir`) instead of the set's, tuned at the shapes
-    /// it is written with; the winner is stored for that exact text (`wavefuse emit --kernel-file
-    /// … --schedule tuned` reads it back).
-    #[arg(long, conflicts_with_all = ["kernels", "shapes", "model_config"])]
-    pub kernel_file: Option<PathBuf>,
-    /// Shape sets, comma-separated (qwen27b-tp1 … -tp8, optionally -b1 … -b8). Default:
-    /// qwen27b-tp4.
-    #[arg(long, value_delimiter = ',', value_parser = parse_shape)]
-    pub shapes: Vec<ShapeSet>,
-    /// Tune at this model's dimensions (a Hugging Face `config.json`) instead of Qwen 3.5
-    /// 27B's; the winners are stored under the model's shape-set names.
-    #[arg(long)]
-    pub model_config: Option<PathBuf>,
-    /// Target: sm90 or gfx906, timed on a GPU of that arch when `--runtime` opens one (an MI50
-    /// through HIP for gfx906); otherwise compiled and filtered only (gfx906: ranked by the
-    /// static model).
-    #[arg(long, default_value_t = Arch::Sm90)]
-    pub arch: Arch,
-    /// Candidates per kernel and shape at most (distinct sources); default 200, 32 with --quick.
-    #[arg(long)]
-    pub budget: Option<usize>,
-    /// The quick space: the default, its neighbours and the tiles (no random fill).
-    #[arg(long)]
-    pub quick: bool,
-    /// Timed launches per series (at least 100 for a stable median and p10/p90).
-    #[arg(long, default_value_t = 100)]
-    pub iters: usize,
-    /// Untimed launches before each series.
-    #[arg(long, default_value_t = 10)]
-    pub warmup: usize,
-    /// Compiler threads (default: the number of cores, at most 12).
-    #[arg(long)]
-    pub threads: Option<usize>,
-    /// Seed of the synthetic workload.
-    #[arg(long, default_value_t = Workload::DEFAULT_SEED)]
-    pub seed: u64,
-    /// The commit the binary was built from (default: `$WAVEFUSE_COMMIT`, else `unknown`).
-    #[arg(long, env = "WAVEFUSE_COMMIT")]
-    pub commit: Option<String>,
-    /// Also write the winners into this store file (TOML; created or updated).
-    #[arg(long)]
-    pub store: Option<PathBuf>,
-    /// Do not write the cache directory's store.
-    #[arg(long)]
-    pub no_cache_store: bool,
-    /// Write the JSON report here.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Write the Markdown report here.
-    #[arg(long)]
-    pub md: Option<PathBuf>,
-    /// Do not use a GPU even when there is one: compile and filter only.
-    #[arg(long)]
-    pub no_gpu: bool,
-    /// Stop checking and timing new candidates this many seconds after the start (the finals and
-    /// the reports still run): a run under a time limit keeps what it measured.
-    #[arg(long)]
-    pub deadline: Option<f64>,
-    /// The resource filter's occupancy floor (warps per SM sub-partition on sm90, waves per SIMD
-    /// on gfx906) instead of the default's (sm90) or the hand-written kernel's (gfx906).
-    #[arg(long)]
-    pub min_occupancy: Option<u32>,
-    /// How a TP case's ranks run on the one GPU, as for `wavefuse ab`: `alone` (default) times a
-    /// kernel without an allreduce as rank 0 alone, its schedules resolved for one rank per GPU;
-    /// `all` runs every rank at once.
-    #[arg(long, value_enum, default_value_t = Ranks::Alone)]
-    pub ranks: Ranks,
-    /// The GPU runtime: `auto` (CUDA when an NVIDIA GPU is there, else HIP), `cuda` or `hip`.
-    /// A GPU of another arch than `--arch` is not timed on (gfx906 is then ranked by the model).
-    #[arg(long, value_enum, default_value_t = crate::suite::GpuRuntime::Auto)]
-    pub runtime: crate::suite::GpuRuntime,
-}
 
 /// Settings of one run.
 #[derive(Clone, Debug)]
@@ -173,82 +91,6 @@ impl Target {
     }
 }
 
-/// `wavefuse tune`.
-pub fn tune_cmd(a: &TuneArgs) -> ExitCode {
-    // Before any work: a report that cannot be written would lose the whole search.
-    for (flag, p) in [("--json", &a.json), ("--md", &a.md)] {
-        if let Some(p) = p {
-            if let Err(e) = crate::outputs::check_report_path(flag, p) {
-                eprintln!("error: {e}");
-                return ExitCode::from(2);
-            }
-        }
-    }
-    if let Some(path) = suite::locate_nvrtc() {
-        eprintln!("note: using NVRTC at {}", path.display());
-    }
-    let o = Settings {
-        budget: a
-            .budget
-            .unwrap_or(if a.quick {
-                QUICK_BUDGET
-            } else {
-                DEFAULT_BUDGET
-            })
-            .max(1),
-        quick: a.quick,
-        iters: a.iters.max(1),
-        warmup: a.warmup,
-        threads: a.threads.unwrap_or_else(|| {
-            std::thread::available_parallelism()
-                .map_or(2, |n| n.get())
-                .clamp(1, 12)
-        }),
-        seed: a.seed,
-        commit: a.commit.clone().unwrap_or_else(|| "unknown".into()),
-        min_occupancy: a.min_occupancy,
-        deadline: a
-            .deadline
-            .map(|s| Instant::now() + std::time::Duration::from_secs_f64(s.max(0.0))),
-        ranks: a.ranks,
-        runtime: a.runtime,
-    };
-    let targets = match plan(a) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let bar = progress();
-    let mut report = search(&targets, &o, a.arch, a.no_gpu.then_some("--no-gpu"), &bar);
-    bar.finish_and_clear();
-    match store_winners(a, &report) {
-        Ok(paths) => report.stored_in = paths,
-        Err(e) => {
-            eprintln!("error: {e}");
-            print!("{}", report.terminal());
-            return ExitCode::FAILURE;
-        }
-    }
-    print!("{}", report.terminal());
-    for w in &report.warnings {
-        eprintln!("warning: {w}");
-    }
-    for p in &report.stored_in {
-        eprintln!("winners stored in {p}");
-    }
-    if let Err(e) = write_outputs(a, &report) {
-        eprintln!("error: {e}");
-        return ExitCode::FAILURE;
-    }
-    if let Some((case, why)) = report.all_failed() {
-        eprintln!("error: {case}: every candidate failed; the first: {why}");
-        return ExitCode::FAILURE;
-    }
-    ExitCode::SUCCESS
-}
-
 /// `wavefuse tune` as a library call: search the schedule space of each of `targets` (the set's
 /// kernels or a user's, [`suite::UserKernel::case`]) for `arch`. On sm_90 with a GPU and
 /// `use_gpu`, the candidates are timed on it; otherwise (and always on gfx906) they are compiled
@@ -259,7 +101,9 @@ pub fn run(targets: &[Target], o: &Settings, arch: Arch, use_gpu: bool) -> TuneR
     search(targets, o, arch, no_gpu, &ProgressBar::hidden())
 }
 
-fn search(
+/// The tuner, its progress on `bar`: each of `targets` searched for `arch`, timed on a GPU
+/// unless `no_gpu` gives why not (then compiled and ranked by the static model).
+pub fn search(
     targets: &[Target],
     o: &Settings,
     arch: Arch,
@@ -315,43 +159,6 @@ impl Target {
 }
 
 /// The kernels at the shapes, validated.
-fn plan(a: &TuneArgs) -> Result<Vec<Target>, String> {
-    if let Some(path) = &a.kernel_file {
-        return Ok(vec![Target::user(Arc::new(suite::UserKernel::read(path)?))]);
-    }
-    let mut shapes = a.shapes.clone();
-    if shapes.is_empty() {
-        shapes.push(ShapeSet { tp: 4, batch: 1 });
-    }
-    shapes.dedup();
-    let tps: Vec<u32> = shapes.iter().map(|s| s.tp).collect();
-    let shape = crate::ab::model_shapes(a.model_config.as_deref(), &tps)?;
-    let mut out = Vec::new();
-    for &id in &a.kernels {
-        for s in &shapes {
-            let spec = CaseSpec::of(id, s.tp, s.batch, shape);
-            let ir = suite::op_kernel(&spec)
-                .map_err(|e| format!("{}: {e}", spec.label()))?
-                .ok_or_else(|| format!("{}: no model shapes", spec.label()))?;
-            out.push(Target { spec, ir });
-        }
-    }
-    Ok(out)
-}
-
-/// A progress bar on stderr when it is a terminal, hidden otherwise.
-fn progress() -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
-    let style = ProgressStyle::with_template("{elapsed:>4} [{bar:30}] {pos}/{len} {wide_msg}")
-        .expect("a valid template")
-        .progress_chars("=> ");
-    bar.set_style(style);
-    bar
-}
-
 /// The report's header before anything ran.
 pub fn header(o: &Settings, arch: Arch, basis: Basis) -> Header {
     Header {
@@ -761,46 +568,4 @@ pub fn entries(report: &TuneReport) -> Vec<Entry> {
             })
         })
         .collect()
-}
-
-/// Writes the winners into the cache directory's store and `--store`; the paths written.
-fn store_winners(a: &TuneArgs, report: &TuneReport) -> Result<Vec<String>, String> {
-    let entries = entries(report);
-    if entries.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut paths = Vec::new();
-    if !a.no_cache_store {
-        paths.push(Store::cache_path());
-    }
-    paths.extend(a.store.clone());
-    let mut written = Vec::new();
-    for p in paths {
-        let mut s = Store::load(&p).map_err(|e| e.to_string())?;
-        for e in &entries {
-            s.insert(e.clone());
-        }
-        s.save(&p).map_err(|e| e.to_string())?;
-        written.push(p.display().to_string());
-    }
-    Ok(written)
-}
-
-fn write_outputs(a: &TuneArgs, report: &TuneReport) -> Result<(), String> {
-    let write = |p: &PathBuf, text: String| {
-        crate::outputs::atomic_write(p, text.as_bytes())
-            .map_err(|e| format!("writing {}: {e}", p.display()))?;
-        eprintln!("wrote {}", p.display());
-        Ok::<(), String>(())
-    };
-    if let Some(p) = &a.json {
-        write(
-            p,
-            serde_json::to_string_pretty(&report.to_json()).expect("JSON serialises"),
-        )?;
-    }
-    if let Some(p) = &a.md {
-        write(p, report.markdown())?;
-    }
-    Ok(())
 }
