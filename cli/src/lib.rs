@@ -108,7 +108,7 @@ enum Command {
     /// Markdown, SVG chart. Without a GPU: the simulator and the compilers' resource reports.
     Ab {
         #[command(flatten)]
-        args: wavefuse_harness::ab::AbArgs,
+        args: cmd::ab::AbArgs,
         #[command(flatten)]
         schedule: ScheduleArgs,
     },
@@ -268,7 +268,7 @@ fn dispatch(cli: Cli) -> ExitCode {
         }
         Command::GpuSuite(args) => cmd::gpu_suite::run(&args, env_policy()),
         Command::Ab { args, schedule } => match schedule.policy(Arch::Sm90, env_overrides()) {
-            Ok(policy) => wavefuse_harness::ab::ab_cmd(&args, policy),
+            Ok(policy) => cmd::ab::run(&args, policy),
             Err(e) => store_error(e),
         },
         Command::Tune(args) => cmd::tune::run(&args),

@@ -1,13 +1,11 @@
 //! `wavefuse tune`: search the schedule space of kernels of the set or of a user's, store the
 //! winners, print and write the report.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use wavefuse_codegen::Arch;
 use wavefuse_harness::ab::{ShapeSet, model_shapes, parse_shape};
 use wavefuse_harness::outputs::{atomic_write, check_report_path};
@@ -145,7 +143,7 @@ pub fn run(a: &TuneArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let bar = progress();
+    let bar = super::progress_bar(Some(0));
     let mut report = search(&targets, &o, a.arch, a.no_gpu.then_some("--no-gpu"), &bar);
     bar.finish_and_clear();
     match store_winners(a, &report) {
@@ -196,19 +194,6 @@ fn plan(a: &TuneArgs) -> Result<Vec<Target>, String> {
         }
     }
     Ok(out)
-}
-
-/// A progress bar on stderr when it is a terminal, hidden otherwise.
-fn progress() -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
-    let style = ProgressStyle::with_template("{elapsed:>4} [{bar:30}] {pos}/{len} {wide_msg}")
-        .expect("a valid template")
-        .progress_chars("=> ");
-    bar.set_style(style);
-    bar
 }
 
 /// Writes the winners into the cache directory's store and `--store`; the paths written.
