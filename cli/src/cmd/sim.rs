@@ -1,14 +1,20 @@
 //! `wavefuse sim`: the CPU protocol simulator over seeded schedules.
 
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Instant;
 
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::lower::AllreduceProtocol;
+use wavefuse_codegen::lower::{AllreduceProtocol, LowerError, Schedule};
 use wavefuse_codegen::sim::PeerTable;
+use wavefuse_harness::generate::read_kernel_file;
+use wavefuse_harness::policy::lower_or_materialise;
 use wavefuse_harness::run::parse_tp;
 use wavefuse_harness::shapes::Model;
-use wavefuse_harness::sim;
+use wavefuse_harness::sim::{
+    self, Config, LAUNCHES, Prepared, SmallShapes, prepare_config, small_schedule, summary, sweep,
+};
 use wavefuse_harness::{KernelId, Workload};
 
 use crate::{ignored_overrides, parse_protocol};
@@ -82,11 +88,158 @@ pub fn run(a: SimArgs) -> ExitCode {
     };
     ignored_overrides("sim (it simulates the small-shape schedules)");
     match (a.kernel, a.kernel_file) {
-        (_, Some(path)) => sim::sim_file_cmd(&path, config, a.schedules, a.seed),
-        (Some(kernel), None) => sim::sim_cmd(kernel, config, a.schedules, a.seed),
+        (_, Some(path)) => sim_file(&path, config, a.schedules, a.seed),
+        (Some(kernel), None) => sim_set(kernel, config, a.schedules, a.seed),
         (None, None) => {
             eprintln!("error: name a kernel of the set or pass --kernel-file PATH");
             ExitCode::from(2)
         }
+    }
+}
+
+/// `wavefuse sim KERNEL --tp N --schedules N --seed S --target T [--batch B] [--protocol P]`.
+fn sim_set(id: KernelId, c: Config, schedules: u64, seed: u64) -> ExitCode {
+    let (tp, arch) = (c.tp, c.arch);
+    let small = SmallShapes::DEFAULT;
+    let p = match prepare_config(id, &c, &small) {
+        Ok(p) => p,
+        Err(e) if e.is_unsupported() => {
+            eprintln!("error: {id}@{arch} tp={tp} cannot be simulated yet: {e}");
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            eprintln!("error: {id}@{arch} tp={tp}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    report_sweep(&p, &id.to_string(), &c, schedules, seed)
+}
+
+/// `wavefuse sim --kernel-file PATH`: a kernel written in the textual IR, at the shapes and TP
+/// size the file gives, lowered with the simulator's schedule for `c.arch` (`c.protocol` when
+/// given; `c.tp` and `c.batch` are the file's), run like `sim_set` against the f64 reference.
+/// Exit 2 for a file that does not parse or a kernel that cannot be lowered yet.
+fn sim_file(path: &std::path::Path, c: Config, schedules: u64, seed: u64) -> ExitCode {
+    let ir = match read_kernel_file(path) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut schedule = small_schedule(c.arch, &ir);
+    if let Some(p) = c.protocol {
+        schedule = schedule.with_protocol(p);
+    }
+    // As the pipeline's schedule policy does: a prologue that does not fit in LDS materialised.
+    let lowered = match lower_or_materialise(&ir, c.arch, schedule).and_then(|(k, _)| {
+        k.coresident(1, wavefuse_codegen::lowered::Occupancy::HardwareMax)?;
+        Ok(k)
+    }) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("error: {}: {e}", path.display());
+            return ExitCode::from(if matches!(e, LowerError::Unsupported(_)) {
+                2
+            } else {
+                1
+            });
+        }
+    };
+    let c = Config { tp: ir.tp(), ..c };
+    let p = Prepared {
+        ir,
+        lowered,
+        shapes: None,
+        peer_table: c.peer_table,
+    };
+    let what = p.ir.name().to_owned();
+    report_sweep(&p, &what, &c, schedules, seed)
+}
+
+/// Sweep `p` over `schedules` seeded schedules and print what was found (progress on a
+/// terminal); exit 130 when interrupted, non-zero on any finding.
+fn report_sweep(p: &Prepared, id: &str, c: &Config, schedules: u64, seed: u64) -> ExitCode {
+    let (tp, arch) = (c.tp, c.arch);
+    let k = &p.lowered;
+    // A protocol the kernel does not exchange with is not printed as if it were simulated.
+    let exchanges = !Schedule::default_for(arch, &p.ir)
+        .ignored_fields(&p.ir)
+        .contains(&"protocol");
+    if let (Some(proto), false) = (c.protocol, exchanges) {
+        eprintln!(
+            "warning: --protocol {proto:?} has no effect: {id} at tp={tp} exchanges nothing between ranks"
+        );
+    }
+    let protocol = c
+        .protocol
+        .filter(|_| exchanges)
+        .map(|p| format!(", {p:?} allreduce"))
+        .unwrap_or_default();
+    println!(
+        "simulating {id}@{arch}, tp={tp}{protocol}, {schedules} schedules from seed {seed:#x}"
+    );
+    if c.peer_table == PeerTable::Rotated {
+        println!(
+            "host peer tables ROTATED (slot s of rank r = rank r + s): the §5.5 defect is planted"
+        );
+    }
+    match &p.shapes {
+        Some(shapes) => println!("small shapes: {}", SmallShapes::DEFAULT.describe(shapes)),
+        None => println!("shapes: the file's own"),
+    }
+    println!(
+        "per rank: {} workgroups × {} lanes (wave {}); {LAUNCHES} launches per schedule (epochs 1..={LAUNCHES}, counters and flags never reset)",
+        k.grid,
+        k.workgroup_size,
+        k.wave_size()
+    );
+    let tty = std::io::stderr().is_terminal();
+    let mut last = Instant::now();
+    let progress = |done: u64, failing: u64| {
+        if tty && (last.elapsed().as_millis() >= 200 || done == schedules) {
+            last = Instant::now();
+            let width = 30;
+            let filled = (done * width / schedules.max(1)) as usize;
+            eprint!(
+                "\r[{}{}] {done}/{schedules} schedules, {failing} with findings",
+                "=".repeat(filled),
+                " ".repeat(width as usize - filled)
+            );
+            let _ = std::io::stderr().flush();
+        }
+    };
+    let guard = wavefuse_runtime::compile::child::cooperate();
+    let result = sweep(p, seed, 0, schedules, progress);
+    if tty {
+        eprintln!();
+    }
+    let s = match result {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    print!("{}", summary(p, &s));
+    if s.interrupted {
+        println!(
+            "verdict: interrupted after {} of {schedules} schedules ({})",
+            s.schedules,
+            if s.findings.is_empty() {
+                "no finding so far"
+            } else {
+                "findings above"
+            }
+        );
+        let _ = std::io::stdout().flush();
+        drop(guard);
+        return ExitCode::from(130);
+    }
+    drop(guard);
+    if s.findings.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }
