@@ -2,7 +2,6 @@
 //! pipeline the HIP/CUDA tests share (lower → C++ + ABI → real compiler → budget).
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -377,51 +376,6 @@ pub fn table(arch: Arch, rows: &[CheckRow]) -> String {
     out
 }
 
-/// `wavefuse emit KERNEL --target T [--tp N] [--out DIR]`: the source on stdout, or the source
-/// and the ABI description written into DIR. With `lowered`, the lowered form instead.
-#[allow(clippy::too_many_arguments)]
-pub fn emit_cmd(
-    id: KernelId,
-    arch: Arch,
-    case: (u32, usize, ShapeKind),
-    policy: &SchedulePolicy,
-    placement: Placement,
-    out: Option<PathBuf>,
-    lowered: bool,
-) -> ExitCode {
-    let g = match generate_at(id, arch, case, policy, placement) {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    show(&g, out, lowered)
-}
-
-/// What `emit` shows of a generated kernel: the lowered kernel (`lowered`), the source and ABI
-/// written into `out`, or the source on stdout.
-fn show(g: &wavefuse_codegen::Generated, out: Option<PathBuf>, lowered: bool) -> ExitCode {
-    if lowered {
-        return print_out(&g.lowered.to_string());
-    }
-    let Some(dir) = out else {
-        return print_out(&g.source.text);
-    };
-    match write_outputs(g, &dir) {
-        Ok(paths) => {
-            for p in paths {
-                println!("wrote {}", p.display());
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
 /// Why the kernel from `origin` (a file, a crate) is not valid: the error, which starts with
 /// `file:line:column` where it is about an op whose place is known, else after `origin`.
 pub fn invalid_kernel(origin: &str, e: &wavefuse::ir::ValidationError) -> String {
@@ -440,19 +394,6 @@ pub fn read_kernel_file(path: &Path) -> Result<wavefuse::ir::Kernel, String> {
         std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
     wavefuse::ir::parse_named(&text, &path.display().to_string())
         .map_err(|e| format!("{}:{}", path.display(), e.report(&text)))
-}
-
-/// Print to stdout; a closed pipe (`| head`) ends quietly instead of panicking.
-pub fn print_out(text: &str) -> ExitCode {
-    use std::io::Write as _;
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: writing to stdout: {e}");
-            ExitCode::FAILURE
-        }
-    }
 }
 
 /// Write `<symbol>.hip|.cu` and `<symbol>.abi.toml` into `dir`.
@@ -480,53 +421,9 @@ pub fn write_outputs(g: &wavefuse_codegen::Generated, dir: &Path) -> Result<Vec<
     Ok(vec![src, abi])
 }
 
-/// `wavefuse emit --kernel-file PATH`: a kernel written in the textual IR (`docs/ir-format.md`),
-/// at the shapes and TP size the file gives, through the same pipeline as the set's kernels
-/// ([`SchedulePolicy::resolve_kernel`], then [`wavefuse_codegen::compile`]). Without a target
-/// (`--ir`), the kernel as parsed and printed back. Exit 2 for a file that does not parse, 1 for a
-/// kernel that does not validate or lower.
-pub fn emit_file_cmd(
-    path: &Path,
-    arch: Option<Arch>,
-    policy: &SchedulePolicy,
-    placement: Placement,
-    out: Option<PathBuf>,
-    lowered: bool,
-) -> ExitCode {
-    let kernel = match read_valid_kernel_file(path) {
-        Ok(k) => k,
-        Err((e, code)) => {
-            eprintln!("error: {e}");
-            return code;
-        }
-    };
-    let Some(arch) = arch else {
-        return print_out(&kernel.to_string());
-    };
-    match generate_file_kernel(path, &kernel, arch, policy, placement) {
-        Ok(g) => show(&g, out, lowered),
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// [`read_kernel_file`], validated; the exit code is 2 for a file that cannot be read or parsed.
-fn read_valid_kernel_file(path: &Path) -> Result<wavefuse::ir::Kernel, (String, ExitCode)> {
-    let kernel = read_kernel_file(path).map_err(|e| (e, ExitCode::from(2)))?;
-    wavefuse::ir::validate(&kernel).map_err(|e| {
-        (
-            invalid_kernel(&path.display().to_string(), &e),
-            ExitCode::FAILURE,
-        )
-    })?;
-    Ok(kernel)
-}
-
 /// A kernel read from `path` through the schedule policy and [`wavefuse_codegen::compile`]: what
 /// `emit --kernel-file` prints and `check --kernel-file` compiles.
-fn generate_file_kernel(
+pub fn generate_file_kernel(
     path: &Path,
     kernel: &wavefuse::ir::Kernel,
     arch: Arch,
@@ -542,186 +439,4 @@ fn generate_file_kernel(
     crate::suite::generate(&user.case(), arch, policy, placement)
         .map(|g| g.code)
         .map_err(|e| format!("{}: {e}", path.display()))
-}
-
-/// `wavefuse check --kernel-file PATH --target T [--placement P]`: generate a kernel of one's
-/// own, compile it with the real compiler, print its resources, and fail when it spills, when
-/// its grids (with a grid barrier) are not co-resident at the compiled occupancy for the
-/// placement, or when it does not generate or compile. gfx906 INT4 kernels also get the MI50
-/// time model (modelled, not measured).
-pub fn check_file_cmd(
-    path: &Path,
-    arch: Arch,
-    policy: &SchedulePolicy,
-    placement: Placement,
-    bounds: &Bounds,
-) -> ExitCode {
-    let kernel = match read_valid_kernel_file(path) {
-        Ok(k) => k,
-        Err((e, code)) => {
-            eprintln!("error: {e}");
-            return code;
-        }
-    };
-    let g = match generate_file_kernel(path, &kernel, arch, policy, placement) {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let compiler = check_compiler(arch, bounds);
-    let compiled = match compile_source(&*compiler, &g.source) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {}: {e}", path.display());
-            return ExitCode::FAILURE;
-        }
-    };
-    let r = &compiled.usage;
-    let occupancy = r.occupancy(g.lowered.workgroup_size);
-    let regs = if arch == Arch::Sm90 {
-        "registers"
-    } else {
-        "VGPRs"
-    };
-    println!(
-        "wavefuse check: {} for {arch}, compiled with {}
-
-\
-         grid {} x {} lanes, {} {regs}, {} SGPRs, {} spills, {} bytes scratch, {} bytes LDS, \
-         occupancy {} waves per {}",
-        kernel.name(),
-        compiler.id(),
-        g.lowered.grid,
-        g.lowered.workgroup_size,
-        r.registers(),
-        r.sgprs().map_or("-".to_owned(), |s| s.to_string()),
-        r.spilled(),
-        r.scratch_bytes(),
-        r.lds_bytes(),
-        occupancy,
-        if arch == Arch::Sm90 {
-            "SM sub-partition"
-        } else {
-            "SIMD"
-        },
-    );
-    let mut failed = false;
-    if r.spills() {
-        eprintln!("error: the kernel spills or uses scratch memory (a budget violation)");
-        failed = true;
-    }
-    let rpd = placement.ranks_per_device(kernel.tp());
-    match coresident_as_compiled(&g.lowered, r, rpd) {
-        Ok(()) if g.lowered.coresidency.is_some() => println!(
-            "co-resident: {} grid(s) of {} workgroups fit at the compiled occupancy ({})",
-            rpd,
-            g.lowered.grid,
-            placement.name()
-        ),
-        Ok(()) => {}
-        Err(e) => {
-            eprintln!("error: {e}");
-            failed = true;
-        }
-    }
-    if let Some(m) = modelled_mi50_image(
-        &g.lowered,
-        &compiled.artifact.image,
-        kernel_batch(&kernel),
-        occupancy,
-    ) {
-        println!("{m} (not measured: no AMD GPU ran it)");
-    }
-    if failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    }
-}
-
-/// The batch rows of a kernel: the leading axis of its first `[B, F]` input (1 without one).
-fn kernel_batch(k: &wavefuse::ir::Kernel) -> usize {
-    k.buffers()
-        .find_map(|(_, b)| match b.local_type() {
-            wavefuse::ir::BufferType::Tensor(t) if t.shape.len() == 2 => Some(t.shape[0]),
-            _ => None,
-        })
-        .unwrap_or(1)
-}
-
-/// `wavefuse check --target T [--tp N] [--jobs J]`: compile the set, print the resource table,
-/// fail when a budget is exceeded, a kernel fails to generate or compile, or the compiler is
-/// missing.
-pub fn check_cmd(
-    arch: Arch,
-    tps: &[u32],
-    shape: ShapeKind,
-    jobs: Option<usize>,
-    bounds: &Bounds,
-) -> ExitCode {
-    let budgets = match budgets() {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("error: kernels-gen/budgets.toml: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-    let rows = match check_within(arch, tps, shape, &budgets, jobs, bounds) {
-        Ok(rows) => rows,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let at = match shape {
-        ShapeKind::Of(m) => format!(" at {}", m.name()),
-        _ => String::new(),
-    };
-    println!(
-        "wavefuse check: the kernel set{at} for {arch}, compiled with {}; budget kernels-gen/budgets.toml\n",
-        check_compiler(arch, bounds).id()
-    );
-    print!("{}", table(arch, &rows));
-    let modelled: Vec<String> = rows
-        .iter()
-        .filter_map(|r| match &r.outcome {
-            Outcome::Compiled {
-                modelled: Some(m), ..
-            } => Some(format!("{:<28} {:>3}  {m}", r.id.name(), r.tp)),
-            _ => None,
-        })
-        .collect();
-    if !modelled.is_empty() {
-        println!(
-            "\nINT4 kernels, modelled (MI50, not measured: no AMD GPU ran them; \
-             codegen/src/model.rs gives the model and its sources):"
-        );
-        for line in modelled {
-            println!("{line}");
-        }
-    }
-    let failed = rows.iter().filter(|r| r.failed()).count();
-    let unsupported = rows
-        .iter()
-        .filter(|r| matches!(r.outcome, Outcome::Unsupported(_)))
-        .count();
-    if unsupported > 0 {
-        println!("\n{unsupported} kernel(s) not generated: the lowering does not support them yet");
-    }
-    for r in rows
-        .iter()
-        .filter(|r| matches!(r.outcome, Outcome::Failed(_)))
-    {
-        if let Outcome::Failed(why) = &r.outcome {
-            eprintln!("\n{}@{arch}_tp{}: {why}", r.id.name(), r.tp);
-        }
-    }
-    if failed > 0 {
-        eprintln!("\n{failed} kernel(s) over budget or failed");
-        return ExitCode::FAILURE;
-    }
-    ExitCode::SUCCESS
 }

@@ -1,17 +1,18 @@
 //! `wavefuse emit`: a kernel's textual IR, lowered kernel or generated source.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use wavefuse_codegen::Arch;
 use wavefuse_harness::KernelId;
 use wavefuse_harness::ab::model_shapes;
-use wavefuse_harness::generate;
-use wavefuse_harness::policy::Placement;
+use wavefuse_harness::generate::{generate_at, generate_file_kernel, write_outputs};
+use wavefuse_harness::policy::{Placement, SchedulePolicy};
 use wavefuse_harness::run::parse_tp;
 use wavefuse_harness::suite::{CaseSpec, ShapeKind};
 use wavefuse_harness::tune::select::ScheduleArgs;
 
+use super::read_valid_kernel_file;
 use crate::{env_overrides, store_error};
 
 /// The arguments of `wavefuse emit`.
@@ -70,9 +71,7 @@ pub fn run(a: EmitArgs) -> ExitCode {
             .schedule
             .policy(a.target.unwrap_or(Arch::Sm90), env_overrides())
         {
-            Ok(policy) => {
-                generate::emit_file_cmd(&path, a.target, &policy, a.placement, a.out, a.lowered)
-            }
+            Ok(policy) => emit_file(&path, a.target, &policy, a.placement, a.out, a.lowered),
             Err(e) => store_error(e),
         };
     }
@@ -91,7 +90,7 @@ pub fn run(a: EmitArgs) -> ExitCode {
         return ir(kernel, a.ir, a.tp, a.batch.into(), shape);
     };
     match a.schedule.policy(arch, env_overrides()) {
-        Ok(policy) => generate::emit_cmd(
+        Ok(policy) => emit_set(
             kernel,
             arch,
             (a.tp, a.batch.into(), shape),
@@ -126,5 +125,95 @@ fn ir(id: KernelId, ir: bool, tp: u32, batch: usize, shape: ShapeKind) -> ExitCo
             return ExitCode::FAILURE;
         }
     };
-    generate::print_out(&kernel.to_string())
+    print_out(&kernel.to_string())
+}
+
+/// `wavefuse emit KERNEL --target T [--tp N] [--out DIR]`: the source on stdout, or the source
+/// and the ABI description written into DIR. With `lowered`, the lowered form instead.
+#[allow(clippy::too_many_arguments)]
+pub fn emit_set(
+    id: KernelId,
+    arch: Arch,
+    case: (u32, usize, ShapeKind),
+    policy: &SchedulePolicy,
+    placement: Placement,
+    out: Option<PathBuf>,
+    lowered: bool,
+) -> ExitCode {
+    let g = match generate_at(id, arch, case, policy, placement) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    show(&g, out, lowered)
+}
+
+/// What `emit` shows of a generated kernel: the lowered kernel (`lowered`), the source and ABI
+/// written into `out`, or the source on stdout.
+fn show(g: &wavefuse_codegen::Generated, out: Option<PathBuf>, lowered: bool) -> ExitCode {
+    if lowered {
+        return print_out(&g.lowered.to_string());
+    }
+    let Some(dir) = out else {
+        return print_out(&g.source.text);
+    };
+    match write_outputs(g, &dir) {
+        Ok(paths) => {
+            for p in paths {
+                println!("wrote {}", p.display());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `wavefuse emit --kernel-file PATH`: a kernel written in the textual IR (`docs/ir-format.md`),
+/// at the shapes and TP size the file gives, through the same pipeline as the set's kernels
+/// (`SchedulePolicy::resolve_kernel`, then `wavefuse_codegen::compile`). Without a target
+/// (`--ir`), the kernel as parsed and printed back. Exit 2 for a file that does not parse, 1 for a
+/// kernel that does not validate or lower.
+pub fn emit_file(
+    path: &Path,
+    arch: Option<Arch>,
+    policy: &SchedulePolicy,
+    placement: Placement,
+    out: Option<PathBuf>,
+    lowered: bool,
+) -> ExitCode {
+    let kernel = match read_valid_kernel_file(path) {
+        Ok(k) => k,
+        Err((e, code)) => {
+            eprintln!("error: {e}");
+            return code;
+        }
+    };
+    let Some(arch) = arch else {
+        return print_out(&kernel.to_string());
+    };
+    match generate_file_kernel(path, &kernel, arch, policy, placement) {
+        Ok(g) => show(&g, out, lowered),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Print to stdout; a closed pipe (`| head`) ends quietly instead of panicking.
+pub fn print_out(text: &str) -> ExitCode {
+    use std::io::Write as _;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: writing to stdout: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

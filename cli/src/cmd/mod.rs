@@ -15,8 +15,12 @@ pub mod report;
 pub mod sim;
 pub mod tune;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
+use std::path::Path;
+use std::process::ExitCode;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use wavefuse_harness::generate::{invalid_kernel, read_kernel_file};
 
 /// A progress bar of `len` steps on stderr when it is a terminal, hidden otherwise (a log or a
 /// pipe gets the results only).
@@ -30,4 +34,16 @@ pub fn progress_bar(len: Option<u64>) -> ProgressBar {
         .progress_chars("=> ");
     bar.set_style(style);
     bar
+}
+
+/// `read_kernel_file`, validated; the exit code is 2 for a file that cannot be read or parsed.
+pub fn read_valid_kernel_file(path: &Path) -> Result<wavefuse::ir::Kernel, (String, ExitCode)> {
+    let kernel = read_kernel_file(path).map_err(|e| (e, ExitCode::from(2)))?;
+    wavefuse::ir::validate(&kernel).map_err(|e| {
+        (
+            invalid_kernel(&path.display().to_string(), &e),
+            ExitCode::FAILURE,
+        )
+    })?;
+    Ok(kernel)
 }
