@@ -27,8 +27,8 @@ use clap::{Parser, Subcommand};
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::lower::AllreduceProtocol;
 use wavefuse_harness::policy::{Override, SchedulePolicy};
-use wavefuse_harness::run::parse_tp;
 use wavefuse_harness::shapes::TP_SIZES;
+use wavefuse_harness::shapes::parse_tp;
 use wavefuse_harness::tune::select::ScheduleArgs;
 use wavefuse_harness::{KernelId, Workload};
 
@@ -89,7 +89,7 @@ enum Command {
     /// tolerance or when the device is missing.
     Run {
         #[command(flatten)]
-        args: wavefuse_harness::run::RunArgs,
+        args: cmd::run::RunArgs,
         #[command(flatten)]
         schedule: ScheduleArgs,
     },
@@ -262,7 +262,7 @@ fn dispatch(cli: Cli) -> ExitCode {
         }
         Command::Run { args, schedule } => {
             match schedule.policy(args.target.unwrap_or(Arch::Sm90), env_overrides()) {
-                Ok(policy) => wavefuse_harness::run::run_cmd(&args, &policy),
+                Ok(policy) => cmd::run::run(&args, &policy),
                 Err(e) => store_error(e),
             }
         }

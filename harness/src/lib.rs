@@ -19,7 +19,6 @@ pub mod outputs;
 pub mod policy;
 pub mod provenance;
 pub mod report;
-pub mod run;
 pub mod sim;
 pub mod suite;
 pub mod tune;

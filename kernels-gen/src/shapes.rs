@@ -237,3 +237,15 @@ impl Shapes {
         self.split(self.model.kv).max(self.model.head_dim)
     }
 }
+
+/// A TP size of the set from the command line: 1, 2, 4 or 8.
+pub fn parse_tp(s: &str) -> Result<u32, String> {
+    let tp: u32 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a TP size; use one of 1, 2, 4, 8"))?;
+    if TP_SIZES.contains(&tp) {
+        Ok(tp)
+    } else {
+        Err(format!("TP = {tp} is not supported; use one of 1, 2, 4, 8"))
+    }
+}

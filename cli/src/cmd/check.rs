@@ -11,8 +11,8 @@ use wavefuse_harness::generate::{
     generate_file_kernel, modelled_mi50_image, table,
 };
 use wavefuse_harness::policy::{Placement, SchedulePolicy};
-use wavefuse_harness::run::parse_tp;
 use wavefuse_harness::shapes::TP_SIZES;
+use wavefuse_harness::shapes::parse_tp;
 use wavefuse_harness::suite::ShapeKind;
 use wavefuse_runtime::compile::child::Bounds;
 

@@ -8,7 +8,7 @@ use wavefuse_harness::KernelId;
 use wavefuse_harness::ab::model_shapes;
 use wavefuse_harness::generate::{generate_at, generate_file_kernel, write_outputs};
 use wavefuse_harness::policy::{Placement, SchedulePolicy};
-use wavefuse_harness::run::parse_tp;
+use wavefuse_harness::shapes::parse_tp;
 use wavefuse_harness::suite::{CaseSpec, ShapeKind};
 use wavefuse_harness::tune::select::ScheduleArgs;
 

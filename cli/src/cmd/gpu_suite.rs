@@ -41,7 +41,7 @@ pub struct SuiteArgs {
     #[arg(long = "kernel", value_delimiter = ',')]
     pub kernels: Vec<KernelId>,
     /// Only these TP sizes (comma-separated).
-    #[arg(long = "tp", value_delimiter = ',', value_parser = wavefuse_harness::run::parse_tp)]
+    #[arg(long = "tp", value_delimiter = ',', value_parser = wavefuse_harness::shapes::parse_tp)]
     pub tps: Vec<u32>,
     /// Base seed (case i uses a seed derived from it and i).
     #[arg(long)]

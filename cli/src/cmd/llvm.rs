@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use wavefuse_codegen::Arch;
 use wavefuse_harness::KernelId;
 use wavefuse_harness::generate;
-use wavefuse_harness::run::parse_tp;
+use wavefuse_harness::shapes::parse_tp;
 
 /// `wavefuse llvm …`.
 #[derive(clap::Subcommand)]

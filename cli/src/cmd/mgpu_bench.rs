@@ -17,7 +17,7 @@ use wavefuse_runtime::{Cache, CompileRequest, exec};
 pub struct BenchArgs {
     /// TP sizes, one GPU per rank (default: 2 and 4, as far as the visible GPUs allow; an
     /// explicit TP above the GPU count is refused); with `--same-device`, default 2 and 4.
-    #[arg(long = "tp", value_delimiter = ',', value_parser = wavefuse_harness::run::parse_tp)]
+    #[arg(long = "tp", value_delimiter = ',', value_parser = wavefuse_harness::shapes::parse_tp)]
     pub tps: Vec<u32>,
     /// Every rank on GPU 0, a stream each (the placement `wavefuse ab` and the suite use), with
     /// the schedules lowered for it: the same graph timing, on one GPU.

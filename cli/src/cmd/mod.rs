@@ -1,5 +1,4 @@
-//! One module per subcommand: its arguments, the harness call, what it prints. (`run` still
-//! parses and prints in the harness.)
+//! One module per subcommand: its arguments, the harness call, what it prints.
 
 pub mod ab;
 pub mod cache;
@@ -12,6 +11,7 @@ pub mod llvm;
 pub mod llvm_diff;
 pub mod mgpu_bench;
 pub mod report;
+pub mod run;
 pub mod sim;
 pub mod tune;
 

@@ -10,8 +10,8 @@ use wavefuse_codegen::lower::{AllreduceProtocol, LowerError, Schedule};
 use wavefuse_codegen::sim::PeerTable;
 use wavefuse_harness::generate::read_kernel_file;
 use wavefuse_harness::policy::lower_or_materialise;
-use wavefuse_harness::run::parse_tp;
 use wavefuse_harness::shapes::Model;
+use wavefuse_harness::shapes::parse_tp;
 use wavefuse_harness::sim::{
     self, Config, LAUNCHES, Prepared, SmallShapes, prepare_config, small_schedule, summary, sweep,
 };

@@ -14,13 +14,14 @@ use wavefuse_codegen::sim::{Case, Granularity, SimOptions, simulate_case};
 use wavefuse_runtime::exec::{self, OutputMetrics};
 use wavefuse_runtime::{Cache, Device, DeviceError, Error as RtError, HipDevice};
 
-use crate::checkpoint::{self, QuantOverrides};
-use crate::policy::{Placement, SchedulePolicy};
-use crate::suite::{
+use wavefuse::ir::{GroupSize, ZeroPoint};
+use wavefuse_harness::checkpoint::{self, QuantOverrides};
+use wavefuse_harness::policy::{Placement, SchedulePolicy};
+use wavefuse_harness::shapes::parse_tp;
+use wavefuse_harness::suite::{
     self, CaseSpec, Data, Generated, PrepError, ShapeKind, artifact_name, tolerance,
 };
-use crate::{KernelId, Workload};
-use wavefuse::ir::{GroupSize, ZeroPoint};
+use wavefuse_harness::{KernelId, Workload};
 
 /// Where `wavefuse run` executes the kernel.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -96,18 +97,6 @@ pub struct RunArgs {
     pub act_order: Option<bool>,
 }
 
-/// A TP size of the set: 1, 2, 4 or 8.
-pub fn parse_tp(s: &str) -> Result<u32, String> {
-    let tp: u32 = s
-        .parse()
-        .map_err(|_| format!("`{s}` is not a TP size; use one of 1, 2, 4, 8"))?;
-    if crate::shapes::TP_SIZES.contains(&tp) {
-        Ok(tp)
-    } else {
-        Err(format!("TP = {tp} is not supported; use one of 1, 2, 4, 8"))
-    }
-}
-
 fn parse_batch(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(b) if (1..=8).contains(&b) => Ok(b),
@@ -119,7 +108,7 @@ fn parse_batch(s: &str) -> Result<usize, String> {
 const NO_DEVICE: u8 = 2;
 
 /// `wavefuse run`.
-pub fn run_cmd(a: &RunArgs, policy: &SchedulePolicy) -> ExitCode {
+pub fn run(a: &RunArgs, policy: &SchedulePolicy) -> ExitCode {
     if a.weights.is_some() {
         return checkpoint_run(a, policy);
     }
@@ -152,7 +141,7 @@ fn set_case(a: &RunArgs, id: KernelId) -> Result<CaseSpec, ExitCode> {
     let shape = if a.small {
         ShapeKind::Small
     } else {
-        match crate::ab::model_shapes(a.model_config.as_deref(), &[a.tp]) {
+        match wavefuse_harness::ab::model_shapes(a.model_config.as_deref(), &[a.tp]) {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("error: {e}");
@@ -493,7 +482,7 @@ fn checkpoint_run(a: &RunArgs, policy: &SchedulePolicy) -> ExitCode {
         let mut inputs: Vec<&Path> = vec![input, weights];
         let beside = checkpoint_files(weights);
         inputs.extend(beside.iter().map(PathBuf::as_path));
-        if let Err(e) = crate::outputs::check_output(out, &inputs, Some("npy")) {
+        if let Err(e) = wavefuse_harness::outputs::check_output(out, &inputs, Some("npy")) {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
