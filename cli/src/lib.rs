@@ -29,7 +29,8 @@ use wavefuse_codegen::lower::AllreduceProtocol;
 use wavefuse_harness::policy::{Override, SchedulePolicy};
 use wavefuse_harness::shapes::TP_SIZES;
 use wavefuse_harness::shapes::parse_tp;
-use wavefuse_harness::tune::select::ScheduleArgs;
+use wavefuse_harness::tune::select::{ScheduleChoice, detect_device, tuned_for};
+use wavefuse_harness::tune::store::StoreError;
 use wavefuse_harness::{KernelId, Workload};
 
 mod cmd;
@@ -323,4 +324,34 @@ fn ignored_overrides(what: &str) {
 fn store_error(e: wavefuse_harness::tune::store::StoreError) -> ExitCode {
     eprintln!("error: {e}");
     ExitCode::from(2)
+}
+
+/// `--schedule default|tuned [--tuned-store PATH]`, for the commands that generate code.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct ScheduleArgs {
+    /// default: `Schedule::default_for` the target; tuned: the tuned-schedule store's entry for
+    /// this kernel, shape, arch and device when there is one, else the default (it says which).
+    #[arg(long, value_enum, default_value_t = ScheduleChoice::Default)]
+    pub schedule: ScheduleChoice,
+    /// With --schedule tuned: also read this store (over the committed one and the cache
+    /// directory's).
+    #[arg(long, requires = "schedule")]
+    pub tuned_store: Option<std::path::PathBuf>,
+}
+
+impl ScheduleArgs {
+    /// The policy these arguments ask for on `arch` (the device detected for it), with the
+    /// explicit `overrides` the caller parsed.
+    pub fn policy(
+        &self,
+        arch: Arch,
+        overrides: Vec<Override>,
+    ) -> Result<SchedulePolicy, StoreError> {
+        let device = match self.schedule {
+            ScheduleChoice::Default => None,
+            ScheduleChoice::Tuned => detect_device(arch),
+        };
+        let tuned = tuned_for(self.schedule, self.tuned_store.as_deref(), device)?;
+        Ok(SchedulePolicy::new(tuned, overrides))
+    }
 }

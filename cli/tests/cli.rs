@@ -194,3 +194,28 @@ fn mgpu_bench_refuses_what_cannot_run() {
     assert!(stderr(&o).starts_with("error: "), "{}", stderr(&o));
     assert!(!json.exists());
 }
+
+/// `ab --prebuild` compiles both sides of every case for sm_90 into the cache (no GPU needed)
+/// and says how many, one line per source.
+#[test]
+fn ab_prebuild_fills_the_cache_with_both_sides() {
+    use wavefuse_runtime::compile::{Compiler, Nvrtc};
+    if !wavefuse_test_support::found("NVRTC", Nvrtc::with_includes(Vec::new()).version()) {
+        return;
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_wavefuse"))
+        .args(["ab", "gemv_int4", "--shapes", "qwen27b-tp4", "--prebuild"])
+        .env("WAVEFUSE_CACHE_DIR", cache.path())
+        .output()
+        .expect("runs");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("generated     ok"), "{err}");
+    assert!(err.contains("hand-written  ok"), "{err}");
+    assert!(err.contains("2 sources for sm90"), "{err}");
+    assert!(
+        std::fs::read_dir(cache.path()).unwrap().next().is_some(),
+        "nothing written into the cache"
+    );
+}

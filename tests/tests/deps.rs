@@ -348,3 +348,38 @@ fn only_the_runtimes_compiler_driver_starts_processes() {
         "library code starting processes outside runtime/src/compile/: {elsewhere:?}"
     );
 }
+
+/// The command front ends are the cli crate's (DESIGN.md §4: `cli` parses arguments, calls the
+/// harness, prints): no library crate defines a command's arguments (`clap::Args`, `Parser`,
+/// `Subcommand`; a value enum with a command-line spelling is data and may derive `ValueEnum`)
+/// or decides an exit status.
+#[test]
+fn command_front_ends_live_in_the_cli_crate() {
+    let front_end = |l: &str| {
+        l.contains("ExitCode")
+            || ["clap::Args", "clap::Parser", "clap::Subcommand"]
+                .iter()
+                .any(|d| l.contains(d))
+            || (l.contains("derive(")
+                && ["Args", "Parser", "Subcommand"]
+                    .iter()
+                    .any(|d| l.split(|c: char| !c.is_alphanumeric()).any(|w| w == *d)))
+    };
+    assert!(front_end("pub fn run(a: &X) -> ExitCode {"));
+    assert!(front_end("#[derive(Clone, Debug, clap::Args)]"));
+    assert!(front_end("#[derive(Parser)]"));
+    assert!(!front_end("#[derive(Copy, Clone, clap::ValueEnum)]"));
+    let found: Vec<_> = library_files()
+        .into_iter()
+        .flat_map(|(rel, text)| {
+            text.lines()
+                .filter(|l| !l.trim_start().starts_with("//") && front_end(l))
+                .map(|l| format!("{rel}: {}", l.trim()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "command front ends outside cli/src (move them to cli/src/cmd/): {found:?}"
+    );
+}

@@ -147,7 +147,7 @@ pub fn run(a: &AbArgs, policy: SchedulePolicy) -> ExitCode {
         ..Options::new(choice)
     };
     if a.prebuild {
-        return cpu::prebuild(&cases, &o);
+        return prebuild(&cases, &o);
     }
     if o.iters < 100 {
         eprintln!(
@@ -321,4 +321,26 @@ fn write_outputs(a: &AbArgs, report: &report::AbReport) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `wavefuse ab --prebuild`: a line per source on stderr; exit 1 when any failed.
+fn prebuild(cases: &[CaseSpec], o: &Options) -> ExitCode {
+    let built = cpu::prebuild(cases, o);
+    for b in &built {
+        match &b.result {
+            Ok(()) => eprintln!("{:<44} {:<13} ok", b.case, b.side),
+            Err(e) => eprintln!("{:<44} {:<13} {e}", b.case, b.side),
+        }
+    }
+    let failed = built.iter().filter(|b| b.result.is_err()).count();
+    eprintln!(
+        "{} sources for sm90 into {}; {failed} failed",
+        built.iter().filter(|b| b.side != "error").count(),
+        wavefuse_runtime::Cache::from_env().dir().display()
+    );
+    if failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use crate::ScheduleArgs;
 use wavefuse_codegen::Arch;
 use wavefuse_harness::KernelId;
 use wavefuse_harness::ab::model_shapes;
@@ -10,7 +11,6 @@ use wavefuse_harness::generate::{generate_at, generate_file_kernel, write_output
 use wavefuse_harness::policy::{Placement, SchedulePolicy};
 use wavefuse_harness::shapes::parse_tp;
 use wavefuse_harness::suite::{CaseSpec, ShapeKind};
-use wavefuse_harness::tune::select::ScheduleArgs;
 
 use super::read_valid_kernel_file;
 use crate::{env_overrides, store_error};

@@ -9,7 +9,6 @@
 //!   NVRTC for sm_90 and hipcc for gfx906 (through the compile cache, on every core), their
 //!   resource reports side by side.
 
-use std::process::ExitCode;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -344,15 +343,31 @@ fn compile(cache: &Cache, job: &Job, o: &Options) -> Resources {
     }
 }
 
+/// One source compiled by [`prebuild`].
+#[derive(Debug)]
+pub struct Prebuilt {
+    /// The case's label.
+    pub case: String,
+    /// `generated` or `hand-written` (`error`: the case did not generate).
+    pub side: &'static str,
+    /// Compiled into the cache, or why not.
+    pub result: Result<(), String>,
+}
+
 /// `wavefuse ab --prebuild`: every sm_90 source of the run (generated and hand-written) compiled
-/// into the cache.
-pub fn prebuild(cases: &[CaseSpec], o: &Options) -> ExitCode {
+/// into the cache; one entry per source, and per case that did not generate.
+pub fn prebuild(cases: &[CaseSpec], o: &Options) -> Vec<Prebuilt> {
+    let mut out = Vec::new();
     let mut jobs = Vec::new();
     for (i, c) in cases.iter().enumerate() {
         let g = match suite::generate(c, Arch::Sm90, &o.policy, o.placement(c)) {
             Ok(g) => g,
             Err(e) => {
-                eprintln!("{}: {e}", c.label());
+                out.push(Prebuilt {
+                    case: c.label(),
+                    side: "error",
+                    result: Err(e.to_string()),
+                });
                 continue;
             }
         };
@@ -381,34 +396,24 @@ pub fn prebuild(cases: &[CaseSpec], o: &Options) -> ExitCode {
                     workgroup_size: h.abi.workgroup_size,
                     model: None,
                 }),
-                Err(e) => eprintln!("{}: {e}", c.label()),
+                Err(e) => out.push(Prebuilt {
+                    case: c.label(),
+                    side: "hand-written",
+                    result: Err(e.to_string()),
+                }),
             }
         }
     }
-    let bar = ProgressBar::hidden();
-    let mut failed = 0;
-    for (job, r) in compile_all(&jobs, o, &bar) {
-        let what = if job.side == Side::Generated {
-            "generated"
-        } else {
-            "hand-written"
-        };
-        match r.usage {
-            Ok(_) => eprintln!("{:<44} {what:<13} ok", cases[job.row].label()),
-            Err(e) => {
-                failed += 1;
-                eprintln!("{:<44} {what:<13} {e}", cases[job.row].label());
-            }
-        }
+    for (job, r) in compile_all(&jobs, o, &ProgressBar::hidden()) {
+        out.push(Prebuilt {
+            case: cases[job.row].label(),
+            side: if job.side == Side::Generated {
+                "generated"
+            } else {
+                "hand-written"
+            },
+            result: r.usage.map(|_| ()),
+        });
     }
-    eprintln!(
-        "{} sources for sm90 into {}; {failed} failed",
-        jobs.len(),
-        Cache::from_env().dir().display()
-    );
-    if failed > 0 {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    }
+    out
 }

@@ -1,8 +1,8 @@
-//! `--schedule default|tuned [--tuned-store PATH]`: the arguments that choose where generated
-//! code's schedules come from, turned into a [`SchedulePolicy`] value at the CLI edge.
+//! Where generated code's schedules come from (`--schedule default|tuned [--tuned-store PATH]`,
+//! parsed by the cli into a [`SchedulePolicy`](crate::policy::SchedulePolicy) value with [`tuned_for`] and [`detect_device`]).
 //!
 //! `default` (the default) is [`Schedule::default_for`] the target; `tuned` consults the stores
-//! (see [`super::store`]) for the device found here; [`SchedulePolicy::resolve`] says on stderr,
+//! (see [`super::store`]) for the device found here; [`SchedulePolicy::resolve`](crate::policy::SchedulePolicy::resolve) says on stderr,
 //! once per kernel and shape, which schedule it used and why.
 
 use std::path::Path;
@@ -12,7 +12,7 @@ use wavefuse_codegen::Arch;
 use wavefuse_codegen::lower::{Schedule, lower};
 
 use super::store::{Lookup, Store, StoreError};
-use crate::policy::{Override, SchedulePolicy, Tuned};
+use crate::policy::Tuned;
 
 /// Which schedule generated code uses.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -23,36 +23,6 @@ pub enum ScheduleChoice {
     /// The tuned-schedule store's entry for this kernel, shape, arch and device when there is one,
     /// else the default.
     Tuned,
-}
-
-/// `--schedule default|tuned [--tuned-store PATH]`, for the commands that generate code.
-#[derive(Clone, Debug, Default, clap::Args)]
-pub struct ScheduleArgs {
-    /// default: `Schedule::default_for` the target; tuned: the tuned-schedule store's entry for
-    /// this kernel, shape, arch and device when there is one, else the default (it says which).
-    #[arg(long, value_enum, default_value_t = ScheduleChoice::Default)]
-    pub schedule: ScheduleChoice,
-    /// With --schedule tuned: also read this store (over the committed one and the cache
-    /// directory's).
-    #[arg(long, requires = "schedule")]
-    pub tuned_store: Option<std::path::PathBuf>,
-}
-
-impl ScheduleArgs {
-    /// The policy these arguments ask for on `arch` (the device detected for it), with the
-    /// explicit `overrides` the caller parsed.
-    pub fn policy(
-        &self,
-        arch: Arch,
-        overrides: Vec<Override>,
-    ) -> Result<SchedulePolicy, StoreError> {
-        let device = match self.schedule {
-            ScheduleChoice::Default => None,
-            ScheduleChoice::Tuned => detect_device(arch),
-        };
-        let tuned = tuned_for(self.schedule, self.tuned_store.as_deref(), device)?;
-        Ok(SchedulePolicy::new(tuned, overrides))
-    }
 }
 
 /// The stores merged in order (committed, cache directory, `explicit`), and notes on those that
