@@ -26,12 +26,12 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::lower::AllreduceProtocol;
+use wavefuse_harness::Workload;
 use wavefuse_harness::policy::{Override, SchedulePolicy};
 use wavefuse_harness::shapes::TP_SIZES;
 use wavefuse_harness::shapes::parse_tp;
 use wavefuse_harness::tune::select::{ScheduleChoice, detect_device, tuned_for};
 use wavefuse_harness::tune::store::StoreError;
-use wavefuse_harness::{KernelId, Workload};
 
 mod cmd;
 mod registry;
@@ -248,12 +248,7 @@ fn dispatch(cli: Cli) -> ExitCode {
         Command::LlvmDiff(a) => cmd::llvm_diff::run(&a),
         #[cfg(feature = "llvm")]
         Command::Llvm(c) => cmd::llvm::run(c),
-        Command::List => {
-            for id in KernelId::ALL {
-                println!("{:<28} {}", id.name(), id.summary());
-            }
-            ExitCode::SUCCESS
-        }
+        Command::List => cmd::list::run(),
         Command::Emit(a) => cmd::emit::run(a),
         Command::Check(a) => cmd::check::run(a),
         Command::Sim(a) => cmd::sim::run(a),

@@ -6,6 +6,7 @@ pub mod check;
 pub mod emit;
 pub mod fuzz;
 pub mod gpu_suite;
+pub mod list;
 #[cfg(feature = "llvm")]
 pub mod llvm;
 pub mod llvm_diff;
