@@ -564,6 +564,10 @@ fn mma_split(arch: Arch, kernel: &Kernel, mut s: Schedule) -> Schedule {
 /// slices): the cross-slice sums in LDS take `slices · 32 columns · batch · 4` bytes, 32 KiB
 /// at batch 8 with 32 slices — one workgroup per CU, fewer than the grid's 160 that must be
 /// co-resident on 60 CUs (DESIGN.md §5.9); with 16 slices 16 KiB, three per CU.
+///
+/// A GEMV group of two weights (gate and up) at batch 1 takes 2 packed columns per lane (8-byte
+/// loads, 16 K slices; see the body): occupancy 4 instead of 2, like the hand-written reference,
+/// which instead gives the two weights to different waves at 4 columns per lane.
 fn floor(kernel: &Kernel, s: Schedule) -> Schedule {
     // A norm in a GEMV prologue is workgroup-local (`prologue.rs`): no grid barrier.
     let feeds_gemv = gemv_prologue(kernel);
@@ -575,14 +579,25 @@ fn floor(kernel: &Kernel, s: Schedule) -> Schedule {
     } else {
         s.workgroup_size
     };
+    // Two weights of one activation (gate and up) at batch 1: 2 packed columns per lane instead
+    // of 4 (8-byte loads, 16 K slices), so a unit's words in flight stay those of one weight at
+    // 4 columns (16, not 32): 62 VGPRs and occupancy 4 instead of 102 and 2, at 1.84 VALU per
+    // weight instead of 1.80, memory-bound as before. At batch > 1 the batch rows' products
+    // outweigh the words: 2 columns per lane cost more VALU per weight (2.59 → 2.90 at batch 2)
+    // and time in the MI50 model.
+    let words = if batch_of(kernel) == 1 && widest_gemv_group(kernel) > 1 {
+        2
+    } else {
+        4
+    };
     let s = Schedule {
         workgroup_size,
         int4_dot: Int4Dot::Dot2,
         mma_decode: MmaDecode::Fma,
         byte_offsets: true,
-        words_per_iteration: 4,
+        words_per_iteration: words,
         columns_per_workgroup: 32,
-        threads_per_column: workgroup_size * 4 / 32,
+        threads_per_column: workgroup_size * words / 32,
         k_unit_words: 4,
         accumulators: 1,
         ..s
@@ -723,6 +738,20 @@ fn gemv_count(kernel: &Kernel) -> usize {
         .ops()
         .filter(|(_, op)| matches!(op.kind, OpKind::Gemv(_)))
         .count()
+}
+
+/// The most GEMVs that share one activation (a GEMV group, lowered together: 2 for gate/up).
+fn widest_gemv_group(kernel: &Kernel) -> usize {
+    let mut per_x: Vec<(Value, usize)> = Vec::new();
+    for (_, op) in kernel.ops() {
+        if let OpKind::Gemv(g) = &op.kind {
+            match per_x.iter_mut().find(|(x, _)| *x == g.x) {
+                Some((_, n)) => *n += 1,
+                None => per_x.push((g.x, 1)),
+            }
+        }
+    }
+    per_x.into_iter().map(|(_, n)| n).max().unwrap_or(0)
 }
 
 /// K words (8 rows each) in one GPTQ group of the kernel's GEMV: the default work unit. With
