@@ -621,6 +621,27 @@ fn unsupported_patterns_are_errors_not_panics() {
     ));
 }
 
+/// sm_90 stages a K part's activations in LDS only when the staged grid stays one wave (or must be
+/// co-resident anyway): measured on the H200, bench/results/2026-12-03-h200-stage-limit.
+#[test]
+fn sm90_stages_activations_only_where_the_grid_stays_one_wave() {
+    let staged = |kernel: &str, tp: u32, batch: usize| {
+        Schedule::default_for(Arch::Sm90, &build(kernel, &Shapes::qwen27b(tp, batch))).x_in_lds
+    };
+    // 1088 and 896 workgroups: staged (45 KB each) 5 fit per SM, unstaged 9. Unstaged measured
+    // 24.6 -> 21.1 and 22.1 -> 16.2 us.
+    assert!(!staged("gemv_int4", 1, 8));
+    assert!(!staged("gemv_int4_qkv", 1, 8));
+    // 544 workgroups fit staged: staged 14.4, unstaged 16.5 us.
+    assert!(staged("gemv_int4", 2, 8));
+    // A grid stage keeps the grid co-resident anyway: staged 22.8 / 32.7, unstaged 32.4 / 38.0 us.
+    assert!(staged("gemv_int4_allreduce_rmsnorm", 1, 4));
+    assert!(staged("gemv_int4_allreduce_rmsnorm", 8, 8));
+    // Batch 1 and 4 at TP 1: small parts, the grid fits either way.
+    assert!(staged("gemv_int4", 1, 1));
+    assert!(staged("gemv_int4", 1, 4));
+}
+
 #[test]
 fn schedule_defaults_per_target() {
     let int4 = build("gemv_int4", &Shapes::qwen27b(4, 1));

@@ -308,8 +308,8 @@ impl Schedule {
     }
 
     /// The same schedule with `k_split` K parts per tile for `kernel`, its LDS staging of the
-    /// activations re-derived by the defaults' rule (a part's activations, at most 40 KiB), so
-    /// fewer parts do not stage more than a workgroup should hold.
+    /// activations re-derived by the defaults' rule (a part's activations, at most
+    /// [`STAGE_MAX_BYTES`]), so fewer parts do not stage more than a workgroup should hold.
     pub fn with_k_split(self, kernel: &Kernel, k_split: u32) -> Self {
         let s = Schedule { k_split, ..self };
         let x_in_lds = s.x_in_lds && staged_fits(kernel, &s);
@@ -493,8 +493,8 @@ pub const FILL_PER_SM: f64 = 3.5;
 /// norm (`splitk.rs`), and all `tiles · P` workgroups must be co-resident (128 lanes each: 8 per
 /// SM at the budgets' 1024 lanes; where ranks share a device the co-residency fit lowers P
 /// first). The decode is the one-shift [`MmaDecode::Fma`]. The activations of the workgroup's K
-/// part are staged in LDS when they take at most 40 KiB, or when a GEMV prologue computes them
-/// (they are in LDS then anyway; a norm in the prologue is no grid stage).
+/// part are staged in LDS when they take at most [`STAGE_MAX_BYTES`], or when a GEMV prologue
+/// computes them (they are in LDS then anyway; a norm in the prologue is no grid stage).
 fn mma_split(arch: Arch, kernel: &Kernel, mut s: Schedule) -> Schedule {
     let units = common_k(kernel).map_or(0, |k| k / 8 / s.k_unit_words as usize);
     let feeds_gemv = gemv_prologue(kernel);
@@ -545,8 +545,39 @@ fn mma_split(arch: Arch, kernel: &Kernel, mut s: Schedule) -> Schedule {
     // The one-shift decode everywhere: in 128-lane workgroups nvcc 13 keeps even the fused
     // kernel without spills (56 registers; in 256-lane ones it had spilled at 48).
     s.mma_decode = MmaDecode::Fma;
-    s.x_in_lds = staged_fits(kernel, &s);
+    // A kernel with a grid stage keeps its whole grid co-resident anyway (DESIGN.md §5.9).
+    let workgroups = tiles * s.k_split.max(1) as usize;
+    s.x_in_lds = staged_fits(kernel, &s)
+        && (grid_stage || staging_keeps_one_wave(arch, kernel, &s, workgroups));
     s
+}
+
+/// Registers per lane nvcc gives the 128-lane tensor-core INT4 GEMV (56, `ptxas -v`; the
+/// budgets in `kernels-gen/budgets.toml`) as warps per SM sub-partition: 65536 registers per SM
+/// over 4 sub-partitions over 56 × 32 per warp = 9.
+const MMA_WARPS_PER_SUBPARTITION: u32 = 9;
+
+/// Whether staging the activations of a K part in LDS still lets the device hold every one of
+/// `workgroups` at once whenever reading them through L1 would (at
+/// [`MMA_WARPS_PER_SUBPARTITION`]). Staging saves each warp's activation loads, but where it
+/// pushes part of the grid into a second wave that tail costs more (H200, CUDA graphs,
+/// bench/results/2026-12-03-h200-stage-limit: `gemv_int4` 5120 → 17408 batch 8, 1088
+/// workgroups with 45 KB of LDS each, 5 per SM: staged 24.6 µs, unstaged 21.1; at TP 2, 544
+/// workgroups fit staged: staged 14.4, unstaged 16.5). The LDS counted is the part's activations
+/// and the cross-warp sums (`columns · batch · K warps · 4` bytes), the lowering's two arrays.
+fn staging_keeps_one_wave(arch: Arch, kernel: &Kernel, s: &Schedule, workgroups: usize) -> bool {
+    let Some(k) = gptq_k(kernel) else {
+        return false;
+    };
+    let batch = batch_of(kernel);
+    let staged = batch * k * 2 / s.k_split.max(1) as usize;
+    let sums = s.columns_per_workgroup as usize * batch * s.threads_per_column as usize * 4;
+    let lds = u32::try_from(staged + sums).unwrap_or(u32::MAX);
+    let per_sm = |lds| {
+        arch.resident_workgroups_per_cu(s.workgroup_size, MMA_WARPS_PER_SUBPARTITION, lds) as usize
+            * arch.compute_units() as usize
+    };
+    per_sm(lds) >= workgroups.min(per_sm(sums as u32))
 }
 
 /// The gfx906 INT4 GEMV at the memory floor: [`Int4Dot::Dot2`] with the one-shift decode
@@ -609,9 +640,9 @@ fn floor(kernel: &Kernel, s: Schedule) -> Schedule {
     }
 }
 
-/// Whether the FP16 activations of one K part (`batch · K / k_split`) take at most 40 KiB of LDS,
-/// or the kernel has a GEMV prologue: its activation lives in LDS anyway, and the stage (one K
-/// part) is the smallest place for it.
+/// Whether the FP16 activations of one K part (`batch · K / k_split`) take at most
+/// [`STAGE_MAX_BYTES`] of LDS, or the kernel has a GEMV prologue: its activation lives in LDS
+/// anyway, and the stage (one K part) is the smallest place for it.
 fn staged_fits(kernel: &Kernel, s: &Schedule) -> bool {
     let Some(k) = gptq_k(kernel) else {
         return false;
@@ -622,8 +653,13 @@ fn staged_fits(kernel: &Kernel, s: &Schedule) -> bool {
         return true;
     }
     let staged = batch_of(kernel).saturating_mul(k).saturating_mul(2) / s.k_split.max(1) as usize;
-    staged <= 40 * 1024
+    staged <= STAGE_MAX_BYTES
 }
+
+/// The most LDS one workgroup's staged activations may take: sm_90's 48 KiB of static shared
+/// memory per workgroup less room for the cross-warp sums. Whether staging pays below it depends
+/// on the grid: see [`staging_keeps_one_wave`].
+const STAGE_MAX_BYTES: usize = 40 * 1024;
 
 /// The values computed for a GEMV activation that is not a loaded input (a GEMV prologue, see
 /// `plan.rs`): the activation and everything it is computed from except loads. Empty when every
