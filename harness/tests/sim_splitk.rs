@@ -73,7 +73,10 @@ fn split_k_kernels_are_clean_in_the_simulator() {
         KernelId::GemvInt4Qkv,
     ] {
         for arch in Arch::ALL {
-            for (batch, parts) in [(1, 2), (2, 4)] {
+            // Batch 5: the row-spread finish (`rows_per_sweep`, batch ≥ 4: 2 rows per sweep on
+            // sm_90's 64-lane small workgroups, 4 on gfx906's 128) leaves lanes of a last sweep
+            // past the batch, which must not store.
+            for (batch, parts) in [(1, 2), (2, 4), (5, 2)] {
                 let p = split(id, arch, batch, parts);
                 let s = sweep(&p, SEED, 0, SCHEDULES, |_, _| {}).expect("simulates");
                 let text = summary(&p, &s);

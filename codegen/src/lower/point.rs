@@ -65,20 +65,56 @@ impl Lowering<'_> {
         (per_lane, c.div_ceil(wg * per_lane))
     }
 
+    /// Batch rows one sweep of a row-spread stage covers ([`Lowering::tile_loops`] with
+    /// `spread`): with fewer tile columns than lanes at batch ≥ 4, lane `l` takes row
+    /// `b0 + l / C` and column `l mod C`, so every lane has a point instead of `C` of them, and a
+    /// lane's loads (a split-K finish's partials) are `B · C / lanes` rounds deep instead of `B`.
+    /// 1 where the tile's columns already occupy the lanes, and at batch 2 and 3.
+    ///
+    /// Measured on the H200 (CUDA graphs, bench/results/2026-12-03-h200-row-spread, run 2): at
+    /// batch 4 and 8 every INT4 kernel gained or held (`gemv_int4` 5120 → 17408 b8 19.7 → 18.5 µs,
+    /// the TP 4 rank b8 10.1 → 8.6, `gemv_int4_qkv` TP 4 b8 0.86×, the fused kernel 0.95–0.97×);
+    /// at batch 2, where the finish was 2 rounds deep anyway, three rows lost 3–15 % to nvcc's
+    /// register choices for the hot loop (fused TP 1 b2 21.1 → 24.2 µs at 64 → 56 registers).
+    pub(super) fn rows_per_sweep(&self) -> usize {
+        let (c, wg) = (self.cols, self.wg());
+        if self.plan.batch >= 4 && c < wg && wg % c == 0 {
+            wg / c
+        } else {
+            1
+        }
+    }
+
     /// `for b in 0..B { for cb in 0..C step span { body(b, cb) } }` with the sweep loop omitted
     /// when one sweep covers the tile. Loop bounds are uniform, so bodies may hold wave
-    /// reductions.
+    /// reductions — except with `spread` ([`Lowering::rows_per_sweep`] rows per sweep: the
+    /// lanes of a wave may then hold different rows), which only stages without wave
+    /// reductions ask for; their points go through [`Lowering::point`] with the same `spread`.
     pub(super) fn tile_loops(
         &mut self,
         out: &mut Vec<Stmt>,
+        spread: bool,
         body: &mut TileBody<'_, Self>,
     ) -> Result<(), LowerError> {
         let (per_lane, sweeps) = self.lane_columns();
         let span = self.wg() * per_lane;
+        let rows = if spread { self.rows_per_sweep() } else { 1 };
         // At batch 1 the row is the constant 0, which keeps every index foldable.
         let rb = (self.plan.batch > 1).then(|| self.k.reg(Ty::U32, "b"));
-        let b = rb.map_or(u(0), r);
         let mut inner = Vec::new();
+        let b = match rb {
+            None => u(0),
+            Some(rb) if rows == 1 => r(rb),
+            Some(rb) => {
+                // This lane's row of the sweep: `rb` steps over the rows `rows` at a time.
+                let row = self.k.reg(Ty::U32, "brow");
+                inner.push(assign(
+                    row,
+                    add(r(rb), div(sp(Special::LocalId), u(self.cols))),
+                ));
+                r(row)
+            }
+        };
         if sweeps == 1 {
             body(self, b, u(0), &mut inner)?;
         } else {
@@ -88,30 +124,40 @@ impl Lowering<'_> {
             inner.push(for_loop(cb, u(0), u(self.cols), u(span), sweep));
         }
         match rb {
-            Some(rb) => out.push(for_loop(rb, u(0), u(self.plan.batch), u(1), inner)),
+            Some(rb) => out.push(for_loop(rb, u(0), u(self.plan.batch), u(rows), inner)),
             None => out.extend(inner),
         }
         Ok(())
     }
 
-    /// The point of lane column `j` of sweep `cb`, with its validity condition.
+    /// The point of lane column `j` of sweep `cb`, with its validity condition; with `spread`
+    /// (the loop's [`Lowering::tile_loops`] flag) the lane's column of a row-spread sweep.
     pub(super) fn point(
         &mut self,
         b: Expr,
         cb: Expr,
         j: usize,
+        spread: bool,
         out: &mut Vec<Stmt>,
     ) -> (Point, Expr) {
         let (per_lane, sweeps) = self.lane_columns();
+        let rows = if spread { self.rows_per_sweep() } else { 1 };
         let (c, col) = (self.k.reg(Ty::U32, "c"), self.k.reg(Ty::U32, "col"));
         // A lane's columns are adjacent (`local_id · per_lane + j`): one wave covers an INT8 block,
         // and the back end's compiler merges a lane's adjacent f16 accesses into one dword.
-        let offset = add(mul(sp(Special::LocalId), u(per_lane)), u(j));
+        let offset = if rows > 1 {
+            rem(sp(Special::LocalId), u(self.cols))
+        } else {
+            add(mul(sp(Special::LocalId), u(per_lane)), u(j))
+        };
         out.push(assign(c, add(cb, offset)));
         out.push(assign(col, add(r(self.tile0), r(c))));
         let mut valid = truth();
-        if sweeps * self.wg() * per_lane != self.cols {
+        if rows == 1 && sweeps * self.wg() * per_lane != self.cols {
             valid = and(valid, lt(r(c), u(self.cols)));
+        }
+        if self.plan.batch % rows != 0 {
+            valid = and(valid, lt(b.clone(), u(self.plan.batch)));
         }
         if self.plan.n % self.cols != 0 {
             valid = and(valid, lt(r(col), u(self.plan.n)));
@@ -136,10 +182,13 @@ impl Lowering<'_> {
                 "{} stage: every lane walks its points (batch row, column) of the tile",
                 phase.name()
             )));
-            self.tile_loops(out, &mut |this, b, cb, body| {
+            // Row-spread: no stage here holds a wave reduction (the INT8 payload's is
+            // `int8_publish`, below), and every later reader of what a point stores (the
+            // exchange, the norm's stash) reads it behind a workgroup or grid barrier.
+            self.tile_loops(out, true, &mut |this, b, cb, body| {
                 let (per_lane, _) = this.lane_columns();
                 for j in 0..per_lane {
-                    let (mut pt, valid) = this.point(b.clone(), cb.clone(), j, body);
+                    let (mut pt, valid) = this.point(b.clone(), cb.clone(), j, true, body);
                     let mut inner = Vec::new();
                     this.visit(phase, &mut pt, &mut inner)?;
                     when(valid, inner, body);

@@ -325,11 +325,12 @@ impl Lowering<'_> {
         out.push(comment(format!(
             "INT8 payload: one wave quantises one block of {block} columns per batch row"
         )));
-        self.tile_loops(out, &mut |this, b, cb, body| {
+        // Not row-spread: the absmax is a wave reduction over one row's block.
+        self.tile_loops(out, false, &mut |this, b, cb, body| {
             let mut xs = Vec::new();
             let mut points = Vec::new();
             for j in 0..per_lane {
-                let (mut pt, valid) = this.point(b.clone(), cb.clone(), j, body);
+                let (mut pt, valid) = this.point(b.clone(), cb.clone(), j, false, body);
                 let xr = this.k.reg(Ty::F32, "xq");
                 body.push(assign(xr, f(0.0)));
                 let mut inner = Vec::new();
