@@ -86,6 +86,15 @@ impl Arch {
         }
     }
 
+    /// Whether a global-memory prefetch into L2 exists (sm_90 `prefetch.global.L2`; gfx906 has
+    /// none).
+    pub fn has_l2_prefetch(self) -> bool {
+        match self {
+            Arch::Gfx906 => false,
+            Arch::Sm90 => true,
+        }
+    }
+
     /// Whether the warp-wide FP16 MMA with f32 accumulation (`mma.sync…m16n8k16…f32.f16`) exists:
     /// sm_80 and later. gfx906 has no matrix cores (MFMA came with gfx908).
     pub fn has_fp16_mma(self) -> bool {

@@ -26,7 +26,7 @@ use wavefuse_codegen::ir::{Kernel, Ordering, parse};
 use wavefuse_codegen::lower::{LowerError, Schedule, lower, lower_structured};
 use wavefuse_codegen::lowered::expand::expand_sync;
 use wavefuse_codegen::lowered::validate::validate;
-use wavefuse_codegen::lowered::{Expr, Occupancy, Special, Stmt};
+use wavefuse_codegen::lowered::{Base, Expr, Occupancy, Special, Stmt};
 use wavefuse_codegen::sim::{FindingKind, PeerTable};
 use wavefuse_codegen::{Arch, compile};
 use wavefuse_harness::generate::{check_compiler, compile_source};
@@ -135,6 +135,42 @@ fn ffn_block_variants_match_the_oracle() {
             &format!("ffn_block@{arch} tp {tp} batch {batch} [{overrides}]"),
             SCHEDULES / 2,
         );
+    }
+}
+
+/// `prefetch_next_stage`: before the stage barrier every workgroup asks L2 for the down GEMV's
+/// three weight arrays (sm_90; gfx906 has no prefetch instruction and gets none), at the top
+/// level — outside any guard or stage loop, so every workgroup of the grid takes its share — and
+/// the kernel stays clean against the oracle (a hint: no value, no ordering).
+#[test]
+fn prefetch_of_the_next_stage_precedes_the_barrier() {
+    for arch in [Arch::Gfx906, Arch::Sm90] {
+        let ir = fixture("ffn_block", &[(5120, 256), (4352, 128)]);
+        let s = Schedule {
+            prefetch_next_stage: true,
+            ..small_schedule(arch, &ir)
+        };
+        let p = prepared(ir, arch, &s);
+        let at = barrier_at(&p.lowered.body, 0);
+        let prefetched: Vec<&str> = p.lowered.body[..at]
+            .iter()
+            .filter_map(|st| match st {
+                Stmt::For { body, .. } => match body.as_slice() {
+                    [Stmt::PrefetchL2 { mem }] => match mem.base {
+                        Base::Param(q) => Some(p.lowered.params[q].name.as_str()),
+                        _ => None,
+                    },
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        let expected: &[&str] = match arch {
+            Arch::Sm90 => &["w_down_qweight", "w_down_scales", "w_down_qzeros"],
+            Arch::Gfx906 => &[],
+        };
+        assert_eq!(prefetched, expected, "{arch}");
+        clean_n(&p, &format!("ffn_block@{arch} prefetch"), SCHEDULES / 2);
     }
 }
 
@@ -333,6 +369,11 @@ fn compiles(arch: Arch) {
         // The schedule policy's default with its co-residency fit (one rank per device).
         let fit = fit_coresident(&ir, arch, Schedule::default_for(arch, &ir), 1);
         let (_, s) = fit.unwrap_or_else(|e| panic!("{name}@{arch}: {e}"));
+        // The prefetch of the next stage's weights compiled too, where the target has one.
+        let s = Schedule {
+            prefetch_next_stage: arch.has_l2_prefetch(),
+            ..s
+        };
         let g = compile(&ir, arch, &s).unwrap_or_else(|e| panic!("{name}@{arch}: {e}"));
         let r = compile_source(&*compiler, &g.source)
             .unwrap_or_else(|e| panic!("{name}@{arch}: {e}"))

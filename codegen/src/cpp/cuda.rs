@@ -73,6 +73,14 @@ impl Builtins for CudaDialect {
     /// neighbour tile, running at the same time, the next 128: the 256-byte fetch halves the DRAM
     /// requests of a row pair (H200 prototype, bench/results/2026-11-29-h200-int4-proto/: 6-12 %
     /// faster at the four Qwen shapes).
+    fn prefetch_l2(&self, addr: &str) -> Option<String> {
+        // Normal eviction priority: an `evict_last` line would outlive the launch and crowd out
+        // the next launches' weights, which are never re-read either.
+        Some(format!(
+            "asm volatile(\"prefetch.global.L2 [%0];\" :: \"l\"({addr}));"
+        ))
+    }
+
     fn streaming_load_v4(&self, var: &str, addr: &str) -> Option<String> {
         Some(format!(
             "uint4 {var}; asm(\"ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {{%0, %1, %2, %3}}, [%4];\" : \"=r\"({var}.x), \"=r\"({var}.y), \"=r\"({var}.z), \"=r\"({var}.w) : \"l\"({addr}));"

@@ -118,6 +118,14 @@ pub trait Builtins {
         None
     }
 
+    /// The statement for [`Stmt::PrefetchL2`](crate::lowered::Stmt::PrefetchL2) of the line
+    /// holding `addr` (a pointer into a global array), or `None` where the target has no L2
+    /// prefetch (nothing is written: it is a hint).
+    fn prefetch_l2(&self, addr: &str) -> Option<String> {
+        let _ = addr;
+        None
+    }
+
     /// Unsigned bitfield extract of `width` bits at `offset` (both operands already printed).
     fn bfe(&self, value: &str, offset: &str, width: u32) -> String {
         if width >= 32 {

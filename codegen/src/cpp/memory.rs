@@ -200,6 +200,19 @@ impl<D: Dialect> Writer<'_, D> {
         Ok(())
     }
 
+    /// [`Stmt::PrefetchL2`](crate::lowered::Stmt::PrefetchL2): the dialect's prefetch of the
+    /// line holding `m`, or nothing.
+    pub(super) fn prefetch_l2(&mut self, m: &MemRef, lvl: Level) -> Result<(), Error> {
+        let addr = match self.byte_pointer(m, 0)? {
+            Some(ptr) => ptr,
+            None => format!("&{}", self.element(m)?),
+        };
+        if let Some(text) = self.d.prefetch_l2(&addr) {
+            self.line(lvl, &text);
+        }
+        Ok(())
+    }
+
     pub(super) fn store(&mut self, m: &MemRef, values: &[Expr], lvl: Level) -> Result<(), Error> {
         let elem = elem_ty(self.k, m)?;
         for v in values {

@@ -334,6 +334,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 }
                 Ok(())
             }
+            Stmt::PrefetchL2 { mem } => self.prefetch_l2(mem, lvl),
         }
     }
 
@@ -603,6 +604,7 @@ fn count_block(block: &Block, n: &mut SecondaryMap<Reg, u32>) {
                 count_mem(mem, n);
                 values.iter().for_each(|v| count_expr(v, n));
             }
+            Stmt::PrefetchL2 { mem } => count_mem(mem, n),
             Stmt::For {
                 var,
                 start,

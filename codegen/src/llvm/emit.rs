@@ -219,7 +219,8 @@ impl<'c, 'k> Emitter<'c, 'k> {
             | Stmt::WaitFlagPerLane { .. } => Err(malformed(
                 "grid barrier or flag not expanded; run lowered::expand::expand_sync first",
             )),
-            Stmt::Comment(_) | Stmt::SchedBarrier => Ok(()),
+            // A cache hint with no AMDGPU instruction (gfx906 has no prefetch): nothing.
+            Stmt::Comment(_) | Stmt::SchedBarrier | Stmt::PrefetchL2 { .. } => Ok(()),
         }
     }
 

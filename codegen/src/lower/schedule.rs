@@ -179,6 +179,15 @@ pub struct Schedule {
     /// stored schedules: false.
     #[serde(default)]
     pub materialise_prologue: bool,
+    /// Before each grid barrier between GEMV stages, every workgroup asks the L2 cache for its
+    /// share of the next stage's weights ([`Stmt::PrefetchL2`](crate::lowered::Stmt::PrefetchL2)
+    /// over the whole arrays, split evenly over the grid's lanes): the weights do not depend on
+    /// the barrier, so their DRAM reads can overlap the wait for the slowest workgroup of the
+    /// stage before (`stages.rs`). A hint: sm_90 only (gfx906 has no prefetch instruction; there
+    /// the field has no effect); a kernel of one stage ignores it. Absent in stored schedules:
+    /// false.
+    #[serde(default)]
+    pub prefetch_next_stage: bool,
 }
 
 impl Schedule {
@@ -214,6 +223,7 @@ impl Schedule {
             byte_offsets: false,
             max_grid: 0,
             materialise_prologue: false,
+            prefetch_next_stage: false,
         };
         match gemv_format(kernel) {
             Some(WeightFormat::F16) => Schedule {
@@ -309,7 +319,7 @@ impl Schedule {
 
     /// The same schedule with `k_split` K parts per tile for `kernel`, its LDS staging of the
     /// activations re-derived by the defaults' rule (a part's activations, at most
-    /// [`STAGE_MAX_BYTES`]), so fewer parts do not stage more than a workgroup should hold.
+    /// `STAGE_MAX_BYTES`, 40 KiB), so fewer parts do not stage more than a workgroup should hold.
     pub fn with_k_split(self, kernel: &Kernel, k_split: u32) -> Self {
         let s = Schedule { k_split, ..self };
         let x_in_lds = s.x_in_lds && staged_fits(kernel, &s);
@@ -451,6 +461,7 @@ impl Schedule {
         let stages = super::stages::stage_kernels(kernel, self.materialise_prologue);
         if stages.is_ok_and(|s| s.len() < 2) {
             out.push("max_grid");
+            out.push("prefetch_next_stage");
         }
         out
     }

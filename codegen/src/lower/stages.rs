@@ -55,10 +55,10 @@ use wavefuse_ir::{
     Buffer, BufferDecl, BufferType, Builder, Dist, Kernel, OpKind, Sharding, Tensor, Value,
 };
 
-use crate::lowered::{Expr, LoweredKernel, Reg, Special, Stmt, Ty};
+use crate::lowered::{Base, Expr, LoweredKernel, Param, ParamKind, Reg, Special, Stmt, Ty};
 
 use super::build::*;
-use super::lowering::Lowering;
+use super::lowering::{BufParams, Lowering};
 use super::plan::Plan;
 use super::{LowerError, Schedule};
 use crate::target::Arch;
@@ -360,6 +360,9 @@ struct Part {
     barrier: Vec<Stmt>,
     /// The register holding its virtual workgroup id (with [`Schedule::max_grid`]).
     id: Option<Reg>,
+    /// Its GEMV weights' arrays (with [`Schedule::prefetch_next_stage`], from the second stage
+    /// on): prefetched into L2 before the grid barrier in front of it ([`prefetch`]).
+    weights: Vec<Param>,
 }
 
 /// Lower the stage kernels of `kernel` (at least two) into one kernel (module docs, steps 2-3).
@@ -405,6 +408,27 @@ pub(super) fn lower_stages(
             id
         });
         let body = l.body().map_err(|e| in_stage(i, n, e))?;
+        let weights = match (
+            &l.plan.gemv,
+            i > 0 && s.prefetch_next_stage && arch.has_l2_prefetch(),
+        ) {
+            (Some(g), true) => g
+                .gemvs
+                .iter()
+                .flat_map(|(_, w)| match &l.bufs[w] {
+                    BufParams::Dense(p) => vec![*p],
+                    BufParams::Gptq {
+                        qweight,
+                        scales,
+                        qzeros,
+                    } => [Some(*qweight), Some(*scales), *qzeros]
+                        .into_iter()
+                        .flatten()
+                        .collect(),
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
         let mut barrier = Vec::new();
         if i + 1 < n {
             boundary(&mut l, i, &mut barrier);
@@ -415,18 +439,66 @@ pub(super) fn lower_stages(
             body,
             barrier,
             id,
+            weights,
         });
         carry = Some(l.into_carry());
     }
     let mut k = carry.expect("stages were lowered").k;
     let grid = join_grid(&parts, s.max_grid);
     k.grid = u32::try_from(grid).map_err(|_| LowerError::Schedule("grid too large".into()))?;
+    // Each stage's barrier is preceded by the prefetch of the next stage's weights.
+    let mut ahead: Vec<Vec<Stmt>> = parts
+        .iter()
+        .skip(1)
+        .map(|next| prefetch(&mut k, &next.weights, grid, s.workgroup_size as usize))
+        .collect();
+    ahead.push(Vec::new());
     k.body = parts
         .into_iter()
+        .zip(ahead)
         .enumerate()
-        .flat_map(|(i, p)| stage_body(i, p, grid))
+        .flat_map(|(i, (p, ahead))| stage_body(i, p, grid, ahead))
         .collect();
     Ok(k)
+}
+
+/// Bytes of one L2 line (sm_90: 128-byte lines, requested in 32-byte sectors).
+const L2_LINE: usize = 128;
+
+/// [`Stmt::PrefetchL2`] of every line of `arrays`, the lines split evenly over the `grid ·
+/// workgroup` lanes (lane `g` of the grid takes lines `g, g + grid · workgroup, …`): a hint that
+/// reads no value and orders nothing, so it needs no synchronisation and no invariant of §5
+/// (DESIGN.md). Emitted in front of a grid barrier, by every workgroup, outside any guard or
+/// stage loop: the next stage's weights do not depend on the barrier, so their DRAM reads can
+/// overlap the wait for the slowest workgroup of the stage before.
+fn prefetch(k: &mut LoweredKernel, arrays: &[Param], grid: usize, workgroup: usize) -> Vec<Stmt> {
+    let mut out = Vec::new();
+    for &p in arrays {
+        let ParamKind::Array { elem, len, .. } = k.params[p].kind else {
+            continue;
+        };
+        let per_line = (L2_LINE / elem.bytes()).max(1);
+        let lines = len.div_ceil(per_line);
+        let line = k.reg(Ty::U32, "line");
+        let lane = add(
+            mul(sp(Special::WorkgroupId), u(workgroup)),
+            sp(Special::LocalId),
+        );
+        let name = k.params[p].name.clone();
+        out.push(comment(format!(
+            "the next GEMV stage's `{name}` into L2 before the barrier ({lines} lines of {L2_LINE} bytes over the grid's lanes; a hint: no value, no ordering)"
+        )));
+        out.push(for_loop(
+            line,
+            lane,
+            u(lines),
+            u(grid * workgroup),
+            vec![Stmt::PrefetchL2 {
+                mem: at(Base::Param(p), mul(r(line), u(per_line))),
+            }],
+        ));
+    }
+    out
 }
 
 /// Whether `body` waits for or signals other workgroups (a grid barrier, flags, a bounded
@@ -474,7 +546,29 @@ fn join_grid(parts: &[Part], max_grid: u32) -> usize {
 /// next iteration overwrote them first, `fuzz_regressions/persistent-stage-lds-reuse.wfir`). The
 /// grid barrier after the stage is passed once, after the loop, by every workgroup (§5.1, §5.9).
 /// A stage with fewer runs under [`guarded`].
-fn stage_body(i: usize, p: Part, grid: usize) -> Vec<Stmt> {
+fn stage_body(i: usize, p: Part, grid: usize, ahead: Vec<Stmt>) -> Vec<Stmt> {
+    if !ahead.is_empty() {
+        // The prefetch runs in every workgroup, between the stage (guarded or looped) and its
+        // grid barrier, which every workgroup passes (§5.1, §5.9).
+        let Part {
+            grid: g,
+            body,
+            barrier,
+            id,
+            weights,
+        } = p;
+        let stage = Part {
+            grid: g,
+            body,
+            barrier: Vec::new(),
+            id,
+            weights,
+        };
+        let mut out = stage_body(i, stage, grid, Vec::new());
+        out.extend(ahead);
+        out.extend(barrier);
+        return out;
+    }
     let Some(id) = p.id else {
         let mut body = p.body;
         body.extend(p.barrier);

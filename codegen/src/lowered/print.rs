@@ -119,6 +119,7 @@ fn stmts(out: &mut String, block: &[Stmt], depth: usize) {
             Stmt::Store { mem: m, values } => {
                 format!("store.x{} {}, {}", values.len(), mem(m), list(values, expr))
             }
+            Stmt::PrefetchL2 { mem: m } => format!("prefetch.l2 {}", mem(m)),
             Stmt::For {
                 var,
                 start,

@@ -160,6 +160,15 @@ pub enum Stmt {
         /// One value per element.
         values: Vec<Expr>,
     },
+    /// A hint, no access: bring the cache line holding `mem` (a global array's element) into the
+    /// L2 cache (sm_90 `prefetch.global.L2`). It reads no value and orders nothing, so it upholds
+    /// no invariant and needs none; gfx906 has no such instruction (the HIP writer emits nothing).
+    /// Used before a grid barrier for the next GEMV stage's weights, which do not depend on it
+    /// ([`Schedule::prefetch_next_stage`](crate::lower::Schedule::prefetch_next_stage)).
+    PrefetchL2 {
+        /// An element of the line.
+        mem: MemRef,
+    },
     /// `for (var = start; var < end; var += step) body` (u32).
     For {
         /// Induction register.

@@ -786,6 +786,16 @@ impl Checker<'_> {
                 }
                 Ok(())
             }
+            Stmt::PrefetchL2 { mem } => {
+                // A global array of this rank's (not LDS, not a peer's), in bounds like a load.
+                let t = self.mem(mem, 1, "prefetch", false)?;
+                if t.param.is_none() || t.peer {
+                    return Err(self.err(StmtError::BadBase(
+                        "an L2 prefetch addresses one of this rank's global arrays".into(),
+                    )));
+                }
+                Ok(())
+            }
             Stmt::Store { mem, values } => {
                 let t = self.mem(mem, values.len(), "store", true)?;
                 if let Some(p) = t.param {

@@ -431,6 +431,11 @@ impl Compiler<'_> {
                 return Err(SimError::NotExpanded(text));
             }
             Stmt::Comment(_) | Stmt::SchedBarrier => {}
+            // A cache hint: no value, no access, nothing to order (the validator checked it
+            // addresses an element of one of the rank's arrays).
+            Stmt::PrefetchL2 { mem } => {
+                self.mem(mem).map_err(|w| type_err(&text, w))?;
+            }
         }
         Ok(())
     }
@@ -794,5 +799,6 @@ pub(super) fn show_stmt(s: &Stmt) -> String {
         ),
         Stmt::Comment(c) => format!("// {c}"),
         Stmt::SchedBarrier => "sched_barrier".into(),
+        Stmt::PrefetchL2 { mem } => format!("prefetch.l2 {}", show_mem(mem)),
     }
 }

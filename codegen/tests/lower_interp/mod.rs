@@ -558,8 +558,11 @@ impl<'k> Machine<'k> {
                     self.block(else_body, &e)?;
                 }
             }
-            Stmt::WorkgroupBarrier | Stmt::Fence { .. } | Stmt::Comment(_) | Stmt::SchedBarrier => {
-            }
+            Stmt::WorkgroupBarrier
+            | Stmt::Fence { .. }
+            | Stmt::Comment(_)
+            | Stmt::SchedBarrier
+            | Stmt::PrefetchL2 { .. } => {}
             Stmt::Atomic {
                 dst,
                 op,

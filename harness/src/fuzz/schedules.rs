@@ -109,10 +109,14 @@ pub fn random_schedule(arch: Arch, k: &Kernel, rng: &mut ChaCha8Rng) -> Schedule
     // A GEMV prologue computed once into global memory behind a grid barrier, one time in four
     // (ignored by a kernel without one).
     let materialise_prologue = rng.random_bool(0.25);
+    // The next GEMV stage's weights prefetched into L2 before each stage barrier, one time in two
+    // (sm_90 only; ignored by a kernel of one stage).
+    let prefetch_next_stage = rng.random_bool(0.5);
     let base = Schedule {
         protocol,
         max_grid,
         materialise_prologue,
+        prefetch_next_stage,
         ..base
     };
     let Some((format, kdim, n)) = gemv_weight(k) else {
