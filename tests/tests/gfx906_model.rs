@@ -28,8 +28,10 @@ use wavefuse_runtime::compile::{
 
 const ARCH: Arch = Arch::Gfx906;
 
-/// The gfx906 FMA path (the INT4 default before the dot2 floor path), as overrides.
-const FMA_PATH: &str = "int4_dot=fma,mma_decode=shift,x_in_lds=false,byte_offsets=false,words_per_iteration=1,columns_per_workgroup=32,threads_per_column=8,k_unit_words=16,accumulators=2";
+/// The gfx906 FMA path (the INT4 default before the dot2 floor path), as overrides: one
+/// workgroup per 32-column tile over the whole K (`k_split = 1`, as that default was; the new
+/// default splits K for the fused kernel at TP 1 and 2, issue 19).
+const FMA_PATH: &str = "int4_dot=fma,k_split=1,mma_decode=shift,x_in_lds=false,byte_offsets=false,words_per_iteration=1,columns_per_workgroup=32,threads_per_column=8,k_unit_words=16,accumulators=2";
 
 const INT4: [KernelId; 4] = [
     KernelId::GemvInt4,
