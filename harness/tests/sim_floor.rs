@@ -277,6 +277,40 @@ fn floor_fused_split_k_soak_1000_schedules_gfx906() {
     run_fused_split(SOAK_SCHEDULES);
 }
 
+/// The gfx906 fused default itself at the model's shapes (K = 17408 / TP → N = 5120, the
+/// per-device schedule: 4 / 2 K parts, 160 workgroups per rank): one launch in the simulator (wave
+/// granularity, default skew) against the f64 reference on fresh random inputs, relative L2 ≤
+/// the FP16 outputs' 1e-3 (`tolerance_for`). About 7 s per TP here (120 M lane instructions).
+#[test]
+fn fused_split_default_at_the_model_shapes_matches_the_reference_gfx906() {
+    use wavefuse_codegen::sim::{Case, Granularity, SimOptions, simulate_case};
+    use wavefuse_harness::sim::schedule_inputs;
+    for tp in [1, 2] {
+        let ir = KernelId::GemvInt4AllreduceRmsnorm.build(&Shapes::qwen27b(tp));
+        let s = fused_model_default(tp, 1);
+        assert!(s.k_split > 1, "tp {tp}: the default splits K");
+        let lowered = lower(&ir, Arch::Gfx906, &s).unwrap_or_else(|e| panic!("tp {tp}: {e}"));
+        assert_eq!(lowered.grid, 160, "tp {tp}");
+        let case = Case::new(&ir, schedule_inputs(&ir, SEED, u64::from(tp), 1)).expect("reference");
+        let mut opts = SimOptions::new(SEED ^ u64::from(tp));
+        opts.granularity = Granularity::Wave;
+        opts.max_steps = u64::MAX;
+        let r = simulate_case(&lowered, &ir, &case, &opts).expect("simulates");
+        let err = r.max_rel_l2();
+        eprintln!(
+            "gemv_int4_allreduce_rmsnorm@gfx906 tp {tp} at the model's shapes, k_split {}: {} lane instructions, max relative L2 error {err:.2e}",
+            s.k_split, r.stats.instructions
+        );
+        assert!(r.findings.is_empty(), "tp {tp}: {:?}", r.findings);
+        assert_eq!(
+            r.errors.len(),
+            2 * tp as usize,
+            "tp {tp}: every output of every rank compared"
+        );
+        assert!(err <= 1e-3, "tp {tp}: relative L2 {err:.2e}");
+    }
+}
+
 // Mutants of the gfx906 fused default at TP 2 (2 parts, 64-column tiles, push): each weakens one
 // synchronisation point of the split-K arrival, and the simulator must catch it on the same
 // schedules as above.
