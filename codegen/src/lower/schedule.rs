@@ -114,8 +114,8 @@ pub struct Schedule {
     /// `workgroup_size = threads_per_column · columns_per_workgroup`. Ignored without a GEMV;
     /// 1 to `workgroup_size` always.
     pub threads_per_column: u32,
-    /// Workgroups that split K for one column tile (GPTQ GEMVs without an allreduce or norm
-    /// stage). With `k_split > 1` the grid is `tiles · k_split`; workgroup `w` takes tile
+    /// Workgroups that split K for one column tile (GPTQ GEMVs; with an allreduce or norm stage
+    /// only each tile's last arriver goes on to it). With `k_split > 1` the grid is `tiles · k_split`; workgroup `w` takes tile
     /// `w mod tiles` and K part `w / tiles` (whole units, `units / k_split` each), writes its f32
     /// sums to a global `splitk_partials` scratch, arrives once on the tile's `splitk_counter`,
     /// and the last arriver of the launch adds the parts in K-part order and runs the epilogue
@@ -309,7 +309,7 @@ impl Schedule {
 
     /// The same schedule with `k_split` K parts per tile for `kernel`, its LDS staging of the
     /// activations re-derived by the defaults' rule (a part's activations, at most
-    /// [`STAGE_MAX_BYTES`]), so fewer parts do not stage more than a workgroup should hold.
+    /// `STAGE_MAX_BYTES`, 40 KiB), so fewer parts do not stage more than a workgroup should hold.
     pub fn with_k_split(self, kernel: &Kernel, k_split: u32) -> Self {
         let s = Schedule { k_split, ..self };
         let x_in_lds = s.x_in_lds && staged_fits(kernel, &s);
