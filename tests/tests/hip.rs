@@ -454,7 +454,8 @@ const FMA_PATH: &str = "int4_dot=fma,k_split=1,mma_decode=shift,x_in_lds=false,b
 /// The default gfx906 INT4 path (the dot2 floor path: 4 packed columns per lane, 16-byte loads,
 /// the activations staged in LDS as FP16 pairs, the one-shift decode, 32-bit byte offsets):
 /// hipcc's hot loop issues at most 2.0 VALU instructions per weight for `gemv_int4` at TP 1 and
-/// TP 4 and for the fused kernel at TP 1 and 2 (split-K, each part's activations staged; the whole loop: decode, dot2, the per-unit scale, address arithmetic, loop control),
+/// TP 4 and for the fused kernel at TP 1 and 2 (split-K, each part's activations staged), the
+/// whole loop counted (decode, dot2, the per-unit scale, address arithmetic, loop control),
 /// without scratch. Prints the numbers of every INT4 kernel of the set at TP 4.
 #[test]
 fn int4_floor_path_issues_at_most_two_valu_per_weight_gfx906() {

@@ -115,8 +115,9 @@ pub struct Schedule {
     /// 1 to `workgroup_size` always.
     pub threads_per_column: u32,
     /// Workgroups that split K for one column tile (GPTQ GEMVs; with an allreduce or norm stage
-    /// only each tile's last arriver goes on to it). With `k_split > 1` the grid is `tiles · k_split`; workgroup `w` takes tile
-    /// `w mod tiles` and K part `w / tiles` (whole units, `units / k_split` each), writes its f32
+    /// only each tile's last arriver goes on to it). With `k_split > 1` the grid is
+    /// `tiles · k_split`; workgroup `w` takes tile `w mod tiles` and K part `w / tiles` (whole
+    /// units, `units / k_split` each), writes its f32
     /// sums to a global `splitk_partials` scratch, arrives once on the tile's `splitk_counter`,
     /// and the last arriver of the launch adds the parts in K-part order and runs the epilogue
     /// (see `lower/splitk.rs`). 1 to [`MAX_K_SPLIT`].
