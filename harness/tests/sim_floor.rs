@@ -7,9 +7,13 @@
 //! schedules; it took 26 minutes on a loaded machine) is
 //! `cargo test -p wavefuse-harness --test sim_floor -- --ignored`.
 
+mod support;
+
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::lower::{Int4Dot, MmaDecode, Schedule, lower};
-use wavefuse_codegen::sim::PeerTable;
+use wavefuse_codegen::ir::Ordering;
+use wavefuse_codegen::lower::{AllreduceProtocol, Int4Dot, MmaDecode, Schedule, lower};
+use wavefuse_codegen::lowered::{AtomicOp, Expr, Stmt};
+use wavefuse_codegen::sim::{FindingKind, PeerTable};
 use wavefuse_harness::sim::{Prepared, SmallShapes, small_kernel, small_schedule, summary, sweep};
 use wavefuse_kernels::{KernelId, Shapes};
 
@@ -101,8 +105,6 @@ fn floor_path_soak_1000_schedules_gfx906() {
 /// lanes have not written yet — is caught by the simulator.
 #[test]
 fn floor_stage_without_its_workgroup_barrier_is_caught_gfx906() {
-    use wavefuse_codegen::lowered::Stmt;
-    use wavefuse_codegen::sim::FindingKind;
     let mut p = floor(KernelId::GemvInt4, 1, 1, 1, true);
     let body = std::mem::take(&mut p.lowered.body);
     let mut removed = false;
@@ -128,5 +130,348 @@ fn floor_stage_without_its_workgroup_barrier_is_caught_gfx906() {
             FindingKind::StaleRead | FindingKind::UninitRead | FindingKind::WriteRace
         )),
         "the missing stage barrier was not caught:\n{text}"
+    );
+}
+
+// The fused kernel's gfx906 default at TP 1 and 2 (issue 19): the floor path with K split so each
+// part's activations fit the LDS stage (`codegen/src/lower/schedule.rs` `floor_split`), tiles
+// `P` times wider. Here at small shapes with the default's own split, tile and staging, two-wave
+// workgroups, and the variants the rule allows (2 or 4 parts at TP 1, 2, 4; batch 1 and 3;
+// pull and push), against the f64 reference over seeded schedules (three back-to-back launches on
+// the never-reset counters, lane and wave granularity, no / mild / strong rank and workgroup
+// skew). CI: 24 schedules per combination (each granularity with each skew 4 times), 10
+// combinations, 240 in all (measure: see the commit), on parallel threads; the soak runs 1000 per
+// combination (10,000):
+// `cargo test -p wavefuse-harness --test sim_floor -- --ignored fused_split`.
+
+/// Schedules per combination of the fused split-K floor path in CI.
+const FUSED_CI_SCHEDULES: u64 = 24;
+
+/// The simulator's shapes for the split tiles: N = 256 (two 128-column tiles, four of 64), K =
+/// 512 per rank (16 units of 4 words: 4 per part at 4 parts, so each of the two-wave
+/// workgroup's 4 K slices of a 128-column tile takes one).
+const FUSED_SMALL: SmallShapes = SmallShapes {
+    hidden: 256,
+    ffn: 512,
+    ..SmallShapes::DEFAULT
+};
+
+/// The fused kernel's gfx906 default schedule at the model's shapes (`tp`, `batch`).
+fn fused_model_default(tp: u32, batch: usize) -> Schedule {
+    let k = KernelId::GemvInt4AllreduceRmsnorm.build(&Shapes {
+        batch,
+        ..Shapes::qwen27b(tp)
+    });
+    Schedule::default_for(Arch::Gfx906, &k)
+}
+
+/// The fused kernel at small shapes on the floor path split into `parts` K parts the way the
+/// default splits it (tiles `32 · parts` columns wide, every part's activations staged), in
+/// two-wave workgroups.
+fn fused_split(tp: u32, batch: usize, parts: u32, protocol: AllreduceProtocol) -> Prepared {
+    let arch = Arch::Gfx906;
+    let shapes = Shapes {
+        batch,
+        ..Shapes::qwen27b(tp)
+    };
+    let ir = small_kernel(KernelId::GemvInt4AllreduceRmsnorm, &shapes, &FUSED_SMALL)
+        .expect("small kernel");
+    // The default's fields at TP 1 (4 parts): dot2, one-shift decode, 4 words per lane, units of
+    // 4 words, byte offsets, staged activations.
+    let d = fused_model_default(1, 1);
+    let wg = 2 * arch.wave_size();
+    let columns = 32 * parts;
+    let s = Schedule {
+        workgroup_size: wg,
+        k_split: parts,
+        columns_per_workgroup: columns,
+        threads_per_column: wg * d.words_per_iteration / columns,
+        ..d
+    }
+    .with_protocol(protocol);
+    let lowered = lower(&ir, arch, &s).unwrap_or_else(|e| panic!("tp {tp} k_split {parts}: {e}"));
+    assert_eq!(lowered.grid % parts, 0, "the grid is tiles x parts");
+    Prepared {
+        ir,
+        lowered,
+        shapes: Some(shapes),
+        peer_table: PeerTable::Shared,
+    }
+}
+
+/// (TP, batch, K parts, protocol): the defaults at TP 1 (4 parts) and TP 2 (2 parts), the other
+/// split at each, both at TP 4, and batch 3.
+const FUSED_SPLITS: [(u32, usize, u32, AllreduceProtocol); 10] = [
+    (1, 1, 4, AllreduceProtocol::Pull),
+    (2, 1, 2, AllreduceProtocol::Push),
+    (2, 1, 2, AllreduceProtocol::Pull),
+    (1, 1, 2, AllreduceProtocol::Pull),
+    (2, 1, 4, AllreduceProtocol::Push),
+    (4, 1, 2, AllreduceProtocol::Pull),
+    (4, 1, 4, AllreduceProtocol::Push),
+    (1, 3, 4, AllreduceProtocol::Pull),
+    (2, 3, 2, AllreduceProtocol::Push),
+    (4, 3, 4, AllreduceProtocol::Pull),
+];
+
+/// Every combination of [`FUSED_SPLITS`] over `schedules` schedules, each on its own thread (the
+/// soak's 10,000 schedules take minutes on as many cores as combinations).
+fn run_fused_split(schedules: u64) {
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = FUSED_SPLITS
+            .into_iter()
+            .map(|c| scope.spawn(move || fused_split_sweep(c, schedules)))
+            .collect();
+        for r in runs {
+            r.join().expect("a combination panicked");
+        }
+    });
+}
+
+fn fused_split_sweep(
+    (tp, batch, parts, protocol): (u32, usize, u32, AllreduceProtocol),
+    schedules: u64,
+) {
+    let p = fused_split(tp, batch, parts, protocol);
+    let r = sweep(&p, SEED, 0, schedules, |_, _| {}).expect("simulates");
+    let text = summary(&p, &r);
+    eprintln!(
+        "gemv_int4_allreduce_rmsnorm@gfx906 tp {tp} batch {batch} k_split {parts} {protocol:?}, {} workgroups per rank: {}",
+        p.lowered.grid,
+        text.lines().next().unwrap_or("")
+    );
+    assert!(
+        r.findings.is_empty() && r.failing == 0,
+        "tp {tp} batch {batch} k_split {parts} {protocol:?}: {text}"
+    );
+    assert_eq!(r.schedules, schedules);
+}
+
+/// The combinations above include the defaults themselves: the rule's split and tile at TP 1
+/// and 2 are what `fused_split` simulates.
+#[test]
+fn fused_split_covers_the_gfx906_defaults() {
+    for (tp, parts) in [(1, 4), (2, 2)] {
+        let d = fused_model_default(tp, 1);
+        assert_eq!(
+            (d.k_split, d.columns_per_workgroup, d.x_in_lds),
+            (parts, 32 * parts, true),
+            "tp {tp}"
+        );
+        assert!(
+            FUSED_SPLITS
+                .iter()
+                .any(|c| (c.0, c.1, c.2) == (tp, 1, parts))
+        );
+    }
+}
+
+#[test]
+fn floor_fused_split_k_is_clean_in_the_simulator_gfx906() {
+    run_fused_split(FUSED_CI_SCHEDULES);
+}
+
+#[test]
+#[ignore = "soak: 1000 schedules per combination of the fused split-K floor path (minutes)"]
+fn floor_fused_split_k_soak_1000_schedules_gfx906() {
+    run_fused_split(SOAK_SCHEDULES);
+}
+
+/// The gfx906 fused default itself at the model's shapes (K = 17408 / TP → N = 5120, the
+/// per-device schedule: 4 / 2 K parts, 160 workgroups per rank): one launch in the simulator (wave
+/// granularity, default skew) against the f64 reference on fresh random inputs, relative L2 ≤
+/// the FP16 outputs' 1e-3 (`tolerance_for`). About 7 s per TP here (120 M lane instructions).
+#[test]
+fn fused_split_default_at_the_model_shapes_matches_the_reference_gfx906() {
+    use wavefuse_codegen::sim::{Case, Granularity, SimOptions, simulate_case};
+    use wavefuse_harness::sim::schedule_inputs;
+    for tp in [1, 2] {
+        let ir = KernelId::GemvInt4AllreduceRmsnorm.build(&Shapes::qwen27b(tp));
+        let s = fused_model_default(tp, 1);
+        assert!(s.k_split > 1, "tp {tp}: the default splits K");
+        let lowered = lower(&ir, Arch::Gfx906, &s).unwrap_or_else(|e| panic!("tp {tp}: {e}"));
+        assert_eq!(lowered.grid, 160, "tp {tp}");
+        let case = Case::new(&ir, schedule_inputs(&ir, SEED, u64::from(tp), 1)).expect("reference");
+        let mut opts = SimOptions::new(SEED ^ u64::from(tp));
+        opts.granularity = Granularity::Wave;
+        opts.max_steps = u64::MAX;
+        let r = simulate_case(&lowered, &ir, &case, &opts).expect("simulates");
+        let err = r.max_rel_l2();
+        eprintln!(
+            "gemv_int4_allreduce_rmsnorm@gfx906 tp {tp} at the model's shapes, k_split {}: {} lane instructions, max relative L2 error {err:.2e}",
+            s.k_split, r.stats.instructions
+        );
+        assert!(r.findings.is_empty(), "tp {tp}: {:?}", r.findings);
+        assert_eq!(
+            r.errors.len(),
+            2 * tp as usize,
+            "tp {tp}: every output of every rank compared"
+        );
+        assert!(err <= 1e-3, "tp {tp}: relative L2 {err:.2e}");
+    }
+}
+
+// Mutants of the gfx906 fused default at TP 2 (2 parts, 64-column tiles, push): each weakens one
+// synchronisation point of the split-K arrival, and the simulator must catch it on the same
+// schedules as above.
+
+/// The TP 2 default at small shapes with its expanded body rewritten by `f` (every statement,
+/// depth first).
+fn fused_mutant(f: &mut dyn FnMut(Stmt) -> Vec<Stmt>) -> Prepared {
+    let mut p = fused_split(2, 1, 2, AllreduceProtocol::Push);
+    let before = p.lowered.body.clone();
+    p.lowered.body = support::rewrite(std::mem::take(&mut p.lowered.body), f);
+    assert_ne!(before, p.lowered.body, "the mutation changed nothing");
+    p
+}
+
+/// Schedules per mutant: each granularity with each skew twice (every mutant below is caught on
+/// every one of them).
+const MUTANT_SCHEDULES: u64 = 12;
+
+/// The mutant is caught on at least a third of the schedules, with one of `kinds`.
+fn caught(p: Prepared, kinds: &[FindingKind]) {
+    let r = sweep(&p, SEED, 0, MUTANT_SCHEDULES, |_, _| {}).expect("simulates");
+    let text = summary(&p, &r);
+    assert!(
+        r.failing * 3 >= MUTANT_SCHEDULES,
+        "caught on only {} of {MUTANT_SCHEDULES} schedules:\n{text}",
+        r.failing
+    );
+    assert!(
+        r.findings.iter().any(|f| kinds.contains(&f.first.kind)),
+        "{text}"
+    );
+    eprintln!("{}", text.lines().next().unwrap_or(""));
+}
+
+/// The split-K arrival (the only atomic whose old value is used) with another ordering.
+fn arrival_ordered(ordering: Ordering) -> impl FnMut(Stmt) -> Vec<Stmt> {
+    move |s| match s {
+        Stmt::Atomic {
+            dst: Some(d),
+            op: AtomicOp::Add,
+            mem,
+            value,
+            scope,
+            why,
+            ..
+        } => vec![Stmt::Atomic {
+            dst: Some(d),
+            op: AtomicOp::Add,
+            mem,
+            value,
+            ordering,
+            scope,
+            why,
+        }],
+        s => vec![s],
+    }
+}
+
+/// §5.1, §5.2: the arrival's release half publishes this part's partials (global memory) to the
+/// tile's last arriver; relaxed to acquire only, the finisher reads them stale.
+#[test]
+fn fused_split_k_arrival_without_release_is_caught_gfx906() {
+    caught(
+        fused_mutant(&mut arrival_ordered(Ordering::Acquire)),
+        &[FindingKind::StaleRead],
+    );
+}
+
+/// §5.1, §5.2: the arrival's acquire half makes the other parts' partials visible to the last
+/// arriver; relaxed to release only, it reads them stale.
+#[test]
+fn fused_split_k_arrival_without_acquire_is_caught_gfx906() {
+    caught(
+        fused_mutant(&mut arrival_ordered(Ordering::Release)),
+        &[FindingKind::StaleRead],
+    );
+}
+
+/// §5.4: the counter is never reset, so launch `e` is finished by the arrival that reads
+/// `e · P − 1`. A verdict that assumes a counter reset to zero every launch (`old == P − 1`)
+/// finishes only the first launch: later launches never exchange, normalise or write, and
+/// their poisoned outputs (or the peers' flag waits) give it away.
+#[test]
+fn fused_split_k_verdict_assuming_a_reset_counter_is_caught_gfx906() {
+    let parts = 2;
+    let mut in_arrival = false;
+    let mut f = |s: Stmt| match s {
+        Stmt::If {
+            cond,
+            then_body,
+            else_body,
+        } if then_body
+            .iter()
+            .any(|t| matches!(t, Stmt::Atomic { dst: Some(_), .. })) =>
+        {
+            let then_body = then_body
+                .into_iter()
+                .map(|t| match t {
+                    Stmt::Store { mem, values }
+                        if matches!(values.as_slice(), [Expr::Select(..)]) =>
+                    {
+                        let Expr::Select(c, a, b) = &values[0] else {
+                            unreachable!()
+                        };
+                        let Expr::Bin(op, old, _) = c.as_ref() else {
+                            panic!("the verdict compares the arrival with its target")
+                        };
+                        in_arrival = true;
+                        let c = Expr::bin(*op, old.as_ref().clone(), Expr::u32(parts - 1));
+                        Stmt::Store {
+                            mem,
+                            values: vec![Expr::Select(Box::new(c), a.clone(), b.clone())],
+                        }
+                    }
+                    t => t,
+                })
+                .collect();
+            vec![Stmt::If {
+                cond,
+                then_body,
+                else_body,
+            }]
+        }
+        s => vec![s],
+    };
+    let p = fused_mutant(&mut f);
+    assert!(in_arrival, "the verdict store in the arrival block");
+    caught(
+        p,
+        &[
+            FindingKind::Mismatch,
+            FindingKind::Timeout,
+            FindingKind::ErrorWord,
+            FindingKind::RanksDisagree,
+        ],
+    );
+}
+
+/// §5.1: the arrival by every lane instead of one elected lane after the barrier: the counter
+/// passes the launch's target early (or skips it).
+#[test]
+fn fused_split_k_arrival_by_every_lane_is_caught_gfx906() {
+    let mut f = |s: Stmt| match s {
+        Stmt::If { then_body, .. }
+            if then_body
+                .iter()
+                .any(|t| matches!(t, Stmt::Atomic { dst: Some(_), .. })) =>
+        {
+            then_body
+        }
+        s => vec![s],
+    };
+    caught(
+        fused_mutant(&mut f),
+        &[
+            FindingKind::Mismatch,
+            FindingKind::StaleRead,
+            FindingKind::WriteRace,
+            FindingKind::Timeout,
+            FindingKind::ErrorWord,
+            FindingKind::RanksDisagree,
+        ],
     );
 }

@@ -114,9 +114,10 @@ pub struct Schedule {
     /// `workgroup_size = threads_per_column · columns_per_workgroup`. Ignored without a GEMV;
     /// 1 to `workgroup_size` always.
     pub threads_per_column: u32,
-    /// Workgroups that split K for one column tile (GPTQ GEMVs without an allreduce or norm
-    /// stage). With `k_split > 1` the grid is `tiles · k_split`; workgroup `w` takes tile
-    /// `w mod tiles` and K part `w / tiles` (whole units, `units / k_split` each), writes its f32
+    /// Workgroups that split K for one column tile (GPTQ GEMVs; with an allreduce or norm stage
+    /// only each tile's last arriver goes on to it). With `k_split > 1` the grid is
+    /// `tiles · k_split`; workgroup `w` takes tile `w mod tiles` and K part `w / tiles` (whole
+    /// units, `units / k_split` each), writes its f32
     /// sums to a global `splitk_partials` scratch, arrives once on the tile's `splitk_counter`,
     /// and the last arriver of the launch adds the parts in K-part order and runs the epilogue
     /// (see `lower/splitk.rs`). 1 to [`MAX_K_SPLIT`].
@@ -595,8 +596,9 @@ fn staging_keeps_one_wave(arch: Arch, kernel: &Kernel, s: &Schedule, workgroups:
 /// ([`MmaDecode::Fma`]), 8 lanes × 4 adjacent packed columns (16-byte loads) per K row, 32
 /// columns and 32 K slices per 256-lane workgroup, units of 4 K-words (K = 5120: 160 units, 5 per
 /// slice), one accumulator chain, 32-bit byte offsets, and the activations staged in LDS as
-/// FP16 pairs when they take at most 16 KiB (more would cut the workgroups per CU below 4; the
-/// unstaged path packs them per lane, +0.25 VALU per weight) or when a GEMV prologue computes them
+/// FP16 pairs when they take at most 16 KiB (more would cut the workgroups per CU below 4; where
+/// they take more, K is split so that a part's fit, see [`floor_split`]; the unstaged path packs
+/// them per lane, +0.25 VALU per weight) or when a GEMV prologue computes them
 /// (they are in LDS then anyway, and the stage is where the prologue writes them). hipcc's hot loop for `gemv_int4`
 /// at TP 4: 1.83 VALU instructions per weight (the FMA path 8.0, dot2 with one word per lane
 /// 4.5), 62 VGPRs, occupancy 4; by the MI50 model (`crate::model`) memory-bound at every TP
@@ -645,9 +647,49 @@ fn floor(kernel: &Kernel, s: Schedule) -> Schedule {
         ..s
     };
     let staged = batch_of(kernel) * gptq_k(kernel).unwrap_or(usize::MAX / 4) * 2;
-    Schedule {
-        x_in_lds: staged <= 16 * 1024 || !gemv_prologue(kernel).is_empty(),
-        ..s
+    if staged <= FLOOR_STAGE_BYTES || !gemv_prologue(kernel).is_empty() {
+        return Schedule {
+            x_in_lds: true,
+            ..s
+        };
+    }
+    floor_split(kernel, staged, s)
+}
+
+/// The most LDS the gfx906 floor path's staged activations may take: more would cut the
+/// 256-lane workgroups per CU below 4 (64 KiB of LDS per CU, the cross-slice sums beside).
+const FLOOR_STAGE_BYTES: usize = 16 * 1024;
+
+/// The floor path where the activations do not fit the stage ([`FLOOR_STAGE_BYTES`]) at batch 1:
+/// K split into the fewest parts (2 or 4) whose activations fit, each tile `P` times wider with
+/// the K slices of the workgroup cut by `P`, so the grid keeps its workgroups (`tiles · P` with
+/// `P` times fewer tiles: 160 for the fused kernel at N = 5120, all co-resident at occupancy 4 on
+/// 60 CUs, DESIGN.md §5.9). Only each tile's last arriver goes on to the exchange and the norm
+/// (`splitk.rs`). The fused kernel at TP 1 (K = 17408, 34.8 KB of activations) takes 4 parts of
+/// 128 columns, at TP 2 (17.4 KB) 2 parts of 64 columns: hipcc's hot loop 1.83 / 1.85 VALU per
+/// weight, 62 VGPRs, occupancy 4, where the unstaged path (per-lane packing) took 2.09 at 65
+/// VGPRs, occupancy 3 (`bench/results/2026-12-03-gfx906-fused-splitk/`). Otherwise (batch > 1,
+/// no such split) the activations are packed per lane.
+fn floor_split(kernel: &Kernel, staged: usize, s: Schedule) -> Schedule {
+    let units = common_k(kernel).map_or(0, |k| k / 8 / s.k_unit_words as usize);
+    let lanes_per_row = |p: u32| s.columns_per_workgroup * p / s.words_per_iteration;
+    let parts = [2u32, 4].into_iter().find(|&p| {
+        staged / p as usize <= FLOOR_STAGE_BYTES
+            && units % p as usize == 0
+            && lanes_per_row(p) <= s.workgroup_size
+    });
+    match parts {
+        Some(p) if batch_of(kernel) == 1 => Schedule {
+            k_split: p,
+            columns_per_workgroup: s.columns_per_workgroup * p,
+            threads_per_column: s.workgroup_size / lanes_per_row(p),
+            x_in_lds: true,
+            ..s
+        },
+        _ => Schedule {
+            x_in_lds: false,
+            ..s
+        },
     }
 }
 
