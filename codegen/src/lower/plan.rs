@@ -390,6 +390,9 @@ impl<'a> Plan<'a> {
             OpKind::Reduce(_) | OpKind::QuantizeInt8(_) | OpKind::DequantizeInt8(_) => {
                 return unsupported(format!("op `{}` outside an allreduce", kind.mnemonic()));
             }
+            OpKind::GemvQ8(_) | OpKind::QuantizeRne(_) => {
+                return unsupported(format!("op `{}` (q8 activations)", kind.mnemonic()));
+            }
         }
         Ok(())
     }

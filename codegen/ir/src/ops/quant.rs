@@ -102,3 +102,64 @@ impl DequantizeInt8 {
         })
     }
 }
+
+/// `codes, scales = quantize_int8.rne x, block=B, clamp=C`: the q8 activations of
+/// [`GemvQ8`](super::GemvQ8), with their rounding point spelled out. Per batch row and block of
+/// B features, in f32 with every operation correctly rounded: `m = max|x|` (exact),
+/// `s = m / C`, `r = C / m` (both 0 where m = 0), `q = clamp(rne(x · r), −C, C)` with `rne`
+/// rounding half to even. `x` must be FP16 so that a kernel reproduces the codes bit for bit
+/// (every step above is one IEEE f32 operation on exact operands). Codes i8 `[.., F]`, scales f32
+/// `[.., F/B]`; the pair dequantises to `q · s` (a relative error of at most `1/(2C)` of the
+/// block's absmax per element).
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuantizeRne {
+    /// Operand, FP16.
+    pub x: Value,
+    /// Features per block.
+    pub block: usize,
+    /// The largest code magnitude (1..=127): codes lie in `[−C, C]`.
+    pub clamp: usize,
+}
+
+impl QuantizeRne {
+    pub(crate) fn infer(&self, cx: &dyn TypeCtx) -> Result<Vec<ValueType>, OpError> {
+        let x = cx.value(self.x)?;
+        if x.dtype != ScalarType::F16 {
+            let hint =
+                ": round_f16 it first (the codes are reproducible bit for bit only from FP16)";
+            return Err(OpError::Dtype {
+                operand: "x",
+                expected: "f16",
+                found: x.dtype,
+                hint,
+            });
+        }
+        check_block(self.block, x.features())?;
+        if !(1..=127).contains(&self.clamp) {
+            return Err(OpError::Attribute {
+                operand: "clamp",
+                what: format!("{} is not in 1..=127 (codes are signed 8-bit)", self.clamp),
+            });
+        }
+        Ok(vec![
+            ValueType {
+                dtype: ScalarType::I8,
+                ..x.clone()
+            },
+            scales_type(x, self.block),
+        ])
+    }
+}
+
+/// The f32 scales `[.., F/B]` of a value `[.., F]` quantised in blocks of B.
+pub(crate) fn scales_type(x: &ValueType, block: usize) -> ValueType {
+    let mut shape = x.shape.clone();
+    if let Some(last) = shape.last_mut() {
+        *last /= block;
+    }
+    ValueType {
+        dtype: ScalarType::F32,
+        shape,
+        dist: x.dist,
+    }
+}
