@@ -401,3 +401,25 @@ fn q8_semantics_on_random_inputs() {
         }
     }
 }
+
+/// The product `x · r` is rounded to an integer exactly, not after an f32 rounding: a case where
+/// `f32(x · r)` is a tie `k + 1/2` but the exact product is not (found by a seeded search) gets
+/// the code of the exact product.
+#[test]
+fn q8_rne_of_the_exact_product() {
+    let mut rng = StdRng::seed_from_u64(5);
+    let found = (0..2_000_000).find_map(|_| {
+        let m = round_to(ScalarType::F16, rng.random_range(0.5..4.0)) as f32;
+        let x = round_to(ScalarType::F16, rng.random_range(0.0..f64::from(m))) as f32;
+        let r = 127.0f32 / m;
+        let rounded = x * r;
+        let exact = f64::from(x) * f64::from(r);
+        (rounded.fract() == 0.5 && exact != f64::from(rounded)).then_some((m, x, exact))
+    });
+    let (m, x, exact) = found.expect("a near-tie within the search");
+    let mut block = vec![0.0; 32];
+    block[0] = f64::from(m);
+    block[1] = f64::from(x);
+    let (codes, _) = wavefuse_ir::reference::quant::q8_rne_quantize(&block, 127);
+    assert_eq!(codes[1], exact.round(), "m {m}, x {x}, exact {exact}");
+}

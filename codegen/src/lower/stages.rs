@@ -80,8 +80,10 @@ fn unsupported<T>(what: impl Into<String>) -> Result<T, LowerError> {
 pub(super) fn synchronised(kernel: &Kernel) -> HashSet<Value> {
     let mut sync = HashSet::new();
     for (_, op) in kernel.ops() {
-        let from_sync = matches!(op.kind, OpKind::Gemv(_) | OpKind::AllReduce(_))
-            || op.kind.args().iter().any(|a| sync.contains(a));
+        let from_sync = matches!(
+            op.kind,
+            OpKind::Gemv(_) | OpKind::GemvQ8(_) | OpKind::AllReduce(_)
+        ) || op.kind.args().iter().any(|a| sync.contains(a));
         if from_sync {
             sync.extend(op.results.iter().copied());
         }

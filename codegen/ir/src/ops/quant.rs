@@ -105,10 +105,10 @@ impl DequantizeInt8 {
 
 /// `codes, scales = quantize_int8.rne x, block=B, clamp=C`: the q8 activations of
 /// [`GemvQ8`](super::GemvQ8), with their rounding point spelled out. Per batch row and block of
-/// B features, in f32 with every operation correctly rounded: `m = max|x|` (exact),
-/// `s = m / C`, `r = C / m` (both 0 where m = 0), `q = clamp(rne(x · r), −C, C)` with `rne`
-/// rounding half to even. `x` must be FP16 so that a kernel reproduces the codes bit for bit
-/// (every step above is one IEEE f32 operation on exact operands). Codes i8 `[.., F]`, scales f32
+/// B features: `m = max|x|` (exact), `s = m / C` and `r = C / m` (f32 divisions, correctly
+/// rounded; both 0 where m = 0), `q = clamp(rne(x · r), −C, C)` where the product is exact and
+/// `rne` rounds it to an integer, half to even (one f32 `fma(x, r, 1.5·2^23) − 1.5·2^23` in a
+/// kernel). `x` must be FP16 so that a kernel reproduces the codes bit for bit. Codes i8 `[.., F]`, scales f32
 /// `[.., F/B]`; the pair dequantises to `q · s` (a relative error of at most `1/(2C)` of the
 /// block's absmax per element).
 #[derive(Clone, Debug, PartialEq)]
