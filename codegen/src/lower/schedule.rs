@@ -842,7 +842,13 @@ fn q8_default(arch: Arch, kernel: &Kernel, k: usize, block: usize, base: Schedul
         .into_iter()
         .find(|&p| {
             groups % p as usize == 0
-                && super::gemv::q8_lds_bytes(batch, k / p as usize, block, 1, cols) <= max
+                && super::gemv::q8_lds_bytes(
+                    batch,
+                    k / p as usize,
+                    (block, group_words as usize * 8),
+                    1,
+                    cols,
+                ) <= max
         })
         .unwrap_or(1);
     Schedule {
@@ -852,6 +858,7 @@ fn q8_default(arch: Arch, kernel: &Kernel, k: usize, block: usize, base: Schedul
         accumulators: 1,
         k_unit_words: group_words,
         k_split,
+        byte_offsets: true,
         ..base
     }
 }

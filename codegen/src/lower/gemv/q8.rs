@@ -53,6 +53,12 @@ struct Q8Stage {
     scales: Lds,
     /// i32 `[B][blocks]`: the blocks' `Σq`.
     sums: Lds,
+    /// f32 `[B][groups]`: per weight group of the part, `X = Σ_blocks s_x · Σq` (in block
+    /// order), the zero point's factor.
+    xsum: Lds,
+    /// Weight groups of the part, and blocks per group.
+    groups: usize,
+    bpg: usize,
     /// K-words and blocks of the part, per batch row.
     words: usize,
     blocks: usize,
@@ -60,15 +66,19 @@ struct Q8Stage {
     wpb: usize,
 }
 
-/// LDS bytes of the q8 stage of a K part of `k_part` rows and the cross-slice sums.
+/// LDS bytes of the q8 stage of a K part of `k_part` rows (codes, per block a scale and `Σq`,
+/// per group `X`) and the cross-slice sums.
 pub(in crate::lower) fn q8_lds_bytes(
     batch: usize,
     k_part: usize,
-    block: usize,
+    (block, group): (usize, usize),
     slices: usize,
     cols: usize,
 ) -> usize {
-    batch * k_part + 8 * batch * (k_part / block.max(1)) + 4 * slices * batch * cols
+    batch * k_part
+        + 8 * batch * (k_part / block.max(1))
+        + 4 * batch * (k_part / group.max(1))
+        + 4 * slices * batch * cols
 }
 
 impl Lowering<'_> {
@@ -93,7 +103,7 @@ impl Lowering<'_> {
         let parts = self.s.k_split.max(1) as usize;
         let (begin, end) = self.split_units(t.groups)?;
         let k_part = t.k / parts;
-        let lds = q8_lds_bytes(t.batch, k_part, q8.block, t.slices, self.cols);
+        let lds = q8_lds_bytes(t.batch, k_part, (q8.block, group), t.slices, self.cols);
         let max = self.arch.max_static_lds_per_workgroup() as usize;
         if lds > max {
             return Err(LowerError::Schedule(format!(
@@ -110,6 +120,9 @@ impl Lowering<'_> {
             codes: self.k.lds(Ty::U32, t.batch * (k_part / 8) * 2),
             scales: self.k.lds(Ty::F32, t.batch * (k_part / q8.block)),
             sums: self.k.lds(Ty::I32, t.batch * (k_part / q8.block)),
+            xsum: self.k.lds(Ty::F32, t.batch * (k_part / group)),
+            groups: k_part / group,
+            bpg: group / q8.block,
             words: k_part / 8,
             blocks: k_part / q8.block,
             wpb,
@@ -119,7 +132,7 @@ impl Lowering<'_> {
 
         out.push(comment(format!(
             "q8 GEMV: lane (local_id % {lpr}) reads {v} adjacent packed column word(s) of one K-row; K slice local_id / {lpr} of {s} takes groups slice, slice + {s}, ...; \
-             per block of {wpb} K-words a = -z*sum(q) + dot4(w & 0x0F0F0F0F, x_even) + dot4((w >> 4) & 0x0F0F0F0F, x_odd) (exact integers), g = fma(f32(a), s_x, g); per group acc = fma(s, g, acc)",
+             per block of {wpb} K-words a = dot4(w & 0x0F0F0F0F, x_even) + dot4((w >> 4) & 0x0F0F0F0F, x_odd) (exact integers), g = fma(f32(a), s_x, g); per group acc = fma(s, fma(-z, X, g), acc) with X = sum of s_x * sum(q) over the group's blocks",
             lpr = t.lanes_per_row,
             v = t.v,
             s = t.slices
@@ -139,24 +152,41 @@ impl Lowering<'_> {
         let gi = self.k.reg(Ty::U32, "group");
         let mut body = Vec::new();
         let (sf, zf, _) = self.gptq_group_constants(&t, gi, n0, &mut body);
-        let zi: Vec<Reg> = zf
-            .iter()
-            .map(|&z| {
-                let zi = self.k.reg(Ty::I32, "zero_int");
-                body.push(assign(zi, cast(Ty::I32, r(z))));
-                zi
-            })
-            .collect();
         let gacc = self.zeros(nacc, "group_acc", &mut body);
         let bpg = group / q8.block;
-        let blk = self.k.reg(Ty::U32, "block");
-        // The block's index in the part: (group - first group of the part) * bpg + blk.
-        let kb = add(mul(sub(r(gi), begin.clone()), u(bpg)), r(blk));
-        let block_body = self.q8_block(&t, &st, kb, gi, blk, bpg, n0, &zi, &gacc);
-        body.push(for_loop(blk, u(0), u(bpg), u(1), block_body));
-        for (i, &a) in acc.iter().enumerate() {
-            let (mi, j) = (i / (t.batch * t.v), i % t.v);
-            body.push(assign(a, fma(r(sf[mi * t.v + j]), r(gacc[i]), r(a))));
+        // The block's index in the part: (group - first group of the part) * bpg + blk. The
+        // blocks of a group of up to 16 K-words are unrolled (one loop iteration per group, so
+        // hipcc can issue the group's loads together); longer groups loop over their blocks.
+        let kb = |blk: Expr| add(mul(sub(r(gi), begin.clone()), u(bpg)), blk);
+        if bpg * wpb <= 16 {
+            let mut words = vec![];
+            for b in 0..bpg {
+                let (loads, w) = self.q8_block_loads(&t, &st, gi, u(b), bpg, n0);
+                body.extend(loads);
+                words.push(w);
+            }
+            body.push(Stmt::SchedBarrier);
+            for (b, w) in words.iter().enumerate() {
+                body.extend(self.q8_block_sums(&t, &st, kb(u(b)), w, &gacc));
+            }
+        } else {
+            let blk = self.k.reg(Ty::U32, "block");
+            let block_body = self.q8_block(&t, &st, kb(r(blk)), gi, r(blk), bpg, n0, &gacc);
+            body.push(for_loop(blk, u(0), u(bpg), u(1), block_body));
+        }
+        // The zero point once per group: Σ_blocks s_x·Σ(q − z)·code = g − z·X.
+        for bi in 0..t.batch {
+            let xs = self.k.reg(Ty::F32, "group_xsum");
+            let gp = add(mul(sub(r(gi), begin.clone()), u(t.batch)), u(bi));
+            body.push(load(vec![xs], self.lds_at(st.xsum, gp)));
+            for mi in 0..t.weights.len() {
+                for j in 0..t.v {
+                    let i = (mi * t.batch + bi) * t.v + j;
+                    let (a, g, z) = (acc[i], gacc[i], zf[mi * t.v + j]);
+                    let folded = fma(un(UnOp::Neg, r(z)), r(xs), r(g));
+                    body.push(assign(a, fma(r(sf[mi * t.v + j]), folded, r(a))));
+                }
+            }
         }
         let groups_loop = for_loop(gi, add(begin, r(slice)), end, u(t.slices), body);
         when(lt(r(n0), u(t.n)), vec![groups_loop], out);
@@ -266,12 +296,46 @@ impl Lowering<'_> {
         );
         q_body.push(store(self.lds_at(st.codes, dst), vec![pack(0), pack(1)]));
         body.push(for_loop(tw2, u(0), u(st.wpb), u(1), q_body));
-        body.push(store(self.lds_at(st.scales, r(i)), vec![r(s)]));
+        body.push(store(
+            self.lds_at(st.scales, add(mul(r(bk), u(t.batch)), r(bi))),
+            vec![r(s)],
+        ));
         body.push(store(self.lds_at(st.sums, r(i)), vec![r(qsum)]));
         out.push(for_loop(
             i,
             sp(Special::LocalId),
             u(t.batch * st.blocks),
+            u(self.wg()),
+            body,
+        ));
+        out.push(Stmt::WorkgroupBarrier);
+        out.push(comment(
+            "per weight group of the part: X = sum over its blocks, in order, of s_x * sum(q)",
+        ));
+        let gi = self.k.reg(Ty::U32, "qgroup");
+        let xs = self.k.reg(Ty::F32, "xsum");
+        let (row, g) = (self.k.reg(Ty::U32, "qrow"), self.k.reg(Ty::U32, "qg"));
+        let mut body = vec![
+            assign(row, div(r(gi), u(st.groups))),
+            assign(g, rem(r(gi), u(st.groups))),
+            assign(xs, f(0.0)),
+        ];
+        for blk in 0..st.bpg {
+            let (s, q) = (self.k.reg(Ty::F32, "qs"), self.k.reg(Ty::I32, "qq"));
+            let kb = add(mul(r(g), u(st.bpg)), u(blk));
+            let si = add(mul(kb.clone(), u(t.batch)), r(row));
+            body.push(load(vec![s], self.lds_at(st.scales, si)));
+            let qi = add(mul(r(row), u(st.blocks)), kb);
+            body.push(load(vec![q], self.lds_at(st.sums, qi)));
+            body.push(assign(xs, fma(r(s), cast(Ty::F32, r(q)), r(xs))));
+        }
+        let xi = add(mul(r(g), u(t.batch)), r(row));
+        body.push(store(self.lds_at(st.xsum, xi), vec![r(xs)]));
+        // Entry gi is (batch row gi / groups, group gi % groups).
+        out.push(for_loop(
+            gi,
+            sp(Special::LocalId),
+            u(t.batch * st.groups),
             u(self.wg()),
             body,
         ));
@@ -287,20 +351,31 @@ impl Lowering<'_> {
         st: &Q8Stage,
         kb: Expr,
         gi: Reg,
-        blk: Reg,
+        blk: Expr,
         bpg: usize,
         n0: Reg,
-        zi: &[Reg],
         gacc: &[Reg],
     ) -> Vec<Stmt> {
+        let (mut out, words) = self.q8_block_loads(t, st, gi, blk, bpg, n0);
+        out.push(Stmt::SchedBarrier);
+        out.extend(self.q8_block_sums(t, st, kb, &words, gacc));
+        out
+    }
+
+    /// The packed words of one block of group `gi`: `[weight][K-word][column word]`.
+    #[allow(clippy::type_complexity)]
+    fn q8_block_loads(
+        &mut self,
+        t: &Gptq,
+        st: &Q8Stage,
+        gi: Reg,
+        blk: Expr,
+        bpg: usize,
+        n0: Reg,
+    ) -> (Vec<Stmt>, Vec<Vec<Vec<Reg>>>) {
         let mut out = vec![];
-        let kbr = self.k.reg(Ty::U32, "part_block");
-        out.push(assign(kbr, kb));
         let row0 = self.k.reg(Ty::U32, "krow0");
-        out.push(assign(
-            row0,
-            mul(add(mul(r(gi), u(bpg)), r(blk)), u(st.wpb)),
-        ));
+        out.push(assign(row0, mul(add(mul(r(gi), u(bpg)), blk), u(st.wpb))));
         let mut words = vec![]; // [mi][kw][j]
         for &w in &t.weights {
             let BufParams::Gptq { qweight, .. } = self.bufs[&w] else {
@@ -318,28 +393,31 @@ impl Lowering<'_> {
             }
             words.push(per_w);
         }
-        out.push(Stmt::SchedBarrier);
-        // a = −z·Σq of the block, per (weight, batch row, column word).
+        (out, words)
+    }
+
+    /// The block's exact integer sums `Σ q·code` from its words, then `g = fma(f32(a), s_x, g)`.
+    fn q8_block_sums(
+        &mut self,
+        t: &Gptq,
+        st: &Q8Stage,
+        kb: Expr,
+        words: &[Vec<Vec<Reg>>],
+        gacc: &[Reg],
+    ) -> Vec<Stmt> {
+        let mut out = vec![];
+        let kbr = self.k.reg(Ty::U32, "part_block");
+        out.push(assign(kbr, kb));
+        // The block's integer sums Σ q·code per (weight, batch row, column word).
         let ia: Vec<Reg> = (0..gacc.len())
             .map(|_| self.k.reg(Ty::I32, "int_acc"))
             .collect();
-        for bi in 0..t.batch {
-            let qs = self.k.reg(Ty::I32, "block_qsum");
-            out.push(load(
-                vec![qs],
-                self.lds_at(st.sums, add(u(bi * st.blocks), r(kbr))),
-            ));
-            for mi in 0..t.weights.len() {
-                for j in 0..t.v {
-                    let a = ia[(mi * t.batch + bi) * t.v + j];
-                    let z = r(zi[mi * t.v + j]);
-                    out.push(assign(a, un(UnOp::Neg, mul(z, r(qs)))));
-                }
-            }
+        for &a in &ia {
+            out.push(assign(a, Expr::i32(0)));
         }
         for kw in 0..st.wpb {
             let mut halves = vec![]; // [mi][j] → (lo, hi)
-            for per_w in &words {
+            for per_w in words {
                 for &word in &per_w[kw] {
                     let (lo, hi) = (self.k.reg(Ty::U32, "q_even"), self.k.reg(Ty::U32, "q_odd"));
                     out.push(assign(lo, bin(BinOp::And, r(word), u(0x0F0F_0F0F))));
@@ -368,7 +446,7 @@ impl Lowering<'_> {
             let sx = self.k.reg(Ty::F32, "block_scale");
             out.push(load(
                 vec![sx],
-                self.lds_at(st.scales, add(u(bi * st.blocks), r(kbr))),
+                self.lds_at(st.scales, add(mul(r(kbr), u(t.batch)), u(bi))),
             ));
             for mi in 0..t.weights.len() {
                 for j in 0..t.v {
