@@ -236,3 +236,145 @@ fn q8_kernel_rounds_the_exact_product() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The accuracy gate
+// ---------------------------------------------------------------------------------------------
+
+/// The same GEMV with FP16 activations (`gemv.col(w, x)`, f32 output): buffers declared in the
+/// same order as [`q8_kernel`]'s, so one set of inputs binds both.
+fn fp16_kernel(batch: usize, k: usize, n: usize, layout: GptqLayout) -> Kernel {
+    let col = Sharding::ColumnParallel { tp: 1 };
+    let mut b = Builder::new("gemv_int4", 1);
+    let w = Weight {
+        format: WeightFormat::Gptq(layout),
+        k,
+        n,
+    };
+    let w = b.input("w", w, col);
+    let x = b.input(
+        "x",
+        Tensor::activation(ScalarType::F16, batch, k),
+        Sharding::Replicated,
+    );
+    let y = b.output("y", Tensor::activation(ScalarType::F32, batch, n), col);
+    let xv = b.load(x);
+    let g = b.gemv(w, xv, Parallelism::Column);
+    b.store(g, y);
+    b.finish()
+}
+
+fn rel_l2(got: &[f64], want: &[f64]) -> f64 {
+    let num: f64 = got.iter().zip(want).map(|(g, w)| (g - w).powi(2)).sum();
+    let den: f64 = want.iter().map(|w| w * w).sum();
+    (num / den).sqrt()
+}
+
+/// `y` of one simulated launch of `k` (lowered with its default schedule for `arch`).
+fn simulated_y(k: &Kernel, arch: Arch, launch: &[RankInputs]) -> Vec<f64> {
+    let lk = lower(k, arch, &Schedule::default_for(arch, k)).expect("lowers");
+    let rep = simulate(&lk, k, &[launch.to_vec()], &SimOptions::new(11)).expect("simulates");
+    assert!(rep.is_clean(), "{}: {:?}", k.name(), rep.findings);
+    let y = k.buffer_by_name("y").expect("y");
+    rep.outputs[0][0][&y].data.clone()
+}
+
+/// The expected relative L2 error of q8 activations against FP16 ones for weights that are
+/// incoherent with the rounding errors: each code's error is uniform in ±s/2 (variance s²/12,
+/// s its block's scale), so `‖W·e‖ / ‖W·x‖ ≈ sqrt(Σ_k s_k²/12 / Σ_k x_k²)` per batch row.
+/// From the activations and the oracle's scales only (not from the kernel).
+fn predicted_q8_error(x: &[f64], scales: &[f64], block: usize) -> f64 {
+    let e2: f64 = (0..x.len()).map(|i| scales[i / block].powi(2) / 12.0).sum();
+    let x2: f64 = x.iter().map(|v| v * v).sum();
+    (e2 / x2).sqrt()
+}
+
+/// The accuracy gate of the opted-in q8 path, on fresh seeded inputs (activations N(0, 1) with
+/// 2 % ×8 outliers, random GPTQ weights), batch 4, K = 1024, N = 256, blocks of 32, group 128:
+/// 1. the q8 kernel against the f64 oracle of the q8 semantics: rel L2 ≤ 1e-5 (f32 level);
+/// 2. the q8 kernel against the f64 oracle of the FP16-activation semantics (`gemv`): within
+///    [0.5, 2]× of the error predicted from the quantisation steps ([`predicted_q8_error`]: a
+///    code is off by at most half a step, s = max|x|/127 per block of 32; ~9.6e-3 with these
+///    outliers, ~5e-3 for N(0, 1) alone), the lower bound showing the activations really are
+///    quantised, and ≤ 2e-2 in any case;
+/// 3. the q8 kernel against the FP16 path's kernel (the default gfx906 dot2 path, simulated):
+///    the same bounds (the FP16 path is itself within ~1e-6 of its oracle).
+///
+/// Prints the errors (the numbers docs/q8.md quotes).
+#[test]
+fn q8_accuracy_gate_against_f64_and_the_fp16_path() {
+    use wavefuse_codegen::ir::reference::evaluate;
+    let (batch, kdim, n, block) = (4, 1024, 256, 32);
+    let layout = GptqLayout::new(GroupSize::Rows(128), ZeroPoint::V1);
+    let q8 = {
+        let mut b = Builder::new("gemv_int4_q8", 1);
+        let col = Sharding::ColumnParallel { tp: 1 };
+        let w = b.input(
+            "w",
+            Weight {
+                format: WeightFormat::Gptq(layout),
+                k: kdim,
+                n,
+            },
+            col,
+        );
+        let x = b.input(
+            "x",
+            Tensor::activation(ScalarType::F16, batch, kdim),
+            Sharding::Replicated,
+        );
+        let y = b.output("y", Tensor::activation(ScalarType::F32, batch, n), col);
+        let sc = b.output(
+            "scales",
+            Tensor::activation(ScalarType::F32, batch, kdim / block),
+            Sharding::Replicated,
+        );
+        let xv = b.load(x);
+        let q = b.quantize_rne(xv, block, 127);
+        let g = b.gemv_q8(w, q, block, Parallelism::Column);
+        b.store(g, y);
+        // Not lowered (the codes feed only the GEMV): the oracle's scales, for the prediction.
+        b.store(q.1, sc);
+        b.finish()
+    };
+    let lowered_q8 = q8_kernel(batch, kdim, n, layout, block);
+    let fp16 = fp16_kernel(batch, kdim, n, layout);
+    for seed in [21, 22, 23] {
+        let launch = inputs(&lowered_q8, seed);
+        let ybuf = |k: &Kernel| k.buffer_by_name("y").expect("y");
+        let oracle_q8 = evaluate(&q8, &launch).expect("q8 oracle");
+        let oracle_fp16 = evaluate(&fp16, &launch).expect("fp16 oracle");
+        let want_q8 = &oracle_q8[0][&ybuf(&q8)].data;
+        let want_fp16 = &oracle_fp16[0][&ybuf(&fp16)].data;
+        let HostData::Tensor(xt) = &launch[0][&lowered_q8.buffer_by_name("x").expect("x")] else {
+            unreachable!("a tensor")
+        };
+        let scales = &oracle_q8[0][&q8.buffer_by_name("scales").expect("scales")].data;
+        let predicted = predicted_q8_error(&xt.data, scales, block);
+        for arch in [Arch::Gfx906, Arch::Sm90] {
+            let got = simulated_y(&lowered_q8, arch, &launch);
+            let fp16_path = simulated_y(&fp16, arch, &launch);
+            let (e_q8, e_f64, e_path, e_fp16_path) = (
+                rel_l2(&got, want_q8),
+                rel_l2(&got, want_fp16),
+                rel_l2(&got, &fp16_path),
+                rel_l2(&fp16_path, want_fp16),
+            );
+            println!(
+                "seed {seed} {arch}: q8 kernel vs q8 f64 {e_q8:.2e}; vs FP16 f64 {e_f64:.2e} (predicted {predicted:.2e}); \
+                 vs the FP16 path {e_path:.2e}; FP16 path vs FP16 f64 {e_fp16_path:.2e}"
+            );
+            assert!(
+                e_q8 <= 1e-5,
+                "seed {seed} {arch}: q8 vs its oracle {e_q8:e}"
+            );
+            for (what, e) in [("the FP16 f64 oracle", e_f64), ("the FP16 path", e_path)] {
+                assert!(
+                    e <= 2e-2 && e <= 2.0 * predicted && e >= 0.5 * predicted,
+                    "seed {seed} {arch}: q8 vs {what} {e:e} (predicted {predicted:e})"
+                );
+            }
+            assert!(e_fp16_path <= 1e-5, "the FP16 path itself: {e_fp16_path:e}");
+        }
+    }
+}
