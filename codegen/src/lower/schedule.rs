@@ -830,26 +830,34 @@ fn q8_gemv(kernel: &Kernel) -> Option<(usize, usize)> {
 
 /// The q8 GEMV (`gemv_q8`, `gemv/q8.rs`) on either target: one column per lane and 256 per
 /// workgroup, so that the workgroup's quantisation of its K part (`B·K/k_split` codes, every
-/// workgroup) is small next to its `256·K/k_split` weights; the fewest K parts (a power of two
-/// dividing the groups) whose stage fits the target's static LDS next to the sums.
+/// workgroup) is small next to its `256·K/k_split` weights; K parts (a power of two dividing
+/// the groups) until the stage fits the target's static LDS next to the sums and the grid has
+/// at least 4 workgroups per CU (SM), so that the last round of a grid of few large workgroups
+/// does not leave most CUs idle (at 5120 → 17408, 68 tiles: 4 parts, 272 workgroups; the split
+/// adds `parts · B · N · 4` bytes of partials, 5 % of the weights' bytes at batch 8).
 fn q8_default(arch: Arch, kernel: &Kernel, k: usize, block: usize, base: Schedule) -> Schedule {
     let batch = batch_of(kernel);
     let group_words = gptq_group_words_any(kernel).unwrap_or(16);
     let groups = k / (group_words as usize * 8).max(1);
     let cols = base.workgroup_size as usize;
     let max = arch.max_static_lds_per_workgroup() as usize;
-    let k_split = [1u32, 2, 4, 8, 16]
+    let tiles = q8_ns(kernel).max().unwrap_or(0).div_ceil(cols);
+    let fill = 4 * arch.compute_units() as usize;
+    let fits = |p: u32| {
+        groups % p as usize == 0
+            && super::gemv::q8_lds_bytes(
+                batch,
+                k / p as usize,
+                (block, group_words as usize * 8),
+                1,
+                cols,
+            ) <= max
+    };
+    let parts = [1u32, 2, 4, 8, 16];
+    let k_split = parts
         .into_iter()
-        .find(|&p| {
-            groups % p as usize == 0
-                && super::gemv::q8_lds_bytes(
-                    batch,
-                    k / p as usize,
-                    (block, group_words as usize * 8),
-                    1,
-                    cols,
-                ) <= max
-        })
+        .find(|&p| fits(p) && tiles * p as usize >= fill)
+        .or_else(|| parts.into_iter().filter(|&p| fits(p)).last())
         .unwrap_or(1);
     Schedule {
         columns_per_workgroup: cols as u32,
@@ -861,6 +869,17 @@ fn q8_default(arch: Arch, kernel: &Kernel, k: usize, block: usize, base: Schedul
         byte_offsets: true,
         ..base
     }
+}
+
+/// The N of every `gemv_q8`.
+fn q8_ns(kernel: &Kernel) -> impl Iterator<Item = usize> + '_ {
+    kernel.ops().filter_map(|(_, op)| match &op.kind {
+        OpKind::GemvQ8(g) => match kernel.buffer(g.weight)?.local_type() {
+            BufferType::Weight(w) => Some(w.n),
+            BufferType::Tensor(_) => None,
+        },
+        _ => None,
+    })
 }
 
 /// [`gptq_group_words`] of the GEMVs and the q8 GEMVs.
