@@ -117,7 +117,8 @@ fn check(k: &Kernel, arch: Arch, s: &Schedule, sweeps: u64, tol: f64) -> f64 {
 const F32_TOL: f64 = 1e-5;
 
 /// The default schedule on both targets, batch 1 and 3, group 64 and per-channel, the three
-/// zero-point conventions, blocks of 32 and 64.
+/// zero-point conventions, blocks of 32 and 64; and 48 seeded interleavings (two launches each)
+/// of a split-K kernel. (`wavefuse sim --kernel-file … --schedules 1000` runs more.)
 #[test]
 fn q8_default_schedule_matches_reference_in_simulator() {
     for arch in [Arch::Gfx906, Arch::Sm90] {
@@ -130,6 +131,17 @@ fn q8_default_schedule_matches_reference_in_simulator() {
             let s = Schedule::default_for(arch, &k);
             check(&k, arch, &s, 2, F32_TOL);
         }
+        // Many interleavings of a tiny kernel (4 K parts of one group: split-K's last arriver).
+        let k = q8_kernel(
+            2,
+            256,
+            64,
+            GptqLayout::new(GroupSize::Rows(64), ZeroPoint::V2),
+            32,
+        );
+        let s = Schedule::default_for(arch, &k);
+        assert!(s.k_split > 1, "{s:?}");
+        check(&k, arch, &s, 48, F32_TOL);
     }
 }
 

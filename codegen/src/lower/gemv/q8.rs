@@ -8,7 +8,10 @@
 //! codes and scales feed only the GEMV; the plan refuses any other use). What it costs is a
 //! re-read of `x` from L2 and `B·K/k_split` quantisations per workgroup: the default schedule
 //! takes 256 columns per workgroup (one per lane) so that this is small against the workgroup's
-//! `K·256` weights (ratio counted from the ISA in `tests/tests/q8.rs`).
+//! `256·K/k_split` weights (counted from the ISA in `tests/tests/q8.rs`: at 5120 → 17408,
+//! batch 8, it adds 8 % to the hot loop's VALU). The alternative — quantise once into global
+//! memory behind a grid barrier, or in a launch of its own — would save that but needs the
+//! whole grid co-resident (DESIGN.md §5.9) or a second launch (~12 µs on an MI50); not built.
 //!
 //! Lane `i` of the prologue takes blocks `i, i + wg, …` of the part (batch row `i / blocks`),
 //! each whole: `m = max|x|` over the block (one 16-byte load per 8 rows), then, as the op
@@ -17,18 +20,24 @@
 //! fma rounds the exact product once, in `[2^23, 2^24)` where the ulp is 1, so it is the
 //! product rounded half to even (|x·r| ≤ C + 1 < 2^22); the subtraction is exact. The codes go to
 //! LDS as two words per 8 K rows: the even rows' four bytes and the odd rows'. Next to them the
-//! block's `s` (f32) and `Σq` (i32).
+//! block's `s` (f32, `[block][B]`) and `Σq` (i32); after a workgroup barrier a second pass
+//! sums per weight group `X = Σ_blocks s·Σq` (f32, in block order, `[group][B]`), then another
+//! barrier (§5.2: the stage is this workgroup's only).
 //!
 //! # The loop
 //! Lane `(col, slice)` as in the GPTQ path (`gemv.rs`); per group: the scale `s` and zero point
 //! `z` of the lane's column words; per block of the group, per packed word `w` (rows 8k…8k+7)
 //! `lo = w & 0x0F0F0F0F` (nibbles 0, 2, 4, 6 as bytes: the even rows) and
 //! `hi = (w >> 4) & 0x0F0F0F0F` (the odd rows) — unsigned 0…15, so also valid signed bytes —
-//! and per batch row `a = dot4(lo, x_even, a)`, `a = dot4(hi, x_odd, a)` from
-//! `a = −z·Σq` of the block: `a` is `Σ (q − z)·code` exactly (|a| ≤ 15·127·block < 2^31).
-//! Then `g = fma(f32(a), s_x, g)` per block (rounded once; `f32(a)` exact below 2^24, i.e. for
-//! blocks of up to 8808 rows), `acc = fma(s, g, acc)` per group. The result's error against
-//! the f64 semantics is at the f32 level: one rounding per block and per group.
+//! and per batch row `a = dot4(lo, x_even, a)`, `a = dot4(hi, x_odd, a)` from `a = 0`: `a` is
+//! `Σ q·code` exactly (|a| ≤ 15·127·block < 2^31). Then `g = fma(f32(a), s_x, g)` per block
+//! (rounded once; `f32(a)` exact below 2^24, i.e. for blocks of up to 8808 rows), and per group
+//! the zero point once: `Σ_blocks s_x·Σ (q − z)·code = g − z·X`, so
+//! `acc = fma(s, fma(−z, X, g), acc)` (no 32-bit integer multiply per block, which is quarter
+//! rate on gfx906). The result's error against the f64 semantics is at the f32 level: a few
+//! roundings per block and group (rel L2 ~1e-7 in `codegen/tests/q8.rs`). A group of up to 16
+//! K-words is unrolled with all its words loaded first; longer groups (per-channel) loop over
+//! their blocks.
 
 use wavefuse_ir::GptqLayout;
 
