@@ -397,3 +397,33 @@ fn gate(block: usize) {
         }
     }
 }
+
+/// The LLVM back end emits `v_dot4_i32_i8` (`llvm.amdgcn.sdot4`) and `dp4a`
+/// (`llvm.nvvm.idp4a.s.s`) for the q8 GEMV: gfx906 assembly and sm_90 PTX.
+#[cfg(feature = "llvm")]
+#[test]
+fn q8_llvm_back_end_compiles_both_targets() {
+    let k = q8_kernel(
+        2,
+        256,
+        256,
+        GptqLayout::new(GroupSize::Rows(64), ZeroPoint::V2),
+        32,
+    );
+    for (arch, intrinsic, mnemonic) in [
+        (Arch::Gfx906, "llvm.amdgcn.sdot4", "v_dot4_i32_i8"),
+        (Arch::Sm90, "llvm.nvvm.idp4a.s.s", "dp4a"),
+    ] {
+        let lk = lower(&k, arch, &Schedule::default_for(arch, &k)).expect("lowers");
+        let ir = wavefuse_codegen::llvm::emit_ir(&lk).unwrap_or_else(|e| panic!("{arch}: {e}"));
+        assert!(ir.contains(intrinsic), "{arch}: no {intrinsic}");
+        let c =
+            wavefuse_codegen::llvm::compile(&lk, true).unwrap_or_else(|e| panic!("{arch}: {e}"));
+        // gfx906: the AMDGPU assembly; sm_90: the PTX.
+        let text = c
+            .asm
+            .clone()
+            .unwrap_or_else(|| String::from_utf8_lossy(&c.image).into_owned());
+        assert!(text.contains(mnemonic), "{arch}: no {mnemonic} in the code");
+    }
+}
