@@ -857,7 +857,7 @@ fn q8_default(arch: Arch, kernel: &Kernel, k: usize, block: usize, base: Schedul
     let k_split = parts
         .into_iter()
         .find(|&p| fits(p) && tiles * p as usize >= fill)
-        .or_else(|| parts.into_iter().filter(|&p| fits(p)).last())
+        .or_else(|| parts.into_iter().rev().find(|&p| fits(p)))
         .unwrap_or(1);
     Schedule {
         columns_per_workgroup: cols as u32,
