@@ -244,3 +244,17 @@ fn q8_gemv_valu_per_weight_and_model_gfx906() {
         }
     }
 }
+
+/// Snapshots of the example q8 kernel (`examples/gemv_int4_q8.wfir`, batch 8): its textual IR,
+/// its HIP for gfx906 and its CUDA for sm_90, as `wavefuse emit --kernel-file` writes them.
+#[test]
+fn q8_example_snapshots() {
+    let file = include_str!("../../examples/gemv_int4_q8.wfir");
+    let k = parse(file).unwrap_or_else(|e| panic!("{e}"));
+    insta::assert_snapshot!("gemv_int4_q8@ir_tp1", k.to_string());
+    for (arch, name) in [(Arch::Gfx906, "gfx906"), (Arch::Sm90, "sm90")] {
+        let lowered = lower(&k, arch, &Schedule::default_for(arch, &k)).expect("lowers");
+        let src = cpp::emit(&lowered).expect("writes");
+        insta::assert_snapshot!(format!("gemv_int4_q8@{name}_tp1"), src.text);
+    }
+}
