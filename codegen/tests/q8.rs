@@ -427,3 +427,30 @@ fn q8_llvm_back_end_compiles_both_targets() {
         assert!(text.contains(mnemonic), "{arch}: no {mnemonic} in the code");
     }
 }
+
+/// `ignored_fields` of a q8 kernel: the INT4 knobs of the other paths and the accumulator count
+/// are ignored, the tiling (columns, threads per column, words per lane, K parts) is not.
+#[test]
+fn q8_schedule_fields_that_matter() {
+    let k = q8_kernel(
+        2,
+        256,
+        256,
+        GptqLayout::new(GroupSize::Rows(64), ZeroPoint::V2),
+        32,
+    );
+    let s = Schedule::default_for(Arch::Gfx906, &k);
+    let ignored = s.ignored_fields(&k);
+    for f in ["int4_dot", "nibble_decode", "x_in_lds", "accumulators"] {
+        assert!(ignored.contains(&f), "{f}: {ignored:?}");
+    }
+    for f in [
+        "columns_per_workgroup",
+        "threads_per_column",
+        "words_per_iteration",
+        "k_split",
+        "byte_offsets",
+    ] {
+        assert!(!ignored.contains(&f), "{f}: {ignored:?}");
+    }
+}

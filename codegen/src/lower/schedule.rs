@@ -428,6 +428,9 @@ impl Schedule {
             "mma_decode",
         ];
         let mut out: Vec<&'static str> = match gemv_format(kernel) {
+            // The q8 GEMV (`gemv/q8.rs`) tiles like the INT4 paths (columns, threads per column,
+            // words per lane, K parts, byte offsets) and has one accumulator chain per output.
+            None if q8_gemv(kernel).is_some() => ["accumulators"].into_iter().chain(INT4).collect(),
             None => ["threads_per_column", "words_per_iteration", "accumulators"]
                 .into_iter()
                 .chain(INT4)
