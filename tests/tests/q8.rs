@@ -258,3 +258,30 @@ fn q8_example_snapshots() {
         insta::assert_snapshot!(format!("gemv_int4_q8@{name}_tp1"), src.text);
     }
 }
+
+/// Misuse of the q8 ops in a `.wfir` file is a validation error that starts with the file, line
+/// and column of the offending op's mnemonic (here: the GEMV's block is not the quantisation's).
+#[test]
+fn invalid_q8_block_in_a_file_points_at_the_op() {
+    let file = include_str!("../../examples/gemv_int4_q8.wfir").replace(
+        "gemv_q8.col buf0, v1, v2, block=32",
+        "gemv_q8.col buf0, v1, v2, block=64",
+    );
+    let k = wavefuse::ir::parse_named(&file, "bad_q8.wfir").expect("parses");
+    let e = validate(&k).expect_err("the scales do not match the block");
+    let (line, l) = file
+        .lines()
+        .enumerate()
+        .find(|(_, l)| l.contains("gemv_q8.col"))
+        .expect("the op's line");
+    let column = l.find("gemv_q8.col").expect("mnemonic") + 1;
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with(&format!("bad_q8.wfir:{}:{column}: ", line + 1)),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("gemv_q8.col") && msg.contains("scales"),
+        "{msg}"
+    );
+}
