@@ -285,3 +285,32 @@ fn invalid_q8_block_in_a_file_points_at_the_op() {
         "{msg}"
     );
 }
+
+/// nvcc compiles the q8 GEMV for sm_90 (`dp4a`) at 5120 → 17408, batch 1 and 8, with the default
+/// schedule: no spills, no stack frame (it need not be fast there; the simulator and the
+/// interpreter check it is correct).
+#[test]
+fn q8_gemv_compiles_for_sm90() {
+    use wavefuse_runtime::compile::Nvcc;
+    if !wavefuse_test_support::found("nvcc", Nvcc::from_env().version()) {
+        return;
+    }
+    let layout = GptqLayout::new(GroupSize::Rows(128), ZeroPoint::V1);
+    for batch in [1, 8] {
+        let k = gemv_int4_q8(1, batch, 5120, 17408, layout);
+        let lowered = lower(&k, Arch::Sm90, &Schedule::default_for(Arch::Sm90, &k))
+            .unwrap_or_else(|e| panic!("batch {batch}: {e}"));
+        let src = cpp::emit(&lowered).expect("writes");
+        assert!(src.text.contains("__dp4a"), "batch {batch}: no dp4a");
+        let c = generate::compile_source(&Nvcc::from_env(), &src)
+            .unwrap_or_else(|e| panic!("batch {batch}: {e}"));
+        assert_eq!(c.usage.scratch_bytes(), 0, "batch {batch}: stack frame");
+        println!(
+            "sm90 batch {batch}: {} x {} lanes, {} registers, occupancy {}",
+            lowered.grid,
+            lowered.workgroup_size,
+            c.usage.registers(),
+            c.usage.occupancy(lowered.workgroup_size)
+        );
+    }
+}
