@@ -183,6 +183,8 @@ pub struct HotLoop {
     pub dot2: usize,
     /// `v_fma_mix_f32` (the FMA path's one per weight and batch row).
     pub fma_mix: usize,
+    /// `v_dot4_i32_i8` (the q8 path's four weights of one batch row each).
+    pub dot4: usize,
     /// Bytes per lane of vector-memory loads the loop has in flight at most: loads add their
     /// width, `s_waitcnt vmcnt(n)` leaves the newest `n` outstanding.
     pub bytes_in_flight_per_lane: u32,
@@ -198,7 +200,9 @@ impl HotLoop {
         let products = |b: &[(u64, String, Option<u64>)]| {
             b.iter()
                 .filter(|(_, m, _)| {
-                    m.starts_with("v_dot2_f32_f16") || m.starts_with("v_fma_mix_f32")
+                    m.starts_with("v_dot2_f32_f16")
+                        || m.starts_with("v_fma_mix_f32")
+                        || m.starts_with("v_dot4_i32_i8")
                 })
                 .count()
         };
@@ -220,6 +224,7 @@ impl HotLoop {
             valu: count("v_"),
             dot2: count("v_dot2_f32_f16"),
             fma_mix: count("v_fma_mix_f32"),
+            dot4: count("v_dot4_i32_i8"),
             bytes_in_flight_per_lane: in_flight(
                 &body.iter().map(|b| b.1.as_str()).collect::<Vec<_>>(),
             ),
@@ -227,13 +232,15 @@ impl HotLoop {
         })
     }
 
-    /// Weights one lane handles per loop iteration at `batch` rows: two per `v_dot2_f32_f16`
-    /// and row on the dot2 path, else one per `v_fma_mix_f32` and row (the dot2 path's
-    /// per-unit scale folds into a `v_fma_mix_f32` per column word, which is not a weight).
+    /// Weights one lane handles per loop iteration at `batch` rows: four per `v_dot4_i32_i8`
+    /// and row on the q8 path, two per `v_dot2_f32_f16` and row on the dot2 path, else one per
+    /// `v_fma_mix_f32` and row (the dot2 path's per-unit scale folds into a `v_fma_mix_f32` per
+    /// column word, which is not a weight).
     pub fn weights(&self, batch: usize) -> f64 {
-        match self.dot2 {
-            0 => self.fma_mix as f64 / batch as f64,
-            d => 2.0 * d as f64 / batch as f64,
+        match (self.dot4, self.dot2) {
+            (0, 0) => self.fma_mix as f64 / batch as f64,
+            (0, d) => 2.0 * d as f64 / batch as f64,
+            (d, _) => 4.0 * d as f64 / batch as f64,
         }
     }
 

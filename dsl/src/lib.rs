@@ -168,6 +168,8 @@
 //! | `allreduce.int8(x, block = B)` | partial float → replicated f32 | compressed: each rank sends its partial as per-block absmax INT8 (`s = max|x_r| / 127`, `q = clamp(round(x_r / s), −127, 127)`); `y = Σ_r q_r · s_r` |
 //! | `let (q, s) = quantize_int8(x, block = B)` | float `[B, F]` → i8 `[B, F]`, f32 `[B, F/B]` | the per-block absmax INT8 codes and scales above |
 //! | `dequantize_int8(q, s, block = B)` | i8, f32 → f32 | `q · s` |
+//! | `let (q, s) = quantize_int8.rne(x, block = B, clamp = C)` | f16 `[B, F]` → i8 `[B, F]`, f32 `[B, F/B]` | q8 activations, the rounding point spelled out: per block `m = max|x|`, `s = m / C` and `r = C / m` in f32, `q = clamp(rne(x · r), −C, C)` (the exact product, rounded half to even; 0 where `m = 0`); `C` in `1..=127` |
+//! | `gemv_q8.col(w, q, s, block = B)` / `.row` / `.rep` | INT4 weight, i8 codes `[B, K]`, f32 scales `[B, K/B]` (dist as `gemv`'s x) → f32 | `y[b, n] = Σ_k W[k, n] · q[b, k] · s[b, k / B]`: the opted-in INT8-activation GEMV (`v_dot4_i32_i8` / `dp4a`) |
 //!
 //! ## What is checked, and where
 //!

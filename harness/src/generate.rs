@@ -22,9 +22,19 @@ use crate::suite::{CaseSpec, PrepError, ShapeKind};
 /// The committed resource budget (DESIGN.md §7), embedded so `wavefuse check` works anywhere.
 pub const BUDGETS_TOML: &str = wavefuse_kernels::BUDGETS_TOML;
 
-/// The budget file, parsed and checked against the kernel set's names.
+/// Kernels outside the set that the budget file may name: the repository's example kernels
+/// whose budgets their own tests enforce (`gemv_int4_q8`: `examples/gemv_int4_q8.wfir`,
+/// `tests/tests/q8.rs`).
+pub const EXAMPLE_KERNELS: [&str; 1] = ["gemv_int4_q8"];
+
+/// The budget file, parsed and checked against the kernel set's and the examples' names.
 pub fn budgets() -> Result<Budgets, cpp::budget::BudgetError> {
-    Budgets::parse(BUDGETS_TOML, &KernelId::ALL.map(KernelId::name))
+    let names: Vec<&str> = KernelId::ALL
+        .map(KernelId::name)
+        .into_iter()
+        .chain(EXAMPLE_KERNELS)
+        .collect();
+    Budgets::parse(BUDGETS_TOML, &names)
 }
 
 /// Why a kernel of the set could not be generated.

@@ -315,7 +315,8 @@ fn override_fields(spec: &str) -> impl Iterator<Item = &str> {
 }
 
 fn has_gemv(ir: &Kernel) -> bool {
-    ir.ops().any(|(_, o)| matches!(o.kind, OpKind::Gemv(_)))
+    ir.ops()
+        .any(|(_, o)| matches!(o.kind, OpKind::Gemv(_) | OpKind::GemvQ8(_)))
 }
 
 /// The target's default for `ir` with `ranks_per_device` ranks sharing each device. With one rank

@@ -143,7 +143,9 @@ pub fn shrink(k: &Kernel, map: &[(usize, usize)]) -> Result<Kernel, String> {
 pub fn small_schedule(arch: Arch, kernel: &Kernel) -> Schedule {
     let mut s = Schedule::default_for(arch, kernel);
     let wg = 2 * arch.wave_size();
-    let has_gemv = kernel.ops().any(|(_, o)| matches!(o.kind, OpKind::Gemv(_)));
+    let has_gemv = kernel
+        .ops()
+        .any(|(_, o)| matches!(o.kind, OpKind::Gemv(_) | OpKind::GemvQ8(_)));
     let int8 = kernel.ops().any(|(_, o)| matches!(&o.kind, OpKind::AllReduce(a) if a.compression != wavefuse::ir::ops::Compression::None));
     if !has_gemv && !int8 {
         s.workgroup_size = wg;

@@ -148,6 +148,23 @@ impl Builder {
         }))
     }
 
+    /// `gemv_q8.MODE weight, codes, scales, block`: an INT4 GEMV of q8 activations.
+    pub fn gemv_q8(
+        &mut self,
+        weight: Buffer,
+        (codes, scales): (Value, Value),
+        block: usize,
+        parallel: Parallelism,
+    ) -> Value {
+        self.push1(OpKind::GemvQ8(GemvQ8 {
+            weight,
+            codes,
+            scales,
+            block,
+            parallel,
+        }))
+    }
+
     /// `add a, b`.
     pub fn add(&mut self, a: Value, b: Value) -> Value {
         self.push1(OpKind::Binary(Binary {
@@ -219,6 +236,12 @@ impl Builder {
     /// `codes, scales = quantize_int8 x, block`.
     pub fn quantize_int8(&mut self, x: Value, block: usize) -> (Value, Value) {
         let r = self.push(OpKind::QuantizeInt8(QuantizeInt8 { x, block }));
+        (r[0], r[1])
+    }
+
+    /// `codes, scales = quantize_int8.rne x, block, clamp`: q8 activations, round half to even.
+    pub fn quantize_rne(&mut self, x: Value, block: usize, clamp: usize) -> (Value, Value) {
+        let r = self.push(OpKind::QuantizeRne(QuantizeRne { x, block, clamp }));
         (r[0], r[1])
     }
 

@@ -184,6 +184,15 @@ impl Fp16 for CudaDialect {
         format!("(unsigned short){e}")
     }
 
+    fn dot4_i8_helper(&self) -> (&'static str, &'static str) {
+        // dp4a.s32.s32: four signed byte products plus c (sm_61 and later).
+        (
+            "wf_dot4_i8",
+            "static __device__ __forceinline__ int wf_dot4_i8(unsigned a, unsigned b, int c) {\n    \
+             return __dp4a((int)a, (int)b, c);\n}",
+        )
+    }
+
     fn sub_half2_helper(&self) -> (&'static str, &'static str) {
         (
             "wf_sub_half2",

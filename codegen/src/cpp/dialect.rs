@@ -208,6 +208,10 @@ pub trait Fp16 {
         None
     }
 
+    /// The helper for [`Expr::Dot4I8`](crate::lowered::Expr::Dot4I8) (name, definition): every
+    /// target has a signed 8-bit dot product into i32 (gfx906 `v_dot4_i32_i8`, sm_61+ `dp4a`).
+    fn dot4_i8_helper(&self) -> (&'static str, &'static str);
+
     /// The helper for [`Expr::Dot2F16`](crate::lowered::Expr::Dot2F16) (name, definition), or
     /// `None` where the target has no FP16 pair dot product into f32 with one rounding (sm_90:
     /// the lowering only uses it where [`Arch::has_dot2_f32_f16`](crate::Arch::has_dot2_f32_f16)).

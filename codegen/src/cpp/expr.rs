@@ -82,6 +82,9 @@ impl<D: Dialect> Writer<'_, D> {
             Expr::Dot2F16(a, b, c) => {
                 self.helper_call(self.d.dot2_f16_helper(), "dot2_f16", &[a, b, c])?
             }
+            Expr::Dot4I8(a, b, c) => {
+                self.helper_call(Some(self.d.dot4_i8_helper()), "dot4_i8", &[a, b, c])?
+            }
             Expr::Select(c, a, b) => {
                 let [c, a, b] = [c, a, b].map(|x| self.ex(x));
                 Cx::new(

@@ -195,6 +195,15 @@ impl Fp16 for HipDialect {
         ))
     }
 
+    fn dot4_i8_helper(&self) -> (&'static str, &'static str) {
+        // v_dot4_i32_i8 (gfx906's dot instructions): four signed byte products plus c, no clamp.
+        (
+            "wf_dot4_i8",
+            "static __device__ __forceinline__ int wf_dot4_i8(unsigned a, unsigned b, int c) {\n    \
+             return __builtin_amdgcn_sdot4((int)a, (int)b, c, false);\n}",
+        )
+    }
+
     fn sub_half2_helper(&self) -> (&'static str, &'static str) {
         // A two-lane _Float16 vector subtraction: v_pk_add_f16 with a negated operand on gfx906.
         (

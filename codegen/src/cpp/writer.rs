@@ -681,7 +681,7 @@ fn count_expr(e: &Expr, n: &mut SecondaryMap<Reg, u32>) {
             count_expr(a, n);
             count_expr(b, n);
         }
-        Expr::FmaHalf2(a, b, c) | Expr::Dot2F16(a, b, c) => {
+        Expr::FmaHalf2(a, b, c) | Expr::Dot2F16(a, b, c) | Expr::Dot4I8(a, b, c) => {
             count_expr(a, n);
             count_expr(b, n);
             count_expr(c, n);

@@ -989,6 +989,39 @@ impl<'c, 'k> Emitter<'c, 'k> {
                     .ok_or_else(|| Error::Llvm("llvm.amdgcn.fdot2 returns no value".into()))?;
                 V { v, ty: Ty::F32 }
             }
+            Expr::Dot4I8(a, b, c) => {
+                // `llvm.amdgcn.sdot4` (v_dot4_i32_i8, clamp off) or `llvm.nvvm.idp4a.s.s` (dp4a).
+                let i32t = self.cx.i32_type();
+                let mut args: Vec<BasicMetadataValueEnum> = Vec::with_capacity(4);
+                for (e, t) in [(a, Ty::U32), (b, Ty::U32), (c, Ty::I32)] {
+                    args.push(self.int(e, t)?.into());
+                }
+                let name = if self.lib.flavor() == Flavor::Nvptx {
+                    "llvm.nvvm.idp4a.s.s"
+                } else {
+                    args.push(self.cx.bool_type().const_int(0, false).into());
+                    "llvm.amdgcn.sdot4"
+                };
+                let f = match self.m.get_function(name) {
+                    Some(f) => f,
+                    None => {
+                        let mut params = vec![i32t.into(), i32t.into(), i32t.into()];
+                        if args.len() == 4 {
+                            params.push(self.cx.bool_type().into());
+                        }
+                        self.m
+                            .add_function(name, i32t.fn_type(&params, false), None)
+                    }
+                };
+                let v = self
+                    .b
+                    .build_call(f, &args, "")
+                    .map_err(be)?
+                    .try_as_basic_value()
+                    .basic()
+                    .ok_or_else(|| Error::Llvm(format!("{name} returns no value")))?;
+                V { v, ty: Ty::I32 }
+            }
             Expr::Select(c, a, b) => {
                 let c = self.int(c, Ty::Bool)?;
                 let (a, b) = (self.expr(a)?, self.expr(b)?);

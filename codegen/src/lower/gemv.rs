@@ -71,6 +71,10 @@ fn krow(row0: Reg, kw: usize) -> Expr {
 use super::build::*;
 use super::lowering::{BufParams, Lowering};
 
+mod q8;
+
+pub(super) use q8::q8_lds_bytes;
+
 fn sched<T>(what: String) -> Result<T, LowerError> {
     Err(LowerError::Schedule(what))
 }
@@ -121,6 +125,14 @@ impl Lowering<'_> {
             self.prologue(out)?;
         }
         let g = self.plan.gemv.as_ref().expect("called with a GEMV");
+        if let Some(q8) = g.q8 {
+            return match g.weight.format {
+                WeightFormat::Gptq(l) => self.gemv_gptq_q8(l, q8, out),
+                _ => Err(LowerError::Unsupported(
+                    "gemv_q8 of a non-GPTQ weight".into(),
+                )),
+            };
+        }
         match g.weight.format {
             WeightFormat::Gptq(l) if self.s.int4_dot == Int4Dot::Mma => self.gemv_gptq_mma(l, out),
             WeightFormat::Gptq(l) => self.gemv_gptq(l, out),

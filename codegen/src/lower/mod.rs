@@ -120,6 +120,10 @@
 //! the hand-written kernel does (1.25× faster than the scratch round trip in
 //! `bench/results/2026-11-29-h200-ab-4/`).
 //!
+//! # q8 activations
+//! `gemv_q8` of `quantize_int8.rne x` (a loaded FP16 input): every workgroup quantises its K part
+//! into LDS and sums the integer products with `v_dot4_i32_i8` / `dp4a`; see `gemv/q8.rs`.
+//!
 //! # Unsupported (returned as [`LowerError::Unsupported`], never a panic)
 //! AWQ weights, GPTQ act-order (`g_idx`), non-FP16 scales, bf16 data, `k_split > 1` for FP16
 //! GEMVs or kernels without a GEMV (split-K: `splitk.rs`), reductions and (de)quantisation ops outside an

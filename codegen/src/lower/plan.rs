@@ -34,7 +34,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use wavefuse_ir::ops::Compression;
+use wavefuse_ir::ops::{Compression, GemvQ8};
 use wavefuse_ir::{
     Buffer, BufferType, Kernel, KernelInfo, MemorySpace, OpKind, ScalarType, Value, Weight,
     WeightFormat,
@@ -90,6 +90,18 @@ pub(super) struct GemvPlan {
     pub x: Activation,
     /// The per-rank weight shape and format.
     pub weight: Weight,
+    /// `gemv_q8`: the activation (a loaded FP16 input) is quantised by `quantize_int8.rne` with
+    /// these parameters, in the kernel, and the GEMVs sum integer products.
+    pub q8: Option<Q8Plan>,
+}
+
+/// The q8 activations of a `gemv_q8` group: `quantize_int8.rne x, block, clamp` of its `x`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) struct Q8Plan {
+    /// K rows per activation block.
+    pub block: usize,
+    /// The largest code magnitude.
+    pub clamp: usize,
 }
 
 /// The kernel's allreduce.
@@ -150,6 +162,8 @@ pub(super) struct Plan<'a> {
     views: HashMap<Value, View>,
     phases: HashMap<Value, Phase>,
     batch_seen: Option<usize>,
+    /// The codes and scales of `quantize_int8.rne` ops: they feed only `gemv_q8`.
+    q8_values: HashSet<Value>,
 }
 
 fn unsupported<T>(what: impl Into<String>) -> Result<T, LowerError> {
@@ -223,6 +237,7 @@ impl<'a> Plan<'a> {
             views: HashMap::new(),
             phases: HashMap::new(),
             batch_seen: None,
+            q8_values: HashSet::new(),
         };
         plan.prologue = plan.find_prologue()?;
         let mut roots = Vec::new();
@@ -315,6 +330,15 @@ impl<'a> Plan<'a> {
         roots: &mut Vec<usize>,
     ) -> Result<(), LowerError> {
         let res = results.first().copied();
+        if !matches!(kind, OpKind::GemvQ8(_)) {
+            if let Some(a) = kind.args().into_iter().find(|a| self.q8_values.contains(a)) {
+                return unsupported(format!(
+                    "q8 activation {a} used by `{}`: the codes and scales of quantize_int8.rne feed only gemv_q8 \
+                     (the kernel quantises per workgroup, in LDS, and never writes them out)",
+                    kind.mnemonic()
+                ));
+            }
+        }
         match kind {
             OpKind::Load(l) => {
                 let v = res.expect("a load defines a value");
@@ -325,7 +349,7 @@ impl<'a> Plan<'a> {
             OpKind::Gemv(g) => {
                 let v = res.expect("a gemv defines a value");
                 self.check_shape(v)?;
-                self.gemv(v, g.weight, g.x)?;
+                self.gemv(v, g.weight, g.x, None)?;
                 roots.push(self.shape(v)[1]);
                 self.set(v, View::Root(0), Phase::Pre);
             }
@@ -390,6 +414,27 @@ impl<'a> Plan<'a> {
             OpKind::Reduce(_) | OpKind::QuantizeInt8(_) | OpKind::DequantizeInt8(_) => {
                 return unsupported(format!("op `{}` outside an allreduce", kind.mnemonic()));
             }
+            OpKind::QuantizeRne(q) => {
+                if !matches!(self.def(q.x), OpKind::Load(_)) {
+                    return unsupported(
+                        "q8 quantisation of a computed activation: quantize_int8.rne lowers on a loaded FP16 input \
+                         (each workgroup quantises it into LDS before its GEMV)",
+                    );
+                }
+                for &r in results {
+                    self.check_shape(r)?;
+                    self.set(r, View::Free, Phase::Pre);
+                    self.q8_values.insert(r);
+                }
+            }
+            OpKind::GemvQ8(g) => {
+                let v = res.expect("a gemv defines a value");
+                self.check_shape(v)?;
+                let (x, q8) = self.q8_source(g)?;
+                self.gemv(v, g.weight, x, Some(q8))?;
+                roots.push(self.shape(v)[1]);
+                self.set(v, View::Root(0), Phase::Pre);
+            }
         }
         Ok(())
     }
@@ -406,13 +451,46 @@ impl<'a> Plan<'a> {
         }
     }
 
-    fn gemv(&mut self, v: Value, weight: Buffer, x: Value) -> Result<(), LowerError> {
+    /// The loaded activation and quantisation of a `gemv_q8`: its codes and scales must be the
+    /// two results of one `quantize_int8.rne` of the same block.
+    fn q8_source(&self, g: &GemvQ8) -> Result<(Value, Q8Plan), LowerError> {
+        let (dc, ds) = (
+            self.kernel.value_def(g.codes).expect("validated"),
+            self.kernel.value_def(g.scales).expect("validated"),
+        );
+        let OpKind::QuantizeRne(q) = self.def(g.codes) else {
+            return unsupported(
+                "gemv_q8 codes that are not from quantize_int8.rne (the kernel quantises its activation itself)",
+            );
+        };
+        if dc.op != ds.op || (dc.index, ds.index) != (0, 1) || q.block != g.block {
+            return unsupported(
+                "gemv_q8 codes and scales from different quantisations (or of another block size)",
+            );
+        }
+        Ok((
+            q.x,
+            Q8Plan {
+                block: q.block,
+                clamp: q.clamp,
+            },
+        ))
+    }
+
+    fn gemv(
+        &mut self,
+        v: Value,
+        weight: Buffer,
+        x: Value,
+        q8: Option<Q8Plan>,
+    ) -> Result<(), LowerError> {
         let wd = self.kernel.buffer(weight).expect("validated");
         self.check_space(weight)?;
         let BufferType::Weight(w) = wd.local_type() else {
             unreachable!("validated: a weight")
         };
         match w.format {
+            WeightFormat::F16 if q8.is_some() => unreachable!("validated: gemv_q8 of INT4"),
             WeightFormat::F16 => {}
             WeightFormat::Gptq(l) if l.act_order => {
                 return unsupported(format!("act-order (g_idx) GPTQ weight `{}`", wd.name));
@@ -433,9 +511,10 @@ impl<'a> Plan<'a> {
                     gemvs: vec![(v, weight)],
                     x: act,
                     weight: w,
+                    q8,
                 })
             }
-            Some(g) if g.x == act && g.weight == w => g.gemvs.push((v, weight)),
+            Some(g) if g.x == act && g.weight == w && g.q8 == q8 => g.gemvs.push((v, weight)),
             Some(_) => {
                 return unsupported(
                     "GEMVs with different activations or weight shapes in one kernel",

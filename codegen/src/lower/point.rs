@@ -328,7 +328,7 @@ impl Lowering<'_> {
                 ));
                 r(dst)
             }
-            OpKind::Gemv(_) => self.gemv_value(v, pt, out),
+            OpKind::Gemv(_) | OpKind::GemvQ8(_) => self.gemv_value(v, pt, out),
             OpKind::Binary(bin) => {
                 let (a, b) = (
                     self.eval(bin.a, off, pt, out)?,

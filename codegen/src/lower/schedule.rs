@@ -226,6 +226,9 @@ impl Schedule {
             materialise_prologue: false,
             prefetch_next_stage: false,
         };
+        if let Some((k, block)) = q8_gemv(kernel) {
+            return q8_default(arch, kernel, k, block, base);
+        }
         match gemv_format(kernel) {
             Some(WeightFormat::F16) => Schedule {
                 threads_per_column: wave,
@@ -436,6 +439,9 @@ impl Schedule {
             "mma_decode",
         ];
         let mut out: Vec<&'static str> = match gemv_format(kernel) {
+            // The q8 GEMV (`gemv/q8.rs`) tiles like the INT4 paths (columns, threads per column,
+            // words per lane, K parts, byte offsets) and has one accumulator chain per output.
+            None if q8_gemv(kernel).is_some() => ["accumulators"].into_iter().chain(INT4).collect(),
             None => ["threads_per_column", "words_per_iteration", "accumulators"]
                 .into_iter()
                 .chain(INT4)
@@ -825,7 +831,7 @@ fn gemv_format(kernel: &Kernel) -> Option<WeightFormat> {
 fn gemv_count(kernel: &Kernel) -> usize {
     kernel
         .ops()
-        .filter(|(_, op)| matches!(op.kind, OpKind::Gemv(_)))
+        .filter(|(_, op)| matches!(op.kind, OpKind::Gemv(_) | OpKind::GemvQ8(_)))
         .count()
 }
 
@@ -865,6 +871,93 @@ fn gptq_group_words(kernel: &Kernel) -> Option<u32> {
 
 fn gcd(a: usize, b: usize) -> usize {
     if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// The K and activation block of the kernel's `gemv_q8`, if it has one.
+fn q8_gemv(kernel: &Kernel) -> Option<(usize, usize)> {
+    kernel.ops().find_map(|(_, op)| match &op.kind {
+        OpKind::GemvQ8(g) => match kernel.buffer(g.weight)?.local_type() {
+            BufferType::Weight(w) => Some((w.k, g.block)),
+            BufferType::Tensor(_) => None,
+        },
+        _ => None,
+    })
+}
+
+/// The q8 GEMV (`gemv_q8`, `gemv/q8.rs`) on either target: one column per lane and 256 per
+/// workgroup, so that the workgroup's quantisation of its K part (`B·K/k_split` codes, every
+/// workgroup) is small next to its `256·K/k_split` weights; K parts (a power of two dividing
+/// the groups) until the stage fits the target's static LDS next to the sums and the grid has
+/// at least 4 workgroups per CU (SM), so that the last round of a grid of few large workgroups
+/// does not leave most CUs idle (at 5120 → 17408, 68 tiles: 4 parts, 272 workgroups; the split
+/// adds `parts · B · N · 4` bytes of partials, 5 % of the weights' bytes at batch 8).
+fn q8_default(arch: Arch, kernel: &Kernel, k: usize, block: usize, base: Schedule) -> Schedule {
+    let batch = batch_of(kernel);
+    let group_words = gptq_group_words_any(kernel).unwrap_or(16);
+    let groups = k / (group_words as usize * 8).max(1);
+    let cols = base.workgroup_size as usize;
+    let max = arch.max_static_lds_per_workgroup() as usize;
+    let tiles = q8_ns(kernel).max().unwrap_or(0).div_ceil(cols);
+    let fill = 4 * arch.compute_units() as usize;
+    let fits = |p: u32| {
+        groups % p as usize == 0
+            && super::gemv::q8_lds_bytes(
+                batch,
+                k / p as usize,
+                (block, group_words as usize * 8),
+                1,
+                cols,
+            ) <= max
+    };
+    let parts = [1u32, 2, 4, 8, 16];
+    let k_split = parts
+        .into_iter()
+        .find(|&p| fits(p) && tiles * p as usize >= fill)
+        .or_else(|| parts.into_iter().rev().find(|&p| fits(p)))
+        .unwrap_or(1);
+    Schedule {
+        columns_per_workgroup: cols as u32,
+        threads_per_column: 1,
+        words_per_iteration: 1,
+        accumulators: 1,
+        k_unit_words: group_words,
+        k_split,
+        byte_offsets: true,
+        ..base
+    }
+}
+
+/// The N of every `gemv_q8`.
+fn q8_ns(kernel: &Kernel) -> impl Iterator<Item = usize> + '_ {
+    kernel.ops().filter_map(|(_, op)| match &op.kind {
+        OpKind::GemvQ8(g) => match kernel.buffer(g.weight)?.local_type() {
+            BufferType::Weight(w) => Some(w.n),
+            BufferType::Tensor(_) => None,
+        },
+        _ => None,
+    })
+}
+
+/// [`gptq_group_words`] of the GEMVs and the q8 GEMVs.
+fn gptq_group_words_any(kernel: &Kernel) -> Option<u32> {
+    kernel
+        .ops()
+        .filter_map(|(_, op)| {
+            let w = match &op.kind {
+                OpKind::Gemv(g) => g.weight,
+                OpKind::GemvQ8(g) => g.weight,
+                _ => return None,
+            };
+            match kernel.buffer(w)?.local_type() {
+                BufferType::Weight(w) => match w.format {
+                    WeightFormat::Gptq(l) => Some(l.group.rows(w.k) / 8),
+                    _ => None,
+                },
+                BufferType::Tensor(_) => None,
+            }
+        })
+        .reduce(gcd)
+        .and_then(|w| u32::try_from(w).ok())
 }
 
 fn int8_block(kernel: &Kernel) -> Option<usize> {

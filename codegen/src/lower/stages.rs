@@ -80,8 +80,10 @@ fn unsupported<T>(what: impl Into<String>) -> Result<T, LowerError> {
 pub(super) fn synchronised(kernel: &Kernel) -> HashSet<Value> {
     let mut sync = HashSet::new();
     for (_, op) in kernel.ops() {
-        let from_sync = matches!(op.kind, OpKind::Gemv(_) | OpKind::AllReduce(_))
-            || op.kind.args().iter().any(|a| sync.contains(a));
+        let from_sync = matches!(
+            op.kind,
+            OpKind::Gemv(_) | OpKind::GemvQ8(_) | OpKind::AllReduce(_)
+        ) || op.kind.args().iter().any(|a| sync.contains(a));
         if from_sync {
             sync.extend(op.results.iter().copied());
         }
@@ -120,6 +122,10 @@ fn renamed(kind: &OpKind, map: &HashMap<Value, Value>) -> OpKind {
         OpKind::Load(_) => {}
         OpKind::Store(s) => s.value = m(&s.value),
         OpKind::Gemv(g) => g.x = m(&g.x),
+        OpKind::GemvQ8(g) => {
+            g.codes = m(&g.codes);
+            g.scales = m(&g.scales);
+        }
         OpKind::Binary(b) => {
             b.a = m(&b.a);
             b.b = m(&b.b);
@@ -134,6 +140,7 @@ fn renamed(kind: &OpKind, map: &HashMap<Value, Value>) -> OpKind {
         OpKind::Reduce(r) => r.x = m(&r.x),
         OpKind::AllReduce(a) => a.x = m(&a.x),
         OpKind::QuantizeInt8(q) => q.x = m(&q.x),
+        OpKind::QuantizeRne(q) => q.x = m(&q.x),
         OpKind::DequantizeInt8(d) => {
             d.codes = m(&d.codes);
             d.scales = m(&d.scales);
@@ -203,6 +210,7 @@ fn with_buffers(kind: OpKind, bufs: &HashMap<Buffer, Buffer>) -> OpKind {
         OpKind::Load(l) => l.buffer = bufs[&l.buffer],
         OpKind::Store(s) => s.buffer = bufs[&s.buffer],
         OpKind::Gemv(g) => g.weight = bufs[&g.weight],
+        OpKind::GemvQ8(g) => g.weight = bufs[&g.weight],
         _ => {}
     }
     k

@@ -118,6 +118,10 @@ pub enum Expr {
     /// `c` f32), the products exact and one rounding to f32 (gfx906 `v_dot2_f32_f16`). The INT4
     /// decode of the dot2 path feeds it exact `q − z` pairs.
     Dot2F16(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// Signed 8-bit dot product into i32: `c + Σ_i a.i·b.i` over the four bytes of `a` and `b`
+    /// (u32 each, bytes sign-extended; `c` i32, wrapping, no saturation): gfx906
+    /// `v_dot4_i32_i8`, CUDA `__dp4a`. Exact: the q8 GEMV's `(q − z)·code` sums.
+    Dot4I8(Box<Expr>, Box<Expr>, Box<Expr>),
     /// `cond ? a : b`.
     Select(Box<Expr>, Box<Expr>, Box<Expr>),
     /// Unsigned bitfield extract: `(value >> offset) & ((1 << width) − 1)` on u32.

@@ -83,6 +83,7 @@ pub fn expr(e: &Expr) -> String {
         Expr::SubHalf2(a, b) => format!("sub_half2({}, {})", expr(a), expr(b)),
         Expr::FmaHalf2(a, b, c) => format!("fma_half2({}, {}, {})", expr(a), expr(b), expr(c)),
         Expr::Dot2F16(a, b, c) => format!("dot2_f16({}, {}, {})", expr(a), expr(b), expr(c)),
+        Expr::Dot4I8(a, b, c) => format!("dot4_i8({}, {}, {})", expr(a), expr(b), expr(c)),
         Expr::Select(c, a, b) => format!("({} ? {} : {})", expr(c), expr(a), expr(b)),
         Expr::Bfe {
             value,

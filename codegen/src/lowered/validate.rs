@@ -396,6 +396,12 @@ pub fn ty(e: &Expr, k: &LoweredKernel) -> Result<Ty, TypeError> {
             }
             Ok(Ty::U32)
         }
+        Expr::Dot4I8(a, b, c) => {
+            expect(ty(a, k)?, Ty::U32, "packed bytes")?;
+            expect(ty(b, k)?, Ty::U32, "packed bytes")?;
+            expect(ty(c, k)?, Ty::I32, "dot4 accumulator")?;
+            Ok(Ty::I32)
+        }
         Expr::Dot2F16(a, b, c) => {
             expect(ty(a, k)?, Ty::U32, "packed half pair")?;
             expect(ty(b, k)?, Ty::U32, "packed half pair")?;
@@ -563,9 +569,11 @@ fn expr_uni(e: &Expr, regs: &SecondaryMap<Reg, Uni>) -> Uni {
         Expr::Bin(_, a, b) => expr_uni(a, regs).max(expr_uni(b, regs)),
         Expr::Un(_, a) | Expr::Cast(_, a) | Expr::Bitcast(_, a) => expr_uni(a, regs),
         Expr::PackHalf2(a, b) | Expr::SubHalf2(a, b) => expr_uni(a, regs).max(expr_uni(b, regs)),
-        Expr::FmaHalf2(a, b, c) | Expr::Dot2F16(a, b, c) => expr_uni(a, regs)
-            .max(expr_uni(b, regs))
-            .max(expr_uni(c, regs)),
+        Expr::FmaHalf2(a, b, c) | Expr::Dot2F16(a, b, c) | Expr::Dot4I8(a, b, c) => {
+            expr_uni(a, regs)
+                .max(expr_uni(b, regs))
+                .max(expr_uni(c, regs))
+        }
         Expr::Select(c, a, b) => expr_uni(c, regs)
             .max(expr_uni(a, regs))
             .max(expr_uni(b, regs)),

@@ -121,6 +121,15 @@ pub(super) fn closure(e: CExpr) -> Fx {
                 h(0) | (h(1) << 16)
             })
         }
+        CExpr::Dot4I8(a, b, c) => {
+            let (a, b, c) = (closure(*a), closure(*b), closure(*c));
+            Box::new(move |cx| {
+                let (x, y) = (a(cx), b(cx));
+                let byte = |w: u32, i: u32| i32::from((w >> (8 * i)) as u8 as i8);
+                let dot: i32 = (0..4).map(|i| byte(x, i) * byte(y, i)).sum();
+                (c(cx) as i32).wrapping_add(dot) as u32
+            })
+        }
         CExpr::Dot2F16(a, b, c) => {
             let (a, b, c) = (closure(*a), closure(*b), closure(*c));
             Box::new(move |cx| {

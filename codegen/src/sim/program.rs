@@ -41,6 +41,7 @@ pub(super) enum CExpr {
     SubHalf2(Box<CExpr>, Box<CExpr>),
     FmaHalf2(Box<CExpr>, Box<CExpr>, Box<CExpr>),
     Dot2F16(Box<CExpr>, Box<CExpr>, Box<CExpr>),
+    Dot4I8(Box<CExpr>, Box<CExpr>, Box<CExpr>),
 }
 
 /// The array an access addresses.
@@ -636,6 +637,21 @@ impl Compiler<'_> {
                 (
                     CExpr::Dot2F16(Box::new(a), Box::new(b), Box::new(c)),
                     Ty::F32,
+                )
+            }
+            Expr::Dot4I8(a, b, c) => {
+                let ((a, ta), (b, tb), (c, tc)) = (self.expr(a)?, self.expr(b)?, self.expr(c)?);
+                if ta != Ty::U32 || tb != Ty::U32 || tc != Ty::I32 {
+                    return Err(format!(
+                        "dot4_i8({}, {}, {})",
+                        ta.name(),
+                        tb.name(),
+                        tc.name()
+                    ));
+                }
+                (
+                    CExpr::Dot4I8(Box::new(a), Box::new(b), Box::new(c)),
+                    Ty::I32,
                 )
             }
             // Values are held as their 32-bit patterns: a bitcast only changes the type.

@@ -429,6 +429,14 @@ impl<'k> Machine<'k> {
                 }
                 other => panic!("fma_half2 on {other:?}"),
             },
+            Expr::Dot4I8(a, b, c) => match (self.eval(a, t), self.eval(b, t), self.eval(c, t)) {
+                (V::U32(a), V::U32(b), V::I32(c)) => {
+                    let byte = |w: u32, i: u32| i32::from((w >> (8 * i)) as u8 as i8);
+                    let dot: i32 = (0..4).map(|i| byte(a, i) * byte(b, i)).sum();
+                    V::I32(c.wrapping_add(dot))
+                }
+                other => panic!("dot4_i8 on {other:?}"),
+            },
             Expr::Dot2F16(a, b, c) => match (self.eval(a, t), self.eval(b, t), self.eval(c, t)) {
                 (V::U32(a), V::U32(b), V::F32(c)) => {
                     let (x, y) = (unpack(a), unpack(b));

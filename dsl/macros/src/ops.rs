@@ -30,6 +30,8 @@ pub enum Reduce {
 pub enum Op {
     /// `gemv.MODE(weight, x)`.
     Gemv(Mode),
+    /// `gemv_q8.MODE(weight, codes, scales, block = B)`: INT4 weight, q8 activations.
+    GemvQ8(Mode),
     /// `add(a, b)` or `a + b`.
     Add,
     /// `mul(a, b)` or `a * b`.
@@ -52,6 +54,8 @@ pub enum Op {
     QuantizeInt8,
     /// `dequantize_int8(codes, scales, block = B)`.
     DequantizeInt8,
+    /// `let (codes, scales) = quantize_int8.rne(x, block = B, clamp = C)`.
+    QuantizeRne,
 }
 
 /// The Rust type an attribute's expression must have.
@@ -64,10 +68,13 @@ pub enum AttrType {
 }
 
 /// Every op, for "did you mean".
-pub const ALL: [Op; 16] = [
+pub const ALL: [Op; 20] = [
     Op::Gemv(Mode::Rep),
     Op::Gemv(Mode::Col),
     Op::Gemv(Mode::Row),
+    Op::GemvQ8(Mode::Rep),
+    Op::GemvQ8(Mode::Col),
+    Op::GemvQ8(Mode::Row),
     Op::Add,
     Op::Mul,
     Op::Silu,
@@ -81,6 +88,7 @@ pub const ALL: [Op; 16] = [
     Op::AllReduceInt8,
     Op::QuantizeInt8,
     Op::DequantizeInt8,
+    Op::QuantizeRne,
 ];
 
 impl Op {
@@ -90,6 +98,9 @@ impl Op {
             Op::Gemv(Mode::Rep) => "gemv.rep",
             Op::Gemv(Mode::Col) => "gemv.col",
             Op::Gemv(Mode::Row) => "gemv.row",
+            Op::GemvQ8(Mode::Rep) => "gemv_q8.rep",
+            Op::GemvQ8(Mode::Col) => "gemv_q8.col",
+            Op::GemvQ8(Mode::Row) => "gemv_q8.row",
             Op::Add => "add",
             Op::Mul => "mul",
             Op::Silu => "silu",
@@ -103,6 +114,7 @@ impl Op {
             Op::AllReduceInt8 => "allreduce.int8",
             Op::QuantizeInt8 => "quantize_int8",
             Op::DequantizeInt8 => "dequantize_int8",
+            Op::QuantizeRne => "quantize_int8.rne",
         }
     }
 
@@ -115,6 +127,7 @@ impl Op {
     pub fn operands(self) -> &'static [&'static str] {
         match self {
             Op::Gemv(_) => &["weight", "x"],
+            Op::GemvQ8(_) => &["weight", "codes", "scales"],
             Op::Add | Op::Mul => &["a", "b"],
             Op::RmsNorm => &["x", "weight"],
             Op::DequantizeInt8 => &["codes", "scales"],
@@ -127,16 +140,26 @@ impl Op {
         match self {
             Op::Slice => &[("start", AttrType::Usize), ("len", AttrType::Usize)],
             Op::RmsNorm => &[("eps", AttrType::F64)],
-            Op::AllReduceInt8 | Op::QuantizeInt8 | Op::DequantizeInt8 => {
+            Op::AllReduceInt8 | Op::QuantizeInt8 | Op::DequantizeInt8 | Op::GemvQ8(_) => {
                 &[("block", AttrType::Usize)]
             }
+            Op::QuantizeRne => &[("block", AttrType::Usize), ("clamp", AttrType::Usize)],
             _ => &[],
         }
     }
 
     /// How many values the op defines.
     pub fn results(self) -> usize {
-        if self == Op::QuantizeInt8 { 2 } else { 1 }
+        if matches!(self, Op::QuantizeInt8 | Op::QuantizeRne) {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// Whether the first operand is a weight parameter (the GEMVs).
+    pub fn has_weight(self) -> bool {
+        matches!(self, Op::Gemv(_) | Op::GemvQ8(_))
     }
 
     /// Whether the op communicates over the TP group (and so needs `across` and peers).
@@ -151,6 +174,10 @@ impl Op {
                 "say how the GEMV is split over the TP group: `gemv.col` (column-parallel \
                  weight), `gemv.row` (row-parallel weight, partial sums) or `gemv.rep` \
                  (replicated weight)",
+            ),
+            "gemv_q8" => Some(
+                "say how the GEMV is split over the TP group: `gemv_q8.col`, `gemv_q8.row` or \
+                 `gemv_q8.rep`",
             ),
             "reduce" => {
                 Some("say which reduction: `reduce.sum`, `reduce.sumsq` or `reduce.absmax`")

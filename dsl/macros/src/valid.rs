@@ -519,8 +519,12 @@ impl<'a> Checker<'a> {
             call.args.iter().for_each(|a| self.touch(a));
             return self.results(op, call, want, vec![None; op.results()]);
         }
-        if matches!(op, Op::Gemv(_)) && self.swapped(&call.args) {
-            let msg = format!("the weight comes first: `{}(weight, x)`", op.name());
+        if op.has_weight() && self.swapped(&call.args) {
+            let msg = format!(
+                "the weight comes first: `{}({})`",
+                op.name(),
+                op.operands().join(", ")
+            );
             self.err(&call.tokens, msg);
             call.args.iter().for_each(|a| self.touch(a));
             return self.results(op, call, want, vec![None; op.results()]);
@@ -528,7 +532,7 @@ impl<'a> Checker<'a> {
         let mut weight = None;
         let mut operands = Vec::new();
         for (i, arg) in call.args.iter().enumerate() {
-            if i == 0 && matches!(op, Op::Gemv(_)) {
+            if i == 0 && op.has_weight() {
                 weight = Some(self.weight(arg));
             } else {
                 operands.push((self.eval(arg), arg.tokens()));

@@ -404,7 +404,7 @@ pub struct Progress {
 }
 
 /// Op mnemonics: kept in a bucket where they appear in backticks (they say which op).
-const MNEMONICS: [&str; 19] = [
+const MNEMONICS: [&str; 23] = [
     "load",
     "store",
     "gemv.rep",
@@ -423,6 +423,10 @@ const MNEMONICS: [&str; 19] = [
     "allreduce.int8",
     "quantize_int8",
     "dequantize_int8",
+    "quantize_int8.rne",
+    "gemv_q8.rep",
+    "gemv_q8.col",
+    "gemv_q8.row",
     "int4_dot",
 ];
 

@@ -10,7 +10,7 @@
 //! - `gemv.col`: column-parallel weight `[K, N/tp]`, replicated x `[B, K]` → sharded y `[B, N/tp]`;
 //! - `gemv.row`: row-parallel weight `[K/tp, N]`, sharded x `[B, K/tp]` → partial y `[B, N]`.
 
-use crate::buffer::BufferType;
+use crate::buffer::{BufferType, Weight};
 use crate::entities::{Buffer, Value};
 use crate::error::OpError;
 use crate::types::{ScalarType, Sharding};
@@ -83,20 +83,7 @@ pub struct Gemv {
 
 impl Gemv {
     pub(crate) fn infer(&self, cx: &dyn TypeCtx) -> Result<ValueType, OpError> {
-        let wb = cx.buffer(self.weight)?;
-        let BufferType::Weight(w) = wb.local_type() else {
-            return Err(OpError::NotAWeight {
-                name: wb.name.clone(),
-            });
-        };
-        if !self.parallel.accepts(wb.sharding) {
-            return Err(OpError::WeightSharding {
-                parallel: self.parallel.short(),
-                expected: self.parallel.expected(),
-                name: wb.name.clone(),
-                found: wb.sharding,
-            });
-        }
+        let w = weight_of(cx, self.weight, self.parallel)?;
         let x = cx.value(self.x)?;
         if x.dtype != ScalarType::F16 {
             let hint = ": GEMV activations are FP16; round_f16 them first";
@@ -107,25 +94,132 @@ impl Gemv {
                 hint,
             });
         }
-        if x.shape.len() != 2 || x.shape[1] != w.k {
-            let batch = if x.shape.len() == 2 { x.shape[0] } else { 1 };
-            let expected = vec![batch, w.k];
-            return Err(OpError::Shape {
-                operand: "x",
-                expected,
-                found: x.shape.clone(),
+        activation_type("x", self.parallel, &w, x)
+    }
+}
+
+/// `y = gemv_q8.MODE weight, codes, scales, block=B`: the GEMV of an INT4 weight with q8
+/// activations (from [`QuantizeRne`](super::QuantizeRne) or any i8 codes with f32 block scales):
+/// `y[b, n] = Σ_k W[k, n] · codes[b, k] · scales[b, k / B]`, W dequantised exactly, the result
+/// f32 and unrounded like [`Gemv`]'s. With integer codes and INT4 weights the products
+/// `(q − z) · code` are exact integers: a kernel sums them exactly per block (`v_dot4_i32_i8`,
+/// `dp4a`) and scales in f32. The weight must be INT4 (GPTQ or AWQ); the codes i8 `[B, K]`, the
+/// scales f32 `[B, K/B]`, distributed as the mode's x.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GemvQ8 {
+    /// The weight buffer (an INT4 [`BufferType::Weight`]).
+    pub weight: Buffer,
+    /// Activation codes `[B, K_local]`, i8.
+    pub codes: Value,
+    /// Activation scales `[B, K_local / block]`, f32.
+    pub scales: Value,
+    /// K rows per activation block.
+    pub block: usize,
+    /// How the product is split over the TP group.
+    pub parallel: Parallelism,
+}
+
+impl GemvQ8 {
+    /// The textual-IR mnemonic.
+    pub fn mnemonic(&self) -> &'static str {
+        match self.parallel {
+            Parallelism::Replicated => "gemv_q8.rep",
+            Parallelism::Column => "gemv_q8.col",
+            Parallelism::Row => "gemv_q8.row",
+        }
+    }
+
+    pub(crate) fn infer(&self, cx: &dyn TypeCtx) -> Result<ValueType, OpError> {
+        let w = weight_of(cx, self.weight, self.parallel)?;
+        if w.format.group().is_none() {
+            return Err(OpError::Attribute {
+                operand: "weight",
+                what: format!(
+                    "gemv_q8 multiplies INT4 weights (integer products), but `{}` is {}; use gemv with FP16 activations",
+                    cx.buffer(self.weight)?.name,
+                    w.format
+                ),
             });
         }
-        let (x_dist, y_dist) = self.parallel.dists();
-        let hint = match self.parallel {
-            Parallelism::Row => ": a row-parallel GEMV reads the rank's K-shard of x",
-            _ => "",
-        };
-        super::expect_dist("x", x, x_dist, hint)?;
-        Ok(ValueType {
-            dtype: ScalarType::F32,
-            shape: vec![x.shape[0], w.n],
-            dist: y_dist,
-        })
+        let q = cx.value(self.codes)?;
+        if q.dtype != ScalarType::I8 {
+            let hint = ": quantize the activation with quantize_int8.rne first";
+            return Err(OpError::Dtype {
+                operand: "codes",
+                expected: "i8",
+                found: q.dtype,
+                hint,
+            });
+        }
+        let y = activation_type("codes", self.parallel, &w, q)?;
+        super::collective::check_block(self.block, w.k)?;
+        let s = cx.value(self.scales)?;
+        if s.dtype != ScalarType::F32 {
+            return Err(OpError::Dtype {
+                operand: "scales",
+                expected: "f32",
+                found: s.dtype,
+                hint: "",
+            });
+        }
+        let want = super::quant::scales_type(q, self.block);
+        if s.shape != want.shape {
+            return Err(OpError::Shape {
+                operand: "scales",
+                expected: want.shape,
+                found: s.shape.clone(),
+            });
+        }
+        let hint = ": codes and scales must be distributed the same way";
+        super::expect_dist("scales", s, q.dist, hint)?;
+        Ok(y)
     }
+}
+
+/// The weight of a GEMV, checked against its parallel mode (DESIGN.md §5.6).
+fn weight_of(cx: &dyn TypeCtx, weight: Buffer, parallel: Parallelism) -> Result<Weight, OpError> {
+    let wb = cx.buffer(weight)?;
+    let BufferType::Weight(w) = wb.local_type() else {
+        return Err(OpError::NotAWeight {
+            name: wb.name.clone(),
+        });
+    };
+    if !parallel.accepts(wb.sharding) {
+        return Err(OpError::WeightSharding {
+            parallel: parallel.short(),
+            expected: parallel.expected(),
+            name: wb.name.clone(),
+            found: wb.sharding,
+        });
+    }
+    Ok(w)
+}
+
+/// The result type of a GEMV whose activation `x` (of any element type) is `[B, K]`.
+fn activation_type(
+    operand: &'static str,
+    parallel: Parallelism,
+    w: &Weight,
+    x: &ValueType,
+) -> Result<ValueType, OpError> {
+    if x.shape.len() != 2 || x.shape[1] != w.k {
+        let batch = if x.shape.len() == 2 { x.shape[0] } else { 1 };
+        let expected = vec![batch, w.k];
+        return Err(OpError::Shape {
+            operand,
+            expected,
+            found: x.shape.clone(),
+        });
+    }
+    let (x_dist, y_dist) = parallel.dists();
+    let hint = match parallel {
+        Parallelism::Row => ": a row-parallel GEMV reads the rank's K-shard of x",
+        _ => "",
+    };
+    super::expect_dist(operand, x, x_dist, hint)?;
+    Ok(ValueType {
+        dtype: ScalarType::F32,
+        shape: vec![x.shape[0], w.n],
+        dist: y_dist,
+    })
 }

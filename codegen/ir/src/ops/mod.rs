@@ -17,10 +17,10 @@ use crate::value::{Dist, ValueType};
 
 pub use collective::{AllReduce, Compression};
 pub use elementwise::{Binary, BinaryOp, RoundF16, Slice, Unary, UnaryOp};
-pub use linalg::{Gemv, Parallelism};
+pub use linalg::{Gemv, GemvQ8, Parallelism};
 pub use memory::{Load, Store};
 pub use norm::RmsNorm;
-pub use quant::{DequantizeInt8, QuantizeInt8};
+pub use quant::{DequantizeInt8, QuantizeInt8, QuantizeRne};
 pub use reduce::{Reduce, ReduceOp};
 
 /// What typing rules can ask about the kernel.
@@ -42,6 +42,8 @@ pub enum OpKind {
     Store(Store),
     /// Matrix-vector product.
     Gemv(Gemv),
+    /// INT4 matrix-vector product with q8 (i8 codes + f32 block scales) activations.
+    GemvQ8(GemvQ8),
     /// Elementwise binary arithmetic.
     Binary(Binary),
     /// Elementwise unary function.
@@ -60,6 +62,8 @@ pub enum OpKind {
     QuantizeInt8(QuantizeInt8),
     /// Inverse of [`OpKind::QuantizeInt8`].
     DequantizeInt8(DequantizeInt8),
+    /// Block-absmax INT8 quantisation, round half to even (q8 GEMV activations).
+    QuantizeRne(QuantizeRne),
 }
 
 impl OpKind {
@@ -69,6 +73,7 @@ impl OpKind {
             OpKind::Load(_) => "load",
             OpKind::Store(_) => "store",
             OpKind::Gemv(g) => g.parallel.mnemonic(),
+            OpKind::GemvQ8(g) => g.mnemonic(),
             OpKind::Binary(b) => b.op.mnemonic(),
             OpKind::Unary(u) => u.op.mnemonic(),
             OpKind::RoundF16(_) => "round_f16",
@@ -78,6 +83,7 @@ impl OpKind {
             OpKind::AllReduce(a) => a.mnemonic(),
             OpKind::QuantizeInt8(_) => "quantize_int8",
             OpKind::DequantizeInt8(_) => "dequantize_int8",
+            OpKind::QuantizeRne(_) => "quantize_int8.rne",
         }
     }
 
@@ -85,7 +91,7 @@ impl OpKind {
     pub fn num_results(&self) -> usize {
         match self {
             OpKind::Store(_) => 0,
-            OpKind::QuantizeInt8(_) => 2,
+            OpKind::QuantizeInt8(_) | OpKind::QuantizeRne(_) => 2,
             _ => 1,
         }
     }
@@ -95,6 +101,7 @@ impl OpKind {
         match self {
             OpKind::Load(_) => vec![],
             OpKind::Gemv(g) => vec![g.x],
+            OpKind::GemvQ8(g) => vec![g.codes, g.scales],
             OpKind::Store(s) => vec![s.value],
             OpKind::Binary(b) => vec![b.a, b.b],
             OpKind::Unary(u) => vec![u.x],
@@ -105,6 +112,7 @@ impl OpKind {
             OpKind::AllReduce(a) => vec![a.x],
             OpKind::QuantizeInt8(q) => vec![q.x],
             OpKind::DequantizeInt8(d) => vec![d.codes, d.scales],
+            OpKind::QuantizeRne(q) => vec![q.x],
         }
     }
 
@@ -114,6 +122,7 @@ impl OpKind {
             OpKind::Load(l) => Some(l.buffer),
             OpKind::Store(s) => Some(s.buffer),
             OpKind::Gemv(g) => Some(g.weight),
+            OpKind::GemvQ8(g) => Some(g.weight),
             _ => None,
         }
     }
@@ -124,6 +133,7 @@ impl OpKind {
             OpKind::Load(l) => l.infer(cx).map(|t| vec![t]),
             OpKind::Store(s) => s.infer(cx).map(|()| vec![]),
             OpKind::Gemv(g) => g.infer(cx).map(|t| vec![t]),
+            OpKind::GemvQ8(g) => g.infer(cx).map(|t| vec![t]),
             OpKind::Binary(b) => b.infer(cx).map(|t| vec![t]),
             OpKind::Unary(u) => u.infer(cx).map(|t| vec![t]),
             OpKind::RoundF16(r) => r.infer(cx).map(|t| vec![t]),
@@ -133,6 +143,7 @@ impl OpKind {
             OpKind::AllReduce(a) => a.infer(cx).map(|t| vec![t]),
             OpKind::QuantizeInt8(q) => q.infer(cx),
             OpKind::DequantizeInt8(d) => d.infer(cx).map(|t| vec![t]),
+            OpKind::QuantizeRne(q) => q.infer(cx),
         }
     }
 
@@ -144,6 +155,8 @@ impl OpKind {
             OpKind::AllReduce(a) => a.attributes(),
             OpKind::QuantizeInt8(q) => format!("block={}", q.block),
             OpKind::DequantizeInt8(d) => format!("block={}", d.block),
+            OpKind::GemvQ8(g) => format!("block={}", g.block),
+            OpKind::QuantizeRne(q) => format!("block={}, clamp={}", q.block, q.clamp),
             _ => String::new(),
         }
     }

@@ -61,6 +61,27 @@ pub(super) const SIGNATURES: &[Signature] = &[
     sig("gemv.rep", 1, &[B, V], &[], "v = gemv.rep weight_buf, x"),
     sig("gemv.col", 1, &[B, V], &[], "v = gemv.col weight_buf, x"),
     sig("gemv.row", 1, &[B, V], &[], "v = gemv.row weight_buf, x"),
+    sig(
+        "gemv_q8.rep",
+        1,
+        &[B, V, V],
+        &[("block", Size)],
+        "v = gemv_q8.rep weight_buf, codes, scales, block=B",
+    ),
+    sig(
+        "gemv_q8.col",
+        1,
+        &[B, V, V],
+        &[("block", Size)],
+        "v = gemv_q8.col weight_buf, codes, scales, block=B",
+    ),
+    sig(
+        "gemv_q8.row",
+        1,
+        &[B, V, V],
+        &[("block", Size)],
+        "v = gemv_q8.row weight_buf, codes, scales, block=B",
+    ),
     sig("add", 1, &[V, V], &[], "v = add a, b"),
     sig("mul", 1, &[V, V], &[], "v = mul a, b"),
     sig("silu", 1, &[V], &[], "v = silu x"),
@@ -96,6 +117,13 @@ pub(super) const SIGNATURES: &[Signature] = &[
         &[V],
         &[("block", Size)],
         "codes, scales = quantize_int8 x, block=B",
+    ),
+    sig(
+        "quantize_int8.rne",
+        2,
+        &[V],
+        &[("block", Size), ("clamp", Size)],
+        "codes, scales = quantize_int8.rne x, block=B, clamp=C",
     ),
     sig(
         "dequantize_int8",
@@ -176,6 +204,15 @@ pub(super) fn build(mnemonic: &str, operands: &[Operand], attrs: &[Attr]) -> Opt
             parallel,
         })
     };
+    let gemv_q8 = |parallel| {
+        OpKind::GemvQ8(GemvQ8 {
+            weight: a.buffer(0),
+            codes: a.value(1),
+            scales: a.value(2),
+            block: a.size(0),
+            parallel,
+        })
+    };
     let binary = |op| {
         OpKind::Binary(Binary {
             op,
@@ -195,6 +232,9 @@ pub(super) fn build(mnemonic: &str, operands: &[Operand], attrs: &[Attr]) -> Opt
         "gemv.rep" => gemv(Parallelism::Replicated),
         "gemv.col" => gemv(Parallelism::Column),
         "gemv.row" => gemv(Parallelism::Row),
+        "gemv_q8.rep" => gemv_q8(Parallelism::Replicated),
+        "gemv_q8.col" => gemv_q8(Parallelism::Column),
+        "gemv_q8.row" => gemv_q8(Parallelism::Row),
         "add" => binary(BinaryOp::Add),
         "mul" => binary(BinaryOp::Mul),
         "silu" => OpKind::Unary(Unary {
@@ -228,6 +268,11 @@ pub(super) fn build(mnemonic: &str, operands: &[Operand], attrs: &[Attr]) -> Opt
         "quantize_int8" => OpKind::QuantizeInt8(QuantizeInt8 {
             x: a.value(0),
             block: a.size(0),
+        }),
+        "quantize_int8.rne" => OpKind::QuantizeRne(QuantizeRne {
+            x: a.value(0),
+            block: a.size(0),
+            clamp: a.size(1),
         }),
         "dequantize_int8" => OpKind::DequantizeInt8(DequantizeInt8 {
             codes: a.value(0),

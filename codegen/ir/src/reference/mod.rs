@@ -155,7 +155,7 @@ impl Evaluator<'_> {
         let one = |v| vec![v];
         match kind {
             OpKind::Load(l) => one(self.load(rank, l.buffer)),
-            OpKind::Gemv(g) => one(self.gemv(rank, g)),
+            OpKind::Gemv(g) => one(self.gemv_of(rank, g.weight, self.get(rank, g.x))),
             OpKind::Binary(b) => one(binary(b.op, self.get(rank, b.a), self.get(rank, b.b))),
             OpKind::Unary(u) => one(match u.op {
                 UnaryOp::Silu => self.get(rank, u.x).map(|x| x / (1.0 + (-x).exp())),
@@ -168,7 +168,14 @@ impl Evaluator<'_> {
                 n.eps,
             )),
             OpKind::Reduce(r) => one(reduce(r.op, self.get(rank, r.x))),
-            OpKind::QuantizeInt8(q) => quantize(self.get(rank, q.x), q.block),
+            OpKind::GemvQ8(g) => {
+                let x = dequantize(self.get(rank, g.codes), self.get(rank, g.scales), g.block);
+                one(self.gemv_of(rank, g.weight, &x))
+            }
+            OpKind::QuantizeInt8(q) => quantize(self.get(rank, q.x), q.block, quant::int8_quantize),
+            OpKind::QuantizeRne(q) => quantize(self.get(rank, q.x), q.block, |b| {
+                quant::q8_rne_quantize(b, q.clamp)
+            }),
             OpKind::DequantizeInt8(d) => one(dequantize(
                 self.get(rank, d.codes),
                 self.get(rank, d.scales),
@@ -188,12 +195,13 @@ impl Evaluator<'_> {
         }
     }
 
-    fn gemv(&self, rank: usize, g: &Gemv) -> Val {
-        let x = self.get(rank, g.x);
-        let BufferType::Weight(w) = self.kernel.buffers[g.weight].local_type() else {
+    /// `Σ_k W[k, n] · x[b, k]` (the f64 semantics of `gemv` and, with `x = codes · scales`, of
+    /// `gemv_q8`).
+    fn gemv_of(&self, rank: usize, weight: Buffer, x: &Val) -> Val {
+        let BufferType::Weight(w) = self.kernel.buffers[weight].local_type() else {
             unreachable!("validated: gemv reads a weight")
         };
-        let data = &self.inputs[rank][&g.weight];
+        let data = &self.inputs[rank][&weight];
         let batch = x.shape[0];
         let mut y = vec![0.0; batch * w.n];
         if let HostData::F16Weight(nk) = data {
@@ -326,10 +334,10 @@ fn reduce(op: ReduceOp, x: &Val) -> Val {
     }
 }
 
-fn quantize(x: &Val, block: usize) -> Vec<Val> {
+fn quantize(x: &Val, block: usize, f: impl Fn(&[f64]) -> (Vec<f64>, f64)) -> Vec<Val> {
     let (mut codes, mut scales) = (Vec::new(), Vec::new());
     for chunk in x.data.chunks(block) {
-        let (q, s) = quant::int8_quantize(chunk);
+        let (q, s) = f(chunk);
         codes.extend(q);
         scales.push(s);
     }

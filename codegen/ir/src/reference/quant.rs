@@ -72,3 +72,24 @@ pub fn int8_quantize(block: &[f64]) -> (Vec<f64>, f64) {
         .collect();
     (codes, s)
 }
+
+/// Codes and scale of one block of FP16 values under `quantize_int8.rne` with clamp `c`, as the
+/// op documents (so a kernel matches bit for bit): `m = max|x|`, `s = m / c`, `r = c / m` (f32
+/// divisions, 0 where m = 0), `q = clamp(rne(x · r), −c, c)` with the product exact (an FP16
+/// times an f32 is exact in f64).
+pub fn q8_rne_quantize(block: &[f64], clamp: usize) -> (Vec<f64>, f64) {
+    let c = clamp as f32;
+    // FP16 values are exact in f32.
+    let m = block.iter().fold(0.0f32, |m, &x| m.max((x as f32).abs()));
+    let (s, r) = if m > 0.0 { (m / c, c / m) } else { (0.0, 0.0) };
+    let codes = block
+        .iter()
+        .map(|&x| {
+            let c = f64::from(c);
+            (f64::from(x as f32) * f64::from(r))
+                .round_ties_even()
+                .clamp(-c, c)
+        })
+        .collect();
+    (codes, f64::from(s))
+}

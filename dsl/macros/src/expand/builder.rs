@@ -247,6 +247,17 @@ fn op_call(
             let x = &a[0];
             quote!(#b.gemv(#w, #x, #ir::Parallelism::#mode))
         }
+        Op::GemvQ8(mode) => {
+            let w = buf(weight.unwrap_or_default());
+            let mode = match mode {
+                Mode::Rep => quote!(Replicated),
+                Mode::Col => quote!(Column),
+                Mode::Row => quote!(Row),
+            };
+            let (q, sc) = (&a[0], &a[1]);
+            let block = attr(0, quote!(usize));
+            quote!(#b.gemv_q8(#w, (#q, #sc), #block, #ir::Parallelism::#mode))
+        }
         Op::Add => quote!(#b.add(#(#a),*)),
         Op::Mul => quote!(#b.mul(#(#a),*)),
         Op::Silu => quote!(#b.silu(#(#a),*)),
@@ -279,6 +290,10 @@ fn op_call(
         Op::DequantizeInt8 => {
             let block = attr(0, quote!(usize));
             quote!(#b.dequantize_int8(#(#a),*, #block))
+        }
+        Op::QuantizeRne => {
+            let (block, clamp) = (attr(0, quote!(usize)), attr(1, quote!(usize)));
+            quote!(#b.quantize_rne(#(#a),*, #block, #clamp))
         }
     }
 }

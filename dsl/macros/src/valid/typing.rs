@@ -6,7 +6,7 @@
 use proc_macro2::TokenStream;
 use syn::{Error, Ident};
 
-use crate::model::{BufType, Buffer, Dtype, Sharding};
+use crate::model::{BufType, Buffer, Dtype, Format, Sharding};
 use crate::ops::{Mode, Op, Reduce};
 
 use super::dims::{Dim, eval_float, eval_int, show};
@@ -94,13 +94,16 @@ pub struct Weight<'x> {
     pub k: Dim,
     /// Per-rank N.
     pub n: Dim,
+    /// Whether it is an INT4 format (GPTQ or AWQ).
+    pub int4: bool,
 }
 
 /// The per-rank view of a weight buffer (`None` for a tensor).
 pub fn weight_of<'x>(b: &Buffer, name: &'x Ident) -> Option<Weight<'x>> {
-    let BufType::Weight { k, n, .. } = &b.ty else {
+    let BufType::Weight { k, n, format } = &b.ty else {
         return None;
     };
+    let int4 = !matches!(format, Format::F16);
     let global = b.global_index;
     let k = if global && b.sharding == Sharding::Row {
         Dim::Unknown
@@ -117,6 +120,7 @@ pub fn weight_of<'x>(b: &Buffer, name: &'x Ident) -> Option<Weight<'x>> {
         sharding: b.sharding,
         k,
         n,
+        int4,
     })
 }
 
@@ -152,6 +156,10 @@ pub fn infer(site: &Site, weight: Option<&Weight>, x: &[Operand]) -> Result<Vec<
             Some(w) => one(gemv(site, mode, w, &x[0])?),
             None => Err(at(site.name, "gemv needs a weight")),
         },
+        Op::GemvQ8(mode) => match weight {
+            Some(w) => one(gemv_q8(site, mode, w, &x[0], &x[1])?),
+            None => Err(at(site.name, "gemv_q8 needs a weight")),
+        },
         Op::Add | Op::Mul => one(binary(site, &x[0], &x[1])?),
         Op::Silu => one(silu(&x[0])?),
         Op::RoundF16 => one(round_f16(&x[0])?),
@@ -160,6 +168,7 @@ pub fn infer(site: &Site, weight: Option<&Weight>, x: &[Operand]) -> Result<Vec<
         Op::Reduce(r) => one(reduce(site, r, &x[0])?),
         Op::AllReduce | Op::AllReduceInt8 => one(allreduce(site, &x[0])?),
         Op::QuantizeInt8 => quantize(site, &x[0]),
+        Op::QuantizeRne => quantize_rne(site, &x[0]),
         Op::DequantizeInt8 => one(dequantize(site, &x[0], &x[1])?),
     }
 }
@@ -449,6 +458,76 @@ fn allreduce(site: &Site, x: &Operand) -> Result<Ty, Error> {
         dist: Dist::Replicated,
         shape: x.ty.shape.clone(),
     })
+}
+
+/// `gemv_q8.MODE(w, codes, scales, block = B)`: an INT4 weight, i8 codes `[batch, K]` distributed
+/// as the mode's x, f32 scales `[batch, K/B]` alike.
+fn gemv_q8(site: &Site, mode: Mode, w: &Weight, q: &Operand, s: &Operand) -> Result<Ty, Error> {
+    if !w.int4 {
+        let msg = format!(
+            "`{}` multiplies INT4 weights, but `{}` is FP16: use `gemv` with f16 activations",
+            site.op.name(),
+            w.name
+        );
+        return Err(at(site.name, msg));
+    }
+    if q.ty.dtype != Dtype::I8 {
+        let msg = format!(
+            "q8 activation codes are i8 (from `quantize_int8.rne`), found {}",
+            q.ty.dtype.name()
+        );
+        return Err(at(&q.tokens, msg));
+    }
+    let as_f16 = Operand {
+        ty: Ty {
+            dtype: Dtype::F16,
+            ..q.ty.clone()
+        },
+        tokens: q.tokens.clone(),
+    };
+    let y = gemv(site, mode, w, &as_f16)?;
+    if s.ty.dtype != Dtype::F32 {
+        let msg = format!(
+            "q8 activation scales are f32 (from `quantize_int8.rne`), found {}",
+            s.ty.dtype.name()
+        );
+        return Err(at(&s.tokens, msg));
+    }
+    let b = block(site, &w.k)?;
+    let expected = scale_shape(&q.ty, b);
+    if !same_shape(&s.ty.shape, &expected) || s.ty.dist != q.ty.dist {
+        let msg = format!(
+            "scales of this block size are {} ({}, like the codes); found {} ({})",
+            show(&expected),
+            q.ty.dist.name(),
+            show(&s.ty.shape),
+            s.ty.dist.name()
+        );
+        return Err(at(&s.tokens, msg));
+    }
+    Ok(y)
+}
+
+fn quantize_rne(site: &Site, x: &Operand) -> Result<Vec<Ty>, Error> {
+    if x.ty.dtype != Dtype::F16 {
+        let msg = format!(
+            "`quantize_int8.rne` takes an f16 value (its codes are exact only from FP16), found {}{}",
+            x.ty.dtype.name(),
+            if x.ty.dtype == Dtype::F32 {
+                ": insert `round_f16`"
+            } else {
+                ""
+            }
+        );
+        return Err(at(&x.tokens, msg));
+    }
+    if let Some(c) = eval_int(site.attrs[1]) {
+        if !(1..=127).contains(&c) {
+            let msg = format!("clamp {c} is not in 1..=127 (codes are signed 8-bit)");
+            return Err(Error::new_spanned(site.attrs[1], msg));
+        }
+    }
+    quantize(site, x)
 }
 
 fn scale_shape(x: &Ty, b: Option<u128>) -> Vec<Dim> {
