@@ -12,7 +12,7 @@ mod support;
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::ir::Ordering;
 use wavefuse_codegen::lower::{AllreduceProtocol, Int4Dot, MmaDecode, Schedule, lower};
-use wavefuse_codegen::lowered::{AtomicOp, Expr, Stmt};
+use wavefuse_codegen::lowered::{Expr, Stmt};
 use wavefuse_codegen::sim::{FindingKind, PeerTable};
 use wavefuse_harness::sim::{Prepared, SmallShapes, small_kernel, small_schedule, summary, sweep};
 use wavefuse_kernels::{KernelId, Shapes};
@@ -345,36 +345,12 @@ fn caught(p: Prepared, kinds: &[FindingKind]) {
     eprintln!("{}", text.lines().next().unwrap_or(""));
 }
 
-/// The split-K arrival (the only atomic whose old value is used) with another ordering.
-fn arrival_ordered(ordering: Ordering) -> impl FnMut(Stmt) -> Vec<Stmt> {
-    move |s| match s {
-        Stmt::Atomic {
-            dst: Some(d),
-            op: AtomicOp::Add,
-            mem,
-            value,
-            scope,
-            why,
-            ..
-        } => vec![Stmt::Atomic {
-            dst: Some(d),
-            op: AtomicOp::Add,
-            mem,
-            value,
-            ordering,
-            scope,
-            why,
-        }],
-        s => vec![s],
-    }
-}
-
 /// §5.1, §5.2: the arrival's release half publishes this part's partials (global memory) to the
 /// tile's last arriver; relaxed to acquire only, the finisher reads them stale.
 #[test]
 fn fused_split_k_arrival_without_release_is_caught_gfx906() {
     caught(
-        fused_mutant(&mut arrival_ordered(Ordering::Acquire)),
+        fused_mutant(&mut support::arrival_ordered(Ordering::Acquire)),
         &[FindingKind::StaleRead],
     );
 }
@@ -384,7 +360,7 @@ fn fused_split_k_arrival_without_release_is_caught_gfx906() {
 #[test]
 fn fused_split_k_arrival_without_acquire_is_caught_gfx906() {
     caught(
-        fused_mutant(&mut arrival_ordered(Ordering::Release)),
+        fused_mutant(&mut support::arrival_ordered(Ordering::Release)),
         &[FindingKind::StaleRead],
     );
 }

@@ -154,27 +154,8 @@ fn is_arrival(s: &Stmt) -> bool {
 
 /// The arrival with another ordering.
 fn arrival_ordered(p: &mut Prepared, ordering: Ordering) {
-    let mut f = |s: Stmt| match s {
-        Stmt::Atomic {
-            dst: Some(d),
-            op: AtomicOp::Add,
-            mem,
-            value,
-            scope,
-            why,
-            ..
-        } => vec![Stmt::Atomic {
-            dst: Some(d),
-            op: AtomicOp::Add,
-            mem,
-            value,
-            ordering,
-            scope,
-            why,
-        }],
-        s => vec![s],
-    };
-    p.lowered.body = rewrite(std::mem::take(&mut p.lowered.body), &mut f);
+    let body = std::mem::take(&mut p.lowered.body);
+    p.lowered.body = rewrite(body, &mut support::arrival_ordered(ordering));
 }
 
 /// The release half is what publishes this part's partials to the last arriver.

@@ -1,6 +1,7 @@
 //! Helpers shared by the simulator mutation tests.
 
-use wavefuse_codegen::lowered::{Block, Stmt};
+use wavefuse_codegen::ir::Ordering;
+use wavefuse_codegen::lowered::{AtomicOp, Block, Stmt};
 
 /// Apply `f` to every statement, depth first; `f` returns the statements that replace it.
 pub fn rewrite(block: Block, f: &mut dyn FnMut(Stmt) -> Vec<Stmt>) -> Block {
@@ -34,4 +35,30 @@ pub fn rewrite(block: Block, f: &mut dyn FnMut(Stmt) -> Vec<Stmt>) -> Block {
         out.extend(f(s));
     }
     out
+}
+
+/// A rewrite giving the split-K arrival (the one `Add` atomic whose old value is used) `ordering`
+/// instead of its acq_rel: the mutants of §5.1/§5.2 the split-K tests plant.
+#[allow(dead_code)] // not every test crate that includes this module mutates the arrival
+pub fn arrival_ordered(ordering: Ordering) -> impl FnMut(Stmt) -> Vec<Stmt> {
+    move |s| match s {
+        Stmt::Atomic {
+            dst: Some(d),
+            op: AtomicOp::Add,
+            mem,
+            value,
+            scope,
+            why,
+            ..
+        } => vec![Stmt::Atomic {
+            dst: Some(d),
+            op: AtomicOp::Add,
+            mem,
+            value,
+            ordering,
+            scope,
+            why,
+        }],
+        s => vec![s],
+    }
 }
