@@ -324,22 +324,40 @@ impl Lowering<'_> {
         }));
         when(lt(r(n0), u(t.n)), vec![units_loop], out);
 
-        out.push(comment("cross-slice reduction: each slice's sums to LDS, added in slice order after the barrier"));
-        for mi in 0..t.weights.len() {
-            for bi in 0..t.batch {
-                let base = t.acc(mi, bi, 0);
-                let vals = (0..t.v)
-                    .map(|j| Self::sum_accs(&acc[base + j * t.accs..base + (j + 1) * t.accs]))
-                    .collect();
+        let sum = |mi: usize, bi: usize, j: usize| {
+            let base = t.acc(mi, bi, 0) + j * t.accs;
+            Self::sum_accs(&acc[base..base + t.accs])
+        };
+        self.slice_sums_to_lds((t.weights.len(), t.batch, t.v), slice, col_l, &sum, out);
+        Ok(())
+    }
+
+    /// The INT4 paths' cross-slice reduction, first half: each K slice's sums (`sum(gemv, batch
+    /// row, column word)`, `v` words per lane) to `red[gemv]` at (slice, row, column), then the
+    /// workgroup barrier after which they are added in slice order (§5.2: LDS is the
+    /// workgroup's; §5.8: uniform control flow).
+    pub(super) fn slice_sums_to_lds(
+        &mut self,
+        (gemvs, batch, v): (usize, usize, usize),
+        slice: Reg,
+        col_l: Reg,
+        sum: &dyn Fn(usize, usize, usize) -> Expr,
+        out: &mut Vec<Stmt>,
+    ) {
+        out.push(comment(
+            "cross-slice reduction: each slice's sums to LDS, added in slice order after the barrier",
+        ));
+        for mi in 0..gemvs {
+            for bi in 0..batch {
+                let vals = (0..v).map(|j| sum(mi, bi, j)).collect();
                 let idx = add(
-                    mul(add(mul(r(slice), u(t.batch)), u(bi)), u(self.cols)),
-                    mul(r(col_l), u(t.v)),
+                    mul(add(mul(r(slice), u(batch)), u(bi)), u(self.cols)),
+                    mul(r(col_l), u(v)),
                 );
                 out.push(store(self.lds_at(self.red[mi], idx), vals));
             }
         }
         out.push(Stmt::WorkgroupBarrier);
-        Ok(())
     }
 
     /// Once per unit (DESIGN.md §2): the scale `s` as f32 for every weight and column word, and

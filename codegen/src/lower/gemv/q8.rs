@@ -200,22 +200,8 @@ impl Lowering<'_> {
         let groups_loop = for_loop(gi, add(begin, r(slice)), end, u(t.slices), body);
         when(lt(r(n0), u(t.n)), vec![groups_loop], out);
 
-        out.push(comment(
-            "cross-slice reduction: each slice's sums to LDS, added in slice order after the barrier",
-        ));
-        for mi in 0..t.weights.len() {
-            for bi in 0..t.batch {
-                let vals = (0..t.v)
-                    .map(|j| r(acc[(mi * t.batch + bi) * t.v + j]))
-                    .collect();
-                let idx = add(
-                    mul(add(mul(r(slice), u(t.batch)), u(bi)), u(self.cols)),
-                    mul(r(col_l), u(t.v)),
-                );
-                out.push(store(self.lds_at(self.red[mi], idx), vals));
-            }
-        }
-        out.push(Stmt::WorkgroupBarrier);
+        let sum = |mi: usize, bi: usize, j: usize| r(acc[(mi * t.batch + bi) * t.v + j]);
+        self.slice_sums_to_lds((t.weights.len(), t.batch, t.v), slice, col_l, &sum, out);
         Ok(())
     }
 
