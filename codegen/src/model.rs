@@ -288,8 +288,9 @@ pub fn inputs_for(
     })
 }
 
-/// `(address, mnemonic, backward-or-forward branch target)` of every instruction line.
-fn instructions_with_targets(disasm: &str) -> Vec<(u64, String, Option<u64>)> {
+/// `(address, mnemonic, backward-or-forward branch target)` of every instruction line of
+/// llvm-objdump's disassembly (`s_waitcnt` keeps its operands in the mnemonic slot).
+pub fn instructions_with_targets(disasm: &str) -> Vec<(u64, String, Option<u64>)> {
     // Each instruction line ends with `// <address>: <encoding>`; branches add `<sym+0xOFF>`.
     let mut ins = Vec::new();
     let mut base = None;

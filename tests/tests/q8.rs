@@ -36,7 +36,7 @@ use wavefuse::ir::Kernel;
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::cpp;
 use wavefuse_codegen::lower::{Schedule, lower};
-use wavefuse_codegen::model::{HotLoop, Modelled, inputs_for, model};
+use wavefuse_codegen::model::{HotLoop, Modelled, inputs_for, instructions_with_targets, model};
 use wavefuse_harness::generate;
 use wavefuse_runtime::compile::{Bounds, Compiler, Hipcc, disassemble, objdump};
 
@@ -68,40 +68,7 @@ struct Isa {
 /// The VALU instructions before the second `s_barrier` (the q8 prologue's two passes, each
 /// followed by a workgroup barrier), and those of each loop (backward branch) among them.
 fn prologue_valu(disasm: &str) -> (usize, Vec<usize>) {
-    let ins: Vec<(u64, String, Option<u64>)> = {
-        let mut base = None;
-        let mut out = Vec::new();
-        for l in disasm.lines() {
-            if l.ends_with(">:") {
-                base = u64::from_str_radix(l.split_whitespace().next().unwrap_or(""), 16).ok();
-                continue;
-            }
-            let Some((code, comment)) = l.split_once("//") else {
-                continue;
-            };
-            let code = code.trim();
-            let Some(addr) = comment
-                .trim()
-                .split(':')
-                .next()
-                .and_then(|a| u64::from_str_radix(a, 16).ok())
-            else {
-                continue;
-            };
-            if code.is_empty() {
-                continue;
-            }
-            let target = comment
-                .split('<')
-                .nth(1)
-                .and_then(|t| t.split("+0x").nth(1))
-                .and_then(|o| u64::from_str_radix(o.trim_end_matches('>'), 16).ok())
-                .zip(base)
-                .map(|(o, b)| b + o);
-            out.push((addr, code.to_owned(), target));
-        }
-        out
-    };
+    let ins = instructions_with_targets(disasm);
     let barrier = ins
         .iter()
         .enumerate()
