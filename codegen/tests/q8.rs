@@ -16,6 +16,7 @@ use wavefuse_codegen::ir::{
     Weight, WeightFormat, ZeroPoint,
 };
 use wavefuse_codegen::lower::{LowerError, Schedule, lower};
+use wavefuse_codegen::lowered::Stmt;
 use wavefuse_codegen::sim::{SimOptions, simulate};
 
 /// `y = gemv_q8.col(w, quantize_int8.rne(x, block, 127), block)`, f32.
@@ -452,5 +453,80 @@ fn q8_schedule_fields_that_matter() {
         "byte_offsets",
     ] {
         assert!(!ignored.contains(&f), "{f}: {ignored:?}");
+    }
+}
+
+/// `block` with its `n`-th workgroup barrier (program order, depth first) removed; counts down
+/// `n` through the nested blocks.
+fn without_barrier(block: Vec<Stmt>, n: &mut i64) -> Vec<Stmt> {
+    let mut out = Vec::new();
+    for s in block {
+        match s {
+            Stmt::WorkgroupBarrier => {
+                *n -= 1;
+                if *n != -1 {
+                    out.push(Stmt::WorkgroupBarrier);
+                }
+            }
+            Stmt::For {
+                var,
+                start,
+                end,
+                step,
+                body,
+            } => out.push(Stmt::For {
+                var,
+                start,
+                end,
+                step,
+                body: without_barrier(body, n),
+            }),
+            Stmt::If {
+                cond,
+                then_body,
+                else_body,
+            } => {
+                let then_body = without_barrier(then_body, n);
+                let else_body = without_barrier(else_body, n);
+                out.push(Stmt::If {
+                    cond,
+                    then_body,
+                    else_body,
+                });
+            }
+            s => out.push(s),
+        }
+    }
+    out
+}
+
+/// §5.2 / §5.8: the quantisation prologue's two workgroup barriers (after the codes and block
+/// scales are written to LDS, and after the per-group sums) are what make another lane's LDS
+/// writes visible to the GEMV's reads; without either, the simulator reports the stale LDS reads
+/// or the result leaves the f32 tolerance, on both targets.
+#[test]
+fn q8_prologue_without_its_barriers_is_caught() {
+    let k = q8_kernel(
+        2,
+        256,
+        64,
+        GptqLayout::new(GroupSize::Rows(64), ZeroPoint::V2),
+        32,
+    );
+    for arch in [Arch::Gfx906, Arch::Sm90] {
+        let s = Schedule::default_for(arch, &k);
+        for which in 0..2 {
+            let mut lk = lower(&k, arch, &s).unwrap_or_else(|e| panic!("{arch}: {e}"));
+            let mut n = which;
+            lk.body = without_barrier(std::mem::take(&mut lk.body), &mut n);
+            assert!(n < 0, "{arch}: fewer than {} workgroup barriers", which + 1);
+            let caught = (0..8).any(|i| {
+                let launch = vec![inputs(&k, 3000 + i)[0].clone()];
+                let rep =
+                    simulate(&lk, &k, &[launch], &SimOptions::sweep(7, i)).expect("simulates");
+                !rep.is_clean() || rep.max_rel_l2() > F32_TOL
+            });
+            assert!(caught, "{arch}: barrier {which} removed, not caught");
+        }
     }
 }
