@@ -722,8 +722,9 @@ fn the_quick_space_tries_the_k_parts_of_the_default_tile_first() {
 
 /// On gfx906 the resource filter's occupancy floor is the hand-written reference's, compiled
 /// at the case's shape: at batch 8 the careful `gemv_int4` reference runs 2 waves per SIMD
-/// (120 VGPRs) where the generated default needs 255 VGPRs (1 wave), so the default is refused
-/// with the numbers, and the report says where the floor came from.
+/// (120 VGPRs); the generated default (the activations staged in phases, 73 VGPRs) runs 3 and
+/// passes, and the report says where the floor came from. Before the phased stage the default
+/// took 135–255 VGPRs (1 wave) and was refused here ("occupancy 1 < 2").
 #[test]
 fn gfx906_tune_floors_occupancy_at_the_hand_written_kernels() {
     let dir = tempfile::tempdir().unwrap();
@@ -753,6 +754,6 @@ fn gfx906_tune_floors_occupancy_at_the_hand_written_kernels() {
     assert_eq!(case["occupancy_floor"], 2, "{case}");
     assert_eq!(case["floor_from"], "hand-written", "{case}");
     let default = &case["candidates"][0];
-    assert_eq!(default["occupancy"], 1, "{default}");
-    assert_eq!(default["rejected"], "occupancy 1 < 2", "{default}");
+    assert_eq!(default["occupancy"], 3, "{default}");
+    assert!(default["rejected"].is_null(), "{default}");
 }

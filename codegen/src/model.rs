@@ -21,7 +21,8 @@
 //! handled by exactly one lane; the per-weight count includes the loop's address arithmetic and
 //! every batch row's products). Instructions outside the hot loop (prologue, cross-slice
 //! reduction, epilogue) are not counted: in a GEMV they are a few per output column, under 1 %
-//! of the loop's at the Qwen shapes. Not modelled: cross-GPU communication (the fused kernel's
+//! of the loop's at the Qwen shapes. The bytes are the data arrays' once and the scratch arrays'
+//! (split-K partials, published partials) twice: written once, read once. Not modelled: cross-GPU communication (the fused kernel's
 //! allreduce and flags), tail effects of a grid that does not fill the CUs evenly, the L2.
 //! Pure functions of explicit inputs: nothing here reads a device, a file or the environment.
 
@@ -208,7 +209,11 @@ impl HotLoop {
         };
         let mut best: Option<&[(u64, String, Option<u64>)]> = None;
         for (i, (addr, m, target)) in ins.iter().enumerate() {
-            let Some(t) = target.filter(|t| t <= addr && m.starts_with("s_cbranch")) else {
+            // A loop closes with a backward conditional branch, or with an unconditional one
+            // (`s_branch`) where the exit test is at the top.
+            let Some(t) = target
+                .filter(|t| t <= addr && (m.starts_with("s_cbranch") || m.as_str() == "s_branch"))
+            else {
                 continue;
             };
             let start = ins.iter().position(|(a, _, _)| *a >= t).unwrap_or(i);
@@ -252,8 +257,10 @@ impl HotLoop {
 }
 
 /// The inputs of the model for a lowered GPTQ kernel: the weights and bytes from its array
-/// parameters (`qweight` words × 8 weights; every data array read or written once), the rest
-/// from its hot loop and hipcc's occupancy. `None` without INT4 weights or products.
+/// parameters (`qweight` words × 8 weights; every data array read or written once, every scratch
+/// array — split-K partials, published allreduce partials, norm partials — written once and read
+/// once, so counted twice), the rest from its hot loop and hipcc's occupancy. `None` without
+/// INT4 weights or products.
 pub fn inputs_for(
     k: &LoweredKernel,
     hot: &HotLoop,
@@ -275,6 +282,7 @@ pub fn inputs_for(
             }
         }
     }
+    bytes += 2.0 * scratch_bytes(k);
     (weights > 0.0).then_some(())?;
     Some(ModelInputs {
         valu_per_weight: hot.valu_per_weight(batch)?,
@@ -286,6 +294,23 @@ pub fn inputs_for(
         grid: k.grid,
         workgroup_size: k.workgroup_size,
     })
+}
+
+/// Bytes of the kernel's scratch arrays (split-K partials, published partials, norm partials):
+/// each is written once and read once, so [`inputs_for`] counts them twice.
+pub fn scratch_bytes(k: &LoweredKernel) -> f64 {
+    k.params
+        .iter()
+        .map(|(_, p)| match &p.kind {
+            ParamKind::Array {
+                elem,
+                len,
+                purpose: Purpose::Scratch,
+                ..
+            } => (*len * elem.bytes()) as f64,
+            _ => 0.0,
+        })
+        .sum()
 }
 
 /// `(address, mnemonic, backward-or-forward branch target)` of every instruction line of

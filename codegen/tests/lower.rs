@@ -726,8 +726,20 @@ fn schedule_defaults_per_target() {
         assert_eq!(d.k_unit_words, if arch.has_fp16_mma() { 8 } else { 4 });
         let d8 = Schedule::default_for(arch, &build("gemv_int4_dual_silu", &Shapes::qwen27b(4, 8)));
         assert_eq!(d8.k_unit_words, 4);
-        // gfx906 at batch 8: 80 KB of activations, not staged (per-lane packing instead).
-        assert_eq!(d8.x_in_lds, sm90);
+        // gfx906 at batch 8: 80 KB of activations, staged in phases of one unit per K slice (1
+        // word per lane for the two weights, 64-column tiles: 4 K slices; `floor_phases`).
+        assert!(d8.x_in_lds);
+        if !sm90 {
+            assert_eq!(
+                (
+                    d8.k_split,
+                    d8.words_per_iteration,
+                    d8.threads_per_column,
+                    d8.x_phase_units
+                ),
+                (1, 1, 4, 4)
+            );
+        }
         let s = Schedule::default_for(arch, &f16);
         assert_eq!(s.threads_per_column, arch.wave_size());
         // One wave per 128-column INT8 block.
@@ -895,19 +907,31 @@ fn a_grid_the_device_cannot_hold_is_refused_at_lowering_on_both_targets() {
 }
 
 /// LDS bounds residency too: the fused INT4 kernel on gfx906 at batch 8 with 256-lane
-/// workgroups (32 K slices) keeps 32 KiB of cross-slice sums per workgroup, one per CU, and is
-/// refused; the default (128 lanes, 16 slices, 16 KiB) fits.
+/// workgroups of 32 K slices over 32-column tiles keeps 32 KiB of cross-slice sums per
+/// workgroup, one per CU, and is refused (160 workgroups); the default (64-column tiles, 8 K
+/// slices, the activations in phases: 80 workgroups with 16 KiB of sums and 4 KiB of stage)
+/// fits.
 #[test]
 fn lds_bounds_coresidency_and_the_gfx906_default_fits() {
     use wavefuse_codegen::lower::LowerError;
     let k = build("gemv_int4_allreduce_rmsnorm", &Shapes::qwen27b(4, 8));
     let s = Schedule::default_for(Arch::Gfx906, &k);
-    assert_eq!(s.workgroup_size, 128);
+    assert_eq!(
+        (
+            s.workgroup_size,
+            s.columns_per_workgroup,
+            s.threads_per_column,
+            s.x_phase_units
+        ),
+        (256, 64, 8, 8)
+    );
     let fits = lower(&k, Arch::Gfx906, &s).expect("the default fits");
     assert!(fits.coresidency.is_some());
     let wide = s
         .clone()
-        .with_overrides("workgroup_size=256,threads_per_column=32")
+        .with_overrides(
+            "workgroup_size=256,columns_per_workgroup=32,words_per_iteration=4,threads_per_column=32,x_in_lds=false,x_phase_units=0",
+        )
         .expect("a valid override");
     match lower(&k, Arch::Gfx906, &wide) {
         Err(LowerError::NotCoResident(e)) => {

@@ -1,16 +1,17 @@
 //! The gfx906 INT4 floor path (dot2 with the one-shift decode, 4 packed columns per lane, the
 //! activations staged in LDS as FP16 pairs or packed per lane, 32-bit byte offsets; see
 //! `codegen/src/lower/gemv.rs` `gptq_unit_dot2`) in the protocol simulator: every GPTQ kernel of
-//! the set at small shapes, at batch 1 and 3, alone and split over K (the fused kernel at TP 2),
-//! clean over seeded schedules against the f64 reference: CI runs 40 schedules per combination
-//! (24 combinations, about 15 s of test time here); the 1000-schedule soak (25 times as many
-//! schedules; it took 26 minutes on a loaded machine) is
+//! the set at small shapes, at batch 1 and 3, alone, split over K (the fused kernel at TP 2) and
+//! with the stage filled in phases (`x_phase_units`, at K = 512 / 1024), clean over seeded
+//! schedules against the f64 reference: CI runs 40 schedules per combination (32 combinations);
+//! the 1000-schedule soak (25 times as many schedules; it took 26 minutes on a loaded machine
+//! before the phased combinations) is
 //! `cargo test -p wavefuse-harness --test sim_floor -- --ignored`.
 
 mod support;
 
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::ir::Ordering;
+use wavefuse_codegen::ir::{BufferType, OpKind, Ordering};
 use wavefuse_codegen::lower::{AllreduceProtocol, Int4Dot, MmaDecode, Schedule, lower};
 use wavefuse_codegen::lowered::{Expr, Stmt};
 use wavefuse_codegen::sim::{FindingKind, PeerTable};
@@ -26,13 +27,56 @@ const CI_SCHEDULES: u64 = 40;
 const SOAK_SCHEDULES: u64 = 1000;
 
 fn floor(id: KernelId, tp: u32, batch: usize, parts: u32, x_in_lds: bool) -> Prepared {
+    floor_phased(id, tp, batch, parts, x_in_lds, false)
+}
+
+/// The simulator's shapes for the stage in phases: K = 512 (or 1024 / TP for the fused kernel),
+/// 16 units of 4 K-words or more, so a phase of the K slices' units is smaller than the part.
+const PHASED_SMALL: SmallShapes = SmallShapes {
+    hidden: 512,
+    ffn: 1024,
+    ..SmallShapes::DEFAULT
+};
+
+/// [`floor`], with `phased` at [`PHASED_SMALL`] with the stage filled in four phases
+/// (`Schedule::x_phase_units`).
+fn floor_phased(
+    id: KernelId,
+    tp: u32,
+    batch: usize,
+    parts: u32,
+    x_in_lds: bool,
+    phased: bool,
+) -> Prepared {
     let arch = Arch::Gfx906;
     let shapes = Shapes {
         batch,
         ..Shapes::qwen27b(tp)
     };
-    let ir = small_kernel(id, &shapes, &SmallShapes::DEFAULT).expect("small kernel");
+    let small_shapes = if phased {
+        PHASED_SMALL
+    } else {
+        SmallShapes::DEFAULT
+    };
+    let ir = small_kernel(id, &shapes, &small_shapes).expect("small kernel");
     let small = small_schedule(arch, &ir);
+    let slices = small.workgroup_size / 8;
+    let phase = if phased {
+        let k = ir.ops().find_map(|(_, op)| match &op.kind {
+            OpKind::Gemv(g) => match &ir.buffer(g.weight)?.ty {
+                BufferType::Weight(w) => Some(w.k as u32),
+                _ => None,
+            },
+            _ => None,
+        });
+        // A quarter of the part: four phases (a phase smaller than the K slices leaves some
+        // idle, which is the schedule's cost, not a correctness matter).
+        let part_units = k.expect("a GPTQ GEMV") / 8 / 4 / parts;
+        assert!(part_units % 4 == 0, "{id}: {part_units} units");
+        part_units / 4
+    } else {
+        0
+    };
     // 8 lanes x 4 packed columns per K row: 32 columns, workgroup / 8 K slices.
     let s = Schedule {
         int4_dot: Int4Dot::Dot2,
@@ -41,10 +85,11 @@ fn floor(id: KernelId, tp: u32, batch: usize, parts: u32, x_in_lds: bool) -> Pre
         byte_offsets: true,
         words_per_iteration: 4,
         columns_per_workgroup: 32,
-        threads_per_column: small.workgroup_size / 8,
+        threads_per_column: slices,
         k_unit_words: 4,
         accumulators: 1,
         k_split: parts,
+        x_phase_units: phase,
         ..small
     };
     let lowered = lower(&ir, arch, &s).unwrap_or_else(|e| panic!("{id}: {e}"));
@@ -58,12 +103,17 @@ fn floor(id: KernelId, tp: u32, batch: usize, parts: u32, x_in_lds: bool) -> Pre
 
 fn run(id: KernelId, tp: u32, schedules: u64) {
     for batch in [1, 3] {
-        for (parts, x_in_lds) in [(1, true), (1, false), (2, true)] {
-            let p = floor(id, tp, batch, parts, x_in_lds);
+        for (parts, x_in_lds, phased) in [
+            (1, true, false),
+            (1, false, false),
+            (2, true, false),
+            (1, true, true),
+        ] {
+            let p = floor_phased(id, tp, batch, parts, x_in_lds, phased);
             let r = sweep(&p, SEED, 0, schedules, |_, _| {}).expect("simulates");
             let text = summary(&p, &r);
             eprintln!(
-                "{id}@gfx906 tp {tp} batch {batch} k_split {parts} x_in_lds {x_in_lds} floor path: {}",
+                "{id}@gfx906 tp {tp} batch {batch} k_split {parts} x_in_lds {x_in_lds} phased {phased} floor path: {}",
                 text.lines().next().unwrap_or("")
             );
             assert!(r.findings.is_empty() && r.failing == 0, "{text}");
@@ -131,6 +181,86 @@ fn floor_stage_without_its_workgroup_barrier_is_caught_gfx906() {
         )),
         "the missing stage barrier was not caught:\n{text}"
     );
+}
+
+/// §5.2 with the stage in phases (`Schedule::x_phase_units`): each phase's stage is written by
+/// every lane and read by every lane, so it needs both workgroup barriers — the one before the
+/// overwrite (the previous phase's reads are done) and the one after the stage (its writes are
+/// done). Removing either is caught by the simulator.
+#[test]
+fn phased_stage_without_either_workgroup_barrier_is_caught_gfx906() {
+    for which in ["before the overwrite", "after the stage"] {
+        let mut p = floor_phased(KernelId::GemvInt4, 1, 3, 1, true, true);
+        let mut removed = false;
+        p.lowered.body = without_phase_barrier(
+            std::mem::take(&mut p.lowered.body),
+            which == "after the stage",
+            &mut removed,
+        );
+        assert!(
+            removed,
+            "no phase loop with two barriers in:\n{}",
+            p.lowered
+        );
+        let r = sweep(&p, SEED, 0, CI_SCHEDULES, |_, _| {}).expect("simulates");
+        let text = summary(&p, &r);
+        assert!(
+            !r.findings.is_empty() || r.failing > 0,
+            "the phase barrier {which} removed, not caught:\n{text}"
+        );
+    }
+}
+
+/// `body` with the first (or, with `second`, the second) workgroup barrier of the first loop
+/// that holds two of them directly (the phase loop) removed.
+fn without_phase_barrier(body: Vec<Stmt>, second: bool, removed: &mut bool) -> Vec<Stmt> {
+    body.into_iter()
+        .map(|s| match s {
+            Stmt::For {
+                var,
+                start,
+                end,
+                step,
+                body,
+            } if !*removed
+                && body
+                    .iter()
+                    .filter(|t| matches!(t, Stmt::WorkgroupBarrier))
+                    .count()
+                    == 2 =>
+            {
+                let mut seen = 0;
+                let body = body
+                    .into_iter()
+                    .filter(|t| {
+                        if !matches!(t, Stmt::WorkgroupBarrier) {
+                            return true;
+                        }
+                        seen += 1;
+                        seen != if second { 2 } else { 1 }
+                    })
+                    .collect();
+                *removed = true;
+                Stmt::For {
+                    var,
+                    start,
+                    end,
+                    step,
+                    body,
+                }
+            }
+            Stmt::If {
+                cond,
+                then_body,
+                else_body,
+            } => Stmt::If {
+                then_body: without_phase_barrier(then_body, second, removed),
+                else_body: without_phase_barrier(else_body, second, removed),
+                cond,
+            },
+            other => other,
+        })
+        .collect()
 }
 
 // The fused kernel's gfx906 default at TP 1 and 2 (issue 19): the floor path with K split so each

@@ -195,8 +195,11 @@ fn q8_gemv_valu_per_weight_and_model_gfx906() {
             "batch {batch}: {r:.3} VALU per weight in the q8 hot loop (ceiling {ceiling})"
         );
         let slowest = wp.map_or(a.modelled.us, |m| m.us);
+        // Within 3 %: where both are memory-bound the q8 kernel moves its 4 K parts' f32
+        // partials too (4 · B · N · 4 bytes written and read: 1.2 % of the bytes at batch 1,
+        // 2.4 % at batch 2), which the FP16 default (no K split) does not.
         assert!(
-            slowest <= b.modelled.us + 0.5,
+            slowest <= b.modelled.us * 1.03,
             "batch {batch}: q8 modelled {slowest:.1} us, FP16 {:.1} us",
             b.modelled.us
         );

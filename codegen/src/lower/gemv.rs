@@ -244,15 +244,24 @@ impl Lowering<'_> {
         self.reduction_arrays(t.slices);
         let upg = t.words_per_group / t.unit;
         let (begin, end) = self.split_units(t.groups * upg)?;
+        let phase = self.x_phase(&t, t.groups * upg / self.s.k_split.max(1) as usize)?;
+        // With phases the stage holds one phase of the part and is filled inside the phase loop
+        // (below); otherwise the whole part, once, here.
+        let phase_reg = phase.map(|_| self.k.reg(Ty::U32, "phase"));
         if t.dot2 && self.s.x_in_lds {
             // The dot2 pairs (x_h, x_h+4) are the MMA path's B-fragment order.
-            let words = t.k / 8 / self.s.k_split as usize;
+            let (words, first) = match (phase, phase_reg) {
+                (Some(units), Some(ph)) => (units * t.unit, r(ph)),
+                _ => (t.k / 8 / self.s.k_split as usize, begin.clone()),
+            };
             let stage = XStage {
                 lds: self.k.lds(Ty::U32, t.batch * words * 4),
-                begin: mul(begin.clone(), u(t.unit)),
+                begin: mul(first, u(t.unit)),
                 words,
             };
-            self.stage_x(t.x.clone(), t.k, t.batch, &stage, out)?;
+            if phase.is_none() {
+                self.stage_x(t.x.clone(), t.k, t.batch, &stage, out)?;
+            }
             t.xs = Some(stage);
         }
         out.push(comment(format!(
@@ -302,7 +311,22 @@ impl Lowering<'_> {
                 self.gptq_unit_factored(&t, unit_reg, n0, &sf, &zs, &acc, &mut unit_body)
             }
         }
-        let units_loop = for_loop(unit_reg, add(begin, r(slice)), end, u(t.slices), unit_body);
+        let units_loop = match (phase, phase_reg) {
+            (Some(units), Some(ph)) => for_loop(
+                unit_reg,
+                add(r(ph), r(slice)),
+                add(r(ph), u(units)),
+                u(t.slices),
+                unit_body,
+            ),
+            _ => for_loop(
+                unit_reg,
+                add(begin.clone(), r(slice)),
+                end.clone(),
+                u(t.slices),
+                unit_body,
+            ),
+        };
         out.push(comment(match (t.scaling, t.decode) {
             _ if t.dot2 && t.pair_decode == MmaDecode::Fma => {
                 "dot2: pairs 0, 2 of a packed word = ((word >> 8h) & 0x000F000F) | 0x64006400 (1024 + q) minus 1024 + z, pairs 1, 3 = ((word >> 8h) & 0x00F000F0) | 0x64006400 (1024 + 16q) times 1/16 minus 64 + z: \
@@ -322,7 +346,26 @@ impl Lowering<'_> {
                 "per unit: a = sum q*x and X = sum x over the unit's K rows (q exact in f32), then acc = fma(s, a - z*X, acc) = acc + sum (q - z)*s*x"
             }
         }));
-        when(lt(r(n0), u(t.n)), vec![units_loop], out);
+        match (phase, phase_reg, &t.xs) {
+            (Some(units), Some(ph), Some(stage)) => {
+                // The part in phases of `units` units (`Schedule::x_phase_units`): each phase's
+                // activations are staged, then its units computed. Both workgroup barriers stay
+                // outside the column mask (§5.8: uniform control flow; the phase bounds are the
+                // workgroup's). The first keeps the previous phase's LDS reads before the
+                // overwrite, the second (in `stage_x`) the stage's writes before any read (§5.2:
+                // the stage is the workgroup's, every lane reads what all lanes wrote).
+                let mut body = vec![
+                    comment(format!(
+                        "phase of {units} units: every lane is done reading the last phase's activations before they are overwritten"
+                    )),
+                    Stmt::WorkgroupBarrier,
+                ];
+                self.stage_x(t.x.clone(), t.k, t.batch, stage, &mut body)?;
+                when(lt(r(n0), u(t.n)), vec![units_loop], &mut body);
+                out.push(for_loop(ph, begin, end, u(units), body));
+            }
+            _ => when(lt(r(n0), u(t.n)), vec![units_loop], out),
+        }
 
         let sum = |mi: usize, bi: usize, j: usize| {
             let base = t.acc(mi, bi, 0) + j * t.accs;
@@ -1039,6 +1082,25 @@ impl Lowering<'_> {
     /// Stage this workgroup's K part of the activations in LDS (see [`XStage`]): lane `l` packs
     /// entries `l, l + wg, …` from one 16-byte load each, then a workgroup barrier. `x = None`:
     /// the GEMV prologue computes the entries instead ([`Lowering::prologue_stage`]).
+    /// Units per activation phase of the dot2 path (`Schedule::x_phase_units`), `None` when the
+    /// whole K part is staged at once (0, or a phase of the whole part). A phase must divide the
+    /// part, so that no phase stages past the part's end (a multiple of the K slices gives every
+    /// slice the same units: the schedule's concern). A GEMV prologue writes its whole stage:
+    /// no phases then.
+    fn x_phase(&self, t: &Gptq, part_units: usize) -> Result<Option<usize>, LowerError> {
+        let units = self.s.x_phase_units as usize;
+        // A prologue (`t.x` is `None`) writes its whole stage at once.
+        if units == 0 || units >= part_units || !t.dot2 || !self.s.x_in_lds || t.x.is_none() {
+            return Ok(None);
+        }
+        if part_units % units != 0 {
+            return Err(LowerError::Schedule(format!(
+                "x_phase_units = {units} does not divide the K part's {part_units} units"
+            )));
+        }
+        Ok(Some(units))
+    }
+
     fn stage_x(
         &mut self,
         x: Option<Base>,

@@ -189,6 +189,14 @@ pub struct Schedule {
     /// false.
     #[serde(default)]
     pub prefetch_next_stage: bool,
+    /// The gfx906 dot2 path with `x_in_lds`: the workgroup's K part of the activations is staged
+    /// in phases of this many units (`batch · units · k_unit_words · 16` bytes of LDS), each
+    /// behind two workgroup barriers, instead of at once — so a part whose activations exceed
+    /// the LDS can still be staged without splitting K over more workgroups. 0: the whole part
+    /// at once. A divisor of the part's units (a multiple of the K slices, `threads_per_column`,
+    /// gives every slice the same units per phase). Absent in stored schedules: 0.
+    #[serde(default)]
+    pub x_phase_units: u32,
 }
 
 impl Schedule {
@@ -225,6 +233,7 @@ impl Schedule {
             max_grid: 0,
             materialise_prologue: false,
             prefetch_next_stage: false,
+            x_phase_units: 0,
         };
         if let Some((k, block)) = q8_gemv(kernel) {
             return q8_default(arch, kernel, k, block, base);
@@ -428,7 +437,7 @@ impl Schedule {
     /// and the protocol matter; FP16 GEMVs ignore every INT4 field; each INT4 dot-product path
     /// ignores the others' fields; one rank (or no allreduce) ignores the protocol.
     pub fn ignored_fields(&self, kernel: &Kernel) -> Vec<&'static str> {
-        const INT4: [&str; 8] = [
+        const INT4: [&str; 9] = [
             "k_unit_words",
             "nibble_decode",
             "int4_scaling",
@@ -437,6 +446,7 @@ impl Schedule {
             "stream_weights",
             "x_in_lds",
             "mma_decode",
+            "x_phase_units",
         ];
         let mut out: Vec<&'static str> = match gemv_format(kernel) {
             // The q8 GEMV (`gemv/q8.rs`) tiles like the INT4 paths (columns, threads per column,
@@ -448,11 +458,16 @@ impl Schedule {
                 .collect(),
             Some(WeightFormat::F16) => INT4.to_vec(),
             Some(_) => match self.int4_dot {
-                Int4Dot::Fma => vec!["pipeline_depth", "x_in_lds", "mma_decode"],
-                // The dot2 path stages its activations as FP16 pairs in LDS (`x_in_lds`) and
-                // decodes nibble pairs as `mma_decode` says.
+                Int4Dot::Fma => vec!["pipeline_depth", "x_in_lds", "mma_decode", "x_phase_units"],
+                // The dot2 path stages its activations as FP16 pairs in LDS (`x_in_lds`, in
+                // phases with `x_phase_units`) and decodes nibble pairs as `mma_decode` says.
                 Int4Dot::Dot2 => vec!["nibble_decode", "int4_scaling", "pipeline_depth"],
-                Int4Dot::Mma => vec!["nibble_decode", "int4_scaling", "accumulators"],
+                Int4Dot::Mma => vec![
+                    "nibble_decode",
+                    "int4_scaling",
+                    "accumulators",
+                    "x_phase_units",
+                ],
             },
         };
         let exchange = kernel.tp() > 1
@@ -464,6 +479,13 @@ impl Schedule {
         }
         if !super::stages::materialises_a_prologue(kernel) {
             out.push("materialise_prologue");
+        }
+        // A recomputed GEMV prologue writes its whole LDS stage at once.
+        if !gemv_prologue(kernel).is_empty()
+            && !self.materialise_prologue
+            && !out.contains(&"x_phase_units")
+        {
+            out.push("x_phase_units");
         }
         let stages = super::stages::stage_kernels(kernel, self.materialise_prologue);
         if stages.is_ok_and(|s| s.len() < 2) {
@@ -515,13 +537,7 @@ pub const FILL_PER_SM: f64 = 3.5;
 /// computes them (they are in LDS then anyway; a norm in the prologue is no grid stage).
 fn mma_split(arch: Arch, kernel: &Kernel, mut s: Schedule) -> Schedule {
     let units = common_k(kernel).map_or(0, |k| k / 8 / s.k_unit_words as usize);
-    let feeds_gemv = gemv_prologue(kernel);
-    let grid_stage = kernel.ops().any(|(_, op)| match op.kind {
-        OpKind::AllReduce(_) => true,
-        // A norm in a GEMV prologue is workgroup-local (`prologue.rs`): no grid stage.
-        OpKind::RmsNorm(_) => !op.results.iter().any(|v| feeds_gemv.contains(v)),
-        _ => false,
-    });
+    let grid_stage = grid_stage(kernel);
     // The K warps of the workgroup (`threads_per_column` below).
     const K_WARPS: usize = 4;
     let divides = |p: &usize| units > 0 && units % p == 0;
@@ -568,6 +584,18 @@ fn mma_split(arch: Arch, kernel: &Kernel, mut s: Schedule) -> Schedule {
     s.x_in_lds = staged_fits(kernel, &s)
         && (grid_stage || staging_keeps_one_wave(arch, kernel, &s, workgroups));
     s
+}
+
+/// Whether the kernel synchronises its whole grid (an allreduce, or an RMSNorm of GEMV
+/// results): then every workgroup must be co-resident (DESIGN.md §5.9).
+fn grid_stage(kernel: &Kernel) -> bool {
+    let feeds_gemv = gemv_prologue(kernel);
+    kernel.ops().any(|(_, op)| match op.kind {
+        OpKind::AllReduce(_) => true,
+        // A norm in a GEMV prologue is workgroup-local (`prologue.rs`): no grid stage.
+        OpKind::RmsNorm(_) => !op.results.iter().any(|v| feeds_gemv.contains(v)),
+        _ => false,
+    })
 }
 
 /// Registers per lane nvcc gives the 128-lane tensor-core INT4 GEMV (56, `ptxas -v`; the
@@ -674,10 +702,25 @@ const FLOOR_STAGE_BYTES: usize = 16 * 1024;
 /// (`splitk.rs`). The fused kernel at TP 1 (K = 17408, 34.8 KB of activations) takes 4 parts of
 /// 128 columns, at TP 2 (17.4 KB) 2 parts of 64 columns: hipcc's hot loop 1.83 / 1.85 VALU per
 /// weight, 62 VGPRs, occupancy 4, where the unstaged path (per-lane packing) took 2.09 at 65
-/// VGPRs, occupancy 3 (`bench/results/2026-12-03-gfx906-fused-splitk/`). Otherwise (batch > 1,
-/// no such split) the activations are packed per lane.
+/// VGPRs, occupancy 3 (`bench/results/2026-12-03-gfx906-fused-splitk/`). At batch > 1 the
+/// stage is filled in phases instead ([`floor_phases`]); without a fitting split or phase the
+/// activations are packed per lane.
 fn floor_split(kernel: &Kernel, staged: usize, s: Schedule) -> Schedule {
     let units = common_k(kernel).map_or(0, |k| k / 8 / s.k_unit_words as usize);
+    let batch = batch_of(kernel);
+    if batch > 1 {
+        let paired = widest_gemv_group(kernel) > 1;
+        let n = gemv_ns(kernel).max().unwrap_or(0);
+        if let Some(s) = floor_phases(units, n, batch, paired, s.clone()) {
+            return s;
+        }
+        if batch > 2 {
+            return Schedule {
+                x_in_lds: false,
+                ..s
+            };
+        }
+    }
     let lanes_per_row = |p: u32| s.columns_per_workgroup * p / s.words_per_iteration;
     let parts = [2u32, 4].into_iter().find(|&p| {
         staged / p as usize <= FLOOR_STAGE_BYTES
@@ -685,7 +728,7 @@ fn floor_split(kernel: &Kernel, staged: usize, s: Schedule) -> Schedule {
             && lanes_per_row(p) <= s.workgroup_size
     });
     match parts {
-        Some(p) if batch_of(kernel) == 1 => Schedule {
+        Some(p) => Schedule {
             k_split: p,
             columns_per_workgroup: s.columns_per_workgroup * p,
             threads_per_column: s.workgroup_size / lanes_per_row(p),
@@ -697,6 +740,55 @@ fn floor_split(kernel: &Kernel, staged: usize, s: Schedule) -> Schedule {
             ..s
         },
     }
+}
+
+/// The floor path at batch > 1 where the activations do not fit the stage: the whole K staged
+/// in phases (`Schedule::x_phase_units`) of one unit per K slice, so no K split (no partials,
+/// and the fused kernel's grid stays co-resident). The batch rows' accumulators set the packed
+/// columns per lane: 4 at batch 2 in 32-column tiles (32 K slices), 2 from batch 3 in
+/// 64-column tiles (8 K slices); two weights per lane (gate and up) take half as many words.
+/// 256-lane workgroups, 128 where the K slices of 256 do not divide the units (K = 2176, the
+/// fused kernel at TP 8: 68 units); 32-column tiles where 64 would leave CUs without a
+/// workgroup. Against the hand-written references (which stage in phases too, and whose hot
+/// loops then hold their staging as these do) the MI50 model puts 56 of the 64 (kernel, TP,
+/// batch) rows within 1 % and 8 at 1.1–3.1 % over (listed in `tests/tests/gfx906_model.rs`,
+/// `bench/results/2026-12-03-gfx906-batch/`); the old default (the activations packed per
+/// lane) took 7.66 VALU per weight at batch 8 at 135 VGPRs, `gemv_int4` now 5.73 at 73. `None`
+/// when no slice count divides the units.
+fn floor_phases(
+    units: usize,
+    n: usize,
+    batch: usize,
+    paired: bool,
+    s: Schedule,
+) -> Option<Schedule> {
+    let (words, columns) = match (batch, paired) {
+        (2, false) => (4, 32),
+        (2, true) => (2, 32),
+        (_, true) if batch > 4 => (1, 64),
+        _ => (2, 64),
+    };
+    // 64-column tiles only where they still give every CU a workgroup (the model does not see
+    // idle CUs): `gemv_int4` at TP 8 (N = 2176) keeps 32-column tiles, 68 workgroups.
+    let columns = if n / columns as usize >= Arch::Gfx906.compute_units() as usize {
+        columns
+    } else {
+        32
+    };
+    let lanes_per_row = columns / words;
+    let slices = [256 / lanes_per_row, 128 / lanes_per_row]
+        .into_iter()
+        .find(|&p| p > 0 && units % p as usize == 0)?;
+    Some(Schedule {
+        workgroup_size: lanes_per_row * slices,
+        columns_per_workgroup: columns,
+        words_per_iteration: words,
+        threads_per_column: slices,
+        x_in_lds: true,
+        x_phase_units: slices,
+        k_split: 1,
+        ..s
+    })
 }
 
 /// Whether the FP16 activations of one K part (`batch · K / k_split`) take at most

@@ -205,19 +205,35 @@ fn int4_schedule(
     let wg = wave * pick(rng, &[1, 2, 4]).min(256 / wave);
     let dot2 = arch.has_dot2_f32_f16() && rng.random_bool(0.5);
     let k_unit_words = unit(rng, group_words, 1);
+    let k_split = k_split(rng, kdim, k_unit_words);
+    let x_in_lds = dot2 && rng.random_bool(0.5);
+    // The dot2 stage in phases, one time in two: a divisor of the part's units smaller than the
+    // part (a kernel whose activation a prologue computes refuses it, which the fuzzer then
+    // reports).
+    let part_units = kdim / 8 / k_unit_words as usize / k_split as usize;
+    let phases: Vec<u32> = (1..part_units)
+        .filter(|p| part_units % p == 0)
+        .map(|p| p as u32)
+        .collect();
+    let x_phase_units = if x_in_lds && !phases.is_empty() && rng.random_bool(0.5) {
+        pick(rng, &phases)
+    } else {
+        0
+    };
     Schedule {
         workgroup_size: wg,
         columns_per_workgroup: v * lanes_per_row,
         threads_per_column: wg / lanes_per_row,
         words_per_iteration: v,
         k_unit_words,
-        k_split: k_split(rng, kdim, k_unit_words),
+        k_split,
         accumulators: pick(rng, &[1, 2]),
         int4_dot: if dot2 { Int4Dot::Dot2 } else { Int4Dot::Fma },
         nibble_decode: pick(rng, &[NibbleDecode::Convert, NibbleDecode::Magic]),
         int4_scaling: pick(rng, &[Int4Scaling::PerWeight, Int4Scaling::PerUnit]),
         mma_decode: pick(rng, &[MmaDecode::Shift, MmaDecode::Fma]),
-        x_in_lds: dot2 && rng.random_bool(0.5),
+        x_in_lds,
+        x_phase_units,
         byte_offsets: rng.random_bool(0.5),
         stream_weights: rng.random_bool(0.3),
         pipeline_depth: 1,
@@ -241,6 +257,7 @@ fn mma_schedule(rng: &mut ChaCha8Rng, base: Schedule, kdim: usize, group_words: 
         pipeline_depth: pick(rng, &[1, 2]),
         mma_decode: pick(rng, &[MmaDecode::Shift, MmaDecode::Fma]),
         x_in_lds: rng.random_bool(0.5),
+        x_phase_units: 0,
         stream_weights: rng.random_bool(0.5),
         byte_offsets: rng.random_bool(0.3),
         ..base

@@ -285,7 +285,7 @@ fn hand_floor(
 /// Whether the committed budgets (`kernels-gen/budgets.toml`) apply to `spec`: they are written
 /// for the set's kernels at the model's shapes at batch 1 (what `wavefuse check` and the CI
 /// budget tests compile). At a larger batch the default itself needs more registers (the gfx906
-/// `gemv_int4` default: 255 VGPRs at batch 8), and a batch-1 budget there would reject it and
+/// `gemv_int4` default: 73 VGPRs at batch 8, 62 at batch 1), and a batch-1 budget there would reject it and
 /// every candidate near it; a user's kernel has no committed budget.
 pub fn budgeted(spec: &CaseSpec) -> bool {
     spec.kernel.set_id().is_some() && spec.batch == 1 && spec.shape == ShapeKind::Model
