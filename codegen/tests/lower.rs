@@ -906,6 +906,48 @@ fn a_grid_the_device_cannot_hold_is_refused_at_lowering_on_both_targets() {
     assert!(g.coresident(1, at(7)).is_ok());
 }
 
+/// sm_90 without a grid stage: where no K part count fills the device at the default units, the
+/// units halve until one does. 4352 → 5120 (one TP 4 rank's down GEMV, `hidden` = K = 4352):
+/// 34 units of 16 K-words, no divisor in 3..=8, so 68 units of 8 in 4 parts (640 workgroups;
+/// H200 graphs 10.1 → 8.2 µs, bench/results/2026-12-03-h200-k4352-units/); K = 5120 (40 units
+/// of 16, 5 parts at N = 4352) keeps its units; the fused kernel (a grid stage) keeps them too.
+#[test]
+fn sm90_units_halve_until_a_k_split_fills_the_device() {
+    let at = |hidden: usize, n: usize| Shapes {
+        hidden,
+        ffn: n,
+        ..Shapes::qwen27b(1, 1)
+    };
+    let s = Schedule::default_for(Arch::Sm90, &build("gemv_int4", &at(4352, 5120)));
+    assert_eq!((s.k_unit_words, s.k_split), (8, 4));
+    lower(&build("gemv_int4", &at(4352, 5120)), Arch::Sm90, &s).expect("lowers");
+    let s = Schedule::default_for(Arch::Sm90, &build("gemv_int4", &at(5120, 4352)));
+    assert_eq!((s.k_unit_words, s.k_split), (16, 5));
+    let fused = build("gemv_int4_allreduce_rmsnorm", &Shapes::qwen27b(4, 1));
+    let s = Schedule::default_for(Arch::Sm90, &fused);
+    assert_eq!(s.k_unit_words, 16);
+}
+
+/// sm_90 without a grid stage, batch 8: where the filling split's parts do not fit the stage,
+/// twice the parts when staging then adds no round of workgroups. 17408 → 5120: 4 parts of 70 KB
+/// unstaged → 8 parts of 35 KB staged (1280 workgroups take two rounds either way; H200 graphs
+/// 25.7 → 21.6 µs); 5120 → 17408 keeps 2 parts unstaged (1088 workgroups: one round unstaged,
+/// two staged; staging measured slower there).
+#[test]
+fn sm90_more_k_parts_where_they_let_the_activations_stage() {
+    let at = |hidden: usize, n: usize| Shapes {
+        hidden,
+        ffn: n,
+        ..Shapes::qwen27b(1, 8)
+    };
+    let k = build("gemv_int4", &at(17408, 5120));
+    let s = Schedule::default_for(Arch::Sm90, &k);
+    assert_eq!((s.k_split, s.x_in_lds), (8, true));
+    lower(&k, Arch::Sm90, &s).expect("lowers");
+    let s = Schedule::default_for(Arch::Sm90, &build("gemv_int4", &at(5120, 17408)));
+    assert_eq!((s.k_split, s.x_in_lds), (2, false));
+}
+
 /// LDS bounds residency too: the fused INT4 kernel on gfx906 at batch 8 with 256-lane
 /// workgroups of 32 K slices over 32-column tiles keeps 32 KiB of cross-slice sums per
 /// workgroup, one per CU, and is refused (160 workgroups); the default (64-column tiles, 8 K

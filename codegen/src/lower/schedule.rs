@@ -536,27 +536,31 @@ pub const FILL_PER_SM: f64 = 3.5;
 /// part are staged in LDS when they take at most [`STAGE_MAX_BYTES`], or when a GEMV prologue
 /// computes them (they are in LDS then anyway; a norm in the prologue is no grid stage).
 fn mma_split(arch: Arch, kernel: &Kernel, mut s: Schedule) -> Schedule {
-    let units = common_k(kernel).map_or(0, |k| k / 8 / s.k_unit_words as usize);
     let grid_stage = grid_stage(kernel);
-    // The K warps of the workgroup (`threads_per_column` below).
-    const K_WARPS: usize = 4;
-    let divides = |p: &usize| units > 0 && units % p == 0;
-    let even = |p: &usize| divides(p) && (units / p) % K_WARPS == 0;
-    let plain = [4, 2].into_iter().find(divides);
-    // Without a grid stage: enough workgroups to fill the device, the fewest parts (at least 2)
-    // that give `tiles · P ≥ FILL_PER_SM · SMs`, or, up to twice that, the fewest that give
-    // every K warp the same units.
     let tiles = gemv_ns(kernel)
         .max()
         .unwrap_or(0)
         .div_ceil(s.columns_per_workgroup as usize);
     let target = (FILL_PER_SM * arch.compute_units() as f64).ceil() as usize;
-    let filling = || {
-        // Every K warp keeps at least one unit per part.
-        let least = (2..=units / K_WARPS).find(|p| divides(p) && tiles * p >= target)?;
-        (least..=2 * least).find(even).or(Some(least))
-    };
-    let parts = match (grid_stage, plain, filling()) {
+    let units_of = |s: &Schedule| common_k(kernel).map_or(0, |k| k / 8 / s.k_unit_words as usize);
+    // Without a grid stage, where no part count fills the device at these units, halve the
+    // units (to 4 K-words, one MMA step) until one does: K = 4352 is 34 units of 16 K-words, no
+    // count in 3..=8 divides 34, and 2 parts left 320 workgroups on 132 SMs; in 68 units of 8, 4
+    // parts give 640 (H200, graphs, 4352 → 5120 batch 1, one TP 4 rank's down GEMV alone: 10.1
+    // → 8.2 µs, `bench/results/2026-12-03-h200-k4352-units/`).
+    while !grid_stage
+        && filling_parts(units_of(&s), tiles, target).is_none()
+        && s.k_unit_words >= 8
+        && s.k_unit_words % 8 == 0
+    {
+        s.k_unit_words /= 2;
+    }
+    let units = units_of(&s);
+    let divides = |p: &usize| units > 0 && units % p == 0;
+    let even = |p: &usize| divides(p) && (units / p) % MMA_K_WARPS == 0;
+    let plain = [4, 2].into_iter().find(divides);
+    let filling = || filling_parts(units, tiles, target);
+    let mut parts = match (grid_stage, plain, filling()) {
         (true, ..) => plain,
         // An even split of 4 stays (the dual GEMV's 80 units of 8 words at TP 1: its staged
         // activations and 80 registers hold 6 workgroups per SM, and 2 parts would stage twice
@@ -565,9 +569,31 @@ fn mma_split(arch: Arch, kernel: &Kernel, mut s: Schedule) -> Schedule {
         (false, _, Some(f)) => Some(f),
         (false, p, None) => p,
     };
+    // Without a grid stage, where a part's activations do not fit the stage, twice the parts
+    // (up to 8) if then they do and staging adds no wave: 17408 → 5120 at batch 8 takes 8 parts
+    // of 35 KB staged instead of 4 of 70 KB unstaged (H200, graphs: 25.7 → 21.7 µs; 8 parts
+    // unstaged 28.2; `bench/results/2026-12-03-h200-k4352-units/`).
+    if let Some(p) = parts.filter(|_| !grid_stage) {
+        let with = |p: usize| Schedule {
+            k_split: p as u32,
+            workgroup_size: 128,
+            threads_per_column: MMA_K_WARPS as u32,
+            ..s.clone()
+        };
+        if !staged_fits(kernel, &with(p)) {
+            let more = [2 * p, 4 * p].into_iter().find(|&q| {
+                q <= 8
+                    && divides(&q)
+                    && units / q >= MMA_K_WARPS
+                    && staged_fits(kernel, &with(q))
+                    && staging_adds_no_wave(arch, kernel, &with(q), tiles * q)
+            });
+            parts = more.or(parts);
+        }
+    }
     if let Some(parts) = parts {
         s.workgroup_size = 128;
-        s.threads_per_column = K_WARPS as u32;
+        s.threads_per_column = MMA_K_WARPS as u32;
         s.k_split = parts as u32;
     } else if grid_stage && batch_of(kernel) == 1 {
         // No split: the tile gets 16 K warps instead of 8 (512-lane workgroups, two per SM;
@@ -582,8 +608,23 @@ fn mma_split(arch: Arch, kernel: &Kernel, mut s: Schedule) -> Schedule {
     // A kernel with a grid stage keeps its whole grid co-resident anyway (DESIGN.md §5.9).
     let workgroups = tiles * s.k_split.max(1) as usize;
     s.x_in_lds = staged_fits(kernel, &s)
-        && (grid_stage || staging_keeps_one_wave(arch, kernel, &s, workgroups));
+        && (grid_stage || staging_adds_no_wave(arch, kernel, &s, workgroups));
     s
+}
+
+/// The K warps of the tensor-core GEMV's 128-lane workgroup (`threads_per_column`).
+const MMA_K_WARPS: usize = 4;
+
+/// Without a grid stage: enough workgroups to fill the device, the fewest K parts (at least 2)
+/// that give `tiles · P ≥ target` workgroups, or, up to twice that, the fewest that give every K
+/// warp the same units; every K warp keeps at least one unit per part. `None` when no part count
+/// dividing the `units` fills the device.
+fn filling_parts(units: usize, tiles: usize, target: usize) -> Option<usize> {
+    let divides = |p: &usize| units > 0 && units % p == 0;
+    let least = (2..=units / MMA_K_WARPS).find(|p| divides(p) && tiles * p >= target)?;
+    (least..=2 * least)
+        .find(|p| divides(p) && (units / p) % MMA_K_WARPS == 0)
+        .or(Some(least))
 }
 
 /// Whether the kernel synchronises its whole grid (an allreduce, or an RMSNorm of GEMV
@@ -603,15 +644,18 @@ fn grid_stage(kernel: &Kernel) -> bool {
 /// over 4 sub-partitions over 56 × 32 per warp = 9.
 const MMA_WARPS_PER_SUBPARTITION: u32 = 9;
 
-/// Whether staging the activations of a K part in LDS still lets the device hold every one of
-/// `workgroups` at once whenever reading them through L1 would (at
+/// Whether staging the activations of a K part in LDS adds no wave: the device holds
+/// `workgroups` in as few rounds staged as reading them through L1 (at
 /// [`MMA_WARPS_PER_SUBPARTITION`]). Staging saves each warp's activation loads, but where it
-/// pushes part of the grid into a second wave that tail costs more (H200, CUDA graphs,
+/// pushes part of the grid into a wave of its own that tail costs more (H200, CUDA graphs,
 /// bench/results/2026-12-03-h200-stage-limit: `gemv_int4` 5120 → 17408 batch 8, 1088
-/// workgroups with 45 KB of LDS each, 5 per SM: staged 24.6 µs, unstaged 21.1; at TP 2, 544
-/// workgroups fit staged: staged 14.4, unstaged 16.5). The LDS counted is the part's activations
-/// and the cross-warp sums (`columns · batch · K warps · 4` bytes), the lowering's two arrays.
-fn staging_keeps_one_wave(arch: Arch, kernel: &Kernel, s: &Schedule, workgroups: usize) -> bool {
+/// workgroups with 45 KB of LDS each, 5 per SM: 2 rounds staged against 1, staged 24.6 µs,
+/// unstaged 21.1; at TP 2, 544 workgroups fit staged: staged 14.4, unstaged 16.5); where the grid
+/// takes two rounds either way it pays (17408 → 5120 batch 8, 8 parts, 1280 workgroups: staged
+/// 21.7, unstaged 28.2; bench/results/2026-12-03-h200-k4352-units). The LDS counted is the part's
+/// activations and the cross-warp sums (`columns · batch · K warps · 4` bytes), the lowering's
+/// two arrays.
+fn staging_adds_no_wave(arch: Arch, kernel: &Kernel, s: &Schedule, workgroups: usize) -> bool {
     let Some(k) = gptq_k(kernel) else {
         return false;
     };
@@ -619,11 +663,12 @@ fn staging_keeps_one_wave(arch: Arch, kernel: &Kernel, s: &Schedule, workgroups:
     let staged = batch * k * 2 / s.k_split.max(1) as usize;
     let sums = s.columns_per_workgroup as usize * batch * s.threads_per_column as usize * 4;
     let lds = u32::try_from(staged + sums).unwrap_or(u32::MAX);
-    let per_sm = |lds| {
+    let per_device = |lds| {
         arch.resident_workgroups_per_cu(s.workgroup_size, MMA_WARPS_PER_SUBPARTITION, lds) as usize
             * arch.compute_units() as usize
     };
-    per_sm(lds) >= workgroups.min(per_sm(sums as u32))
+    let rounds = |lds| workgroups.div_ceil(per_device(lds).max(1));
+    rounds(lds) <= rounds(sums as u32)
 }
 
 /// The gfx906 INT4 GEMV at the memory floor: [`Int4Dot::Dot2`] with the one-shift decode
@@ -809,7 +854,7 @@ fn staged_fits(kernel: &Kernel, s: &Schedule) -> bool {
 
 /// The most LDS one workgroup's staged activations may take: sm_90's 48 KiB of static shared
 /// memory per workgroup less room for the cross-warp sums. Whether staging pays below it depends
-/// on the grid: see [`staging_keeps_one_wave`].
+/// on the grid: see [`staging_adds_no_wave`].
 const STAGE_MAX_BYTES: usize = 40 * 1024;
 
 /// The values computed for a GEMV activation that is not a loaded input (a GEMV prologue, see
