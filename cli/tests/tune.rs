@@ -69,6 +69,31 @@ fn the_quick_space_of_every_kernel_holds_only_schedules_lower_accepts() {
     }
 }
 
+/// gfx906 at batch 8: the default stages the activations in phases of one unit per K slice
+/// (`x_phase_units`); the space offers 2 and 4 times the phase right after the default's
+/// neighbours (where they divide the K part), each lowers, and the summary names the phase.
+#[test]
+fn gfx906_space_offers_larger_activation_phases() {
+    let k = suite::op_kernel(&CaseSpec {
+        kernel: KernelId::GemvInt4.into(),
+        tp: 1,
+        batch: 8,
+        shape: ShapeKind::Model,
+    })
+    .unwrap()
+    .unwrap();
+    let all = space::enumerate(Arch::Gfx906, &k, true);
+    assert_eq!(all[0].x_phase_units, 8, "the default: {:?}", all[0]);
+    let phases: Vec<u32> = all.iter().map(|s| s.x_phase_units).collect();
+    for p in [16, 32] {
+        let i = phases.iter().position(|&x| x == p).expect("offered");
+        assert!(i < 32, "phase {p} at position {i}");
+        lower(&k, Arch::Gfx906, &all[i]).unwrap_or_else(|e| panic!("phase {p}: {e}"));
+        let family = space::Family::of(&k);
+        assert!(space::summary(&all[i], family).contains(&format!("ph{p}")));
+    }
+}
+
 #[test]
 fn the_int4_space_keeps_the_documented_relation_and_respects_the_budget() {
     let k = ir(KernelId::GemvInt4, 4);

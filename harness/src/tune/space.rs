@@ -140,6 +140,20 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
     for s in neighbours(&default, family, &tiles) {
         out.push(s);
     }
+    // The dot2 stage in phases (the gfx906 default at batch > 1): phases of 2 and 4 times the
+    // default's units, where they divide the K part (fewer barriers, more LDS).
+    if let (Family::Int4 { k, .. }, true) = (family, default.x_phase_units > 0) {
+        let part = k / 8 / default.k_unit_words.max(1) as usize / default.k_split.max(1) as usize;
+        for m in [2, 4] {
+            let phase = default.x_phase_units as usize * m;
+            if phase < part && part % phase == 0 {
+                out.push(Schedule {
+                    x_phase_units: phase as u32,
+                    ..default.clone()
+                });
+            }
+        }
+    }
     for t in &tiles {
         out.push(t.clone());
     }
@@ -519,6 +533,9 @@ pub fn summary(s: &Schedule, family: Family) -> String {
         );
     } else if let (Family::Int4 { .. }, Int4Dot::Dot2) = (family, s.int4_dot) {
         out.push_str(&format!(" ku{} dot2", s.k_unit_words));
+        if s.x_phase_units > 0 {
+            out.push_str(&format!(" ph{}", s.x_phase_units));
+        }
     } else if let Family::Int4 { .. } = family {
         let nd = match s.nibble_decode {
             NibbleDecode::Convert => "convert",
