@@ -238,19 +238,17 @@ fn table_batches() -> Vec<usize> {
 
 /// Rows where the generated default is modelled slower than the hand-written reference beyond
 /// the model's 1 % resolution, each with the most it may be (the table's ratio, rounded up to
-/// the next 0.5 %; `bench/results/2026-12-03-gfx906-batch/`): at batch 4 and 8 the default
-/// stages the activations in phases (`Schedule::x_phase_units`) at 2 packed columns per lane
-/// (1 for the two-weight GEMV at batch 8), 0.05–0.15 VALU per weight above the references' 4
-/// columns per lane; where 64-column tiles would leave CUs idle (`gemv_int4` at TP 8, the QKV
-/// GEMV at TP 4 and 8, batch 8) the 32-column tiles' phases cost 2–3 %. Any other row over 1 %,
-/// or one of these over its bound, fails.
-const KNOWN_SLOWER: [(KernelId, u32, usize, f64); 8] = [
-    (KernelId::GemvInt4, 1, 4, 1.015),
+/// the next 0.5 %; `bench/results/2026-12-03-gfx906-batch/`): at batch 8 the two-weight GEMV
+/// stages the activations in phases (`Schedule::x_phase_units`) at 1 packed column per lane
+/// (2 take 166 VGPRs, occupancy 1, under the reference's 2), 0.08 VALU per weight above the
+/// reference; where 64-column tiles would leave CUs idle (`gemv_int4` at TP 8, the QKV GEMV at
+/// TP 4 and 8) the 32-column tiles' phases cost 2–3 %. Any other row over 1 %, one of these
+/// over its bound, or one of these no longer over 1 % (a stale entry), fails.
+const KNOWN_SLOWER: [(KernelId, u32, usize, f64); 6] = [
     (KernelId::GemvInt4, 8, 8, 1.03),
     (KernelId::GemvInt4DualSilu, 1, 8, 1.015),
     (KernelId::GemvInt4DualSilu, 2, 8, 1.015),
     (KernelId::GemvInt4DualSilu, 4, 8, 1.015),
-    (KernelId::GemvInt4Qkv, 1, 4, 1.015),
     (KernelId::GemvInt4Qkv, 4, 8, 1.035),
     (KernelId::GemvInt4Qkv, 8, 8, 1.025),
 ];
@@ -321,6 +319,11 @@ fn model_table_of_the_int4_kernels_gfx906() {
             println!(
                 "{id}@gfx906 tp{tp} b{batch}: generated / hand-written {ratio:.3} (bound {bound})"
             );
+            if bound > 1.01 && ratio <= 1.01 {
+                slower.push(format!(
+                    "{id}@tp{tp} b{batch}: listed as slower, now {ratio:.3}: remove it from KNOWN_SLOWER"
+                ));
+            }
             if ratio > bound {
                 slower.push(format!(
                     "{id}@tp{tp} b{batch}: generated {new}, hand-written {hand}"

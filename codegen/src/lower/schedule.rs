@@ -543,13 +543,16 @@ fn mma_split(arch: Arch, kernel: &Kernel, mut s: Schedule) -> Schedule {
         .div_ceil(s.columns_per_workgroup as usize);
     let target = (FILL_PER_SM * arch.compute_units() as f64).ceil() as usize;
     let units_of = |s: &Schedule| common_k(kernel).map_or(0, |k| k / 8 / s.k_unit_words as usize);
-    // Without a grid stage, where no part count fills the device at these units, halve the
-    // units (to 4 K-words, one MMA step) until one does: K = 4352 is 34 units of 16 K-words, no
-    // count in 3..=8 divides 34, and 2 parts left 320 workgroups on 132 SMs; in 68 units of 8, 4
-    // parts give 640 (H200, graphs, 4352 → 5120 batch 1, one TP 4 rank's down GEMV alone: 10.1
-    // → 8.2 µs, `bench/results/2026-12-03-h200-k4352-units/`).
+    // Without a grid stage, where no part count fills the device at these units and the units
+    // do not even allow 4 parts, halve the units (to 4 K-words, one MMA step) until one does: K =
+    // 4352 is 34 units of 16 K-words, no count in 3..=8 divides 34, and 2 parts left 320
+    // workgroups on 132 SMs; in 68 units of 8, 4 parts give 640 (H200, graphs, 4352 → 5120
+    // batch 1, one TP 4 rank's down GEMV alone: 10.1 → 8.2 µs,
+    // `bench/results/2026-12-03-h200-k4352-units/`). Where 4 parts divide the units (K = 2048:
+    // 16 units, 4 parts of 64 tiles) the units stay: not measured otherwise.
     while !grid_stage
         && filling_parts(units_of(&s), tiles, target).is_none()
+        && units_of(&s) % 4 != 0
         && s.k_unit_words >= 8
         && s.k_unit_words % 8 == 0
     {
@@ -790,13 +793,15 @@ fn floor_split(kernel: &Kernel, staged: usize, s: Schedule) -> Schedule {
 /// The floor path at batch > 1 where the activations do not fit the stage: the whole K staged
 /// in phases (`Schedule::x_phase_units`) of one unit per K slice, so no K split (no partials,
 /// and the fused kernel's grid stays co-resident). The batch rows' accumulators set the packed
-/// columns per lane: 4 at batch 2 in 32-column tiles (32 K slices), 2 from batch 3 in
-/// 64-column tiles (8 K slices); two weights per lane (gate and up) take half as many words.
+/// columns per lane: 4 at batch 2 in 32-column tiles (32 K slices) and at batch 3–4 in
+/// 64-column tiles (16 K slices; 124 VGPRs, occupancy 2 as the reference: 3.48 VALU per weight
+/// where 2 columns took 3.61), 2 from batch 5 in 64-column tiles (8 K slices); two weights per
+/// lane (gate and up) take half as many words.
 /// 256-lane workgroups, 128 where the K slices of 256 do not divide the units (K = 2176, the
 /// fused kernel at TP 8: 68 units); 32-column tiles where 64 would leave CUs without a
 /// workgroup. Against the hand-written references (which stage in phases too, and whose hot
-/// loops then hold their staging as these do) the MI50 model puts 56 of the 64 (kernel, TP,
-/// batch) rows within 1 % and 8 at 1.1–3.1 % over (listed in `tests/tests/gfx906_model.rs`,
+/// loops then hold their staging as these do) the MI50 model puts 58 of the 64 (kernel, TP,
+/// batch) rows within 1 % and 6 at 1.1–3.1 % over (listed in `tests/tests/gfx906_model.rs`,
 /// `bench/results/2026-12-03-gfx906-batch/`); the old default (the activations packed per
 /// lane) took 7.66 VALU per weight at batch 8 at 135 VGPRs, `gemv_int4` now 5.73 at 73. `None`
 /// when no slice count divides the units.
@@ -807,23 +812,31 @@ fn floor_phases(
     paired: bool,
     s: Schedule,
 ) -> Option<Schedule> {
-    let (words, columns) = match (batch, paired) {
-        (2, false) => (4, 32),
-        (2, true) => (2, 32),
-        (_, true) if batch > 4 => (1, 64),
-        _ => (2, 64),
+    // Packed columns per lane and tile columns, in order of preference: a later one where no
+    // slice count of an earlier one divides the units (the fused kernel at TP 8, batch 4: 68
+    // units, 16 or 8 slices of 4 columns per lane do not divide them, 8 or 4 of 2 do).
+    let shapes: &[(u32, u32)] = match (batch, paired) {
+        (2, false) => &[(4, 32)],
+        (2, true) => &[(2, 32)],
+        (3 | 4, false) => &[(4, 64), (2, 64)],
+        (_, true) if batch > 4 => &[(1, 64)],
+        _ => &[(2, 64)],
     };
-    // 64-column tiles only where they still give every CU a workgroup (the model does not see
-    // idle CUs): `gemv_int4` at TP 8 (N = 2176) keeps 32-column tiles, 68 workgroups.
-    let columns = if n / columns as usize >= Arch::Gfx906.compute_units() as usize {
-        columns
-    } else {
-        32
-    };
+    let (words, columns, slices) = shapes.iter().find_map(|&(words, columns)| {
+        // 64-column tiles only where they still give every CU a workgroup (the model does not
+        // see idle CUs): `gemv_int4` at TP 8 (N = 2176) keeps 32-column tiles, 68 workgroups.
+        let columns = if n / columns as usize >= Arch::Gfx906.compute_units() as usize {
+            columns
+        } else {
+            32
+        };
+        let lanes_per_row = columns / words;
+        [256 / lanes_per_row, 128 / lanes_per_row]
+            .into_iter()
+            .find(|&p| p > 0 && units % p as usize == 0)
+            .map(|slices| (words, columns, slices))
+    })?;
     let lanes_per_row = columns / words;
-    let slices = [256 / lanes_per_row, 128 / lanes_per_row]
-        .into_iter()
-        .find(|&p| p > 0 && units % p as usize == 0)?;
     Some(Schedule {
         workgroup_size: lanes_per_row * slices,
         columns_per_workgroup: columns,
