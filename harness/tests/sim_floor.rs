@@ -106,6 +106,11 @@ fn floor_phased(
 }
 
 fn run(id: KernelId, tp: u32, schedules: u64) {
+    run_combinations(id, tp, schedules, false);
+}
+
+/// [`run`], or with `phased_only` the phased combinations alone (the phased soak).
+fn run_combinations(id: KernelId, tp: u32, schedules: u64, phased_only: bool) {
     for batch in [1, 3] {
         for (parts, x_in_lds, phased) in [
             (1, true, false),
@@ -113,6 +118,9 @@ fn run(id: KernelId, tp: u32, schedules: u64) {
             (2, true, false),
             (1, true, true),
         ] {
+            if phased_only && !phased {
+                continue;
+            }
             let p = floor_phased(id, tp, batch, parts, x_in_lds, phased);
             // The phased kernels run at 4 to 8 times the K: fewer schedules of them in CI.
             let n = if phased && schedules == CI_SCHEDULES {
@@ -191,6 +199,18 @@ fn floor_stage_without_its_workgroup_barrier_is_caught_gfx906() {
         )),
         "the missing stage barrier was not caught:\n{text}"
     );
+}
+
+/// The stage in phases (`x_phase_units`, the gfx906 default at batch > 1) alone, 1000 schedules
+/// per combination (4 kernels × batch 1 and 3: 8000):
+/// `cargo test -p wavefuse-harness --test sim_floor -- --ignored phased_soak`.
+#[test]
+#[ignore = "soak: 1000 schedules per phased combination (minutes)"]
+fn phased_soak_1000_schedules_gfx906() {
+    run_combinations(KernelId::GemvInt4, 1, SOAK_SCHEDULES, true);
+    run_combinations(KernelId::GemvInt4DualSilu, 1, SOAK_SCHEDULES, true);
+    run_combinations(KernelId::GemvInt4Qkv, 1, SOAK_SCHEDULES, true);
+    run_combinations(KernelId::GemvInt4AllreduceRmsnorm, 2, SOAK_SCHEDULES, true);
 }
 
 /// §5.2 with the stage in phases (`Schedule::x_phase_units`): each phase's stage is written by
