@@ -84,6 +84,12 @@ fn gfx906_space_offers_larger_activation_phases() {
     .unwrap();
     let all = space::enumerate(Arch::Gfx906, &k, true);
     assert_eq!(all[0].x_phase_units, 8, "the default: {:?}", all[0]);
+    // The default's tile neighbours stay on its dot2 path.
+    assert!(
+        all[1..5].iter().all(|s| s.int4_dot == Int4Dot::Dot2),
+        "{:?}",
+        &all[1..5]
+    );
     let phases: Vec<u32> = all.iter().map(|s| s.x_phase_units).collect();
     for p in [16, 32] {
         let i = phases.iter().position(|&x| x == p).expect("offered");

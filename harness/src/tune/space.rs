@@ -376,7 +376,9 @@ fn mma_product(family: Family, tiles: &[Schedule]) -> Vec<Schedule> {
 /// The default with one field changed.
 fn neighbours(d: &Schedule, family: Family, tiles: &[Schedule]) -> Vec<Schedule> {
     let mut out = Vec::new();
-    // Tiles one step away: same words and workgroup size (other slices), or same slices.
+    // Tiles one step away: same words and workgroup size (other slices), or same slices. The
+    // tiles are the FMA path's; a dot2 default's neighbours stay on the dot2 path (gfx906), with
+    // its activation phase at one unit per K slice of the tile where it stages in phases.
     out.extend(
         tiles
             .iter()
@@ -388,7 +390,18 @@ fn neighbours(d: &Schedule, family: Family, tiles: &[Schedule]) -> Vec<Schedule>
                 ];
                 same.iter().filter(|&&x| x).count() == 2
             })
-            .cloned(),
+            .map(|t| match d.int4_dot {
+                Int4Dot::Dot2 => Schedule {
+                    int4_dot: Int4Dot::Dot2,
+                    x_phase_units: if d.x_phase_units > 0 {
+                        t.threads_per_column
+                    } else {
+                        0
+                    },
+                    ..t.clone()
+                },
+                _ => t.clone(),
+            }),
     );
     for a in ACCUMULATORS {
         out.push(Schedule {
