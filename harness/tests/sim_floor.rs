@@ -242,55 +242,42 @@ fn phased_stage_without_either_workgroup_barrier_is_caught_gfx906() {
 }
 
 /// `body` with the first (or, with `second`, the second) workgroup barrier of the first loop
-/// that holds two of them directly (the phase loop) removed.
+/// that holds two of them directly (the phase loop) removed (`support::rewrite` visits loops
+/// after their bodies, so the innermost such loop is the one).
 fn without_phase_barrier(body: Vec<Stmt>, second: bool, removed: &mut bool) -> Vec<Stmt> {
-    body.into_iter()
-        .map(|s| match s {
-            Stmt::For {
+    support::rewrite(body, &mut |s| match s {
+        Stmt::For {
+            var,
+            start,
+            end,
+            step,
+            body,
+        } if !*removed
+            && body
+                .iter()
+                .filter(|t| matches!(t, Stmt::WorkgroupBarrier))
+                .count()
+                == 2 =>
+        {
+            *removed = true;
+            let mut seen = 0;
+            let body = body
+                .into_iter()
+                .filter(|t| {
+                    seen += usize::from(matches!(t, Stmt::WorkgroupBarrier));
+                    !matches!(t, Stmt::WorkgroupBarrier) || seen != 1 + usize::from(second)
+                })
+                .collect();
+            vec![Stmt::For {
                 var,
                 start,
                 end,
                 step,
                 body,
-            } if !*removed
-                && body
-                    .iter()
-                    .filter(|t| matches!(t, Stmt::WorkgroupBarrier))
-                    .count()
-                    == 2 =>
-            {
-                let mut seen = 0;
-                let body = body
-                    .into_iter()
-                    .filter(|t| {
-                        if !matches!(t, Stmt::WorkgroupBarrier) {
-                            return true;
-                        }
-                        seen += 1;
-                        seen != if second { 2 } else { 1 }
-                    })
-                    .collect();
-                *removed = true;
-                Stmt::For {
-                    var,
-                    start,
-                    end,
-                    step,
-                    body,
-                }
-            }
-            Stmt::If {
-                cond,
-                then_body,
-                else_body,
-            } => Stmt::If {
-                then_body: without_phase_barrier(then_body, second, removed),
-                else_body: without_phase_barrier(else_body, second, removed),
-                cond,
-            },
-            other => other,
-        })
-        .collect()
+            }]
+        }
+        other => vec![other],
+    })
 }
 
 // The fused kernel's gfx906 default at TP 1 and 2 (issue 19): the floor path with K split so each
