@@ -352,7 +352,10 @@ pub const MATERIALISE_SHRUNK_US: f64 = 13.8;
 /// The default's choice between recomputing a GEMV prologue in every workgroup and
 /// materialising it once behind a grid barrier ([`Schedule::materialise_prologue`]), by cost, on
 /// sm_90 (where it was measured): materialise when the recompute's re-reads (its grid × the
-/// prologue's input bytes, at [`PROLOGUE_REREAD_BYTES_PER_S`]) take longer than materialising
+/// prologue's input bytes, at [`PROLOGUE_REREAD_BYTES_PER_S`]: each workgroup reads the inputs
+/// whole once — a stage that loops over its tile parts computes the norm's `1/rms` once per
+/// workgroup in front of the loop, and each part's packing of its K slice is what the GEMV
+/// stages anyway) take longer than materialising
 /// ([`MATERIALISE_US`], or [`MATERIALISE_SHRUNK_US`] when the barrier's co-residency shrinks the
 /// grid). gfx906 keeps recomputing (not measured there); `lower_or_materialise` still
 /// materialises where recomputing does not lower. Tuned and explicit schedules decide for

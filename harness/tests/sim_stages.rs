@@ -580,6 +580,36 @@ fn persistent_stages_match_the_oracle() {
     }
 }
 
+/// The FFN block's pre-norm (a GEMV prologue of stage 1) on a persistent grid: its `1/rms` —
+/// a sum of squares over the whole K and two workgroup barriers — depends on no tile part, so
+/// it is computed once per workgroup in front of the stage loop, not once per part inside it
+/// (bench/results/2026-12-03-h200-ffn-profile: inside the loop it ran 2176 times on 640
+/// workgroups and cost 6.1 µs at TP 1); the loop still packs each part's K slice. The oracle
+/// runs of `persistent_stages_match_the_oracle` check the values.
+#[test]
+fn the_prologue_norm_runs_once_per_workgroup_in_front_of_the_stage_loop() {
+    for arch in [Arch::Gfx906, Arch::Sm90] {
+        let ir = fixture("ffn_block", &[(5120, 256), (4352, 512)]);
+        let s = Schedule {
+            max_grid: 3,
+            ..small_schedule(arch, &ir).with_k_split(&ir, 2)
+        };
+        let k = lower_structured(&ir, arch, &s).expect("lowers");
+        let at = stage_loop(&k.body).expect("a stage loop");
+        let rsqrt = |sts: &[Stmt]| format!("{sts:?}").matches("Rsqrt").count();
+        assert_eq!(
+            rsqrt(&k.body[at..=at]),
+            0,
+            "{arch}: a 1/rms inside the stage loop"
+        );
+        assert_eq!(
+            rsqrt(&k.body[..at]),
+            1,
+            "{arch}: the prologue's 1/rms in front of it"
+        );
+    }
+}
+
 fn waits_in(st: &Stmt) -> bool {
     match st {
         Stmt::WaitGe { .. } | Stmt::GridBarrier { .. } | Stmt::WaitFlag { .. } => true,

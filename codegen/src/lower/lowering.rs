@@ -88,6 +88,11 @@ pub(super) struct Lowering<'a> {
     pub prologue_lds: Option<Lds>,
     /// The GEMV prologue norm's `1/rms` per batch row, in every lane.
     pub prologue_inv: Vec<Reg>,
+    /// `Some`: the GEMV prologue's statements that depend on no tile and no K part (the norm's
+    /// `1/rms`; a whole `[B, K]` activation array) are collected here instead of the body, for a
+    /// GEMV stage to run once per workgroup in front of its loop over tile parts (`stages.rs`).
+    /// `None` (a kernel of one stage: one part per workgroup): they stay in the body.
+    pub part_invariant: Option<Vec<Stmt>>,
     /// The grid barriers' one monotonic counter (§5.4), declared at the first barrier; every
     /// barrier of the launch (the RMSNorm's, those between GEMV stages) arrives on it.
     pub grid_counter: Option<Param>,
@@ -186,6 +191,7 @@ impl<'a> Lowering<'a> {
             norm: None,
             prologue_lds: None,
             prologue_inv: Vec::new(),
+            part_invariant: None,
             grid_counter,
             next_barrier,
         })

@@ -57,21 +57,36 @@ impl Lowering<'_> {
     }
 
     /// The prologue's first part (the norm's `1/rms`), then — unless the GEMV stages the
-    /// activations itself — `h` into its own LDS array.
+    /// activations itself — `h` into its own LDS array. Both depend on no tile and no K part: with
+    /// [`Lowering::part_invariant`] set they go there (once per workgroup in front of a GEMV
+    /// stage's part loop) instead of `out`; a stage's K part is packed per part
+    /// ([`Lowering::prologue_stage`]).
     pub(super) fn prologue(&mut self, out: &mut Vec<Stmt>) -> Result<(), LowerError> {
         let p = self.plan.prologue.as_ref().expect("a prologue");
-        out.push(comment(format!(
-            "GEMV prologue: every workgroup computes the activation {} [{}, {}] (FP16) from the loaded inputs into LDS (recomputed per workgroup: no grid barrier)",
+        let mut hoisted = self.part_invariant.take();
+        let once = hoisted.is_some();
+        let dst = match hoisted.as_mut() {
+            Some(v) => v,
+            None => out,
+        };
+        dst.push(comment(format!(
+            "GEMV prologue: every workgroup computes the activation {} [{}, {}] (FP16) from the loaded inputs into LDS (recomputed per workgroup: no grid barrier{})",
             p.act,
             self.plan.batch,
-            self.prologue_k()
+            self.prologue_k(),
+            if once {
+                "; what depends on no tile or K part is computed once, in front of the stage's loop over its tile parts"
+            } else {
+                ""
+            }
         )));
         if p.norm.is_some() {
-            self.prologue_inv_rms(out)?;
+            self.prologue_inv_rms(dst)?;
         }
         if !self.gemv_stages_x() {
-            self.prologue_to_lds(out)?;
+            self.prologue_to_lds(dst)?;
         }
+        self.part_invariant = hoisted;
         Ok(())
     }
 
@@ -82,7 +97,8 @@ impl Lowering<'_> {
         let (b, kdim) = (self.plan.batch, self.prologue_k());
         let waves = self.k.lds(Ty::F32, self.wg() / self.wave() * b);
         out.push(comment(format!(
-            "RMSNorm of the prologue: sum of squares over K per batch row, lane l taking k = l, l + {}, ...; each wave's partial to LDS, \
+            "RMSNorm of the prologue: sum of squares over K per batch row, lane l taking the {HALVES} consecutive k of steps l, l + {}, ... \
+             (one 16-byte load per input and step); each wave's partial to LDS, \
              then after the workgroup barrier (§5.2: LDS is workgroup-local, so the partials are read only after every wave wrote its own) \
              every lane adds them in wave order: the same 1/rms in every lane and workgroup",
             self.wg()
@@ -90,16 +106,16 @@ impl Lowering<'_> {
         let mut failed = None;
         self.workgroup_row_sums(
             waves,
-            kdim,
+            kdim / HALVES,
             None,
-            &mut |this, k, bi, acc, body| {
-                let mut pt = Point::at(u(bi), k, None);
-                match this.eval(x, 0, &mut pt, body) {
-                    Ok(e) => {
+            &mut |this, c, bi, acc, body| {
+                let k0 = mul(c, u(HALVES));
+                match this.prologue_eval(x, bi, &k0, None, body) {
+                    Ok(xs) => xs.into_iter().fold(r(acc), |sum, e| {
                         let xf = this.k.reg(Ty::F32, "xn");
                         body.push(assign(xf, this.to_f32(x, e)));
-                        fma(r(xf), r(xf), r(acc))
-                    }
+                        fma(r(xf), r(xf), sum)
+                    }),
                     Err(e) => {
                         failed = Some(e);
                         r(acc)
@@ -133,33 +149,61 @@ impl Lowering<'_> {
         k0: &Expr,
         out: &mut Vec<Stmt>,
     ) -> Result<Vec<Expr>, LowerError> {
-        let p = self.plan.prologue.as_ref().expect("a prologue");
-        let (act, loads) = (p.act, p.loads.clone());
+        let act = self.plan.prologue.as_ref().expect("a prologue").act;
         let inv = self.prologue_inv.get(bi).map(|&s| r(s));
+        self.prologue_eval(act, bi, k0, inv, out)
+    }
+
+    /// Value `v` of the prologue (`h`, or the norm's input) at batch row `bi`, K coordinates
+    /// `k0 .. k0 + 8`, with the row's `1/rms` where it is known: eight expressions. The
+    /// loaded inputs it depends on are read with one 16-byte load each.
+    fn prologue_eval(
+        &mut self,
+        v: wavefuse_ir::Value,
+        bi: usize,
+        k0: &Expr,
+        inv: Option<Expr>,
+        out: &mut Vec<Stmt>,
+    ) -> Result<Vec<Expr>, LowerError> {
+        let loads = self.prologue_loads_under(v);
         let mut points: Vec<Point> = (0..HALVES)
             .map(|j| Point::at(u(bi), add(k0.clone(), u(j)), inv.clone()))
             .collect();
         // Each loaded input's 8 consecutive elements with one vector load (16 bytes of FP16),
         // instead of one load per point.
-        for v in loads {
-            let OpKind::Load(l) = self.plan.def(v) else {
+        for input in loads {
+            let OpKind::Load(l) = self.plan.def(input) else {
                 unreachable!("the prologue's loads are loads")
             };
-            let ty = ty_of(self.plan.dtype(v), "a prologue input")?;
+            let ty = ty_of(self.plan.dtype(input), "a prologue input")?;
             let regs: Vec<Reg> = (0..HALVES).map(|_| self.k.reg(ty, "in")).collect();
-            let index = self.index(self.plan.shape(v), &points[0], 0);
+            let index = self.index(self.plan.shape(input), &points[0], 0);
             out.push(load(
                 regs.clone(),
                 at(Base::Param(self.dense(l.buffer)), index),
             ));
             for (pt, &reg) in points.iter_mut().zip(&regs) {
-                pt.seed(v, r(reg));
+                pt.seed(input, r(reg));
             }
         }
         points
             .iter_mut()
-            .map(|pt| self.eval(act, 0, pt, out))
+            .map(|pt| self.eval(v, 0, pt, out))
             .collect()
+    }
+
+    /// The prologue's loads that `v` depends on, in value order (the norm's input does not need
+    /// the norm's weight).
+    fn prologue_loads_under(&self, v: wavefuse_ir::Value) -> Vec<wavefuse_ir::Value> {
+        let p = self.plan.prologue.as_ref().expect("a prologue");
+        let mut seen = std::collections::BTreeSet::new();
+        let mut stack = vec![v];
+        while let Some(v) = stack.pop() {
+            if seen.insert(v) && !p.loads.contains(&v) {
+                stack.extend(self.plan.def(v).args());
+            }
+        }
+        p.loads.intersection(&seen).copied().collect()
     }
 
     /// `h [B, K]` into a plain LDS array for the GEMV paths that read the activations per lane.

@@ -362,6 +362,9 @@ fn in_stage(i: usize, n: usize, e: LowerError) -> LowerError {
 struct Part {
     /// Its tile parts: `tiles · k_split`.
     grid: usize,
+    /// What its work computes the same in every tile part (the GEMV prologue's `1/rms`,
+    /// [`Lowering::part_invariant`]): run once per workgroup, in front of the part loop.
+    invariant: Vec<Stmt>,
     /// Its work.
     body: Vec<Stmt>,
     /// The grid barrier after it (none after the last stage).
@@ -415,7 +418,9 @@ pub(super) fn lower_stages(
             l.set_virtual_wg(id);
             id
         });
+        l.part_invariant = Some(Vec::new());
         let body = l.body().map_err(|e| in_stage(i, n, e))?;
+        let invariant = l.part_invariant.take().unwrap_or_default();
         let weights = match (
             &l.plan.gemv,
             i > 0 && s.prefetch_next_stage && arch.has_l2_prefetch(),
@@ -444,6 +449,7 @@ pub(super) fn lower_stages(
         l.check_lds().map_err(|e| in_stage(i, n, e))?;
         parts.push(Part {
             grid: l.grid,
+            invariant,
             body,
             barrier,
             id,
@@ -560,6 +566,7 @@ fn stage_body(i: usize, p: Part, grid: usize, ahead: Vec<Stmt>) -> Vec<Stmt> {
         // grid barrier, which every workgroup passes (§5.1, §5.9).
         let Part {
             grid: g,
+            invariant,
             body,
             barrier,
             id,
@@ -567,6 +574,7 @@ fn stage_body(i: usize, p: Part, grid: usize, ahead: Vec<Stmt>) -> Vec<Stmt> {
         } = p;
         let stage = Part {
             grid: g,
+            invariant,
             body,
             barrier: Vec::new(),
             id,
@@ -578,7 +586,8 @@ fn stage_body(i: usize, p: Part, grid: usize, ahead: Vec<Stmt>) -> Vec<Stmt> {
         return out;
     }
     let Some(id) = p.id else {
-        let mut body = p.body;
+        let mut body = p.invariant;
+        body.extend(p.body);
         body.extend(p.barrier);
         return guarded(i, p.grid, grid, body);
     };
@@ -589,6 +598,10 @@ fn stage_body(i: usize, p: Part, grid: usize, ahead: Vec<Stmt>) -> Vec<Stmt> {
             i + 1,
             p.grid
         )));
+        // The part-invariant statements end with a workgroup barrier of their own (§5.2) when
+        // they write LDS; they sit outside the loop, in uniform control flow (§5.8): every
+        // workgroup takes at least one part here (`p.grid > grid`).
+        out.extend(p.invariant);
         let mut body = p.body;
         body.push(comment(
             "§5.2: the next iteration reuses this workgroup's LDS: every lane is done with this one's first",
@@ -605,7 +618,8 @@ fn stage_body(i: usize, p: Part, grid: usize, ahead: Vec<Stmt>) -> Vec<Stmt> {
         out
     } else {
         out.push(assign(id, sp(Special::WorkgroupId)));
-        let mut body = p.body;
+        let mut body = p.invariant;
+        body.extend(p.body);
         body.extend(p.barrier);
         out.extend(guarded(i, p.grid, grid, body));
         out
