@@ -390,11 +390,19 @@ pub fn prologue_by_cost(ir: &Kernel, arch: Arch, s: Schedule, ranks_per_device: 
 }
 
 /// Lanes per CU/SM of a persistent multi-stage grid ([`Schedule::max_grid`], set by
-/// [`fit_coresident`]): 4 workgroups of 128 lanes, which any kernel of at most 128 registers per
-/// lane (sm_90) or VGPRs (gfx906: 2 waves per SIMD) keeps resident — the TP 1 gate/up + down
-/// kernel compiles to 94 registers with nvcc 13, 5 workgroups per SM; the runtime checks the
-/// compiled kernel's capacity before launch (§5.9).
-pub const PERSISTENT_LANES_PER_CU: u32 = 512;
+/// [`fit_coresident`]). gfx906: 512 (4 workgroups of 128 lanes), which any kernel of at most
+/// 128 VGPRs (2 waves per SIMD) keeps resident. sm_90: 768 (6 of 128 lanes), which the compiler
+/// is asked to keep ([`Schedule::min_resident_per_cu`]: at most 80 registers per lane, spilling
+/// if it must): the one-launch FFN block at TP 1 compiled to 80 registers, 6 per SM, and on 640
+/// workgroups (4.85 per SM) took 61.4 µs against 58.5 on 792 (6 per SM), the same binary in one
+/// call (`bench/results/2026-12-03-h200-ffn-profile`). The runtime checks the compiled kernel's
+/// capacity before launch either way (§5.9).
+pub fn persistent_lanes_per_cu(arch: Arch) -> u32 {
+    match arch {
+        Arch::Sm90 => 768,
+        _ => 512,
+    }
+}
 
 /// Workgroups per CU/SM that every generated kernel fits at once (the occupancy the budgets keep,
 /// with margin): the target for all ranks' grids together when they share one device.
@@ -402,7 +410,7 @@ pub const RESIDENT_PER_CU: u32 = 4;
 
 /// Lower, and when the kernel has a grid barrier and the grids of `ranks_per_device` ranks would
 /// not fit on one device at [`resident_per_cu`] workgroups per CU/SM, first (several GEMV
-/// stages) cap the grid at [`PERSISTENT_LANES_PER_CU`] (the stages without a grid-wide wait loop
+/// stages) cap the grid at [`persistent_lanes_per_cu`] (the stages without a grid-wide wait loop
 /// over their tile parts, [`Schedule::max_grid`]), then halve the K split
 /// (fewer workgroups per tile), then halve tensor-core workgroups above 256 lanes (half the K
 /// warps), then widen the INT4 column tiles (twice the columns, twice the words per lane: the
@@ -484,9 +492,10 @@ pub fn lower_or_materialise(
 }
 
 /// A kernel of several GEMV stages on a persistent grid ([`Schedule::max_grid`]): at most
-/// [`PERSISTENT_LANES_PER_CU`] lanes per CU/SM (fewer where `k`'s LDS allows fewer) over the
-/// ranks sharing a device. None when the cap changes nothing (one stage, or no stage that could
-/// loop).
+/// [`persistent_lanes_per_cu`] lanes per CU/SM (fewer where `k`'s LDS allows fewer) over the
+/// ranks sharing a device, that many workgroups per SM asked of the compiler on sm_90
+/// ([`Schedule::min_resident_per_cu`]). None when the cap changes nothing (one stage, or no
+/// stage that could loop).
 fn persistent(
     ir: &Kernel,
     arch: Arch,
@@ -494,10 +503,13 @@ fn persistent(
     k: &LoweredKernel,
     ranks_per_device: u32,
 ) -> Option<(LoweredKernel, Schedule)> {
-    let per_cu = (PERSISTENT_LANES_PER_CU / k.workgroup_size.max(1)).min(by_lds(k, arch));
+    let per_cu = (persistent_lanes_per_cu(arch) / k.workgroup_size.max(1))
+        .min(by_lds(k, arch))
+        .max(1);
     let cap = arch.compute_units() * per_cu / ranks_per_device.max(1);
     let capped = Schedule {
         max_grid: cap.max(1),
+        min_resident_per_cu: if arch == Arch::Sm90 { per_cu } else { 0 },
         ..s.clone()
     };
     let c = lower_any_grid(ir, arch, &capped).ok()?;

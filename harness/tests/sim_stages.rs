@@ -704,11 +704,12 @@ fn a_wait_inside_a_stage_loop_is_refused() {
 }
 
 /// The co-residency fit gives the FFN block a persistent grid at the model's TP 1 shapes: stage 1
-/// (gate/up, 544 tiles x 4 K parts) loops over its 2176 parts on the 640 workgroups stage 2 (the
-/// down GEMV with the RMSNorm, 160 tiles x 4 parts) needs one each of — the chain's own two
-/// geometries in one launch; without it the fit had to shrink both stages to 272 workgroups of
-/// 64-column tiles (bench/results/2026-12-01-h200-ffn-one-launch: 137.5 µs against the chain's
-/// 50.5).
+/// (gate/up, 544 tiles x 4 K parts) loops over its 2176 parts on 6 workgroups per SM (792),
+/// which the compiler is asked to keep resident (`__launch_bounds__(128, 6)`); stage 2 (the down
+/// GEMV with the RMSNorm, 160 tiles x 4 parts) needs one each of 640 of them — the chain's own
+/// two geometries in one launch; without it the fit had to shrink both stages to 272 workgroups
+/// of 64-column tiles (bench/results/2026-12-01-h200-ffn-one-launch: 137.5 µs against the
+/// chain's 50.5).
 #[test]
 fn the_fit_gives_the_ffn_block_a_persistent_grid() {
     let text = include_str!("../../codegen/tests/fixtures/ffn_block.wfir")
@@ -722,7 +723,12 @@ fn the_fit_gives_the_ffn_block_a_persistent_grid() {
     assert!(s.max_grid > 0, "{s:?}");
     assert!(stage_loop(&k.body).is_some());
     assert_eq!((s.k_split, s.columns_per_workgroup), (4, 32), "{s:?}");
-    assert_eq!(k.grid, 160 * 4, "{s:?}");
+    assert_eq!((k.grid, s.min_resident_per_cu), (132 * 6, 6), "{s:?}");
+    let source = wavefuse_codegen::cpp::emit(&k).expect("emits").text;
+    assert!(
+        source.contains("__launch_bounds__(128, 6)"),
+        "{source:.2000}"
+    );
 }
 
 // ---- a GEMV prologue materialised behind a grid barrier ----

@@ -62,9 +62,15 @@ pub trait Prelude {
 /// Kernel attributes and per-kernel limits.
 pub trait KernelAttrs {
     /// Attributes between `void` and the kernel's name. The workgroup size is exact, so the
-    /// compiler budgets registers for it instead of for 1024 lanes.
-    fn launch_attributes(&self, workgroup_size: u32) -> String {
-        format!("__launch_bounds__({workgroup_size})")
+    /// compiler budgets registers for it instead of for 1024 lanes; with `min_resident` > 0 it
+    /// also keeps that many workgroups resident per SM (CUDA's minimum blocks per
+    /// multiprocessor: the registers per lane are capped to fit them).
+    fn launch_attributes(&self, workgroup_size: u32, min_resident: u32) -> String {
+        if min_resident > 0 {
+            format!("__launch_bounds__({workgroup_size}, {min_resident})")
+        } else {
+            format!("__launch_bounds__({workgroup_size})")
+        }
     }
 
     /// Most bytes of statically declared workgroup memory one kernel may use.

@@ -24,9 +24,11 @@ impl Prelude for HipDialect {
 }
 
 impl KernelAttrs for HipDialect {
-    fn launch_attributes(&self, workgroup_size: u32) -> String {
+    fn launch_attributes(&self, workgroup_size: u32, _min_resident: u32) -> String {
         // Both spellings: without the flat size the backend assumes up to 1024 lanes and caps a
-        // kernel at 64 VGPRs (DESIGN.md §6).
+        // kernel at 64 VGPRs (DESIGN.md §6). No residency request: HIP's second bound means
+        // waves per execution unit, and the gfx906 persistent grids stay at the occupancy any
+        // kernel of at most 128 VGPRs keeps (`Schedule::min_resident_per_cu`).
         format!(
             "__launch_bounds__({workgroup_size}) \
              __attribute__((amdgpu_flat_work_group_size({workgroup_size}, {workgroup_size})))"

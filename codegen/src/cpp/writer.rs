@@ -131,7 +131,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
     }
 
     fn signature(&self, f: &mut String) -> Result<(), Error> {
-        let attrs = self.d.launch_attributes(self.k.workgroup_size);
+        let attrs = self
+            .d
+            .launch_attributes(self.k.workgroup_size, self.k.min_resident_per_cu);
         let _ = writeln!(f, "extern \"C\" __global__ void {attrs}");
         let _ = write!(f, "{}(", self.names.symbol);
         let n = self.k.params.len();

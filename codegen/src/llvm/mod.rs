@@ -226,7 +226,13 @@ fn kernel_attributes<'c>(
             const PTX_KERNEL: u32 = 71;
             f.set_call_conventions(PTX_KERNEL);
             let fp = f.as_global_value().as_pointer_value();
-            for (key, value) in [("kernel", 1), ("maxntidx", w)] {
+            // With a residency request (`LoweredKernel::min_resident_per_cu`) also `minctasm`,
+            // what `__launch_bounds__`' second argument becomes in NVVM.
+            let mut notes = vec![("kernel", 1), ("maxntidx", w)];
+            if k.min_resident_per_cu > 0 {
+                notes.push(("minctasm", k.min_resident_per_cu));
+            }
+            for (key, value) in notes {
                 let node = cx.metadata_node(&[
                     fp.into(),
                     cx.metadata_string(key).into(),

@@ -138,6 +138,7 @@ impl<'a> Lowering<'a> {
         );
         k.stream_weights = s.stream_weights;
         k.byte_offsets = s.byte_offsets;
+        k.min_resident_per_cu = s.min_resident_per_cu;
         // An sm_90 kernel whose workgroups do not wait for each other opens with the wait for
         // its stream predecessor, so the runtime may launch it as a programmatic dependent
         // (docs/synchronisation.md; `LoweredKernel::stream_order_prologue`).

@@ -197,6 +197,15 @@ pub struct Schedule {
     /// gives every slice the same units per phase). Absent in stored schedules: 0.
     #[serde(default)]
     pub x_phase_units: u32,
+    /// sm_90: the compiler is asked to keep this many workgroups resident per SM
+    /// (`__launch_bounds__(workgroup_size, n)`: it caps the registers per lane at what `n`
+    /// workgroups leave, spilling if it must), so a grid that must be co-resident (§5.9) at `n`
+    /// per SM is by construction. 0: no request. The co-residency fit sets it with a persistent
+    /// grid ([`Schedule::max_grid`]); gfx906 ignores it (its persistent grids stay at the
+    /// occupancy any kernel of ≤ 128 VGPRs keeps). At most 32 (sm_90's resident blocks per SM).
+    /// Absent in stored schedules: 0.
+    #[serde(default)]
+    pub min_resident_per_cu: u32,
 }
 
 impl Schedule {
@@ -234,6 +243,7 @@ impl Schedule {
             materialise_prologue: false,
             prefetch_next_stage: false,
             x_phase_units: 0,
+            min_resident_per_cu: 0,
         };
         if let Some((k, block)) = q8_gemv(kernel) {
             return q8_default(arch, kernel, k, block, base);
@@ -359,6 +369,12 @@ impl Schedule {
             return bad(format!(
                 "workgroup_size = {} is not a multiple of the wave size {wave}",
                 self.workgroup_size
+            ));
+        }
+        if self.min_resident_per_cu > 32 {
+            return bad(format!(
+                "min_resident_per_cu = {} is more than the 32 workgroups an SM holds",
+                self.min_resident_per_cu
             ));
         }
         if !matches!(self.words_per_iteration, 1 | 2 | 4 | 8) {

@@ -246,6 +246,10 @@ pub struct LoweredKernel {
     /// opens with the stream-order prologue and may be launched so is
     /// [`LoweredKernel::stream_order_prologue`]. See `docs/synchronisation.md` (stream order).
     pub dependent_launch: bool,
+    /// Workgroups per SM the compiler is asked to keep resident (sm_90's `__launch_bounds__`
+    /// minimum; 0: none; the HIP writer ignores it). From
+    /// [`Schedule::min_resident_per_cu`](crate::lower::Schedule::min_resident_per_cu).
+    pub min_resident_per_cu: u32,
 }
 
 impl LoweredKernel {
@@ -260,6 +264,7 @@ impl LoweredKernel {
             stream_weights: false,
             byte_offsets: false,
             dependent_launch: false,
+            min_resident_per_cu: 0,
             params: PrimaryMap::new(),
             regs: PrimaryMap::new(),
             lds: PrimaryMap::new(),
