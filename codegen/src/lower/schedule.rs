@@ -677,7 +677,7 @@ fn staging_adds_no_wave(arch: Arch, kernel: &Kernel, s: &Schedule, workgroups: u
 /// The gfx906 INT4 GEMV at the memory floor: [`Int4Dot::Dot2`] with the one-shift decode
 /// ([`MmaDecode::Fma`]), 8 lanes × 4 adjacent packed columns (16-byte loads) per K row, 32
 /// columns and 32 K slices per 256-lane workgroup, units of 4 K-words (K = 5120: 160 units, 5 per
-/// slice), one accumulator chain, 32-bit byte offsets, and the activations staged in LDS as
+/// slice; 8 K-words from batch 5, see [`floor_phases`]), one accumulator chain, 32-bit byte offsets, and the activations staged in LDS as
 /// FP16 pairs when they take at most 16 KiB (more would cut the workgroups per CU below 4; where
 /// they take more, K is split so that a part's fit, see [`floor_split`]; the unstaged path packs
 /// them per lane, +0.25 VALU per weight) or when a GEMV prologue computes them
