@@ -71,7 +71,8 @@ fn the_quick_space_of_every_kernel_holds_only_schedules_lower_accepts() {
 
 /// gfx906 at batch 8: the default stages the activations in phases of one unit per K slice
 /// (`x_phase_units`); the space offers 2 and 4 times the phase right after the default's
-/// neighbours (where they divide the K part), each lowers, and the summary names the phase.
+/// neighbours where they divide the K part (at K = 5120 in 80 units of 8 K-words, 16 does and 32
+/// does not), each lowers, and the summary names the phase.
 #[test]
 fn gfx906_space_offers_larger_activation_phases() {
     let k = suite::op_kernel(&CaseSpec {
@@ -91,13 +92,17 @@ fn gfx906_space_offers_larger_activation_phases() {
         &all[1..5]
     );
     let phases: Vec<u32> = all.iter().map(|s| s.x_phase_units).collect();
-    for p in [16, 32] {
-        let i = phases.iter().position(|&x| x == p).expect("offered");
-        assert!(i < 32, "phase {p} at position {i}");
-        lower(&k, Arch::Gfx906, &all[i]).unwrap_or_else(|e| panic!("phase {p}: {e}"));
-        let family = space::Family::of(&k);
-        assert!(space::summary(&all[i], family).contains(&format!("ph{p}")));
-    }
+    assert_eq!(all[0].k_unit_words, 8, "the default: {:?}", all[0]);
+    assert!(
+        !all.iter()
+            .any(|s| s.x_phase_units == 32 && s.k_unit_words == 8 && s.threads_per_column == 8),
+        "32 units of 8 do not divide 80"
+    );
+    let i = phases.iter().position(|&x| x == 16).expect("offered");
+    assert!(i < 32, "phase 16 at position {i}");
+    lower(&k, Arch::Gfx906, &all[i]).unwrap_or_else(|e| panic!("phase 16: {e}"));
+    let family = space::Family::of(&k);
+    assert!(space::summary(&all[i], family).contains("ph16"));
 }
 
 #[test]

@@ -4,7 +4,9 @@
 //! the set at small shapes, at batch 1 and 3, alone, split over K (the fused kernel at TP 2) and
 //! with the stage filled in phases (`x_phase_units`, at K = 512 / 1024), clean over seeded
 //! schedules against the f64 reference: CI runs 40 schedules per combination (16 for the 8
-//! phased ones; 32 combinations);
+//! phased ones; 32 combinations); the batch-8 default's lane shapes with units of 8 K-words in
+//! phases (16 schedules each, 4 kernels) and `gemv_int4`'s TP 8 batch-8 default at the model's
+//! shapes (one launch);
 //! the 1000-schedule soak (25 times as many schedules; it took 26 minutes on a loaded machine
 //! before the phased combinations) is
 //! `cargo test -p wavefuse-harness --test sim_floor -- --ignored`.
@@ -278,6 +280,138 @@ fn without_phase_barrier(body: Vec<Stmt>, second: bool, removed: &mut bool) -> V
         }
         other => vec![other],
     })
+}
+
+// The gfx906 default from batch 5 (`codegen/src/lower/schedule.rs` `floor_phases`): 2 packed
+// columns per lane (1 for two weights) in 64- or 32-column tiles, units of 8 K-words, the whole K
+// staged in phases of one unit per K slice. Here the default's own lane shape and units (taken
+// from the default at the model's shapes, batch 8) at BATCH8_SMALL in two-wave workgroups (fewer
+// K slices, so the part spans 2–4 phases), against the f64 reference over seeded schedules; and
+// one kernel's default itself at the model's shapes.
+
+/// The simulator's shapes for the batch-8 defaults: K = 512 (8 units of 8 K-words: 2 phases at
+/// 4 K slices, 4 at 2), N = 512 (8 tiles of 64 columns).
+const BATCH8_SMALL: SmallShapes = SmallShapes {
+    hidden: 512,
+    ffn: 512,
+    ..SmallShapes::DEFAULT
+};
+
+/// Every GPTQ kernel of the set at batch 8 with its default's lane shape and units at
+/// [`BATCH8_SMALL`], two-wave workgroups, the phase one unit per K slice.
+fn batch8_default_small(id: KernelId, tp: u32) -> Prepared {
+    let arch = Arch::Gfx906;
+    let shapes = Shapes {
+        batch: 8,
+        ..Shapes::qwen27b(tp)
+    };
+    let d = Schedule::default_for(arch, &id.build(&shapes));
+    assert_eq!(
+        (d.k_unit_words, d.x_in_lds, d.k_split),
+        (8, true, 1),
+        "{id} tp {tp}: units of 8, staged in phases, no K split"
+    );
+    let ir = small_kernel(id, &shapes, &BATCH8_SMALL).expect("small kernel");
+    let wg = 2 * arch.wave_size();
+    let slices = wg * d.words_per_iteration / d.columns_per_workgroup;
+    let s = Schedule {
+        workgroup_size: wg,
+        threads_per_column: slices,
+        x_phase_units: slices,
+        ..d
+    };
+    let k = ir.ops().find_map(|(_, op)| match &op.kind {
+        OpKind::Gemv(g) => match &ir.buffer(g.weight)?.ty {
+            BufferType::Weight(w) => Some(w.k),
+            _ => None,
+        },
+        _ => None,
+    });
+    let units = k.expect("a GPTQ GEMV") / 8 / 8;
+    assert!(
+        units >= 2 * slices as usize,
+        "{id} tp {tp}: {units} units, at least two phases"
+    );
+    let lowered = lower(&ir, arch, &s).unwrap_or_else(|e| panic!("{id} tp {tp}: {e}"));
+    Prepared {
+        ir,
+        lowered,
+        shapes: Some(shapes),
+        peer_table: PeerTable::Shared,
+    }
+}
+
+/// The batch-8 defaults' shapes in the simulator: 16 schedules per kernel in CI, each kernel on
+/// its own thread (about 30 s of simulation in all on the build machine).
+#[test]
+fn floor_batch8_units_of_8_are_clean_in_the_simulator_gfx906() {
+    let cases = [
+        (KernelId::GemvInt4, 1),
+        (KernelId::GemvInt4DualSilu, 1),
+        (KernelId::GemvInt4Qkv, 1),
+        (KernelId::GemvInt4AllreduceRmsnorm, 1),
+    ];
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = cases
+            .into_iter()
+            .map(|(id, tp)| {
+                scope.spawn(move || {
+                    let p = batch8_default_small(id, tp);
+                    let r = sweep(&p, SEED, 0, PHASED_CI_SCHEDULES, |_, _| {}).expect("simulates");
+                    let text = summary(&p, &r);
+                    eprintln!(
+                        "{id}@gfx906 tp {tp} batch 8, units of 8 in phases: {}",
+                        text.lines().next().unwrap_or("")
+                    );
+                    assert!(
+                        r.findings.is_empty() && r.failing == 0,
+                        "{id} tp {tp}: {text}"
+                    );
+                })
+            })
+            .collect();
+        for r in runs {
+            r.join().expect("a kernel's sweep panicked");
+        }
+    });
+}
+
+/// `gemv_int4`'s gfx906 default at TP 8, batch 8 itself at the model's shapes (5120 → 2176:
+/// 32-column tiles, 16 K slices, units of 8, 5 phases): one launch in the simulator (wave
+/// granularity) against the f64 reference, relative L2 within the FP16 output's tolerance.
+#[test]
+fn batch8_default_at_the_model_shapes_matches_the_reference_gfx906() {
+    use wavefuse_codegen::sim::{Case, Granularity, SimOptions, simulate_case};
+    use wavefuse_harness::sim::schedule_inputs;
+    let shapes = Shapes {
+        batch: 8,
+        ..Shapes::qwen27b(8)
+    };
+    let ir = KernelId::GemvInt4.build(&shapes);
+    let s = Schedule::default_for(Arch::Gfx906, &ir);
+    assert_eq!(
+        (
+            s.k_unit_words,
+            s.columns_per_workgroup,
+            s.threads_per_column,
+            s.x_phase_units
+        ),
+        (8, 32, 16, 16)
+    );
+    let lowered = lower(&ir, Arch::Gfx906, &s).expect("lowers");
+    let case = Case::new(&ir, schedule_inputs(&ir, SEED, 8, 1)).expect("reference");
+    let mut opts = SimOptions::new(SEED ^ 8);
+    opts.granularity = Granularity::Wave;
+    opts.max_steps = u64::MAX;
+    let r = simulate_case(&lowered, &ir, &case, &opts).expect("simulates");
+    let err = r.max_rel_l2();
+    eprintln!(
+        "gemv_int4@gfx906 tp 8 batch 8 at the model's shapes: {} lane instructions, max relative L2 error {err:.2e}",
+        r.stats.instructions
+    );
+    assert!(r.findings.is_empty(), "{:?}", r.findings);
+    assert!(!r.errors.is_empty(), "the output compared");
+    assert!(err <= 1e-3, "relative L2 {err:.2e}");
 }
 
 // The fused kernel's gfx906 default at TP 1 and 2 (issue 19): the floor path with K split so each

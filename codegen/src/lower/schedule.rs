@@ -693,7 +693,7 @@ fn staging_adds_no_wave(arch: Arch, kernel: &Kernel, s: &Schedule, workgroups: u
 /// The gfx906 INT4 GEMV at the memory floor: [`Int4Dot::Dot2`] with the one-shift decode
 /// ([`MmaDecode::Fma`]), 8 lanes × 4 adjacent packed columns (16-byte loads) per K row, 32
 /// columns and 32 K slices per 256-lane workgroup, units of 4 K-words (K = 5120: 160 units, 5 per
-/// slice), one accumulator chain, 32-bit byte offsets, and the activations staged in LDS as
+/// slice; 8 K-words from batch 5, see [`floor_phases`]), one accumulator chain, 32-bit byte offsets, and the activations staged in LDS as
 /// FP16 pairs when they take at most 16 KiB (more would cut the workgroups per CU below 4; where
 /// they take more, K is split so that a part's fit, see [`floor_split`]; the unstaged path packs
 /// them per lane, +0.25 VALU per weight) or when a GEMV prologue computes them
@@ -775,7 +775,9 @@ fn floor_split(kernel: &Kernel, staged: usize, s: Schedule) -> Schedule {
     if batch > 1 {
         let paired = widest_gemv_group(kernel) > 1;
         let n = gemv_ns(kernel).max().unwrap_or(0);
-        if let Some(s) = floor_phases(units, n, batch, paired, s.clone()) {
+        let k_words = common_k(kernel).map_or(0, |k| k / 8);
+        let group_words = gptq_group_words(kernel).unwrap_or(4);
+        if let Some(s) = floor_phases(k_words, group_words, n, batch, paired, s.clone()) {
             return s;
         }
         if batch > 2 {
@@ -815,14 +817,25 @@ fn floor_split(kernel: &Kernel, staged: usize, s: Schedule) -> Schedule {
 /// lane (gate and up) take half as many words.
 /// 256-lane workgroups, 128 where the K slices of 256 do not divide the units (K = 2176, the
 /// fused kernel at TP 8: 68 units); 32-column tiles where 64 would leave CUs without a
-/// workgroup. Against the hand-written references (which stage in phases too, and whose hot
-/// loops then hold their staging as these do) the MI50 model puts 58 of the 64 (kernel, TP,
-/// batch) rows within 1 % and 6 at 1.1–3.1 % over (listed in `tests/tests/gfx906_model.rs`,
-/// `bench/results/2026-12-03-gfx906-batch/`); the old default (the activations packed per
-/// lane) took 7.66 VALU per weight at batch 8 at 135 VGPRs, `gemv_int4` now 5.73 at 73. `None`
-/// when no slice count divides the units.
+/// workgroup.
+///
+/// From batch 5 the units are 8 K-words instead of 4 where the group allows and the same K
+/// slices divide them (never at the cost of lanes: the fused kernel at TP 4 and 8 keeps units
+/// of 4). At 2 packed columns per lane (1 with two weights) a unit's scale, zero-point and
+/// activation-address work and the phase's loop control are shared by half as many weights as
+/// the reference's 4 columns share, and a unit of 8 shares them by twice as many; each wave
+/// also has twice the weight bytes in flight. hipcc's hot loop at batch 8 (MI50 model,
+/// `bench/results/2026-12-03-gfx906-batch8/`): `gemv_int4` 5.73 → 5.58 VALU per weight in
+/// 64-column tiles, 5.97 → 5.59 in 32-column tiles (TP 8: 22.4 → 21.7 µs, reference 21.9;
+/// 11.3 → 20.4 KB in flight per CU), the two-weight GEMV 5.77 → 5.48 at 112 VGPRs, occupancy
+/// 2 (TP 1: 193.7 → 184.5 µs, reference 191.2). Against the hand-written references (which
+/// stage in phases too, and whose hot loops then hold their staging as these do) the model puts
+/// all 64 (kernel, TP, batch) rows of `tests/tests/gfx906_model.rs` within 1 %; the old default
+/// (the activations packed per lane) took 7.66 VALU per weight at batch 8 at 135 VGPRs,
+/// `gemv_int4` now 5.58 at 84. `None` when no slice count divides the units.
 fn floor_phases(
-    units: usize,
+    k_words: usize,
+    group_words: u32,
     n: usize,
     batch: usize,
     paired: bool,
@@ -838,7 +851,12 @@ fn floor_phases(
         (_, true) if batch > 4 => &[(1, 64)],
         _ => &[(2, 64)],
     };
-    let (words, columns, slices) = shapes.iter().find_map(|&(words, columns)| {
+    let unit_sizes: &[u32] = if batch > 4 && group_words % 8 == 0 {
+        &[8, 4]
+    } else {
+        &[4]
+    };
+    let (words, columns, slices, unit) = shapes.iter().find_map(|&(words, columns)| {
         // 64-column tiles only where they still give every CU a workgroup (the model does not
         // see idle CUs): `gemv_int4` at TP 8 (N = 2176) keeps 32-column tiles, 68 workgroups.
         let columns = if n / columns as usize >= Arch::Gfx906.compute_units() as usize {
@@ -849,8 +867,13 @@ fn floor_phases(
         let lanes_per_row = columns / words;
         [256 / lanes_per_row, 128 / lanes_per_row]
             .into_iter()
-            .find(|&p| p > 0 && units % p as usize == 0)
-            .map(|slices| (words, columns, slices))
+            .filter(|&p| p > 0)
+            .find_map(|p| {
+                unit_sizes
+                    .iter()
+                    .find(|&&u| k_words / u as usize % p as usize == 0)
+                    .map(|&u| (words, columns, p, u))
+            })
     })?;
     let lanes_per_row = columns / words;
     Some(Schedule {
@@ -858,6 +881,7 @@ fn floor_phases(
         columns_per_workgroup: columns,
         words_per_iteration: words,
         threads_per_column: slices,
+        k_unit_words: unit,
         x_in_lds: true,
         x_phase_units: slices,
         k_split: 1,
