@@ -345,6 +345,20 @@ fn batch8_default_small(id: KernelId, tp: u32) -> Prepared {
 /// its own thread (about 30 s of simulation in all on the build machine).
 #[test]
 fn floor_batch8_units_of_8_are_clean_in_the_simulator_gfx906() {
+    batch8_defaults_in_the_simulator(PHASED_CI_SCHEDULES);
+}
+
+/// The same, 1000 schedules per kernel (4000):
+/// `cargo test -p wavefuse-harness --test sim_floor -- --ignored batch8_soak`.
+#[test]
+#[ignore = "soak: 1000 schedules per kernel (minutes)"]
+fn batch8_soak_1000_schedules_gfx906() {
+    batch8_defaults_in_the_simulator(SOAK_SCHEDULES);
+}
+
+/// [`batch8_default_small`] of the four GPTQ kernels, `schedules` seeded schedules each, each
+/// kernel on its own thread: no finding, no failing schedule.
+fn batch8_defaults_in_the_simulator(schedules: u64) {
     let cases = [
         (KernelId::GemvInt4, 1),
         (KernelId::GemvInt4DualSilu, 1),
@@ -357,7 +371,7 @@ fn floor_batch8_units_of_8_are_clean_in_the_simulator_gfx906() {
             .map(|(id, tp)| {
                 scope.spawn(move || {
                     let p = batch8_default_small(id, tp);
-                    let r = sweep(&p, SEED, 0, PHASED_CI_SCHEDULES, |_, _| {}).expect("simulates");
+                    let r = sweep(&p, SEED, 0, schedules, |_, _| {}).expect("simulates");
                     let text = summary(&p, &r);
                     eprintln!(
                         "{id}@gfx906 tp {tp} batch 8, units of 8 in phases: {}",
