@@ -15,12 +15,6 @@ source bench/device-prelude.sh
 W_OLD=${W_OLD:-carry/wavefuse-357b085}
 F=bench/results/2026-12-01-h200-ffn-one-launch
 A=bench/results/2026-12-02-h200-showcase-a
-if [ -z "${WAVEFUSE_NVRTC_LIB:-}" ] && ! ls /usr/local/cuda*/lib64/libnvrtc.so* >/dev/null 2>&1; then
-    for sp in $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
-        lib=$(ls "$sp"/nvidia/*/lib/libnvrtc.so.* 2>/dev/null | grep -v alt | head -1)
-        if [ -n "$lib" ]; then export WAVEFUSE_NVRTC_LIB="$lib"; break; fi
-    done
-fi
 T0=$(date +%s)
 # name: binary, schedule override, kernel files
 declare -A BIN=([block-old-tp1]=$W_OLD [block-old-tp4]=$W_OLD [a-old-b1]=$W_OLD [a-old-b8]=$W_OLD)

@@ -8,12 +8,6 @@
 # Writes $OUT/results.tgz and $OUT/summary.txt.
 source bench/device-prelude.sh
 F=bench/results/2026-12-01-h200-ffn-one-launch
-if [ -z "${WAVEFUSE_NVRTC_LIB:-}" ] && ! ls /usr/local/cuda*/lib64/libnvrtc.so* >/dev/null 2>&1; then
-    for sp in $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
-        lib=$(ls "$sp"/nvidia/*/lib/libnvrtc.so.* 2>/dev/null | grep -v alt | head -1)
-        if [ -n "$lib" ]; then export WAVEFUSE_NVRTC_LIB="$lib"; break; fi
-    done
-fi
 T0=$(date +%s)
 for r in 1 2; do
     timeout 90 $W mgpu-bench --same-device --samples 10 --calls 50 --kernel-file $F/ffn_block.wfir \

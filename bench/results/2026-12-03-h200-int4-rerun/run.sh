@@ -18,12 +18,6 @@ exec > >(tee "$OUT/log.txt") 2>&1
 date -u
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv
 echo "wavefuse $(cat carry/COMMIT); marlin $(cat carry/marlin/COMMIT)"
-if [ -z "${WAVEFUSE_NVRTC_LIB:-}" ] && ! ls /usr/local/cuda*/lib64/libnvrtc.so* >/dev/null 2>&1; then
-    for sp in $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
-        lib=$(ls "$sp"/nvidia/*/lib/libnvrtc.so.* 2>/dev/null | grep -v alt | head -1)
-        if [ -n "$lib" ]; then export WAVEFUSE_NVRTC_LIB="$lib"; break; fi
-    done
-fi
 M=/tmp/marlin
 mkdir -p $M
 cp carry/marlin/marlin/marlin_cuda_kernel.cu $M/
