@@ -610,6 +610,35 @@ fn the_prologue_norm_runs_once_per_workgroup_in_front_of_the_stage_loop() {
     }
 }
 
+/// §5.2: the hoisted `1/rms` (in front of the stage loop, run once per workgroup) reads every
+/// wave's partial sum from LDS only after the workgroup barrier behind their stores; without it a
+/// lane adds partials not yet written, and every part of the workgroup normalises with that
+/// `1/rms`.
+#[test]
+fn hoisted_prologue_norm_without_its_workgroup_barrier_is_caught() {
+    for arch in [Arch::Gfx906, Arch::Sm90] {
+        let ir = fixture("ffn_block", &[(5120, 256), (4352, 512)]);
+        let s = Schedule {
+            max_grid: 3,
+            ..small_schedule(arch, &ir).with_k_split(&ir, 2)
+        };
+        let mut p = prepared(ir, arch, &s);
+        let at = stage_loop(&p.lowered.body).expect("a stage loop");
+        let barrier = p.lowered.body[..at]
+            .iter()
+            .rposition(|st| matches!(st, Stmt::WorkgroupBarrier))
+            .expect("the prologue's workgroup barrier in front of the stage loop");
+        // What follows it is the wave partials' reads from LDS and the rsqrt.
+        let after = format!("{:?}", &p.lowered.body[barrier + 1..at]);
+        assert!(after.contains("Lds") && after.contains("Rsqrt"), "{after}");
+        p.lowered.body.remove(barrier);
+        caught(
+            &p,
+            &format!("ffn_block@{arch}, hoisted 1/rms without its barrier"),
+        );
+    }
+}
+
 fn waits_in(st: &Stmt) -> bool {
     match st {
         Stmt::WaitGe { .. } | Stmt::GridBarrier { .. } | Stmt::WaitFlag { .. } => true,
