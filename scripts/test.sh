@@ -18,6 +18,7 @@ export CI="${CI:-}"
 FEATURES=(--features wavefuse-tests/llvm,wavefuse-harness/llvm,wavefuse-cli/llvm)
 rc=0
 cargo fmt --all --check || rc=$? # unformatted code fails CI
+python3 scripts/check-links.py || rc=$? # every relative Markdown link resolves
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --workspace "${FEATURES[@]}" --no-fail-fast || rc=$?
 else
