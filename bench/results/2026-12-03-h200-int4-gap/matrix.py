@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The README's variant x shape matrix from run*/x/*-rep1.jsonl: each cell p50 µs (p10–p90), GB/s of the
 bytes a call moves, and p50 over the linear read of the same bytes in the same process; a variant is taken
-from the first run that has it (the rows say which), its check in the last column."""
+from the first run that has it (the rows say which), its check in the last column.
+run*/x/ is not in the tree: `git checkout 10541be -- bench/results/2026-12-03-h200-int4-gap` first."""
 import glob, json, os, re
 here = os.path.dirname(os.path.abspath(__file__))
 SH = [("tp1b1", 5120, 17408, 1), ("tp1b8", 5120, 17408, 8), ("k17408", 17408, 5120, 1), ("tp4b1", 5120, 4352, 1), ("tp4b8", 5120, 4352, 8)]

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """One line per Nsight Compute report of this folder (run*/x/ncu/*-raw.csv, `ncu --page raw --csv`):
 duration, DRAM throughput, achieved occupancy, issue, the top warp stall reasons (cycles per issued
-instruction), and an estimate of the weight bytes a SM waits on at a time (see README)."""
+instruction), and an estimate of the weight bytes a SM waits on at a time (see README).
+run*/x/ is not in the tree: `git checkout 10541be -- bench/results/2026-12-03-h200-int4-gap` first."""
 import csv, glob, os, re
 here = os.path.dirname(os.path.abspath(__file__))
 def f(d, k):

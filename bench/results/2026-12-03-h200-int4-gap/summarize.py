@@ -2,7 +2,8 @@
 """Tables of this folder's runs: run*/x/*-rep*.jsonl (gap_bench's lines) -> tables.md.
 Per shape, one row per (run, variant): p50 of each repeat (rep 1 / rep 2, the second pass in reversed
 order), p10/p90 of rep 1, GB/s of the bytes a call moves (weights + x + y) at the rep-1 p50, that p50 over
-the linear read of the same bytes in the same process (8 x 256 lanes per SM), and the check."""
+the linear read of the same bytes in the same process (8 x 256 lanes per SM), and the check.
+run*/x/ is not in the tree: `git checkout 10541be -- bench/results/2026-12-03-h200-int4-gap` first."""
 import glob
 import json
 import os

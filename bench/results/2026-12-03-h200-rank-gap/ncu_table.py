@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""(Copy of ../2026-12-03-h200-int4-gap/ncu_table.py, reading x/ncu/.) One line per Nsight Compute report of this folder (x/ncu/*-raw.csv, `ncu --page raw --csv`):
+"""(Copy of ../2026-12-03-h200-int4-gap/ncu_table.py, reading x/ncu/: `mkdir x && git show 10541be:bench/results/2026-12-03-h200-rank-gap/results.tgz | tar xz -C x`.) One line per Nsight Compute report of this folder (x/ncu/*-raw.csv, `ncu --page raw --csv`):
 duration, DRAM throughput, achieved occupancy, issue, the top warp stall reasons (cycles per issued
 instruction), and an estimate of the weight bytes a SM waits on at a time (see README)."""
 import csv, glob, os, re

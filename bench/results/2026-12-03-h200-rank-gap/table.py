@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""This folder's table from x/*-rep{1,2}.jsonl (gap_bench's lines; `tar xzf results.tgz -C x` first):
+"""This folder's table from x/*-rep{1,2}.jsonl (gap_bench's lines; first `mkdir x && git show 10541be:bench/results/2026-12-03-h200-rank-gap/results.tgz | tar xz -C x`):
 per variant and shape, p50 µs of pass 1 / pass 2 (the second in reversed order), and pass 1's p50 over
 the linear read (8 x 256 lanes per SM) of the same process; registers / WGs per SM; the check."""
 import json, os, re
