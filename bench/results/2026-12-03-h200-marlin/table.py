@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The tables of run.sh's results folder: wavefuse `gemv_int4` (ab JSON, two rounds), Marlin and
 torch INT4 (marlin_bench JSON) per K -> N and batch; then default vs tuned (ab JSON) and the new
-store's entries. Usage: python3 table.py RESULTS_DIR (prints Markdown)."""
+store's entries. Usage: python3 table.py RESULTS_DIR (prints Markdown). RESULTS_DIR is what run.sh wrote:
+`mkdir r && git show 10541be:bench/results/2026-12-03-h200-marlin/results.tgz | tar xz -C r`. The card named
+in the header is the one in the results' provenance (`device.name` of the ab JSON, else marlin_bench's)."""
 
 import glob
 import json
@@ -36,6 +38,16 @@ def ab_rows(d):
         yield r
 
 
+def device_name(res):
+    """The card that ran, from the first ab JSON's provenance (`device.name`), or None."""
+    for path in sorted(glob.glob(os.path.join(res, "*.json"))):
+        d = load(path) or {}
+        name = (d.get("device") or {}).get("name")
+        if name and str(d.get("schema", "")).startswith("wavefuse-ab"):
+            return name
+    return None
+
+
 def fmt(v, spec=".2f"):
     return "–" if v is None else format(v, spec)
 
@@ -59,9 +71,10 @@ def main(res):
         other[(r["k"], r["n"], r["batch"], r["kernel"])] = r
     print(f"# issue 20: wavefuse `gemv_int4` vs Marlin vs `torch._weight_int4pack_mm`\n")
     dev = mb.get("device", {})
+    card = device_name(res) or dev.get("name") or "an unrecorded device"
     print(f"{dev.get('name', '?')}, torch {mb.get('torch_version', '?')}; copy bandwidth "
           f"{fmt((mb.get('copy') or {}).get('gbps'), '.0f')} GB/s (marlin_bench); CUDA graphs, weights rotating "
-          f"over >= 4 x L2; µs per call, measured on the H200. wavefuse: `ab --timing graphs` (each round "
+          f"over >= 4 x L2; µs per call, measured on the {card}. wavefuse: `ab --timing graphs` (each round "
           f"the mean of its two repeats); Marlin / torch: two repeats, alternating.\n")
     print("| K → N | batch | wavefuse r1, r2 | Marlin r1, r2 | torch INT4 r1, r2 | Marlin / wavefuse | torch / wavefuse "
           "| checks rel L2 (wavefuse; Marlin before / after timing; torch) |")
