@@ -11,8 +11,11 @@
 //! - `scalar`: the value, passed by value (4 bytes).
 //!
 //! Synchronisation state: `counter` and `flags` arrays are zeroed once when allocated and never
-//! reset; the `epoch` scalar is 1 for the first launch on them and grows by one per launch
-//! (DESIGN.md §5.4). The `error_word` is zero before a launch; afterwards a nonzero value is the
+//! reset (DESIGN.md §5.4). A generated kernel keeps its epoch on the device, in the two-word
+//! `epoch_state` counter array (launches completed, workgroups finished): the same launch with the
+//! same arguments may be captured in a graph and replayed any number of times. A hand-written
+//! kernel may instead take an `epoch` scalar that the launcher sets to 1 for the first launch on
+//! the state and grows by one per launch (correct for one replay of a captured launch only). The `error_word` is zero before a launch; afterwards a nonzero value is the
 //! code of the wait site in [`Abi::wait_sites`] that timed out (§5.10). A kernel with
 //! [`Abi::coresidency`] must be launched cooperatively or with all its workgroups co-resident
 //! (§5.9).
@@ -61,7 +64,8 @@ pub struct Abi {
     pub barriers_per_launch: u32,
     /// Flag rounds per launch (epoch arithmetic).
     pub flag_rounds_per_launch: u32,
-    /// Name of the epoch scalar, when the kernel synchronises.
+    /// Name of the host-passed epoch scalar (hand-written kernels; generated kernels keep their
+    /// epoch on the device and have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub epoch_param: Option<String>,
     /// Name of the error word, when the kernel waits.

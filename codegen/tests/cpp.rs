@@ -83,7 +83,7 @@ fn hip_uses_scoped_builtins_and_exact_launch_bounds_gfx906() {
         "{text}"
     );
     // Flag publish: release, system scope.
-    assert!(text.contains("__hip_atomic_store(&flags[rank][blockIdx.x], ((epoch - 1u) * 1u) + 1u, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);"), "{text}");
+    assert!(text.contains("__hip_atomic_store(&flags[rank][blockIdx.x], ((epoch_20 - 1u) * 1u) + 1u, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);"), "{text}");
     // Flag wait: acquire, system scope, bounded, wrap-safe.
     assert!(text.contains("while ((int)(__hip_atomic_load(&flags[peer_15][blockIdx.x], __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM) - wf_target) < 0) {"), "{text}");
     assert!(text.contains("__hip_atomic_store(&error_word[0u], 1u, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM); // timed out"), "{text}");
@@ -400,7 +400,8 @@ fn abi_describes_launch_peers_and_synchronisation() {
         abi.peer_table.as_ref().map(|t| t.slots.clone()),
         Some(vec![0, 1, 2, 3])
     );
-    assert_eq!(abi.epoch_param.as_deref(), Some("epoch"));
+    // The epoch lives on the device (§5.4): no scalar, a zeroed-once counter array.
+    assert_eq!(abi.epoch_param, None);
     assert_eq!(abi.error_word_param.as_deref(), Some("error_word"));
     assert_eq!(abi.rank_param.as_deref(), Some("rank"));
     // Parameters in argument order, as the C++ signature declares them.
@@ -415,7 +416,7 @@ fn abi_describes_launch_peers_and_synchronisation() {
             "flags",
             "counter",
             "rank",
-            "epoch",
+            "epoch_state",
             "error_word"
         ]
     );
@@ -431,6 +432,10 @@ fn abi_describes_launch_peers_and_synchronisation() {
     );
     assert_eq!(abi.params[3].memory, Some(Memory::FineGrained));
     assert_eq!(abi.params[5].init, Some(Init::ZeroOnce));
+    assert_eq!(
+        (abi.params[7].purpose, abi.params[7].init),
+        (AbiPurpose::Counter, Some(Init::ZeroOnce))
+    );
     assert_eq!(abi.params[8].init, Some(Init::ZeroBeforeLaunch));
     // One wait site per flag wait and per grid barrier, by error code.
     let sites: Vec<(u32, &str, &str)> = abi

@@ -83,7 +83,9 @@ fn expansion_counts_barriers_and_adds_epoch_and_error_word() {
     assert_eq!(k.barriers_per_launch, 2);
     assert_eq!(k.flag_rounds_per_launch, 1);
     assert_eq!(k.coresidency, Some(CoResidency { workgroups: 4 }));
-    assert!(k.epoch.is_some() && k.error_word.is_some());
+    // The epoch lives on the device (§5.4): no host-passed scalar, a state array and a register.
+    assert!(k.epoch.is_none() && k.error_word.is_some());
+    let (state, epoch) = (k.epoch_state.unwrap(), k.epoch_reg.unwrap());
     let mut all = Vec::new();
     flatten(&k.body, &mut all);
     assert!(!all.iter().any(|s| matches!(
@@ -93,14 +95,25 @@ fn expansion_counts_barriers_and_adds_epoch_and_error_word() {
     let text = k.to_string();
     // Barrier 1 of 2 per launch over 4 workgroups waits for ((epoch − 1)·2 + 2)·num_wgs.
     assert!(
-        text.contains("((((arg2 - 1u32) * 2u32) + 2u32) * num_wgs)"),
+        text.contains(&format!("(((({epoch} - 1u32) * 2u32) + 2u32) * num_wgs)")),
         "{text}"
     );
     // The flag value is (epoch − 1)·1 + 1, released at system scope by lane 0 only.
     assert!(
-        text.contains(
-            "atomic.store arg1@peer(0u32)[wg_id], (((arg2 - 1u32) * 1u32) + 1u32) release system"
-        ),
+        text.contains(&format!(
+            "atomic.store arg1@peer(0u32)[wg_id], ((({epoch} - 1u32) * 1u32) + 1u32) release system"
+        )),
+        "{text}"
+    );
+    // Every lane loads the epoch at entry; the last workgroup to finish advances it.
+    assert!(
+        text.contains(&format!(
+            "{epoch} = atomic.load {state}[0u32] relaxed agent"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("{state}[1u32], 1u32 acq_rel agent")),
         "{text}"
     );
 }
@@ -109,15 +122,24 @@ fn expansion_counts_barriers_and_adds_epoch_and_error_word() {
 fn arrivals_are_elected_and_bracketed_by_workgroup_barriers() {
     let mut k = kernel_with_sync();
     expand_sync(&mut k);
-    // Top level: every atomic and wait sits inside `if local_id == 0`, never at the top level.
+    // Top level: every atomic write and wait sits inside `if local_id == 0`, never at the top
+    // level (every lane may load the device epoch).
     for s in &k.body {
         assert!(
-            !matches!(s, Stmt::Atomic { .. } | Stmt::WaitGe { .. }),
+            !matches!(
+                s,
+                Stmt::Atomic {
+                    op: AtomicOp::Add | AtomicOp::Store | AtomicOp::Max,
+                    ..
+                } | Stmt::WaitGe { .. }
+            ),
             "unelected sync: {s:?}"
         );
     }
     let mut all = Vec::new();
     flatten(&k.body, &mut all);
+    // The grid barriers' arrivals (release); the exit arrival on the device epoch (acq_rel) and
+    // the epoch's advance are checked by `expansion_counts_barriers_and_adds_epoch_and_error_word`.
     let arrivals: Vec<_> = all
         .iter()
         .filter(|s| {
@@ -125,6 +147,7 @@ fn arrivals_are_elected_and_bracketed_by_workgroup_barriers() {
                 s,
                 Stmt::Atomic {
                     op: AtomicOp::Add,
+                    ordering: Ordering::Release,
                     ..
                 }
             )
@@ -232,7 +255,8 @@ fn per_lane_flag_waits_poll_in_parallel_then_one_barrier() {
         .iter()
         .filter(|s| matches!(s, Stmt::WorkgroupBarrier))
         .count();
-    assert_eq!((waits, barriers), (1, 1), "{text}");
+    // One barrier after the waits, one before the exit arrival on the device epoch.
+    assert_eq!((waits, barriers), (1, 2), "{text}");
     // The wait sits directly in the divergent `if`, followed by the barrier at the top level.
     let pos = k
         .body

@@ -309,12 +309,28 @@ pub struct Sweep {
 /// Launches per schedule: enough to run epochs 1..3 on the same counters and flags.
 pub const LAUNCHES: u32 = 3;
 
-/// Run `schedules` schedules (indices `first..first + schedules`) of a prepared kernel.
+/// Run `schedules` schedules (indices `first..first + schedules`) of a prepared kernel, each
+/// [`LAUNCHES`] launches back to back.
 pub fn sweep(
     p: &Prepared,
     seed: u64,
     first: u64,
     schedules: u64,
+    progress: impl FnMut(u64, u64),
+) -> Result<Sweep, String> {
+    sweep_replayed(p, seed, first, schedules, LAUNCHES, progress)
+}
+
+/// [`sweep`] with `launches` launches per schedule: a replayed graph. Every launch takes the same
+/// arguments (the same arrays; the host writes new data into the inputs before each, as an engine
+/// does into a captured graph's static buffers); a generated kernel's epoch advances on the device
+/// (DESIGN.md §5.4), so nothing the host passes changes between launches.
+pub fn sweep_replayed(
+    p: &Prepared,
+    seed: u64,
+    first: u64,
+    schedules: u64,
+    launches: u32,
     mut progress: impl FnMut(u64, u64),
 ) -> Result<Sweep, String> {
     let start = Instant::now();
@@ -327,7 +343,7 @@ pub fn sweep(
         }
         let set = (i % DATA_SETS) as usize;
         if cases[set].is_none() {
-            let inputs = schedule_inputs(&p.ir, seed, set as u64, LAUNCHES);
+            let inputs = schedule_inputs(&p.ir, seed, set as u64, launches);
             cases[set] = Some(Case::new(&p.ir, inputs).map_err(|e| e.to_string())?);
         }
         let case = cases[set].as_ref().expect("built");

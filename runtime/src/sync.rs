@@ -3,9 +3,13 @@
 //!
 //! A [`KernelInstance`] allocates, per rank, every array the kernel's parameters say the runtime
 //! provides — grid-barrier counters, cross-rank flags, the error word, scratch — zero-filled once
-//! (DESIGN.md §5.4: nothing is ever reset inside a kernel). It passes `epoch` = 1, 2, 3, … to
-//! successive launches ([`Epochs`]); the generated epoch arithmetic is wrap-safe, so the counter
-//! simply wraps at 2³². After synchronising it reads every rank's error word and turns a non-zero
+//! (DESIGN.md §5.4: nothing is ever reset inside a kernel). A generated kernel keeps its epoch on
+//! the device (its `epoch_state` counter array, allocated and zeroed here like any counter), so
+//! one launch captured in a graph may be replayed any number of times
+//! ([`KernelInstance::replay_safe`]). A hand-written kernel whose ABI has an `epoch` scalar gets
+//! `epoch` = 1, 2, 3, … on successive launches ([`Epochs`], which the instance also counts for
+//! every kernel to keep ranks launched alone in step); the epoch arithmetic is wrap-safe, so the
+//! counters simply wrap at 2³². After synchronising it reads every rank's error word and turns a non-zero
 //! code into [`Error::BarrierTimeout`] (DESIGN.md §5.10). A timed-out launch leaves counters and
 //! flags mid-protocol, so the instance then re-zeroes its state and restarts at epoch 1 before its
 //! next launch (§5.11: a crashed launch must not poison the next one).
@@ -399,6 +403,14 @@ impl<'g, D: Device> KernelInstance<'g, D> {
             self.poisoned = true;
         }
         result.map(|()| epoch)
+    }
+
+    /// Whether one launch, captured in a graph, may be replayed any number of times: the kernel
+    /// takes no host-passed epoch (DESIGN.md §5.4). Generated kernels keep their epoch on the
+    /// device; a hand-written kernel whose ABI has an `epoch` scalar is correct for one replay of
+    /// a captured launch only.
+    pub fn replay_safe(&self) -> bool {
+        !self.bindings.iter().any(|b| matches!(b, Binding::Epoch))
     }
 
     /// Whether the kernel reads or writes peers' memory (it has a peer-table parameter).

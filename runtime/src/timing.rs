@@ -202,7 +202,7 @@ impl<D: Device> GroupGraphs<D> {
     /// host function sits in front of them; the ranks' streams are not released together as by
     /// the gates, so a multi-rank window holds their skew. Every rank's graph must be on
     /// `busy`'s device.
-    pub fn replay_behind_fill(self, group: &RankGroup<D>, busy: &D::Buffer) -> Result<Replay> {
+    pub fn replay_behind_fill(&self, group: &RankGroup<D>, busy: &D::Buffer) -> Result<Replay> {
         for r in 0..self.graphs.len() as u32 {
             if group.device(r).info().ordinal != busy.ordinal() {
                 return Err(crate::DeviceError::Unsupported(format!(
@@ -221,15 +221,16 @@ impl<D: Device> GroupGraphs<D> {
     }
 
     /// Replays every captured rank's graph once, all released together behind gates; waits for
-    /// the end.
-    pub fn replay(self, group: &RankGroup<D>) -> Result<Replay> {
+    /// the end. A graph of kernels whose epoch lives on the device
+    /// ([`crate::KernelInstance::replay_safe`]) may be replayed any number of times.
+    pub fn replay(&self, group: &RankGroup<D>) -> Result<Replay> {
         self.replay_after(group, |dev, s| Ok(Some(Gate::hold(dev, s)?)))
     }
 
     /// Uploads every graph, then per rank enqueues `front` (a gate it returns is held until every
     /// rank is enqueued), the start event, the graph and the end event; the windows.
     fn replay_after(
-        self,
+        &self,
         group: &RankGroup<D>,
         front: impl Fn(&D, &D::Stream) -> Result<Option<Gate>>,
     ) -> Result<Replay> {

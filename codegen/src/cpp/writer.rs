@@ -146,7 +146,11 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 f,
                 "\n    {}{sep} // {}",
                 self.param_decl(p)?,
-                param_note(&d.kind)
+                if self.k.epoch_state == Some(p) {
+                    "u32[2] read_write, device epoch: [0] launches completed, [1] workgroups finished (zeroed once)".into()
+                } else {
+                    param_note(&d.kind)
+                }
             );
             if i + 1 == n {
                 f.push('\n');

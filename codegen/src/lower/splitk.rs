@@ -198,7 +198,7 @@ impl Lowering<'_> {
         ));
         out.push(Stmt::WorkgroupBarrier);
         let old = self.k.reg(Ty::U32, "arrived");
-        let epoch = self.k.epoch_param();
+        let epoch = self.k.epoch_value();
         let tile = self.tile.clone();
         let arrive = Stmt::Atomic {
             dst: Some(old),
@@ -210,7 +210,7 @@ impl Lowering<'_> {
             why: Invariant::OneArrivalPerWorkgroup,
         };
         // §5.4: launch e takes the never-reset counter from (e − 1)·P to e·P.
-        let last_arrival = sub(mul(Expr::Param(epoch), u(parts)), u(1));
+        let last_arrival = sub(mul(epoch, u(parts)), u(1));
         let verdict_store = store(
             self.lds_at(verdict, u(0)),
             vec![sel(eq(r(old), last_arrival), u(1), u(0))],

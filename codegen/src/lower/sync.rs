@@ -71,15 +71,12 @@ impl Lowering<'_> {
                 purpose: Purpose::Flags,
             };
             let flags = self.k.param("ar_flags", kind);
-            let epoch = self.k.epoch_param();
+            let epoch = self.k.epoch_value();
             let parity = self.k.reg(Ty::U32, "parity");
             out.push(comment(
                 "scratch is double-buffered by epoch parity: a peer may still read this rank's previous launch's half (§5.7)",
             ));
-            out.push(assign(
-                parity,
-                Expr::bin(BinOp::And, Expr::Param(epoch), u(1)),
-            ));
+            out.push(assign(parity, Expr::bin(BinOp::And, epoch, u(1))));
             self.exchange = Some(Exchange {
                 payload,
                 flags,

@@ -1,7 +1,13 @@
 //! Expansion of grid barriers and cross-rank flags into primitives.
 //!
-//! Epoch arithmetic (DESIGN.md §5.4): the host passes `epoch` = 1 for the first launch on a set of
-//! counters and flags and increments it by one per launch; nothing is ever reset by a kernel.
+//! Epoch arithmetic (DESIGN.md §5.4): `epoch` is 1 for the first launch on a set of zeroed
+//! counters and flags and grows by one per launch; nothing is ever reset by a kernel. The epoch
+//! lives on the device (the `epoch_state` counter array): every lane loads `epoch_state[0] + 1`
+//! at entry, and at exit every workgroup arrives once on `epoch_state[1]` (acq_rel, agent); the
+//! arrival that makes it `epoch·G` — the launch's last workgroup, after every other workgroup
+//! loaded the epoch — adds 1 to `epoch_state[0]` (every other workgroup adds 0). So the same
+//! launch with the same arguments, replayed (a captured CUDA/HIP graph), counts on by itself.
+//! A kernel built with the hand-written ABI's host-passed `epoch` scalar keeps that instead.
 //! - Grid barrier `i` of `B` per launch, over `G` workgroups, waits for the counter to reach
 //!   `((epoch − 1)·B + i + 1)·G`: every workgroup adds 1 per barrier, so after launch e's barrier i
 //!   the counter holds exactly that.
@@ -11,7 +17,7 @@
 
 use wavefuse_ir::{Ordering, Scope};
 
-use super::{AtomicOp, BinOp, Block, Expr, Invariant, LoweredKernel, MemRef, Param, Special, Stmt};
+use super::{AtomicOp, BinOp, Block, Expr, Invariant, LoweredKernel, MemRef, Special, Stmt, Ty};
 
 /// Spin budget of a wait, in atomic loads (≈ seconds on a real GPU before the error is reported).
 pub const SPIN_BUDGET: u32 = 1 << 26;
@@ -30,7 +36,77 @@ pub fn expand_sync(k: &mut LoweredKernel) {
     }
     let mut cx = Expander { k, next_code: 1 };
     let body = cx.block(body);
-    k.body = body;
+    k.body = with_device_epoch(k, body);
+}
+
+/// The body between the device epoch's entry load and exit advance (unchanged without one).
+fn with_device_epoch(k: &mut LoweredKernel, body: Block) -> Block {
+    let (Some(state), Some(epoch)) = (k.epoch_state, k.epoch_reg) else {
+        return body;
+    };
+    let word = |i: u32| MemRef {
+        base: super::Base::Param(state),
+        index: Expr::u32(i),
+    };
+    let mut out = vec![
+        Stmt::Comment(
+            "this launch's epoch: one more than the launches completed on this state (§5.4)".into(),
+        ),
+        Stmt::Atomic {
+            dst: Some(epoch),
+            op: AtomicOp::Load,
+            mem: word(0),
+            value: None,
+            ordering: Ordering::Relaxed,
+            scope: Scope::Agent,
+            why: Invariant::MonotonicEpochs,
+        },
+        Stmt::Assign {
+            dst: epoch,
+            value: Expr::add(Expr::Reg(epoch), Expr::u32(1)),
+        },
+    ];
+    out.extend(body);
+    let finished = k.reg(Ty::U32, "finished");
+    out.push(Stmt::Comment(
+        "the epoch advances on the device: every lane of this workgroup has loaded it".into(),
+    ));
+    out.push(Stmt::WorkgroupBarrier);
+    let arrive = Stmt::Atomic {
+        dst: Some(finished),
+        op: AtomicOp::Add,
+        mem: word(1),
+        value: Some(Expr::u32(1)),
+        ordering: Ordering::AcqRel,
+        scope: Scope::Agent,
+        why: Invariant::OneArrivalPerWorkgroup,
+    };
+    // The last of the launch's G arrivals reads epoch·G − 1: every workgroup loaded the epoch
+    // before its arrival, so advancing it now cannot change this launch's value anywhere.
+    let last = Expr::bin(
+        BinOp::Eq,
+        Expr::add(Expr::Reg(finished), Expr::u32(1)),
+        Expr::mul(Expr::Reg(epoch), Expr::Special(Special::NumWorkgroups)),
+    );
+    let advance = Stmt::Atomic {
+        dst: None,
+        op: AtomicOp::Add,
+        mem: word(0),
+        value: Some(Expr::Select(
+            Box::new(last),
+            Box::new(Expr::u32(1)),
+            Box::new(Expr::u32(0)),
+        )),
+        ordering: Ordering::Relaxed,
+        scope: Scope::Agent,
+        why: Invariant::MonotonicEpochs,
+    };
+    out.push(Stmt::If {
+        cond: lane0(),
+        then_body: vec![arrive, advance],
+        else_body: vec![],
+    });
+    out
 }
 
 /// Barriers and flag rounds per launch: one more than the largest index used.
@@ -120,8 +196,8 @@ impl Expander<'_> {
         }
     }
 
-    fn epoch(&mut self) -> Param {
-        self.k.epoch_param()
+    fn epoch(&mut self) -> Expr {
+        self.k.epoch_value()
     }
 
     fn error(&mut self) -> MemRef {
@@ -139,7 +215,7 @@ impl Expander<'_> {
 
     fn grid_barrier(&mut self, counter: MemRef, index: u32, out: &mut Block) {
         let per_launch = Expr::u32(self.k.barriers_per_launch);
-        let epoch = Expr::Param(self.epoch());
+        let epoch = self.epoch();
         // ((epoch − 1)·B + index + 1)·G
         let generation = Expr::add(Expr::mul(sub1(epoch), per_launch), Expr::u32(index + 1));
         let target = Expr::mul(generation, Expr::Special(Special::NumWorkgroups));
@@ -177,7 +253,7 @@ impl Expander<'_> {
 
     fn flag_value(&mut self, round: u32) -> Expr {
         let per_launch = Expr::u32(self.k.flag_rounds_per_launch);
-        let epoch = Expr::Param(self.epoch());
+        let epoch = self.epoch();
         Expr::add(Expr::mul(sub1(epoch), per_launch), Expr::u32(round + 1))
     }
 

@@ -5,7 +5,7 @@ use wavefuse_ir::MemorySpace;
 
 use crate::target::Arch;
 
-use super::{Block, Lds, Param, Reg, Ty};
+use super::{Block, Expr, Lds, Param, Reg, Ty};
 
 /// How a kernel may touch an array.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -40,7 +40,9 @@ pub enum Purpose {
     ErrorWord,
     /// The executing rank (u32 scalar).
     Rank,
-    /// The launch's epoch (u32 scalar, 1 for the first launch, +1 per launch).
+    /// The launch's epoch passed by the host (u32 scalar, 1 for the first launch, +1 per launch):
+    /// the ABI of hand-written kernels. It is correct for one replay of a captured graph only;
+    /// generated kernels keep their epoch on the device ([`LoweredKernel::epoch_value`]).
     Epoch,
 }
 
@@ -219,8 +221,15 @@ pub struct LoweredKernel {
     pub lds: PrimaryMap<Lds, LdsData>,
     /// What every lane executes.
     pub body: Block,
-    /// The epoch scalar, when the kernel synchronises.
+    /// The host-passed epoch scalar ([`LoweredKernel::epoch_param`]): kernels built by hand with
+    /// the hand-written ABI. Generated kernels have none: their epoch lives on the device.
     pub epoch: Option<Param>,
+    /// The device-side epoch state ([`LoweredKernel::epoch_value`]): a [`Purpose::Counter`]
+    /// array of two words, `[0]` the launches completed and `[1]` the workgroups that finished
+    /// (DESIGN.md §5.4: the generation advances on the device, so the same launch can be replayed).
+    pub epoch_state: Option<Param>,
+    /// The register holding this launch's epoch, loaded from `epoch_state[0] + 1` at entry.
+    pub epoch_reg: Option<Reg>,
     /// The error word, when the kernel waits.
     pub error_word: Option<Param>,
     /// Grid barriers per launch (for epoch arithmetic).
@@ -270,6 +279,8 @@ impl LoweredKernel {
             lds: PrimaryMap::new(),
             body: Vec::new(),
             epoch: None,
+            epoch_state: None,
+            epoch_reg: None,
             error_word: None,
             barriers_per_launch: 0,
             flag_rounds_per_launch: 0,
@@ -396,7 +407,33 @@ impl LoweredKernel {
         per_cu.saturating_mul(cus).max(1)
     }
 
-    /// The epoch parameter, added on first use.
+    /// This launch's epoch (u32, 1 for the first launch on zeroed state, +1 per launch), kept on
+    /// the device: on first use the kernel gains the `epoch_state` counter array and a register
+    /// that [`expand_sync`](super::expand::expand_sync) loads at entry; the last workgroup to
+    /// finish advances it. A kernel built with a host-passed epoch ([`LoweredKernel::epoch_param`])
+    /// keeps that one.
+    pub fn epoch_value(&mut self) -> Expr {
+        if let Some(p) = self.epoch {
+            return Expr::Param(p);
+        }
+        if let Some(r) = self.epoch_reg {
+            return Expr::Reg(r);
+        }
+        let kind = ParamKind::Array {
+            elem: Ty::U32,
+            len: 2,
+            space: MemorySpace::Global,
+            access: Access::ReadWrite,
+            purpose: Purpose::Counter,
+        };
+        self.epoch_state = Some(self.param("epoch_state", kind));
+        let r = self.reg(Ty::U32, "epoch");
+        self.epoch_reg = Some(r);
+        Expr::Reg(r)
+    }
+
+    /// The host-passed epoch parameter (the hand-written kernels' ABI), added on first use: a
+    /// kernel built with it is correct for one replay of a captured graph only (DESIGN.md §5.4).
     pub fn epoch_param(&mut self) -> Param {
         if let Some(p) = self.epoch {
             return p;

@@ -714,10 +714,12 @@ pub(crate) fn series<D: Device>(
     Ok(samples)
 }
 
-/// [`series`] in CUDA graphs ([`TimingMode::Graphs`]): graphs of [`GRAPH_CALLS`] launches of `k`
+/// [`series`] in CUDA graphs ([`TimingMode::Graphs`]): a graph of [`GRAPH_CALLS`] launches of `k`
 /// (rank 0 alone with `alone`, every rank otherwise), each launch bound to the next input set,
-/// each graph replayed once (its epochs are fixed, DESIGN.md §5.4); `warmup` and `iters`
-/// launches rounded up to whole graphs. A sample is one replay's slowest-rank window over its
+/// captured once and replayed for every sample, as an engine replays its decode step — for a
+/// kernel whose epoch lives on the device ([`wavefuse_runtime::KernelInstance::replay_safe`]);
+/// a hand-written kernel with a host-passed epoch gets a fresh graph per replay (its epochs are
+/// fixed at capture, DESIGN.md §5.4). `warmup` and `iters` launches rounded up to whole graphs. A sample is one replay's slowest-rank window over its
 /// launches, in ms per call; the error words are checked after every replay. With `busy`, each
 /// replay waits behind a fill of that buffer instead of a host gate
 /// ([`GroupGraphs::replay_behind_fill`]).
@@ -734,8 +736,8 @@ pub(crate) fn graph_series<D: Device>(
     let ranks = if alone { 1 } else { group.tp() };
     let mut samples = Vec::with_capacity(graphs(iters));
     let mut set = 0;
-    for g in 0..graphs(warmup) + graphs(iters).max(1) {
-        let captured = GroupGraphs::capture_ranks(group, ranks, GRAPH_CALLS as u32, || {
+    let mut capture = |k: &mut OpKernel<'_, D>| {
+        GroupGraphs::capture_ranks(group, ranks, GRAPH_CALLS as u32, || {
             for _ in 0..GRAPH_CALLS {
                 rot.bind(k.instance(), set)?;
                 set += 1;
@@ -746,7 +748,19 @@ pub(crate) fn graph_series<D: Device>(
                 }
             }
             Ok(())
-        })?;
+        })
+    };
+    let replay_safe = k.instance().replay_safe();
+    let mut once = if replay_safe { Some(capture(k)?) } else { None };
+    for g in 0..graphs(warmup) + graphs(iters).max(1) {
+        let fresh;
+        let captured = match &once {
+            Some(c) => c,
+            None => {
+                fresh = capture(k)?;
+                &fresh
+            }
+        };
         let replay = match busy {
             Some(b) => captured.replay_behind_fill(group, b)?,
             None => captured.replay(group)?,
@@ -755,6 +769,11 @@ pub(crate) fn graph_series<D: Device>(
         if g >= graphs(warmup) {
             samples.push(replay.per_call_us() * 1e-3);
         }
+    }
+    if once.take().is_some() {
+        // The device epochs advanced with every replay, the host's count with the capture only:
+        // start the next launches from zeroed state, as after any timed series.
+        k.instance().reset()?;
     }
     Ok(samples)
 }
