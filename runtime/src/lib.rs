@@ -45,5 +45,5 @@ pub use device::{CudaDevice, Device, DeviceBuffer, DeviceError, DeviceInfo, HipD
 pub use error::{Error, Result};
 pub use launch::{Capacity, CoResidency, KernelArg, LaunchSpec};
 pub use rank::{RankGroup, SameDeviceMode};
-pub use sync::{Epochs, KernelInstance};
+pub use sync::{DataParam, Epochs, KernelInstance};
 pub use wavefuse_codegen as codegen;

@@ -111,6 +111,52 @@ impl CudaDevice {
         &self.ctx
     }
 
+    /// [`Device::launch_raw`] on raw stream `s`.
+    ///
+    /// # Safety
+    /// As [`Device::launch_raw`]; `s` is a live stream of this context.
+    unsafe fn launch_on(
+        &self,
+        kernel: &CudaKernel,
+        spec: &LaunchSpec,
+        args: &[KernelArg],
+        s: sys::CUstream,
+        cooperative: bool,
+    ) -> Result<(), DeviceError> {
+        self.bind()?;
+        kernel.allow_dynamic_lds(spec.dynamic_lds)?;
+        let mut params = Marshalled::new(args);
+        let grid = (spec.grid[0], spec.grid[1], spec.grid[2]);
+        let block = (spec.block[0], spec.block[1], spec.block[2]);
+        let f = kernel.func.cu_function();
+        // SAFETY: `f` and `s` are live handles of this context; `params` holds one pointer per
+        // argument and outlives the call (the driver copies the values at launch); the caller
+        // guarantees the arguments match the kernel.
+        let result = unsafe {
+            if cooperative {
+                cu::launch_cooperative_kernel(
+                    f,
+                    grid,
+                    block,
+                    spec.dynamic_lds,
+                    s,
+                    params.pointers_mut(),
+                )
+            } else if spec.programmatic() {
+                launch_dependent(f, grid, block, spec.dynamic_lds, s, params.pointers_mut())
+            } else {
+                cu::launch_kernel(f, grid, block, spec.dynamic_lds, s, params.pointers_mut())
+            }
+        };
+        result.map_err(api(if cooperative {
+            "cuLaunchCooperativeKernel"
+        } else if spec.programmatic() {
+            "cuLaunchKernelEx"
+        } else {
+            "cuLaunchKernel"
+        }))
+    }
+
     fn bind(&self) -> Result<(), DeviceError> {
         self.ctx.bind_to_thread().map_err(api("cuCtxSetCurrent"))
     }
@@ -394,39 +440,20 @@ impl Device for CudaDevice {
         stream: &CudaStream,
         cooperative: bool,
     ) -> Result<(), DeviceError> {
-        self.bind()?;
-        kernel.allow_dynamic_lds(spec.dynamic_lds)?;
-        let mut params = Marshalled::new(args);
-        let grid = (spec.grid[0], spec.grid[1], spec.grid[2]);
-        let block = (spec.block[0], spec.block[1], spec.block[2]);
-        let f = kernel.func.cu_function();
-        let s = stream.0.cu_stream();
-        // SAFETY: `f` and `s` are live handles of this context; `params` holds one pointer per
-        // argument and outlives the call (the driver copies the values at launch); the caller
-        // guarantees the arguments match the kernel.
-        let result = unsafe {
-            if cooperative {
-                cu::launch_cooperative_kernel(
-                    f,
-                    grid,
-                    block,
-                    spec.dynamic_lds,
-                    s,
-                    params.pointers_mut(),
-                )
-            } else if spec.programmatic() {
-                launch_dependent(f, grid, block, spec.dynamic_lds, s, params.pointers_mut())
-            } else {
-                cu::launch_kernel(f, grid, block, spec.dynamic_lds, s, params.pointers_mut())
-            }
-        };
-        result.map_err(api(if cooperative {
-            "cuLaunchCooperativeKernel"
-        } else if spec.programmatic() {
-            "cuLaunchKernelEx"
-        } else {
-            "cuLaunchKernel"
-        }))
+        // SAFETY: the stream is a live stream of this context; the caller upholds the rest.
+        unsafe { self.launch_on(kernel, spec, args, stream.0.cu_stream(), cooperative) }
+    }
+
+    unsafe fn launch_on_raw_stream(
+        &self,
+        kernel: &CudaKernel,
+        spec: &LaunchSpec,
+        args: &[KernelArg],
+        stream: u64,
+    ) -> Result<(), DeviceError> {
+        // SAFETY: the caller guarantees `stream` is a live stream of this (primary) context and
+        // upholds the argument contract.
+        unsafe { self.launch_on(kernel, spec, args, stream as usize as sys::CUstream, false) }
     }
 
     fn delay_stream(&self, stream: &CudaStream, delay: Duration) -> Result<(), DeviceError> {

@@ -213,6 +213,27 @@ pub trait Device: Sized + Send + Sync {
         cooperative: bool,
     ) -> Result<(), DeviceError>;
 
+    /// Enqueues `kernel` on a stream this runtime did not create, given by its raw driver handle
+    /// (`CUstream` / `hipStream_t` as an integer, 0 for the legacy default stream): how a kernel
+    /// runs inside an engine, on PyTorch's current stream, so that it is ordered with the
+    /// engine's own kernels and is captured into the engine's CUDA/HIP graphs. Never cooperative:
+    /// the caller checks co-residency first (DESIGN.md §5.9,
+    /// [`crate::KernelInstance::check_coresidency`]). Devices that cannot answer
+    /// [`DeviceError::Unsupported`].
+    ///
+    /// # Safety
+    /// As [`Device::launch_raw`]; `stream` must be a live stream of this device's context.
+    unsafe fn launch_on_raw_stream(
+        &self,
+        kernel: &Self::Kernel,
+        spec: &LaunchSpec,
+        args: &[KernelArg],
+        stream: u64,
+    ) -> Result<(), DeviceError> {
+        let _ = (kernel, spec, args, stream);
+        Err(self.lacks("launching on a caller's stream"))
+    }
+
     /// Holds `stream` for `delay` before the work enqueued after this call may start (a host
     /// function on the stream that waits), to skew ranks' launches deliberately: the cross-rank
     /// protocol must not depend on launch timing ([`crate::rank::Skew`]). Devices without host
