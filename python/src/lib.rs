@@ -248,7 +248,7 @@ fn case_of(
                     .map_err(|e| gen_err(format!("<text>:{}", e.report(source))))?;
                 (ir, "<text>".to_owned())
             };
-            if ir.tp() != tp {
+            if ir.tp() != tp && tp != 0 {
                 return Err(gen_err(format!(
                     "`{}` ({origin}) is written for TP {}, tp={tp} was asked for",
                     ir.name(),
@@ -602,7 +602,7 @@ impl Generated {
 /// `kind` is `set` (a kernel of the set by name), `file` (a `.wfir` path) or `text` (`.wfir`
 /// text); `arch` `gfx906` or `sm90`; `schedule` `default` or `tuned`; `placement` `per_device`
 /// or `same_device` (all ranks on one device: kernels with a grid barrier are refitted so every
-/// rank's grid is resident at once).
+/// rank's grid is resident at once). `tp` and `batch` 0: a `.wfir` kernel's own.
 #[pyfunction]
 #[pyo3(signature = (kind, source, *, tp=1, batch=1, arch="gfx906", schedule="default",
     placement="per_device", config=None, hidden=None, n=None, k=None, nq=None, nkv=None,
@@ -627,7 +627,7 @@ fn generate(
     zero_point: Option<String>,
     eps: Option<f64>,
 ) -> PyResult<Generated> {
-    if tp == 0 || batch == 0 {
+    if kind == "set" && (tp == 0 || batch == 0) {
         return Err(gen_err("tp and batch must be at least 1"));
     }
     let arch: Arch = arch.parse().map_err(|e| gen_err(format!("target: {e}")))?;
@@ -655,6 +655,8 @@ fn generate(
     let policy = SchedulePolicy::new(tuned, Vec::new());
     let placement = match placement {
         "per_device" => Placement::PerDevice,
+        // One rank: the same kernel either way; say per-device, as `wavefuse emit` does.
+        "same_device" if case.tp == 1 => Placement::PerDevice,
         "same_device" => Placement::SameDevice,
         other => return Err(gen_err(format!("unknown placement {other:?}"))),
     };

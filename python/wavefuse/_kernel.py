@@ -1,0 +1,643 @@
+"""Kernels of the wavefuse pipeline as PyTorch custom ops (DESIGN.md §10).
+
+Everything that is not argument checking or torch glue is the native module's, which calls the
+same pipeline and runtime as the `wavefuse` command: generation (`suite::generate`), the CPU
+protocol simulator, the compile cache and `KernelInstance`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+
+from . import _wavefuse as _native
+
+__all__ = [
+    "Arg",
+    "ArgumentError",
+    "DeviceError",
+    "GenerateError",
+    "Kernel",
+    "KernelError",
+    "WavefuseError",
+    "kernel",
+    "kernel_set",
+]
+
+
+class WavefuseError(Exception):
+    """Base class of every error the package raises on its own account."""
+
+
+class GenerateError(WavefuseError, ValueError):
+    """The kernel could not be generated: an unknown name, a shape the kernel set cannot be built
+    at, an invalid `.wfir` kernel, or a lowering that does not support it."""
+
+
+class DeviceError(WavefuseError, RuntimeError):
+    """No GPU, driver or compiler for the requested device, or a compile, load or launch failed."""
+
+
+class ArgumentError(WavefuseError, ValueError, TypeError):
+    """A call's argument does not match the kernel's ABI (dtype, shape, device, contiguity,
+    alignment, number of ranks). The message names the argument and what was expected."""
+
+
+class KernelError(WavefuseError, RuntimeError):
+    """A launch failed on the device: a bounded wait timed out and the kernel wrote its error word
+    (DESIGN.md §5.10), or the simulator found a protocol violation. Raised by `Kernel.check()`."""
+
+
+def kernel_set() -> List[str]:
+    """The names of the kernel set (`wavefuse.kernel`'s `source` may be one of them)."""
+    return list(_native.kernel_set())
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One array argument of a kernel, from its ABI.
+
+    Attributes:
+        name: the keyword it is passed by (`x`, `w_qweight`, `w_scales`, ...).
+        role: `"input"` or `"output"`.
+        dtype: the torch dtype a tensor must have (packed INT4 words: `torch.int32`).
+        shape: the per-rank shape.
+        align: the byte alignment its data pointer must have.
+        buffer: the op-level buffer it belongs to.
+        part: which array of the buffer (`data`, `qweight`, `scales`, `qzeros`, `g_idx`).
+        abi_type: the ABI's element type (`f16`, `u32`, ...).
+    """
+
+    name: str
+    role: str
+    dtype: torch.dtype
+    shape: Tuple[int, ...]
+    align: int
+    buffer: str
+    part: str
+    abi_type: str
+
+
+_DTYPES = {
+    "float16": torch.float16,
+    "float32": torch.float32,
+    "int32": torch.int32,
+    "int8": torch.int8,
+    "bool": torch.bool,
+}
+
+_LIB = torch.library.Library("wavefuse", "FRAGMENT")
+_COUNTER = itertools.count()
+
+
+def _rocm() -> bool:
+    return getattr(torch.version, "hip", None) is not None
+
+
+def _parse_device(d: Union[str, torch.device, None]) -> str:
+    if d is None:
+        return f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "sim"
+    if isinstance(d, torch.device):
+        d = str(d)
+    if d == "sim":
+        return "sim"
+    if d == "cuda":
+        return f"cuda:{torch.cuda.current_device() if torch.cuda.is_available() else 0}"
+    if d.startswith("cuda:") and d[5:].isdigit():
+        return d
+    raise GenerateError(
+        f"device={d!r}: use 'sim' (the CPU protocol simulator, CPU tensors) or 'cuda' / 'cuda:N' "
+        "(a GPU; on ROCm builds of PyTorch 'cuda' is the HIP device)"
+    )
+
+
+def _source_kind(source: Union[str, os.PathLike]) -> Tuple[str, str]:
+    if isinstance(source, os.PathLike):
+        return "file", os.fspath(source)
+    if not isinstance(source, str):
+        raise GenerateError(f"source must be a kernel name, a .wfir path or .wfir text, not {type(source).__name__}")
+    if source in _native.kernel_set():
+        return "set", source
+    if "\n" in source or source.lstrip().startswith(("kernel", ";")):
+        return "text", source
+    if source.endswith(".wfir") or os.path.exists(source):
+        return "file", source
+    raise GenerateError(
+        f"unknown kernel {source!r}: not in the kernel set ({', '.join(_native.kernel_set())}), "
+        "not a .wfir file and not .wfir text"
+    )
+
+
+def kernel(
+    source: Union[str, os.PathLike],
+    *,
+    tp: Optional[int] = None,
+    batch: Optional[int] = None,
+    target: Optional[str] = None,
+    device: Union[str, torch.device, None] = None,
+    devices: Optional[Sequence[Union[str, torch.device]]] = None,
+    config: Union[str, os.PathLike, None] = None,
+    schedule: str = "default",
+    cache_dir: Optional[str] = None,
+    **shape: Any,
+) -> "Kernel":
+    """Generates, compiles and binds a kernel; returns a callable `Kernel` registered as a
+    `torch.library` custom op.
+
+    Args:
+        source: a kernel of the set by name (`gemv_int4`, `gemv_int4_allreduce_rmsnorm`, ...;
+            see `kernel_set()`), a path to a `.wfir` file, or `.wfir` text.
+        tp: the TP group size the kernel is built for; default 1 (a `.wfir` kernel: its own,
+            which a given `tp` must match).
+        batch: tokens per launch (rows of the activations); default 1 (a `.wfir` kernel: its
+            own, which a given `batch` must match).
+        target: `"gfx906"` or `"sm90"`; by default from the device (`sim`: gfx906, an NVIDIA
+            GPU: sm90, a ROCm GPU: gfx906).
+        device: `"sim"` (the CPU protocol simulator; CPU tensors) or `"cuda"` / `"cuda:N"`.
+            Default: the current CUDA device when there is one, else `"sim"`.
+        devices: for TP > 1 on GPUs, rank r's device (`["cuda:0"] * 4`: all ranks on one GPU;
+            `["cuda:0", "cuda:1"]`: one per GPU, peer access required). Default: `[device] * tp`.
+        config: a Hugging Face `config.json` whose dimensions (and GPTQ layout) the set's kernel
+            is built at, per rank at `tp`.
+        schedule: `"default"` (the target's) or `"tuned"` (the tuned-schedule store's entry for
+            this kernel, shape and device when there is one).
+        cache_dir: the compile cache (default: the runtime's, `$WAVEFUSE_CACHE_DIR` or the user
+            cache directory).
+        **shape: per-rank sizes of a set kernel: `hidden`, `n`, `k`, `nq`, `nkv`, `group_size`
+            (32/64/128, -1 per-channel), `zero_point` (`'v1'`, `'v2'`, `'symmetric'`), `eps`.
+
+    Compiling, loading and allocating the synchronisation state happen here, never in a call.
+
+    Raises:
+        GenerateError: the kernel cannot be generated as asked.
+        DeviceError: no such device, or the compile / load / co-residency check failed.
+    """
+    kind, text = _source_kind(source)
+    if kind == "set":
+        tp = 1 if tp is None else tp
+        batch = 1 if batch is None else batch
+        if tp < 1 or batch < 1:
+            raise GenerateError(f"tp={tp}, batch={batch}: both must be at least 1")
+    if tp is None and devices is not None:
+        tp = len(devices)
+    dev = _parse_device(device)
+    devs = None if devices is None else [_parse_device(d) for d in devices]
+    if devs is not None:
+        if tp is not None and len(devs) != tp:
+            raise GenerateError(f"devices has {len(devs)} entries for tp={tp}")
+        if device is not None and devs[0] != dev:
+            raise GenerateError("device= and devices= disagree; give one of them")
+        dev = devs[0]
+    sim = dev == "sim"
+    if sim and devs is not None and any(d != "sim" for d in devs):
+        raise GenerateError("a kernel runs on the simulator or on GPUs, not both")
+    if target is None:
+        target = "gfx906" if sim or _rocm() else "sm90"
+    # All ranks on one GPU: kernels with a grid barrier are refitted so every rank's grid is
+    # resident at once (the native side keeps one rank per-device).
+    placement = "per_device" if sim or (devs is not None and len(set(devs)) > 1) else "same_device"
+    try:
+        gen = _native.generate(
+            kind,
+            text,
+            tp=tp or 0,
+            batch=batch or 0,
+            arch=target,
+            schedule=schedule,
+            placement=placement,
+            config=None if config is None else os.fspath(config),
+            **shape,
+        )
+    except _native.GenerateError as e:
+        raise GenerateError(str(e)) from None
+    except TypeError as e:
+        raise GenerateError(f"{e} (shape keywords: hidden, n, k, nq, nkv, group_size, zero_point, eps)") from None
+    if devs is None:
+        devs = [dev] * int(gen.tp)
+    native = None
+    if not sim:
+        if not torch.cuda.is_available():
+            raise DeviceError(f"device {dev!r}: PyTorch sees no GPU (use device='sim' for the CPU simulator)")
+        try:
+            native = _native.GpuKernel(
+                gen,
+                [int(d.split(":")[1]) for d in devs],
+                runtime="hip" if _rocm() else "cuda",
+                cache_dir=cache_dir,
+            )
+        except _native.DeviceError as e:
+            raise DeviceError(str(e)) from None
+    return Kernel(gen, native, devs)
+
+
+class Kernel:
+    """A generated kernel bound to a device, callable on tensors and registered as the custom ops
+    `Kernel.op` (functional: returns new outputs) and `Kernel.out_op` (writes given outputs).
+
+    Call it with the input arguments by name (`Kernel.inputs`), per rank as lists when TP > 1:
+    `k(x=x, w_qweight=qw, w_scales=s, w_qzeros=z)` returns the output tensor (a tuple of them
+    when the kernel has several, in `Kernel.outputs` order; lists of per-rank tensors when
+    TP > 1). With `out={"y": y}` it writes into the given tensors and returns them.
+
+    A call checks every argument against the ABI (raising `ArgumentError`), then enqueues one
+    launch on PyTorch's current stream (`torch.cuda.current_stream()`; ranks sharing a GPU fork
+    onto side streams and join back) with the tensors' data pointers: no allocation but the
+    outputs', no compile, no host synchronisation. Launch failures on the device are reported by
+    `check()`.
+    """
+
+    def __init__(self, gen: Any, native: Any, devices: List[str]) -> None:
+        self._gen = gen
+        self._native = native
+        self._devices = list(devices)
+        self._tp = int(gen.tp)
+        self._sim = native is None
+        self._findings: List[str] = []
+        self._closed = False
+        args = []
+        for a in gen.args():
+            args.append(
+                Arg(
+                    name=a["name"],
+                    role=a["role"],
+                    dtype=_DTYPES[a["dtype"]],
+                    shape=tuple(a["shape"]),
+                    align=int(a["align"]),
+                    buffer=a["buffer"],
+                    part=a["part"],
+                    abi_type=a["abi_type"],
+                )
+            )
+        self._abi = tuple(args)
+        self._inputs = tuple(a for a in args if a.role == "input")
+        self._outputs = tuple(a for a in args if a.role == "output")
+        if native is not None:
+            by_key = {(a.buffer, a.part): i for i, a in enumerate(args)}
+            self._order = [by_key[(b, p)] for (b, p) in native.data_params()]
+            torch_devs = [torch.device(d) for d in devices]
+            self._torch_devices = torch_devs
+            same = len(set(devices)) == 1
+            # Ranks sharing a GPU wait for each other inside the kernel: each gets its own stream,
+            # forked from and joined back into the current stream at every call.
+            self._side = [torch.cuda.Stream(device=d) for d in torch_devs] if same and self._tp > 1 else None
+        else:
+            self._torch_devices = [torch.device("cpu")] * self._tp
+            self._side = None
+        self._op_name = f"{gen.name}_{next(_COUNTER)}"
+        self._register()
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def name(self) -> str:
+        """The kernel's name."""
+        return self._gen.name
+
+    @property
+    def tp(self) -> int:
+        """The TP size it was built for."""
+        return self._tp
+
+    @property
+    def target(self) -> str:
+        """The target it was generated for (`gfx906`, `sm90`)."""
+        return self._gen.arch
+
+    @property
+    def device(self) -> str:
+        """Rank 0's device (`sim` or `cuda:N`)."""
+        return self._devices[0]
+
+    @property
+    def devices(self) -> List[str]:
+        """Every rank's device."""
+        return list(self._devices)
+
+    @property
+    def abi(self) -> Tuple[Arg, ...]:
+        """Every array argument (inputs and outputs) in ABI order."""
+        return self._abi
+
+    @property
+    def inputs(self) -> Tuple[Arg, ...]:
+        """The input arguments, in the order positional arguments take them."""
+        return self._inputs
+
+    @property
+    def outputs(self) -> Tuple[Arg, ...]:
+        """The output arguments, in the order a call returns them."""
+        return self._outputs
+
+    @property
+    def source(self) -> str:
+        """The generated HIP / CUDA source, exactly what `wavefuse emit` prints."""
+        return self._gen.source
+
+    @property
+    def ir(self) -> str:
+        """The op-level kernel as textual IR (a `.wfir` file's contents)."""
+        return self._gen.ir
+
+    @property
+    def abi_toml(self) -> str:
+        """The ABI description as TOML (as `wavefuse emit --out` writes it)."""
+        return self._gen.abi_toml
+
+    @property
+    def synchronises(self) -> bool:
+        """Whether the kernel has a grid barrier or cross-rank flags."""
+        return self._gen.synchronises
+
+    @property
+    def op(self) -> Any:
+        """The functional custom op `torch.ops.wavefuse.<name>_<n>`: inputs in `inputs` order,
+        returns new outputs."""
+        return getattr(torch.ops.wavefuse, self._op_name).default
+
+    @property
+    def out_op(self) -> Any:
+        """The mutating custom op `torch.ops.wavefuse.<name>_<n>_out`: inputs, then outputs in
+        `outputs` order (written in place); returns nothing."""
+        return getattr(torch.ops.wavefuse, self._op_name + "_out").default
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close()` was called."""
+        return self._closed
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{a.name}: {str(a.dtype).replace('torch.', '')}{list(a.shape)}" for a in self._inputs)
+        outs = ", ".join(f"{a.name}: {str(a.dtype).replace('torch.', '')}{list(a.shape)}" for a in self._outputs)
+        return f"<wavefuse.Kernel {self.name} tp={self.tp} {self.target} on {self.device}: ({ins}) -> ({outs})>"
+
+    # ------------------------------------------------------------------ calls
+
+    def __call__(self, *args: Any, out: Optional[Dict[str, Any]] = None, **kwargs: Any) -> Any:
+        """Runs the kernel on the inputs (positional in `inputs` order, or by name); see the class
+        docs. Raises `ArgumentError` for an argument that does not match the ABI."""
+        if self._closed:
+            raise ArgumentError(f"kernel {self.name}: the kernel was closed")
+        ins = self._bind_inputs(args, kwargs)
+        if out is None:
+            result = self.op(*ins)
+            if self._tp > 1 and len(self._outputs) == 1:
+                return list(result)
+            if len(self._outputs) == 1:
+                return result
+            return tuple(list(r) if self._tp > 1 else r for r in result)
+        outs = self._bind_outputs(out)
+        self.out_op(*ins, *outs)
+        if len(outs) == 1:
+            return outs[0]
+        return tuple(outs)
+
+    def _bind_inputs(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> List[Any]:
+        if len(args) > len(self._inputs):
+            raise ArgumentError(
+                f"kernel {self.name} takes {len(self._inputs)} inputs "
+                f"({', '.join(a.name for a in self._inputs)}), {len(args)} were given"
+            )
+        names = [a.name for a in self._inputs]
+        unknown = [k for k in kwargs if k not in names]
+        if unknown:
+            raise ArgumentError(
+                f"kernel {self.name} has no input {unknown[0]!r}; its inputs are {', '.join(names)}"
+            )
+        values: List[Any] = []
+        for i, a in enumerate(self._inputs):
+            if i < len(args):
+                if a.name in kwargs:
+                    raise ArgumentError(f"input {a.name!r} given twice")
+                v = args[i]
+            elif a.name in kwargs:
+                v = kwargs[a.name]
+            else:
+                raise ArgumentError(f"kernel {self.name}: missing input {a.name!r} ({_describe(a)})")
+            values.append(self._as_ranks(a, v))
+        return values
+
+    def _bind_outputs(self, out: Any) -> List[Any]:
+        if not isinstance(out, dict):
+            if len(self._outputs) == 1:
+                out = {self._outputs[0].name: out}
+            else:
+                raise ArgumentError(
+                    f"out= must map output names ({', '.join(a.name for a in self._outputs)}) to tensors"
+                )
+        names = [a.name for a in self._outputs]
+        unknown = [k for k in out if k not in names]
+        if unknown:
+            raise ArgumentError(f"kernel {self.name} has no output {unknown[0]!r}; its outputs are {', '.join(names)}")
+        missing = [n for n in names if n not in out]
+        if missing:
+            raise ArgumentError(f"out= lacks output {missing[0]!r}")
+        return [self._as_ranks(a, out[a.name]) for a in self._outputs]
+
+    def _as_ranks(self, a: Arg, v: Any) -> Any:
+        if self._tp == 1:
+            if isinstance(v, (list, tuple)):
+                raise ArgumentError(
+                    f"argument {a.name!r}: kernel {self.name} is built for TP 1 and takes one tensor, "
+                    f"got a sequence of {len(v)}"
+                )
+            return _tensor(a, v)
+        if not isinstance(v, (list, tuple)):
+            raise ArgumentError(
+                f"argument {a.name!r}: kernel {self.name} is built for TP {self._tp} and takes a list "
+                f"of {self._tp} per-rank tensors, got {type(v).__name__}"
+            )
+        if len(v) != self._tp:
+            raise ArgumentError(
+                f"argument {a.name!r}: kernel {self.name} is built for TP {self._tp}, got {len(v)} "
+                "per-rank tensors"
+            )
+        return [_tensor(a, t) for t in v]
+
+    # ------------------------------------------------------------------ checks
+
+    def _check(self, a: Arg, ts: Sequence[torch.Tensor], real: bool) -> None:
+        for r, t in enumerate(ts):
+            where = f"argument {a.name!r}" + (f" of rank {r}" if self._tp > 1 else "")
+            if t.dtype != a.dtype and not (a.abi_type == "u32" and t.dtype == getattr(torch, "uint32", None)):
+                raise ArgumentError(f"{where}: expected dtype {a.dtype}, got {t.dtype}")
+            if tuple(t.shape) != a.shape:
+                raise ArgumentError(f"{where}: expected shape {list(a.shape)}, got {list(t.shape)}")
+            want = self._torch_devices[r]
+            if t.device.type == "meta":
+                pass
+            elif self._sim and t.device.type != "cpu":
+                raise ArgumentError(f"{where}: a kernel on the simulator takes CPU tensors, got one on {t.device}")
+            elif not self._sim and (t.device.type != "cuda" or t.device.index != want.index):
+                raise ArgumentError(
+                    f"{where}: expected a tensor on {want} (rank {r}'s device), got one on {t.device}"
+                )
+            if not t.is_contiguous():
+                raise ArgumentError(
+                    f"{where}: expected a contiguous tensor, got strides {list(t.stride())}; call .contiguous()"
+                )
+            if real and a.align > 1 and t.data_ptr() % a.align != 0:
+                raise ArgumentError(
+                    f"{where}: its data pointer {t.data_ptr():#x} is not aligned to {a.align} bytes"
+                )
+
+    def _check_all(self, ins: Sequence[Any], outs: Sequence[Any], real: bool) -> None:
+        if self._closed:
+            raise ArgumentError(f"kernel {self.name}: the kernel was closed")
+        for a, v in zip(self._inputs, ins):
+            self._check(a, v if self._tp > 1 else [v], real)
+        for a, v in zip(self._outputs, outs):
+            self._check(a, v if self._tp > 1 else [v], real)
+
+    # ------------------------------------------------------------------ running
+
+    def _new_outputs(self, ins: Sequence[Any]) -> List[Any]:
+        first = ins[0] if ins else None
+        outs = []
+        for a in self._outputs:
+            per = []
+            for r in range(self._tp):
+                if first is not None:
+                    dev = (first[r] if self._tp > 1 else first).device
+                else:
+                    dev = self._torch_devices[r]
+                per.append(torch.empty(a.shape, dtype=a.dtype, device=dev))
+            outs.append(per if self._tp > 1 else per[0])
+        return outs
+
+    def _run(self, ins: Sequence[Any], outs: Sequence[Any]) -> None:
+        self._check_all(ins, outs, real=True)
+        if self._sim:
+            self._run_sim(ins, outs)
+        else:
+            self._run_gpu(ins, outs)
+
+    def _run_sim(self, ins: Sequence[Any], outs: Sequence[Any]) -> None:
+        per_rank: List[Dict[str, bytes]] = [{} for _ in range(self._tp)]
+        for a, v in zip(self._inputs, ins):
+            for r, t in enumerate(v if self._tp > 1 else [v]):
+                per_rank[r][a.name] = t.detach().contiguous().numpy().tobytes()
+        results, findings = self._gen.simulate(per_rank)
+        if findings:
+            self._findings.extend(findings)
+        for a, v in zip(self._outputs, outs):
+            for r, t in enumerate(v if self._tp > 1 else [v]):
+                got = torch.frombuffer(bytearray(results[r][a.name]), dtype=a.dtype).reshape(a.shape)
+                with torch.no_grad():
+                    t.copy_(got)
+
+    def _run_gpu(self, ins: Sequence[Any], outs: Sequence[Any]) -> None:
+        flat = list(self._inputs) + list(self._outputs)
+        vals = list(ins) + list(outs)
+        by_abi = {}
+        for a, v in zip(flat, vals):
+            by_abi[(a.buffer, a.part)] = [t.data_ptr() for t in (v if self._tp > 1 else [v])]
+        ptrs = [by_abi[(self._abi[i].buffer, self._abi[i].part)] for i in self._order]
+        if self._side is None:
+            streams = [torch.cuda.current_stream(d).cuda_stream for d in self._torch_devices]
+            self._native.launch(ptrs, streams)
+            return
+        cur = torch.cuda.current_stream(self._torch_devices[0])
+        for s in self._side:
+            s.wait_stream(cur)
+        self._native.launch(ptrs, [s.cuda_stream for s in self._side])
+        for s in self._side:
+            cur.wait_stream(s)
+
+    def check(self) -> None:
+        """Raises `KernelError` if a launch since the last check failed on the device (a bounded
+        wait timed out: the kernel's error word is set, DESIGN.md §5.10) or, on the simulator,
+        if the simulator found a protocol violation. On a GPU it waits for the kernel's devices
+        first (the one host synchronisation, and only here). After a timeout the kernel's
+        synchronisation state is re-zeroed, so the next launch starts clean (§5.11)."""
+        if self._closed:
+            raise ArgumentError(f"kernel {self.name}: the kernel was closed")
+        if self._sim:
+            found, self._findings = self._findings, []
+            if found:
+                raise KernelError(f"kernel {self.name} (simulator): " + "; ".join(found))
+            return
+        for d in sorted(set(self._torch_devices), key=str):
+            torch.cuda.synchronize(d)
+        try:
+            codes = self._native.error_codes()
+        except _native.DeviceError as e:
+            raise KernelError(f"kernel {self.name}: {e}") from None
+        bad = [(r, c) for r, c in enumerate(codes) if c]
+        if bad:
+            epoch = self._native.last_epoch()
+            self._native.reset()
+            r, c = bad[0]
+            raise KernelError(
+                f"barrier timeout in kernel {self.name}, at or before epoch {epoch} (rank {r}, error code {c:#x}); "
+                "its synchronisation state was reset"
+            )
+
+    def close(self) -> None:
+        """Frees the kernel's device state (synchronisation arrays, loaded code). Later calls
+        raise `ArgumentError`; the registered op stays but refuses to run."""
+        self._closed = True
+        if self._native is not None:
+            self._native.close()
+
+    # ------------------------------------------------------------------ registration
+
+    def _schema_types(self) -> Tuple[str, str]:
+        t = "Tensor[]" if self._tp > 1 else "Tensor"
+        ins = ", ".join(f"{t} {a.name}" for a in self._inputs)
+        rets = [t for _ in self._outputs]
+        ret = rets[0] if len(rets) == 1 else "(" + ", ".join(rets) + ")"
+        return ins, ret
+
+    def _register(self) -> None:
+        ins, ret = self._schema_types()
+        name = self._op_name
+        _LIB.define(f"{name}({ins}) -> {ret}")
+        mut = ", ".join(
+            (f"Tensor(a{i}!)[] {a.name}" if self._tp > 1 else f"Tensor(a{i}!) {a.name}")
+            for i, a in enumerate(self._outputs)
+        )
+        _LIB.define(f"{name}_out({ins}, {mut}) -> ()")
+        n_in = len(self._inputs)
+
+        def functional(*ins: Any) -> Any:
+            outs = self._new_outputs(ins)
+            self._run(ins, outs)
+            return _ret(outs)
+
+        def functional_fake(*ins: Any) -> Any:
+            outs = self._new_outputs(ins)
+            self._check_all(ins, outs, real=False)
+            return _ret(outs)
+
+        def mutating(*args: Any) -> None:
+            self._run(args[:n_in], args[n_in:])
+
+        def mutating_fake(*args: Any) -> None:
+            self._check_all(args[:n_in], args[n_in:], real=False)
+
+        def _ret(outs: List[Any]) -> Any:
+            return outs[0] if len(outs) == 1 else tuple(outs)
+
+        # One Python kernel for CPU and CUDA tensors alike: it checks the device itself, so a CPU
+        # tensor passed to a GPU kernel is an ArgumentError, not a missing-kernel error.
+        for key in ("CPU", "CUDA"):
+            _LIB.impl(name, functional, key)
+            _LIB.impl(name + "_out", mutating, key)
+        torch.library.register_fake(f"wavefuse::{name}", functional_fake, lib=_LIB)
+        torch.library.register_fake(f"wavefuse::{name}_out", mutating_fake, lib=_LIB)
+
+
+def _describe(a: Arg) -> str:
+    return f"{str(a.dtype).replace('torch.', '')}{list(a.shape)}"
+
+
+def _tensor(a: Arg, v: Any) -> torch.Tensor:
+    if isinstance(v, torch.Tensor):
+        return v
+    if hasattr(v, "__dlpack__"):
+        return torch.from_dlpack(v)
+    raise ArgumentError(f"argument {a.name!r}: expected a tensor ({_describe(a)}), got {type(v).__name__}")
