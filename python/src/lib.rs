@@ -912,6 +912,13 @@ fn device_count(runtime: &str) -> usize {
     }
 }
 
+/// Where NVRTC was found when it does not load by name and `$WAVEFUSE_NVRTC_LIB` is unset (the
+/// caller sets that variable to it), else None.
+#[pyfunction]
+fn nvrtc_fallback() -> Option<String> {
+    exec::nvrtc_fallback().map(|p| p.display().to_string())
+}
+
 /// The kernel set's names.
 #[pyfunction]
 fn kernel_set() -> Vec<&'static str> {
@@ -926,6 +933,7 @@ fn _wavefuse(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(generate, m)?)?;
     m.add_function(wrap_pyfunction!(device_count, m)?)?;
     m.add_function(wrap_pyfunction!(kernel_set, m)?)?;
+    m.add_function(wrap_pyfunction!(nvrtc_fallback, m)?)?;
     m.add("GenerateError", m.py().get_type::<GenerateError>())?;
     m.add("DeviceError", m.py().get_type::<DeviceError>())?;
     Ok(())

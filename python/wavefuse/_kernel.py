@@ -220,6 +220,8 @@ def kernel(
         devs = [dev] * int(gen.tp)
     native = None
     if not sim:
+        if not _rocm():
+            _find_nvrtc()
         if not torch.cuda.is_available():
             raise DeviceError(f"device {dev!r}: PyTorch sees no GPU (use device='sim' for the CPU simulator)")
         try:
@@ -629,6 +631,26 @@ class Kernel:
             _LIB.impl(name + "_out", mutating, key)
         torch.library.register_fake(f"wavefuse::{name}", functional_fake, lib=_LIB)
         torch.library.register_fake(f"wavefuse::{name}_out", mutating_fake, lib=_LIB)
+
+
+def _find_nvrtc() -> None:
+    """Points `$WAVEFUSE_NVRTC_LIB` at an NVRTC when it is unset and none loads by name: the one
+    PyTorch's CUDA wheels ship (`nvidia/cu13/lib`), else a CUDA toolkit's."""
+    if os.environ.get("WAVEFUSE_NVRTC_LIB"):
+        return
+    import glob
+    import importlib.util
+
+    spec = importlib.util.find_spec("nvidia")
+    for root in list(spec.submodule_search_locations or []) if spec else []:
+        found = sorted(glob.glob(os.path.join(root, "*", "lib", "libnvrtc.so.1*")))
+        found = [f for f in found if "builtins" not in f and "alt" not in os.path.basename(f)]
+        if found:
+            os.environ["WAVEFUSE_NVRTC_LIB"] = found[-1]
+            return
+    path = _native.nvrtc_fallback()
+    if path:
+        os.environ["WAVEFUSE_NVRTC_LIB"] = path
 
 
 def _describe(a: Arg) -> str:
