@@ -12,9 +12,11 @@ from ._kernel import (
     ArgumentError,
     DeviceError,
     GenerateError,
+    Group,
     Kernel,
     KernelError,
     WavefuseError,
+    group_from_process_group,
     kernel,
     kernel_set,
 )
@@ -24,9 +26,11 @@ __all__ = [
     "ArgumentError",
     "DeviceError",
     "GenerateError",
+    "Group",
     "Kernel",
     "KernelError",
     "WavefuseError",
+    "group_from_process_group",
     "kernel",
     "kernel_set",
 ]

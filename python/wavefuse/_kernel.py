@@ -24,6 +24,8 @@ __all__ = [
     "Kernel",
     "KernelError",
     "WavefuseError",
+    "Group",
+    "group_from_process_group",
     "kernel",
     "kernel_set",
 ]
@@ -143,6 +145,7 @@ def kernel(
     config: Union[str, os.PathLike, None] = None,
     schedule: str = "default",
     cache_dir: Optional[str] = None,
+    group: Optional["Group"] = None,
     **shape: Any,
 ) -> "Kernel":
     """Generates, compiles and binds a kernel; returns a callable `Kernel` registered as a
@@ -167,6 +170,8 @@ def kernel(
             this kernel, shape and device when there is one).
         cache_dir: the compile cache (default: the runtime's, `$WAVEFUSE_CACHE_DIR` or the user
             cache directory).
+        group: a `wavefuse.Group` (`group_from_process_group`): one process per rank; the
+            kernel is built for the group's size and a call takes this process's rank's tensors.
         **shape: per-rank sizes of a set kernel: `hidden`, `n`, `k`, `nq`, `nkv`, `group_size`
             (32/64/128, -1 per-channel), `zero_point` (`'v1'`, `'v2'`, `'symmetric'`), `eps`.
 
@@ -176,6 +181,10 @@ def kernel(
         GenerateError: the kernel cannot be generated as asked.
         DeviceError: no such device, or the compile / load / co-residency check failed.
     """
+    if group is not None:
+        return _group_kernel(group, source, tp=tp, batch=batch, target=target, device=device,
+                             devices=devices, config=config, schedule=schedule, cache_dir=cache_dir,
+                             **shape)
     kind, text = _source_kind(source)
     if kind == "set":
         tp = 1 if tp is None else tp
@@ -252,11 +261,16 @@ class Kernel:
     `check()`.
     """
 
-    def __init__(self, gen: Any, native: Any, devices: List[str]) -> None:
+    def __init__(self, gen: Any, native: Any, devices: List[str], group: Any = None) -> None:
         self._gen = gen
         self._native = native
         self._devices = list(devices)
         self._tp = int(gen.tp)
+        self._group = group
+        # Ranks this process drives: all of them, or its own one in a process group.
+        self._n = 1 if group is not None else self._tp
+        self._lists = self._n > 1
+        self._rank0 = group.rank if group is not None else 0
         self._sim = native is None
         self._findings: List[str] = []
         self._closed = False
@@ -285,9 +299,9 @@ class Kernel:
             same = len(set(devices)) == 1
             # Ranks sharing a GPU wait for each other inside the kernel: each gets its own stream,
             # forked from and joined back into the current stream at every call.
-            self._side = [torch.cuda.Stream(device=d) for d in torch_devs] if same and self._tp > 1 else None
+            self._side = [torch.cuda.Stream(device=d) for d in torch_devs] if same and self._n > 1 else None
         else:
-            self._torch_devices = [torch.device("cpu")] * self._tp
+            self._torch_devices = [torch.device("cpu")] * self._n
             self._side = None
         self._op_name = f"{gen.name}_{next(_COUNTER)}"
         self._register()
@@ -383,14 +397,16 @@ class Kernel:
         docs. Raises `ArgumentError` for an argument that does not match the ABI."""
         if self._closed:
             raise ArgumentError(f"kernel {self.name}: the kernel was closed")
+        if self._group is not None and self._group.closed:
+            raise ArgumentError(f"kernel {self.name}: its process group (wavefuse.Group) was closed")
         ins = self._bind_inputs(args, kwargs)
         if out is None:
             result = self.op(*ins)
-            if self._tp > 1 and len(self._outputs) == 1:
+            if self._lists and len(self._outputs) == 1:
                 return list(result)
             if len(self._outputs) == 1:
                 return result
-            return tuple(list(r) if self._tp > 1 else r for r in result)
+            return tuple(list(r) if self._lists else r for r in result)
         outs = self._bind_outputs(out)
         self.out_op(*ins, *outs)
         if len(outs) == 1:
@@ -440,11 +456,12 @@ class Kernel:
         return [self._as_ranks(a, out[a.name]) for a in self._outputs]
 
     def _as_ranks(self, a: Arg, v: Any) -> Any:
-        if self._tp == 1:
+        if not self._lists:
             if isinstance(v, (list, tuple)):
                 raise ArgumentError(
-                    f"argument {a.name!r}: kernel {self.name} is built for TP 1 and takes one tensor, "
-                    f"got a sequence of {len(v)}"
+                    f"argument {a.name!r}: kernel {self.name} takes one tensor"
+                    + (" (this process's rank)" if self._group is not None else " (it is built for TP 1)")
+                    + f", got a sequence of {len(v)}"
                 )
             return _tensor(a, v)
         if not isinstance(v, (list, tuple)):
@@ -463,7 +480,7 @@ class Kernel:
 
     def _check(self, a: Arg, ts: Sequence[torch.Tensor], real: bool) -> None:
         for r, t in enumerate(ts):
-            where = f"argument {a.name!r}" + (f" of rank {r}" if self._tp > 1 else "")
+            where = f"argument {a.name!r}" + (f" of rank {r + self._rank0}" if self._tp > 1 else "")
             if t.dtype != a.dtype and not (a.abi_type == "u32" and t.dtype == getattr(torch, "uint32", None)):
                 raise ArgumentError(f"{where}: expected dtype {a.dtype}, got {t.dtype}")
             if tuple(t.shape) != a.shape:
@@ -489,10 +506,12 @@ class Kernel:
     def _check_all(self, ins: Sequence[Any], outs: Sequence[Any], real: bool) -> None:
         if self._closed:
             raise ArgumentError(f"kernel {self.name}: the kernel was closed")
+        if self._group is not None and self._group.closed:
+            raise ArgumentError(f"kernel {self.name}: its process group (wavefuse.Group) was closed")
         for a, v in zip(self._inputs, ins):
-            self._check(a, v if self._tp > 1 else [v], real)
+            self._check(a, v if self._lists else [v], real)
         for a, v in zip(self._outputs, outs):
-            self._check(a, v if self._tp > 1 else [v], real)
+            self._check(a, v if self._lists else [v], real)
 
     # ------------------------------------------------------------------ running
 
@@ -501,13 +520,13 @@ class Kernel:
         outs = []
         for a in self._outputs:
             per = []
-            for r in range(self._tp):
+            for r in range(self._n):
                 if first is not None:
-                    dev = (first[r] if self._tp > 1 else first).device
+                    dev = (first[r] if self._lists else first).device
                 else:
                     dev = self._torch_devices[r]
                 per.append(torch.empty(a.shape, dtype=a.dtype, device=dev))
-            outs.append(per if self._tp > 1 else per[0])
+            outs.append(per if self._lists else per[0])
         return outs
 
     def _run(self, ins: Sequence[Any], outs: Sequence[Any]) -> None:
@@ -518,15 +537,21 @@ class Kernel:
             self._run_gpu(ins, outs)
 
     def _run_sim(self, ins: Sequence[Any], outs: Sequence[Any]) -> None:
-        per_rank: List[Dict[str, bytes]] = [{} for _ in range(self._tp)]
+        per_rank: List[Dict[str, bytes]] = [{} for _ in range(self._n)]
         for a, v in zip(self._inputs, ins):
-            for r, t in enumerate(v if self._tp > 1 else [v]):
+            for r, t in enumerate(v if self._lists else [v]):
                 per_rank[r][a.name] = t.detach().contiguous().numpy().tobytes()
-        results, findings = self._gen.simulate(per_rank)
+        if self._group is not None:
+            # One process per rank: every process simulates the whole group on every rank's
+            # inputs (exchanged through the process group) and keeps its own rank's outputs.
+            results, findings = self._gen.simulate(self._group._all_gather(per_rank[0]))
+            results = [results[self._rank0]]
+        else:
+            results, findings = self._gen.simulate(per_rank)
         if findings:
             self._findings.extend(findings)
         for a, v in zip(self._outputs, outs):
-            for r, t in enumerate(v if self._tp > 1 else [v]):
+            for r, t in enumerate(v if self._lists else [v]):
                 got = torch.frombuffer(bytearray(results[r][a.name]), dtype=a.dtype).reshape(a.shape)
                 with torch.no_grad():
                     t.copy_(got)
@@ -536,7 +561,7 @@ class Kernel:
         vals = list(ins) + list(outs)
         by_abi = {}
         for a, v in zip(flat, vals):
-            by_abi[(a.buffer, a.part)] = [t.data_ptr() for t in (v if self._tp > 1 else [v])]
+            by_abi[(a.buffer, a.part)] = [t.data_ptr() for t in (v if self._lists else [v])]
         ptrs = [by_abi[(self._abi[i].buffer, self._abi[i].part)] for i in self._order]
         if self._side is None:
             streams = [torch.cuda.current_stream(d).cuda_stream for d in self._torch_devices]
@@ -588,7 +613,7 @@ class Kernel:
     # ------------------------------------------------------------------ registration
 
     def _schema_types(self) -> Tuple[str, str]:
-        t = "Tensor[]" if self._tp > 1 else "Tensor"
+        t = "Tensor[]" if self._lists else "Tensor"
         ins = ", ".join(f"{t} {a.name}" for a in self._inputs)
         rets = [t for _ in self._outputs]
         ret = rets[0] if len(rets) == 1 else "(" + ", ".join(rets) + ")"
@@ -599,7 +624,7 @@ class Kernel:
         name = self._op_name
         _LIB.define(f"{name}({ins}) -> {ret}")
         mut = ", ".join(
-            (f"Tensor(a{i}!)[] {a.name}" if self._tp > 1 else f"Tensor(a{i}!) {a.name}")
+            (f"Tensor(a{i}!)[] {a.name}" if self._lists else f"Tensor(a{i}!) {a.name}")
             for i, a in enumerate(self._outputs)
         )
         _LIB.define(f"{name}_out({ins}, {mut}) -> ()")
@@ -633,6 +658,24 @@ class Kernel:
         torch.library.register_fake(f"wavefuse::{name}_out", mutating_fake, lib=_LIB)
 
 
+def _group_kernel(group: "Group", source: Any, *, tp: Optional[int], devices: Any, device: Any, **kw: Any) -> "Kernel":
+    if group.closed:
+        raise ArgumentError("the process group (wavefuse.Group) was closed")
+    if devices is not None:
+        raise GenerateError("with group=, each process gives its own rank's device= (not devices=)")
+    if tp is not None and tp != group.size:
+        raise GenerateError(f"tp={tp}, but the process group has {group.size} ranks")
+    dev = _parse_device(device if device is not None else group.device)
+    if dev != "sim":
+        group._handshake_gpu(dev)  # raises: see Group
+    kw.pop("cache_dir", None)
+    # Every process builds the whole group's kernel (the simulator runs all ranks), then checks
+    # that every process built the same one: the same source, ABI and TP.
+    whole = kernel(source, tp=group.size, device="sim", **kw)
+    group._handshake(whole)
+    return Kernel(whole._gen, None, ["sim"], group=group)
+
+
 def _find_nvrtc() -> None:
     """Points `$WAVEFUSE_NVRTC_LIB` at an NVRTC when it is unset and none loads by name: the one
     PyTorch's CUDA wheels ship (`nvidia/cu13/lib`), else a CUDA toolkit's."""
@@ -663,3 +706,6 @@ def _tensor(a: Arg, v: Any) -> torch.Tensor:
     if hasattr(v, "__dlpack__"):
         return torch.from_dlpack(v)
     raise ArgumentError(f"argument {a.name!r}: expected a tensor ({_describe(a)}), got {type(v).__name__}")
+
+
+from ._group import Group, group_from_process_group  # noqa: E402,F401  (uses the exceptions above)
