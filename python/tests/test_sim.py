@@ -182,3 +182,26 @@ def test_source_and_abi():
     cuda = wavefuse.kernel("gemv_int4", device="sim", target="sm90", hidden=128, n=64)
     assert "__global__" in cuda.source and "hip_runtime" not in cuda.source
     assert "[[params]]" in k.abi_toml
+
+
+def test_config_json_shapes():
+    """config= builds the set's kernel at a model's per-rank shapes (TinyLlama's: hidden 2048,
+    FFN 5632), as `--model-config` does; shape keywords still override."""
+    cfg = Path(__file__).parents[2] / "examples" / "own_kernels" / "config.json"
+    k = wavefuse.kernel("gemv_int4", device="sim", tp=2, config=cfg)
+    shapes = {a.name: a.shape for a in k.abi}
+    assert shapes["x"] == (1, 2048) and shapes["y"] == (1, 5632 // 2)
+    assert shapes["w_qweight"] == (2048 // 8, 5632 // 2)
+    k = wavefuse.kernel("allreduce_residual_rmsnorm", device="sim", config=cfg, batch=3)
+    assert {a.name: a.shape for a in k.abi}["normed"] == (3, 2048)
+
+
+def test_model_shapes_by_default():
+    k = wavefuse.kernel("gemv_int4_allreduce_rmsnorm", device="sim", tp=4)
+    shapes = {a.name: a.shape for a in k.abi}
+    assert shapes["x"] == (1, 17408 // 4) and shapes["residual_out"] == (1, 5120)
+
+
+def test_schedule_tuned_is_accepted():
+    k = wavefuse.kernel("gemv_int4", device="sim", hidden=128, n=64, schedule="tuned")
+    assert k.name == "gemv_int4"

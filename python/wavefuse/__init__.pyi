@@ -74,6 +74,20 @@ class Kernel:
     def close(self) -> None:
         """Frees the device state; later calls raise ArgumentError."""
 
+class Group:
+    """A TP group of processes, one rank each, over a torch.distributed process group."""
+
+    rank: int
+    size: int
+    device: str
+    @property
+    def closed(self) -> bool: ...
+    def close(self) -> None:
+        """Kernels built with the group refuse further calls."""
+
+def group_from_process_group(pg: Any = None, device: Union[str, torch.device, None] = None) -> Group:
+    """A Group over `pg` (default: the default process group), this process on `device`."""
+
 def kernel(
     source: Union[str, os.PathLike],
     *,
@@ -85,6 +99,7 @@ def kernel(
     config: Union[str, os.PathLike, None] = None,
     schedule: str = "default",
     cache_dir: Optional[str] = None,
+    group: Optional[Group] = None,
     **shape: Any,
 ) -> Kernel:
     """Generates, compiles and binds a kernel; returns a callable registered as a custom op."""
