@@ -126,3 +126,27 @@ def test_exception_hierarchy():
     assert issubclass(wavefuse.ArgumentError, TypeError)
     assert issubclass(wavefuse.GenerateError, ValueError)
     assert issubclass(wavefuse.KernelError, RuntimeError)
+
+
+@pytest.mark.parametrize("runtime, vendor", [("hip", "AMD"), ("cuda", "NVIDIA")])
+def test_gpu_binding_without_a_gpu(runtime, vendor):
+    """The HIP and CUDA binding paths as far as a machine without GPUs goes: generated for the
+    runtime's target, then a typed error that says what to install (never a crash)."""
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    from wavefuse import _wavefuse
+
+    arch = "gfx906" if runtime == "hip" else "sm90"
+    gen = _wavefuse.generate("set", "gemv_int4", hidden=128, n=64, arch=arch)
+    with pytest.raises(_wavefuse.DeviceError, match=f"no {vendor} (GPU/)?driver found.*install"):
+        _wavefuse.GpuKernel(gen, [0], runtime=runtime)
+
+
+def test_dlpack_producers_are_accepted(gemv, args):
+    """Any DLPack producer binds (here numpy arrays), checked like a tensor."""
+    np_args = {n: t.numpy() for n, t in args.items()}
+    y = gemv(**np_args)
+    assert torch.equal(y, gemv(**args))
+    np_args["x"] = np_args["x"].astype("float32")
+    with pytest.raises(wavefuse.ArgumentError, match="'x'.*dtype"):
+        gemv(**np_args)

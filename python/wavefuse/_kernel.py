@@ -234,12 +234,13 @@ def kernel(
         if not torch.cuda.is_available():
             raise DeviceError(f"device {dev!r}: PyTorch sees no GPU (use device='sim' for the CPU simulator)")
         try:
-            native = _native.GpuKernel(
-                gen,
-                [int(d.split(":")[1]) for d in devs],
-                runtime="hip" if _rocm() else "cuda",
-                cache_dir=cache_dir,
-            )
+            with _keep_current_device():
+                native = _native.GpuKernel(
+                    gen,
+                    [int(d.split(":")[1]) for d in devs],
+                    runtime="hip" if _rocm() else "cuda",
+                    cache_dir=cache_dir,
+                )
         except _native.DeviceError as e:
             raise DeviceError(str(e)) from None
     return Kernel(gen, native, devs)
@@ -563,16 +564,19 @@ class Kernel:
         for a, v in zip(flat, vals):
             by_abi[(a.buffer, a.part)] = [t.data_ptr() for t in (v if self._lists else [v])]
         ptrs = [by_abi[(self._abi[i].buffer, self._abi[i].part)] for i in self._order]
-        if self._side is None:
-            streams = [torch.cuda.current_stream(d).cuda_stream for d in self._torch_devices]
-            self._native.launch(ptrs, streams)
-            return
-        cur = torch.cuda.current_stream(self._torch_devices[0])
-        for s in self._side:
-            s.wait_stream(cur)
-        self._native.launch(ptrs, [s.cuda_stream for s in self._side])
-        for s in self._side:
-            cur.wait_stream(s)
+        # The runtime makes each rank's device (context) current to launch on it; the guard puts
+        # back the caller's current device afterwards, which PyTorch reads from the same place.
+        with torch.cuda.device(self._torch_devices[0]):
+            if self._side is None:
+                streams = [torch.cuda.current_stream(d).cuda_stream for d in self._torch_devices]
+                self._native.launch(ptrs, streams)
+                return
+            cur = torch.cuda.current_stream(self._torch_devices[0])
+            for s in self._side:
+                s.wait_stream(cur)
+            self._native.launch(ptrs, [s.cuda_stream for s in self._side])
+            for s in self._side:
+                cur.wait_stream(s)
 
     def check(self) -> None:
         """Raises `KernelError` if a launch since the last check failed on the device (a bounded
@@ -590,13 +594,15 @@ class Kernel:
         for d in sorted(set(self._torch_devices), key=str):
             torch.cuda.synchronize(d)
         try:
-            codes = self._native.error_codes()
+            with _keep_current_device():
+                codes = self._native.error_codes()
         except _native.DeviceError as e:
             raise KernelError(f"kernel {self.name}: {e}") from None
         bad = [(r, c) for r, c in enumerate(codes) if c]
         if bad:
             epoch = self._native.last_epoch()
-            self._native.reset()
+            with _keep_current_device():
+                self._native.reset()
             r, c = bad[0]
             raise KernelError(
                 f"barrier timeout in kernel {self.name}, at or before epoch {epoch} (rank {r}, error code {c:#x}); "
@@ -608,7 +614,8 @@ class Kernel:
         raise `ArgumentError`; the registered op stays but refuses to run."""
         self._closed = True
         if self._native is not None:
-            self._native.close()
+            with _keep_current_device():
+                self._native.close()
 
     # ------------------------------------------------------------------ registration
 
@@ -674,6 +681,11 @@ def _group_kernel(group: "Group", source: Any, *, tp: Optional[int], devices: An
     whole = kernel(source, tp=group.size, device="sim", **kw)
     group._handshake(whole)
     return Kernel(whole._gen, None, ["sim"], group=group)
+
+
+def _keep_current_device() -> Any:
+    """The runtime makes the device (context) it works on current; this puts back PyTorch's."""
+    return torch.cuda.device(torch.cuda.current_device())
 
 
 def _find_nvrtc() -> None:
