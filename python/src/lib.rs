@@ -32,8 +32,8 @@ use wavefuse_kernels::set;
 use wavefuse_kernels::shapes::Model;
 use wavefuse_runtime::exec::{self, artifact_for};
 use wavefuse_runtime::{
-    Cache, CompileRequest, CudaDevice, DataParam, Device, HipDevice, KernelInstance, RankGroup,
-    SameDeviceMode,
+    Cache, CompileRequest, CudaDevice, DataParam, Device, DeviceBuffer, HipDevice, KernelInstance,
+    RankGroup, SameDeviceMode,
 };
 
 create_exception!(
@@ -677,6 +677,8 @@ struct BoundKernel<D: Device + 'static> {
     inst: ManuallyDrop<KernelInstance<'static, D>>,
     group: ManuallyDrop<Box<RankGroup<D>>>,
     data: Vec<DataParam>,
+    /// The error word's parameter name, when the kernel has one.
+    error_word: Option<String>,
 }
 
 impl<D: Device + 'static> Drop for BoundKernel<D> {
@@ -701,6 +703,8 @@ trait Launcher: Send + Sync {
         streams: &[u64],
     ) -> wavefuse_runtime::Result<u32>;
     fn error_codes(&self) -> wavefuse_runtime::Result<Vec<u32>>;
+    /// Every rank's error word's device address (None: the kernel has none).
+    fn error_words(&self) -> Option<Vec<u64>>;
     fn reset(&mut self) -> wavefuse_runtime::Result<()>;
     fn last_epoch(&self) -> u32;
 }
@@ -733,6 +737,13 @@ where
 
     fn reset(&mut self) -> wavefuse_runtime::Result<()> {
         self.inst.reset()
+    }
+
+    fn error_words(&self) -> Option<Vec<u64>> {
+        let name = self.error_word.as_deref()?;
+        (0..self.group.tp())
+            .map(|r| self.inst.owned(name, r).map(|b| b.ptr()))
+            .collect()
     }
 
     fn last_epoch(&self) -> u32 {
@@ -790,6 +801,7 @@ where
         inst: ManuallyDrop::new(inst),
         group: ManuallyDrop::new(group),
         data,
+        error_word: g.abi.error_word_param.clone(),
     }))
 }
 
@@ -876,6 +888,12 @@ impl GpuKernel {
     fn error_codes(&mut self, py: Python<'_>) -> PyResult<Vec<u32>> {
         let inner = self.inner()?;
         py.detach(|| inner.error_codes()).map_err(dev_err)
+    }
+
+    /// Every rank's error word (one u32 in device memory) as a device address, for an
+    /// asynchronous copy on the caller's stream; None when the kernel has no error word.
+    fn error_words(&mut self) -> PyResult<Option<Vec<u64>>> {
+        Ok(self.inner()?.error_words())
     }
 
     /// Re-zeroes the synchronisation state (after a timeout) and restarts the epochs.

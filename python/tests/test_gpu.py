@@ -217,3 +217,17 @@ def test_wrong_gpu_and_cpu_tensor():
     ins, _ = case_gemv_int4(7)
     with pytest.raises(wavefuse.ArgumentError, match="got one on cpu"):
         k(**ins)
+
+
+def test_check_without_waiting():
+    k = wavefuse.kernel("allreduce_residual", device="cuda", tp=2, hidden=256)
+    ins, _ = case_ar(8)
+    ins = {n: cuda(v) for n, v in ins.items()}
+    before = torch.cuda.current_device()
+    for _ in range(3):
+        k(**ins)
+        k.check(wait=False)  # enqueues a copy of the error words; never blocks
+    torch.cuda.synchronize()
+    k.check(wait=False)  # the earlier copy has completed: clean
+    k.check()
+    assert torch.cuda.current_device() == before

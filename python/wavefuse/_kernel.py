@@ -275,6 +275,8 @@ class Kernel:
         self._sim = native is None
         self._findings: List[str] = []
         self._closed = False
+        self._errwords: Optional[Tuple[List[torch.Tensor], torch.Tensor]] = None
+        self._pending: Optional[List[Any]] = None
         args = []
         for a in gen.args():
             args.append(
@@ -578,14 +580,22 @@ class Kernel:
             for s in self._side:
                 cur.wait_stream(s)
 
-    def check(self) -> None:
+    def check(self, wait: bool = True) -> None:
         """Raises `KernelError` if a launch since the last check failed on the device (a bounded
         wait timed out: the kernel's error word is set, DESIGN.md §5.10) or, on the simulator,
-        if the simulator found a protocol violation. On a GPU it waits for the kernel's devices
-        first (the one host synchronisation, and only here). After a timeout the kernel's
-        synchronisation state is re-zeroed, so the next launch starts clean (§5.11)."""
+        if the simulator found a protocol violation.
+
+        With `wait=True` (the default) it waits for the kernel's devices first (the one host
+        synchronisation, and only here); after a timeout the kernel's synchronisation state is
+        re-zeroed, so the next launch starts clean (§5.11). With `wait=False` it never blocks:
+        it enqueues a copy of the error words on the current stream(s) and raises for the copy
+        an earlier `check(wait=False)` enqueued, once that has completed (call `check()` then,
+        to reset). Not inside a graph capture."""
         if self._closed:
             raise ArgumentError(f"kernel {self.name}: the kernel was closed")
+        if not wait and not self._sim:
+            self._check_async()
+            return
         if self._sim:
             found, self._findings = self._findings, []
             if found:
@@ -608,6 +618,37 @@ class Kernel:
                 f"barrier timeout in kernel {self.name}, at or before epoch {epoch} (rank {r}, error code {c:#x}); "
                 "its synchronisation state was reset"
             )
+
+    def _check_async(self) -> None:
+        if self._errwords is None:
+            words = self._native.error_words()
+            if words is None:
+                return
+            devs = self._torch_devices
+            dev_t = [torch.as_tensor(_DeviceWord(p, d.index), device=d) for p, d in zip(words, devs)]
+            host = torch.zeros(len(words), dtype=torch.int32, pin_memory=True)
+            self._errwords = (dev_t, host)
+        dev_t, host = self._errwords
+        if self._pending is not None:
+            if not all(e.query() for e in self._pending):
+                return  # the last copy is still in flight: nothing new to say, nothing to enqueue
+            self._pending = None
+            bad = [(r, c) for r, c in enumerate(host.tolist()) if c]
+            if bad:
+                r, c = bad[0]
+                raise KernelError(
+                    f"barrier timeout in kernel {self.name} (rank {r}, error code {c & 0xFFFFFFFF:#x}); "
+                    "call check() to reset its synchronisation state"
+                )
+        events = []
+        for r, d in enumerate(self._torch_devices):
+            stream = torch.cuda.current_stream(d)
+            with torch.cuda.stream(stream):
+                host[r : r + 1].copy_(dev_t[r], non_blocking=True)
+            ev = torch.cuda.Event()
+            ev.record(stream)
+            events.append(ev)
+        self._pending = events
 
     def close(self) -> None:
         """Frees the kernel's device state (synchronisation arrays, loaded code). Later calls
@@ -681,6 +722,20 @@ def _group_kernel(group: "Group", source: Any, *, tp: Optional[int], devices: An
     whole = kernel(source, tp=group.size, device="sim", **kw)
     group._handshake(whole)
     return Kernel(whole._gen, None, ["sim"], group=group)
+
+
+class _DeviceWord:
+    """One u32 at a device address, as a zero-copy int32 tensor (`__cuda_array_interface__`)."""
+
+    def __init__(self, ptr: int, device: Optional[int]) -> None:
+        self.__cuda_array_interface__ = {
+            "shape": (1,),
+            "typestr": "<i4",
+            "data": (int(ptr), False),
+            "version": 3,
+            "strides": None,
+            "stream": None,
+        }
 
 
 def _keep_current_device() -> Any:
