@@ -69,8 +69,8 @@ class Kernel:
     def closed(self) -> bool: ...
     def __call__(self, *args: Any, out: Optional[Dict[str, Any]] = None, **kwargs: Any) -> Any:
         """Runs the kernel; TP 1: tensors, TP > 1: lists of per-rank tensors."""
-    def check(self) -> None:
-        """Raises KernelError if a launch since the last check failed."""
+    def check(self, wait: bool = True) -> None:
+        """Raises KernelError if a launch since the last check failed; wait=False never blocks."""
     def close(self) -> None:
         """Frees the device state; later calls raise ArgumentError."""
 
