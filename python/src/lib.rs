@@ -455,7 +455,7 @@ impl Generated {
         py: Python<'py>,
         inputs: Vec<HashMap<String, Vec<u8>>>,
         seed: u64,
-    ) -> PyResult<(Vec<HashMap<String, Bound<'py, PyBytes>>>, Vec<String>)> {
+    ) -> PyResult<(Vec<RankBytes<'py>>, Vec<String>)> {
         let tp = self.g.lowered.tp as usize;
         if inputs.len() != tp {
             return Err(PyValueError::new_err(format!(
@@ -470,8 +470,9 @@ impl Generated {
         let (g, ir) = (&self.g, &self.g.ir);
         let report = py
             .detach(|| {
-                let case = Case::new(ir, vec![ranks])?;
+                let case = Case::new(ir, vec![ranks]).map_err(|e| e.to_string())?;
                 simulate_case(&g.lowered, ir, &case, &SimOptions::new(seed))
+                    .map_err(|e| e.to_string())
             })
             .map_err(|e| PyRuntimeError::new_err(format!("simulator: {e}")))?;
         let findings: Vec<String> = report.findings.iter().map(|f| f.to_string()).collect();
@@ -506,6 +507,9 @@ impl Generated {
         Ok((outs, findings))
     }
 }
+
+/// One rank's arrays by argument name, as Python `bytes`.
+type RankBytes<'py> = HashMap<String, Bound<'py, PyBytes>>;
 
 fn abi_ty_name(t: AbiTy) -> &'static str {
     match t {
