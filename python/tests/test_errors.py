@@ -150,3 +150,11 @@ def test_dlpack_producers_are_accepted(gemv, args):
     np_args["x"] = np_args["x"].astype("float32")
     with pytest.raises(wavefuse.ArgumentError, match="'x'.*dtype"):
         gemv(**np_args)
+
+
+def test_output_aliasing_an_input_is_refused():
+    k = wavefuse.kernel("allreduce_residual", device="sim", hidden=128)
+    p = activations((1, 128), torch.Generator().manual_seed(2))
+    r = p.clone()
+    with pytest.raises(wavefuse.ArgumentError, match=r"output 'residual_out' shares memory with input 'residual'"):
+        k(partial=p, residual=r, out={"residual_out": r})

@@ -308,6 +308,8 @@ class Kernel:
             self._side = None
         self._op_name = f"{gen.name}_{next(_COUNTER)}"
         self._register()
+        self._op = getattr(torch.ops.wavefuse, self._op_name).default
+        self._out_op = getattr(torch.ops.wavefuse, self._op_name + "_out").default
 
     # ------------------------------------------------------------------ properties
 
@@ -375,13 +377,13 @@ class Kernel:
     def op(self) -> Any:
         """The functional custom op `torch.ops.wavefuse.<name>_<n>`: inputs in `inputs` order,
         returns new outputs."""
-        return getattr(torch.ops.wavefuse, self._op_name).default
+        return self._op
 
     @property
     def out_op(self) -> Any:
         """The mutating custom op `torch.ops.wavefuse.<name>_<n>_out`: inputs, then outputs in
         `outputs` order (written in place); returns nothing."""
-        return getattr(torch.ops.wavefuse, self._op_name + "_out").default
+        return self._out_op
 
     @property
     def closed(self) -> bool:
@@ -404,14 +406,14 @@ class Kernel:
             raise ArgumentError(f"kernel {self.name}: its process group (wavefuse.Group) was closed")
         ins = self._bind_inputs(args, kwargs)
         if out is None:
-            result = self.op(*ins)
+            result = self._op(*ins)
             if self._lists and len(self._outputs) == 1:
                 return list(result)
             if len(self._outputs) == 1:
                 return result
             return tuple(list(r) if self._lists else r for r in result)
         outs = self._bind_outputs(out)
-        self.out_op(*ins, *outs)
+        self._out_op(*ins, *outs)
         if len(outs) == 1:
             return outs[0]
         return tuple(outs)
@@ -515,6 +517,27 @@ class Kernel:
             self._check(a, v if self._lists else [v], real)
         for a, v in zip(self._outputs, outs):
             self._check(a, v if self._lists else [v], real)
+        if real and outs:
+            self._check_no_overlap(ins, outs)
+
+    def _check_no_overlap(self, ins: Sequence[Any], outs: Sequence[Any]) -> None:
+        # An output that shares memory with an input (or another output) would be written while
+        # other workgroups or ranks still read it (DESIGN.md §5.7): refused, as the IR refuses it.
+        spans = []
+        for a, v in list(zip(self._inputs, ins)) + list(zip(self._outputs, outs)):
+            for r, t in enumerate(v if self._lists else [v]):
+                if t.device.type != "meta" and t.numel():
+                    spans.append((t.data_ptr(), t.data_ptr() + t.numel() * t.element_size(), a, r))
+        for i, (o0, o1, oa, orank) in enumerate(spans):
+            if oa.role != "output":
+                continue
+            for j, (p0, p1, pa, prank) in enumerate(spans):
+                if i != j and o0 < p1 and p0 < o1 and (pa.role == "input" or j < i):
+                    where = lambda a, r: repr(a.name) + (f" of rank {r}" if self._lists else "")  # noqa: E731
+                    raise ArgumentError(
+                        f"output {where(oa, orank)} shares memory with {pa.role} {where(pa, prank)}: "
+                        "outputs must not alias inputs or each other (DESIGN.md §5.7)"
+                    )
 
     # ------------------------------------------------------------------ running
 
