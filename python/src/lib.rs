@@ -33,7 +33,7 @@ use wavefuse_kernels::shapes::Model;
 use wavefuse_runtime::exec::{self, artifact_for};
 use wavefuse_runtime::{
     Cache, CompileRequest, CudaDevice, DataParam, Device, DeviceBuffer, HipDevice, KernelInstance,
-    RankGroup, SameDeviceMode,
+    PeerMapping, RankGroup, SameDeviceMode,
 };
 
 create_exception!(
@@ -683,6 +683,10 @@ struct BoundKernel<D: Device + 'static> {
     data: Vec<DataParam>,
     /// The error word's parameter name, when the kernel has one.
     error_word: Option<String>,
+    /// The one rank this process launches, in a group of one process per rank (None: all).
+    local: Option<u32>,
+    /// Other processes' arrays mapped into this one (dropped after the instance that uses them).
+    mappings: Vec<PeerMapping>,
 }
 
 impl<D: Device + 'static> Drop for BoundKernel<D> {
@@ -691,6 +695,7 @@ impl<D: Device + 'static> Drop for BoundKernel<D> {
         // before the group.
         unsafe {
             ManuallyDrop::drop(&mut self.inst);
+            self.mappings.clear();
             ManuallyDrop::drop(&mut self.group);
         }
     }
@@ -711,6 +716,10 @@ trait Launcher: Send + Sync {
     fn error_words(&self) -> Option<Vec<u64>>;
     fn reset(&mut self) -> wavefuse_runtime::Result<()>;
     fn last_epoch(&self) -> u32;
+    /// This process's rank's IPC exports ([`KernelInstance::ipc_exports`]).
+    fn ipc_exports(&self) -> wavefuse_runtime::Result<Vec<(usize, Vec<u8>)>>;
+    /// Maps every other rank's exports ([`KernelInstance::import_peers`]).
+    fn import_peers(&mut self, exports: &[Vec<(usize, Vec<u8>)>]) -> wavefuse_runtime::Result<()>;
 }
 
 impl<D: Device + 'static> Launcher for BoundKernel<D>
@@ -726,11 +735,32 @@ where
         ptrs: &[Vec<u64>],
         streams: &[u64],
     ) -> wavefuse_runtime::Result<u32> {
+        if let Some(me) = self.local {
+            // One rank launches; the others' slots are bound to the same arrays, never used.
+            let tp = self.group.tp() as usize;
+            for (d, p) in self.data.iter().zip(ptrs) {
+                self.inst
+                    .bind_addresses(&d.buffer, d.part, &vec![p[0]; tp])?;
+            }
+            // SAFETY: the caller vouches for the addresses and the stream.
+            return unsafe { self.inst.launch_rank_on_stream(me, streams[0]) };
+        }
         for (d, p) in self.data.iter().zip(ptrs) {
             self.inst.bind_addresses(&d.buffer, d.part, p)?;
         }
         // SAFETY: the caller vouches for the addresses and streams.
         unsafe { self.inst.launch_on_streams(streams) }
+    }
+
+    fn ipc_exports(&self) -> wavefuse_runtime::Result<Vec<(usize, Vec<u8>)>> {
+        self.inst.ipc_exports(self.local.unwrap_or(0))
+    }
+
+    fn import_peers(&mut self, exports: &[Vec<(usize, Vec<u8>)>]) -> wavefuse_runtime::Result<()> {
+        let me = self.local.unwrap_or(0);
+        let maps = self.inst.import_peers(me, exports)?;
+        self.mappings.extend(maps);
+        Ok(())
     }
 
     fn error_codes(&self) -> wavefuse_runtime::Result<Vec<u32>> {
@@ -759,6 +789,7 @@ fn bind<D: Device + 'static>(
     g: &suite::Generated,
     ordinals: &[usize],
     cache: &Cache,
+    local: Option<u32>,
 ) -> Result<Box<dyn Launcher>, String>
 where
     KernelInstance<'static, D>: Send + Sync,
@@ -799,13 +830,20 @@ where
     // and never moves or replaces the box while the instance lives.
     let group_ref: &'static RankGroup<D> = unsafe { &*(group.as_ref() as *const RankGroup<D>) };
     let inst = KernelInstance::new(group_ref, &g.abi, &artifact).map_err(|e| e.to_string())?;
-    inst.check_coresidency().map_err(|e| e.to_string())?;
+    match local {
+        // The other ranks run in other processes: only this rank's grid must fit.
+        Some(me) => inst.check_coresidency_alone(me),
+        None => inst.check_coresidency(),
+    }
+    .map_err(|e| e.to_string())?;
     let data = inst.data_params();
     Ok(Box::new(BoundKernel {
         inst: ManuallyDrop::new(inst),
         group: ManuallyDrop::new(group),
         data,
         error_word: g.abi.error_word_param.clone(),
+        local,
+        mappings: Vec::new(),
     }))
 }
 
@@ -831,14 +869,19 @@ impl GpuKernel {
     /// cache), loads it on `ordinals[r]` for rank r (all equal: every rank on one device) of the
     /// `runtime` (`cuda` or `hip`), allocates its synchronisation state and checks that every
     /// rank's grid can be resident at once (DESIGN.md §5.9).
+    ///
+    /// With `local_rank`, this process drives that rank alone of a group of one process per
+    /// rank (`ordinals`: this process's device, repeated): exchange `ipc_exports()` with the other
+    /// processes and pass them all to `import_peers` before the first launch.
     #[new]
-    #[pyo3(signature = (generated, ordinals, runtime="cuda", cache_dir=None))]
+    #[pyo3(signature = (generated, ordinals, runtime="cuda", cache_dir=None, local_rank=None))]
     fn new(
         py: Python<'_>,
         generated: &Generated,
         ordinals: Vec<usize>,
         runtime: &str,
         cache_dir: Option<String>,
+        local_rank: Option<u32>,
     ) -> PyResult<GpuKernel> {
         let cache = match cache_dir {
             Some(d) => Cache::at(d),
@@ -847,15 +890,40 @@ impl GpuKernel {
         let g = &generated.g;
         let inner = py
             .detach(|| match runtime {
-                "cuda" => bind::<CudaDevice>(g, &ordinals, &cache),
-                "hip" => bind::<HipDevice>(g, &ordinals, &cache),
+                "cuda" => bind::<CudaDevice>(g, &ordinals, &cache, local_rank),
+                "hip" => bind::<HipDevice>(g, &ordinals, &cache, local_rank),
                 other => Err(format!("unknown runtime {other:?}")),
             })
             .map_err(dev_err)?;
         Ok(GpuKernel {
             inner: Some(inner),
-            tp: ordinals.len(),
+            tp: if local_rank.is_some() {
+                1
+            } else {
+                ordinals.len()
+            },
         })
+    }
+
+    /// This process's rank's IPC handles of its peer arrays, `(parameter index, handle bytes)`:
+    /// what it sends every other process of the group.
+    fn ipc_exports<'py>(&mut self, py: Python<'py>) -> PyResult<Vec<(usize, Bound<'py, PyBytes>)>> {
+        let ex = self.inner()?.ipc_exports().map_err(dev_err)?;
+        Ok(ex
+            .into_iter()
+            .map(|(i, h)| (i, PyBytes::new(py, &h)))
+            .collect())
+    }
+
+    /// Maps every rank's exports (`exports[p]`: rank p's `ipc_exports()`) into this process and
+    /// points this rank's peer tables at them. Fails when this GPU cannot reach a peer's memory.
+    fn import_peers(
+        &mut self,
+        py: Python<'_>,
+        exports: Vec<Vec<(usize, Vec<u8>)>>,
+    ) -> PyResult<()> {
+        let inner = self.inner()?;
+        py.detach(|| inner.import_peers(&exports)).map_err(dev_err)
     }
 
     /// `(buffer, part)` of every array argument, in the order `launch` takes their addresses.

@@ -146,3 +146,42 @@ def test_check_without_waiting():
     k.check(wait=False)  # the earlier copy has completed: clean
     k.check()
     assert torch.cuda.current_device() == before
+
+
+def _group_worker(rank, world, path, replays):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{path}", rank=rank, world_size=world)
+    try:
+        torch.cuda.set_device(0)
+        g = wavefuse.group_from_process_group(device="cuda:0")
+        k = wavefuse.kernel("gemv_int4_allreduce_rmsnorm", group=g, hidden=256, k=128)
+        ins, want = cases.make(wavefuse.kernel("gemv_int4_allreduce_rmsnorm", device="sim", tp=world,
+                                               hidden=256, k=128), 9)
+        mine = {n: (v[rank] if isinstance(v, list) else v).cuda() for n, v in ins.items()}
+        res, normed = k(**mine)
+        k.check()
+        assert rel_l2(res.cpu(), want[0][rank]) < 3e-3 and rel_l2(normed.cpu(), want[1][rank]) < 3e-3
+        if not (k.synchronises and epoch_on_host(k)):
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                res, normed = k(**mine)
+            for _ in range(replays):
+                graph.replay()
+            torch.cuda.synchronize()
+            k.check()
+            assert rel_l2(res.cpu(), want[0][rank]) < 3e-3
+        dist.barrier()  # no rank frees its buffers while a peer may still use them
+    finally:
+        dist.destroy_process_group()
+
+
+def test_one_process_per_rank_over_ipc():
+    """Two processes, one rank each, both on GPU 0 (IPC between processes works on one GPU too):
+    the IPC exchange of the peer arrays and the fused kernel against the reference."""
+    import tempfile
+
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory() as d:
+        mp.spawn(_group_worker, args=(2, os.path.join(d, "rdv"), REPLAYS), nprocs=2, join=True)

@@ -3,9 +3,11 @@
 Building a kernel with `group=` is collective: every process of the group must build the same
 kernels in the same order. The handshake checks that they did (same generated source, ABI and TP).
 On the simulator device each process then simulates the whole group on every rank's inputs
-(exchanged through the process group at each call) and keeps its own rank's outputs. On GPUs the
-peer buffers' IPC handles would be exchanged here; that part is not implemented yet, and building
-says so, with the fallback.
+(exchanged through the process group at each call) and keeps its own rank's outputs. On GPUs each process
+builds its rank's kernel, exports the IPC handles (cudaIpc) of its peer arrays (cross-rank flags,
+allreduce payloads), gathers every rank's through the process group and maps them, before any
+launch or capture; where a GPU cannot reach a peer's memory (or the ranks are on different nodes)
+building fails on every rank with the fallback in the message.
 """
 
 from __future__ import annotations
@@ -76,23 +78,22 @@ class Group:
                     "kernels, with the same shapes, in the same order"
                 )
 
-    def _handshake_gpu(self, device: str) -> None:
-        index = int(device.split(":")[1])
-        uuid = str(getattr(torch.cuda.get_device_properties(index), "uuid", index))
-        every = self._all_gather((socket.gethostname(), uuid))
-        hosts = {h for h, _ in every}
+    def _check_one_node(self) -> None:
+        hosts = sorted(set(self._all_gather(socket.gethostname())))
         if len(hosts) > 1:
             raise DeviceError(
-                f"the ranks are on {len(hosts)} nodes ({', '.join(sorted(hosts))}): their GPUs cannot "
-                "reach each other's memory. Across nodes use torch.distributed's allreduce (NCCL/RCCL) "
-                "with the unfused kernels (gemv_int4, then dist.all_reduce, then the norm)"
+                f"the ranks are on {len(hosts)} nodes ({', '.join(hosts)}): their GPUs cannot reach "
+                "each other's memory. Across nodes use torch.distributed's allreduce (NCCL/RCCL) with "
+                "the unfused kernels (gemv_int4, then dist.all_reduce, then the norm)"
             )
-        raise DeviceError(
-            "one process per GPU needs the peer buffers' IPC handles exchanged through the process "
-            "group, which wavefuse does not implement yet. Drive the ranks from one process "
-            "(wavefuse.kernel(..., devices=['cuda:0', 'cuda:1', ...])) or use torch.distributed's "
-            "allreduce (NCCL/RCCL) with the unfused kernels"
-        )
+
+    def _agree(self, err: Optional[str], step: str, hint: str) -> None:
+        """Raises on every rank when `step` failed on any (each passes its own error or None)."""
+        errors = self._all_gather(err)
+        failed = [(r, e) for r, e in enumerate(errors) if e]
+        if failed:
+            r, e = failed[0]
+            raise DeviceError(f"rank {r}: {step} failed: {e}{hint}")
 
 
 def group_from_process_group(pg: Any = None, device: Union[str, torch.device, None] = None) -> Group:

@@ -631,7 +631,9 @@ class Kernel:
                 codes = self._native.error_codes()
         except _native.DeviceError as e:
             raise KernelError(f"kernel {self.name}: {e}") from None
-        bad = [(r, c) for r, c in enumerate(codes) if c]
+        if self._group is not None:
+            codes = [codes[self._rank0]]
+        bad = [(r + self._rank0, c) for r, c in enumerate(codes) if c]
         if bad:
             epoch = self._native.last_epoch()
             with _keep_current_device():
@@ -647,6 +649,8 @@ class Kernel:
             words = self._native.error_words()
             if words is None:
                 return
+            if self._group is not None:
+                words = [words[self._rank0]]
             devs = self._torch_devices
             dev_t = [torch.as_tensor(_DeviceWord(p, d.index), device=d) for p, d in zip(words, devs)]
             host = torch.zeros(len(words), dtype=torch.int32, pin_memory=True)
@@ -659,6 +663,7 @@ class Kernel:
             bad = [(r, c) for r, c in enumerate(host.tolist()) if c]
             if bad:
                 r, c = bad[0]
+                r += self._rank0
                 raise KernelError(
                     f"barrier timeout in kernel {self.name} (rank {r}, error code {c & 0xFFFFFFFF:#x}); "
                     "call check() to reset its synchronisation state"
@@ -738,7 +743,7 @@ def _group_kernel(group: "Group", source: Any, *, tp: Optional[int], devices: An
         raise GenerateError(f"tp={tp}, but the process group has {group.size} ranks")
     dev = _parse_device(device if device is not None else group.device)
     if dev != "sim":
-        group._handshake_gpu(dev)  # raises: see Group
+        return _group_gpu_kernel(group, source, dev, **kw)
     kw.pop("cache_dir", None)
     # Every process builds the whole group's kernel (the simulator runs all ranks), then checks
     # that every process built the same one: the same source, ABI and TP.
@@ -764,6 +769,51 @@ class _DeviceWord:
 def _keep_current_device() -> Any:
     """The runtime makes the device (context) it works on current; this puts back PyTorch's."""
     return torch.cuda.device(torch.cuda.current_device())
+
+
+def _group_gpu_kernel(group: "Group", source: Any, dev: str, *, batch: Optional[int], target: Optional[str],
+                      config: Any, schedule: str, cache_dir: Optional[str], **shape: Any) -> "Kernel":
+    """One rank per process on GPUs: this process builds the group's kernel for its rank, exports
+    the IPC handles of its peer arrays (flags, payloads), gathers every rank's through the process
+    group and maps them (DESIGN.md §10). Collective: every step's success is agreed on by all
+    ranks, so a failure on one raises on all instead of leaving the others waiting."""
+    group._check_one_node()
+    kind, text = _source_kind(source)
+    if target is None:
+        target = "gfx906" if _rocm() else "sm90"
+    try:
+        gen = _native.generate(kind, text, tp=group.size, batch=batch or (1 if kind == "set" else 0),
+                               arch=target, schedule=schedule, placement="per_device",
+                               config=None if config is None else os.fspath(config), **shape)
+    except _native.GenerateError as e:
+        raise GenerateError(str(e)) from None
+    group._handshake(gen)
+    if not torch.cuda.is_available():
+        raise DeviceError(f"device {dev!r}: PyTorch sees no GPU (use device='sim' for the CPU simulator)")
+    if not _rocm():
+        _find_nvrtc()
+    fallback = (
+        "; drive the ranks from one process (wavefuse.kernel(..., devices=[...])) or use "
+        "torch.distributed's allreduce (NCCL/RCCL) with the unfused kernels"
+    )
+    native, exports, err = None, [], None
+    try:
+        with _keep_current_device():
+            native = _native.GpuKernel(gen, [int(dev.split(":")[1])] * group.size,
+                                       runtime="hip" if _rocm() else "cuda", cache_dir=cache_dir,
+                                       local_rank=group.rank)
+            exports = [(i, bytes(h)) for i, h in native.ipc_exports()]
+    except _native.DeviceError as e:
+        err = str(e)
+    group._agree(err, "binding", fallback)
+    every = group._all_gather(exports)
+    try:
+        with _keep_current_device():
+            native.import_peers(every)
+    except _native.DeviceError as e:
+        err = str(e)
+    group._agree(err, "mapping the peers' buffers (IPC)", fallback)
+    return Kernel(gen, native, [dev], group=group)
 
 
 def _find_nvrtc() -> None:

@@ -16,8 +16,8 @@ use wavefuse_codegen::Arch;
 use wavefuse_codegen::target::Vendor;
 
 use super::{
-    Device, DeviceBuffer, DeviceError, DeviceInfo, LoadedKernel, MemKind, check_artifact,
-    check_bounds,
+    Device, DeviceBuffer, DeviceError, DeviceInfo, LoadedKernel, MemKind, PeerMapping,
+    check_artifact, check_bounds,
 };
 use crate::compile::{Artifact, ArtifactFormat};
 use crate::launch::{KernelArg, LaunchSpec, Marshalled};
@@ -454,6 +454,60 @@ impl Device for CudaDevice {
         // SAFETY: the caller guarantees `stream` is a live stream of this (primary) context and
         // upholds the argument contract.
         unsafe { self.launch_on(kernel, spec, args, stream as usize as sys::CUstream, false) }
+    }
+
+    fn ipc_handle(&self, buf: &CudaBuffer) -> Result<Vec<u8>, DeviceError> {
+        self.bind()?;
+        // SAFETY: an all-zero handle is a valid out-value; `buf.ptr` is the base of a live
+        // cuMemAlloc allocation of this context (every CudaBuffer is one).
+        let mut handle: sys::CUipcMemHandle = unsafe { std::mem::zeroed() };
+        unsafe { sys::cuIpcGetMemHandle(&mut handle, buf.ptr) }
+            .result()
+            .map_err(api("cuIpcGetMemHandle"))?;
+        Ok(handle.reserved.iter().map(|&c| c as u8).collect())
+    }
+
+    fn ipc_open(&self, handle: &[u8], bytes: usize) -> Result<PeerMapping, DeviceError> {
+        self.bind()?;
+        // SAFETY: an all-zero handle is a valid value, filled from the exported bytes below.
+        let mut h: sys::CUipcMemHandle = unsafe { std::mem::zeroed() };
+        if handle.len() != h.reserved.len() {
+            return Err(DeviceError::Unsupported(format!(
+                "an IPC handle of {} bytes; CUDA's are {}",
+                handle.len(),
+                h.reserved.len()
+            )));
+        }
+        for (d, &b) in h.reserved.iter_mut().zip(handle) {
+            *d = b as _;
+        }
+        let mut ptr: sys::CUdeviceptr = 0;
+        // SAFETY: valid out-pointer; the handle came from cuIpcGetMemHandle in another process.
+        // LAZY_ENABLE_PEER_ACCESS: the owner may be another GPU of this host.
+        unsafe {
+            sys::cuIpcOpenMemHandle_v2(
+                &mut ptr,
+                h,
+                sys::CUipcMem_flags::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as u32,
+            )
+        }
+        .result()
+        .map_err(api("cuIpcOpenMemHandle"))?;
+        let ctx = self.ctx.clone();
+        Ok(PeerMapping {
+            ptr,
+            bytes,
+            ordinal: self.info.ordinal,
+            close: Some(Box::new(move || {
+                if ctx.bind_to_thread().is_ok() {
+                    // SAFETY: `ptr` was mapped by cuIpcOpenMemHandle in this context and is
+                    // unmapped exactly once, here, after the context's work has finished.
+                    let _ = ctx
+                        .synchronize()
+                        .and_then(|()| unsafe { sys::cuIpcCloseMemHandle(ptr) }.result());
+                }
+            })),
+        })
     }
 
     fn delay_stream(&self, stream: &CudaStream, delay: Duration) -> Result<(), DeviceError> {

@@ -12,6 +12,7 @@
 
 mod cuda;
 mod hip;
+mod ipc;
 
 use std::sync::mpsc::Receiver;
 use std::time::Duration;
@@ -26,6 +27,7 @@ pub use cuda::{CudaBuffer, CudaDevice, CudaEvent, CudaKernel, CudaStream, MAX_ST
 pub use hip::{
     HipBuffer, HipDevice, HipEvent, HipGraph, HipKernel, HipStream, hip_runtime_library,
 };
+pub use ipc::PeerMapping;
 
 /// What a device allocation is for.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -346,6 +348,23 @@ pub trait Device: Sized + Send + Sync {
     fn param_sizes(&self, kernel: &Self::Kernel) -> Result<Vec<usize>, DeviceError> {
         let _ = kernel;
         Err(self.lacks("reporting a kernel's parameter sizes"))
+    }
+
+    /// A handle by which another process maps `buf` ([`Device::ipc_open`]): how a rank in another
+    /// process reaches this rank's flags and payload (one process per GPU, DESIGN.md §10). `buf`
+    /// must be a whole allocation of this device. Devices without IPC answer
+    /// [`DeviceError::Unsupported`].
+    fn ipc_handle(&self, buf: &Self::Buffer) -> Result<Vec<u8>, DeviceError> {
+        let _ = buf;
+        Err(self.lacks("sharing memory between processes (IPC)"))
+    }
+
+    /// Maps the allocation of `bytes` bytes another process exported as `handle`
+    /// ([`Device::ipc_handle`]) into this process, for kernels on this device (peer access is
+    /// enabled as needed). Fails when this device cannot reach the owner's memory.
+    fn ipc_open(&self, handle: &[u8], bytes: usize) -> Result<PeerMapping, DeviceError> {
+        let _ = (handle, bytes);
+        Err(self.lacks("sharing memory between processes (IPC)"))
     }
 
     /// The error of an operation this device does not implement.

@@ -6,7 +6,7 @@
 use wavefuse_codegen::lowered::{ParamKind, Purpose};
 
 use super::{Binding, KernelInstance};
-use crate::device::Device;
+use crate::device::{Device, DeviceBuffer, PeerMapping};
 use crate::error::Result;
 use crate::launch::{Capacity, CoResidency};
 use crate::rank::{Placement, SameDeviceMode};
@@ -131,6 +131,115 @@ impl<D: Device> KernelInstance<'_, D> {
             cap.check(&self.name, self.spec.workgroups() * sharing)?;
         }
         Ok(())
+    }
+
+    /// The IPC handles of rank `rank`'s runtime-owned peer arrays (cross-rank flags, allreduce
+    /// payloads), by parameter index: what this process sends the other processes of a group of
+    /// one process per rank, before any launch (DESIGN.md §10). Arrays are zeroed at allocation,
+    /// so a peer that maps them sees them ready (§5.4).
+    pub fn ipc_exports(&self, rank: u32) -> Result<Vec<(usize, Vec<u8>)>> {
+        let mut out = Vec::new();
+        for (i, b) in self.bindings.iter().enumerate() {
+            if let Binding::Peer {
+                owned: Some(bufs), ..
+            } = b
+            {
+                let d = self.group.device(rank);
+                out.push((i, d.ipc_handle(&bufs[rank as usize])?));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Points rank `rank`'s peer tables at the other processes' arrays: `exports[p]` is what
+    /// process p's rank p sent ([`KernelInstance::ipc_exports`]); slot p of each table is its
+    /// mapping (this rank's own array for p = `rank`), in the rule the kernel assumes (§5.5).
+    /// Returns the mappings: keep them alive while the instance launches (drop them after it).
+    /// Only rank `rank` may then be launched ([`KernelInstance::launch_rank_on_stream`]).
+    pub fn import_peers(
+        &mut self,
+        rank: u32,
+        exports: &[Vec<(usize, Vec<u8>)>],
+    ) -> Result<Vec<PeerMapping>> {
+        let tp = self.group.tp() as usize;
+        if exports.len() != tp {
+            return Err(self.err(format!("exports of {} ranks for {tp}", exports.len())));
+        }
+        let mine = self.ipc_exports(rank)?;
+        let mut maps = Vec::new();
+        for (i, _) in mine {
+            let bytes = match &self.params[i].kind {
+                ParamKind::PeerArrays { elem, len, .. } => elem.bytes() * len,
+                _ => unreachable!("exports are peer arrays"),
+            };
+            let mut table = Vec::with_capacity(tp);
+            for (p, theirs) in exports.iter().enumerate() {
+                if p == rank as usize {
+                    let Binding::Peer {
+                        owned: Some(bufs), ..
+                    } = &self.bindings[i]
+                    else {
+                        unreachable!("exported above")
+                    };
+                    table.push(bufs[p].ptr());
+                    continue;
+                }
+                let handle = theirs
+                    .iter()
+                    .find(|(j, _)| *j == i)
+                    .map(|(_, h)| h)
+                    .ok_or_else(|| {
+                        self.err(format!(
+                            "rank {p} exported no `{}`: the ranks built different kernels",
+                            self.params[i].name
+                        ))
+                    })?;
+                let m = self.group.device(rank).ipc_open(handle, bytes)?;
+                table.push(m.ptr());
+                maps.push(m);
+            }
+            self.set_peer_table(i, table)?;
+        }
+        self.fused = None;
+        Ok(maps)
+    }
+
+    /// [`KernelInstance::check_coresidency`] for rank `rank` alone (the other ranks run in other
+    /// processes, on other devices or interleaved with this one).
+    pub fn check_coresidency_alone(&self, rank: u32) -> Result<()> {
+        if self.spec.coresidency != CoResidency::Required {
+            return Ok(());
+        }
+        let d = self.group.device(rank);
+        let cap = Capacity::of(d, &self.kernels[rank as usize], &self.spec)?;
+        cap.check(&self.name, self.spec.workgroups())
+    }
+
+    /// Enqueues one launch of rank `rank` alone on the caller's stream `stream`, with the
+    /// addresses bound last: the launch of a process that drives one rank of a group of one
+    /// process per rank ([`KernelInstance::import_peers`]). Returns its epoch.
+    ///
+    /// # Safety
+    /// As [`KernelInstance::launch_on_streams`], for rank `rank`.
+    pub unsafe fn launch_rank_on_stream(&mut self, rank: u32, stream: u64) -> Result<u32> {
+        if rank >= self.group.tp() {
+            return Err(self.err(format!("rank {rank} of a group of {}", self.group.tp())));
+        }
+        if self.poisoned {
+            self.reset()?;
+        }
+        let epoch = self.epochs.next();
+        let args = self.args(rank, epoch)?;
+        let d = self.group.device(rank);
+        // SAFETY: as in `launch_on_streams`, for one rank.
+        let launched = unsafe {
+            d.launch_on_raw_stream(&self.kernels[rank as usize], &self.spec, &args, stream)
+        };
+        if let Err(e) = launched {
+            self.poisoned = true;
+            return Err(e.into());
+        }
+        Ok(epoch)
     }
 
     /// Enqueues one launch of every rank, rank r on the caller's stream `streams[r]` (a raw
