@@ -73,7 +73,14 @@ class GpuKernel:
         ordinals: List[int],
         runtime: str = "cuda",
         cache_dir: Optional[str] = None,
+        local_rank: Optional[int] = None,
     ) -> None: ...
+    def ipc_exports(self) -> List[Tuple[int, bytes]]:
+        """This process's rank's IPC handles of its peer arrays."""
+    def import_peers(self, exports: List[List[Tuple[int, bytes]]]) -> None:
+        """Maps every rank's exports and points this rank's peer tables at them."""
+    def error_words(self) -> Optional[List[int]]:
+        """Every rank's error word's device address."""
     def data_params(self) -> List[Tuple[str, str]]:
         """`(buffer, part)` of every array argument, in `launch`'s order."""
     def launch(self, ptrs: List[List[int]], streams: List[int]) -> int:
