@@ -158,3 +158,26 @@ def test_output_aliasing_an_input_is_refused():
     r = p.clone()
     with pytest.raises(wavefuse.ArgumentError, match=r"output 'residual_out' shares memory with input 'residual'"):
         k(partial=p, residual=r, out={"residual_out": r})
+
+
+class _FakeGpu:
+    """Stands in for the native GPU binding, so the device checks of a GPU kernel run here."""
+
+    def __init__(self, gen):
+        self._data = [(a["buffer"], a["part"]) for a in gen.args()]
+
+    def data_params(self):
+        return self._data
+
+    def launch(self, ptrs, streams):
+        raise AssertionError("a call with a bad argument must not launch")
+
+
+def test_cpu_tensor_for_a_gpu_kernel_without_a_gpu(args):
+    """A GPU kernel's device check, with the native binding faked (no GPU needed)."""
+    from wavefuse import _wavefuse
+
+    gen = _wavefuse.generate("set", "gemv_int4", hidden=128, n=64, arch="sm90")
+    k = wavefuse.Kernel(gen, _FakeGpu(gen), ["cuda:0"])
+    with pytest.raises(wavefuse.ArgumentError, match=r"'w_qweight': expected a tensor on cuda:0 .*got one on cpu"):
+        k(**args)
