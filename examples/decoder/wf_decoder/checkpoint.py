@@ -110,7 +110,11 @@ def random_layer(cfg: DecoderConfig, i: int, seed: int, device="cpu",
     linears = {}
     for proj, (k, n) in cfg.linear_shapes().items():
         name = _prefix(proj, i)
-        g_idx = _act_order_g_idx(k, q.group_size, name, seed, device) if act_order else None
+        # linears reading the same input (Q, K, V; gate, up) share its act-order permutation,
+        # as GPTQ's Hessian of that input gives them
+        shared = {"k_proj": "q_proj", "v_proj": "q_proj", "up_proj": "gate_proj"}.get(proj, proj)
+        g_idx = _act_order_g_idx(k, q.group_size, _prefix(shared, i), seed, device) \
+            if act_order else None
         w = _randn((k, n), name, seed, device, WEIGHT_STD)
         linears[proj] = quantize(w, q.group_size, q.sym, q.zero_point, g_idx=g_idx)
         del w
