@@ -385,7 +385,7 @@ def chart(res: dict, path: Path) -> str | None:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """The command line (see the module docstring)."""
-    ap = argparse.ArgumentParser(prog="python -m wf_decoder.ab", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m wf_decoder.ab", description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--config", default="tiny", help="preset name or config.json path")
     ap.add_argument("--checkpoint", help="GPTQ checkpoint directory (default: random weights "
                                          "made on the device)")
