@@ -4,11 +4,11 @@
   ``torch._weight_int4pack_mm_for_cpu`` on CPU, with the GPTQ tensors converted once at load.
   tinygemm dequantises w = (q − 8) · s + m per group, so a GPTQ group (scale s, zero point z,
   w = (q − z) · s) becomes m = (8 − z) · s: the same codes, exact in real arithmetic. Its CUDA
-  kernel takes bfloat16 activations and a bfloat16 scale/offset table (the FP16 scales lose 3
+  kernel takes bfloat16 activations only and a bfloat16 scale/offset table (the FP16 scales lose 3
   mantissa bits there, and its outputs are bfloat16-rounded before this path casts them back to
   FP16); the CPU kernel runs in FP16. Where tinygemm cannot take a weight (act-order g_idx, a group
-  size or K it does not tile), that linear falls back to a dequantised FP16 matmul (cuBLAS), and
-  :meth:`TorchBestBackend.describe` says how many did.
+  size or K it does not tile, a GPU it is not built for), that linear falls back to a dequantised
+  FP16 matmul (cuBLAS / rocBLAS), and :meth:`TorchBestBackend.describe` says how many did.
 - Q|K|V and gate|up merged into one INT4 matmul each, as serving engines do.
 - Norms, SiLU·mul, residual adds and the in-process sum over ranks through ``torch.compile``
   (Inductor's generated Triton kernels) on CUDA; eager on CPU unless ``compile=True``.
@@ -95,16 +95,21 @@ class TorchBestBackend(Backend):
         s = w.scales.to(torch.float32)
         offset = (8 - w.zeros().to(torch.float32)) * s
         table = torch.stack([s, offset], dim=2).to(self.act).contiguous()
-        if self.cuda:
-            packed = self._convert_cuda(codes_nk, tiles, table, w)
-        else:
-            packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(codes_nk, tiles)
+        try:
+            if self.cuda:
+                packed = self._convert_cuda(codes_nk, tiles, table, w)
+            else:
+                packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(codes_nk, tiles)
+        except (RuntimeError, NotImplementedError) as e:  # e.g. not built for this GPU (gfx906)
+            self.fallbacks.append(f"{w.k}->{w.n}: {str(e).splitlines()[0][:120]}")
+            return None
         self.tinygemm += 1
         return Int4Packed(packed, table, w.group_size, w.n)
 
     def _convert_cuda(self, codes_nk, tiles, table, w: GptqWeight) -> torch.Tensor:
-        """The CUDA conversion takes uint8 nibble pairs; which nibble comes first is checked once
-        against the dequantised weight and then kept."""
+        """The CUDA conversion takes uint8 nibble pairs, code 2j in the high nibble of byte j in
+        torch 2.11 (bench/results/2026-12-05-h100-decoder-torch-apis); the order is checked once
+        against the dequantised weight, both tried, and then kept."""
         orders = [self._cuda_pairs_high_first] if self._cuda_pairs_high_first is not None \
             else [True, False]
         want_w = w.dequantize(torch.float32)
