@@ -295,3 +295,38 @@ def test_ab_command_writes_results(tmp_path, fake_wavefuse):
     assert res["rows"][1]["gate"]["tokens_equal"] and res["rows"][1]["gate"]["steps"] == 32
     assert res["provenance"]["device"] in md and "CPU" in res["provenance"]["device"]
     assert res["provenance"]["commit"] and res["provenance"]["torch"] == torch.__version__
+
+
+# ---- one process per rank ----------------------------------------------------------------------
+
+
+def _rank_main(rank, world, port, out):
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world)
+    try:
+        src = ck.RandomSource(load_config("tiny"), 0)
+        sm = shard_model(src, world, ranks=[rank])
+        for path in ("torch_f32", "torch_best"):
+            model = Decoder(sm, make_backend(path, group=dist.group.WORLD), batch=2, max_seq=12)
+            g = generate(StepRunner(model), PROMPT, 8)
+            torch.save(g.tokens, f"{out}/{path}-{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_one_process_per_rank_matches_ranks_in_one_process(tmp_path, tiny_model):
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_rank_main, args=(2, port, str(tmp_path)), nprocs=2)
+    want = greedy(tiny_model, "torch_f32", tp=2, steps=8).tokens
+    for path in ("torch_f32", "torch_best"):
+        for rank in range(2):
+            assert torch.equal(torch.load(tmp_path / f"{path}-{rank}.pt"), want), (path, rank)

@@ -23,7 +23,7 @@ model. First the correctness gate, then the timing:
 Writes ``ab.json``, ``ab.md`` and ``ab.png`` (when matplotlib is there) to ``--out``, each with
 the provenance (device, torch, date, commit, command line). The device name is in every line
 printed. Under torchrun (WORLD_SIZE > 1) each process drives one GPU as one rank of a TP group
-(NCCL); rank 0 reports.
+(NCCL; gloo with ``--device cpu``); rank 0 reports.
 """
 
 from __future__ import annotations
@@ -423,10 +423,14 @@ def main(argv: list[str] | None = None) -> int:
     if world > 1:
         import torch.distributed as dist
 
-        dist.init_process_group("nccl")
+        cuda = args.device != "cpu"
+        dist.init_process_group("nccl" if cuda else "gloo")
         rank = dist.get_rank()
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
-        torch.cuda.set_device(device)
+        if cuda:
+            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
+            torch.cuda.set_device(device)
+        else:
+            device = torch.device("cpu")
         group = dist.group.WORLD
     else:
         device = torch.device(args.device)

@@ -133,13 +133,22 @@ class TorchBestBackend(Backend):
             return p
         return w.to(self.device).dequantize(torch.float16).t().contiguous()
 
+    def _merged(self, ws: list[GptqWeight]):
+        """Weights of one input side by side, as one weight (act-order ones, whose g_idx may
+        differ, merged after dequantising)."""
+        if any(w.act_order for w in ws):
+            self.fallbacks.append(f"{ws[0].k}->{sum(w.n for w in ws)}: act-order g_idx")
+            return torch.cat([w.to(self.device).dequantize(torch.float16) for w in ws],
+                             1).t().contiguous()
+        return self.prepare(GptqWeight.cat_cols(ws))
+
     def prepare_qkv(self, wq, wk, wv):
         """Q|K|V merged into one weight, with the split widths."""
-        return self.prepare(GptqWeight.cat_cols([wq, wk, wv])), (wq.n, wk.n, wv.n)
+        return self._merged([wq, wk, wv]), (wq.n, wk.n, wv.n)
 
     def prepare_gate_up(self, wg, wu):
         """gate|up merged into one weight."""
-        return self.prepare(GptqWeight.cat_cols([wg, wu]))
+        return self._merged([wg, wu])
 
     # ---- primitives ----------------------------------------------------------------------------
 
