@@ -339,7 +339,8 @@ def markdown(res: dict) -> str:
                    f"{t['min']:.1f}–{t['max']:.1f} ({t['stdev']:.2f}) | {r['delta_tok_s']:+.1f} | "
                    f"{r['delta_pct']:+.1f} % | {r['bytes_per_step']['total'] / 1e6:.1f} | "
                    f"{r['floor_tok_s']:.0f} | {r['pct_of_floor']:.0f} % | {_gate_text(r['gate'])} |")
-    out += ["", "Paths:"] + sorted({f"- {r['backend']}" for r in res["rows"]})
+    out += ["", "Paths (as built at the last TP size):"] + \
+        [f"- {b}" for b in {r["path"]: r["backend"] for r in res["rows"]}.values()]
     return "\n".join(out) + "\n"
 
 
