@@ -325,7 +325,10 @@ def markdown(res: dict) -> str:
            f"logits, cosine ≥ {pr['cosine_min']}, hidden rel. L2 ≤ {pr['hidden_tol']} where ≤ 2 "
            f"layers)",
            f"- measured read bandwidth {bw['read_gbps']:.1f} GB/s (copy {bw['copy_gbps']:.1f} GB/s "
-           f"read + write); floor = batch × read bandwidth / bytes per step", ""]
+           f"read + write); floor = batch × read bandwidth / bytes per step",
+           "- TP placement: " + ("one rank per process and device" if pr["world_size"] > 1 else
+                                 "every rank in one process on one device (TP > 1 rows time all "
+                                 "ranks' work on that device, not a deployed TP step)"), ""]
     for p, why in res["skipped"].items():
         out.append(f"- {p}: {why}")
     if res["skipped"]:
