@@ -422,6 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the protocol; exit status 1 if any path failed its correctness gate."""
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    # each (TP, batch, path) compiles its own variants of the same small functions
+    torch._dynamo.config.recompile_limit = 64
     world = int(os.environ.get("WORLD_SIZE", "1"))
     group, rank = None, 0
     if world > 1:

@@ -9,7 +9,9 @@
   FP16); the CPU kernel runs in FP16. Where tinygemm cannot take a weight (act-order g_idx, a group
   size or K it does not tile, a GPU it is not built for), that linear falls back to a dequantised
   FP16 matmul (cuBLAS / rocBLAS), and :meth:`TorchBestBackend.describe` says how many did.
-- Q|K|V and gate|up merged into one INT4 matmul each, as serving engines do.
+- Q|K|V and gate|up merged into one INT4 matmul each, as serving engines do. Activations that
+  only feed tinygemm stay in its dtype (normed inputs, gate/up, the row-parallel partials), so the
+  casts it forces cost two launches a layer rather than eight.
 - Norms, SiLU·mul, residual adds and the in-process sum over ranks through ``torch.compile``
   (Inductor's generated Triton kernels) on CUDA; eager on CPU unless ``compile=True``.
 - ``torch.distributed.all_reduce`` (NCCL) in FP16 when a process group is given.
@@ -152,20 +154,29 @@ class TorchBestBackend(Backend):
 
     # ---- primitives ----------------------------------------------------------------------------
 
-    def linear_col(self, x: torch.Tensor, w) -> torch.Tensor:
-        """x @ W through tinygemm (or the FP16 fallback), FP16 out."""
+    def _mm(self, x: torch.Tensor, w) -> torch.Tensor:
+        """x @ W through tinygemm, output left in its activation dtype (bfloat16 on CUDA), or
+        through the FP16 fallback; x is cast only where it is not in that dtype already."""
         if isinstance(w, torch.Tensor):
-            return F.linear(x, w)
-        xa = x.to(self.act)
+            return F.linear(x.to(w.dtype), w)
+        xa = x if x.dtype == self.act else x.to(self.act)
         if self.cuda:
-            y = torch.ops.aten._weight_int4pack_mm(xa, w.packed, w.group_size, w.scale_offset)
-        else:
-            y = torch.ops.aten._weight_int4pack_mm_for_cpu(xa, w.packed, w.group_size,
-                                                          w.scale_offset)
-        return y.to(self.dtype)
+            return torch.ops.aten._weight_int4pack_mm(xa, w.packed, w.group_size, w.scale_offset)
+        return torch.ops.aten._weight_int4pack_mm_for_cpu(xa, w.packed, w.group_size,
+                                                         w.scale_offset)
+
+    def linear_col(self, x: torch.Tensor, w) -> torch.Tensor:
+        """x @ W, FP16 out."""
+        return self._mm(x, w).to(self.dtype)
+
+    def linear_row_partial(self, x: torch.Tensor, w) -> torch.Tensor:
+        """A rank's partial sums in tinygemm's output dtype (casting them to FP16 before the sum
+        would add a launch and no precision)."""
+        return self._mm(x, w)
 
     def rmsnorm(self, x, w, eps):
-        return self._rmsnorm(x, w, eps)
+        """In tinygemm's activation dtype: a normed activation only feeds INT4 matmuls here."""
+        return self._rmsnorm(x, w, eps, self.act)
 
     def silu_mul(self, g, u):
         return self._silu_mul(g, u)
@@ -174,19 +185,28 @@ class TorchBestBackend(Backend):
         r, _ = self.allreduce_residual_rmsnorm(partials, residual, None, 0.0)
         return r
 
+    def lm_head(self, x, shards):
+        """The FP16 LM head (x arrives in tinygemm's activation dtype)."""
+        return super().lm_head(x.to(self.dtype), shards)
+
     # ---- fused entry points --------------------------------------------------------------------
 
     def qkv(self, x, wqkv):
+        """Column slices of one merged matmul, in its output dtype (the decoder's compiled RoPE
+        casts them into the KV cache's dtype)."""
         w, (nq, nk, nv) = wqkv
-        y = self.linear_col(x, w)
+        y = self._mm(x, w)
         return y[:, :nq], y[:, nq:nq + nk], y[:, nq + nk:]
 
     def gate_up_silu(self, x, wgu):
-        return self._silu_mul_halves(self.linear_col(x, wgu))
+        """silu(gate)·up in one compiled kernel over the merged matmul's halves, left in its dtype
+        for the down matmul."""
+        return self._silu_mul_halves(self._mm(x, wgu))
 
     def allreduce_residual_rmsnorm(self, partials, residual, norm_w, eps):
-        """Held ranks summed in FP32 inside one compiled kernel with the residual add and the
-        norm; across processes an FP16 NCCL all_reduce first."""
+        """Held ranks summed in FP32 inside one compiled kernel with the residual add (FP16 out)
+        and the norm (out in tinygemm's activation dtype); across processes an NCCL all_reduce of
+        the partial first."""
         partials = list(partials)
         if self.group is not None:
             import torch.distributed as dist
@@ -194,7 +214,7 @@ class TorchBestBackend(Backend):
             p = partials[0] if len(partials) == 1 else torch.stack(partials).sum(0)
             dist.all_reduce(p, group=self.group)
             partials = [p]
-        return self._add_norm(residual, norm_w, eps, *partials)
+        return self._add_norm(residual, norm_w, eps, self.act, *partials)
 
     def describe(self) -> str:
         kind = "torch._weight_int4pack_mm" + ("" if self.cuda else "_for_cpu")
@@ -205,19 +225,19 @@ class TorchBestBackend(Backend):
         return s
 
 
-def _rmsnorm(x, w, eps: float):
+def _rmsnorm(x, w, eps: float, out_dtype: torch.dtype):
     xf = x.float()
-    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w.float()).to(x.dtype)
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w.float()).to(out_dtype)
 
 
-def _add_norm(residual, norm_w, eps: float, *partials):
+def _add_norm(residual, norm_w, eps: float, out_dtype: torch.dtype, *partials):
     s = residual.float()
     for p in partials:
         s = s + p.float()
     r = s.to(residual.dtype)
     if norm_w is None:
         return r, None
-    return r, _rmsnorm(r, norm_w, eps)
+    return r, _rmsnorm(r, norm_w, eps, out_dtype)
 
 
 def _silu_mul(g, u):
