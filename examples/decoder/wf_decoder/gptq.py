@@ -16,7 +16,11 @@ from dataclasses import dataclass, replace
 import torch
 
 ZERO_POINTS = ("v1", "v2")
-_SHIFTS = torch.arange(0, 32, 4, dtype=torch.int32)
+
+
+def _shifts(device, dtype=torch.int32) -> torch.Tensor:
+    """Nibble shifts 0, 4, …, 28, made on ``device`` (no host copy: safe in CUDA graph capture)."""
+    return torch.arange(0, 32, 4, dtype=dtype, device=device)
 
 
 def _to_int32(words: torch.Tensor) -> torch.Tensor:
@@ -28,14 +32,14 @@ def pack_rows(codes: torch.Tensor) -> torch.Tensor:
     """Codes [K, N] in 0..15 -> qweight int32 [K/8, N] (packed along K, nibble i = row 8kg+i)."""
     k, n = codes.shape
     c = codes.to(torch.int64).reshape(k // 8, 8, n)
-    shifts = _SHIFTS.to(device=codes.device, dtype=torch.int64).view(1, 8, 1)
+    shifts = _shifts(codes.device, torch.int64).view(1, 8, 1)
     return _to_int32((c << shifts).sum(1))
 
 
 def unpack_rows(qweight: torch.Tensor) -> torch.Tensor:
     """qweight int32 [K/8, N] -> codes int32 [K, N] (inverse of :func:`pack_rows`)."""
     kw, n = qweight.shape
-    shifts = _SHIFTS.to(qweight.device).view(1, 8, 1)
+    shifts = _shifts(qweight.device).view(1, 8, 1)
     return ((qweight.unsqueeze(1) >> shifts) & 0xF).reshape(kw * 8, n)
 
 
@@ -43,14 +47,14 @@ def pack_cols(codes: torch.Tensor) -> torch.Tensor:
     """Codes [R, N] in 0..15 -> int32 [R, N/8] packed along N (nibble i of word j = column 8j+i)."""
     r, n = codes.shape
     c = codes.to(torch.int64).reshape(r, n // 8, 8)
-    shifts = _SHIFTS.to(device=codes.device, dtype=torch.int64).view(1, 1, 8)
+    shifts = _shifts(codes.device, torch.int64).view(1, 1, 8)
     return _to_int32((c << shifts).sum(2))
 
 
 def unpack_cols(words: torch.Tensor) -> torch.Tensor:
     """int32 [R, N/8] -> codes int32 [R, N] (inverse of :func:`pack_cols`)."""
     r, nw = words.shape
-    shifts = _SHIFTS.to(words.device).view(1, 1, 8)
+    shifts = _shifts(words.device).view(1, 1, 8)
     return ((words.unsqueeze(2) >> shifts) & 0xF).reshape(r, nw * 8)
 
 
