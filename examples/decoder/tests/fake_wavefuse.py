@@ -23,8 +23,7 @@ calls: list[str] = []
 
 
 def _w(d: dict, k: int, n: int, shape: dict) -> torch.Tensor:
-    w = GptqWeight(d["qweight"], d["scales"], d["qzeros"], shape["group_size"],
-                   shape["zero_point"])
+    w = GptqWeight(d["qweight"], d["scales"], d["qzeros"], shape["group_size"], shape["zero_point"])
     assert (w.k, w.n) == (k, n), f"weight {w.k}x{w.n}, kernel built for {k}x{n}"
     return w.dequantize(torch.float32)
 
@@ -53,14 +52,17 @@ def kernel(name: str, tp: int, batch: int, device: str, **shape):
         if name == "gemv_int4_qkv":
             nq, nkv = shape["nq"], shape["nkv"]
             y = (a["x"].float() @ _w(a["w_qkv"], h, nq + 2 * nkv, shape)).half()
-            return y[:, :nq], y[:, nq:nq + nkv], y[:, nq + nkv:]
+            return y[:, :nq], y[:, nq : nq + nkv], y[:, nq + nkv :]
         if name == "gemv_int4_dual_silu":
             g = a["x"].float() @ _w(a["w_gate"], h, shape["n"], shape)
             u = a["x"].float() @ _w(a["w_up"], h, shape["n"], shape)
             return (F.silu(g) * u).half()
         if name == "gemv_int4_allreduce_rmsnorm":
             xs, ws = _list(a["x"], tp), _list(a["w_down"], tp)
-            parts = [(x.float() @ _w(w, shape["k"], h, shape)).half() for x, w in zip(xs, ws)]
+            parts = [
+                (x.float() @ _w(w, shape["k"], h, shape)).half()
+                for x, w in zip(xs, ws, strict=True)
+            ]
         else:
             parts = _list(a["partial"], tp)
         assert a["residual"].shape == (batch, h)

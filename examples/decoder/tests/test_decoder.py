@@ -1,6 +1,7 @@
 """The decoder example on the CPU at the tiny config: GPTQ packing, checkpoints, config and
 checkpoint errors, paths and TP sizes agreeing on greedy tokens, the wavefuse adapter (through a
-test double of its assumed API, and skipped for real when the package is absent), the A/B command."""
+test double of its assumed API, and skipped for real when the package is absent), the A/B
+command."""
 
 from __future__ import annotations
 
@@ -85,7 +86,7 @@ def test_checkpoint_round_trip(tmp_path, tiny, fmt):
     # loader -> writer -> loader is exact
     a.save(tmp_path / "b")
     b = ck.load_checkpoint(tmp_path / "b")
-    for la, lb in zip(a.layers, b.layers):
+    for la, lb in zip(a.layers, b.layers, strict=True):
         assert torch.equal(la.input_norm, lb.input_norm) and torch.equal(la.post_norm, lb.post_norm)
         for p in la.linears:
             for part in ("qweight", "scales", "qzeros"):
@@ -124,40 +125,79 @@ def test_malformed_checkpoint_is_a_clear_error(tmp_path, tiny):
         with pytest.raises(ck.CheckpointError, match=match):
             ck.load_checkpoint(tmp_path)
 
-    broken(lambda t: t.__setitem__(qw, t[qw][:-1].contiguous()),
-           r"tensor `model\.layers\.0\.mlp\.up_proj\.qweight`: shape \(31, 512\), expected \(32, 512\)")
-    broken(lambda t: t.__setitem__(qw, t[qw].to(torch.int64)), r"up_proj\.qweight`: dtype torch\.int64")
-    broken(lambda t: t.__setitem__("model.layers.0.mlp.up_proj.scales",
-                                   t["model.layers.0.mlp.up_proj.scales"].float()),
-           r"up_proj\.scales`: dtype torch\.float32, expected torch\.float16")
-    broken(lambda t: t.pop("model.layers.0.self_attn.o_proj.qzeros"),
-           r"missing tensor `model\.layers\.0\.self_attn\.o_proj\.qzeros`")
+    broken(
+        lambda t: t.__setitem__(qw, t[qw][:-1].contiguous()),
+        r"tensor `model\.layers\.0\.mlp\.up_proj\.qweight`: "
+        r"shape \(31, 512\), expected \(32, 512\)",
+    )
+    broken(
+        lambda t: t.__setitem__(qw, t[qw].to(torch.int64)), r"up_proj\.qweight`: dtype torch\.int64"
+    )
+    broken(
+        lambda t: t.__setitem__(
+            "model.layers.0.mlp.up_proj.scales", t["model.layers.0.mlp.up_proj.scales"].float()
+        ),
+        r"up_proj\.scales`: dtype torch\.float32, expected torch\.float16",
+    )
+    broken(
+        lambda t: t.pop("model.layers.0.self_attn.o_proj.qzeros"),
+        r"missing tensor `model\.layers\.0\.self_attn\.o_proj\.qzeros`",
+    )
     save_file(dict(good), str(shard))
     idx = json.loads((tmp_path / ck.INDEX).read_text())
     idx["weight_map"]["model.layers.0.self_attn.q_proj.bias"] = shard.name
     (tmp_path / ck.INDEX).write_text(json.dumps(idx))
-    with pytest.raises(ck.CheckpointError, match=r"unexpected tensor\(s\) model\.layers\.0\.self_attn\.q_proj\.bias"):
+    with pytest.raises(
+        ck.CheckpointError,
+        match=r"unexpected tensor\(s\) model\.layers\.0\.self_attn\.q_proj\.bias",
+    ):
         ck.load_checkpoint(tmp_path)
     (tmp_path / ck.INDEX).unlink()
-    with pytest.raises(ck.CheckpointError, match="neither model.safetensors.index.json nor model.safetensors"):
+    with pytest.raises(
+        ck.CheckpointError, match="neither model.safetensors.index.json nor model.safetensors"
+    ):
         ck.load_checkpoint(tmp_path)
 
 
 # ---- config ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("edit, match", [
-    (lambda d: d.pop("hidden_size"), "missing field `hidden_size`"),
-    (lambda d: d.__setitem__("num_hidden_layers", "2"), "field `num_hidden_layers` must be a positive integer"),
-    (lambda d: d.__setitem__("num_key_value_heads", 3), "field `num_key_value_heads` \\(3\\) must divide"),
-    (lambda d: d.__setitem__("rms_norm_eps", -1), "field `rms_norm_eps` must be a positive number"),
-    (lambda d: d.pop("quantization_config"), "missing field `quantization_config`"),
-    (lambda d: d["quantization_config"].__setitem__("bits", 8), "field `bits` must be 4"),
-    (lambda d: d["quantization_config"].__setitem__("group_size", -1), "`group_size` -1 \\(per-channel\\)"),
-    (lambda d: d["quantization_config"].__setitem__("checkpoint_format", "awq"), "field `checkpoint_format`"),
-    (lambda d: d["quantization_config"].__setitem__("sym", "yes"), "field `sym` must be true or false"),
-    (lambda d: d.__setitem__("intermediate_size", 520), "down_proj is 520 -> 256: its input width must be a multiple of group_size 64"),
-])
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (lambda d: d.pop("hidden_size"), "missing field `hidden_size`"),
+        (
+            lambda d: d.__setitem__("num_hidden_layers", "2"),
+            "field `num_hidden_layers` must be a positive integer",
+        ),
+        (
+            lambda d: d.__setitem__("num_key_value_heads", 3),
+            "field `num_key_value_heads` \\(3\\) must divide",
+        ),
+        (
+            lambda d: d.__setitem__("rms_norm_eps", -1),
+            "field `rms_norm_eps` must be a positive number",
+        ),
+        (lambda d: d.pop("quantization_config"), "missing field `quantization_config`"),
+        (lambda d: d["quantization_config"].__setitem__("bits", 8), "field `bits` must be 4"),
+        (
+            lambda d: d["quantization_config"].__setitem__("group_size", -1),
+            "`group_size` -1 \\(per-channel\\)",
+        ),
+        (
+            lambda d: d["quantization_config"].__setitem__("checkpoint_format", "awq"),
+            "field `checkpoint_format`",
+        ),
+        (
+            lambda d: d["quantization_config"].__setitem__("sym", "yes"),
+            "field `sym` must be true or false",
+        ),
+        (
+            lambda d: d.__setitem__("intermediate_size", 520),
+            "down_proj is 520 -> 256: its input width must be a multiple of group_size 64",
+        ),
+    ],
+)
 def test_malformed_config_names_the_field(tiny, edit, match):
     d = tiny.to_hf()
     edit(d)
@@ -171,8 +211,12 @@ def test_config_files(tmp_path, tiny):
         for tp in (1, 2, 4):
             cfg.check_tp(tp)
     q = load_config("qwen27b_dense")
-    assert (q.hidden_size, q.intermediate_size, q.num_hidden_layers, q.vocab_size) == \
-        (5120, 17408, 64, 248320)
+    assert (q.hidden_size, q.intermediate_size, q.num_hidden_layers, q.vocab_size) == (
+        5120,
+        17408,
+        64,
+        248320,
+    )
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(ConfigError, match="not valid JSON"):
         load_config(tmp_path / "bad.json")
@@ -189,8 +233,10 @@ def test_torch_best_and_reference_agree(tiny_model):
     ref = greedy(tiny_model, "torch_f32", keep_logits=True)
     best = greedy(tiny_model, "torch_best", keep_logits=True, force=ref.tokens)
     assert torch.equal(best.tokens, ref.tokens)
-    cos = min(float(torch.nn.functional.cosine_similarity(a, b, dim=-1).min())
-              for a, b in zip(ref.logits, best.logits))
+    cos = min(
+        float(torch.nn.functional.cosine_similarity(a, b, dim=-1).min())
+        for a, b in zip(ref.logits, best.logits, strict=True)
+    )
     assert cos >= 0.999
 
 
@@ -199,10 +245,14 @@ def test_tp_sizes_agree(tiny_model):
     for tp in (2, 4):
         g = greedy(tiny_model, "torch_f32", tp=tp, keep_logits=True)
         assert torch.equal(g.tokens, ref.tokens), tp
-        assert max(float((a - b).abs().max()) for a, b in zip(g.logits, ref.logits)) < 1e-3
+        assert (
+            max(float((a - b).abs().max()) for a, b in zip(g.logits, ref.logits, strict=True))
+            < 1e-3
+        )
     for tp in (1, 4):
-        assert torch.equal(greedy(tiny_model, "torch_best", tp=tp, steps=8).tokens,
-                           ref.tokens[:, :8]), tp
+        assert torch.equal(
+            greedy(tiny_model, "torch_best", tp=tp, steps=8).tokens, ref.tokens[:, :8]
+        ), tp
 
 
 def test_eager_steps_equal_decode_loop(tiny_model):
@@ -224,10 +274,16 @@ def test_eager_steps_equal_decode_loop(tiny_model):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: graph capture untested")
 def test_cuda_graph_replay_equals_eager(tiny_model):
     sm = shard_model(tiny_model, 2, device="cuda")
-    eager = generate(StepRunner(Decoder(sm, make_backend("torch_best", "cuda"), 2, 24),
-                                graph=False), PROMPT.cuda(), 16)
-    graph = generate(StepRunner(Decoder(sm, make_backend("torch_best", "cuda"), 2, 24),
-                                graph=True), PROMPT.cuda(), 16)
+    eager = generate(
+        StepRunner(Decoder(sm, make_backend("torch_best", "cuda"), 2, 24), graph=False),
+        PROMPT.cuda(),
+        16,
+    )
+    graph = generate(
+        StepRunner(Decoder(sm, make_backend("torch_best", "cuda"), 2, 24), graph=True),
+        PROMPT.cuda(),
+        16,
+    )
     assert torch.equal(eager.tokens, graph.tokens)
 
 
@@ -239,8 +295,9 @@ def test_wavefuse_paths_real_package():
         pytest.skip("skipped: wavefuse package not installed")
     ref = greedy(ck.RandomSource(load_config("tiny"), 0).load(), "torch_f32", steps=8)
     for path in ("wavefuse_unfused", "wavefuse_fused"):
-        assert torch.equal(greedy(ck.RandomSource(load_config("tiny"), 0).load(), path,
-                                  steps=8).tokens, ref.tokens)
+        assert torch.equal(
+            greedy(ck.RandomSource(load_config("tiny"), 0).load(), path, steps=8).tokens, ref.tokens
+        )
 
 
 def test_wavefuse_absent_is_a_clear_import_error(monkeypatch):
@@ -265,8 +322,11 @@ def test_wavefuse_adapter_against_a_test_double(fake_wavefuse, tiny_model, tp):
     assert set(fake_wavefuse.calls) == {"gemv_int4", "allreduce_residual_rmsnorm"}
     fake_wavefuse.calls.clear()
     fused = greedy(tiny_model, "c", tp=tp, steps=8)
-    assert set(fake_wavefuse.calls) == {"gemv_int4_qkv", "gemv_int4_dual_silu",
-                                        "gemv_int4_allreduce_rmsnorm"}
+    assert set(fake_wavefuse.calls) == {
+        "gemv_int4_qkv",
+        "gemv_int4_dual_silu",
+        "gemv_int4_allreduce_rmsnorm",
+    }
     assert torch.equal(unfused.tokens, ref.tokens) and torch.equal(fused.tokens, ref.tokens)
 
 
@@ -282,9 +342,28 @@ def test_wavefuse_adapter_refuses_act_order(fake_wavefuse, tiny):
 def test_ab_command_writes_results(tmp_path, fake_wavefuse):
     from wf_decoder import ab
 
-    rc = ab.main(["--config", "tiny", "--paths", "a,b,c", "--tp", "2", "--batch", "1",
-                  "--steps", "3", "--runs", "2", "--warmup-steps", "1", "--device", "cpu",
-                  "--out", str(tmp_path)])
+    rc = ab.main(
+        [
+            "--config",
+            "tiny",
+            "--paths",
+            "a,b,c",
+            "--tp",
+            "2",
+            "--batch",
+            "1",
+            "--steps",
+            "3",
+            "--runs",
+            "2",
+            "--warmup-steps",
+            "1",
+            "--device",
+            "cpu",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     res = json.loads((tmp_path / "ab.json").read_text())
     md = (tmp_path / "ab.md").read_text()
     assert rc == 0, md
@@ -304,8 +383,9 @@ def _rank_main(rank, world, port, out):
     import torch.distributed as dist
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=world)
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+    )
     try:
         src = ck.RandomSource(load_config("tiny"), 0)
         sm = shard_model(src, world, ranks=[rank])

@@ -65,8 +65,12 @@ def provenance(device: torch.device, argv: list[str]) -> dict:
     """Device, torch, CUDA/HIP, date, git commit and command line of this run."""
     repo = Path(__file__).resolve().parents[3]
     try:
-        commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short=12", "HEAD"],
-                                capture_output=True, text=True, timeout=10).stdout.strip()
+        commit = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         commit = ""
     return {
@@ -82,6 +86,7 @@ def provenance(device: torch.device, argv: list[str]) -> dict:
 
 def _timer(device):
     if device.type == "cuda":
+
         def run(fn, reps):
             fn()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -94,6 +99,7 @@ def _timer(device):
                 times.append(start.elapsed_time(end) / 1e3)
             return statistics.median(times)
     else:
+
         def run(fn, reps):
             fn()
             times = []
@@ -102,6 +108,7 @@ def _timer(device):
                 fn()
                 times.append(time.perf_counter() - t0)
             return statistics.median(times)
+
     return run
 
 
@@ -116,9 +123,11 @@ def bandwidth(device: torch.device) -> dict:
     run = _timer(device)
     t_read = run(lambda: x.sum(dtype=torch.float32), 10)
     t_copy = run(lambda: y.copy_(x), 10)
-    del x, y
-    return {"read_gbps": nbytes / t_read / 1e9, "copy_gbps": 2 * nbytes / t_copy / 1e9,
-            "bytes": nbytes}
+    return {
+        "read_gbps": nbytes / t_read / 1e9,
+        "copy_gbps": 2 * nbytes / t_copy / 1e9,
+        "bytes": nbytes,
+    }
 
 
 # ---- bytes and floor ---------------------------------------------------------------------------
@@ -128,8 +137,16 @@ def step_bytes(model: Decoder, position: float) -> dict:
     """Bytes one decode step must read: weights (all held ranks), and K and V at ``position``
     (positions 0..position are attended)."""
     cfg, sm = model.cfg, model.sm
-    kv = (2 * cfg.num_hidden_layers * len(sm.ranks) * model.batch * model.nkv
-          * (position + 1) * cfg.head_dim * 2)
+    kv = (
+        2
+        * cfg.num_hidden_layers
+        * len(sm.ranks)
+        * model.batch
+        * model.nkv
+        * (position + 1)
+        * cfg.head_dim
+        * 2
+    )
     w = sm.weight_bytes()
     return {"weights": w, "kv": int(kv), "total": int(w + kv)}
 
@@ -145,8 +162,11 @@ def gate(ref_tokens, ref_logits, tokens, logits, tie_tol: float) -> dict:
     """Compare a path's teacher-forced greedy tokens and logits with (a)'s: equal tokens, or the
     first divergence a near-tie; and the lowest per-step logits cosine."""
     diff = (tokens != ref_tokens).nonzero()
-    res = {"steps": int(ref_tokens.shape[1]), "tokens_equal": diff.numel() == 0,
-           "cos_min": min(_cos(a, b) for a, b in zip(ref_logits, logits))}
+    res = {
+        "steps": int(ref_tokens.shape[1]),
+        "tokens_equal": diff.numel() == 0,
+        "cos_min": min(_cos(a, b) for a, b in zip(ref_logits, logits, strict=True)),
+    }
     if diff.numel():
         bi, s = int(diff[0, 0]), int(diff[0, 1])
         for row in diff.tolist():  # first step, then first sequence
@@ -154,10 +174,16 @@ def gate(ref_tokens, ref_logits, tokens, logits, tie_tol: float) -> dict:
                 bi, s = row
         top2 = ref_logits[s][bi].topk(2).values
         margin = float(top2[0] - top2[1])
-        res.update(first_divergence={"step": s, "sequence": bi, "a_margin": margin,
-                                     "max_abs_logit_diff": float((ref_logits[s][bi] - logits[s][bi])
-                                                                 .abs().max())},
-                   near_tie=margin < tie_tol, divergent_steps=int(diff[:, 1].unique().numel()))
+        res.update(
+            first_divergence={
+                "step": s,
+                "sequence": bi,
+                "a_margin": margin,
+                "max_abs_logit_diff": float((ref_logits[s][bi] - logits[s][bi]).abs().max()),
+            },
+            near_tie=margin < tie_tol,
+            divergent_steps=int(diff[:, 1].unique().numel()),
+        )
     res["pass"] = bool((res["tokens_equal"] or res["near_tie"]) and res["cos_min"] >= COSINE_MIN)
     return res
 
@@ -176,15 +202,24 @@ def hidden_states(model: Decoder, prompt, force) -> list[torch.Tensor]:
 
 def hidden_rel_err(got: list[torch.Tensor], ref: list[torch.Tensor]) -> float:
     """Largest relative L2 error of a layer's residual stream over positions and layers."""
-    return max(float((g - r).norm() / r.norm()) for gs, rs in zip(got, ref) for g, r in zip(gs, rs))
+    return max(
+        float((g - r).norm() / r.norm())
+        for gs, rs in zip(got, ref, strict=True)
+        for g, r in zip(gs, rs, strict=True)
+    )
 
 
 # ---- the protocol ------------------------------------------------------------------------------
 
 
 def _stats(tps: list[float]) -> dict:
-    return {"runs": tps, "mean": statistics.fmean(tps), "min": min(tps), "max": max(tps),
-            "stdev": statistics.stdev(tps) if len(tps) > 1 else 0.0}
+    return {
+        "runs": tps,
+        "mean": statistics.fmean(tps),
+        "min": min(tps),
+        "max": max(tps),
+        "stdev": statistics.stdev(tps) if len(tps) > 1 else 0.0,
+    }
 
 
 def run_ab(args, device, group=None, rank: int = 0, world: int = 1, log=print) -> dict:
@@ -193,34 +228,53 @@ def run_ab(args, device, group=None, rank: int = 0, world: int = 1, log=print) -
     paths = [canonical(p) for p in args.paths.split(",")]
     bw = bandwidth(device)
     dev_name = device_name(device)
-    log(f"[{dev_name}] read {bw['read_gbps']:.1f} GB/s, copy {bw['copy_gbps']:.1f} GB/s "
-        f"(read + write)")
+    log(
+        f"[{dev_name}] read {bw['read_gbps']:.1f} GB/s, copy {bw['copy_gbps']:.1f} GB/s "
+        f"(read + write)"
+    )
     rows, skipped = [], {}
     for tp in [int(t) for t in args.tp.split(",")]:
         ranks = list(range(tp)) if world == 1 else [rank]
         if world > 1 and world != tp:
             raise SystemExit(f"--tp {tp} with {world} processes: one rank per process")
-        source = CheckpointReader(args.checkpoint, cfg) if args.checkpoint else \
-            RandomSource(cfg, args.seed)
+        source = (
+            CheckpointReader(args.checkpoint, cfg)
+            if args.checkpoint
+            else RandomSource(cfg, args.seed)
+        )
         t0 = time.perf_counter()
         sm = shard_model(source, tp, ranks, device)
-        log(f"[{dev_name}] {cfg.name}: tp {tp} sharded in {time.perf_counter() - t0:.1f} s "
-            f"({'checkpoint ' + args.checkpoint if args.checkpoint else 'random weights on the device'})")
+        where = (
+            f"checkpoint {args.checkpoint}" if args.checkpoint else "random weights on the device"
+        )
+        dt = time.perf_counter() - t0
+        log(f"[{dev_name}] {cfg.name}: tp {tp} sharded in {dt:.1f} s ({where})")
         for batch in [int(b) for b in args.batch.split(",")]:
-            rows += _ab_one(args, cfg, sm, paths, tp, batch, device, group, dev_name, bw,
-                            skipped, log)
+            rows += _ab_one(
+                args, cfg, sm, paths, tp, batch, device, group, dev_name, bw, skipped, log
+            )
         del sm
         if device.type == "cuda":
             torch.cuda.empty_cache()
-    return {"provenance": provenance(device, args.argv), "config": cfg.name,
-            "model": {k: v for k, v in cfg.to_hf().items()},
-            "bandwidth": bw, "protocol": {"steps": args.steps, "runs": args.runs,
-                                          "check_steps": args.check_steps,
-                                          "prompt_len": args.prompt_len, "tie_tol": args.tie_tol,
-                                          "cosine_min": COSINE_MIN, "hidden_tol": args.hidden_tol,
-                                          "graphs": device.type == "cuda" and not args.no_graph,
-                                          "world_size": world},
-            "skipped": skipped, "rows": rows}
+    return {
+        "provenance": provenance(device, args.argv),
+        "config": cfg.name,
+        "model": {k: v for k, v in cfg.to_hf().items()},
+        "bandwidth": bw,
+        "protocol": {
+            "steps": args.steps,
+            "runs": args.runs,
+            "check_steps": args.check_steps,
+            "prompt_len": args.prompt_len,
+            "tie_tol": args.tie_tol,
+            "cosine_min": COSINE_MIN,
+            "hidden_tol": args.hidden_tol,
+            "graphs": device.type == "cuda" and not args.no_graph,
+            "world_size": world,
+        },
+        "skipped": skipped,
+        "rows": rows,
+    }
 
 
 def _ab_one(args, cfg, sm, paths, tp, batch, device, group, dev_name, bw, skipped, log):
@@ -240,8 +294,10 @@ def _ab_one(args, cfg, sm, paths, tp, batch, device, group, dev_name, bw, skippe
         t0 = time.perf_counter()
         runners[p] = StepRunner(models[p], graph=False if args.no_graph else None)
         describe[p] = backend.describe()
-        log(f"[{dev_name}] tp {tp} batch {batch} {p}: ready in {time.perf_counter() - t0:.1f} s "
-            f"— {describe[p]}")
+        log(
+            f"[{dev_name}] tp {tp} batch {batch} {p}: ready in {time.perf_counter() - t0:.1f} s "
+            f"— {describe[p]}"
+        )
     live = [p for p in paths if p in models]
     if not live:
         return []
@@ -250,8 +306,13 @@ def _ab_one(args, cfg, sm, paths, tp, batch, device, group, dev_name, bw, skippe
     ref = generate(runners[a], prompt.to(device), args.check_steps, keep_logits=True)
     gates = {}
     for p in live[1:]:
-        g = generate(runners[p], prompt.to(device), args.check_steps, keep_logits=True,
-                     force=ref.tokens.to(device))
+        g = generate(
+            runners[p],
+            prompt.to(device),
+            args.check_steps,
+            keep_logits=True,
+            force=ref.tokens.to(device),
+        )
         gates[p] = gate(ref.tokens, ref.logits, g.tokens, g.logits, args.tie_tol)
     if cfg.num_hidden_layers <= 2:
         ref32 = Decoder(sm, make_backend("torch_f32", device, group), batch=batch, max_seq=max_seq)
@@ -267,7 +328,7 @@ def _ab_one(args, cfg, sm, paths, tp, batch, device, group, dev_name, bw, skippe
         timed_decode(runners[p], prompt.to(device), args.warmup_steps)
     tps = {p: [] for p in live}
     for run in range(args.runs):
-        for p in (live if run % 2 == 0 else live[::-1]):
+        for p in live if run % 2 == 0 else live[::-1]:
             dt = timed_decode(runners[p], prompt.to(device), args.steps)
             tps[p].append(batch * args.steps / dt)
     nbytes = step_bytes(models[a], args.prompt_len + args.steps / 2)
@@ -276,16 +337,28 @@ def _ab_one(args, cfg, sm, paths, tp, batch, device, group, dev_name, bw, skippe
     base = statistics.fmean(tps[a])
     for p in live:
         st = _stats(tps[p])
-        row = {"tp": tp, "batch": batch, "path": p, "backend": describe[p], "tok_s": st,
-               "delta_tok_s": st["mean"] - base, "delta_pct": 100 * (st["mean"] / base - 1),
-               "bytes_per_step": nbytes, "floor_tok_s": floor,
-               "pct_of_floor": 100 * st["mean"] / floor, "gate": gates.get(p),
-               "placement": "ranks in one process" if len(sm.ranks) == tp else "one rank per process"}
+        row = {
+            "tp": tp,
+            "batch": batch,
+            "path": p,
+            "backend": describe[p],
+            "tok_s": st,
+            "delta_tok_s": st["mean"] - base,
+            "delta_pct": 100 * (st["mean"] / base - 1),
+            "bytes_per_step": nbytes,
+            "floor_tok_s": floor,
+            "pct_of_floor": 100 * st["mean"] / floor,
+            "gate": gates.get(p),
+            "placement": "ranks in one process" if len(sm.ranks) == tp else "one rank per process",
+        }
         rows.append(row)
-        log(f"[{dev_name}] tp {tp} batch {batch} {p}: {st['mean']:.1f} tok/s "
+        log(
+            f"[{dev_name}] tp {tp} batch {batch} {p}: {st['mean']:.1f} tok/s "
             f"({st['min']:.1f}–{st['max']:.1f}, sd {st['stdev']:.2f}); "
             f"{row['delta_tok_s']:+.1f} tok/s ({row['delta_pct']:+.1f} %) vs {a}; "
-            f"{row['pct_of_floor']:.0f} % of floor {floor:.0f} tok/s; gate {_gate_text(row['gate'])}")
+            f"{row['pct_of_floor']:.0f} % of floor {floor:.0f} tok/s; "
+            f"gate {_gate_text(row['gate'])}"
+        )
     for r in runners.values():
         r.graph = None
     return rows
@@ -300,8 +373,10 @@ def _gate_text(g) -> str:
             parts.append(f"tokens = (a) for {g['steps']} steps")
         else:
             d = g["first_divergence"]
-            parts.append(f"first divergence at step {d['step']}: (a) margin {d['a_margin']:.3g} "
-                         f"{'< tie tol: near-tie' if g['near_tie'] else '>= tie tol: NOT a near-tie'}")
+            parts.append(
+                f"first divergence at step {d['step']}: (a) margin {d['a_margin']:.3g} "
+                f"{'< tie tol: near-tie' if g['near_tie'] else '>= tie tol: NOT a near-tie'}"
+            )
         parts.append(f"cos min {g['cos_min']:.5f}")
     if "hidden_rel_err" in g:
         parts.append(f"hidden vs f32 {g['hidden_rel_err']:.2e}")
@@ -315,35 +390,48 @@ def markdown(res: dict) -> str:
     """The results as Markdown: provenance, then one table row per (TP, batch, path)."""
     pv, bw = res["provenance"], res["bandwidth"]
     pr = res["protocol"]
-    out = [f"# Decode A/B: {res['config']} ({pv['device']})", "",
-           f"- device: **{pv['device']}**; torch {pv['torch']} (CUDA {pv['cuda']}, HIP {pv['hip']})",
-           f"- date: {pv['date']}; commit: {pv['commit']}",
-           f"- command: `{pv['command']}`",
-           f"- protocol: warm-up, then {pr['runs']} runs × {pr['steps']} steps per path, paths "
-           f"alternating; {'each step one CUDA graph replay' if pr['graphs'] else 'eager steps'}; "
-           f"gate over {pr['check_steps']} teacher-forced steps (tie tolerance {pr['tie_tol']} "
-           f"logits, cosine ≥ {pr['cosine_min']}, hidden rel. L2 ≤ {pr['hidden_tol']} where ≤ 2 "
-           f"layers)",
-           f"- measured read bandwidth {bw['read_gbps']:.1f} GB/s (copy {bw['copy_gbps']:.1f} GB/s "
-           f"read + write); floor = batch × read bandwidth / bytes per step",
-           "- TP placement: " + ("one rank per process and device" if pr["world_size"] > 1 else
-                                 "every rank in one process on one device (TP > 1 rows time all "
-                                 "ranks' work on that device, not a deployed TP step)"), ""]
+    out = [
+        f"# Decode A/B: {res['config']} ({pv['device']})",
+        "",
+        f"- device: **{pv['device']}**; torch {pv['torch']} (CUDA {pv['cuda']}, HIP {pv['hip']})",
+        f"- date: {pv['date']}; commit: {pv['commit']}",
+        f"- command: `{pv['command']}`",
+        f"- protocol: warm-up, then {pr['runs']} runs × {pr['steps']} steps per path, paths "
+        f"alternating; {'each step one CUDA graph replay' if pr['graphs'] else 'eager steps'}; "
+        f"gate over {pr['check_steps']} teacher-forced steps (tie tolerance {pr['tie_tol']} "
+        f"logits, cosine ≥ {pr['cosine_min']}, hidden rel. L2 ≤ {pr['hidden_tol']} where ≤ 2 "
+        f"layers)",
+        f"- measured read bandwidth {bw['read_gbps']:.1f} GB/s (copy {bw['copy_gbps']:.1f} GB/s "
+        f"read + write); floor = batch × read bandwidth / bytes per step",
+        "- TP placement: "
+        + (
+            "one rank per process and device"
+            if pr["world_size"] > 1
+            else "every rank in one process on one device (TP > 1 rows time all "
+            "ranks' work on that device, not a deployed TP step)"
+        ),
+        "",
+    ]
     for p, why in res["skipped"].items():
         out.append(f"- {p}: {why}")
     if res["skipped"]:
         out.append("")
-    out += ["| TP | batch | path | tok/s mean | min–max (sd) | Δ vs (a) | % vs (a) | MB/step | "
-            "floor tok/s | % of floor | gate |",
-            "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    out += [
+        "| TP | batch | path | tok/s mean | min–max (sd) | Δ vs (a) | % vs (a) | MB/step | "
+        "floor tok/s | % of floor | gate |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for r in res["rows"]:
         t = r["tok_s"]
-        out.append(f"| {r['tp']} | {r['batch']} | {r['path']} | {t['mean']:.1f} | "
-                   f"{t['min']:.1f}–{t['max']:.1f} ({t['stdev']:.2f}) | {r['delta_tok_s']:+.1f} | "
-                   f"{r['delta_pct']:+.1f} % | {r['bytes_per_step']['total'] / 1e6:.1f} | "
-                   f"{r['floor_tok_s']:.0f} | {r['pct_of_floor']:.0f} % | {_gate_text(r['gate'])} |")
-    out += ["", "Paths (as built at the last TP size):"] + \
-        [f"- {b}" for b in {r["path"]: r["backend"] for r in res["rows"]}.values()]
+        out.append(
+            f"| {r['tp']} | {r['batch']} | {r['path']} | {t['mean']:.1f} | "
+            f"{t['min']:.1f}–{t['max']:.1f} ({t['stdev']:.2f}) | {r['delta_tok_s']:+.1f} | "
+            f"{r['delta_pct']:+.1f} % | {r['bytes_per_step']['total'] / 1e6:.1f} | "
+            f"{r['floor_tok_s']:.0f} | {r['pct_of_floor']:.0f} % | {_gate_text(r['gate'])} |"
+        )
+    out += ["", "Paths (as built at the last TP size):"] + [
+        f"- {b}" for b in {r["path"]: r["backend"] for r in res["rows"]}.values()
+    ]
     return "\n".join(out) + "\n"
 
 
@@ -389,12 +477,19 @@ def chart(res: dict, path: Path) -> str | None:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """The command line (see the module docstring)."""
-    ap = argparse.ArgumentParser(prog="python -m wf_decoder.ab", description=(__doc__ or "").split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m wf_decoder.ab", description=(__doc__ or "").split("\n")[0]
+    )
     ap.add_argument("--config", default="tiny", help="preset name or config.json path")
-    ap.add_argument("--checkpoint", help="GPTQ checkpoint directory (default: random weights "
-                                         "made on the device)")
-    ap.add_argument("--paths", default="torch_best,wavefuse_unfused,wavefuse_fused",
-                    help="comma-separated paths; the first is (a), the baseline")
+    ap.add_argument(
+        "--checkpoint",
+        help="GPTQ checkpoint directory (default: random weights made on the device)",
+    )
+    ap.add_argument(
+        "--paths",
+        default="torch_best,wavefuse_unfused,wavefuse_fused",
+        help="comma-separated paths; the first is (a), the baseline",
+    )
     ap.add_argument("--tp", default="1", help="comma-separated TP sizes")
     ap.add_argument("--batch", default="1", help="comma-separated batch sizes")
     ap.add_argument("--steps", type=int, default=50)
@@ -402,14 +497,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--warmup-steps", type=int, default=10)
     ap.add_argument("--check-steps", type=int, default=32)
     ap.add_argument("--prompt-len", type=int, default=8)
-    ap.add_argument("--tie-tol", type=float, default=0.05,
-                    help="(a)'s top-2 logit margin under which a divergence is a near-tie")
+    ap.add_argument(
+        "--tie-tol",
+        type=float,
+        default=0.05,
+        help="(a)'s top-2 logit margin under which a divergence is a near-tie",
+    )
     ap.add_argument("--hidden-tol", type=float, default=2e-2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--no-graph", action="store_true", help="eager steps on CUDA too")
-    ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
-                    help="torch.compile for torch_best (default: on CUDA)")
+    ap.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="torch.compile for torch_best (default: on CUDA)",
+    )
     ap.add_argument("--out", default="ab-results")
     args = ap.parse_args(argv)
     if args.check_steps < 32 or args.steps < 1 or args.runs < 1:
@@ -452,8 +555,10 @@ def main(argv: list[str] | None = None) -> int:
             md += f"\nChart: {why}.\n"
         (out / "ab.md").write_text(md)
         print(md)
-        print(f"[{res['provenance']['device']}] wrote {out / 'ab.json'}, {out / 'ab.md'}"
-              f"{'' if why else ', ' + str(out / 'ab.png')}")
+        print(
+            f"[{res['provenance']['device']}] wrote {out / 'ab.json'}, {out / 'ab.md'}"
+            f"{'' if why else ', ' + str(out / 'ab.png')}"
+        )
     ok = all(r["gate"] is None or r["gate"]["pass"] for r in res["rows"])
     return 0 if ok else 1
 

@@ -2,13 +2,13 @@
 
 Tensor names (as AutoGPTQ / GPTQModel write them for Llama-family models)::
 
-    model.embed_tokens.weight                                   fp16 [vocab, hidden]
-    model.layers.{i}.input_layernorm.weight                     fp16 [hidden]
+    model.embed_tokens.weight                              fp16 [vocab, hidden]
+    model.layers.{i}.input_layernorm.weight                fp16 [hidden]
     model.layers.{i}.self_attn.{q,k,v,o}_proj.{qweight,qzeros,scales,g_idx}
-    model.layers.{i}.post_attention_layernorm.weight            fp16 [hidden]
+    model.layers.{i}.post_attention_layernorm.weight       fp16 [hidden]
     model.layers.{i}.mlp.{gate,up,down}_proj.{qweight,qzeros,scales,g_idx}
-    model.norm.weight                                           fp16 [hidden]
-    lm_head.weight                                              fp16 [vocab, hidden] (absent if tied)
+    model.norm.weight                                      fp16 [hidden]
+    lm_head.weight                                         fp16 [vocab, hidden] (absent if tied)
 
 The writer streams: one safetensors shard per layer plus one for the embedding, final norm and LM
 head, and ``model.safetensors.index.json`` mapping names to shards, so a 27B-shaped checkpoint
@@ -73,13 +73,17 @@ class Checkpoint:
     def layer(self, i: int, device="cpu") -> LayerWeights:
         """Layer ``i`` on ``device``."""
         lw = self.layers[i]
-        return LayerWeights(lw.input_norm.to(device), lw.post_norm.to(device),
-                            {p: w.to(device) for p, w in lw.linears.items()})
+        return LayerWeights(
+            lw.input_norm.to(device),
+            lw.post_norm.to(device),
+            {p: w.to(device) for p, w in lw.linears.items()},
+        )
 
     def save(self, path: str | Path) -> Path:
         """Write this checkpoint (see :func:`save_checkpoint`)."""
-        return save_checkpoint(path, self.config, self.embed, self.norm, self.lm_head,
-                               iter(self.layers))
+        return save_checkpoint(
+            path, self.config, self.embed, self.norm, self.lm_head, iter(self.layers)
+        )
 
 
 def _prefix(proj: str, i: int) -> str:
@@ -100,8 +104,9 @@ def _act_order_g_idx(k: int, group: int, name: str, seed: int, device) -> torch.
     return (torch.randperm(k, generator=g) // group).to(torch.int32).to(device)
 
 
-def random_layer(cfg: DecoderConfig, i: int, seed: int, device="cpu",
-                 act_order: bool = False) -> LayerWeights:
+def random_layer(
+    cfg: DecoderConfig, i: int, seed: int, device="cpu", act_order: bool = False
+) -> LayerWeights:
     """Layer ``i`` of the random model: linear weights ~ N(0, 0.02) quantised with integer zero
     points (cfg.quant: group size, sym, v1/v2), norms 1 + N(0, 0.1). Deterministic from ``seed``
     on a given device type (CPU and CUDA generators give different numbers). ``act_order`` gives
@@ -113,14 +118,19 @@ def random_layer(cfg: DecoderConfig, i: int, seed: int, device="cpu",
         # linears reading the same input (Q, K, V; gate, up) share its act-order permutation,
         # as GPTQ's Hessian of that input gives them
         shared = {"k_proj": "q_proj", "v_proj": "q_proj", "up_proj": "gate_proj"}.get(proj, proj)
-        g_idx = _act_order_g_idx(k, q.group_size, _prefix(shared, i), seed, device) \
-            if act_order else None
+        g_idx = (
+            _act_order_g_idx(k, q.group_size, _prefix(shared, i), seed, device)
+            if act_order
+            else None
+        )
         w = _randn((k, n), name, seed, device, WEIGHT_STD)
         linears[proj] = quantize(w, q.group_size, q.sym, q.zero_point, g_idx=g_idx)
         del w
     h = cfg.hidden_size
-    norms = [(1 + _randn((h,), f"model.layers.{i}.{n}.weight", seed, device, 0.1)).half()
-             for n in ("input_layernorm", "post_attention_layernorm")]
+    norms = [
+        (1 + _randn((h,), f"model.layers.{i}.{n}.weight", seed, device, 0.1)).half()
+        for n in ("input_layernorm", "post_attention_layernorm")
+    ]
     return LayerWeights(input_norm=norms[0], post_norm=norms[1], linears=linears)
 
 
@@ -137,8 +147,11 @@ class RandomSource:
         v, h = cfg.vocab_size, cfg.hidden_size
         embed = _randn((v, h), "model.embed_tokens.weight", seed, device, 1.0).half()
         norm = (1 + _randn((h,), "model.norm.weight", seed, device, 0.1)).half()
-        lm_head = embed if cfg.tie_word_embeddings else \
-            _randn((v, h), "lm_head.weight", seed, device, WEIGHT_STD).half()
+        lm_head = (
+            embed
+            if cfg.tie_word_embeddings
+            else _randn((v, h), "lm_head.weight", seed, device, WEIGHT_STD).half()
+        )
         return embed, norm, lm_head
 
     def layer(self, i: int, device="cpu") -> LayerWeights:
@@ -152,8 +165,9 @@ class RandomSource:
         return Checkpoint(self.cfg, embed, norm, lm_head, layers)
 
 
-def random_checkpoint(cfg: DecoderConfig, seed: int = 0, device="cpu",
-                      act_order: bool = False) -> Checkpoint:
+def random_checkpoint(
+    cfg: DecoderConfig, seed: int = 0, device="cpu", act_order: bool = False
+) -> Checkpoint:
     """The random model in memory on ``device`` (no files)."""
     return RandomSource(cfg, seed, act_order).load(device)
 
@@ -177,8 +191,14 @@ def layer_tensors(lw: LayerWeights, i: int) -> dict[str, torch.Tensor]:
     return {k: v.detach().cpu().contiguous() for k, v in out.items()}
 
 
-def save_checkpoint(path: str | Path, cfg: DecoderConfig, embed: torch.Tensor, norm: torch.Tensor,
-                    lm_head: torch.Tensor, layers: Iterator[LayerWeights]) -> Path:
+def save_checkpoint(
+    path: str | Path,
+    cfg: DecoderConfig,
+    embed: torch.Tensor,
+    norm: torch.Tensor,
+    lm_head: torch.Tensor,
+    layers: Iterator[LayerWeights],
+) -> Path:
     """Write config.json, one shard per layer (consumed from the ``layers`` iterator one at a
     time), a last shard with embedding, final norm and LM head, and the index."""
     from safetensors.torch import save_file
@@ -201,20 +221,21 @@ def save_checkpoint(path: str | Path, cfg: DecoderConfig, embed: torch.Tensor, n
         shard(i, layer_tensors(lw, i))
         count += 1
     if count != cfg.num_hidden_layers:
-        raise ValueError(f"save_checkpoint: got {count} layers, config has "
-                         f"{cfg.num_hidden_layers}")
+        raise ValueError(f"save_checkpoint: got {count} layers, config has {cfg.num_hidden_layers}")
     glob = {"model.embed_tokens.weight": embed, "model.norm.weight": norm}
     if not cfg.tie_word_embeddings:
         glob["lm_head.weight"] = lm_head
     shard(cfg.num_hidden_layers, {k: v.detach().cpu().contiguous() for k, v in glob.items()})
     (path / "config.json").write_text(json.dumps(cfg.to_hf(), indent=2) + "\n")
-    (path / INDEX).write_text(json.dumps({"metadata": {"total_size": total},
-                                          "weight_map": weight_map}, indent=2) + "\n")
+    (path / INDEX).write_text(
+        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2) + "\n"
+    )
     return path
 
 
-def write_random_checkpoint(path: str | Path, cfg: DecoderConfig, seed: int = 0,
-                            act_order: bool = False) -> Path:
+def write_random_checkpoint(
+    path: str | Path, cfg: DecoderConfig, seed: int = 0, act_order: bool = False
+) -> Path:
     """Write the random model of :func:`random_layer` to ``path``, one layer in memory at a time."""
     src = RandomSource(cfg, seed, act_order)
     embed, norm, lm_head = src.globals("cpu")
@@ -234,8 +255,9 @@ class _Reader:
             try:
                 self.where = json.loads((path / INDEX).read_text())["weight_map"]
             except (json.JSONDecodeError, KeyError, TypeError) as e:
-                raise CheckpointError(f"{path / INDEX}: not a safetensors index "
-                                      f"(needs a `weight_map`): {e}") from e
+                raise CheckpointError(
+                    f"{path / INDEX}: not a safetensors index (needs a `weight_map`): {e}"
+                ) from e
         elif (path / "model.safetensors").exists():
             self.where = None
         else:
@@ -280,8 +302,9 @@ def _expect(name: str, t: torch.Tensor, shape: tuple, dtypes: tuple) -> torch.Te
     if tuple(t.shape) != tuple(shape):
         raise CheckpointError(f"tensor `{name}`: shape {tuple(t.shape)}, expected {tuple(shape)}")
     if t.dtype not in dtypes:
-        raise CheckpointError(f"tensor `{name}`: dtype {t.dtype}, expected "
-                              f"{' or '.join(str(d) for d in dtypes)}")
+        raise CheckpointError(
+            f"tensor `{name}`: dtype {t.dtype}, expected {' or '.join(str(d) for d in dtypes)}"
+        )
     return t
 
 
@@ -296,12 +319,20 @@ def _load_linear(r: _Reader, cfg: DecoderConfig, proj: str, i: int) -> GptqWeigh
     if r.has(f"{p}.g_idx"):
         gi = _expect(f"{p}.g_idx", r.get(f"{p}.g_idx"), (k,), (torch.int32, torch.int64))
         if int(gi.min()) < 0 or int(gi.max()) >= k // g:
-            raise CheckpointError(f"tensor `{p}.g_idx`: groups must lie in 0..{k // g - 1}, "
-                                  f"got {int(gi.min())}..{int(gi.max())}")
+            raise CheckpointError(
+                f"tensor `{p}.g_idx`: groups must lie in 0..{k // g - 1}, "
+                f"got {int(gi.min())}..{int(gi.max())}"
+            )
         if not torch.equal(gi.to(torch.int64), torch.arange(k) // g):
             g_idx = gi.to(torch.int32)
-    return GptqWeight(qweight=qweight, scales=scales, qzeros=qzeros, group_size=g,
-                      zero_point=cfg.quant.zero_point, g_idx=g_idx)
+    return GptqWeight(
+        qweight=qweight,
+        scales=scales,
+        qzeros=qzeros,
+        group_size=g,
+        zero_point=cfg.quant.zero_point,
+        g_idx=g_idx,
+    )
 
 
 def _load_vector(r: _Reader, name: str, shape: tuple) -> torch.Tensor:
@@ -327,15 +358,19 @@ class CheckpointReader:
         self.r = _Reader(path)
         expected = set()
         for i in range(cfg.num_hidden_layers):
-            expected |= {f"model.layers.{i}.{n}.weight"
-                         for n in ("input_layernorm", "post_attention_layernorm")}
+            expected |= {
+                f"model.layers.{i}.{n}.weight"
+                for n in ("input_layernorm", "post_attention_layernorm")
+            }
             expected |= {f"{_prefix(p, i)}.{part}" for p in ATTN + MLP for part in PARTS}
         expected |= {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"}
         extra = sorted(self.r.names() - expected)
         if extra:
-            raise CheckpointError(f"{path}: unexpected tensor(s) {', '.join(extra[:5])}"
-                                  f"{' …' if len(extra) > 5 else ''} (biases and other layouts "
-                                  f"are not supported by this decoder)")
+            raise CheckpointError(
+                f"{path}: unexpected tensor(s) {', '.join(extra[:5])}"
+                f"{' …' if len(extra) > 5 else ''} (biases and other layouts "
+                f"are not supported by this decoder)"
+            )
 
     def globals(self, device="cpu") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(embedding, final norm, LM head), fp16 on ``device``."""
@@ -352,10 +387,12 @@ class CheckpointReader:
         """Layer ``i``, checked, on ``device``."""
         h = self.cfg.hidden_size
         return LayerWeights(
-            input_norm=_load_vector(self.r, f"model.layers.{i}.input_layernorm.weight",
-                                    (h,)).to(device),
-            post_norm=_load_vector(self.r, f"model.layers.{i}.post_attention_layernorm.weight",
-                                   (h,)).to(device),
+            input_norm=_load_vector(self.r, f"model.layers.{i}.input_layernorm.weight", (h,)).to(
+                device
+            ),
+            post_norm=_load_vector(
+                self.r, f"model.layers.{i}.post_attention_layernorm.weight", (h,)
+            ).to(device),
             linears={p: _load_linear(self.r, self.cfg, p, i).to(device) for p in ATTN + MLP},
         )
 
@@ -366,7 +403,6 @@ class CheckpointReader:
         return Checkpoint(self.cfg, embed, norm, lm_head, layers)
 
 
-def load_checkpoint(path: str | Path, cfg: DecoderConfig | None = None,
-                    device="cpu") -> Checkpoint:
+def load_checkpoint(path: str | Path, cfg: DecoderConfig | None = None, device="cpu") -> Checkpoint:
     """Read and check a whole GPTQ checkpoint (config.json in ``path`` unless ``cfg`` is given)."""
     return CheckpointReader(path, cfg).load(device)

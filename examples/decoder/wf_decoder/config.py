@@ -91,23 +91,30 @@ class DecoderConfig:
 
     def check_tp(self, tp: int) -> None:
         """Raise ConfigError unless this model shards over ``tp`` ranks as DESIGN.md does: Q and
-        KV heads (or KV heads are replicated), the FFN width and the vocabulary split evenly, every column shard a whole number
-        of packed qzeros words, every row shard a whole number of groups."""
+        KV heads (or KV heads are replicated), the FFN width and the vocabulary split evenly,
+        every column shard a whole number of packed qzeros words, every row shard a whole number
+        of groups."""
         g = self.quant.group_size
         checks = [
             ("num_attention_heads", self.num_attention_heads % tp == 0),
-            ("num_key_value_heads", self.num_key_value_heads % tp == 0
-             or tp % self.num_key_value_heads == 0),
-            ("intermediate_size", self.intermediate_size % (tp * g) == 0
-             and (self.intermediate_size // tp) % 8 == 0),
+            (
+                "num_key_value_heads",
+                self.num_key_value_heads % tp == 0 or tp % self.num_key_value_heads == 0,
+            ),
+            (
+                "intermediate_size",
+                self.intermediate_size % (tp * g) == 0 and (self.intermediate_size // tp) % 8 == 0,
+            ),
             ("num_attention_heads * head_dim", self.q_size % (tp * g) == 0),
             ("num_key_value_heads * head_dim", self.kv_heads_local(tp) * self.head_dim % 8 == 0),
             ("vocab_size", self.vocab_size % tp == 0),
         ]
-        for field, ok in checks:
+        for what, ok in checks:
             if not ok:
-                raise ConfigError(f"{self.name}: {field} does not shard over tp={tp} "
-                                  f"(group_size {g}, packed qzeros words of 8 columns)")
+                raise ConfigError(
+                    f"{self.name}: {what} does not shard over tp={tp} "
+                    f"(group_size {g}, packed qzeros words of 8 columns)"
+                )
 
     def to_hf(self) -> dict:
         """The config as a Hugging Face config.json dict (what :func:`from_dict` reads back)."""
@@ -155,17 +162,20 @@ def _quant_from_dict(q, where: str) -> QuantConfig:
         raise ConfigError(f"{w}: field `bits` must be 4 (INT4 GPTQ), got {bits}")
     method = q.get("quant_method", "gptq")
     if method != "gptq":
-        raise ConfigError(f"{w}: field `quant_method` must be \"gptq\", got {method!r}")
+        raise ConfigError(f'{w}: field `quant_method` must be "gptq", got {method!r}')
     fmt = _field(q, "checkpoint_format", str, w, default="gptq", required=False)
     if fmt not in CHECKPOINT_FORMATS:
-        raise ConfigError(f"{w}: field `checkpoint_format` must be one of {CHECKPOINT_FORMATS}, "
-                          f"got {fmt!r}")
+        raise ConfigError(
+            f"{w}: field `checkpoint_format` must be one of {CHECKPOINT_FORMATS}, got {fmt!r}"
+        )
     group = q.get("group_size")
     if isinstance(group, int) and not isinstance(group, bool) and group in (32, 64, 128):
         pass
     elif group == -1:
-        raise ConfigError(f"{w}: field `group_size` -1 (per-channel) is not supported by the "
-                          f"decoder example; use 32, 64 or 128")
+        raise ConfigError(
+            f"{w}: field `group_size` -1 (per-channel) is not supported by the "
+            f"decoder example; use 32, 64 or 128"
+        )
     else:
         raise ConfigError(f"{w}: field `group_size` must be 32, 64 or 128, got {group!r}")
     return QuantConfig(
@@ -185,13 +195,17 @@ def from_dict(d: dict, name: str = "decoder") -> DecoderConfig:
     heads = _field(d, "num_attention_heads", int, name)
     kv_heads = _field(d, "num_key_value_heads", int, name, default=heads, required=False)
     if heads % kv_heads:
-        raise ConfigError(f"{name}: field `num_key_value_heads` ({kv_heads}) must divide "
-                          f"`num_attention_heads` ({heads})")
+        raise ConfigError(
+            f"{name}: field `num_key_value_heads` ({kv_heads}) must divide "
+            f"`num_attention_heads` ({heads})"
+        )
     head_dim = d.get("head_dim")
     if head_dim is None:
         if hidden % heads:
-            raise ConfigError(f"{name}: missing field `head_dim`, and `hidden_size` is not a "
-                              f"multiple of `num_attention_heads`")
+            raise ConfigError(
+                f"{name}: missing field `head_dim`, and `hidden_size` is not a "
+                f"multiple of `num_attention_heads`"
+            )
         head_dim = hidden // heads
     else:
         head_dim = _field(d, "head_dim", int, name)
@@ -209,16 +223,19 @@ def from_dict(d: dict, name: str = "decoder") -> DecoderConfig:
         rms_norm_eps=_field(d, "rms_norm_eps", float, name),
         vocab_size=_field(d, "vocab_size", int, name),
         rope_theta=_field(d, "rope_theta", float, name, default=10000.0, required=False),
-        tie_word_embeddings=_field(d, "tie_word_embeddings", bool, name, default=False,
-                                   required=False),
+        tie_word_embeddings=_field(
+            d, "tie_word_embeddings", bool, name, default=False, required=False
+        ),
         quant=_quant_from_dict(d["quantization_config"], name),
         name=name,
     )
     g = cfg.quant.group_size
     for proj, (k, n) in cfg.linear_shapes().items():
         if k % g or n % 8:
-            raise ConfigError(f"{name}: {proj} is {k} -> {n}: its input width must be a multiple "
-                              f"of group_size {g} and its output width a multiple of 8")
+            raise ConfigError(
+                f"{name}: {proj} is {k} -> {n}: its input width must be a multiple "
+                f"of group_size {g} and its output width a multiple of 8"
+            )
     return cfg
 
 

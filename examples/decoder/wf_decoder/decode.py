@@ -86,14 +86,20 @@ class Generation:
     logits: list[torch.Tensor] | None
 
 
-def generate(runner: StepRunner, prompt: torch.Tensor, steps: int, keep_logits: bool = False,
-             force: torch.Tensor | None = None) -> Generation:
+def generate(
+    runner: StepRunner,
+    prompt: torch.Tensor,
+    steps: int,
+    keep_logits: bool = False,
+    force: torch.Tensor | None = None,
+) -> Generation:
     """Greedy decoding of ``steps`` tokens after ``prompt``. With ``force`` [B, steps]
     (teacher forcing) those tokens are fed instead of the path's own choices, so every step's
     logits are comparable across paths; ``tokens`` still holds each step's own argmax."""
     if runner.model.max_seq < prompt.shape[1] + steps:
-        raise ValueError(f"max_seq {runner.model.max_seq} < prompt {prompt.shape[1]} + "
-                         f"steps {steps}")
+        raise ValueError(
+            f"max_seq {runner.model.max_seq} < prompt {prompt.shape[1]} + steps {steps}"
+        )
     runner.prefill(prompt)
     out = torch.empty(steps, runner.model.batch, dtype=torch.int64, device=runner.model.device)
     kept = [] if keep_logits else None

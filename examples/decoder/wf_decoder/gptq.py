@@ -115,49 +115,73 @@ class GptqWeight:
     def cols(self, start: int, stop: int) -> GptqWeight:
         """Columns [start, stop) (column-parallel shard); both multiples of 8."""
         if start % 8 or stop % 8:
-            raise ValueError(f"a column shard must start and end on a packed qzeros word: "
-                             f"[{start}, {stop})")
-        return replace(self, qweight=self.qweight[:, start:stop].contiguous(),
-                       scales=self.scales[:, start:stop].contiguous(),
-                       qzeros=self.qzeros[:, start // 8:stop // 8].contiguous())
+            raise ValueError(
+                f"a column shard must start and end on a packed qzeros word: [{start}, {stop})"
+            )
+        return replace(
+            self,
+            qweight=self.qweight[:, start:stop].contiguous(),
+            scales=self.scales[:, start:stop].contiguous(),
+            qzeros=self.qzeros[:, start // 8 : stop // 8].contiguous(),
+        )
 
     def rows(self, start: int, stop: int) -> GptqWeight:
         """Rows [start, stop) (row-parallel shard); multiples of group_size. With act-order the
         shard keeps every group's scales and zeros and its slice of g_idx."""
         if start % self.group_size or stop % self.group_size:
-            raise ValueError(f"a row shard must start and end on a group of {self.group_size}: "
-                             f"[{start}, {stop})")
-        qw = self.qweight[start // 8:stop // 8].contiguous()
+            raise ValueError(
+                f"a row shard must start and end on a group of {self.group_size}: [{start}, {stop})"
+            )
+        qw = self.qweight[start // 8 : stop // 8].contiguous()
         if self.act_order:
             return replace(self, qweight=qw, g_idx=self.g_idx[start:stop].contiguous())
         g0, g1 = start // self.group_size, stop // self.group_size
-        return replace(self, qweight=qw, scales=self.scales[g0:g1].contiguous(),
-                       qzeros=self.qzeros[g0:g1].contiguous())
+        return replace(
+            self,
+            qweight=qw,
+            scales=self.scales[g0:g1].contiguous(),
+            qzeros=self.qzeros[g0:g1].contiguous(),
+        )
 
     def to(self, device) -> GptqWeight:
         """The same weight on ``device``."""
-        return replace(self, qweight=self.qweight.to(device), scales=self.scales.to(device),
-                       qzeros=self.qzeros.to(device),
-                       g_idx=None if self.g_idx is None else self.g_idx.to(device))
+        return replace(
+            self,
+            qweight=self.qweight.to(device),
+            scales=self.scales.to(device),
+            qzeros=self.qzeros.to(device),
+            g_idx=None if self.g_idx is None else self.g_idx.to(device),
+        )
 
     @staticmethod
     def cat_cols(ws: list[GptqWeight]) -> GptqWeight:
         """Weights of the same K side by side (Q|K|V, gate|up); act-order needs equal g_idx."""
         w0 = ws[0]
         for w in ws[1:]:
-            if (w.k, w.group_size, w.zero_point, w.act_order) != (w0.k, w0.group_size,
-                                                                  w0.zero_point, w0.act_order):
-                raise ValueError("cat_cols: weights differ in K, group size, zero point or act-order")
+            if (w.k, w.group_size, w.zero_point, w.act_order) != (
+                w0.k,
+                w0.group_size,
+                w0.zero_point,
+                w0.act_order,
+            ):
+                raise ValueError(
+                    "cat_cols: weights differ in K, group size, zero point or act-order"
+                )
             if w.act_order and not torch.equal(w.g_idx, w0.g_idx):
-                raise ValueError("cat_cols: act-order weights with different g_idx cannot share "
-                                 "one launch")
-        return replace(w0, qweight=torch.cat([w.qweight for w in ws], 1),
-                       scales=torch.cat([w.scales for w in ws], 1),
-                       qzeros=torch.cat([w.qzeros for w in ws], 1))
+                raise ValueError(
+                    "cat_cols: act-order weights with different g_idx cannot share one launch"
+                )
+        return replace(
+            w0,
+            qweight=torch.cat([w.qweight for w in ws], 1),
+            scales=torch.cat([w.scales for w in ws], 1),
+            qzeros=torch.cat([w.qzeros for w in ws], 1),
+        )
 
 
-def quantize(w: torch.Tensor, group_size: int, sym: bool, zero_point: str,
-             g_idx: torch.Tensor | None = None) -> GptqWeight:
+def quantize(
+    w: torch.Tensor, group_size: int, sym: bool, zero_point: str, g_idx: torch.Tensor | None = None
+) -> GptqWeight:
     """GPTQ-style round-to-nearest quantisation of W [K, N] (float) with integer zero points.
 
     Symmetric: s = 2·max|w| / 15 per group and column, z = 8. Asymmetric: s = (max − min) / 15 over
@@ -167,8 +191,10 @@ def quantize(w: torch.Tensor, group_size: int, sym: bool, zero_point: str,
     act-order ``g_idx`` (each group exactly ``group_size`` rows) the groups are its row sets."""
     k, n = w.shape
     if k % group_size or k % 8 or n % 8:
-        raise ValueError(f"quantize: K={k} must be a multiple of group_size {group_size} and 8, "
-                         f"N={n} a multiple of 8")
+        raise ValueError(
+            f"quantize: K={k} must be a multiple of group_size {group_size} and 8, "
+            f"N={n} a multiple of 8"
+        )
     perm = None
     if g_idx is not None:
         perm = torch.argsort(g_idx.to(torch.int64), stable=True)
@@ -192,6 +218,11 @@ def quantize(w: torch.Tensor, group_size: int, sym: bool, zero_point: str,
     if perm is not None:
         q = torch.empty_like(q).index_copy_(0, perm, q)
     z = zero.to(torch.int64) - (1 if zero_point == "v1" else 0)
-    return GptqWeight(qweight=pack_rows(q), scales=scale.to(torch.float16), qzeros=pack_cols(z),
-                      group_size=group_size, zero_point=zero_point,
-                      g_idx=None if g_idx is None else g_idx.to(torch.int32))
+    return GptqWeight(
+        qweight=pack_rows(q),
+        scales=scale.to(torch.float16),
+        qzeros=pack_cols(z),
+        group_size=group_size,
+        zero_point=zero_point,
+        g_idx=None if g_idx is None else g_idx.to(torch.int32),
+    )

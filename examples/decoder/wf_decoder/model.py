@@ -77,7 +77,7 @@ def shard_model(source, tp: int = 1, ranks: list[int] | None = None, device="cpu
     ranks = list(range(tp)) if ranks is None else list(ranks)
     embed, final_norm, lm_head = source.globals(device)
     v = cfg.vocab_size // tp
-    lm_shards = [lm_head[r * v:(r + 1) * v].contiguous() for r in ranks]
+    lm_shards = [lm_head[r * v : (r + 1) * v].contiguous() for r in ranks]
     del lm_head
     norms, linears = [], []
     for i in range(cfg.num_hidden_layers):
@@ -88,7 +88,9 @@ def shard_model(source, tp: int = 1, ranks: list[int] | None = None, device="cpu
     return ShardedModel(cfg, tp, ranks, embed, final_norm, lm_shards, norms, linears)
 
 
-def rope_tables(head_dim: int, max_seq: int, theta: float, device) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_tables(
+    head_dim: int, max_seq: int, theta: float, device
+) -> tuple[torch.Tensor, torch.Tensor]:
     """cos, sin [max_seq, head_dim] (float32) of rotate-half RoPE."""
     inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
     f = torch.outer(torch.arange(max_seq, dtype=torch.float64), inv)
@@ -108,9 +110,11 @@ def rope_qkv(q, k, v, cos, sin, heads: int, kv_heads: int, head_dim: int, dtype:
     """Q and K [B, heads·head_dim] rotated, and V, as [B, heads, head_dim] in the KV cache's
     ``dtype``: the attention glue every path shares (one fused kernel under torch.compile)."""
     B = q.shape[0]
-    return (apply_rope(q.reshape(B, heads, head_dim), cos, sin).to(dtype),
-            apply_rope(k.reshape(B, kv_heads, head_dim), cos, sin).to(dtype),
-            v.reshape(B, kv_heads, head_dim).to(dtype))
+    return (
+        apply_rope(q.reshape(B, heads, head_dim), cos, sin).to(dtype),
+        apply_rope(k.reshape(B, kv_heads, head_dim), cos, sin).to(dtype),
+        v.reshape(B, kv_heads, head_dim).to(dtype),
+    )
 
 
 class Decoder:
@@ -119,8 +123,14 @@ class Decoder:
     (default: on CUDA) fuses the RoPE of Q and K and the casts into the cache's dtype with
     torch.compile: glue every path runs the same way, kept from costing ~6 launches a layer."""
 
-    def __init__(self, sm: ShardedModel, backend: Backend, batch: int = 1, max_seq: int = 128,
-                 compile_glue: bool | None = None):
+    def __init__(
+        self,
+        sm: ShardedModel,
+        backend: Backend,
+        batch: int = 1,
+        max_seq: int = 128,
+        compile_glue: bool | None = None,
+    ):
         cfg = sm.cfg
         self.cfg, self.sm, self.backend = cfg, sm, backend
         self.batch, self.max_seq = batch, max_seq
@@ -133,12 +143,17 @@ class Decoder:
         self.norms = [(b.prepare_vector(a), b.prepare_vector(c)) for a, c in sm.norms]
         self.layers = []
         for layer in sm.linears:
-            self.layers.append([{
-                "qkv": b.prepare_qkv(w["q_proj"], w["k_proj"], w["v_proj"]),
-                "o": b.prepare(w["o_proj"]),
-                "gate_up": b.prepare_gate_up(w["gate_proj"], w["up_proj"]),
-                "down": b.prepare(w["down_proj"]),
-            } for w in layer])
+            self.layers.append(
+                [
+                    {
+                        "qkv": b.prepare_qkv(w["q_proj"], w["k_proj"], w["v_proj"]),
+                        "o": b.prepare(w["o_proj"]),
+                        "gate_up": b.prepare_gate_up(w["gate_proj"], w["up_proj"]),
+                        "down": b.prepare(w["down_proj"]),
+                    }
+                    for w in layer
+                ]
+            )
         self.nq = cfg.num_attention_heads // sm.tp
         self.nkv = cfg.kv_heads_local(sm.tp)
         shape = (len(sm.ranks), batch, self.nkv, max_seq, cfg.head_dim)
@@ -148,8 +163,9 @@ class Decoder:
         self.positions = torch.arange(max_seq, device=dev)
         if compile_glue is None:
             compile_glue = dev.type == "cuda"
-        self._rope = torch.compile(rope_qkv, fullgraph=True, dynamic=False) if compile_glue \
-            else rope_qkv
+        self._rope = (
+            torch.compile(rope_qkv, fullgraph=True, dynamic=False) if compile_glue else rope_qkv
+        )
 
     def reset(self) -> None:
         """Empty the KV cache."""
@@ -160,20 +176,23 @@ class Decoder:
         cfg, b, B = self.cfg, self.backend, x.shape[0]
         hd = cfg.head_dim
         kc, vc = self.k_cache[i][r], self.v_cache[i][r]
-        q, k, v = self._rope(*b.qkv(x, self.layers[i][r]["qkv"]), cos, sin, self.nq, self.nkv,
-                             hd, kc.dtype)
+        q, k, v = self._rope(
+            *b.qkv(x, self.layers[i][r]["qkv"]), cos, sin, self.nq, self.nkv, hd, kc.dtype
+        )
         kc.index_copy_(2, pos.view(1), k.unsqueeze(2))
         vc.index_copy_(2, pos.view(1), v.unsqueeze(2))
-        o = F.scaled_dot_product_attention(q.unsqueeze(2), kc, vc, attn_mask=mask,
-                                           enable_gqa=self.nq != self.nkv)
+        o = F.scaled_dot_product_attention(
+            q.unsqueeze(2), kc, vc, attn_mask=mask, enable_gqa=self.nq != self.nkv
+        )
         return o.reshape(B, self.nq * hd)
 
-    def step(self, tokens: torch.Tensor, pos: torch.Tensor,
-             hidden: list | None = None) -> torch.Tensor:
+    def step(
+        self, tokens: torch.Tensor, pos: torch.Tensor, hidden: list | None = None
+    ) -> torch.Tensor:
         """One decode step: ``tokens`` [B] (int64) at position ``pos`` (a 0-d int64 tensor on the
         device, so a captured graph replays at any position) -> logits [B, vocab]. Appends each
         layer's residual stream to ``hidden`` when given."""
-        cfg, b, eps = self.cfg, self.backend, self.cfg.rms_norm_eps
+        b, eps = self.backend, self.cfg.rms_norm_eps
         cos = self.cos.index_select(0, pos.view(1))
         sin = self.sin.index_select(0, pos.view(1))
         mask = (self.positions <= pos).view(1, 1, 1, -1)
@@ -184,11 +203,13 @@ class Decoder:
         for i in range(n):
             attn = [self._attention(i, r, normed, pos, cos, sin, mask) for r in ranks]
             residual, normed = b.linear_row_allreduce_rmsnorm(
-                attn, [self.layers[i][r]["o"] for r in ranks], residual, self.norms[i][1], eps)
+                attn, [self.layers[i][r]["o"] for r in ranks], residual, self.norms[i][1], eps
+            )
             mlp = [b.gate_up_silu(normed, self.layers[i][r]["gate_up"]) for r in ranks]
             next_norm = self.norms[i + 1][0] if i + 1 < n else self.final_norm
             residual, normed = b.down_allreduce_rmsnorm(
-                mlp, [self.layers[i][r]["down"] for r in ranks], residual, next_norm, eps)
+                mlp, [self.layers[i][r]["down"] for r in ranks], residual, next_norm, eps
+            )
             if hidden is not None:
                 hidden.append(residual)
         return b.lm_head(normed, self.lm_head)

@@ -13,8 +13,10 @@ def canonical(name: str) -> str:
     """The full path name of ``name`` (an alias or a full name); ValueError if unknown."""
     full = ALIASES.get(name, name)
     if full not in PATHS:
-        raise ValueError(f"unknown path `{name}`: choose from {', '.join(PATHS)} "
-                         f"(or {', '.join(f'{k}={v}' for k, v in ALIASES.items())})")
+        raise ValueError(
+            f"unknown path `{name}`: choose from {', '.join(PATHS)} "
+            f"(or {', '.join(f'{k}={v}' for k, v in ALIASES.items())})"
+        )
     return full
 
 

@@ -75,8 +75,9 @@ class Backend:
         Defaults to ``linear_col`` (the arithmetic is the same; only the caller's sum differs)."""
         return self.linear_col(x, w)
 
-    def allreduce_residual(self, partials: Sequence[torch.Tensor],
-                           residual: torch.Tensor) -> torch.Tensor:
+    def allreduce_residual(
+        self, partials: Sequence[torch.Tensor], residual: torch.Tensor
+    ) -> torch.Tensor:
         """r' = Σ partials (held ranks, then the process group) + residual, one rounding."""
         s = torch.stack(list(partials)).to(torch.float32).sum(0)
         if self.group is not None:
@@ -120,18 +121,29 @@ class Backend:
         wg, wu = wgu
         return self.silu_mul(self.linear_col(x, wg), self.linear_col(x, wu))
 
-    def allreduce_residual_rmsnorm(self, partials: Sequence[torch.Tensor], residual: torch.Tensor,
-                                   norm_w: torch.Tensor, eps: float):
+    def allreduce_residual_rmsnorm(
+        self,
+        partials: Sequence[torch.Tensor],
+        residual: torch.Tensor,
+        norm_w: torch.Tensor,
+        eps: float,
+    ):
         """(r', rmsnorm(r')) with r' = Σ partials + residual: the new residual stream and the
         next layer's normed input (two outputs; the stream is not overwritten)."""
         r = self.allreduce_residual(partials, residual)
         return r, self.rmsnorm(r, norm_w, eps)
 
-    def linear_row_allreduce_rmsnorm(self, xs: Sequence[torch.Tensor], ws: Sequence[Any],
-                                     residual: torch.Tensor, norm_w: torch.Tensor, eps: float):
+    def linear_row_allreduce_rmsnorm(
+        self,
+        xs: Sequence[torch.Tensor],
+        ws: Sequence[Any],
+        residual: torch.Tensor,
+        norm_w: torch.Tensor,
+        eps: float,
+    ):
         """Row-parallel linear (O or down: one x and one weight per held rank), allreduce,
         residual add, RMSNorm -> (r', normed)."""
-        partials = [self.linear_row_partial(x, w) for x, w in zip(xs, ws)]
+        partials = [self.linear_row_partial(x, w) for x, w in zip(xs, ws, strict=True)]
         return self.allreduce_residual_rmsnorm(partials, residual, norm_w, eps)
 
     def down_allreduce_rmsnorm(self, xs, ws, residual, norm_w, eps):

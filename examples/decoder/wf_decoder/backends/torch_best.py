@@ -68,8 +68,11 @@ class TorchBestBackend(Backend):
         self.fallbacks: list[str] = []
         self.tinygemm = 0
         self._cuda_pairs_high_first = None
-        wrap = (lambda f: torch.compile(f, fullgraph=True, dynamic=False)) if self.compiled \
+        wrap = (
+            (lambda f: torch.compile(f, fullgraph=True, dynamic=False))
+            if self.compiled
             else (lambda f: f)
+        )
         self._add_norm = wrap(_add_norm)
         self._rmsnorm = wrap(_rmsnorm)
         self._silu_mul_halves = wrap(_silu_mul_halves)
@@ -112,21 +115,27 @@ class TorchBestBackend(Backend):
         """The CUDA conversion takes uint8 nibble pairs, code 2j in the high nibble of byte j in
         torch 2.11 (bench/results/2026-12-05-h100-decoder-torch-apis); the order is checked once
         against the dequantised weight, both tried, and then kept."""
-        orders = [self._cuda_pairs_high_first] if self._cuda_pairs_high_first is not None \
+        orders = (
+            [self._cuda_pairs_high_first]
+            if self._cuda_pairs_high_first is not None
             else [True, False]
+        )
         want_w = w.dequantize(torch.float32)
         x = torch.randn(1, w.k, device=self.device).to(self.act)
         want = x.to(torch.float32) @ want_w
         for high_first in orders:
             packed = torch.ops.aten._convert_weight_to_int4pack(
-                _nibble_pairs(codes_nk, high_first), tiles)
+                _nibble_pairs(codes_nk, high_first), tiles
+            )
             got = torch.ops.aten._weight_int4pack_mm(x, packed, w.group_size, table)
             rel = (got.float() - want).norm() / want.norm()
             if rel < 2e-2:
                 self._cuda_pairs_high_first = high_first
                 return packed
-        raise RuntimeError(f"torch {torch.__version__}: _convert_weight_to_int4pack's input "
-                           f"layout matched neither nibble order (rel err {float(rel):.3g})")
+        raise RuntimeError(
+            f"torch {torch.__version__}: _convert_weight_to_int4pack's input "
+            f"layout matched neither nibble order (rel err {float(rel):.3g})"
+        )
 
     def prepare(self, w: GptqWeight):
         """tinygemm layout where it applies, else the dequantised FP16 weight [N, K]."""
@@ -140,8 +149,11 @@ class TorchBestBackend(Backend):
         differ, merged after dequantising)."""
         if any(w.act_order for w in ws):
             self.fallbacks.append(f"{ws[0].k}->{sum(w.n for w in ws)}: act-order g_idx")
-            return torch.cat([w.to(self.device).dequantize(torch.float16) for w in ws],
-                             1).t().contiguous()
+            return (
+                torch.cat([w.to(self.device).dequantize(torch.float16) for w in ws], 1)
+                .t()
+                .contiguous()
+            )
         return self.prepare(GptqWeight.cat_cols(ws))
 
     def prepare_qkv(self, wq, wk, wv):
@@ -162,8 +174,9 @@ class TorchBestBackend(Backend):
         xa = x if x.dtype == self.act else x.to(self.act)
         if self.cuda:
             return torch.ops.aten._weight_int4pack_mm(xa, w.packed, w.group_size, w.scale_offset)
-        return torch.ops.aten._weight_int4pack_mm_for_cpu(xa, w.packed, w.group_size,
-                                                         w.scale_offset)
+        return torch.ops.aten._weight_int4pack_mm_for_cpu(
+            xa, w.packed, w.group_size, w.scale_offset
+        )
 
     def linear_col(self, x: torch.Tensor, w) -> torch.Tensor:
         """x @ W, FP16 out."""
@@ -196,7 +209,7 @@ class TorchBestBackend(Backend):
         casts them into the KV cache's dtype)."""
         w, (nq, nk, nv) = wqkv
         y = self._mm(x, w)
-        return y[:, :nq], y[:, nq:nq + nk], y[:, nq + nk:]
+        return y[:, :nq], y[:, nq : nq + nk], y[:, nq + nk :]
 
     def gate_up_silu(self, x, wgu):
         """silu(gate)·up in one compiled kernel over the merged matmul's halves, left in its dtype
@@ -218,8 +231,10 @@ class TorchBestBackend(Backend):
 
     def describe(self) -> str:
         kind = "torch._weight_int4pack_mm" + ("" if self.cuda else "_for_cpu")
-        s = (f"torch_best: {kind} ({self.tinygemm} weights, {self.act} activations), merged "
-             f"QKV and gate|up, elementwise {'torch.compile' if self.compiled else 'eager'}")
+        s = (
+            f"torch_best: {kind} ({self.tinygemm} weights, {self.act} activations), merged "
+            f"QKV and gate|up, elementwise {'torch.compile' if self.compiled else 'eager'}"
+        )
         if self.fallbacks:
             s += f"; dequantised FP16 fallback for {len(self.fallbacks)}: {self.fallbacks[0]}"
         return s

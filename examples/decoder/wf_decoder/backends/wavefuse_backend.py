@@ -1,4 +1,4 @@
-"""Paths (b) and (c): wavefuse's kernels, unfused and fused, through the ``wavefuse`` Python package.
+"""Paths (b) and (c): wavefuse's kernels, unfused and fused, through the ``wavefuse`` package.
 
 The package was being written while this adapter was; everything it assumes about its API is in
 this file, so fixing the adapter to the real API touches nothing else. Assumed API:
@@ -45,12 +45,16 @@ def import_wavefuse():
     try:
         import wavefuse
     except ImportError as e:
-        raise ImportError(f"{MISSING} (the wavefuse_unfused / wavefuse_fused paths need the "
-                          f"`wavefuse` Python package: build it with maturin from the repository; "
-                          f"{e})") from e
+        raise ImportError(
+            f"{MISSING} (the wavefuse_unfused / wavefuse_fused paths need the "
+            f"`wavefuse` Python package: build it with maturin from the repository; "
+            f"{e})"
+        ) from e
     if not hasattr(wavefuse, "kernel"):
-        raise ImportError("the installed `wavefuse` package has no `kernel(name, ...)`: "
-                          "wf_decoder/backends/wavefuse_backend.py assumes it (see its docstring)")
+        raise ImportError(
+            "the installed `wavefuse` package has no `kernel(name, ...)`: "
+            "wf_decoder/backends/wavefuse_backend.py assumes it (see its docstring)"
+        )
     return wavefuse
 
 
@@ -79,16 +83,19 @@ class WavefuseUnfusedBackend(Backend):
     def __init__(self, device="cpu", group=None):
         super().__init__(device, group)
         if group is not None:
-            raise NotImplementedError(f"{self.name}: one process per GPU (a torch.distributed "
-                                      f"group) is not bound yet; run the ranks in one process")
+            raise NotImplementedError(
+                f"{self.name}: one process per GPU (a torch.distributed "
+                f"group) is not bound yet; run the ranks in one process"
+            )
         self.wf = import_wavefuse()
         self._kernels: dict[tuple, Any] = {}
 
     def _kernel(self, name: str, tp: int, batch: int, **shape):
         key = (name, tp, batch, tuple(sorted(shape.items())))
         if key not in self._kernels:
-            self._kernels[key] = self.wf.kernel(name, tp=tp, batch=batch, device=str(self.device),
-                                                **shape)
+            self._kernels[key] = self.wf.kernel(
+                name, tp=tp, batch=batch, device=str(self.device), **shape
+            )
         return self._kernels[key]
 
     @staticmethod
@@ -98,8 +105,10 @@ class WavefuseUnfusedBackend(Backend):
     def prepare(self, w: GptqWeight) -> GptqWeight:
         """The GPTQ tensors as they are, on the device; act-order refused."""
         if w.act_order:
-            raise ValueError(f"{self.name}: act-order (g_idx) weights are not supported by the "
-                             f"wavefuse kernel set; use a checkpoint without desc_act")
+            raise ValueError(
+                f"{self.name}: act-order (g_idx) weights are not supported by the "
+                f"wavefuse kernel set; use a checkpoint without desc_act"
+            )
         return w.to(self.device)
 
     def linear_col(self, x, w: GptqWeight):
@@ -108,14 +117,20 @@ class WavefuseUnfusedBackend(Backend):
 
     def allreduce_residual(self, partials, residual):
         partials = list(partials)
-        k = self._kernel("allreduce_residual", len(partials), residual.shape[0],
-                         hidden=residual.shape[1])
+        k = self._kernel(
+            "allreduce_residual", len(partials), residual.shape[0], hidden=residual.shape[1]
+        )
         return _outputs(k(partial=_ranked(partials), residual=residual))[0]
 
     def allreduce_residual_rmsnorm(self, partials, residual, norm_w, eps):
         partials = list(partials)
-        k = self._kernel("allreduce_residual_rmsnorm", len(partials), residual.shape[0],
-                         hidden=residual.shape[1], eps=eps)
+        k = self._kernel(
+            "allreduce_residual_rmsnorm",
+            len(partials),
+            residual.shape[0],
+            hidden=residual.shape[1],
+            eps=eps,
+        )
         r, normed = _outputs(k(partial=_ranked(partials), residual=residual, norm_w=norm_w))
         return r, normed
 
@@ -135,25 +150,42 @@ class WavefuseFusedBackend(WavefuseUnfusedBackend):
 
     def qkv(self, x, wqkv):
         w, nq, nkv = wqkv
-        k = self._kernel("gemv_int4_qkv", 1, x.shape[0], hidden=w.k, nq=nq, nkv=nkv,
-                         **self._quant(w))
+        k = self._kernel(
+            "gemv_int4_qkv", 1, x.shape[0], hidden=w.k, nq=nq, nkv=nkv, **self._quant(w)
+        )
         q, kk, v = _outputs(k(w_qkv=_gptq_arg(w), x=x))
         return q, kk, v
 
     def gate_up_silu(self, x, wgu):
         wg, wu = wgu
-        k = self._kernel("gemv_int4_dual_silu", 1, x.shape[0], hidden=wg.k, n=wg.n,
-                         **self._quant(wg))
+        k = self._kernel(
+            "gemv_int4_dual_silu", 1, x.shape[0], hidden=wg.k, n=wg.n, **self._quant(wg)
+        )
         return _outputs(k(w_gate=_gptq_arg(wg), w_up=_gptq_arg(wu), x=x))[0]
 
     def linear_row_allreduce_rmsnorm(self, xs, ws, residual, norm_w, eps):
         xs, ws = list(xs), list(ws)
-        k = self._kernel("gemv_int4_allreduce_rmsnorm", len(xs), residual.shape[0],
-                         hidden=residual.shape[1], k=ws[0].k, eps=eps, **self._quant(ws[0]))
-        r, normed = _outputs(k(w_down=_ranked([_gptq_arg(w) for w in ws]), x=_ranked(xs),
-                               residual=residual, norm_w=norm_w))
+        k = self._kernel(
+            "gemv_int4_allreduce_rmsnorm",
+            len(xs),
+            residual.shape[0],
+            hidden=residual.shape[1],
+            k=ws[0].k,
+            eps=eps,
+            **self._quant(ws[0]),
+        )
+        r, normed = _outputs(
+            k(
+                w_down=_ranked([_gptq_arg(w) for w in ws]),
+                x=_ranked(xs),
+                residual=residual,
+                norm_w=norm_w,
+            )
+        )
         return r, normed
 
     def describe(self) -> str:
-        return (f"{self.name}: wavefuse gemv_int4_qkv, gemv_int4_dual_silu, "
-                f"gemv_int4_allreduce_rmsnorm (O and down)")
+        return (
+            f"{self.name}: wavefuse gemv_int4_qkv, gemv_int4_dual_silu, "
+            f"gemv_int4_allreduce_rmsnorm (O and down)"
+        )
