@@ -147,7 +147,10 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 "\n    {}{sep} // {}",
                 self.param_decl(p)?,
                 if self.k.epoch_state == Some(p) {
-                    "u32[2] read_write, device epoch: [0] launches completed, [1] workgroups finished (zeroed once)".into()
+                    format!(
+                        "u32[{}] read_write, device epoch: launches completed, one word per workgroup (zeroed once)",
+                        self.k.grid
+                    )
                 } else {
                     param_note(&d.kind)
                 }

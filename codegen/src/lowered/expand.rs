@@ -2,12 +2,14 @@
 //!
 //! Epoch arithmetic (DESIGN.md §5.4): `epoch` is 1 for the first launch on a set of zeroed
 //! counters and flags and grows by one per launch; nothing is ever reset by a kernel. The epoch
-//! lives on the device (the `epoch_state` counter array): every lane loads `epoch_state[0] + 1`
-//! at entry, and at exit every workgroup arrives once on `epoch_state[1]` (acq_rel, agent); the
-//! arrival that makes it `epoch·G` — the launch's last workgroup, after every other workgroup
-//! loaded the epoch — adds 1 to `epoch_state[0]` (every other workgroup adds 0). So the same
-//! launch with the same arguments, replayed (a captured CUDA/HIP graph), counts on by itself.
-//! A kernel built with the hand-written ABI's host-passed `epoch` scalar keeps that instead.
+//! lives on the device: the `epoch_state` counter array holds one word per workgroup, the launches
+//! that workgroup completed. Every lane loads its workgroup's word + 1 at entry (a plain load: the
+//! word was last written by this workgroup in the previous launch, before the kernel boundary),
+//! and after a workgroup barrier at exit lane 0 adds 1 to it (relaxed: nobody else reads it in
+//! this launch). Every workgroup runs once per launch, so all hold the same epoch; the same launch
+//! with the same arguments, replayed (a captured CUDA/HIP graph), counts on by itself, with no
+//! cross-workgroup traffic and no wait. A kernel built with the hand-written ABI's host-passed
+//! `epoch` scalar keeps that instead.
 //! - Grid barrier `i` of `B` per launch, over `G` workgroups, waits for the counter to reach
 //!   `((epoch − 1)·B + i + 1)·G`: every workgroup adds 1 per barrier, so after launch e's barrier i
 //!   the counter holds exactly that.
@@ -17,7 +19,7 @@
 
 use wavefuse_ir::{Ordering, Scope};
 
-use super::{AtomicOp, BinOp, Block, Expr, Invariant, LoweredKernel, MemRef, Special, Stmt, Ty};
+use super::{AtomicOp, BinOp, Block, Expr, Invariant, LoweredKernel, MemRef, Special, Stmt};
 
 /// Spin budget of a wait, in atomic loads (≈ seconds on a real GPU before the error is reported).
 pub const SPIN_BUDGET: u32 = 1 << 26;
@@ -44,24 +46,23 @@ fn with_device_epoch(k: &mut LoweredKernel, body: Block) -> Block {
     let (Some(state), Some(epoch)) = (k.epoch_state, k.epoch_reg) else {
         return body;
     };
-    let word = |i: u32| MemRef {
+    // One word per workgroup: only workgroup w reads and advances word w, once per launch.
+    if let super::ParamKind::Array { len, .. } = &mut k.params[state].kind {
+        *len = k.grid as usize;
+    }
+    let own = || MemRef {
         base: super::Base::Param(state),
-        index: Expr::u32(i),
+        index: Expr::Special(Special::WorkgroupId),
     };
     let mut out = vec![
         Stmt::Comment(
-            "this launch's epoch: one more than the launches completed on this state (§5.4)".into(),
+            "this launch's epoch: one more than the launches this workgroup completed (§5.4); \
+             written only by this workgroup, at the end of the previous launch"
+                .into(),
         ),
-        Stmt::Atomic {
-            dst: Some(epoch),
-            op: AtomicOp::Load,
-            mem: word(0),
-            value: None,
-            // The kernel boundary already makes the previous launch's advance visible; acquire
-            // keeps one rule for every §5.4 load (the LLVM audit's), at the cost of one load.
-            ordering: Ordering::Acquire,
-            scope: Scope::Agent,
-            why: Invariant::MonotonicEpochs,
+        Stmt::Load {
+            dst: vec![epoch],
+            mem: own(),
         },
         Stmt::Assign {
             dst: epoch,
@@ -69,43 +70,22 @@ fn with_device_epoch(k: &mut LoweredKernel, body: Block) -> Block {
         },
     ];
     out.extend(body);
-    let finished = k.reg(Ty::U32, "finished");
     out.push(Stmt::Comment(
         "the epoch advances on the device: every lane of this workgroup has loaded it".into(),
     ));
     out.push(Stmt::WorkgroupBarrier);
-    let arrive = Stmt::Atomic {
-        dst: Some(finished),
-        op: AtomicOp::Add,
-        mem: word(1),
-        value: Some(Expr::u32(1)),
-        ordering: Ordering::AcqRel,
-        scope: Scope::Agent,
-        why: Invariant::OneArrivalPerWorkgroup,
-    };
-    // The last of the launch's G arrivals reads epoch·G − 1: every workgroup loaded the epoch
-    // before its arrival, so advancing it now cannot change this launch's value anywhere.
-    let last = Expr::bin(
-        BinOp::Eq,
-        Expr::add(Expr::Reg(finished), Expr::u32(1)),
-        Expr::mul(Expr::Reg(epoch), Expr::Special(Special::NumWorkgroups)),
-    );
     let advance = Stmt::Atomic {
         dst: None,
         op: AtomicOp::Add,
-        mem: word(0),
-        value: Some(Expr::Select(
-            Box::new(last),
-            Box::new(Expr::u32(1)),
-            Box::new(Expr::u32(0)),
-        )),
+        mem: own(),
+        value: Some(Expr::u32(1)),
         ordering: Ordering::Relaxed,
         scope: Scope::Agent,
         why: Invariant::MonotonicEpochs,
     };
     out.push(Stmt::If {
         cond: lane0(),
-        then_body: vec![arrive, advance],
+        then_body: vec![advance],
         else_body: vec![],
     });
     out

@@ -225,10 +225,10 @@ pub struct LoweredKernel {
     /// the hand-written ABI. Generated kernels have none: their epoch lives on the device.
     pub epoch: Option<Param>,
     /// The device-side epoch state ([`LoweredKernel::epoch_value`]): a [`Purpose::Counter`]
-    /// array of two words, `[0]` the launches completed and `[1]` the workgroups that finished
-    /// (DESIGN.md §5.4: the generation advances on the device, so the same launch can be replayed).
+    /// array of one word per workgroup, the launches that workgroup completed (DESIGN.md §5.4:
+    /// the generation advances on the device, so the same launch can be replayed).
     pub epoch_state: Option<Param>,
-    /// The register holding this launch's epoch, loaded from `epoch_state[0] + 1` at entry.
+    /// The register holding this launch's epoch, loaded from `epoch_state[wg_id] + 1` at entry.
     pub epoch_reg: Option<Reg>,
     /// The error word, when the kernel waits.
     pub error_word: Option<Param>,
@@ -419,9 +419,10 @@ impl LoweredKernel {
         if let Some(r) = self.epoch_reg {
             return Expr::Reg(r);
         }
+        // One word per workgroup: `expand_sync` sets the length to the final grid.
         let kind = ParamKind::Array {
             elem: Ty::U32,
-            len: 2,
+            len: 1,
             space: MemorySpace::Global,
             access: Access::ReadWrite,
             purpose: Purpose::Counter,

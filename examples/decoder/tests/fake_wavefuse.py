@@ -1,8 +1,10 @@
-"""A test double of the ``wavefuse`` package's assumed API (see
-wf_decoder/backends/wavefuse_backend.py): ``kernel(name, tp=, batch=, device=, **shape)`` returns a
-callable computing the kernel of kernels-gen/src/set.rs in PyTorch, with its rounding points. It
+"""A test double of the ``wavefuse`` package's API as the adapter uses it (see
+wf_decoder/backends/wavefuse_backend.py and docs/python.md): ``kernel(name, tp=, batch=, device= |
+devices=, **shape)`` returns a callable computing the kernel of kernels-gen/src/set.rs in PyTorch,
+with its rounding points: a GPTQ weight ``w`` is three arguments ``w_qweight``/``w_scales``/
+``w_qzeros``; at TP > 1 every input is a list of per-rank tensors and every output a list. It
 checks the adapter's calls (names, shape parameters, argument names, per-rank lists), not
-wavefuse's kernels."""
+wavefuse's kernels (tests/test_decoder.py also runs the real package where it is installed)."""
 
 from __future__ import annotations
 
@@ -22,8 +24,10 @@ SHAPES = {
 calls: list[str] = []
 
 
-def _w(d: dict, k: int, n: int, shape: dict) -> torch.Tensor:
-    w = GptqWeight(d["qweight"], d["scales"], d["qzeros"], shape["group_size"], shape["zero_point"])
+def _w(a: dict, name: str, k: int, n: int, shape: dict, rank: int = 0) -> torch.Tensor:
+    part = [a[f"{name}_{p}"] for p in ("qweight", "scales", "qzeros")]
+    part = [x[rank] if isinstance(x, list) else x for x in part]
+    w = GptqWeight(*part, shape["group_size"], shape["zero_point"])
     assert (w.k, w.n) == (k, n), f"weight {w.k}x{w.n}, kernel built for {k}x{n}"
     return w.dequantize(torch.float32)
 
@@ -40,35 +44,40 @@ def _norm(r, w, eps):
     return (r * torch.rsqrt(r.pow(2).mean(-1, keepdim=True) + eps) * w.float()).half()
 
 
-def kernel(name: str, tp: int, batch: int, device: str, **shape):
+def kernel(name: str, tp: int, batch: int, device: str | None = None, devices=None, **shape):
     """The kernel ``name`` built for these shapes, as a callable of its inputs by name."""
     assert set(shape) == SHAPES[name], f"{name}: shape parameters {sorted(shape)}"
+    assert (device is None) != (devices is None), "device= at TP 1, devices= above"
+    assert devices is None or len(devices) == tp
     calls.append(name)
     h = shape["hidden"]
 
     def run(**a):
         if name == "gemv_int4":
-            return (a["x"].float() @ _w(a["w"], h, shape["n"], shape)).half()
+            return (a["x"].float() @ _w(a, "w", h, shape["n"], shape)).half()
         if name == "gemv_int4_qkv":
             nq, nkv = shape["nq"], shape["nkv"]
-            y = (a["x"].float() @ _w(a["w_qkv"], h, nq + 2 * nkv, shape)).half()
+            y = (a["x"].float() @ _w(a, "w_qkv", h, nq + 2 * nkv, shape)).half()
             return y[:, :nq], y[:, nq : nq + nkv], y[:, nq + nkv :]
         if name == "gemv_int4_dual_silu":
-            g = a["x"].float() @ _w(a["w_gate"], h, shape["n"], shape)
-            u = a["x"].float() @ _w(a["w_up"], h, shape["n"], shape)
+            g = a["x"].float() @ _w(a, "w_gate", h, shape["n"], shape)
+            u = a["x"].float() @ _w(a, "w_up", h, shape["n"], shape)
             return (F.silu(g) * u).half()
         if name == "gemv_int4_allreduce_rmsnorm":
-            xs, ws = _list(a["x"], tp), _list(a["w_down"], tp)
+            xs = _list(a["x"], tp)
             parts = [
-                (x.float() @ _w(w, shape["k"], h, shape)).half()
-                for x, w in zip(xs, ws, strict=True)
+                (x.float() @ _w(a, "w_down", shape["k"], h, shape, rank)).half()
+                for rank, x in enumerate(xs)
             ]
         else:
             parts = _list(a["partial"], tp)
-        assert a["residual"].shape == (batch, h)
-        r = (sum(p.float() for p in parts) + a["residual"].float()).half()
+        residual = _list(a["residual"], tp)[0]
+        assert residual.shape == (batch, h)
+        r = (sum(p.float() for p in parts) + residual.float()).half()
+        ranked = (lambda t: t) if tp == 1 else (lambda t: [t] * tp)
         if name == "allreduce_residual":
-            return r
-        return r, _norm(r.float(), a["norm_w"], shape["eps"])
+            return ranked(r)
+        normed = _norm(r.float(), _list(a["norm_w"], tp)[0], shape["eps"])
+        return ranked(r), ranked(normed)
 
     return run

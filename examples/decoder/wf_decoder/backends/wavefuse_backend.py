@@ -1,25 +1,24 @@
-"""Paths (b) and (c): wavefuse's kernels, unfused and fused, through the ``wavefuse`` package.
+"""Paths (b) and (c): wavefuse's kernels, unfused and fused, through the ``wavefuse`` Python package
+(docs/python.md):
 
-The package was being written while this adapter was; everything it assumes about its API is in
-this file, so fixing the adapter to the real API touches nothing else. Assumed API:
-
-    k = wavefuse.kernel(name, tp=, batch=, device=, <shape parameters of kernels-gen/src/set.rs>)
-    outputs = k(**inputs)
+    k = wavefuse.kernel(name, tp=, batch=, device= | devices=[...], <shape parameters of
+                        kernels-gen/src/set.rs>)          # compiled and bound once, at load
+    outputs = k(**inputs)                                  # launched on torch's current stream
 
 - ``name``: a kernel of kernels-gen/src/set.rs; shape parameters as there: ``hidden`` (the input
   width of column-parallel GEMVs, the residual width of row-parallel ones), ``n`` (per-rank output
   width), ``k`` (per-rank K-shard of a row-parallel GEMV), ``nq``/``nkv`` (per-rank Q and K/V
   widths), ``group_size``, ``zero_point`` ("v1" | "v2") and ``eps``.
-- ``inputs``: the kernel's ``in`` arguments by name. A GPTQ weight is a dict with ``qweight``,
-  ``scales`` and ``qzeros`` tensors (DESIGN.md §2 layout). For ``tp`` > 1 a rank-distributed input
-  (``partial``, a row-parallel ``x`` or ``w_down``) is a list with one tensor per rank, all in
-  this process; replicated inputs are single tensors.
-- ``outputs``: the ``out`` arguments in declaration order (a tensor, a tuple, or a dict by name).
+- ``inputs``: the kernel's ``in`` arguments by name; a GPTQ weight ``w`` is three arguments
+  ``w_qweight``, ``w_scales``, ``w_qzeros`` (DESIGN.md §2 layout). A kernel built for ``tp`` > 1
+  in one process (``devices=[dev] * tp``: every rank on this GPU) takes a list of per-rank tensors
+  for every input (the replicated ones repeated) and returns a list per output.
+- ``outputs``: the ``out`` arguments in declaration order (a tensor, or a tuple).
 
 Column-parallel kernels are built at ``tp=1`` with the rank's shapes (a rank's column-parallel
 GEMV needs no other rank). Act-order (g_idx) weights are refused: the kernel set has no g_idx
 input. One process per GPU (a torch.distributed group) is refused until the adapter binds
-wavefuse's rank groups.
+wavefuse's rank groups (``wavefuse.group_from_process_group``).
 
 Kernels used. (b) ``wavefuse_unfused``: ``gemv_int4`` for every linear (Q, K, V, O, gate, up, down
 separately; O and down as per-rank partial GEMVs), ``allreduce_residual_rmsnorm`` for the sum over
@@ -58,12 +57,24 @@ def import_wavefuse():
     return wavefuse
 
 
-def _gptq_arg(w: GptqWeight) -> dict:
-    return {"qweight": w.qweight, "scales": w.scales, "qzeros": w.qzeros}
+def _gptq_args(name: str, ws: list) -> dict:
+    """The three arguments of GPTQ weight ``name``: a tensor each at TP 1, per-rank lists above."""
+    parts = {f"{name}_{p}": [getattr(w, p) for w in ws] for p in ("qweight", "scales", "qzeros")}
+    return {k: _ranked(v) for k, v in parts.items()}
 
 
 def _ranked(xs: list) -> Any:
     return xs[0] if len(xs) == 1 else list(xs)
+
+
+def _replicated(t, tp: int) -> Any:
+    """A replicated input: the tensor at TP 1, the same tensor for every rank above."""
+    return t if tp == 1 else [t] * tp
+
+
+def _rank0(out) -> Any:
+    """A replicated output of a TP > 1 kernel: rank 0's (all ranks hold the same)."""
+    return out[0] if isinstance(out, list) else out
 
 
 def _outputs(out) -> tuple:
@@ -93,9 +104,9 @@ class WavefuseUnfusedBackend(Backend):
     def _kernel(self, name: str, tp: int, batch: int, **shape):
         key = (name, tp, batch, tuple(sorted(shape.items())))
         if key not in self._kernels:
-            self._kernels[key] = self.wf.kernel(
-                name, tp=tp, batch=batch, device=str(self.device), **shape
-            )
+            dev = str(self.device)
+            place = {"device": dev} if tp == 1 else {"devices": [dev] * tp}
+            self._kernels[key] = self.wf.kernel(name, tp=tp, batch=batch, **place, **shape)
         return self._kernels[key]
 
     @staticmethod
@@ -113,26 +124,29 @@ class WavefuseUnfusedBackend(Backend):
 
     def linear_col(self, x, w: GptqWeight):
         k = self._kernel("gemv_int4", 1, x.shape[0], hidden=w.k, n=w.n, **self._quant(w))
-        return _outputs(k(w=_gptq_arg(w), x=x))[0]
+        return _outputs(k(**_gptq_args("w", [w]), x=x))[0]
 
     def allreduce_residual(self, partials, residual):
         partials = list(partials)
-        k = self._kernel(
-            "allreduce_residual", len(partials), residual.shape[0], hidden=residual.shape[1]
-        )
-        return _outputs(k(partial=_ranked(partials), residual=residual))[0]
+        tp = len(partials)
+        k = self._kernel("allreduce_residual", tp, residual.shape[0], hidden=residual.shape[1])
+        out = k(partial=_ranked(partials), residual=_replicated(residual, tp))
+        return _rank0(out)
 
     def allreduce_residual_rmsnorm(self, partials, residual, norm_w, eps):
         partials = list(partials)
+        tp = len(partials)
         k = self._kernel(
-            "allreduce_residual_rmsnorm",
-            len(partials),
-            residual.shape[0],
-            hidden=residual.shape[1],
-            eps=eps,
+            "allreduce_residual_rmsnorm", tp, residual.shape[0], hidden=residual.shape[1], eps=eps
         )
-        r, normed = _outputs(k(partial=_ranked(partials), residual=residual, norm_w=norm_w))
-        return r, normed
+        r, normed = _outputs(
+            k(
+                partial=_ranked(partials),
+                residual=_replicated(residual, tp),
+                norm_w=_replicated(norm_w, tp),
+            )
+        )
+        return _rank0(r), _rank0(normed)
 
     def describe(self) -> str:
         return f"{self.name}: wavefuse gemv_int4 per linear, allreduce_residual_rmsnorm"
@@ -153,7 +167,7 @@ class WavefuseFusedBackend(WavefuseUnfusedBackend):
         k = self._kernel(
             "gemv_int4_qkv", 1, x.shape[0], hidden=w.k, nq=nq, nkv=nkv, **self._quant(w)
         )
-        q, kk, v = _outputs(k(w_qkv=_gptq_arg(w), x=x))
+        q, kk, v = _outputs(k(**_gptq_args("w_qkv", [w]), x=x))
         return q, kk, v
 
     def gate_up_silu(self, x, wgu):
@@ -161,13 +175,14 @@ class WavefuseFusedBackend(WavefuseUnfusedBackend):
         k = self._kernel(
             "gemv_int4_dual_silu", 1, x.shape[0], hidden=wg.k, n=wg.n, **self._quant(wg)
         )
-        return _outputs(k(w_gate=_gptq_arg(wg), w_up=_gptq_arg(wu), x=x))[0]
+        return _outputs(k(**_gptq_args("w_gate", [wg]), **_gptq_args("w_up", [wu]), x=x))[0]
 
     def linear_row_allreduce_rmsnorm(self, xs, ws, residual, norm_w, eps):
         xs, ws = list(xs), list(ws)
+        tp = len(xs)
         k = self._kernel(
             "gemv_int4_allreduce_rmsnorm",
-            len(xs),
+            tp,
             residual.shape[0],
             hidden=residual.shape[1],
             k=ws[0].k,
@@ -176,13 +191,13 @@ class WavefuseFusedBackend(WavefuseUnfusedBackend):
         )
         r, normed = _outputs(
             k(
-                w_down=_ranked([_gptq_arg(w) for w in ws]),
+                **_gptq_args("w_down", ws),
                 x=_ranked(xs),
-                residual=residual,
-                norm_w=norm_w,
+                residual=_replicated(residual, tp),
+                norm_w=_replicated(norm_w, tp),
             )
         )
-        return r, normed
+        return _rank0(r), _rank0(normed)
 
     def describe(self) -> str:
         return (
