@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::clib::library;
+use wavefuse_codegen::abi::Abi;
+use wavefuse_codegen::clib::{CLibrary, library};
 use wavefuse_harness::generate::{Generated, generate, write_library};
 use wavefuse_kernels::KernelId;
 use wavefuse_runtime::compile::{Compiler, Hipcc, Nvcc};
@@ -139,45 +140,82 @@ fn both_targets_share_a_folder() {
             arch.name()
         )))
         .unwrap();
-        assert_eq!(wavefuse_codegen::abi::Abi::from_toml(&abi).unwrap(), g.abi);
+        assert_eq!(Abi::from_toml(&abi).unwrap(), g.abi);
     }
 }
 
-/// Writes the cases' libraries for `arch` into one folder and runs their build scripts with
-/// `compiler` (the script's `var`), `flags` in `<var>_FLAGS`; returns the folder and, per case,
-/// the library and the header's functions.
-fn build(
-    arch: Arch,
-    var: &str,
-    compiler: &Path,
-    flags: &str,
-) -> (tempfile::TempDir, Vec<(PathBuf, String, Vec<String>)>) {
+/// A compiler for the build scripts: the variable they read, its path, the flags to add.
+struct Tool {
+    var: &'static str,
+    path: PathBuf,
+    flags: String,
+}
+
+/// Runs `lib`'s build script in `dir` with `tool`; the library it wrote.
+fn run_script(dir: &Path, lib: &CLibrary, tool: &Tool) -> PathBuf {
+    let script = dir.join(format!("build_{}.sh", lib.stem));
+    let out = Command::new("sh")
+        .arg(&script)
+        .env(tool.var, &tool.path)
+        .env(format!("{}_FLAGS", tool.var), &tool.flags)
+        .output()
+        .expect("sh runs");
+    assert!(
+        out.status.success(),
+        "{} failed:\n{}{}",
+        script.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let so = dir.join(lib.library_name());
+    assert!(so.is_file(), "{} was not written", so.display());
+    so
+}
+
+/// Writes the cases' libraries for `arch` into one folder (`write_library`, as `emit --lib`) and
+/// builds each; checks its exports and loads it through ctypes.
+fn build_cases(arch: Arch, tool: &Tool) {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let mut built = Vec::new();
     for (id, tp) in CASES {
         let g = generated(id, arch, tp);
         write_library(&g, dir.path()).unwrap_or_else(|e| panic!("{e}"));
         let lib = library(&g.abi).expect("a library");
-        let script = dir.path().join(format!("build_{}.sh", lib.stem));
-        let out = Command::new("sh")
-            .arg(&script)
-            .env(var, compiler)
-            .env(format!("{var}_FLAGS"), flags)
-            .output()
-            .expect("sh runs");
-        assert!(
-            out.status.success(),
-            "{} failed:\n{}{}",
-            script.display(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let so = dir.path().join(lib.library_name());
-        assert!(so.is_file(), "{} was not written", so.display());
-        let prefix = format!("wf_{}", g.abi.symbol);
-        built.push((so, prefix, declared(&lib.files[0].text)));
+        let so = run_script(dir.path(), &lib, tool);
+        exports(&so, &declared(&lib.files[0].text));
+        ctypes_smoke(&so, &format!("wf_{}", g.abi.symbol));
     }
-    (dir, built)
+}
+
+/// A stub kernel with the parameters of codegen/tests/clib/hand.abi.toml.
+fn hand_kernel(arch: Arch) -> String {
+    let (include, half) = match arch {
+        Arch::Gfx906 => ("#include <hip/hip_runtime.h>\n", "_Float16"),
+        Arch::Sm90 => ("", "unsigned short"),
+    };
+    format!(
+        "{include}extern \"C\" __global__ void hand(const float* class_, float scale, unsigned epoch,\n\
+         \x20   {half}* const* payload, unsigned* err) {{\n\
+         \x20   if (threadIdx.x == 0 && epoch == 0u) err[0] = (unsigned)(class_[0] * scale) + (payload[0] == 0);\n\
+         }}\n"
+    )
+}
+
+/// The launcher of a hand-written ABI (host-passed epoch, a caller's scalar, a TP 1 peer table,
+/// an error word in device memory) compiles against a kernel with its parameters.
+fn build_hand(arch: Arch, tool: &Tool) {
+    let mut abi =
+        Abi::from_toml(include_str!("../../codegen/tests/clib/hand.abi.toml")).expect("parses");
+    abi.arch = arch.name().into();
+    abi.language = wavefuse_codegen::cpp::language(arch).name().into();
+    abi.source = format!("hand.{}", wavefuse_codegen::cpp::language(arch).extension());
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    std::fs::write(dir.path().join(&abi.source), hand_kernel(arch)).unwrap();
+    let lib = library(&abi).expect("a library");
+    for f in &lib.files {
+        std::fs::write(dir.path().join(&f.name), &f.text).unwrap();
+    }
+    let so = run_script(dir.path(), &lib, tool);
+    exports(&so, &declared(&lib.files[0].text));
 }
 
 /// Every declared function is a dynamic symbol the library defines.
@@ -247,12 +285,13 @@ fn clib_builds_with_hipcc_gfx906() {
     if !wavefuse_test_support::found("hipcc", hipcc.version()) {
         return;
     }
-    let path = hipcc.path().expect("found").to_owned();
-    let (_dir, built) = build(Arch::Gfx906, "HIPCC", &path, "-Werror -Wall");
-    for (so, prefix, functions) in built {
-        exports(&so, &functions);
-        ctypes_smoke(&so, &prefix);
-    }
+    let tool = Tool {
+        var: "HIPCC",
+        path: hipcc.path().expect("found").to_owned(),
+        flags: "-Werror -Wall".into(),
+    };
+    build_cases(Arch::Gfx906, &tool);
+    build_hand(Arch::Gfx906, &tool);
 }
 
 #[test]
@@ -270,9 +309,11 @@ fn clib_builds_with_nvcc_sm90() {
             flags.push_str(&format!(" -L{}", lib.display()));
         }
     }
-    let (_dir, built) = build(Arch::Sm90, "NVCC", &path, &flags);
-    for (so, prefix, functions) in built {
-        exports(&so, &functions);
-        ctypes_smoke(&so, &prefix);
-    }
+    let tool = Tool {
+        var: "NVCC",
+        path,
+        flags,
+    };
+    build_cases(Arch::Sm90, &tool);
+    build_hand(Arch::Sm90, &tool);
 }

@@ -357,3 +357,79 @@ fn memory_name(m: Memory) -> &'static str {
         Memory::HostMapped => "host-mapped",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hand-written kernel's description (what it exercises: the file's comment).
+    const HAND: &str = include_str!("../../tests/clib/hand.abi.toml");
+
+    fn hand(arch: &str) -> Abi {
+        let mut abi = Abi::from_toml(HAND).expect("parses");
+        if arch == "sm90" {
+            abi.arch = "sm90".into();
+            abi.language = "cuda".into();
+            abi.source = "hand.cu".into();
+        }
+        abi
+    }
+
+    #[test]
+    fn a_hand_written_abi_gets_its_epoch_scalar_and_table_from_the_state() {
+        for arch in ["gfx906", "sm90"] {
+            let lib = library(&hand(arch)).expect("a library");
+            let names: Vec<&str> = lib.files.iter().map(|f| f.name.as_str()).collect();
+            let ext = if arch == "sm90" { "cu" } else { "hip" };
+            assert_eq!(
+                names,
+                [
+                    format!("hand_{arch}.h"),
+                    format!("hand_{arch}_launch.{ext}"),
+                    format!("build_hand_{arch}.sh"),
+                ]
+            );
+            let (header, launcher) = (&lib.files[0].text, &lib.files[1].text);
+            // The keyword is renamed, the caller's scalar is a field, the state's arrays are not.
+            assert!(header.contains("    const void* class_; // f32[16], read"));
+            assert!(header.contains("    float scale; // f32 scalar"));
+            assert!(!header.contains("payload;") && !header.contains("err;"));
+            let prose = header.replace("\n// ", " ");
+            assert!(prose.contains("correct for one replay only"), "{header}");
+            assert!(launcher.contains("unsigned v2 = ++s->epoch; // epoch"));
+            assert!(launcher.contains("float v1 = a->scale; // scale"));
+            // TP 1: the one rank's table is filled at creation; no set_peers needed to launch.
+            assert!(launcher.contains("s->peers_set = 1;"));
+            assert!(launcher.contains("Memcpy(s->table_payload, &own"));
+            // An error word in device memory is copied back (that waits for the device).
+            assert!(launcher.contains("Memcpy(&v, s->dev_err, sizeof v"));
+            // It waits on its grid: the co-residency check runs at creation.
+            assert!(launcher.contains("rc = wfl_check_coresident(device);"));
+        }
+    }
+
+    #[test]
+    fn the_library_is_deterministic() {
+        assert_eq!(library(&hand("gfx906")), library(&hand("gfx906")));
+    }
+
+    #[test]
+    fn invalid_abi_slots_or_arch_or_length_are_errors_naming_the_kernel() {
+        let mut abi = hand("gfx906");
+        abi.tp = 2;
+        abi.peer_table = Some(crate::abi::PeerTable {
+            entries: 2,
+            slots: vec![0, 0],
+            rule: String::new(),
+        });
+        let e = library(&abi).unwrap_err();
+        assert!(matches!(e, CLibError::Slots { .. }), "{e}");
+        let mut abi = hand("gfx906");
+        abi.arch = "gfx1100".into();
+        assert!(library(&abi).unwrap_err().to_string().contains("gfx1100"));
+        let mut abi = hand("gfx906");
+        abi.params[0].len = None;
+        let e = library(&abi).unwrap_err().to_string();
+        assert!(e.contains("`class`") && e.contains("`hand`"), "{e}");
+    }
+}
