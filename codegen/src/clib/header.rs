@@ -273,14 +273,28 @@ fn launch(lib: &Lib, out: &mut String) {
     if !ready.is_empty() {
         let _ = write!(doc, " WF_ERR_NOT_READY before {}.", ready.join(" and "));
     }
+    let stream = lib.host.stream_struct();
     function(
         out,
         &doc,
         &format!(
-            "int {p}_launch(const {p}_args* args, {p}_state* state, struct {}* stream);",
-            lib.host.stream_struct()
+            "int {p}_launch(const {p}_args* args, {p}_state* state, struct {stream}* stream);"
         ),
     );
+    if lib.dependent_launch() {
+        function(
+            out,
+            &format!(
+                "{p}_launch as a programmatic dependent launch of the previous kernel on `stream` \
+                 (sm_90): the kernel waits for that kernel to complete before it touches memory \
+                 (§5.7), so its start overlaps that kernel's end. Always correct for this kernel \
+                 (its ABI's dependent_launch); in a captured graph too."
+            ),
+            &format!(
+                "int {p}_launch_dependent(const {p}_args* args, {p}_state* state, struct {stream}* stream);"
+            ),
+        );
+    }
 }
 
 /// A declaration with its comment, and a blank line.

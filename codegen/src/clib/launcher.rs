@@ -386,11 +386,20 @@ fn peers(lib: &Lib, out: &mut String) {
 
 fn launch(lib: &Lib, out: &mut String) {
     let (p, a, api) = (&lib.prefix, lib.abi, lib.host.api());
-    let _ = writeln!(
-        out,
-        "extern \"C\" int {p}_launch(const {p}_args* a, {p}_state* s, {api}Stream_t stream) {{\n\
-         \x20   if (!a || !s) return WF_ERR_ARGUMENT;\n\
-         \x20   if (!s->rank_set || !s->peers_set) return WF_ERR_NOT_READY;"
+    let dependent = lib.dependent_launch();
+    if dependent {
+        let _ = writeln!(
+            out,
+            "static int wfl_launch(const {p}_args* a, {p}_state* s, {api}Stream_t stream, int dependent) {{"
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "extern \"C\" int {p}_launch(const {p}_args* a, {p}_state* s, {api}Stream_t stream) {{"
+        );
+    }
+    out.push_str(
+        "    if (!a || !s) return WF_ERR_ARGUMENT;\n    if (!s->rank_set || !s->peers_set) return WF_ERR_NOT_READY;\n",
     );
     if lib.params.iter().all(|q| q.role != Role::Data) {
         out.push_str("    (void)a;\n");
@@ -408,26 +417,54 @@ fn launch(lib: &Lib, out: &mut String) {
         };
         let _ = writeln!(out, "    {value} // {}", q.abi.name);
     }
-    let args = if lib.params.is_empty() {
-        "    void** args = NULL;".to_owned()
+    if lib.params.is_empty() {
+        out.push_str("    void** args = NULL;\n");
     } else {
         let refs: Vec<String> = (0..lib.params.len()).map(|i| format!("&v{i}")).collect();
-        format!(
+        let _ = writeln!(
+            out,
             "    void* args[{}] = {{{}}};",
             lib.params.len(),
             refs.join(", ")
-        )
-    };
+        );
+    }
+    let (symbol, grid, block, lds) = (&a.symbol, a.grid, a.workgroup_size, a.dynamic_lds_bytes);
+    if dependent {
+        let _ = writeln!(
+            out,
+            "    if (dependent) {{\n\
+             \x20       // §5.7 across launches: the kernel opens with griddepcontrol.wait (its ABI's\n\
+             \x20       // dependent_launch), so its workgroups may be scheduled while the previous kernel of\n\
+             \x20       // the stream ends, and touch no memory before that kernel has completed.\n\
+             \x20       cudaLaunchAttribute attr[1];\n\
+             \x20       attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;\n\
+             \x20       attr[0].val.programmaticStreamSerializationAllowed = 1;\n\
+             \x20       cudaLaunchConfig_t config = {{}};\n\
+             \x20       config.gridDim = dim3({grid});\n\
+             \x20       config.blockDim = dim3({block});\n\
+             \x20       config.dynamicSmemBytes = {lds};\n\
+             \x20       config.stream = stream;\n\
+             \x20       config.attrs = attr;\n\
+             \x20       config.numAttrs = 1;\n\
+             \x20       return (int)cudaLaunchKernelExC(&config, (const void*)&{symbol}, args);\n\
+             \x20   }}"
+        );
+    }
     let _ = writeln!(
         out,
-        "{args}\n\
-         \x20   return (int){api}LaunchKernel((const void*)&{symbol}, dim3({grid}), dim3({block}), args, {lds}, stream);\n\
-         }}\n",
-        symbol = a.symbol,
-        grid = a.grid,
-        block = a.workgroup_size,
-        lds = a.dynamic_lds_bytes,
+        "    return (int){api}LaunchKernel((const void*)&{symbol}, dim3({grid}), dim3({block}), args, {lds}, stream);\n}}\n"
     );
+    if dependent {
+        let _ = writeln!(
+            out,
+            "extern \"C\" int {p}_launch(const {p}_args* a, {p}_state* s, {api}Stream_t stream) {{\n\
+             \x20   return wfl_launch(a, s, stream, 0);\n\
+             }}\n\n\
+             extern \"C\" int {p}_launch_dependent(const {p}_args* a, {p}_state* s, {api}Stream_t stream) {{\n\
+             \x20   return wfl_launch(a, s, stream, 1);\n\
+             }}\n"
+        );
+    }
 }
 
 fn error(lib: &Lib, out: &mut String) {

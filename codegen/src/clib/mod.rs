@@ -240,6 +240,12 @@ impl<'a> Lib<'a> {
         self.abi.tp > 1 && self.has_rank()
     }
 
+    /// Whether the library offers a programmatic dependent launch: a CUDA kernel that opens
+    /// with the stream-order prologue ([`Abi::dependent_launch`]).
+    fn dependent_launch(&self) -> bool {
+        self.host == Host::Cuda && self.abi.dependent_launch
+    }
+
     fn error_word(&self) -> Option<&Param<'a>> {
         self.params.iter().find(|p| p.is_error_word())
     }
