@@ -115,6 +115,58 @@ fn the_header_declares_the_documented_functions() {
     );
 }
 
+/// The kernel's parameter names in the generated source, in order.
+fn source_params(source: &str, symbol: &str) -> Vec<String> {
+    let start = source
+        .find(&format!("\n{symbol}("))
+        .unwrap_or_else(|| panic!("no `{symbol}(` in the source"));
+    let end = start + source[start..].find("\n{").expect("a body");
+    source[start + 1..end]
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let decl = l.split("//").next().unwrap().trim();
+            let decl = decl.trim_end_matches(',').trim_end_matches(')');
+            decl.rsplit([' ', '*']).next().unwrap().to_owned()
+        })
+        .collect()
+}
+
+/// Every kernel of the set at every TP size and on both targets has a library, and its launcher
+/// passes one argument per kernel parameter, in the kernel's order (the arguments go through a
+/// `void*` array, which no compiler checks).
+#[test]
+fn every_launcher_passes_the_kernel_parameters_in_order() {
+    for id in KernelId::ALL {
+        for tp in wavefuse_kernels::shapes::TP_SIZES {
+            for arch in Arch::ALL {
+                let g = generated(id, arch, tp);
+                let lib = library(&g.abi).unwrap_or_else(|e| panic!("{e}"));
+                let launcher = &lib.files[1].text;
+                // `<type> v<i> = <value>; // <name>`, one per parameter.
+                let passed: Vec<String> = launcher
+                    .lines()
+                    .filter_map(|l| {
+                        let (decl, name) = l.trim().split_once("; // ")?;
+                        let var = decl.split_whitespace().nth(1)?;
+                        let index = var.strip_prefix('v')?;
+                        index.parse::<usize>().ok().map(|_| name.to_owned())
+                    })
+                    .collect();
+                let declared = source_params(&g.source.text, &g.abi.symbol);
+                assert_eq!(passed, declared, "{}@{} tp{tp}", id.name(), arch.name());
+                let count = format!("void* args[{}] = {{", declared.len());
+                assert!(
+                    launcher.contains(&count),
+                    "{}@{} tp{tp}",
+                    id.name(),
+                    arch.name()
+                );
+            }
+        }
+    }
+}
+
 /// Both targets of a kernel written into one folder: no file of one overwrites the other's.
 #[test]
 fn both_targets_share_a_folder() {
