@@ -5,7 +5,10 @@ process, each with its own state and stream, checked against a reference compute
 
     wavefuse emit allreduce_residual_rmsnorm --target sm90 --tp 2 --lib out/
     out/build_allreduce_residual_rmsnorm_sm90.sh
-    python3 examples/clib/ctypes_allreduce.py out/ --target sm90 [--devices 0,1] [--replays 1000] [--graph]
+    python3 examples/clib/ctypes_allreduce.py out/ --target sm90 --devices 0,1 [--replays 1000] [--graph]
+
+Both ranks on one GPU (the default, --devices 0,0): emit with `--placement same-device`, the
+schedule fitted for ranks that share a device.
 
 The HIP runtime (libamdhip64) or the CUDA runtime (libcudart) is loaded through ctypes for
 memory, streams and graphs; the array lengths come from the kernel's ABI file. Exit status 0:
@@ -32,9 +35,14 @@ class Runtime:
         self.hip = target.startswith("gfx")
         p = "hip" if self.hip else "cuda"
         names = (
-            ["libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"]
+            ["libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5", "/opt/rocm/lib/libamdhip64.so"]
             if self.hip
-            else ["libcudart.so", "libcudart.so.13", "libcudart.so.12"]
+            else [
+                "libcudart.so",
+                "libcudart.so.13",
+                "libcudart.so.12",
+                os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "lib64", "libcudart.so"),
+            ]
         )
         if os.environ.get("WAVEFUSE_RUNTIME_LIB"):
             names.insert(0, os.environ["WAVEFUSE_RUNTIME_LIB"])
@@ -185,23 +193,21 @@ def main():
         rt.upload(ptrs["norm_w"], f16(norm_w))
         args.append((Args(**ptrs), ptrs))
 
+    def launch(rank):
+        rc = fn("launch")(ctypes.byref(args[rank][0]), states[rank], streams[rank])
+        assert rc == 0, f"rank {rank}: launch returned {rc}"
+
     def launch_all():  # every rank launches once per step: the flags wait for all of them
         for rank, dev in enumerate(devices):
             rt.call("SetDevice", dev)
-            rc = fn("launch")(ctypes.byref(args[rank][0]), states[rank], streams[rank])
-            assert rc == 0, f"rank {rank}: launch returned {rc}"
+            launch(rank)
 
     launches = 1 + a.replays
     if a.graph:
         graphs = []
         for rank, dev in enumerate(devices):
             rt.call("SetDevice", dev)
-            graphs.append(
-                rt.capture(
-                    streams[rank],
-                    lambda r=rank: fn("launch")(ctypes.byref(args[r][0]), states[r], streams[r]),
-                )
-            )
+            graphs.append(rt.capture(streams[rank], lambda r=rank: launch(r)))
         for _ in range(launches):
             for rank, dev in enumerate(devices):
                 rt.call("SetDevice", dev)

@@ -236,6 +236,39 @@ fn build_cases(arch: Arch, tool: &Tool) {
         exports(&so, &declared(&lib.files[0].text));
         ctypes_smoke(&so, &format!("wf_{}", g.abi.symbol));
     }
+    example(dir.path(), arch);
+}
+
+/// docs/clib.md's example, `examples/clib/ctypes_allreduce.py`, on the TP 2 library: with a GPU
+/// of the target it runs and checks the kernel (exit 0); without one it gets as far as the
+/// runtime (exit 2, "no usable GPU" or no runtime library) — never a Python error.
+fn example(dir: &Path, arch: Arch) {
+    if !wavefuse_test_support::found("python3", Command::new("python3").arg("--version").output()) {
+        return;
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/clib/ctypes_allreduce.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg(dir)
+        .args(["--target", arch.name(), "--replays", "2"])
+        .output()
+        .expect("python3 runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    match out.status.code() {
+        Some(0) => assert!(text.contains(", ok"), "{text}"),
+        Some(2) => {
+            assert!(
+                text.contains("no usable GPU") || text.contains("runtime library"),
+                "{text}"
+            );
+            eprintln!("skipped: no GPU for the ctypes example ({})", text.trim());
+        }
+        _ => panic!("the ctypes example failed:\n{text}"),
+    }
 }
 
 /// A stub kernel with the parameters of codegen/tests/clib/hand.abi.toml.
