@@ -137,7 +137,7 @@ fn functions(lib: &Lib, out: &mut String) {
         .iter()
         .filter_map(|q| match q.role {
             Role::Owned(mem) | Role::OwnedPeer(mem) => Some(format!(
-                "{} ({}, {} B)",
+                "{} ({}, {}B)",
                 q.abi.name,
                 memory_name(mem),
                 q.bytes()
@@ -219,8 +219,8 @@ fn rank_and_peers(lib: &Lib, out: &mut String) {
     function(
         out,
         &format!(
-            "Writes this rank's PEER_ARRAYS peer arrays (device pointers) to out[0..]: what every \
-             rank passes to {p}_set_peers."
+            "Writes this rank's {m}_PEER_ARRAYS peer arrays (device pointers, in the order of that \
+             macro's comment) to out[0..]: what every rank passes to {p}_set_peers."
         ),
         &format!("int {p}_peer_buffers(const {p}_state* state, void** out);"),
     );
