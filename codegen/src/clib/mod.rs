@@ -5,7 +5,7 @@
 //!
 //! The launcher owns what the ABI says the runtime provides — counters (`epoch_state` among
 //! them), flags, the error word, scratch, peer tables — allocated as each array's
-//! [`Memory`](crate::abi::Memory) asks and zeroed once per rank (§5.4); the caller passes its data
+//! [`Memory`] asks and zeroed once per rank (§5.4); the caller passes its data
 //! arrays in an argument struct and a stream. A launch only enqueues: no allocation, no
 //! synchronisation, so it may be captured in a graph and replayed (§10).
 //!
