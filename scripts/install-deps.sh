@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the external toolchains wavefuse tests against, on Debian 12 (root, no GPU needed):
 #   - hipcc 5.2 (clang 15) for gfx906, from Debian's packages;
-#   - CUDA 13.0 nvcc/ptxas/NVRTC for sm_90, from PyPI wheels, into $REPO/.venv-cuda.
+#   - CUDA 13.0 nvcc/ptxas/NVRTC for sm_90, from PyPI wheels, into $REPO/.venv-cuda;
+#   - with WAVEFUSE_PY=1 (scripts/test.sh sets it): PyTorch, numpy, pytest and maturin, pinned,
+#     from PyPI into $REPO/.venv-py, for the Python package's tests (python/).
 # Then writes $REPO/.venv-cuda/wavefuse-env.sh (source it) and checks nvcc, NVRTC and hipcc on a
 # trivial kernel. Idempotent: when everything is present and already verified it only checks and
 # exits. Set WAVEFUSE_REVERIFY=1 to force the compile check.
@@ -107,6 +109,30 @@ NVRTC_LIB="$CUDA_ROOT/lib/libnvrtc.so.13"
 # LD_LIBRARY_PATH, and it needs -I for every include dir (WAVEFUSE_CUDA_INCLUDE, ':'-separated).
 CUDA_INCLUDE="$CUDA_ROOT/include:$CUDA_ROOT/include/cccl"
 NVCC_FLAGS=""
+
+# ---- 2b. the Python package's venv (WAVEFUSE_PY=1) -------------------------------------------
+# torch from PyPI brings its CUDA wheels (it also runs on machines without a GPU: the package's
+# tests use the simulator device there). Checked by version, so an up-to-date venv costs nothing.
+PY_VENV="$REPO/.venv-py"
+PY_PINS=(torch==2.11.0 numpy==2.4.6 pytest==9.2.0 maturin==1.16.0)
+have_py_pins() {
+    [[ -x "$PY_VENV/bin/python" ]] || return 1
+    "$PY_VENV/bin/python" - "${PY_PINS[@]}" <<'PY' 2>/dev/null
+import sys
+from importlib.metadata import version
+sys.exit(any(version(p.split("==")[0]) != p.split("==")[1] for p in sys.argv[1:]))
+PY
+}
+if [[ -n "${WAVEFUSE_PY:-}" ]]; then
+    if have_py_pins; then
+        log "pip: ${PY_PINS[*]} already in $PY_VENV"
+    else
+        [[ -x "$PY_VENV/bin/python" ]] || timed "python3 -m venv (.venv-py)" python3 -m venv "$PY_VENV"
+        log "pip: installing ${PY_PINS[*]} into $PY_VENV"
+        timed "pip install (Python package deps)" "$PY_VENV/bin/python" -m pip install -q \
+            --disable-pip-version-check "${PY_PINS[@]}"
+    fi
+fi
 
 # ---- 3. env file -------------------------------------------------------------------------------
 env_text=$(cat <<EOF

@@ -19,6 +19,13 @@
 #                                the hand-written HIP references
 #   tune           a short timed `tune gemv_int4 --arch gfx906`
 #   mgpu-same      mgpu-bench with TP 4 and TP 2 ranks on one GPU
+#   decoder-ab     with PyTorch for ROCm (HIP devices are `cuda` to it): issue 37's decoder A/B in
+#                  tokens/s (examples/decoder, `python3 -m wf_decoder.ab --device cuda`) at
+#                  Llama-3.1-8B's config, TP 1 and TP 4 ranks on one GPU, batch 1 and 8; else
+#                  steps.txt says "decoder-ab: skipped (...)". The 27B-shaped config does not fit
+#                  one 32 GB card beside path (a)'s converted weights. PyTorch's INT4 kernel is
+#                  not built for gfx906 (no MFMA): path (a) then falls back to dequantised FP16,
+#                  and its row says so
 #   with 2-4 gfx906 GPUs:
 #   gpu-suite-per-device, mgpu   one rank per GPU: the per-device suite and mgpu-bench
 #   rccl-tp{2,4}, rccl-compare   RCCL's side on the same GPUs: bench/torch/nccl_allreduce.py under
@@ -142,6 +149,16 @@ gfx906_count() {
     if [ "$DRY" = 1 ] && [ -n "${WAVEFUSE_MI50_GPUS:-}" ]; then echo "$WAVEFUSE_MI50_GPUS"; return; fi
     rocminfo 2>/dev/null | grep -c "Name: *gfx906"
 }
+torch_rocm_one() { # PyTorch for ROCm seeing a GPU, with safetensors; else prints what python3 has
+    python3 -c 'import torch, safetensors; assert torch.version.hip and torch.cuda.device_count() >= 1' 2>/dev/null && return 0
+    python3 -c 'import torch; print("torch", torch.__version__, "hip", torch.version.hip, "devices", torch.cuda.device_count())' \
+        2>/dev/null || echo "python3 has no torch"
+    return 1
+}
+decoder_ab() { # issue 37's A/B in tokens/s on one gfx906 GPU (ranks of TP 4 on that GPU)
+    PYTHONPATH=$PWD/examples/decoder timeout 1800 python3 -m wf_decoder.ab --config llama31_8b \
+        --device cuda --paths a,b,c --tp 1,4 --batch 1,8 --steps 50 --runs 3 --out "$OUT/decoder-ab"
+}
 torch_rocm() { # PyTorch for ROCm seeing >= 2 GPUs; else prints what python3 has instead
     python3 -c 'import torch; assert torch.version.hip and torch.cuda.device_count() >= 2' 2>/dev/null && return 0
     python3 -c 'import torch; print("torch", torch.__version__, "hip", torch.version.hip, "devices", torch.cuda.device_count())' \
@@ -224,6 +241,11 @@ step ab "$W" ab --runtime hip --shapes qwen27b-tp4,qwen27b-tp1 --json "$OUT/ab.j
 step ab-graphs "$W" ab --runtime hip --timing graphs --shapes qwen27b-tp4,qwen27b-tp1 --json "$OUT/ab-graphs.json" --md "$OUT/ab-graphs.md"
 step tune "$W" tune gemv_int4 --arch gfx906 --runtime hip --shapes qwen27b-tp1 --quick --no-cache-store --md "$OUT/tune.md"
 step mgpu-same "$W" mgpu-bench --runtime hip --same-device --tp 4,2 --json "$OUT/mgpu-same.json"
+if [ "$DRY" = 1 ] || torch_rocm_one > /dev/null; then
+    step decoder-ab decoder_ab
+else
+    say "decoder-ab: skipped (no PyTorch for ROCm seeing a GPU here: $(torch_rocm_one)); on the MI50 machine: pip install torch for ROCm and safetensors, then rerun"
+fi
 gpus=$(gfx906_count)
 if [ "${gpus:-0}" -ge 2 ]; then
     tps=2; [ "$gpus" -ge 4 ] && tps="2 4"

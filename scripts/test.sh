@@ -5,6 +5,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # CI also builds and tests the LLVM back end (feature `llvm`): LLVM 16 from Debian.
 export WAVEFUSE_LLVM=1
+# ... and the Python package (python/): its venv .venv-py (PyTorch, pytest, maturin).
+export WAVEFUSE_PY=1
 bash scripts/install-deps.sh
 # shellcheck source=/dev/null
 source .venv-cuda/wavefuse-env.sh
@@ -27,4 +29,15 @@ fi
 cargo test --workspace "${FEATURES[@]}" --doc || rc=$? # nextest does not run doctests
 cargo check -q -p wavefuse-cli --bin wavefuse || rc=$? # the default build needs no LLVM
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace "${FEATURES[@]}" --no-deps -q || rc=$? # docs build without warnings
+# The Python package (DESIGN.md §10): built by maturin into .venv-py (an abi3 extension, the same
+# build `pip install ./python` makes), then its tests: the simulator device against a float64
+# reference for every kernel of the set and a .wfir kernel, bad arguments, opcheck, torch.compile
+# without graph breaks; the GPU tests say "skipped: no GPU" here.
+t0=$SECONDS
+if VIRTUAL_ENV="$PWD/.venv-py" .venv-py/bin/maturin develop -q -m python/Cargo.toml; then
+    .venv-py/bin/python -m pytest -q -rs -p no:cacheprovider python/tests || rc=$?
+else
+    rc=1
+fi
+echo "[test] Python package: built and tested in $((SECONDS - t0))s"
 exit "$rc"

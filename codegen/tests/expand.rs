@@ -108,7 +108,7 @@ fn expansion_counts_barriers_and_adds_epoch_and_error_word() {
     // Every lane loads the epoch at entry; the last workgroup to finish advances it.
     assert!(
         text.contains(&format!(
-            "{epoch} = atomic.load {state}[0u32] relaxed agent"
+            "{epoch} = atomic.load {state}[0u32] acquire agent"
         )),
         "{text}"
     );

@@ -41,9 +41,11 @@ pub use cache::{Cache, CacheError, CacheWarning, Lookup};
 pub use compile::{
     Artifact, ArtifactFormat, CompileError, CompileRequest, Compiler, CompilerId, ResourceUsage,
 };
-pub use device::{CudaDevice, Device, DeviceBuffer, DeviceError, DeviceInfo, HipDevice, MemKind};
+pub use device::{
+    CudaDevice, Device, DeviceBuffer, DeviceError, DeviceInfo, HipDevice, MemKind, PeerMapping,
+};
 pub use error::{Error, Result};
 pub use launch::{Capacity, CoResidency, KernelArg, LaunchSpec};
 pub use rank::{RankGroup, SameDeviceMode};
-pub use sync::{Epochs, KernelInstance};
+pub use sync::{DataParam, Epochs, KernelInstance};
 pub use wavefuse_codegen as codegen;

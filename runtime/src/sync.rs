@@ -19,6 +19,10 @@
 //! scalars by the runtime, peer arrays as tables built with
 //! [`wavefuse_codegen::lowered::peer_slot`].
 
+mod external;
+
+pub use external::DataParam;
+
 use wavefuse_codegen::abi::Abi;
 use wavefuse_codegen::lowered::{ParamData, ParamKind, Purpose};
 

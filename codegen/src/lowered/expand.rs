@@ -57,7 +57,9 @@ fn with_device_epoch(k: &mut LoweredKernel, body: Block) -> Block {
             op: AtomicOp::Load,
             mem: word(0),
             value: None,
-            ordering: Ordering::Relaxed,
+            // The kernel boundary already makes the previous launch's advance visible; acquire
+            // keeps one rule for every §5.4 load (the LLVM audit's), at the cost of one load.
+            ordering: Ordering::Acquire,
             scope: Scope::Agent,
             why: Invariant::MonotonicEpochs,
         },

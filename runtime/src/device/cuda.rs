@@ -16,8 +16,8 @@ use wavefuse_codegen::Arch;
 use wavefuse_codegen::target::Vendor;
 
 use super::{
-    Device, DeviceBuffer, DeviceError, DeviceInfo, LoadedKernel, MemKind, check_artifact,
-    check_bounds,
+    Device, DeviceBuffer, DeviceError, DeviceInfo, LoadedKernel, MemKind, PeerMapping,
+    check_artifact, check_bounds,
 };
 use crate::compile::{Artifact, ArtifactFormat};
 use crate::launch::{KernelArg, LaunchSpec, Marshalled};
@@ -109,6 +109,52 @@ impl CudaDevice {
     /// The cudarc context, for code that needs more of the driver API.
     pub fn context(&self) -> &Arc<driver::CudaContext> {
         &self.ctx
+    }
+
+    /// [`Device::launch_raw`] on raw stream `s`.
+    ///
+    /// # Safety
+    /// As [`Device::launch_raw`]; `s` is a live stream of this context.
+    unsafe fn launch_on(
+        &self,
+        kernel: &CudaKernel,
+        spec: &LaunchSpec,
+        args: &[KernelArg],
+        s: sys::CUstream,
+        cooperative: bool,
+    ) -> Result<(), DeviceError> {
+        self.bind()?;
+        kernel.allow_dynamic_lds(spec.dynamic_lds)?;
+        let mut params = Marshalled::new(args);
+        let grid = (spec.grid[0], spec.grid[1], spec.grid[2]);
+        let block = (spec.block[0], spec.block[1], spec.block[2]);
+        let f = kernel.func.cu_function();
+        // SAFETY: `f` and `s` are live handles of this context; `params` holds one pointer per
+        // argument and outlives the call (the driver copies the values at launch); the caller
+        // guarantees the arguments match the kernel.
+        let result = unsafe {
+            if cooperative {
+                cu::launch_cooperative_kernel(
+                    f,
+                    grid,
+                    block,
+                    spec.dynamic_lds,
+                    s,
+                    params.pointers_mut(),
+                )
+            } else if spec.programmatic() {
+                launch_dependent(f, grid, block, spec.dynamic_lds, s, params.pointers_mut())
+            } else {
+                cu::launch_kernel(f, grid, block, spec.dynamic_lds, s, params.pointers_mut())
+            }
+        };
+        result.map_err(api(if cooperative {
+            "cuLaunchCooperativeKernel"
+        } else if spec.programmatic() {
+            "cuLaunchKernelEx"
+        } else {
+            "cuLaunchKernel"
+        }))
     }
 
     fn bind(&self) -> Result<(), DeviceError> {
@@ -394,39 +440,74 @@ impl Device for CudaDevice {
         stream: &CudaStream,
         cooperative: bool,
     ) -> Result<(), DeviceError> {
+        // SAFETY: the stream is a live stream of this context; the caller upholds the rest.
+        unsafe { self.launch_on(kernel, spec, args, stream.0.cu_stream(), cooperative) }
+    }
+
+    unsafe fn launch_on_raw_stream(
+        &self,
+        kernel: &CudaKernel,
+        spec: &LaunchSpec,
+        args: &[KernelArg],
+        stream: u64,
+    ) -> Result<(), DeviceError> {
+        // SAFETY: the caller guarantees `stream` is a live stream of this (primary) context and
+        // upholds the argument contract.
+        unsafe { self.launch_on(kernel, spec, args, stream as usize as sys::CUstream, false) }
+    }
+
+    fn ipc_handle(&self, buf: &CudaBuffer) -> Result<Vec<u8>, DeviceError> {
         self.bind()?;
-        kernel.allow_dynamic_lds(spec.dynamic_lds)?;
-        let mut params = Marshalled::new(args);
-        let grid = (spec.grid[0], spec.grid[1], spec.grid[2]);
-        let block = (spec.block[0], spec.block[1], spec.block[2]);
-        let f = kernel.func.cu_function();
-        let s = stream.0.cu_stream();
-        // SAFETY: `f` and `s` are live handles of this context; `params` holds one pointer per
-        // argument and outlives the call (the driver copies the values at launch); the caller
-        // guarantees the arguments match the kernel.
-        let result = unsafe {
-            if cooperative {
-                cu::launch_cooperative_kernel(
-                    f,
-                    grid,
-                    block,
-                    spec.dynamic_lds,
-                    s,
-                    params.pointers_mut(),
-                )
-            } else if spec.programmatic() {
-                launch_dependent(f, grid, block, spec.dynamic_lds, s, params.pointers_mut())
-            } else {
-                cu::launch_kernel(f, grid, block, spec.dynamic_lds, s, params.pointers_mut())
-            }
-        };
-        result.map_err(api(if cooperative {
-            "cuLaunchCooperativeKernel"
-        } else if spec.programmatic() {
-            "cuLaunchKernelEx"
-        } else {
-            "cuLaunchKernel"
-        }))
+        // SAFETY: an all-zero handle is a valid out-value; `buf.ptr` is the base of a live
+        // cuMemAlloc allocation of this context (every CudaBuffer is one).
+        let mut handle: sys::CUipcMemHandle = unsafe { std::mem::zeroed() };
+        unsafe { sys::cuIpcGetMemHandle(&mut handle, buf.ptr) }
+            .result()
+            .map_err(api("cuIpcGetMemHandle"))?;
+        Ok(handle.reserved.iter().map(|&c| c as u8).collect())
+    }
+
+    fn ipc_open(&self, handle: &[u8], bytes: usize) -> Result<PeerMapping, DeviceError> {
+        self.bind()?;
+        // SAFETY: an all-zero handle is a valid value, filled from the exported bytes below.
+        let mut h: sys::CUipcMemHandle = unsafe { std::mem::zeroed() };
+        if handle.len() != h.reserved.len() {
+            return Err(DeviceError::Unsupported(format!(
+                "an IPC handle of {} bytes; CUDA's are {}",
+                handle.len(),
+                h.reserved.len()
+            )));
+        }
+        for (d, &b) in h.reserved.iter_mut().zip(handle) {
+            *d = b as _;
+        }
+        let mut ptr: sys::CUdeviceptr = 0;
+        // SAFETY: valid out-pointer; the handle came from cuIpcGetMemHandle in another process.
+        // LAZY_ENABLE_PEER_ACCESS: the owner may be another GPU of this host.
+        unsafe {
+            sys::cuIpcOpenMemHandle_v2(
+                &mut ptr,
+                h,
+                sys::CUipcMem_flags::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as u32,
+            )
+        }
+        .result()
+        .map_err(api("cuIpcOpenMemHandle"))?;
+        let ctx = self.ctx.clone();
+        Ok(PeerMapping {
+            ptr,
+            bytes,
+            ordinal: self.info.ordinal,
+            close: Some(Box::new(move || {
+                if ctx.bind_to_thread().is_ok() {
+                    // SAFETY: `ptr` was mapped by cuIpcOpenMemHandle in this context and is
+                    // unmapped exactly once, here, after the context's work has finished.
+                    let _ = ctx
+                        .synchronize()
+                        .and_then(|()| unsafe { sys::cuIpcCloseMemHandle(ptr) }.result());
+                }
+            })),
+        })
     }
 
     fn delay_stream(&self, stream: &CudaStream, delay: Duration) -> Result<(), DeviceError> {

@@ -12,6 +12,7 @@
 
 mod cuda;
 mod hip;
+mod ipc;
 
 use std::sync::mpsc::Receiver;
 use std::time::Duration;
@@ -26,6 +27,7 @@ pub use cuda::{CudaBuffer, CudaDevice, CudaEvent, CudaKernel, CudaStream, MAX_ST
 pub use hip::{
     HipBuffer, HipDevice, HipEvent, HipGraph, HipKernel, HipStream, hip_runtime_library,
 };
+pub use ipc::PeerMapping;
 
 /// What a device allocation is for.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -213,6 +215,27 @@ pub trait Device: Sized + Send + Sync {
         cooperative: bool,
     ) -> Result<(), DeviceError>;
 
+    /// Enqueues `kernel` on a stream this runtime did not create, given by its raw driver handle
+    /// (`CUstream` / `hipStream_t` as an integer, 0 for the legacy default stream): how a kernel
+    /// runs inside an engine, on PyTorch's current stream, so that it is ordered with the
+    /// engine's own kernels and is captured into the engine's CUDA/HIP graphs. Never cooperative:
+    /// the caller checks co-residency first (DESIGN.md §5.9,
+    /// [`crate::KernelInstance::check_coresidency`]). Devices that cannot answer
+    /// [`DeviceError::Unsupported`].
+    ///
+    /// # Safety
+    /// As [`Device::launch_raw`]; `stream` must be a live stream of this device's context.
+    unsafe fn launch_on_raw_stream(
+        &self,
+        kernel: &Self::Kernel,
+        spec: &LaunchSpec,
+        args: &[KernelArg],
+        stream: u64,
+    ) -> Result<(), DeviceError> {
+        let _ = (kernel, spec, args, stream);
+        Err(self.lacks("launching on a caller's stream"))
+    }
+
     /// Holds `stream` for `delay` before the work enqueued after this call may start (a host
     /// function on the stream that waits), to skew ranks' launches deliberately: the cross-rank
     /// protocol must not depend on launch timing ([`crate::rank::Skew`]). Devices without host
@@ -325,6 +348,23 @@ pub trait Device: Sized + Send + Sync {
     fn param_sizes(&self, kernel: &Self::Kernel) -> Result<Vec<usize>, DeviceError> {
         let _ = kernel;
         Err(self.lacks("reporting a kernel's parameter sizes"))
+    }
+
+    /// A handle by which another process maps `buf` ([`Device::ipc_open`]): how a rank in another
+    /// process reaches this rank's flags and payload (one process per GPU, DESIGN.md §10). `buf`
+    /// must be a whole allocation of this device. Devices without IPC answer
+    /// [`DeviceError::Unsupported`].
+    fn ipc_handle(&self, buf: &Self::Buffer) -> Result<Vec<u8>, DeviceError> {
+        let _ = buf;
+        Err(self.lacks("sharing memory between processes (IPC)"))
+    }
+
+    /// Maps the allocation of `bytes` bytes another process exported as `handle`
+    /// ([`Device::ipc_handle`]) into this process, for kernels on this device (peer access is
+    /// enabled as needed). Fails when this device cannot reach the owner's memory.
+    fn ipc_open(&self, handle: &[u8], bytes: usize) -> Result<PeerMapping, DeviceError> {
+        let _ = (handle, bytes);
+        Err(self.lacks("sharing memory between processes (IPC)"))
     }
 
     /// The error of an operation this device does not implement.

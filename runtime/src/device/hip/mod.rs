@@ -132,6 +132,49 @@ impl std::fmt::Debug for Api {
 }
 
 impl HipDevice {
+    /// [`Device::launch_raw`] on raw stream `s`.
+    ///
+    /// # Safety
+    /// As [`Device::launch_raw`]; `s` is a live stream of this device.
+    unsafe fn launch_on(
+        &self,
+        kernel: &HipKernel,
+        spec: &LaunchSpec,
+        args: &[KernelArg],
+        s: ffi::Stream,
+        cooperative: bool,
+    ) -> Result<(), DeviceError> {
+        self.select()?;
+        let mut params = Marshalled::new(args);
+        let [gx, gy, gz] = spec.grid;
+        let [bx, by, bz] = spec.block;
+        let (f, lds) = (kernel.func, spec.dynamic_lds);
+        let (name, rc) = match (cooperative, self.api.module_launch_cooperative_kernel) {
+            // SAFETY: live handles; `params` holds one pointer per argument and outlives the call;
+            // the caller guarantees the arguments match the kernel.
+            (true, Some(coop)) => ("hipModuleLaunchCooperativeKernel", unsafe {
+                coop(f, gx, gy, gz, bx, by, bz, lds, s, params.as_mut_ptr())
+            }),
+            // SAFETY: as above; `extra` is null because parameters go through `kernelParams`.
+            _ => ("hipModuleLaunchKernel", unsafe {
+                (self.api.module_launch_kernel)(
+                    f,
+                    gx,
+                    gy,
+                    gz,
+                    bx,
+                    by,
+                    bz,
+                    lds,
+                    s,
+                    params.as_mut_ptr(),
+                    ptr::null_mut(),
+                )
+            }),
+        };
+        self.api.check(name, rc)
+    }
+
     fn select(&self) -> Result<(), DeviceError> {
         select(self.api, self.ordinal)
     }
@@ -516,35 +559,20 @@ impl Device for HipDevice {
         stream: &HipStream,
         cooperative: bool,
     ) -> Result<(), DeviceError> {
-        self.select()?;
-        let mut params = Marshalled::new(args);
-        let [gx, gy, gz] = spec.grid;
-        let [bx, by, bz] = spec.block;
-        let (f, s, lds) = (kernel.func, stream.raw(), spec.dynamic_lds);
-        let (name, rc) = match (cooperative, self.api.module_launch_cooperative_kernel) {
-            // SAFETY: live handles; `params` holds one pointer per argument and outlives the call;
-            // the caller guarantees the arguments match the kernel.
-            (true, Some(coop)) => ("hipModuleLaunchCooperativeKernel", unsafe {
-                coop(f, gx, gy, gz, bx, by, bz, lds, s, params.as_mut_ptr())
-            }),
-            // SAFETY: as above; `extra` is null because parameters go through `kernelParams`.
-            _ => ("hipModuleLaunchKernel", unsafe {
-                (self.api.module_launch_kernel)(
-                    f,
-                    gx,
-                    gy,
-                    gz,
-                    bx,
-                    by,
-                    bz,
-                    lds,
-                    s,
-                    params.as_mut_ptr(),
-                    ptr::null_mut(),
-                )
-            }),
-        };
-        self.api.check(name, rc)
+        // SAFETY: the stream is live; the caller upholds the rest.
+        unsafe { self.launch_on(kernel, spec, args, stream.raw(), cooperative) }
+    }
+
+    unsafe fn launch_on_raw_stream(
+        &self,
+        kernel: &HipKernel,
+        spec: &LaunchSpec,
+        args: &[KernelArg],
+        stream: u64,
+    ) -> Result<(), DeviceError> {
+        // SAFETY: the caller guarantees `stream` is a live stream of this device (PyTorch's ROCm
+        // build hands out `hipStream_t`s) and upholds the argument contract.
+        unsafe { self.launch_on(kernel, spec, args, stream as usize as ffi::Stream, false) }
     }
 
     fn sync_stream(&self, stream: &HipStream) -> Result<(), DeviceError> {

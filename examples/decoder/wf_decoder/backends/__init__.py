@@ -1,0 +1,41 @@
+"""Backends by path name: ``torch_best`` (a), ``wavefuse_unfused`` (b), ``wavefuse_fused`` (c)
+and ``torch_f32`` (the float32 reference). Short names a, b, c and ref are accepted."""
+
+from __future__ import annotations
+
+from .base import Backend
+
+ALIASES = {"a": "torch_best", "b": "wavefuse_unfused", "c": "wavefuse_fused", "ref": "torch_f32"}
+PATHS = ("torch_best", "wavefuse_unfused", "wavefuse_fused", "torch_f32")
+
+
+def canonical(name: str) -> str:
+    """The full path name of ``name`` (an alias or a full name); ValueError if unknown."""
+    full = ALIASES.get(name, name)
+    if full not in PATHS:
+        raise ValueError(
+            f"unknown path `{name}`: choose from {', '.join(PATHS)} "
+            f"(or {', '.join(f'{k}={v}' for k, v in ALIASES.items())})"
+        )
+    return full
+
+
+def make_backend(name: str, device="cpu", group=None, compile: bool | None = None) -> Backend:
+    """A backend for path ``name`` on ``device`` (ImportError for a wavefuse path without the
+    package); ``compile`` applies to torch_best (default: on CUDA only)."""
+    name = canonical(name)
+    if name == "torch_best":
+        from .torch_best import TorchBestBackend
+
+        return TorchBestBackend(device, group, compile=compile)
+    if name == "torch_f32":
+        from .torch_f32 import TorchF32Backend
+
+        return TorchF32Backend(device, group)
+    from .wavefuse_backend import WavefuseFusedBackend, WavefuseUnfusedBackend
+
+    cls = WavefuseFusedBackend if name == "wavefuse_fused" else WavefuseUnfusedBackend
+    return cls(device, group)
+
+
+__all__ = ["Backend", "PATHS", "canonical", "make_backend"]
