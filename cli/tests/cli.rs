@@ -83,6 +83,20 @@ fn bad_arguments_fail_clearly() {
             "9 is not in 1..=8",
         ),
         (&["emit", "gemv_int4"][..], "pass --ir"),
+        (
+            &[
+                "emit",
+                "gemv_int4",
+                "--target",
+                "sm90",
+                "--out",
+                "a",
+                "--lib",
+                "b",
+            ][..],
+            "cannot be used with",
+        ),
+        (&["emit", "gemv_int4", "--lib", "b"][..], "--target"),
         (&["report", "--tp", "16"][..], "TP = 16 is not supported"),
     ] {
         let o = wavefuse(args);

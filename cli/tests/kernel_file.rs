@@ -79,6 +79,40 @@ fn emit_kernel_file_matches_the_library_pipeline_on_both_targets() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(out.join("allreduce_add_norm.hip").is_file());
     assert!(out.join("allreduce_add_norm.abi.toml").is_file());
+    // The C library of the user's kernel (docs/clib.md), both targets in one folder.
+    let lib = dir.path().join("lib");
+    for target in ["gfx906", "sm90"] {
+        let o = wavefuse(&[
+            "emit",
+            "--kernel-file",
+            &file,
+            "--target",
+            target,
+            "--lib",
+            lib.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let mut names: Vec<String> = std::fs::read_dir(&lib)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "allreduce_add_norm.cu",
+            "allreduce_add_norm.hip",
+            "allreduce_add_norm_gfx906.abi.toml",
+            "allreduce_add_norm_gfx906.h",
+            "allreduce_add_norm_gfx906_launch.hip",
+            "allreduce_add_norm_sm90.abi.toml",
+            "allreduce_add_norm_sm90.h",
+            "allreduce_add_norm_sm90_launch.cu",
+            "build_allreduce_add_norm_gfx906.sh",
+            "build_allreduce_add_norm_sm90.sh",
+        ]
+    );
 }
 
 #[test]

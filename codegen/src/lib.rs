@@ -7,11 +7,13 @@
 //!   compilers' resource checks.
 //! - [`sim`]: the CPU protocol simulator of the lowered level (schedules, visibility, deadlocks).
 //! - [`abi`]: the ABI description of a generated kernel, for the runtime.
+//! - [`clib`]: the C library of a generated kernel (extern "C" launcher, header, build script).
 //! - [`compile`]: the one chain lower → expand → validate → emit → ABI, giving a [`Generated`].
 //! - `llvm` (feature `llvm`): the LLVM back end (inkwell, LLVM 16): gfx906 code objects and
 //!   sm_90 PTX from the same lowered kernels.
 
 pub mod abi;
+pub mod clib;
 mod compile;
 pub mod cpp;
 #[cfg(feature = "llvm")]

@@ -431,6 +431,55 @@ pub fn write_outputs(g: &wavefuse_codegen::Generated, dir: &Path) -> Result<Vec<
     Ok(vec![src, abi])
 }
 
+/// Write the C library of `g` into `dir` (docs/clib.md): the kernel source as `emit` prints it
+/// (`<symbol>.hip|.cu`), its ABI as `<symbol>_<arch>.abi.toml`, and the header, `extern "C"`
+/// launcher and build script of [`wavefuse_codegen::clib::library`], all from `g` itself. Every
+/// name but the source's carries the architecture, and the sources differ by extension, so both
+/// targets of a kernel can share `dir`. All files or none are written.
+pub fn write_library(g: &wavefuse_codegen::Generated, dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let lib = wavefuse_codegen::clib::library(&g.abi).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let abi_text = g
+        .abi
+        .to_toml()
+        .map_err(|e| format!("ABI description: {e}"))?;
+    let mut files: Vec<(PathBuf, &[u8])> = vec![
+        (dir.join(g.source.file_name()), g.source.text.as_bytes()),
+        (
+            dir.join(format!("{}.abi.toml", lib.stem)),
+            abi_text.as_bytes(),
+        ),
+    ];
+    files.extend(
+        lib.files
+            .iter()
+            .map(|f| (dir.join(&f.name), f.text.as_bytes())),
+    );
+    let refs: Vec<(&Path, &[u8])> = files.iter().map(|(p, b)| (p.as_path(), *b)).collect();
+    crate::outputs::atomic_write_all(&refs).map_err(|e| {
+        format!(
+            "writing the C library into {} (nothing changed): {e}",
+            dir.display()
+        )
+    })?;
+    for f in lib.files.iter().filter(|f| f.executable) {
+        make_executable(&dir.join(&f.name))?;
+    }
+    Ok(files.into_iter().map(|(p, _)| p).collect())
+}
+
+#[cfg(unix)]
+fn make_executable(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+        .map_err(|e| format!("making {} executable: {e}", path.display()))
+}
+
+#[cfg(not(unix))]
+fn make_executable(_: &Path) -> Result<(), String> {
+    Ok(())
+}
+
 /// A kernel read from `path` through the schedule policy and [`wavefuse_codegen::compile`]: what
 /// `emit --kernel-file` prints and `check --kernel-file` compiles.
 pub fn generate_file_kernel(

@@ -7,7 +7,7 @@ use crate::ScheduleArgs;
 use wavefuse_codegen::Arch;
 use wavefuse_harness::KernelId;
 use wavefuse_harness::ab::model_shapes;
-use wavefuse_harness::generate::{generate_at, generate_file_kernel, write_outputs};
+use wavefuse_harness::generate::{generate_at, generate_file_kernel, write_library, write_outputs};
 use wavefuse_harness::policy::{Placement, SchedulePolicy};
 use wavefuse_harness::shapes::parse_tp;
 use wavefuse_harness::suite::{CaseSpec, ShapeKind};
@@ -35,8 +35,14 @@ pub struct EmitArgs {
     /// printing the source.
     #[arg(long, requires = "target")]
     out: Option<PathBuf>,
-    /// Print the lowered kernel instead of the source.
+    /// Write the kernel's C library into this directory (docs/clib.md): the source, its ABI as
+    /// `<kernel>_<target>.abi.toml`, an `extern "C"` launcher, its header `<kernel>_<target>.h`
+    /// and `build_<kernel>_<target>.sh`, which builds `lib<kernel>_<target>.so` with hipcc or
+    /// nvcc. Both targets can share the directory.
     #[arg(long, requires = "target", conflicts_with = "out")]
+    lib: Option<PathBuf>,
+    /// Print the lowered kernel instead of the source.
+    #[arg(long, requires = "target", conflicts_with_all = ["out", "lib"])]
     lowered: bool,
     /// TP group size.
     #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = parse_tp)]
@@ -60,6 +66,7 @@ pub struct EmitArgs {
 
 /// `wavefuse emit`.
 pub fn run(a: EmitArgs) -> ExitCode {
+    let dest = dest(&a);
     if let Some(path) = a.kernel_file {
         if a.target.is_none() && !a.ir {
             eprintln!(
@@ -71,7 +78,7 @@ pub fn run(a: EmitArgs) -> ExitCode {
             .schedule
             .policy(a.target.unwrap_or(Arch::Sm90), env_overrides())
         {
-            Ok(policy) => emit_file(&path, a.target, &policy, a.placement, a.out, a.lowered),
+            Ok(policy) => emit_file(&path, a.target, &policy, a.placement, dest),
             Err(e) => store_error(e),
         };
     }
@@ -96,10 +103,31 @@ pub fn run(a: EmitArgs) -> ExitCode {
             (a.tp, a.batch.into(), shape),
             &policy,
             a.placement,
-            a.out,
-            a.lowered,
+            dest,
         ),
         Err(e) => store_error(e),
+    }
+}
+
+/// What `emit --target` writes of a generated kernel, and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Dest {
+    /// The source on stdout.
+    Source,
+    /// The lowered kernel on stdout (`--lowered`).
+    Lowered,
+    /// The source and its ABI description in a directory (`--out`).
+    Out(PathBuf),
+    /// The C library in a directory (`--lib`).
+    Lib(PathBuf),
+}
+
+fn dest(a: &EmitArgs) -> Dest {
+    match (&a.out, &a.lib) {
+        _ if a.lowered => Dest::Lowered,
+        (Some(dir), _) => Dest::Out(dir.clone()),
+        (_, Some(dir)) => Dest::Lib(dir.clone()),
+        _ => Dest::Source,
     }
 }
 
@@ -128,17 +156,15 @@ fn ir(id: KernelId, ir: bool, tp: u32, batch: usize, shape: ShapeKind) -> ExitCo
     print_out(&kernel.to_string())
 }
 
-/// `wavefuse emit KERNEL --target T [--tp N] [--out DIR]`: the source on stdout, or the source
-/// and the ABI description written into DIR. With `lowered`, the lowered form instead.
-#[allow(clippy::too_many_arguments)]
+/// `wavefuse emit KERNEL --target T [--tp N] [--out DIR | --lib DIR | --lowered]`: what `dest`
+/// says of the generated kernel.
 pub fn emit_set(
     id: KernelId,
     arch: Arch,
     case: (u32, usize, ShapeKind),
     policy: &SchedulePolicy,
     placement: Placement,
-    out: Option<PathBuf>,
-    lowered: bool,
+    dest: Dest,
 ) -> ExitCode {
     let g = match generate_at(id, arch, case, policy, placement) {
         Ok(g) => g,
@@ -147,19 +173,19 @@ pub fn emit_set(
             return ExitCode::FAILURE;
         }
     };
-    show(&g, out, lowered)
+    show(&g, dest)
 }
 
-/// What `emit` shows of a generated kernel: the lowered kernel (`lowered`), the source and ABI
-/// written into `out`, or the source on stdout.
-fn show(g: &wavefuse_codegen::Generated, out: Option<PathBuf>, lowered: bool) -> ExitCode {
-    if lowered {
-        return print_out(&g.lowered.to_string());
-    }
-    let Some(dir) = out else {
-        return print_out(&g.source.text);
+/// What `emit` shows of a generated kernel (`dest`). Everything comes from the one `Generated`:
+/// the C library's launcher is written from its ABI, next to its source.
+fn show(g: &wavefuse_codegen::Generated, dest: Dest) -> ExitCode {
+    let written = match dest {
+        Dest::Lowered => return print_out(&g.lowered.to_string()),
+        Dest::Source => return print_out(&g.source.text),
+        Dest::Out(dir) => write_outputs(g, &dir),
+        Dest::Lib(dir) => write_library(g, &dir),
     };
-    match write_outputs(g, &dir) {
+    match written {
         Ok(paths) => {
             for p in paths {
                 println!("wrote {}", p.display());
@@ -183,8 +209,7 @@ pub fn emit_file(
     arch: Option<Arch>,
     policy: &SchedulePolicy,
     placement: Placement,
-    out: Option<PathBuf>,
-    lowered: bool,
+    dest: Dest,
 ) -> ExitCode {
     let kernel = match read_valid_kernel_file(path) {
         Ok(k) => k,
@@ -197,7 +222,7 @@ pub fn emit_file(
         return print_out(&kernel.to_string());
     };
     match generate_file_kernel(path, &kernel, arch, policy, placement) {
-        Ok(g) => show(&g, out, lowered),
+        Ok(g) => show(&g, dest),
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE

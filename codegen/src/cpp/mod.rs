@@ -35,7 +35,7 @@ pub use dialect::{
 pub use hip::HipDialect;
 pub use level::Level;
 pub use memory::vector_words;
-pub use namer::{Names, symbol};
+pub use namer::{Names, identifier, symbol};
 pub use ty::expr_ty;
 pub use writer::Writer;
 

@@ -192,6 +192,16 @@ pub fn symbol(kernel_name: &str) -> String {
     }
 }
 
+/// `name` as a C/C++ identifier that no keyword, builtin or writer helper takes (the fields of the
+/// C library's argument struct, `crate::clib`): sanitised, then `_` appended while reserved.
+pub fn identifier(name: &str) -> String {
+    let mut s = unprefixed(sanitize(name));
+    while is_reserved(&s) {
+        s.push('_');
+    }
+    s
+}
+
 /// The names of one kernel's entities.
 #[derive(Clone, Debug)]
 pub struct Names {

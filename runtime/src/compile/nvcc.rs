@@ -67,6 +67,12 @@ impl Nvcc {
         Nvcc { bounds, ..self }
     }
 
+    /// Where the compiler is (what [`Compiler::compile`] runs), or why it was not found: for
+    /// build scripts that run it themselves (the C library of `wavefuse emit --lib`).
+    pub fn path(&self) -> Result<&std::path::Path, CompileError> {
+        self.tool().map(PathBuf::as_path)
+    }
+
     fn tool(&self) -> Result<&PathBuf, CompileError> {
         self.tool.as_ref().map_err(|detail| CompileError::Missing {
             compiler: ID,
