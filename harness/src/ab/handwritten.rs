@@ -543,17 +543,12 @@ fn check_param(
     out
 }
 
-/// Epoch, error word and peer ordering.
+/// Error word and peer ordering.
 fn check_sync_params(a: &HandAbi, tp: u32) -> Vec<String> {
     let mut out = Vec::new();
-    let has = |x: AbiPurpose| a.params.iter().any(|p| p.purpose == x);
-    if (has(AbiPurpose::Counter) || has(AbiPurpose::Flags)) && !has(AbiPurpose::Epoch) {
-        out.push(
-            "counters or flags but no `epoch` scalar: they are zeroed once and never reset \
-             (DESIGN.md §5.4), so every launch must be told its epoch"
-                .into(),
-        );
-    }
+    // Counters or flags count by epoch (DESIGN.md §5.4): a kernel takes it as an `epoch` scalar
+    // (the runtime passes 1, 2, 3, …; one replay per captured graph) or keeps it on the device in
+    // a counter array of its own (as the generated kernels do); both are valid.
     let peers = a.params.iter().any(|p| p.kind == AbiKind::PeerArrays);
     match (&a.peer_table, peers) {
         (None, true) => out.push(
