@@ -566,6 +566,7 @@ fn the_no_gpu_report_says_so_in_every_rendering() {
     let mut r = synthetic();
     r.header.mode = Mode::NoGpu {
         reason: "no NVIDIA driver found".into(),
+        placement: wavefuse_harness::policy::Placement::PerDevice,
     };
     r.header.copy.clear();
     for row in &mut r.rows {

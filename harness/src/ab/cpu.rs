@@ -16,7 +16,7 @@ use std::time::Instant;
 use indicatif::ProgressBar;
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::lowered::LoweredKernel;
-use wavefuse_codegen::sim::{Case, SimOptions, simulate_case};
+use wavefuse_codegen::sim::{self, Case, Granularity, SimError, SimOptions, simulate_case};
 use wavefuse_runtime::compile::{CompileError, Compiler};
 use wavefuse_runtime::exec::{self, OutputMetrics};
 use wavefuse_runtime::{Cache, CompileRequest, Error as RtError};
@@ -106,7 +106,10 @@ fn header(o: &Options, reason: String) -> Header {
             .unwrap_or("")
     );
     Header {
-        mode: Mode::NoGpu { reason },
+        mode: Mode::NoGpu {
+            reason,
+            placement: o.placement.unwrap_or(Placement::PerDevice),
+        },
         provenance: Provenance::without_gpu(compiler, &o.commit),
         seed: o.seed,
         warmup: o.warmup,
@@ -117,11 +120,14 @@ fn header(o: &Options, reason: String) -> Header {
     }
 }
 
-/// The row of one case (simulated, hand-written descriptions checked) and its compiles.
+/// The row of one case (simulated, hand-written descriptions checked) and its compiles: its
+/// ranks placed one per device unless `--placement` says otherwise (without a GPU the checks
+/// run per device: the simulator models one device per rank).
 fn row_without_gpu(i: usize, c: &CaseSpec, o: &Options) -> (Row, Vec<Job>) {
+    let placement = o.placement(c, 0);
     let mut generated = Vec::new();
     for arch in TARGETS {
-        match suite::generate(c, arch, &o.policy, o.placement(c)) {
+        match suite::generate(c, arch, &o.policy, placement) {
             Ok(g) => generated.push(g),
             Err(e) => {
                 let mut row = placeholder_row(c);
@@ -132,7 +138,7 @@ fn row_without_gpu(i: usize, c: &CaseSpec, o: &Options) -> (Row, Vec<Job>) {
     }
     let mut row = base_row(c, &generated[0]);
     row.generated.origin = "generated".into();
-    row.generated.check = simulate(c, o.seed);
+    row.generated.check = simulate(c, o.seed, placement);
     if row.generated.check.ran && !row.generated.check.pass && row.generated.check.detail.is_empty()
     {
         row.generated.check.detail = "simulator findings".into();
@@ -220,27 +226,35 @@ fn hand_version(hands: &[Hand], generated: &[suite::Generated]) -> Version {
     }
 }
 
-/// The generated kernel at the small shapes in the simulator, lowered for each target, against
-/// the f64 reference: the worst over both.
-fn simulate(c: &CaseSpec, seed: u64) -> Check {
+/// The generated kernel at the small shapes in the simulator, lowered for each target (at
+/// `placement`), against the f64 reference: the worst over both. What the simulator cannot run
+/// within its budgets (a user's kernel at model shapes) is "not checked", never a verdict.
+fn simulate(c: &CaseSpec, seed: u64, placement: Placement) -> Check {
     let small = c.small();
-    let on = if small.shape == ShapeKind::Small {
-        "simulator sm90+gfx906, small shapes"
-    } else {
+    let own = small.shape != ShapeKind::Small;
+    let on = if own {
         "simulator sm90+gfx906, its own shapes"
+    } else {
+        "simulator sm90+gfx906, small shapes"
     };
+    let mut opts = SimOptions::new(seed);
+    if own {
+        // A user's kernel at its own (often a model's) shapes: one schedule at wave granularity,
+        // as `wavefuse run --device sim` runs the model shapes, within the simulator's budgets.
+        opts.granularity = Granularity::Wave;
+    }
     let mut metrics: Vec<OutputMetrics> = Vec::new();
     let mut data: Option<Data> = None;
     for arch in TARGETS {
-        let g = match suite::generate(
-            &small,
-            arch,
-            &SchedulePolicy::default(),
-            Placement::SameDevice,
-        ) {
+        let g = match suite::generate(&small, arch, &SchedulePolicy::default(), placement) {
             Ok(g) => g,
             Err(e) => return Check::not_run(format!("not simulated: {e}")),
         };
+        // Before the inputs and the reference are built: a run the simulator cannot hold is
+        // not checked, whatever the kernel.
+        if let Err(e) = sim::fits(&g.lowered, 1, &opts) {
+            return not_simulated(arch, &e);
+        }
         if data.is_none() {
             match Data::new(&g.ir, seed) {
                 Ok(d) => data = Some(d),
@@ -252,9 +266,9 @@ fn simulate(c: &CaseSpec, seed: u64) -> Check {
             inputs: vec![d.inputs.clone()],
             reference: vec![d.reference.clone()],
         };
-        let report = match simulate_case(&g.lowered, &g.ir, &case, &SimOptions::new(seed)) {
+        let report = match simulate_case(&g.lowered, &g.ir, &case, &opts) {
             Ok(r) => r,
-            Err(e) => return Check::not_run(format!("simulator error for {arch}: {e}")),
+            Err(e) => return not_simulated(arch, &e),
         };
         if let Some(f) = report.findings.first() {
             let mut check = check_of(on, &metrics, c.kernel.tolerance().0);
@@ -262,10 +276,23 @@ fn simulate(c: &CaseSpec, seed: u64) -> Check {
             check.detail = format!("{arch}: simulator finding: {f}");
             return check;
         }
+        if let Some(limit) = report.limit(&opts) {
+            return not_simulated(arch, &SimError::TooLarge(limit));
+        }
         let outputs = report.outputs.first().cloned().unwrap_or_default();
         metrics.extend(exec::compare(&g.ir, &outputs, &d.reference));
     }
     check_of(on, &metrics, c.kernel.tolerance().0)
+}
+
+/// A case the simulator did not run to the end: "not checked", with why — never a verdict.
+fn not_simulated(arch: Arch, e: &SimError) -> Check {
+    match e {
+        SimError::TooLarge(limit) => Check::not_run(format!(
+            "not checked: too large to simulate for {arch} (needs {limit})"
+        )),
+        e => Check::not_run(format!("simulator error for {arch}: {e}")),
+    }
 }
 
 /// Every job compiled (through the cache) on `o.threads` threads; results in job order.
@@ -360,7 +387,8 @@ pub fn prebuild(cases: &[CaseSpec], o: &Options) -> Vec<Prebuilt> {
     let mut out = Vec::new();
     let mut jobs = Vec::new();
     for (i, c) in cases.iter().enumerate() {
-        let g = match suite::generate(c, Arch::Sm90, &o.policy, o.placement(c)) {
+        // As a GPU run on one GPU places it (what a machine without NVRTC will generate).
+        let g = match suite::generate(c, Arch::Sm90, &o.policy, o.placement(c, 1)) {
             Ok(g) => g,
             Err(e) => {
                 out.push(Prebuilt {
