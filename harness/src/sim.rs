@@ -16,7 +16,8 @@ use wavefuse_codegen::Arch;
 use wavefuse_codegen::lower::{AllreduceProtocol, LowerError, Schedule, lower};
 use wavefuse_codegen::lowered::LoweredKernel;
 use wavefuse_codegen::sim::{
-    Case, Finding, FindingKind, PeerTable, SimOptions, simulate_case, tolerance_for,
+    Case, Finding, FindingKind, Limit, PeerTable, SimError, SimOptions, simulate_case,
+    tolerance_for,
 };
 
 use crate::shapes::Model;
@@ -304,6 +305,10 @@ pub struct Sweep {
     pub instructions: u64,
     /// Wall time in seconds.
     pub seconds: f64,
+    /// The simulator budget that stopped the sweep (the kernel is too large to simulate within
+    /// it): what was not run is not checked — no verdict on the kernel. Findings made before it
+    /// stopped are still defects.
+    pub not_checked: Option<Limit>,
 }
 
 /// Launches per schedule: enough to run epochs 1..3 on the same counters and flags.
@@ -335,7 +340,14 @@ pub fn sweep(
             peer_table: p.peer_table,
             ..SimOptions::sweep(seed, i)
         };
-        let rep = simulate_case(&p.lowered, &p.ir, case, &opts).map_err(|e| e.to_string())?;
+        let rep = match simulate_case(&p.lowered, &p.ir, case, &opts) {
+            Ok(rep) => rep,
+            Err(SimError::TooLarge(limit)) => {
+                out.not_checked = Some(limit);
+                break;
+            }
+            Err(e) => return Err(e.to_string()),
+        };
         out.schedules += 1;
         out.steps += rep.stats.steps;
         out.instructions += rep.stats.instructions;
@@ -346,6 +358,7 @@ pub fn sweep(
         if !rep.findings.is_empty() {
             out.failing += 1;
         }
+        let limit = rep.limit(&opts);
         for f in rep.findings {
             match out
                 .findings
@@ -361,6 +374,10 @@ pub fn sweep(
             }
         }
         progress(out.schedules, out.failing);
+        if limit.is_some() {
+            out.not_checked = limit;
+            break;
+        }
     }
     out.seconds = start.elapsed().as_secs_f64();
     Ok(out)
@@ -383,6 +400,12 @@ pub fn summary(p: &Prepared, s: &Sweep) -> String {
         s.max_rel_l2,
         tol
     );
+    if let Some(limit) = &s.not_checked {
+        out.push_str(&format!(
+            "not checked: too large to simulate (needs {limit}); the schedules run before it \
+             stopped are counted above\n"
+        ));
+    }
     let mut kinds: Vec<FindingKind> = s.findings.iter().map(|f| f.first.kind).collect();
     kinds.sort();
     kinds.dedup();
