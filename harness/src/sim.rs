@@ -426,3 +426,106 @@ pub(crate) fn dtype(k: &Kernel, b: wavefuse::ir::Buffer) -> wavefuse::ir::Scalar
         BufferType::Weight(_) => wavefuse::ir::ScalarType::F16,
     }
 }
+
+/// A scaled-down instance of a kernel at a model's shapes, for the simulator: the same kernel
+/// (ops, formats, shardings, K dimensions) with every output-feature dimension N of its weights
+/// that is not also a K dimension cut to a few workgroups' columns, lowered with the same
+/// schedule (the same lowering decisions, a smaller grid).
+#[derive(Clone, Debug)]
+pub struct ScaledDown {
+    /// The op-level kernel at the smaller N.
+    pub ir: Kernel,
+    /// Its lowering with the full kernel's schedule.
+    pub lowered: LoweredKernel,
+    /// What was cut, for reports: `N 17408 → 512 (4 of 136 workgroups per rank)`.
+    pub what: String,
+}
+
+/// Workgroups of columns a scaled-down instance keeps per cut dimension (at least two, so
+/// workgroups still synchronise with each other).
+pub const SCALED_WORKGROUPS: usize = 2;
+
+/// [`ScaledDown`] of `ir` lowered as `full` (its lowering with `schedule`), or None when nothing
+/// can be cut (no weight, or every N is also a K) or the cut kernel does not lower with the
+/// same schedule.
+pub fn scaled_down(
+    ir: &Kernel,
+    arch: Arch,
+    schedule: &Schedule,
+    full: &LoweredKernel,
+) -> Option<ScaledDown> {
+    // (global, per-rank) shapes of the weights: the map cuts the declared (global) dimensions,
+    // the tile counts the per-rank ones.
+    let weights: Vec<(Weight, Weight)> = ir
+        .buffers()
+        .filter_map(|(_, d)| match (&d.ty, d.local_type()) {
+            (BufferType::Weight(g), BufferType::Weight(l)) => Some((*g, l)),
+            _ => None,
+        })
+        .collect();
+    // The cut: the fewest columns per rank, in steps of 128 (whole INT4 zero-point words and
+    // INT8 blocks), that still give [`SCALED_WORKGROUPS`] workgroups per rank, lowered with the
+    // same schedule.
+    let want = SCALED_WORKGROUPS.min(full.grid as usize) as u32;
+    let largest = weights.iter().map(|(_, l)| l.n).max().unwrap_or(0);
+    let mut cut = 128;
+    while cut < largest {
+        let map: Vec<(usize, usize)> = weights
+            .iter()
+            .filter(|(g, l)| cut < l.n && !weights.iter().any(|(v, _)| v.k == g.n))
+            .map(|(g, l)| (g.n, cut * (g.n / l.n.max(1))))
+            .collect();
+        if map.is_empty() {
+            return None;
+        }
+        let full_map: Vec<(usize, usize)> = dims(ir)
+            .into_iter()
+            .map(|d| map.iter().find(|m| m.0 == d).copied().unwrap_or((d, d)))
+            .collect();
+        let lowered = shrink(ir, &full_map)
+            .ok()
+            .and_then(|small| Some((lower(&small, arch, schedule).ok()?, small)));
+        if let Some((lowered, small)) = lowered.filter(|(k, _)| k.grid >= want) {
+            let mut map = map;
+            map.dedup();
+            return Some(described(small, lowered, &map, full));
+        }
+        cut *= 2;
+    }
+    None
+}
+
+fn described(
+    ir: Kernel,
+    lowered: LoweredKernel,
+    map: &[(usize, usize)],
+    full: &LoweredKernel,
+) -> ScaledDown {
+    let cuts: Vec<String> = map.iter().map(|(a, b)| format!("N {a} → {b}")).collect();
+    let what = format!(
+        "scaled down: {} ({} of {} workgroups per rank, the same schedule)",
+        cuts.join(", "),
+        lowered.grid,
+        full.grid
+    );
+    ScaledDown { ir, lowered, what }
+}
+
+/// Every feature dimension of `k`: last axes of tensors, K and N of weights, slice bounds.
+fn dims(k: &Kernel) -> Vec<usize> {
+    let mut out = vec![0];
+    for (_, d) in k.buffers() {
+        match &d.ty {
+            BufferType::Tensor(t) => out.extend(t.shape.last().copied()),
+            BufferType::Weight(w) => out.extend([w.k, w.n]),
+        }
+    }
+    for (_, o) in k.ops() {
+        if let OpKind::Slice(s) = &o.kind {
+            out.extend([s.start, s.len]);
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}

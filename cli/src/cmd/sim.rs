@@ -147,12 +147,12 @@ fn sim_file(path: &std::path::Path, c: Config, schedules: u64, seed: u64) -> Exi
             };
             lower_or_materialise(&ir, c.arch, s)
         })
-        .and_then(|(k, _)| {
+        .and_then(|(k, s)| {
             k.coresident(1, wavefuse_codegen::lowered::Occupancy::HardwareMax)?;
-            Ok(k)
+            Ok((k, s))
         });
-    let lowered = match lowered {
-        Ok(k) => k,
+    let (lowered, schedule) = match lowered {
+        Ok(x) => x,
         Err(e) => {
             eprintln!("error: {}: {e}", path.display());
             return ExitCode::from(if matches!(e, LowerError::Unsupported(_)) {
@@ -163,6 +163,15 @@ fn sim_file(path: &std::path::Path, c: Config, schedules: u64, seed: u64) -> Exi
         }
     };
     let c = Config { tp: ir.tp(), ..c };
+    // At a model's shapes, a scaled-down instance: the same kernel and schedule, a smaller grid
+    // (every lane of every schedule runs in the simulator).
+    let (ir, lowered) = match sim::scaled_down(&ir, c.arch, &schedule, &lowered) {
+        Some(sd) => {
+            println!("{}", sd.what);
+            (sd.ir, sd.lowered)
+        }
+        None => (ir, lowered),
+    };
     let p = Prepared {
         ir,
         lowered,

@@ -16,7 +16,9 @@ use std::time::Instant;
 use indicatif::ProgressBar;
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::lowered::LoweredKernel;
-use wavefuse_codegen::sim::{self, Case, Granularity, SimError, SimOptions, simulate_case};
+use wavefuse_codegen::sim::{
+    self as codegen_sim, Case, Granularity, SimError, SimOptions, simulate_case,
+};
 use wavefuse_runtime::compile::{CompileError, Compiler};
 use wavefuse_runtime::exec::{self, OutputMetrics};
 use wavefuse_runtime::{Cache, CompileRequest, Error as RtError};
@@ -26,6 +28,7 @@ use super::report::{AbReport, Check, Header, Manual, Mode, Resources, Row, Versi
 use super::{Choice, Options, base_row, check_of, placeholder_row, usage_of};
 use crate::policy::{Placement, SchedulePolicy};
 use crate::provenance::Provenance;
+use crate::sim;
 use crate::suite::{self, CaseSpec, Data, ShapeKind, compiler_for};
 
 /// The targets of the static part, in table order.
@@ -232,11 +235,6 @@ fn hand_version(hands: &[Hand], generated: &[suite::Generated]) -> Version {
 fn simulate(c: &CaseSpec, seed: u64, placement: Placement) -> Check {
     let small = c.small();
     let own = small.shape != ShapeKind::Small;
-    let on = if own {
-        "simulator sm90+gfx906, its own shapes"
-    } else {
-        "simulator sm90+gfx906, small shapes"
-    };
     let mut opts = SimOptions::new(seed);
     if own {
         // A user's kernel at its own (often a model's) shapes: one schedule at wave granularity,
@@ -244,34 +242,44 @@ fn simulate(c: &CaseSpec, seed: u64, placement: Placement) -> Check {
         opts.granularity = Granularity::Wave;
     }
     let mut metrics: Vec<OutputMetrics> = Vec::new();
-    let mut data: Option<Data> = None;
+    let mut scaled = Vec::new();
     for arch in TARGETS {
         let g = match suite::generate(&small, arch, &SchedulePolicy::default(), placement) {
             Ok(g) => g,
             Err(e) => return Check::not_run(format!("not simulated: {e}")),
         };
+        // A user's kernel at a model's shapes: a scaled-down instance of it (the same schedule,
+        // a smaller grid) where one exists, so the check is quick and within the budgets.
+        let (ir, lowered) = match own
+            .then(|| sim::scaled_down(&g.ir, arch, &g.code.schedule, &g.lowered))
+            .flatten()
+        {
+            Some(sd) => {
+                scaled.push(format!("{arch}: {}", sd.what));
+                (sd.ir, sd.lowered)
+            }
+            None => (g.ir.clone(), g.lowered.clone()),
+        };
         // Before the inputs and the reference are built: a run the simulator cannot hold is
         // not checked, whatever the kernel.
-        if let Err(e) = sim::fits(&g.lowered, 1, &opts) {
+        if let Err(e) = codegen_sim::fits(&lowered, 1, &opts) {
             return not_simulated(arch, &e);
         }
-        if data.is_none() {
-            match Data::new(&g.ir, seed) {
-                Ok(d) => data = Some(d),
-                Err(e) => return Check::not_run(format!("not simulated: {e}")),
-            }
-        }
-        let d = data.as_ref().expect("built above");
+        let d = match Data::new(&ir, seed) {
+            Ok(d) => d,
+            Err(e) => return Check::not_run(format!("not simulated: {e}")),
+        };
         let case = Case {
             inputs: vec![d.inputs.clone()],
             reference: vec![d.reference.clone()],
         };
-        let report = match simulate_case(&g.lowered, &g.ir, &case, &opts) {
+        let on = on_label(own, &scaled);
+        let report = match simulate_case(&lowered, &ir, &case, &opts) {
             Ok(r) => r,
             Err(e) => return not_simulated(arch, &e),
         };
         if let Some(f) = report.findings.first() {
-            let mut check = check_of(on, &metrics, c.kernel.tolerance().0);
+            let mut check = check_of(&on, &metrics, c.kernel.tolerance().0);
             check.pass = false;
             check.detail = format!("{arch}: simulator finding: {f}");
             return check;
@@ -280,9 +288,21 @@ fn simulate(c: &CaseSpec, seed: u64, placement: Placement) -> Check {
             return not_simulated(arch, &SimError::TooLarge(limit));
         }
         let outputs = report.outputs.first().cloned().unwrap_or_default();
-        metrics.extend(exec::compare(&g.ir, &outputs, &d.reference));
+        metrics.extend(exec::compare(&ir, &outputs, &d.reference));
     }
-    check_of(on, &metrics, c.kernel.tolerance().0)
+    check_of(&on_label(own, &scaled), &metrics, c.kernel.tolerance().0)
+}
+
+/// Where a check ran: the simulator, at the small shapes or the kernel's own (scaled down).
+fn on_label(own: bool, scaled: &[String]) -> String {
+    match (own, scaled.is_empty()) {
+        (false, _) => "simulator sm90+gfx906, small shapes".into(),
+        (true, true) => "simulator sm90+gfx906, its own shapes".into(),
+        (true, false) => format!(
+            "simulator sm90+gfx906, its own shapes {}",
+            scaled.join("; ")
+        ),
+    }
 }
 
 /// A case the simulator did not run to the end: "not checked", with why — never a verdict.
