@@ -324,6 +324,16 @@ pub fn sweep(
 ) -> Result<Sweep, String> {
     let start = Instant::now();
     let mut out = Sweep::default();
+    // Before any data is built: a kernel the simulator cannot hold is not checked.
+    let first_opts = SimOptions::sweep(seed, first);
+    match wavefuse_codegen::sim::fits(&p.lowered, LAUNCHES, &first_opts) {
+        Err(SimError::TooLarge(limit)) => {
+            out.not_checked = Some(limit);
+            return Ok(out);
+        }
+        Err(e) => return Err(e.to_string()),
+        Ok(()) => {}
+    }
     let mut cases: Vec<Option<Case>> = vec![None; DATA_SETS as usize];
     for i in first..first + schedules {
         if wavefuse_runtime::compile::child::interrupted() {

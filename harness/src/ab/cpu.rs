@@ -29,7 +29,7 @@ use super::{Choice, Options, base_row, check_of, placeholder_row, usage_of};
 use crate::policy::{Placement, SchedulePolicy};
 use crate::provenance::Provenance;
 use crate::sim;
-use crate::suite::{self, CaseSpec, Data, ShapeKind, compiler_for};
+use crate::suite::{self, CaseSpec, Data, PrepError, ShapeKind, compiler_for};
 
 /// The targets of the static part, in table order.
 const TARGETS: [Arch; 2] = [Arch::Sm90, Arch::Gfx906];
@@ -132,6 +132,18 @@ fn row_without_gpu(i: usize, c: &CaseSpec, o: &Options) -> (Row, Vec<Job>) {
     for arch in TARGETS {
         match suite::generate(c, arch, &o.policy, placement) {
             Ok(g) => generated.push(g),
+            // All ranks on one device (asked for) and they do not fit on it together: how TP
+            // deploys it, one rank per device, is not what was asked; no verdict on the kernel.
+            Err(PrepError::NotCoResident(why)) if c.tp > 1 => {
+                let mut row = placeholder_row(c);
+                row.generated.check = Check::not_run(format!(
+                    "not checked for {arch} at --placement same-device: its {} ranks do not fit \
+                     on one device together ({why}); one rank per device (--placement \
+                     per-device) is how TP deploys it",
+                    c.tp
+                ));
+                return (row, Vec::new());
+            }
             Err(e) => {
                 let mut row = placeholder_row(c);
                 row.generated.error = Some(format!("generating for {arch}: {e}"));
