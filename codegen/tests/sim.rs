@@ -683,12 +683,16 @@ fn a_budget_of_the_simulator_is_not_a_finding() {
     let host = || RawHost::default().fill(x, |_, _, i| i as f64).output(out);
     let rep = run(&k, &mut host(), 2, &opts(1));
     assert!(rep.findings.is_empty() && !rep.stats.step_limit, "{rep:?}");
+    // Stopped halfway between the lower bound checked up front (a step per lane and launch:
+    // 2 ranks x 4 workgroups x 64 lanes x 2 launches) and what the run takes.
+    let (bound, steps) = (1024, rep.stats.steps);
+    assert!(steps > bound + 1, "{steps}");
     let mut o = opts(1);
-    o.max_steps = 20;
+    o.max_steps = (bound + steps) / 2;
     let rep = run(&k, &mut host(), 2, &o);
     assert!(rep.findings.is_empty(), "{:?}", rep.findings);
     assert!(
-        rep.stats.step_limit && rep.stats.steps == 20,
+        rep.stats.step_limit && rep.stats.steps == o.max_steps,
         "{:?}",
         rep.stats
     );
