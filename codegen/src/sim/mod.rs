@@ -127,13 +127,18 @@ pub enum Limit {
         /// The budget.
         budget: u64,
     },
-    /// Scheduling steps against [`SimOptions::max_steps`]: `needs` is a lower bound (every
-    /// lane of every launch takes at least one step) or, when the run stopped at the budget,
-    /// the steps it had taken.
+    /// Scheduling steps against [`SimOptions::max_steps`], known before the run: `needs` is a
+    /// lower bound (every lane of every launch takes at least one step; one per wave at
+    /// [`Granularity::Wave`]).
     Steps {
         /// Steps at least needed.
         needs: u64,
         /// The budget.
+        budget: u64,
+    },
+    /// The run reached [`SimOptions::max_steps`] unfinished, with nothing found.
+    Stopped {
+        /// The budget it stopped at.
         budget: u64,
     },
 }
@@ -148,7 +153,7 @@ impl std::fmt::Display for Limit {
                 gib(needs),
                 gib(budget)
             ),
-            Limit::Steps { needs, budget } if needs >= budget => write!(
+            Limit::Stopped { budget } => write!(
                 f,
                 "more than its budget of {budget} scheduling steps: it stopped there unfinished, \
                  with nothing found"
@@ -409,8 +414,7 @@ impl SimReport {
     /// The budget the run stopped at unfinished ([`SimOptions::max_steps`]), if it did: what it
     /// did not run is not checked (its findings, if any, are still defects).
     pub fn limit(&self, opts: &SimOptions) -> Option<Limit> {
-        self.stats.step_limit.then_some(Limit::Steps {
-            needs: self.stats.steps,
+        self.stats.step_limit.then_some(Limit::Stopped {
             budget: opts.max_steps,
         })
     }
