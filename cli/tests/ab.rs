@@ -566,6 +566,7 @@ fn the_no_gpu_report_says_so_in_every_rendering() {
     let mut r = synthetic();
     r.header.mode = Mode::NoGpu {
         reason: "no NVIDIA driver found".into(),
+        placement: wavefuse_harness::policy::Placement::PerDevice,
     };
     r.header.copy.clear();
     for row in &mut r.rows {
@@ -907,4 +908,100 @@ fn gpu_times_generated_and_hand_written_against_the_copy_bandwidth() {
                 || t["l2_flushed"] == true
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Placement without a GPU (issue 34)
+// ---------------------------------------------------------------------------------------------
+
+/// The main job's kernel: without a GPU the ranks are placed one per device (as TP is deployed,
+/// as `wavefuse emit` prints it), so the fused TP 4 kernel, whose four ranks' grids do not fit
+/// on one MI50 together, is generated for gfx906 and checked in the simulator. With
+/// `--placement same-device` the same kernel is "not checked" with the numbers — never an error
+/// or a WRONG of the kernel.
+#[test]
+fn no_gpu_ab_checks_the_fused_tp4_kernel_one_rank_per_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("ab.json");
+    let args = |placement: Option<&'static str>| {
+        let mut a = vec![
+            "ab",
+            "gemv_int4_allreduce_rmsnorm",
+            "--shapes",
+            "qwen27b-tp4",
+            "--no-gpu",
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        if let Some(p) = placement {
+            a.extend(["--placement", p]);
+        }
+        a
+    };
+    for placement in [None, Some("per-device")] {
+        let o = wavefuse(&args(placement));
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{placement:?}: {out}\n{err}");
+        let verdict = out
+            .lines()
+            .find(|l| l.starts_with("gemv_int4_allreduce_rmsnorm@qwen27b-tp4: "))
+            .expect("a verdict line");
+        assert!(
+            verdict.contains("generated correct on the simulator"),
+            "{verdict}"
+        );
+        assert!(out.contains("placement: one rank per device"), "{out}");
+        let j = read_json(&json);
+        assert_eq!(j["placement"], "per-device");
+        assert_eq!(j["failures"], 0);
+        let g = &j["rows"][0]["generated"];
+        assert_eq!(g["check"]["pass"], true, "{g}");
+        assert!(g["error"].is_null(), "{g}");
+    }
+    let o = wavefuse(&args(Some("same-device")));
+    let (out, err) = text(&o);
+    assert!(
+        o.status.success(),
+        "not a failure of the kernel: {out}\n{err}"
+    );
+    let verdict = out
+        .lines()
+        .find(|l| l.starts_with("gemv_int4_allreduce_rmsnorm@qwen27b-tp4: "))
+        .expect("a verdict line");
+    assert!(
+        verdict.contains("not checked") && verdict.contains("do not fit on one device together"),
+        "{verdict}"
+    );
+    assert!(
+        !verdict.contains("WRONG") && !verdict.contains("ERROR"),
+        "{verdict}"
+    );
+    assert_eq!(read_json(&json)["placement"], "same-device");
+}
+
+/// A user's kernel at a model's shapes (`examples/gemv_int4_q8.wfir`: INT4 × q8 GEMV, 5120 →
+/// 17408, batch 8) without a GPU: checked in the simulator on a scaled-down instance (the same
+/// kernel and schedule, fewer columns), within seconds — not WRONG because the full grid would
+/// exceed the simulator's step budget (what `ab` reported before).
+#[test]
+fn no_gpu_ab_checks_a_kernel_file_at_5120_to_17408_scaled_down_in_bounded_time() {
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/gemv_int4_q8.wfir");
+    let start = std::time::Instant::now();
+    let o = wavefuse(&["ab", "--kernel-file", file, "--no-gpu"]);
+    let seconds = start.elapsed().as_secs_f64();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let verdict = out
+        .lines()
+        .find(|l| l.starts_with("gemv_int4_q8@own-tp1-b8: "))
+        .expect("a verdict line");
+    assert!(
+        verdict.contains("generated correct on the simulator") && verdict.contains("scaled down"),
+        "{verdict}"
+    );
+    assert!(verdict.contains("N 17408 → "), "{verdict}");
+    assert!(!out.contains("WRONG"), "{out}");
+    // Compiling the two sources with hipcc and NVRTC (uncached) takes most of it.
+    assert!(seconds < 300.0, "took {seconds:.0} s");
+    eprintln!("ab --kernel-file at 5120 → 17408: {seconds:.1} s");
 }

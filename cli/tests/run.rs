@@ -601,3 +601,73 @@ fn tempfile_dir() -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// `run --device sim` places the ranks one per device (the simulator models one device per
+/// rank): the fused TP 4 kernel, whose four ranks' grids do not fit on one MI50 together, runs
+/// at the model shapes for gfx906 and passes. `--placement same-device` says why it cannot.
+#[test]
+fn sim_runs_the_fused_tp4_kernel_one_rank_per_device_gfx906() {
+    let o = wavefuse(&[
+        "run",
+        "gemv_int4_allreduce_rmsnorm",
+        "--tp",
+        "4",
+        "--device",
+        "sim",
+        "--target",
+        "gfx906",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(out.contains("PASS: all 8 outputs"), "{out}");
+    let o = wavefuse(&[
+        "run",
+        "gemv_int4_allreduce_rmsnorm",
+        "--tp",
+        "4",
+        "--device",
+        "sim",
+        "--target",
+        "gfx906",
+        "--placement",
+        "same-device",
+    ]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}{err}");
+    assert!(err.contains("must be resident at once"), "{err}");
+}
+
+/// An AWQ kernel (the reference and the workload know the layout; the lowering does not yet):
+/// `--device cpu-ref` runs it, `--device sim` refuses it with the reason — never a panic.
+#[test]
+fn an_awq_kernel_runs_on_the_reference_and_is_refused_with_the_reason_by_the_lowering() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("awq.wfir");
+    std::fs::write(&file, AWQ_KERNEL).unwrap();
+    let file = file.to_str().unwrap();
+    let o = wavefuse(&["run", "--kernel-file", file, "--device", "cpu-ref"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(
+        out.contains("awq<group=128, scale=f16>[k=256, n=64]"),
+        "{out}"
+    );
+    let y = out.lines().find(|l| l.starts_with("y ")).expect("a row");
+    assert!(y.contains(" 0  sharded"), "no non-finite output: {y}");
+    let o = wavefuse(&["run", "--kernel-file", file, "--device", "sim"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}{err}");
+    assert!(err.contains("AWQ weight `w`"), "{err}");
+}
+
+/// A GEMV over an AutoAWQ INT4 weight, 256 → 64.
+pub const AWQ_KERNEL: &str = "kernel gemv_awq(tp=1) {
+    buf0 = input w : awq<group=128, scale=f16>[k=256, n=64] col_parallel(tp=1) @global index=local
+    buf1 = input x : f16[1, 256] replicated @global index=local
+    buf2 = output y : f16[1, 64] col_parallel(tp=1) @global index=local
+    v0 = load buf1
+    v1 = gemv.col buf0, v0
+    v2 = round_f16 v1
+    store v2, buf2
+}
+";

@@ -793,3 +793,41 @@ fn gfx906_tune_floors_occupancy_at_the_hand_written_kernels() {
     assert_eq!(default["occupancy"], 3, "{default}");
     assert!(default["rejected"].is_null(), "{default}");
 }
+
+/// Without a GPU the tuner fits the candidates for one rank per device (as TP is deployed): the
+/// fused TP 4 kernel for gfx906, whose four ranks' grids do not fit on one MI50 together, has
+/// candidates (its default among them) instead of "the default schedule does not lower".
+#[test]
+fn no_gpu_tune_fits_the_fused_tp4_kernel_one_rank_per_device_gfx906() {
+    let hipcc = wavefuse_runtime::compile::default_compiler(Arch::Gfx906);
+    if !wavefuse_test_support::found("hipcc", hipcc.version()) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "tune",
+        "gemv_int4_allreduce_rmsnorm",
+        "--arch",
+        "gfx906",
+        "--shapes",
+        "qwen27b-tp4",
+        "--no-gpu",
+        "--quick",
+        "--budget",
+        "3",
+        "--no-cache-store",
+    ];
+    let o = wavefuse(&args, dir.path());
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(out.contains("0 not co-resident"), "{out}");
+    assert!(out.contains("→ 3 candidates"), "{out}");
+    assert!(out.contains("winner #"), "{out}");
+    // All ranks on one device, asked for: the default itself does not fit, said as such.
+    let mut same = args.to_vec();
+    same.extend(["--placement", "same-device"]);
+    let o = wavefuse(&same, dir.path());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("must be resident at once"), "{out}");
+}

@@ -672,3 +672,48 @@ fn a_seed_determines_the_schedule() {
         assert_eq!(once(seed), once(seed));
     }
 }
+
+/// The simulator's budgets are limits of the simulator, never findings: a run stopped at its step
+/// budget reports no finding and says it stopped ([`RunStats::step_limit`]); a run over the
+/// memory budget is refused before anything is allocated ([`SimError::TooLarge`]). A real
+/// deadlock of a small kernel is still a finding (`the_default_residency_is_the_devices_capacity`).
+#[test]
+fn a_budget_of_the_simulator_is_not_a_finding() {
+    let (k, x, out) = grid_sum(2);
+    let host = || RawHost::default().fill(x, |_, _, i| i as f64).output(out);
+    let rep = run(&k, &mut host(), 2, &opts(1));
+    assert!(rep.findings.is_empty() && !rep.stats.step_limit, "{rep:?}");
+    // Stopped halfway between the lower bound checked up front (a step per lane and launch:
+    // 2 ranks x 4 workgroups x 64 lanes x 2 launches) and what the run takes.
+    let (bound, steps) = (1024, rep.stats.steps);
+    assert!(steps > bound + 1, "{steps}");
+    let mut o = opts(1);
+    o.max_steps = (bound + steps) / 2;
+    let rep = run(&k, &mut host(), 2, &o);
+    assert!(rep.findings.is_empty(), "{:?}", rep.findings);
+    assert!(
+        rep.stats.step_limit && rep.stats.steps == o.max_steps,
+        "{:?}",
+        rep.stats
+    );
+    let mut o = opts(1);
+    o.memory_budget = 1024;
+    let needs = footprint(&k, 8);
+    assert!(needs > 1024, "{needs}");
+    match simulate_with_host(&k, &mut host(), 2, &o) {
+        Err(SimError::TooLarge(Limit::Memory { needs, budget })) => {
+            assert!(needs > budget && budget == 1024)
+        }
+        other => panic!("{other:?}"),
+    }
+    // At least one step per lane and launch: 2 ranks x 4 workgroups x 64 lanes x 2 launches.
+    let mut o = opts(1);
+    o.max_steps = 1000;
+    assert_eq!(
+        fits(&k, 2, &o),
+        Err(SimError::TooLarge(Limit::Steps {
+            needs: 1024,
+            budget: 1000
+        }))
+    );
+}

@@ -9,7 +9,11 @@
 //!
 //! This crate is the facade: the macro, the IR and its builder (re-exported as [`ir`]), the typed
 //! host API, and the one peer-order rule ([`peer_order`]). With the cargo feature `pipeline`,
-//! [`pipeline`] takes a kernel through the rest in one call per step — generate the HIP or CUDA
+// The module exists only with the feature: linked to with it, named without it (so that
+// `cargo doc -p wavefuse`, without the feature, has no dangling link).
+#![cfg_attr(feature = "pipeline", doc = "[`pipeline`](crate::pipeline)")]
+#![cfg_attr(not(feature = "pipeline"), doc = "the `pipeline` module")]
+//! takes a kernel through the rest in one call per step — generate the HIP or CUDA
 //! source and ABI, compile it with the real compiler (resources, co-residency, the MI50 time
 //! model), simulate it, check it against the f64 oracle in the simulator or on a GPU, launch it
 //! with its typed arguments, A/B it against a hand-written kernel. Without the feature the crate

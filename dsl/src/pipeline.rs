@@ -78,6 +78,10 @@ pub enum Error {
     /// The GPU refused or failed a step (allocation, load, launch, copy).
     #[error("{0}")]
     Device(String),
+    /// The simulator cannot run the kernel within its budgets (memory, scheduling steps): it
+    /// is not checked — a limit of the simulator, no verdict on the kernel.
+    #[error("not checked: {0}")]
+    NotChecked(wavefuse_codegen::sim::SimError),
     /// Anything else (a reference-semantics or simulator error).
     #[error("{0}")]
     Failed(String),
@@ -270,36 +274,50 @@ pub fn check(kernel: &Kernel, target: Target, on: On) -> Result<Checked, Error> 
     let tolerance = UserKernel::new(kernel.clone(), kernel.name())
         .map_err(Error::Invalid)?
         .tolerance();
-    let inputs = wavefuse_harness::Workload::new(SEED).inputs(kernel);
-    let want = crate::ir::reference::evaluate(kernel, &inputs)
-        .map_err(|e| Error::Failed(format!("the f64 reference: {e}")))?;
-    let got = match on {
+    let data = || {
+        let inputs = wavefuse_harness::Workload::new(SEED).inputs(kernel);
+        let want = crate::ir::reference::evaluate(kernel, &inputs)
+            .map_err(|e| Error::Failed(format!("the f64 reference: {e}")))?;
+        Ok::<_, Error>((inputs, want))
+    };
+    use wavefuse_codegen::sim::SimError;
+    let (got, want) = match on {
         On::Simulator { seed } => {
+            // Generated first: a kernel the lowering refuses (an AWQ weight, say) is refused
+            // with the reason before any data is built.
             let g = generate(kernel, target)?;
+            let (inputs, want) = data()?;
             let case = wavefuse_codegen::sim::Case {
                 inputs: vec![inputs],
                 reference: vec![want.clone()],
             };
-            let report = wavefuse_codegen::sim::simulate_case(
-                &g.lowered,
-                kernel,
-                &case,
-                &wavefuse_codegen::sim::SimOptions::new(seed),
-            )
-            .map_err(|e| Error::Failed(e.to_string()))?;
+            let opts = wavefuse_codegen::sim::SimOptions::new(seed);
+            let report = wavefuse_codegen::sim::simulate_case(&g.lowered, kernel, &case, &opts)
+                .map_err(|e| match e {
+                    e @ SimError::TooLarge(_) => Error::NotChecked(e),
+                    e => Error::Failed(e.to_string()),
+                })?;
             if let Some(f) = report.findings.first() {
                 return Err(Error::Failed(format!("the simulator: {f}")));
             }
-            report
+            if let Some(limit) = report.limit(&opts) {
+                return Err(Error::NotChecked(SimError::TooLarge(limit)));
+            }
+            let got = report
                 .outputs
                 .into_iter()
                 .next()
-                .ok_or_else(|| Error::Failed("the simulated launch did not complete".into()))?
+                .ok_or_else(|| Error::Failed("the simulated launch did not complete".into()))?;
+            (got, want)
         }
-        On::Gpu => match target {
-            Target::Sm90 => run_on(open_cuda()?, kernel, target, &inputs)?,
-            Target::Gfx906 => run_on(open_hip()?, kernel, target, &inputs)?,
-        },
+        On::Gpu => {
+            let (inputs, want) = data()?;
+            let got = match target {
+                Target::Sm90 => run_on(open_cuda()?, kernel, target, &inputs)?,
+                Target::Gfx906 => run_on(open_hip()?, kernel, target, &inputs)?,
+            };
+            (got, want)
+        }
     };
     Ok(Checked {
         metrics: wavefuse_runtime::exec::compare(kernel, &got, &want),

@@ -28,17 +28,19 @@ use crate::suite::{CaseSpec, ShapeKind};
 use crate::tune::store::Store;
 
 /// How many ranks of a TP group share one device: what the co-residency fit and the allreduce
-/// protocol depend on.
-/// The default is where the runs (`ab`, `run`, `gpu-suite`) put the ranks; what is emitted and
-/// snapshotted is [`Placement::PerDevice`], as TP is deployed.
+/// protocol depend on. What is emitted and snapshotted is [`Placement::PerDevice`], as TP is
+/// deployed; the commands that run ranks (`ab`, `tune`, `run`, `gpu-suite`) take
+/// `--placement` and default to it where there is no GPU or one GPU per rank
+/// ([`run_placement`]).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Placement {
-    /// All ranks on one device (how `ab`, `run` and the default GPU suite run TP > 1: a
-    /// correctness placement).
+    /// All ranks on one device (a correctness placement: the ranks share its bandwidth and
+    /// CUs/SMs, and every workgroup of every rank of a kernel with a grid barrier or flags must
+    /// be resident at once).
     #[default]
     SameDevice,
-    /// One rank per device (how TP is deployed; what the snapshots, `check` and `emit` show;
-    /// `gpu-suite --placement per-device`, `mgpu-bench`).
+    /// One rank per device (how TP is deployed; what the snapshots, `check` and `emit` show, and
+    /// what runs without a GPU or with one GPU per rank).
     PerDevice,
 }
 
@@ -69,6 +71,47 @@ impl Placement {
     }
 }
 
+/// Whether a kernel exchanges data between ranks (has an allreduce): such a kernel's ranks must
+/// all run at once, so it cannot be run one rank alone.
+pub fn communicates(ir: &Kernel) -> bool {
+    ir.tp() > 1
+        && ir
+            .ops()
+            .any(|(_, o)| matches!(o.kind, OpKind::AllReduce(_)))
+}
+
+/// Where a command that runs ranks (`ab`, `tune`, `run`) puts the ranks of kernel `ir`, given
+/// its `--placement` (`explicit`), its `--ranks` and the GPUs it runs on (`gpus`: 0 without one).
+///
+/// - `explicit` wins.
+/// - No GPU, or one GPU per rank (`gpus >= tp`): [`Placement::PerDevice`], how TP is deployed.
+///   Without a GPU the checks run in the simulator, which models one device per rank.
+/// - Fewer GPUs than ranks: [`Ranks::placement_of`] — a kernel that does not communicate is run
+///   one rank alone ([`Placement::PerDevice`]), one that does runs all ranks on the GPU at once
+///   ([`Placement::SameDevice`]); when those do not fit together the run reports that the kernel
+///   needs `tp` GPUs ([`needs_gpus`]), never an error of the kernel.
+pub fn run_placement(
+    explicit: Option<Placement>,
+    ranks: Ranks,
+    ir: &Kernel,
+    gpus: usize,
+) -> Placement {
+    match explicit {
+        Some(p) => p,
+        None if gpus == 0 || gpus >= ir.tp() as usize => Placement::PerDevice,
+        None => ranks.placement_of(ir),
+    }
+}
+
+/// What a run says of a kernel that needs more GPUs than it has: one rank per GPU is how it is
+/// deployed, and its ranks do not fit on one device together (`why`).
+pub fn needs_gpus(tp: u32, gpus: usize, why: &str) -> String {
+    format!(
+        "not run: needs {tp} GPUs (one rank per GPU, as TP is deployed; {gpus} here), and its \
+         {tp} ranks do not fit on one GPU together: {why}"
+    )
+}
+
 /// How the ranks of a TP case are run when they are timed on one GPU (`--ranks`).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Ranks {
@@ -87,10 +130,7 @@ impl Ranks {
     /// [`Placement::PerDevice`] (rank 0 timed alone) for a kernel without an allreduce at TP > 1
     /// under [`Ranks::Alone`], [`Placement::SameDevice`] otherwise.
     pub fn placement_of(self, ir: &Kernel) -> Placement {
-        let communicates = ir
-            .ops()
-            .any(|(_, o)| matches!(o.kind, OpKind::AllReduce(_)));
-        if self == Ranks::Alone && ir.tp() > 1 && !communicates {
+        if self == Ranks::Alone && ir.tp() > 1 && !communicates(ir) {
             Placement::PerDevice
         } else {
             Placement::SameDevice

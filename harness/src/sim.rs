@@ -16,7 +16,8 @@ use wavefuse_codegen::Arch;
 use wavefuse_codegen::lower::{AllreduceProtocol, LowerError, Schedule, lower};
 use wavefuse_codegen::lowered::LoweredKernel;
 use wavefuse_codegen::sim::{
-    Case, Finding, FindingKind, PeerTable, SimOptions, simulate_case, tolerance_for,
+    Case, Finding, FindingKind, Limit, PeerTable, SimError, SimOptions, simulate_case,
+    tolerance_for,
 };
 
 use crate::shapes::Model;
@@ -304,6 +305,10 @@ pub struct Sweep {
     pub instructions: u64,
     /// Wall time in seconds.
     pub seconds: f64,
+    /// The simulator budget that stopped the sweep (the kernel is too large to simulate within
+    /// it): what was not run is not checked — no verdict on the kernel. Findings made before it
+    /// stopped are still defects.
+    pub not_checked: Option<Limit>,
 }
 
 /// Launches per schedule: enough to run epochs 1..3 on the same counters and flags.
@@ -335,6 +340,16 @@ pub fn sweep_replayed(
 ) -> Result<Sweep, String> {
     let start = Instant::now();
     let mut out = Sweep::default();
+    // Before any data is built: a kernel the simulator cannot hold is not checked.
+    let first_opts = SimOptions::sweep(seed, first);
+    match wavefuse_codegen::sim::fits(&p.lowered, LAUNCHES, &first_opts) {
+        Err(SimError::TooLarge(limit)) => {
+            out.not_checked = Some(limit);
+            return Ok(out);
+        }
+        Err(e) => return Err(e.to_string()),
+        Ok(()) => {}
+    }
     let mut cases: Vec<Option<Case>> = vec![None; DATA_SETS as usize];
     for i in first..first + schedules {
         if wavefuse_runtime::compile::child::interrupted() {
@@ -351,7 +366,14 @@ pub fn sweep_replayed(
             peer_table: p.peer_table,
             ..SimOptions::sweep(seed, i)
         };
-        let rep = simulate_case(&p.lowered, &p.ir, case, &opts).map_err(|e| e.to_string())?;
+        let rep = match simulate_case(&p.lowered, &p.ir, case, &opts) {
+            Ok(rep) => rep,
+            Err(SimError::TooLarge(limit)) => {
+                out.not_checked = Some(limit);
+                break;
+            }
+            Err(e) => return Err(e.to_string()),
+        };
         out.schedules += 1;
         out.steps += rep.stats.steps;
         out.instructions += rep.stats.instructions;
@@ -362,6 +384,7 @@ pub fn sweep_replayed(
         if !rep.findings.is_empty() {
             out.failing += 1;
         }
+        let limit = rep.limit(&opts);
         for f in rep.findings {
             match out
                 .findings
@@ -377,6 +400,10 @@ pub fn sweep_replayed(
             }
         }
         progress(out.schedules, out.failing);
+        if limit.is_some() {
+            out.not_checked = limit;
+            break;
+        }
     }
     out.seconds = start.elapsed().as_secs_f64();
     Ok(out)
@@ -399,6 +426,12 @@ pub fn summary(p: &Prepared, s: &Sweep) -> String {
         s.max_rel_l2,
         tol
     );
+    if let Some(limit) = &s.not_checked {
+        out.push_str(&format!(
+            "not checked: too large to simulate (needs {limit}); the schedules run before it \
+             stopped are counted above\n"
+        ));
+    }
     let mut kinds: Vec<FindingKind> = s.findings.iter().map(|f| f.first.kind).collect();
     kinds.sort();
     kinds.dedup();
@@ -418,4 +451,107 @@ pub(crate) fn dtype(k: &Kernel, b: wavefuse::ir::Buffer) -> wavefuse::ir::Scalar
         BufferType::Tensor(t) => t.dtype,
         BufferType::Weight(_) => wavefuse::ir::ScalarType::F16,
     }
+}
+
+/// A scaled-down instance of a kernel at a model's shapes, for the simulator: the same kernel
+/// (ops, formats, shardings, K dimensions) with every output-feature dimension N of its weights
+/// that is not also a K dimension cut to a few workgroups' columns, lowered with the same
+/// schedule (the same lowering decisions, a smaller grid).
+#[derive(Clone, Debug)]
+pub struct ScaledDown {
+    /// The op-level kernel at the smaller N.
+    pub ir: Kernel,
+    /// Its lowering with the full kernel's schedule.
+    pub lowered: LoweredKernel,
+    /// What was cut, for reports: `N 17408 → 512 (4 of 136 workgroups per rank)`.
+    pub what: String,
+}
+
+/// Workgroups of columns a scaled-down instance keeps per cut dimension (at least two, so
+/// workgroups still synchronise with each other).
+pub const SCALED_WORKGROUPS: usize = 2;
+
+/// [`ScaledDown`] of `ir` lowered as `full` (its lowering with `schedule`), or None when nothing
+/// can be cut (no weight, or every N is also a K) or the cut kernel does not lower with the
+/// same schedule.
+pub fn scaled_down(
+    ir: &Kernel,
+    arch: Arch,
+    schedule: &Schedule,
+    full: &LoweredKernel,
+) -> Option<ScaledDown> {
+    // (global, per-rank) shapes of the weights: the map cuts the declared (global) dimensions,
+    // the tile counts the per-rank ones.
+    let weights: Vec<(Weight, Weight)> = ir
+        .buffers()
+        .filter_map(|(_, d)| match (&d.ty, d.local_type()) {
+            (BufferType::Weight(g), BufferType::Weight(l)) => Some((*g, l)),
+            _ => None,
+        })
+        .collect();
+    // The cut: the fewest columns per rank, in steps of 128 (whole INT4 zero-point words and
+    // INT8 blocks), that still give [`SCALED_WORKGROUPS`] workgroups per rank, lowered with the
+    // same schedule.
+    let want = SCALED_WORKGROUPS.min(full.grid as usize) as u32;
+    let largest = weights.iter().map(|(_, l)| l.n).max().unwrap_or(0);
+    let mut cut = 128;
+    while cut < largest {
+        let map: Vec<(usize, usize)> = weights
+            .iter()
+            .filter(|(g, l)| cut < l.n && !weights.iter().any(|(v, _)| v.k == g.n))
+            .map(|(g, l)| (g.n, cut * (g.n / l.n.max(1))))
+            .collect();
+        if map.is_empty() {
+            return None;
+        }
+        let full_map: Vec<(usize, usize)> = dims(ir)
+            .into_iter()
+            .map(|d| map.iter().find(|m| m.0 == d).copied().unwrap_or((d, d)))
+            .collect();
+        let lowered = shrink(ir, &full_map)
+            .ok()
+            .and_then(|small| Some((lower(&small, arch, schedule).ok()?, small)));
+        if let Some((lowered, small)) = lowered.filter(|(k, _)| k.grid >= want) {
+            let mut map = map;
+            map.dedup();
+            return Some(described(small, lowered, &map, full));
+        }
+        cut *= 2;
+    }
+    None
+}
+
+fn described(
+    ir: Kernel,
+    lowered: LoweredKernel,
+    map: &[(usize, usize)],
+    full: &LoweredKernel,
+) -> ScaledDown {
+    let cuts: Vec<String> = map.iter().map(|(a, b)| format!("N {a} → {b}")).collect();
+    let what = format!(
+        "scaled down: {} ({} of {} workgroups per rank, the same schedule)",
+        cuts.join(", "),
+        lowered.grid,
+        full.grid
+    );
+    ScaledDown { ir, lowered, what }
+}
+
+/// Every feature dimension of `k`: last axes of tensors, K and N of weights, slice bounds.
+fn dims(k: &Kernel) -> Vec<usize> {
+    let mut out = vec![0];
+    for (_, d) in k.buffers() {
+        match &d.ty {
+            BufferType::Tensor(t) => out.extend(t.shape.last().copied()),
+            BufferType::Weight(w) => out.extend([w.k, w.n]),
+        }
+    }
+    for (_, o) in k.ops() {
+        if let OpKind::Slice(s) = &o.kind {
+            out.extend([s.start, s.len]);
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
 }

@@ -789,6 +789,32 @@ pub fn execute<D: Device>(
     )
 }
 
+/// As [`execute`] without the stress run, the ranks launched one after another, each alone on
+/// `device` (a kernel that does not communicate, fitted for one rank per device: how TP deploys
+/// it where its ranks do not fit on one device together).
+pub fn execute_alone<D: Device>(
+    device: D,
+    p: &Prepared,
+    cache: &Cache,
+) -> Result<Executed, RtError> {
+    let group = RankGroup::on_one_device(device, p.g.lowered.tp, SameDeviceMode::Streams)?;
+    let g = &p.g;
+    let compiler = compiler_for(g.lowered.arch);
+    let req = CompileRequest::new(&g.lowered.name, g.source.text.clone(), g.lowered.arch);
+    let (artifact, source) = exec::artifact_for(cache, compiler.as_ref(), &req)?;
+    let mut k = OpKernel::new(&group, &g.ir, &g.abi, &artifact)?;
+    let start = Instant::now();
+    let outputs = k.run_each_alone(&p.data.inputs)?;
+    let run_ms = start.elapsed().as_secs_f64() * 1e3;
+    Ok(Executed {
+        artifact: source,
+        compiler: artifact.compiler_version.clone(),
+        metrics: exec::compare(&g.ir, &outputs, &p.data.reference),
+        run_ms,
+        stress: None,
+    })
+}
+
 /// As [`execute`], on a rank group built by the caller (one rank per device, skewed, …).
 pub fn execute_on<D: Device>(
     group: &RankGroup<D>,

@@ -15,7 +15,8 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Normal};
 use wavefuse::ir::reference::{HostData, HostTensor, PackedInt4, RankInputs, round_to};
 use wavefuse::ir::{
-    BufferType, GptqLayout, Kernel, ScalarType, Sharding, Tensor, Weight, WeightFormat, ZeroPoint,
+    AWQ_NIBBLE_ORDER, AwqLayout, BufferType, GptqLayout, Kernel, ScalarType, Sharding, Tensor,
+    Weight, WeightFormat, ZeroPoint,
 };
 
 /// Standard deviation of synthetic weights.
@@ -108,7 +109,45 @@ fn weight(w: &Weight, rng: &mut ChaCha8Rng) -> HostData {
             HostData::F16Weight(nk.map(|x| round_to(ScalarType::F16, x)).collect())
         }
         WeightFormat::Gptq(l) => HostData::Int4(pack_gptq(&dense, w.k, w.n, &l)),
-        WeightFormat::Awq(_) => unreachable!("the kernel set has no AWQ weights"),
+        WeightFormat::Awq(l) => HostData::Int4(pack_awq(&dense, w.k, w.n, &l)),
+    }
+}
+
+/// Quantise a dense `[K, N]` weight to AutoAWQ "GEMM" INT4 ([`AwqLayout`]): per (group, column)
+/// min/max scaling with an integer zero point in 1..=15 stored as is; `qweight` `[K, N/8]` and
+/// `qzeros` `[K/G, N/8]` packed along N in [`AWQ_NIBBLE_ORDER`].
+pub fn pack_awq(dense: &[f64], k: usize, n: usize, l: &AwqLayout) -> PackedInt4 {
+    let g = l.group.rows(k);
+    let groups = k / g;
+    let mut scales = vec![0.0; groups * n];
+    let mut zeros = vec![0u32; groups * n / 8];
+    let mut qweight = vec![0i32; k * n / 8];
+    // Nibble `i` of a word holds column `8·word + AWQ_NIBBLE_ORDER[i]`.
+    let shift = |col: usize| {
+        let pos = AWQ_NIBBLE_ORDER
+            .iter()
+            .position(|&c| c == col % 8)
+            .expect("a permutation");
+        4 * pos
+    };
+    for gi in 0..groups {
+        for col in 0..n {
+            let column = (gi * g..(gi + 1) * g).map(|r| dense[r * n + col]);
+            let (s, z) = scale_and_zero(column, ZeroPoint::V2);
+            let s = round_to(l.scale, s);
+            scales[gi * n + col] = s;
+            zeros[gi * (n / 8) + col / 8] |= (z as u32 & 0xF) << shift(col);
+            for r in gi * g..(gi + 1) * g {
+                let q = ((dense[r * n + col] / s).round() as i64 + z).clamp(0, 15) as u32;
+                qweight[r * (n / 8) + col / 8] |= (q << shift(col)) as i32;
+            }
+        }
+    }
+    PackedInt4 {
+        qweight,
+        scales,
+        qzeros: zeros.into_iter().map(|z| z as i32).collect(),
+        g_idx: None,
     }
 }
 

@@ -11,7 +11,7 @@ use wavefuse_harness::ab::{
     run_on, shape_name,
 };
 use wavefuse_harness::outputs::{atomic_write, check_report_path};
-use wavefuse_harness::policy::{Ranks, SchedulePolicy};
+use wavefuse_harness::policy::{Placement, Ranks, SchedulePolicy, run_placement};
 use wavefuse_harness::suite::{self, CaseSpec, GpuRuntime};
 use wavefuse_harness::{KernelId, Workload};
 
@@ -78,10 +78,18 @@ pub struct AbArgs {
     /// Do not use a GPU even when there is one: correctness in the simulator and resources only.
     #[arg(long)]
     pub no_gpu: bool,
-    /// How a TP case's ranks run on the one GPU: `alone` (default) times a kernel that does not
-    /// communicate as rank 0 alone, its schedule resolved for one rank per GPU, as TP deploys it
-    /// (the ranks are checked one after another); `all` runs every rank at once, sharing the GPU.
-    /// A kernel with an allreduce always runs all ranks at once.
+    /// Where a TP case's ranks run, which its schedule is fitted for: `per-device` (one rank per
+    /// GPU, as TP is deployed and as `wavefuse emit` prints it) or `same-device` (every rank on
+    /// one GPU). Default: per-device without a GPU (the simulator models one device per rank)
+    /// or with a GPU per rank; on fewer GPUs, as `--ranks` says.
+    #[arg(long, value_enum)]
+    pub placement: Option<Placement>,
+    /// How a TP case's ranks run on one GPU (without `--placement`, on fewer GPUs than ranks):
+    /// `alone` (default) times a kernel that does not communicate as rank 0 alone, its schedule
+    /// resolved for one rank per GPU, as TP deploys it (the ranks are checked one after
+    /// another); `all` runs every rank at once, sharing the GPU. A kernel with an allreduce runs
+    /// all ranks at once; where they do not fit on the GPU together it is reported as needing a
+    /// GPU per rank, not run.
     #[arg(long, value_enum, default_value_t = Ranks::Alone)]
     pub ranks: Ranks,
     /// `events` (default): CUDA events around each launch, a sample per launch; `graphs`: CUDA
@@ -141,6 +149,7 @@ pub fn run(a: &AbArgs, policy: SchedulePolicy) -> ExitCode {
         commit: a.commit.clone().unwrap_or_else(|| "unknown".into()),
         policy,
         ranks: a.ranks,
+        placement: a.placement,
         timing: a.timing,
         launch: a.launch,
         runtime: a.runtime,
@@ -184,7 +193,7 @@ fn plan(a: &AbArgs, policy: &SchedulePolicy) -> Result<(Vec<CaseSpec>, Choice), 
         let choice = match (&a.manual, &a.abi) {
             (Some(src), Some(abi)) => {
                 let hand = Hand::load_for(abi, Some(src), Some(&user.ir))?;
-                check_manual(&hand, std::slice::from_ref(&case), policy, a.ranks)?;
+                check_manual(&hand, std::slice::from_ref(&case), policy, a)?;
                 Choice::User(Box::new(hand))
             }
             _ => Choice::Reference(None),
@@ -236,7 +245,7 @@ fn plan(a: &AbArgs, policy: &SchedulePolicy) -> Result<(Vec<CaseSpec>, Choice), 
         })
         .collect();
     if let Choice::User(hand) = &choice {
-        check_manual(hand, &cases, policy, a.ranks)?;
+        check_manual(hand, &cases, policy, a)?;
     }
     Ok((cases, choice))
 }
@@ -269,9 +278,23 @@ fn load_manual(
     let kind = model_shapes(a.model_config.as_deref(), &[s.tp])?;
     let c = CaseSpec::of(*kernel, s.tp, s.batch, kind);
     let arch = handwritten::arch_of(src)?;
-    let g = suite::generate(&c, arch, policy, a.ranks.placement(&c))
+    let g = suite::generate(&c, arch, policy, placement(a, &c))
         .map_err(|e| format!("{}: {e}", c.label()))?;
     Hand::load_for(abi, Some(src), Some(&g.ir))
+}
+
+/// The placement case `c` runs at ([`run_placement`]): the GPUs are counted here (none with
+/// `--no-gpu`), as the run will count them.
+fn placement(a: &AbArgs, c: &CaseSpec) -> Placement {
+    let gpus = if a.no_gpu {
+        0
+    } else {
+        suite::gpu_count(a.runtime).unwrap_or(0)
+    };
+    match suite::op_kernel(c) {
+        Ok(Some(ir)) => run_placement(a.placement, a.ranks, &ir, gpus),
+        _ => a.placement.unwrap_or(Placement::PerDevice),
+    }
 }
 
 /// A user's kernel against the generated one at every case: all disagreements, or Ok.
@@ -279,10 +302,10 @@ fn check_manual(
     hand: &Hand,
     cases: &[CaseSpec],
     policy: &SchedulePolicy,
-    ranks: Ranks,
+    a: &AbArgs,
 ) -> Result<(), String> {
     for c in cases {
-        let g = suite::generate(c, hand.arch, policy, ranks.placement(c))
+        let g = suite::generate(c, hand.arch, policy, placement(a, c))
             .map_err(|e| format!("{}: {e}", c.label()))?;
         let problems = hand.for_kernel(&g.ir)?.check(&g.lowered);
         if !problems.is_empty() {

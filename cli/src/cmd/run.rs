@@ -10,13 +10,13 @@ use std::time::{Duration, Instant};
 use wavefuse::ir::reference::RankOutputs;
 use wavefuse::ir::{Kernel, Sharding};
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::sim::{Case, Granularity, SimOptions, simulate_case};
+use wavefuse_codegen::sim::{Case, Granularity, SimError, SimOptions, simulate_case};
 use wavefuse_runtime::exec::{self, OutputMetrics};
-use wavefuse_runtime::{Cache, Device, DeviceError, Error as RtError, HipDevice};
+use wavefuse_runtime::{Cache, Device, DeviceError, Error as RtError, HipDevice, RankGroup};
 
 use wavefuse::ir::{GroupSize, ZeroPoint};
 use wavefuse_harness::checkpoint::{self, QuantOverrides};
-use wavefuse_harness::policy::{Placement, SchedulePolicy};
+use wavefuse_harness::policy::{Placement, SchedulePolicy, communicates, needs_gpus};
 use wavefuse_harness::shapes::parse_tp;
 use wavefuse_harness::suite::{
     self, CaseSpec, Data, Generated, PrepError, ShapeKind, artifact_name, tolerance,
@@ -44,9 +44,17 @@ pub struct RunArgs {
     /// set's, run at the shapes it is written with (its TP, its batch).
     #[arg(long, conflicts_with_all = ["kernel", "tp", "batch", "small", "model_config", "weights"])]
     pub kernel_file: Option<PathBuf>,
-    /// TP group size; every rank runs on the one device.
+    /// TP group size.
     #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = parse_tp)]
     pub tp: u32,
+    /// Where the ranks run, which the schedule is fitted for: `per-device` (one rank per GPU, as
+    /// TP is deployed and as `wavefuse emit` prints it) or `same-device` (every rank on one GPU).
+    /// Default: per-device in the simulator (it models one device per rank) and on a GPU per
+    /// rank; on one GPU, same-device — and a kernel whose ranks do not fit on it together runs
+    /// one rank at a time where it does not communicate, or is reported as needing a GPU per
+    /// rank (exit 2).
+    #[arg(long, value_enum)]
+    pub placement: Option<Placement>,
     /// Tokens decoded at once (1–8).
     #[arg(long, default_value_t = 1, value_parser = parse_batch)]
     pub batch: usize,
@@ -131,8 +139,17 @@ pub fn run(a: &RunArgs, policy: &SchedulePolicy) -> ExitCode {
     };
     match a.device {
         DeviceKind::CpuRef => cpu_ref(&spec, a.seed),
-        DeviceKind::Sim => sim(&spec, a.seed, a.target.unwrap_or(Arch::Sm90), policy),
-        DeviceKind::Gpu => gpu(&spec, a.seed, a.target, policy),
+        DeviceKind::Sim => {
+            let placement = a.placement.unwrap_or(Placement::PerDevice);
+            sim(
+                &spec,
+                a.seed,
+                a.target.unwrap_or(Arch::Sm90),
+                policy,
+                placement,
+            )
+        }
+        DeviceKind::Gpu => gpu(&spec, a.seed, a.target, policy, a.placement),
     }
 }
 
@@ -293,8 +310,14 @@ fn verdict(spec: &CaseSpec, ms: &[OutputMetrics], extra: Option<String>) -> Exit
 
 // --- sim -------------------------------------------------------------------------------------
 
-fn sim(spec: &CaseSpec, seed: u64, arch: Arch, policy: &SchedulePolicy) -> ExitCode {
-    let g = match suite::generate(spec, arch, policy, Placement::SameDevice) {
+fn sim(
+    spec: &CaseSpec,
+    seed: u64,
+    arch: Arch,
+    policy: &SchedulePolicy,
+    placement: Placement,
+) -> ExitCode {
+    let g = match suite::generate(spec, arch, policy, placement) {
         Ok(g) => g,
         Err(e) => return fail(e),
     };
@@ -330,6 +353,7 @@ fn sim(spec: &CaseSpec, seed: u64, arch: Arch, policy: &SchedulePolicy) -> ExitC
     };
     let report = match with_heartbeat(|| simulate_case(k, &g.ir, &case, &opts)) {
         Ok(r) => r,
+        Err(e @ SimError::TooLarge(_)) => return not_checked(&e),
         Err(e) => return fail(format!("simulator: {e}")),
     };
     println!(
@@ -345,6 +369,9 @@ fn sim(spec: &CaseSpec, seed: u64, arch: Arch, policy: &SchedulePolicy) -> ExitC
     for f in &report.findings {
         println!("finding: {f}");
     }
+    if let (Some(limit), true) = (report.limit(&opts), report.findings.is_empty()) {
+        return not_checked(&SimError::TooLarge(limit));
+    }
     let outputs = report.outputs.first().cloned().unwrap_or_default();
     if outputs.iter().all(|o| o.is_empty()) {
         return fail("the simulated launch did not complete");
@@ -353,6 +380,13 @@ fn sim(spec: &CaseSpec, seed: u64, arch: Arch, policy: &SchedulePolicy) -> ExitC
     let findings = (!report.findings.is_empty())
         .then(|| format!("{} simulator finding(s) (above)", report.findings.len()));
     verdict(spec, &ms, findings)
+}
+
+/// A run the simulator could not hold within its budgets: not checked (exit 2), no verdict on
+/// the kernel.
+fn not_checked(e: &SimError) -> ExitCode {
+    println!("\nnot checked: {e}");
+    ExitCode::from(NO_DEVICE)
 }
 
 /// Runs `f` on a helper thread, printing the elapsed time every 10 s while it runs.
@@ -377,10 +411,16 @@ fn with_heartbeat<T: Send>(f: impl FnOnce() -> T + Send) -> T {
 
 // --- gpu -------------------------------------------------------------------------------------
 
-fn gpu(spec: &CaseSpec, seed: u64, target: Option<Arch>, policy: &SchedulePolicy) -> ExitCode {
+fn gpu(
+    spec: &CaseSpec,
+    seed: u64,
+    target: Option<Arch>,
+    policy: &SchedulePolicy,
+    placement: Option<Placement>,
+) -> ExitCode {
     if target == Some(Arch::Gfx906) {
         return match HipDevice::new(0) {
-            Ok(dev) => on_device(dev, spec, seed, policy),
+            Ok(dev) => on_device(dev, spec, seed, policy, placement),
             Err(e @ (DeviceError::NoDriver { .. } | DeviceError::NoDevice { .. })) => {
                 eprintln!("error: {e}; run with --device cpu-ref or --device sim");
                 ExitCode::from(NO_DEVICE)
@@ -392,7 +432,7 @@ fn gpu(spec: &CaseSpec, seed: u64, target: Option<Arch>, policy: &SchedulePolicy
         eprintln!("note: using NVRTC at {}", path.display());
     }
     match suite::open_cuda() {
-        Ok(dev) => on_device(dev, spec, seed, policy),
+        Ok(dev) => on_device(dev, spec, seed, policy, placement),
         Err(message) => {
             eprintln!("error: {message}");
             ExitCode::from(NO_DEVICE)
@@ -400,7 +440,13 @@ fn gpu(spec: &CaseSpec, seed: u64, target: Option<Arch>, policy: &SchedulePolicy
     }
 }
 
-fn on_device<D: Device>(dev: D, spec: &CaseSpec, seed: u64, policy: &SchedulePolicy) -> ExitCode {
+fn on_device<D: Device>(
+    dev: D,
+    spec: &CaseSpec,
+    seed: u64,
+    policy: &SchedulePolicy,
+    placement: Option<Placement>,
+) -> ExitCode {
     let info = dev.info().clone();
     let Some(arch) = info.arch else {
         return fail(format!(
@@ -408,11 +454,33 @@ fn on_device<D: Device>(dev: D, spec: &CaseSpec, seed: u64, policy: &SchedulePol
             info.name
         ));
     };
+    let gpus = D::count().unwrap_or(1);
+    let ir = match suite::op_kernel(spec) {
+        Ok(Some(ir)) => ir,
+        Ok(None) => return fail("shape does not apply"),
+        Err(e) => return fail(e),
+    };
+    // Every rank at once on this GPU unless asked otherwise, or one rank per GPU where there is
+    // a GPU per rank.
+    let placement = placement.unwrap_or(if gpus >= spec.tp as usize {
+        Placement::PerDevice
+    } else {
+        Placement::SameDevice
+    });
     let progress = std::io::stderr().is_terminal();
     if progress {
         eprint!("preparing inputs and the f64 reference ...");
     }
-    let prepared = suite::prepare(spec, arch, policy, Placement::SameDevice, seed, false);
+    let mut prepared = suite::prepare(spec, arch, policy, placement, seed, false);
+    // The ranks do not fit on this GPU together: one rank at a time where the kernel does not
+    // communicate (fitted for one rank per GPU, as TP deploys it).
+    let alone = matches!(prepared, Err(PrepError::NotCoResident(_)))
+        && placement == Placement::SameDevice
+        && spec.tp > 1
+        && !communicates(&ir);
+    if alone {
+        prepared = suite::prepare(spec, arch, policy, Placement::PerDevice, seed, false);
+    }
     if progress {
         eprint!("\r{:<60}\r", "");
     }
@@ -424,12 +492,34 @@ fn on_device<D: Device>(dev: D, spec: &CaseSpec, seed: u64, policy: &SchedulePol
                 spec.kernel
             ));
         }
+        Err(PrepError::NotCoResident(why)) if spec.tp > 1 => {
+            eprintln!("{}", needs_gpus(spec.tp, gpus, &why));
+            return ExitCode::from(NO_DEVICE);
+        }
         Err(e) => return fail(e),
     };
+    let spread =
+        p.g.placement == Placement::PerDevice && communicates(&p.g.ir) && gpus >= spec.tp as usize;
+    let alone = p.g.placement == Placement::PerDevice && spec.tp > 1 && !communicates(&p.g.ir);
     describe(spec, seed, &p.g.ir);
-    header(&p.g, &info.name, info.compute_units);
+    header(&p.g, &info.name, info.compute_units, spread, alone);
     let cache = Cache::from_env();
-    match suite::execute(dev, &p, &cache, 0) {
+    let executed = if spread {
+        RankGroup::<D>::per_device(spec.tp).and_then(|group| {
+            suite::execute_on(
+                &group,
+                &p,
+                &cache,
+                0,
+                wavefuse_harness::ab::LaunchMode::Stream,
+            )
+        })
+    } else if alone {
+        suite::execute_alone(dev, &p, &cache)
+    } else {
+        suite::execute(dev, &p, &cache, 0)
+    };
+    match executed {
         Ok(x) => {
             println!(
                 "compiled by {} ({}); launch at epoch 1: {:.3} ms wall, including the wait\n",
@@ -443,11 +533,15 @@ fn on_device<D: Device>(dev: D, spec: &CaseSpec, seed: u64, policy: &SchedulePol
             "{e}: a bounded wait ran out (DESIGN.md §5.10); under compute-sanitizer, launches of \
              different ranks may be serialised, so cross-rank flags cannot be met"
         )),
+        Err(e @ RtError::NotCoResident { .. }) if spec.tp > 1 && !alone => {
+            eprintln!("{}", needs_gpus(spec.tp, gpus, &e.to_string()));
+            ExitCode::from(NO_DEVICE)
+        }
         Err(e) => fail(e),
     }
 }
 
-fn header(g: &Generated, device: &str, sms: u32) {
+fn header(g: &Generated, device: &str, sms: u32, spread: bool, alone: bool) {
     let k = &g.lowered;
     let sync = match (k.coresidency.is_some(), k.flag_rounds_per_launch > 0) {
         (true, true) => "grid barrier and cross-rank flags",
@@ -455,10 +549,14 @@ fn header(g: &Generated, device: &str, sms: u32) {
         (false, true) => "cross-rank flags",
         (false, false) => "no cross-workgroup synchronisation",
     };
+    let ranks = match (spread, alone) {
+        (true, _) => format!("{} ranks, one per GPU from GPU 0", k.tp),
+        (false, true) => format!("{} ranks on it, one at a time", k.tp),
+        (false, false) => format!("all {} ranks on it, one stream each", k.tp),
+    };
     println!(
-        "device: {device} ({sms} SMs), all {} ranks on it, one stream each; per rank {} \
-         workgroups x {} lanes; {sync}",
-        k.tp, k.grid, k.workgroup_size
+        "device: {device} ({sms} SMs), {ranks}; per rank {} workgroups x {} lanes; {sync}",
+        k.grid, k.workgroup_size
     );
 }
 

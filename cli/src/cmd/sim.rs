@@ -9,11 +9,11 @@ use wavefuse_codegen::Arch;
 use wavefuse_codegen::lower::{AllreduceProtocol, LowerError, Schedule};
 use wavefuse_codegen::sim::PeerTable;
 use wavefuse_harness::generate::read_kernel_file;
-use wavefuse_harness::policy::lower_or_materialise;
+use wavefuse_harness::policy::{Placement, ResolveError, SchedulePolicy, lower_or_materialise};
 use wavefuse_harness::shapes::Model;
 use wavefuse_harness::shapes::parse_tp;
 use wavefuse_harness::sim::{
-    self, Config, LAUNCHES, Prepared, SmallShapes, prepare_config, small_schedule, summary, sweep,
+    self, Config, LAUNCHES, Prepared, SmallShapes, prepare_config, summary, sweep,
 };
 use wavefuse_harness::{KernelId, Workload};
 
@@ -26,7 +26,9 @@ pub struct SimArgs {
     #[arg(required_unless_present = "kernel_file")]
     kernel: Option<KernelId>,
     /// A kernel of your own in the textual IR (`.wfir`) instead of a kernel of the set,
-    /// simulated at the file's own shapes and TP size (write small shapes: every lane runs).
+    /// simulated at the file's own shapes and TP size with the schedule `wavefuse emit` gives it
+    /// (write small shapes: every lane runs; a kernel too large for the simulator's budgets is
+    /// "not checked", exit 2).
     #[arg(long, conflicts_with_all = ["kernel", "tp", "batch"])]
     kernel_file: Option<PathBuf>,
     /// TP group size.
@@ -57,6 +59,10 @@ pub struct SimArgs {
     #[arg(long, conflicts_with = "kernel_file")]
     model_config: Option<PathBuf>,
 }
+
+/// Exit code of a kernel the simulator could not run within its budgets (too large to simulate):
+/// as for a kernel it cannot simulate yet — no verdict on the kernel.
+const NOT_CHECKED: u8 = 2;
 
 /// `wavefuse sim`.
 pub fn run(a: SimArgs) -> ExitCode {
@@ -127,16 +133,26 @@ fn sim_file(path: &std::path::Path, c: Config, schedules: u64, seed: u64) -> Exi
             return ExitCode::from(2);
         }
     };
-    let mut schedule = small_schedule(c.arch, &ir);
-    if let Some(p) = c.protocol {
-        schedule = schedule.with_protocol(p);
-    }
-    // As the pipeline's schedule policy does: a prologue that does not fit in LDS materialised.
-    let lowered = match lower_or_materialise(&ir, c.arch, schedule).and_then(|(k, _)| {
-        k.coresident(1, wavefuse_codegen::lowered::Occupancy::HardwareMax)?;
-        Ok(k)
-    }) {
-        Ok(k) => k,
+    // The schedule `wavefuse emit` gives the file (its workgroup size, its tiles: one rank per
+    // device, as TP is deployed), with `--protocol` on top when given.
+    let lowered = SchedulePolicy::default()
+        .resolve_kernel(&ir, c.arch, Placement::PerDevice, None)
+        .map_err(|e| match e {
+            ResolveError::Lower(e) | ResolveError::Override { source: e, .. } => e,
+        })
+        .and_then(|r| {
+            let s = match c.protocol {
+                Some(p) => r.schedule.with_protocol(p),
+                None => r.schedule,
+            };
+            lower_or_materialise(&ir, c.arch, s)
+        })
+        .and_then(|(k, s)| {
+            k.coresident(1, wavefuse_codegen::lowered::Occupancy::HardwareMax)?;
+            Ok((k, s))
+        });
+    let (lowered, schedule) = match lowered {
+        Ok(x) => x,
         Err(e) => {
             eprintln!("error: {}: {e}", path.display());
             return ExitCode::from(if matches!(e, LowerError::Unsupported(_)) {
@@ -147,6 +163,15 @@ fn sim_file(path: &std::path::Path, c: Config, schedules: u64, seed: u64) -> Exi
         }
     };
     let c = Config { tp: ir.tp(), ..c };
+    // At a model's shapes, a scaled-down instance: the same kernel and schedule, a smaller grid
+    // (every lane of every schedule runs in the simulator).
+    let (ir, lowered) = match sim::scaled_down(&ir, c.arch, &schedule, &lowered) {
+        Some(sd) => {
+            println!("{}", sd.what);
+            (sd.ir, sd.lowered)
+        }
+        None => (ir, lowered),
+    };
     let p = Prepared {
         ir,
         lowered,
@@ -222,6 +247,12 @@ fn report_sweep(p: &Prepared, id: &str, c: &Config, schedules: u64, seed: u64) -
         }
     };
     print!("{}", summary(p, &s));
+    if let (Some(limit), true) = (&s.not_checked, s.findings.is_empty()) {
+        // A limit of the simulator, not a verdict on the kernel.
+        println!("verdict: not checked: too large to simulate (needs {limit})");
+        drop(guard);
+        return ExitCode::from(NOT_CHECKED);
+    }
     if s.interrupted {
         println!(
             "verdict: interrupted after {} of {schedules} schedules ({})",

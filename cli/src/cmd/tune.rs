@@ -9,7 +9,7 @@ use std::time::Instant;
 use wavefuse_codegen::Arch;
 use wavefuse_harness::ab::{ShapeSet, model_shapes, parse_shape};
 use wavefuse_harness::outputs::{atomic_write, check_report_path};
-use wavefuse_harness::policy::Ranks;
+use wavefuse_harness::policy::{Placement, Ranks};
 use wavefuse_harness::suite::{self, CaseSpec, GpuRuntime};
 use wavefuse_harness::tune::report::TuneReport;
 use wavefuse_harness::tune::store::Store;
@@ -84,9 +84,14 @@ pub struct TuneArgs {
     /// on gfx906) instead of the default's (sm90) or the hand-written kernel's (gfx906).
     #[arg(long)]
     pub min_occupancy: Option<u32>,
-    /// How a TP case's ranks run on the one GPU, as for `wavefuse ab`: `alone` (default) times a
-    /// kernel without an allreduce as rank 0 alone, its schedules resolved for one rank per GPU;
-    /// `all` runs every rank at once.
+    /// Where a TP case's ranks run, which the candidates are fitted for, as for `wavefuse ab`:
+    /// `per-device` (one rank per GPU, as TP is deployed) or `same-device`. Default: per-device
+    /// without a GPU to time on; on one GPU, as `--ranks` says.
+    #[arg(long, value_enum)]
+    pub placement: Option<Placement>,
+    /// How a TP case's ranks run on the one GPU (without `--placement`), as for `wavefuse ab`:
+    /// `alone` (default) times a kernel without an allreduce as rank 0 alone, its schedules
+    /// resolved for one rank per GPU; `all` runs every rank at once.
     #[arg(long, value_enum, default_value_t = Ranks::Alone)]
     pub ranks: Ranks,
     /// The GPU runtime: `auto` (CUDA when an NVIDIA GPU is there, else HIP), `cuda` or `hip`.
@@ -134,6 +139,7 @@ pub fn run(a: &TuneArgs) -> ExitCode {
             .deadline
             .map(|s| Instant::now() + std::time::Duration::from_secs_f64(s.max(0.0))),
         ranks: a.ranks,
+        placement: a.placement,
         runtime: a.runtime,
     };
     let targets = match plan(a) {

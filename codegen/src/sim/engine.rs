@@ -126,9 +126,16 @@ pub struct RunStats {
     /// Launches that completed, summed over ranks.
     pub launches_completed: u32,
     /// Whether the run stopped early on a structural defect (partial barrier, deadlock on
-    /// barriers, out-of-bounds access, step limit).
+    /// barriers, out-of-bounds access) or at its step budget.
     pub aborted: bool,
+    /// Whether the run stopped unfinished at its step budget ([`super::SimOptions::max_steps`]):
+    /// a limit of the simulator, not a finding.
+    pub step_limit: bool,
 }
+
+/// Bytes of one lane's state besides its registers and clock (for [`super::footprint`]): the
+/// lane, its specials, its slots in the ready and parked sets, with margin.
+pub(super) const LANE_BYTES: u64 = std::mem::size_of::<Lane>() as u64 + 64;
 
 pub(super) struct Engine<'a> {
     k: &'a LoweredKernel,
@@ -165,6 +172,7 @@ pub(super) struct Engine<'a> {
     rng: ChaCha8Rng,
     pub(super) findings: Findings,
     aborted: bool,
+    step_limit: bool,
     fault: Cell<Option<&'static str>>,
     cands: Vec<u32>,
     completed: u32,
@@ -300,6 +308,7 @@ impl<'a> Engine<'a> {
             rng: ChaCha8Rng::seed_from_u64(opts.seed),
             findings: Findings::default(),
             aborted: false,
+            step_limit: false,
             fault: Cell::new(None),
             cands: Vec::with_capacity(tp as usize),
             completed: 0,
@@ -408,10 +417,9 @@ impl<'a> Engine<'a> {
                 break;
             }
             if self.step >= self.opts.max_steps {
-                let steps = self.step;
-                self.findings.add(FindingKind::StepLimit, "step limit", || {
-                    format!("no completion after {steps} scheduling steps (a livelock?)")
-                });
+                // A budget of the simulator, not a defect: every run ends by itself (counted
+                // loops, bounded waits, deadlocks detected when no lane can run).
+                self.step_limit = true;
                 self.aborted = true;
                 break;
             }
@@ -434,6 +442,7 @@ impl<'a> Engine<'a> {
             instructions: self.insts,
             launches_completed: self.completed,
             aborted: self.aborted,
+            step_limit: self.step_limit,
         }
     }
 

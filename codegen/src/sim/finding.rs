@@ -36,8 +36,6 @@ pub enum FindingKind {
     ReadOnlyWrite,
     /// An arithmetic fault (integer division by zero).
     Arithmetic,
-    /// The simulation ran past its step limit (a livelock).
-    StepLimit,
 }
 
 impl FindingKind {
@@ -57,7 +55,6 @@ impl FindingKind {
             FindingKind::PeerRmw => "RMW on peer memory",
             FindingKind::ReadOnlyWrite => "write to read-only memory",
             FindingKind::Arithmetic => "arithmetic fault",
-            FindingKind::StepLimit => "step limit",
         }
     }
 }

@@ -110,6 +110,125 @@ pub enum SimError {
     /// The reference evaluation failed.
     #[error("reference: {0}")]
     Reference(#[from] EvalError),
+    /// The run would exceed one of the simulator's budgets ([`SimOptions::memory_budget`],
+    /// [`SimOptions::max_steps`]) and was not started: nothing is known about the kernel — a
+    /// limit of the simulator, never a verdict on the kernel.
+    #[error("too large to simulate (needs {0})")]
+    TooLarge(Limit),
+}
+
+/// A budget of the simulator that a run needs more of than it is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// Bytes of simulator memory ([`footprint`]) against [`SimOptions::memory_budget`].
+    Memory {
+        /// The estimate of what the run needs.
+        needs: u64,
+        /// The budget.
+        budget: u64,
+    },
+    /// Scheduling steps against [`SimOptions::max_steps`], known before the run: `needs` is a
+    /// lower bound (every lane of every launch takes at least one step; one per wave at
+    /// [`Granularity::Wave`]).
+    Steps {
+        /// Steps at least needed.
+        needs: u64,
+        /// The budget.
+        budget: u64,
+    },
+    /// The run reached [`SimOptions::max_steps`] unfinished, with nothing found.
+    Stopped {
+        /// The budget it stopped at.
+        budget: u64,
+    },
+}
+
+impl std::fmt::Display for Limit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        match *self {
+            Limit::Memory { needs, budget } => write!(
+                f,
+                "about {:.1} GiB of simulator memory; its budget is {:.1} GiB",
+                gib(needs),
+                gib(budget)
+            ),
+            Limit::Stopped { budget } => write!(
+                f,
+                "more than its budget of {budget} scheduling steps: it stopped there unfinished, \
+                 with nothing found"
+            ),
+            Limit::Steps { needs, budget } => write!(
+                f,
+                "at least {needs} scheduling steps; its budget is {budget}"
+            ),
+        }
+    }
+}
+
+/// The simulator's memory budget by default: 4 GiB ([`SimOptions::memory_budget`]).
+pub const DEFAULT_MEMORY_BUDGET: u64 = 4 << 30;
+
+/// Bytes of simulator state per element of an array: its 32-bit value and its write stamp.
+const BYTES_PER_ELEMENT: u64 = 4 + std::mem::size_of::<clock::Stamp>() as u64;
+
+/// An estimate of the memory a simulated run of `k` takes: every array of every rank and the
+/// LDS of every workgroup of every rank (a value and a write stamp per element), and per lane
+/// its state, registers and a vector clock of one entry per workgroup. What
+/// [`SimOptions::memory_budget`] is checked against before anything is allocated.
+pub fn footprint(k: &LoweredKernel, registers: usize) -> u64 {
+    let tp = u64::from(k.tp);
+    let arrays: u64 = k
+        .params
+        .values()
+        .map(|d| match &d.kind {
+            crate::lowered::ParamKind::Array { len, .. }
+            | crate::lowered::ParamKind::PeerArrays { len, .. } => *len as u64,
+            crate::lowered::ParamKind::Scalar { .. } => 0,
+        })
+        .sum();
+    let lds: u64 = k.lds.values().map(|l| l.len as u64).sum();
+    let slots = tp * u64::from(k.grid);
+    let lanes = slots * u64::from(k.workgroup_size);
+    let per_lane = engine::LANE_BYTES + 4 * registers as u64 + 4 * (slots + tp);
+    (arrays * tp + lds * slots) * BYTES_PER_ELEMENT + lanes * per_lane
+}
+
+/// Whether a run of `k` over `launches` launches fits the budgets of `opts`
+/// ([`SimOptions::memory_budget`], and at least one step per lane — per wave at
+/// [`Granularity::Wave`] — per launch within [`SimOptions::max_steps`]): what [`simulate`]
+/// checks before allocating anything, for a caller that would build large inputs first.
+pub fn fits(k: &LoweredKernel, launches: u32, opts: &SimOptions) -> Result<(), SimError> {
+    let prog = program::Program::compile(k)?;
+    check_budgets(k, prog.num_regs, launches, opts)
+}
+
+/// [`fits`] with the program's registers per lane known.
+fn check_budgets(
+    k: &LoweredKernel,
+    registers: usize,
+    launches: u32,
+    opts: &SimOptions,
+) -> Result<(), SimError> {
+    let needs = footprint(k, registers);
+    if needs > opts.memory_budget {
+        return Err(SimError::TooLarge(Limit::Memory {
+            needs,
+            budget: opts.memory_budget,
+        }));
+    }
+    let lanes = u64::from(k.tp) * u64::from(k.grid) * u64::from(k.workgroup_size);
+    let steps = match opts.granularity {
+        Granularity::Lane => lanes,
+        Granularity::Wave => lanes / u64::from(k.wave_size()).max(1),
+    } * u64::from(launches);
+    if steps > opts.max_steps {
+        return Err(SimError::TooLarge(Limit::Steps {
+            needs: steps,
+            budget: opts.max_steps,
+        }));
+    }
+    Ok(())
 }
 
 /// The unit the scheduler steps.
@@ -173,8 +292,14 @@ pub struct SimOptions {
     /// Upper bound on the loads of a wait, applied on top of the kernel's budget; a parked wait
     /// spends one per scheduling step of the whole simulation.
     pub spin_budget: u32,
-    /// Scheduling steps after which the run stops (livelock).
+    /// Scheduling steps after which the run stops unfinished ([`RunStats::step_limit`]). Every
+    /// run ends by itself — loops are counted and every wait is bounded, and when no lane can
+    /// run that is a [`FindingKind::Deadlock`] — so this only bounds the time a run takes: a run
+    /// that reaches it is not checked, never a finding.
     pub max_steps: u64,
+    /// Bytes the run may take ([`footprint`]); a larger run is refused before anything is
+    /// allocated ([`SimError::TooLarge`]). Default [`DEFAULT_MEMORY_BUDGET`].
+    pub memory_budget: u64,
     /// Workgroups of a rank resident at once; None: as many as the target holds at its
     /// hardware-maximum occupancy ([`LoweredKernel::device_capacity`](crate::lowered::LoweredKernel::device_capacity)),
     /// the rest starting as earlier ones finish, as on a GPU. A grid barrier needs all.
@@ -193,6 +318,7 @@ impl SimOptions {
             peer_table: PeerTable::Shared,
             spin_budget: u32::MAX,
             max_steps: 20_000_000,
+            memory_budget: DEFAULT_MEMORY_BUDGET,
             resident_workgroups: None,
             first_epoch: 1,
         }
@@ -252,6 +378,7 @@ pub fn simulate_with_host(
     opts: &SimOptions,
 ) -> Result<RawReport, SimError> {
     let prog = program::Program::compile(k)?;
+    check_budgets(k, prog.num_regs, launches, opts)?;
     let mut engine = engine::Engine::new(k, &prog, opts, host, launches);
     let stats = engine.run();
     Ok(RawReport {
@@ -282,6 +409,14 @@ impl SimReport {
     /// Whether a finding of this kind was made.
     pub fn has(&self, kind: FindingKind) -> bool {
         self.findings.iter().any(|f| f.kind == kind)
+    }
+
+    /// The budget the run stopped at unfinished ([`SimOptions::max_steps`]), if it did: what it
+    /// did not run is not checked (its findings, if any, are still defects).
+    pub fn limit(&self, opts: &SimOptions) -> Option<Limit> {
+        self.stats.step_limit.then_some(Limit::Stopped {
+            budget: opts.max_steps,
+        })
     }
 
     /// The largest relative L2 error over all outputs, ranks and launches.
@@ -342,6 +477,7 @@ pub fn simulate_case(
     }
     let (launches, reference) = (&case.inputs, &case.reference);
     let prog = program::Program::compile(lowered)?;
+    check_budgets(lowered, prog.num_regs, launches.len() as u32, opts)?;
     let mut host = bind::OpHost::new(ir, lowered, launches)?;
     let (mut findings, stats) = {
         let mut engine =

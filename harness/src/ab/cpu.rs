@@ -16,7 +16,9 @@ use std::time::Instant;
 use indicatif::ProgressBar;
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::lowered::LoweredKernel;
-use wavefuse_codegen::sim::{Case, SimOptions, simulate_case};
+use wavefuse_codegen::sim::{
+    self as codegen_sim, Case, Granularity, SimError, SimOptions, simulate_case,
+};
 use wavefuse_runtime::compile::{CompileError, Compiler};
 use wavefuse_runtime::exec::{self, OutputMetrics};
 use wavefuse_runtime::{Cache, CompileRequest, Error as RtError};
@@ -26,7 +28,8 @@ use super::report::{AbReport, Check, Header, Manual, Mode, Resources, Row, Versi
 use super::{Choice, Options, base_row, check_of, placeholder_row, usage_of};
 use crate::policy::{Placement, SchedulePolicy};
 use crate::provenance::Provenance;
-use crate::suite::{self, CaseSpec, Data, ShapeKind, compiler_for};
+use crate::sim;
+use crate::suite::{self, CaseSpec, Data, PrepError, ShapeKind, compiler_for};
 
 /// The targets of the static part, in table order.
 const TARGETS: [Arch; 2] = [Arch::Sm90, Arch::Gfx906];
@@ -106,7 +109,10 @@ fn header(o: &Options, reason: String) -> Header {
             .unwrap_or("")
     );
     Header {
-        mode: Mode::NoGpu { reason },
+        mode: Mode::NoGpu {
+            reason,
+            placement: o.placement.unwrap_or(Placement::PerDevice),
+        },
         provenance: Provenance::without_gpu(compiler, &o.commit),
         seed: o.seed,
         warmup: o.warmup,
@@ -117,12 +123,27 @@ fn header(o: &Options, reason: String) -> Header {
     }
 }
 
-/// The row of one case (simulated, hand-written descriptions checked) and its compiles.
+/// The row of one case (simulated, hand-written descriptions checked) and its compiles: its
+/// ranks placed one per device unless `--placement` says otherwise (without a GPU the checks
+/// run per device: the simulator models one device per rank).
 fn row_without_gpu(i: usize, c: &CaseSpec, o: &Options) -> (Row, Vec<Job>) {
+    let placement = o.placement(c, 0);
     let mut generated = Vec::new();
     for arch in TARGETS {
-        match suite::generate(c, arch, &o.policy, o.placement(c)) {
+        match suite::generate(c, arch, &o.policy, placement) {
             Ok(g) => generated.push(g),
+            // All ranks on one device (asked for) and they do not fit on it together: how TP
+            // deploys it, one rank per device, is not what was asked; no verdict on the kernel.
+            Err(PrepError::NotCoResident(why)) if c.tp > 1 => {
+                let mut row = placeholder_row(c);
+                row.generated.check = Check::not_run(format!(
+                    "not checked for {arch} at --placement same-device: its {} ranks do not fit \
+                     on one device together ({why}); one rank per device (--placement \
+                     per-device) is how TP deploys it",
+                    c.tp
+                ));
+                return (row, Vec::new());
+            }
             Err(e) => {
                 let mut row = placeholder_row(c);
                 row.generated.error = Some(format!("generating for {arch}: {e}"));
@@ -132,7 +153,7 @@ fn row_without_gpu(i: usize, c: &CaseSpec, o: &Options) -> (Row, Vec<Job>) {
     }
     let mut row = base_row(c, &generated[0]);
     row.generated.origin = "generated".into();
-    row.generated.check = simulate(c, o.seed);
+    row.generated.check = simulate(c, o.seed, placement);
     if row.generated.check.ran && !row.generated.check.pass && row.generated.check.detail.is_empty()
     {
         row.generated.check.detail = "simulator findings".into();
@@ -220,52 +241,90 @@ fn hand_version(hands: &[Hand], generated: &[suite::Generated]) -> Version {
     }
 }
 
-/// The generated kernel at the small shapes in the simulator, lowered for each target, against
-/// the f64 reference: the worst over both.
-fn simulate(c: &CaseSpec, seed: u64) -> Check {
+/// The generated kernel at the small shapes in the simulator, lowered for each target (at
+/// `placement`), against the f64 reference: the worst over both. What the simulator cannot run
+/// within its budgets (a user's kernel at model shapes) is "not checked", never a verdict.
+fn simulate(c: &CaseSpec, seed: u64, placement: Placement) -> Check {
     let small = c.small();
-    let on = if small.shape == ShapeKind::Small {
-        "simulator sm90+gfx906, small shapes"
-    } else {
-        "simulator sm90+gfx906, its own shapes"
-    };
+    let own = small.shape != ShapeKind::Small;
+    let mut opts = SimOptions::new(seed);
+    if own {
+        // A user's kernel at its own (often a model's) shapes: one schedule at wave granularity,
+        // as `wavefuse run --device sim` runs the model shapes, within the simulator's budgets.
+        opts.granularity = Granularity::Wave;
+    }
     let mut metrics: Vec<OutputMetrics> = Vec::new();
-    let mut data: Option<Data> = None;
+    let mut scaled = Vec::new();
     for arch in TARGETS {
-        let g = match suite::generate(
-            &small,
-            arch,
-            &SchedulePolicy::default(),
-            Placement::SameDevice,
-        ) {
+        let g = match suite::generate(&small, arch, &SchedulePolicy::default(), placement) {
             Ok(g) => g,
             Err(e) => return Check::not_run(format!("not simulated: {e}")),
         };
-        if data.is_none() {
-            match Data::new(&g.ir, seed) {
-                Ok(d) => data = Some(d),
-                Err(e) => return Check::not_run(format!("not simulated: {e}")),
+        // A user's kernel at a model's shapes: a scaled-down instance of it (the same schedule,
+        // a smaller grid) where one exists, so the check is quick and within the budgets.
+        let (ir, lowered) = match own
+            .then(|| sim::scaled_down(&g.ir, arch, &g.code.schedule, &g.lowered))
+            .flatten()
+        {
+            Some(sd) => {
+                scaled.push(format!("{arch}: {}", sd.what));
+                (sd.ir, sd.lowered)
             }
+            None => (g.ir.clone(), g.lowered.clone()),
+        };
+        // Before the inputs and the reference are built: a run the simulator cannot hold is
+        // not checked, whatever the kernel.
+        if let Err(e) = codegen_sim::fits(&lowered, 1, &opts) {
+            return not_simulated(arch, &e);
         }
-        let d = data.as_ref().expect("built above");
+        let d = match Data::new(&ir, seed) {
+            Ok(d) => d,
+            Err(e) => return Check::not_run(format!("not simulated: {e}")),
+        };
         let case = Case {
             inputs: vec![d.inputs.clone()],
             reference: vec![d.reference.clone()],
         };
-        let report = match simulate_case(&g.lowered, &g.ir, &case, &SimOptions::new(seed)) {
+        let on = on_label(own, &scaled);
+        let report = match simulate_case(&lowered, &ir, &case, &opts) {
             Ok(r) => r,
-            Err(e) => return Check::not_run(format!("simulator error for {arch}: {e}")),
+            Err(e) => return not_simulated(arch, &e),
         };
         if let Some(f) = report.findings.first() {
-            let mut check = check_of(on, &metrics, c.kernel.tolerance().0);
+            let mut check = check_of(&on, &metrics, c.kernel.tolerance().0);
             check.pass = false;
             check.detail = format!("{arch}: simulator finding: {f}");
             return check;
         }
+        if let Some(limit) = report.limit(&opts) {
+            return not_simulated(arch, &SimError::TooLarge(limit));
+        }
         let outputs = report.outputs.first().cloned().unwrap_or_default();
-        metrics.extend(exec::compare(&g.ir, &outputs, &d.reference));
+        metrics.extend(exec::compare(&ir, &outputs, &d.reference));
     }
-    check_of(on, &metrics, c.kernel.tolerance().0)
+    check_of(&on_label(own, &scaled), &metrics, c.kernel.tolerance().0)
+}
+
+/// Where a check ran: the simulator, at the small shapes or the kernel's own (scaled down).
+fn on_label(own: bool, scaled: &[String]) -> String {
+    match (own, scaled.is_empty()) {
+        (false, _) => "simulator sm90+gfx906, small shapes".into(),
+        (true, true) => "simulator sm90+gfx906, its own shapes".into(),
+        (true, false) => format!(
+            "simulator sm90+gfx906, its own shapes {}",
+            scaled.join("; ")
+        ),
+    }
+}
+
+/// A case the simulator did not run to the end: "not checked", with why — never a verdict.
+fn not_simulated(arch: Arch, e: &SimError) -> Check {
+    match e {
+        SimError::TooLarge(limit) => Check::not_run(format!(
+            "not checked: too large to simulate for {arch} (needs {limit})"
+        )),
+        e => Check::not_run(format!("simulator error for {arch}: {e}")),
+    }
 }
 
 /// Every job compiled (through the cache) on `o.threads` threads; results in job order.
@@ -360,7 +419,8 @@ pub fn prebuild(cases: &[CaseSpec], o: &Options) -> Vec<Prebuilt> {
     let mut out = Vec::new();
     let mut jobs = Vec::new();
     for (i, c) in cases.iter().enumerate() {
-        let g = match suite::generate(c, Arch::Sm90, &o.policy, o.placement(c)) {
+        // As a GPU run on one GPU places it (what a machine without NVRTC will generate).
+        let g = match suite::generate(c, Arch::Sm90, &o.policy, o.placement(c, 1)) {
             Ok(g) => g,
             Err(e) => {
                 out.push(Prebuilt {

@@ -37,6 +37,7 @@ use super::report::{
     TimingMode, Version,
 };
 use super::{Choice, Options, base_row, check_of, prepare_all, usage_of};
+use crate::policy::{Placement, communicates, needs_gpus};
 use crate::provenance::Provenance;
 use crate::suite::{self, CaseSpec, Prepared, compiler_for};
 
@@ -230,9 +231,17 @@ fn run_on<D: Device>(
         copy: Vec::new(),
     };
     let cache = Cache::from_env();
+    let visible = D::count().map_err(|e| e.to_string())?.max(1);
+    let placements: Vec<Placement> = cases.iter().map(|c| o.placement(c, visible)).collect();
     let groups = cases
         .iter()
-        .map(|c| {
+        .zip(&placements)
+        .map(|(c, &p)| {
+            // One rank per GPU where the kernel communicates and there is a GPU per rank (how
+            // TP is deployed); otherwise every rank on GPU 0 (one after another when alone).
+            if spread(c, p, visible) {
+                return RankGroup::per_device(c.tp).map_err(|e| e.to_string());
+            }
             let d = D::new(0).map_err(|e| e.to_string())?;
             RankGroup::on_one_device(d, c.tp, SameDeviceMode::Streams).map_err(|e| e.to_string())
         })
@@ -241,9 +250,17 @@ fn run_on<D: Device>(
         .alloc(2 * l2 as usize, MemKind::Device)
         .map_err(|e| e.to_string())?;
     let mut live: Vec<Live<'_, D>> = Vec::with_capacity(cases.len());
-    prepare_all(cases, o, arch, |i, p| {
+    prepare_all(cases, &placements, o, arch, |i, p| {
         bar.set_message(format!("setting up {}", cases[i].label()));
-        live.push(setup(i, &cases[i], &groups[i], p, o, &cache, l2, arch));
+        let (c, group) = (&cases[i], &groups[i]);
+        live.push(match p {
+            // The ranks' grids do not fit on one GPU together: the kernel needs a GPU per rank
+            // (not an error of the kernel).
+            Err(suite::PrepError::NotCoResident(why)) if c.tp > 1 => {
+                Live::not_run(i, c, group, needs_gpus(c.tp, visible, &why))
+            }
+            p => setup(i, c, group, p, o, &cache, l2, arch),
+        });
         bar.inc(1);
     });
     live.sort_by_key(|l| l.index);
@@ -379,10 +396,20 @@ fn bind_generated<'g, D: Device>(
     (v, k)
 }
 
-/// Whether `p`'s ranks run one after another and rank 0 is timed alone
-/// ([`crate::policy::Ranks::Alone`]: resolved for one rank per device, run on the one GPU).
+/// Whether `p`'s ranks run one after another and rank 0 is timed alone: resolved for one rank
+/// per device, and not communicating (a kernel that does runs all its ranks at once, on a GPU
+/// each or together on one).
 fn alone(p: &Prepared) -> bool {
-    p.g.placement == crate::policy::Placement::PerDevice && p.g.spec.tp > 1
+    p.g.placement == Placement::PerDevice && p.g.spec.tp > 1 && !communicates(&p.g.ir)
+}
+
+/// Whether case `c` at placement `p` runs one rank per GPU: it communicates and there is a GPU
+/// per rank.
+fn spread(c: &CaseSpec, p: Placement, visible: usize) -> bool {
+    p == Placement::PerDevice
+        && c.tp > 1
+        && visible >= c.tp as usize
+        && matches!(suite::op_kernel(c), Ok(Some(ir)) if communicates(&ir))
 }
 
 /// The hand-written version: its description checked, compiled, its loaded parameters checked,
@@ -553,6 +580,14 @@ pub(crate) fn check_once<'g, D: Device>(
     };
     let outputs = match ran {
         Ok(o) => o,
+        Err(e @ RtError::NotCoResident { .. }) if !alone && group.tp() > 1 => {
+            // The ranks share one GPU and do not fit on it together: the kernel needs a GPU
+            // per rank, which is how TP deploys it — not an error of the kernel.
+            let gpus = D::count().unwrap_or(1);
+            v.check = Check::not_run(needs_gpus(group.tp(), gpus, &e.to_string()));
+            v.note = "not run: its ranks' workgroups cannot all be resident on one GPU".into();
+            return None;
+        }
         Err(e @ RtError::NotCoResident { .. }) => {
             v.check = Check::not_run(format!("refused: {e}"));
             v.note = "not run: its workgroups cannot all be resident on one device".into();
@@ -579,6 +614,25 @@ pub(crate) fn check_once<'g, D: Device>(
 }
 
 impl<'g, D: Device> Live<'g, D> {
+    /// A case not run, with why (no verdict on the kernel: not a failure of the run).
+    fn not_run(index: usize, spec: &CaseSpec, group: &'g RankGroup<D>, why: String) -> Live<'g, D> {
+        let mut row = super::placeholder_row(spec);
+        row.generated.check = Check::not_run(why);
+        row.generated.note = "not timed".into();
+        row.manual = Manual::Absent("not run (the generated kernel was not run)".into());
+        Live {
+            index,
+            row,
+            group,
+            alone: false,
+            ir: None,
+            reference: Vec::new(),
+            sides: Vec::new(),
+            rotation: None,
+            timer: None,
+        }
+    }
+
     fn failed(index: usize, spec: &CaseSpec, group: &'g RankGroup<D>, why: String) -> Live<'g, D> {
         let mut row = super::placeholder_row(spec);
         row.generated.error = Some(why);

@@ -37,7 +37,7 @@ use wavefuse_runtime::compile::{Compiler, Nvrtc, default_compiler};
 use wavefuse_runtime::exec::OutputMetrics;
 
 use crate::Workload;
-use crate::policy::{Placement, Ranks, SchedulePolicy};
+use crate::policy::{Placement, Ranks, SchedulePolicy, communicates, run_placement};
 use crate::shapes::TP_SIZES;
 use crate::suite::{self, CaseSpec, Generated, GpuRuntime, PrepError, Prepared, ShapeKind, Worst};
 
@@ -47,7 +47,7 @@ use report::{Check, Manual, Resources, Row, TimingMode, Usage, Version};
 /// A shape set: the Qwen 3.5 27B decode shapes at one TP size and batch.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct ShapeSet {
-    /// TP size (all ranks on one device).
+    /// TP size.
     pub tp: u32,
     /// Tokens per launch.
     pub batch: usize,
@@ -106,8 +106,12 @@ pub struct Options {
     pub threads: usize,
     /// Where the generated side's schedules come from.
     pub policy: SchedulePolicy,
-    /// How the ranks of a TP case run and are timed on the one GPU.
+    /// How the ranks of a TP case run and are timed on one GPU (with fewer GPUs than ranks and
+    /// no explicit placement).
     pub ranks: Ranks,
+    /// Where the ranks of a TP case run (`--placement`); None: the default of
+    /// [`run_placement`] — one rank per device without a GPU or with one GPU per rank.
+    pub placement: Option<Placement>,
     /// Events around each launch, or graphs of launches.
     pub timing: TimingMode,
     /// Stream-order or programmatic dependent launches.
@@ -131,15 +135,21 @@ impl Options {
                 .clamp(1, 12),
             policy: SchedulePolicy::default(),
             ranks: Ranks::default(),
+            placement: None,
             timing: TimingMode::default(),
             launch: LaunchMode::default(),
             runtime: GpuRuntime::Auto,
         }
     }
 
-    /// The placement case `c` is generated, run and timed at ([`Ranks::placement`]).
-    pub fn placement(&self, c: &CaseSpec) -> Placement {
-        self.ranks.placement(c)
+    /// The placement case `c` is generated, run and timed at with `gpus` GPUs (0: none, the
+    /// simulator), [`run_placement`]; a case whose kernel cannot be built gets the explicit
+    /// placement or one rank per device (the error comes when it is generated).
+    pub fn placement(&self, c: &CaseSpec, gpus: usize) -> Placement {
+        match suite::op_kernel(c) {
+            Ok(Some(ir)) => run_placement(self.placement, self.ranks, &ir, gpus),
+            _ => self.placement.unwrap_or(Placement::PerDevice),
+        }
     }
 
     /// The compiler of hand-written code for `arch`: NVRTC without include paths for the reference
@@ -236,7 +246,7 @@ pub fn base_row(spec: &CaseSpec, g: &Generated) -> Row {
         dims: g.dims(),
         bytes_per_rank,
         bytes_per_group: bytes_per_rank * u64::from(spec.tp),
-        alone: g.placement == Placement::PerDevice && spec.tp > 1,
+        alone: g.placement == Placement::PerDevice && spec.tp > 1 && !communicates(&g.ir),
         tolerance: spec.kernel.tolerance().0,
         generated: blank_version("generated", spec.kernel.name()),
         manual: Manual::Absent("no hand-written version".into()),
@@ -317,10 +327,12 @@ pub fn usage_of(artifact: &Artifact, symbol: &str, workgroup_size: u32) -> Resou
     }
 }
 
-/// Builds every case's inputs and f64 reference on `o.threads` threads (model shapes, for `arch`)
-/// and hands each to `each` on this thread as it is ready (in any order).
+/// Builds every case's inputs and f64 reference on `o.threads` threads (model shapes, for `arch`,
+/// case i at `placements[i]`) and hands each to `each` on this thread as it is ready (in any
+/// order).
 pub fn prepare_all(
     cases: &[CaseSpec],
+    placements: &[Placement],
     o: &Options,
     arch: Arch,
     mut each: impl FnMut(usize, Result<Prepared, PrepError>),
@@ -338,7 +350,7 @@ pub fn prepare_all(
                     if tx
                         .send((
                             i,
-                            suite::prepare(c, arch, &o.policy, o.placement(c), o.seed, false),
+                            suite::prepare(c, arch, &o.policy, placements[i], o.seed, false),
                         ))
                         .is_err()
                     {

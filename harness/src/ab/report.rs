@@ -21,6 +21,9 @@ pub enum Mode {
     NoGpu {
         /// Why there is no GPU (the driver's answer).
         reason: String,
+        /// Where the ranks were placed for the checks (one rank per device unless asked
+        /// otherwise: the simulator models one device per rank).
+        placement: crate::policy::Placement,
     },
 }
 
@@ -114,7 +117,7 @@ pub struct Row {
     pub kernel: String,
     /// Shape set (`qwen27b-tp4`).
     pub shape: String,
-    /// TP size (all ranks on one device).
+    /// TP size.
     pub tp: u32,
     /// Tokens per launch.
     pub batch: usize,
@@ -398,6 +401,11 @@ impl Row {
             (true, true) => {}
         }
         let correct = match &header.mode {
+            // Not run, with the reason (a kernel that needs more GPUs than there are): no
+            // verdict on the kernel.
+            Mode::Gpu if !self.generated.check.ran && !self.generated.check.on.is_empty() => {
+                return format!("generated {}", self.generated.check.on);
+            }
             Mode::Gpu => "correct".to_owned(),
             Mode::NoGpu { .. } if self.generated.check.ran => {
                 format!("generated correct on the {}", self.generated.check.on)
@@ -541,8 +549,22 @@ impl AbReport {
                     h.copy.len().max(1)
                 ));
             }
-            Mode::NoGpu { reason } => {
+            Mode::NoGpu { reason, placement } => {
                 out.push(format!("{NO_TIMING} ({reason})"));
+                out.push(
+                    match placement {
+                        crate::policy::Placement::PerDevice => {
+                            "placement: one rank per device, as TP is deployed \
+                             (`--placement per-device`; what `wavefuse emit` prints): each \
+                             rank's grid is fitted to its own device"
+                        }
+                        crate::policy::Placement::SameDevice => {
+                            "placement: all ranks on one device (`--placement same-device`): \
+                             the ranks' grids are fitted to share it"
+                        }
+                    }
+                    .to_owned(),
+                );
                 let s = crate::sim::SmallShapes::DEFAULT;
                 // A user's kernel (`own-…` shapes) has one shape, its own, and is simulated at it.
                 let own =
@@ -950,7 +972,8 @@ impl AbReport {
         h.provenance.json_with(json!({
             "schema": "wavefuse-ab/1",
             "mode": match &h.mode { Mode::Gpu => "gpu", Mode::NoGpu { .. } => "no-gpu" },
-            "no_gpu_reason": match &h.mode { Mode::Gpu => Json::Null, Mode::NoGpu { reason } => json!(reason) },
+            "no_gpu_reason": match &h.mode { Mode::Gpu => Json::Null, Mode::NoGpu { reason, .. } => json!(reason) },
+            "placement": match &h.mode { Mode::Gpu => Json::Null, Mode::NoGpu { placement, .. } => json!(placement.name()) },
             "timing": match &h.mode { Mode::Gpu => Json::Null, Mode::NoGpu { .. } => json!(NO_TIMING) },
             "timing_mode": h.timing.name(),
             "launch": h.launch.name(),

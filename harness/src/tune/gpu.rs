@@ -127,7 +127,8 @@ fn search<D: Device>(
     flush: &D::Buffer,
     bar: &ProgressBar,
 ) -> CaseReport {
-    let (mut case, space) = match super::lowered_space(t, arch, o) {
+    // Timed on GPU 0: every rank there (one after another when alone).
+    let (mut case, space) = match super::lowered_space(t, arch, o, 1) {
         Ok(x) => x,
         Err(report) => return *report,
     };

@@ -35,7 +35,7 @@ use wavefuse_runtime::exec;
 use crate::Workload;
 use crate::ab::handwritten::{Found, find_reference, reference_dir};
 use crate::ab::{shape_name, usage_of};
-use crate::policy::{Placement, Ranks, SchedulePolicy};
+use crate::policy::{Placement, Ranks, SchedulePolicy, communicates, run_placement};
 use crate::provenance::{Provenance, compiler_version};
 use crate::suite::{self, CaseSpec, ShapeKind};
 
@@ -69,8 +69,11 @@ pub struct Settings {
     pub min_occupancy: Option<u32>,
     /// `--deadline`, from the start of the run.
     pub deadline: Option<Instant>,
-    /// How a TP case's ranks run and are timed on the one GPU.
+    /// How a TP case's ranks run and are timed on the one GPU (no explicit placement).
     pub ranks: Ranks,
+    /// Where a TP case's ranks run (`--placement`); None: [`run_placement`]'s default — one
+    /// rank per device without a GPU.
+    pub placement: Option<Placement>,
     /// The GPU runtime timed on.
     pub runtime: crate::suite::GpuRuntime,
 }
@@ -137,6 +140,7 @@ impl Settings {
             min_occupancy: None,
             deadline: None,
             ranks: Ranks::default(),
+            placement: None,
             runtime: crate::suite::GpuRuntime::Auto,
         }
     }
@@ -183,12 +187,14 @@ pub fn header(o: &Settings, arch: Arch, basis: Basis) -> Header {
     }
 }
 
-/// The effective default (as `wavefuse ab` lowers it: tiles widened when every rank's grid
-/// would not fit on one device) and the space after lowering; a report of why not otherwise.
+/// The effective default (as `wavefuse ab` lowers it at the same placement: tiles widened when
+/// the ranks sharing a device would not fit on it) and the space after lowering, with `gpus`
+/// GPUs (0: none, [`run_placement`]); a report of why not otherwise.
 pub fn lowered_space(
     t: &Target,
     arch: Arch,
     o: &Settings,
+    gpus: usize,
 ) -> Result<(CaseReport, Space), Box<CaseReport>> {
     let mut case = CaseReport {
         kernel: t.spec.kernel.name().into(),
@@ -200,8 +206,8 @@ pub fn lowered_space(
     };
     // The baseline is the default policy's schedule: what `ab` and the suite time untuned, at
     // the placement its candidates are timed at.
-    let placement = o.ranks.placement_of(&t.ir);
-    case.alone = placement == Placement::PerDevice && t.spec.tp > 1;
+    let placement = run_placement(o.placement, o.ranks, &t.ir, gpus);
+    case.alone = placement == Placement::PerDevice && t.spec.tp > 1 && !communicates(&t.ir);
     let base = match SchedulePolicy::default().resolve(&t.spec, arch, &t.ir, placement) {
         Ok(r) => r.schedule,
         Err(e) => {
@@ -404,7 +410,7 @@ fn without_timing(
     let mut cases = Vec::new();
     for t in targets {
         bar.set_message(format!("{}: lowering the space", t.label()));
-        let (mut case, space) = match lowered_space(t, arch, o) {
+        let (mut case, space) = match lowered_space(t, arch, o, 0) {
             Ok(x) => x,
             Err(c) => {
                 cases.push(*c);
