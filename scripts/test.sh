@@ -36,8 +36,12 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace "${FEATURES[@]}" --no-deps -q |
 t0=$SECONDS
 if VIRTUAL_ENV="$PWD/.venv-py" .venv-py/bin/maturin develop -q -m python/Cargo.toml; then
     .venv-py/bin/python -m pytest -q -rs -p no:cacheprovider python/tests || rc=$?
+    # The decoder example (issue 37) at its tiny config on the CPU: checkpoints, config errors,
+    # TP 1/2/4, and paths (a), (b), (c) on the package's simulator device agreeing on tokens.
+    PYTHONPATH="$PWD/examples/decoder" .venv-py/bin/python -m pytest -q -rs -p no:cacheprovider \
+        examples/decoder/tests || rc=$?
 else
     rc=1
 fi
-echo "[test] Python package: built and tested in $((SECONDS - t0))s"
+echo "[test] Python package and decoder example: built and tested in $((SECONDS - t0))s"
 exit "$rc"

@@ -290,14 +290,17 @@ def test_cuda_graph_replay_equals_eager(tiny_model):
 # ---- wavefuse ----------------------------------------------------------------------------------
 
 
-def test_wavefuse_paths_real_package():
+@pytest.mark.parametrize("tp", [1, 2])
+def test_wavefuse_paths_real_package(tp):
+    """The three paths on the real package's kernels (its simulator device on the CPU: every lane
+    of the generated kernels executed, the TP ranks' allreduce through their flags) agree with
+    the float32 reference on greedy tokens."""
     if importlib.util.find_spec("wavefuse") is None:
         pytest.skip("skipped: wavefuse package not installed")
-    ref = greedy(ck.RandomSource(load_config("tiny"), 0).load(), "torch_f32", steps=8)
-    for path in ("wavefuse_unfused", "wavefuse_fused"):
-        assert torch.equal(
-            greedy(ck.RandomSource(load_config("tiny"), 0).load(), path, steps=8).tokens, ref.tokens
-        )
+    ref = greedy(ck.RandomSource(load_config("tiny"), 0).load(), "torch_f32", tp=tp, steps=8)
+    for path in ("torch_best", "wavefuse_unfused", "wavefuse_fused"):
+        got = greedy(ck.RandomSource(load_config("tiny"), 0).load(), path, tp=tp, steps=8)
+        assert torch.equal(got.tokens, ref.tokens), path
 
 
 def test_wavefuse_absent_is_a_clear_import_error(monkeypatch):

@@ -104,7 +104,8 @@ class WavefuseUnfusedBackend(Backend):
     def _kernel(self, name: str, tp: int, batch: int, **shape):
         key = (name, tp, batch, tuple(sorted(shape.items())))
         if key not in self._kernels:
-            dev = str(self.device)
+            # On the CPU the package's simulator device runs the same kernels (docs/python.md).
+            dev = "sim" if self.device.type == "cpu" else str(self.device)
             place = {"device": dev} if tp == 1 else {"devices": [dev] * tp}
             self._kernels[key] = self.wf.kernel(name, tp=tp, batch=batch, **place, **shape)
         return self._kernels[key]
