@@ -19,5 +19,5 @@ step 130 qwen python3 -m wf_decoder.ab --config qwen27b_dense --device cuda --pa
 for side in base new; do bin=carry/wavefuse; [ $side = base ] && bin=carry/wavefuse-base
   step 45 "ab-$side" "$bin" ab gemv_int4 gemv_int4_allreduce_rmsnorm --shapes qwen27b-tp1 --timing graphs --iters 100 --json "$R/ab-$side-1.json" --md "$R/ab-$side-1.md"
 done
-python3 bench/results/2026-12-05-device-epoch/table.py "$R" > "$R/epoch-table.md" 2>&1; cat "$R/epoch-table.md"
+python3 bench/results/2026-12-05-h100-engine/epoch_table.py "$R" > "$R/epoch-table.md" 2>&1; cat "$R/epoch-table.md"
 tar -C "$R" -czf "$OUT/results.tgz" . ; cp "$R/summary.txt" "$OUT/"

@@ -15,7 +15,7 @@ step() { local t=$1 name=$2; shift 2; echo "== $name (timeout $t s)"; local s=$(
 for side in base new; do bin=carry/wavefuse; [ $side = base ] && bin=carry/wavefuse-base
   step 40 "ab-$side" "$bin" ab gemv_int4 gemv_int4_allreduce_rmsnorm --shapes qwen27b-tp1,qwen27b-tp4 --timing graphs --iters 100 --json "$R/ab-$side-1.json" --md "$R/ab-$side-1.md"
 done
-python3 bench/results/2026-12-05-device-epoch/table.py "$R" > "$OUT/epoch.md" 2>&1; cat "$OUT/epoch.md"
+python3 bench/results/2026-12-05-h100-engine/epoch_table.py "$R" > "$OUT/epoch.md" 2>&1; cat "$OUT/epoch.md"
 step 80 replay python3 bench/python/graph_replay.py --replays 10000 --json "$OUT/replay.json"
 D="python3 -m wf_decoder.ab --device cuda --paths a,b,c --steps 50 --runs 3"
 step 90 llama $D --config llama31_8b --tp 1 --batch 1,8 --out "$R/llama31_8b"; cp "$R/llama31_8b/ab.md" "$OUT/llama.md"
