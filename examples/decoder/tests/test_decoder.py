@@ -382,6 +382,15 @@ def test_ab_command_writes_results(tmp_path, fake_wavefuse):
 # ---- one process per rank ----------------------------------------------------------------------
 
 
+def _process_paths():
+    """Paths run one process per rank: the wavefuse ones over wavefuse's group (its simulator
+    device on the CPU) where the package is installed."""
+    paths = ["torch_f32", "torch_best"]
+    if importlib.util.find_spec("wavefuse") is not None:
+        paths += ["wavefuse_unfused", "wavefuse_fused"]
+    return paths
+
+
 def _rank_main(rank, world, port, out):
     import torch.distributed as dist
 
@@ -392,7 +401,7 @@ def _rank_main(rank, world, port, out):
     try:
         src = ck.RandomSource(load_config("tiny"), 0)
         sm = shard_model(src, world, ranks=[rank])
-        for path in ("torch_f32", "torch_best"):
+        for path in _process_paths():
             model = Decoder(sm, make_backend(path, group=dist.group.WORLD), batch=2, max_seq=12)
             g = generate(StepRunner(model), PROMPT, 8)
             torch.save(g.tokens, f"{out}/{path}-{rank}.pt")
@@ -410,6 +419,6 @@ def test_one_process_per_rank_matches_ranks_in_one_process(tmp_path, tiny_model)
         port = s.getsockname()[1]
     mp.spawn(_rank_main, args=(2, port, str(tmp_path)), nprocs=2)
     want = greedy(tiny_model, "torch_f32", tp=2, steps=8).tokens
-    for path in ("torch_f32", "torch_best"):
+    for path in _process_paths():
         for rank in range(2):
             assert torch.equal(torch.load(tmp_path / f"{path}-{rank}.pt"), want), (path, rank)

@@ -17,8 +17,8 @@
 
 Column-parallel kernels are built at ``tp=1`` with the rank's shapes (a rank's column-parallel
 GEMV needs no other rank). Act-order (g_idx) weights are refused: the kernel set has no g_idx
-input. One process per GPU (a torch.distributed group) is refused until the adapter binds
-wavefuse's rank groups (``wavefuse.group_from_process_group``).
+input. With a torch.distributed group (one process per rank) the row-parallel kernels are built
+over ``wavefuse.group_from_process_group``: each process passes its own rank's tensors.
 
 Kernels used. (b) ``wavefuse_unfused``: ``gemv_int4`` for every linear (Q, K, V, O, gate, up, down
 separately; O and down as per-rank partial GEMVs), ``allreduce_residual_rmsnorm`` for the sum over
@@ -93,20 +93,42 @@ class WavefuseUnfusedBackend(Backend):
 
     def __init__(self, device="cpu", group=None):
         super().__init__(device, group)
-        if group is not None:
-            raise NotImplementedError(
-                f"{self.name}: one process per GPU (a torch.distributed "
-                f"group) is not bound yet; run the ranks in one process"
-            )
         self.wf = import_wavefuse()
         self._kernels: dict[tuple, Any] = {}
+        # On the CPU the package's simulator device runs the same kernels (docs/python.md).
+        self._dev = "sim" if self.device.type == "cpu" else str(self.device)
+        self._wf_group = None
+        if group is not None:
+            import torch.distributed as dist
+
+            # One process per rank: the row-parallel kernels span the process group; wavefuse
+            # exchanges their peer buffers once, when each kernel is built (DESIGN.md §10).
+            self._wf_group = self.wf.group_from_process_group(group, device=self._dev)
+            self._world = dist.get_world_size(group)
+
+    def _row_tp(self, held: int) -> int:
+        """The TP size of a row-parallel kernel whose inputs this process holds ``held`` ranks of."""
+        if self._wf_group is None:
+            return held
+        if held != 1:
+            raise NotImplementedError(
+                f"{self.name}: with a process group each process holds one rank, not {held}"
+            )
+        return self._world
+
+    def _rep(self, t, tp: int) -> Any:
+        """A replicated input: this process's tensor, or the same tensor for every rank held."""
+        return t if self._wf_group is not None else _replicated(t, tp)
 
     def _kernel(self, name: str, tp: int, batch: int, **shape):
         key = (name, tp, batch, tuple(sorted(shape.items())))
         if key not in self._kernels:
-            # On the CPU the package's simulator device runs the same kernels (docs/python.md).
-            dev = "sim" if self.device.type == "cpu" else str(self.device)
-            place = {"device": dev} if tp == 1 else {"devices": [dev] * tp}
+            if tp == 1:
+                place = {"device": self._dev}
+            elif self._wf_group is not None:
+                place = {"group": self._wf_group, "device": self._dev}
+            else:
+                place = {"devices": [self._dev] * tp}
             self._kernels[key] = self.wf.kernel(name, tp=tp, batch=batch, **place, **shape)
         return self._kernels[key]
 
@@ -129,22 +151,22 @@ class WavefuseUnfusedBackend(Backend):
 
     def allreduce_residual(self, partials, residual):
         partials = list(partials)
-        tp = len(partials)
+        tp = self._row_tp(len(partials))
         k = self._kernel("allreduce_residual", tp, residual.shape[0], hidden=residual.shape[1])
-        out = k(partial=_ranked(partials), residual=_replicated(residual, tp))
+        out = k(partial=_ranked(partials), residual=self._rep(residual, tp))
         return _rank0(out)
 
     def allreduce_residual_rmsnorm(self, partials, residual, norm_w, eps):
         partials = list(partials)
-        tp = len(partials)
+        tp = self._row_tp(len(partials))
         k = self._kernel(
             "allreduce_residual_rmsnorm", tp, residual.shape[0], hidden=residual.shape[1], eps=eps
         )
         r, normed = _outputs(
             k(
                 partial=_ranked(partials),
-                residual=_replicated(residual, tp),
-                norm_w=_replicated(norm_w, tp),
+                residual=self._rep(residual, tp),
+                norm_w=self._rep(norm_w, tp),
             )
         )
         return _rank0(r), _rank0(normed)
@@ -180,7 +202,7 @@ class WavefuseFusedBackend(WavefuseUnfusedBackend):
 
     def linear_row_allreduce_rmsnorm(self, xs, ws, residual, norm_w, eps):
         xs, ws = list(xs), list(ws)
-        tp = len(xs)
+        tp = self._row_tp(len(xs))
         k = self._kernel(
             "gemv_int4_allreduce_rmsnorm",
             tp,
@@ -194,8 +216,8 @@ class WavefuseFusedBackend(WavefuseUnfusedBackend):
             k(
                 **_gptq_args("w_down", ws),
                 x=_ranked(xs),
-                residual=_replicated(residual, tp),
-                norm_w=_replicated(norm_w, tp),
+                residual=self._rep(residual, tp),
+                norm_w=self._rep(norm_w, tp),
             )
         )
         return _rank0(r), _rank0(normed)
