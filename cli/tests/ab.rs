@@ -980,28 +980,38 @@ fn no_gpu_ab_checks_the_fused_tp4_kernel_one_rank_per_device() {
 }
 
 /// A user's kernel at a model's shapes (`examples/gemv_int4_q8.wfir`: INT4 × q8 GEMV, 5120 →
-/// 17408, batch 8) without a GPU: checked in the simulator on a scaled-down instance (the same
-/// kernel and schedule, fewer columns), within seconds — not WRONG because the full grid would
-/// exceed the simulator's step budget (what `ab` reported before).
+/// 17408, batch 8; and the same at Llama-3.1-8B's 4096 → 14336) without a GPU: checked in the
+/// simulator on a scaled-down instance (the same kernel and schedule, fewer columns), within
+/// seconds — not WRONG because the full grid would exceed the simulator's step budget (what `ab`
+/// reported before).
 #[test]
 fn no_gpu_ab_checks_a_kernel_file_at_5120_to_17408_scaled_down_in_bounded_time() {
-    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/gemv_int4_q8.wfir");
-    let start = std::time::Instant::now();
-    let o = wavefuse(&["ab", "--kernel-file", file, "--no-gpu"]);
-    let seconds = start.elapsed().as_secs_f64();
-    let (out, err) = text(&o);
-    assert!(o.status.success(), "{out}\n{err}");
-    let verdict = out
-        .lines()
-        .find(|l| l.starts_with("gemv_int4_q8@own-tp1-b8: "))
-        .expect("a verdict line");
-    assert!(
-        verdict.contains("generated correct on the simulator") && verdict.contains("scaled down"),
-        "{verdict}"
-    );
-    assert!(verdict.contains("N 17408 → "), "{verdict}");
-    assert!(!out.contains("WRONG"), "{out}");
-    // Compiling the two sources with hipcc and NVRTC (uncached) takes most of it.
-    assert!(seconds < 300.0, "took {seconds:.0} s");
-    eprintln!("ab --kernel-file at 5120 → 17408: {seconds:.1} s");
+    let example = include_str!("../../examples/gemv_int4_q8.wfir");
+    let dir = tempfile::tempdir().unwrap();
+    for (k, n) in [(5120, 17408), (4096, 14336)] {
+        let file = dir.path().join(format!("q8-{k}-{n}.wfir"));
+        let kernel = example
+            .replace("5120", &k.to_string())
+            .replace("17408", &n.to_string());
+        std::fs::write(&file, kernel).unwrap();
+        let start = std::time::Instant::now();
+        let o = wavefuse(&["ab", "--kernel-file", file.to_str().unwrap(), "--no-gpu"]);
+        let seconds = start.elapsed().as_secs_f64();
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{out}\n{err}");
+        let verdict = out
+            .lines()
+            .find(|l| l.starts_with("gemv_int4_q8@own-tp1-b8: "))
+            .expect("a verdict line");
+        assert!(
+            verdict.contains("generated correct on the simulator")
+                && verdict.contains("scaled down"),
+            "{verdict}"
+        );
+        assert!(verdict.contains(&format!("N {n} → ")), "{verdict}");
+        assert!(!out.contains("WRONG"), "{out}");
+        // Compiling the two sources with hipcc and NVRTC (uncached) takes most of it.
+        assert!(seconds < 300.0, "took {seconds:.0} s");
+        eprintln!("ab --kernel-file at {k} → {n}: {seconds:.1} s");
+    }
 }
