@@ -114,7 +114,8 @@ NVCC_FLAGS=""
 # torch from PyPI brings its CUDA wheels (it also runs on machines without a GPU: the package's
 # tests use the simulator device there). Checked by version, so an up-to-date venv costs nothing.
 PY_VENV="$REPO/.venv-py"
-PY_PINS=(torch==2.11.0 numpy==2.4.6 pytest==9.2.0 maturin==1.16.0)
+# safetensors: the decoder example's GPTQ checkpoints (examples/decoder).
+PY_PINS=(torch==2.11.0 numpy==2.4.6 pytest==9.2.0 maturin==1.16.0 safetensors==0.8.0)
 have_py_pins() {
     [[ -x "$PY_VENV/bin/python" ]] || return 1
     "$PY_VENV/bin/python" - "${PY_PINS[@]}" <<'PY' 2>/dev/null

@@ -136,3 +136,23 @@ fn emit_snapshot_and_measured_sources_are_identical() {
         (2 * 8 * 7 * 3, 64, 5)
     );
 }
+
+/// The README's snapshot recipe (`wavefuse::pipeline::generate`, what a user's own insta test
+/// holds) gives exactly what `wavefuse emit` prints, for the allreduce kernels whose protocol
+/// (push or pull) once depended on which crate picked the default schedule (issue 34).
+#[test]
+fn the_readme_snapshot_recipe_is_what_emit_prints() {
+    use wavefuse::pipeline;
+    for arch in Arch::ALL {
+        for id in [
+            KernelId::GemvInt4AllreduceRmsnorm,
+            KernelId::AllreduceResidualRmsnorm,
+            KernelId::GemvInt4,
+        ] {
+            let kernel = id.build(&wavefuse_kernels::Shapes::qwen27b(4));
+            let recipe = pipeline::generate(&kernel, arch).expect("generates");
+            let printed = emit(id, arch, 4, 1, Placement::PerDevice).expect("emits");
+            assert_eq!(recipe.source.text, printed, "{id}@{arch}_tp4");
+        }
+    }
+}

@@ -91,15 +91,16 @@ fn grid_barrier_and_acquires_in_machine_code_gfx906() {
             .unwrap_or_else(|e| panic!("{e}"));
     });
     let ins = instructions(&text);
-    // One arrival per grid barrier (one barrier in this kernel), issued by one lane: it sits
-    // after an exec-masking `s_and_saveexec` and before the matching `s_or_b64 exec`.
+    // One arrival per grid barrier (one barrier in this kernel), then the device epoch's advance
+    // at exit (§5.4), each issued by one lane: it sits after an exec-masking `s_and_saveexec` and
+    // before the matching `s_or_b64 exec`. The first is the barrier's.
     let adds: Vec<usize> = ins
         .iter()
         .enumerate()
         .filter(|(_, l)| l.starts_with("global_atomic_add "))
         .map(|(i, _)| i)
         .collect();
-    assert_eq!(adds.len(), 1, "{text}");
+    assert_eq!(adds.len(), 2, "{text}");
     let before = &ins[..adds[0]];
     let mask = before
         .iter()

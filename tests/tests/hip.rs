@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::abi::{Abi, AbiPurpose};
+use wavefuse_codegen::abi::Abi;
 use wavefuse_codegen::lowered::{AtomicOp, Invariant, Stmt};
 use wavefuse_codegen::model::HotLoop;
 use wavefuse_harness::generate::{self, CheckRow, Generated, Outcome, generate};
@@ -130,7 +130,7 @@ fn abi_matches_the_source_gfx906() {
             .collect();
         let described: Vec<&str> = abi.params.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(declared, described, "{name}: signature and ABI disagree");
-        let grid_barrier = abi.params.iter().any(|p| p.purpose == AbiPurpose::Counter);
+        let grid_barrier = abi.barriers_per_launch > 0;
         assert_eq!(
             abi.coresidency.is_some(),
             grid_barrier,
@@ -286,7 +286,7 @@ fn machine_code(r: &CheckRow) -> Option<()> {
     assert_eq!(
         adds.len(),
         arrivals,
-        "{name}: {} global_atomic_add for {arrivals} grid-barrier arrivals",
+        "{name}: {} global_atomic_add for {arrivals} elected arrivals and epoch advances",
         adds.len()
     );
     for &a in &adds {
@@ -350,14 +350,15 @@ fn machine_code(r: &CheckRow) -> Option<()> {
     Some(())
 }
 
-/// Elected grid-barrier arrivals in the lowered body.
+/// Elected adds in the lowered body: grid-barrier and split-K arrivals (§5.1) and the device
+/// epoch's advance (§5.4), each issued by lane 0 alone.
 fn count_arrivals(block: &[Stmt]) -> usize {
     block
         .iter()
         .map(|s| match s {
             Stmt::Atomic {
                 op: AtomicOp::Add,
-                why: Invariant::OneArrivalPerWorkgroup,
+                why: Invariant::OneArrivalPerWorkgroup | Invariant::MonotonicEpochs,
                 ..
             } => 1,
             Stmt::For { body, .. } => count_arrivals(body),
