@@ -1086,6 +1086,36 @@ fn invalid_buffer_beyond_32_bit_indices_is_refused_not_wrapped() {
             let msg = err.to_string();
             assert!(msg.contains("`w`") && msg.contains("4294967295"), "{msg}");
         }
+        // The lowering's own arrays too: an allreduce's payload is double-buffered, so an
+        // operand of 2^32 − 512 elements needs a scratch of twice that (the lowered validator
+        // caught it, as "the lowering produced an invalid kernel").
+        let n: u64 = 2147483392;
+        let ar = wavefuse_codegen::ir::parse(&format!(
+            "kernel ar(tp=2) {{
+    buf0 = input partial : f16[2, {n}] partial(tp=2) @global index=local
+    buf1 = output hidden : f16[2, {n}] replicated @global index=local
+    v0 = load buf0
+    v1 = allreduce v0, tp=2
+    v2 = round_f16 v1
+    store v2, buf1
+}}"
+        ))
+        .expect("parses");
+        let err = lower(&ar, arch, &Schedule::default_for(arch, &ar)).unwrap_err();
+        let LowerError::IndexWidth {
+            buffer,
+            array,
+            elements,
+            ..
+        } = &err
+        else {
+            panic!("{arch} allreduce: {err}");
+        };
+        let want = (4 * n).to_string();
+        assert_eq!(
+            (buffer.as_str(), *array, elements),
+            ("ar_payload", "scratch", &want)
+        );
         for (n, tp) in [(131072, 4), (65535, 1)] {
             let k = f16_gemv(65536, n, tp);
             let lowered = lower(&k, arch, &Schedule::default_for(arch, &k));

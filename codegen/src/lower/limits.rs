@@ -13,6 +13,8 @@
 use cranelift_entity::SecondaryMap;
 use wavefuse_ir::{BufferData, BufferType, Kernel, Value, WeightFormat, ZeroPoint};
 
+use crate::lowered::{LoweredKernel, ParamKind, Purpose};
+
 use super::LowerError;
 
 /// The most elements one device array of a rank may have: its indices are `u32`, and the last
@@ -32,6 +34,32 @@ pub(super) fn check_index_width(kernel: &Kernel) -> Result<(), LowerError> {
                     limit: MAX_INDEXED_ELEMENTS,
                 });
             }
+        }
+    }
+    Ok(())
+}
+
+/// Refuse a lowered kernel with an array parameter the lowering added (scratch, counters, flags:
+/// an allreduce's double-buffered payload is twice its operand) beyond [`MAX_INDEXED_ELEMENTS`].
+/// The buffers' own arrays were checked by [`check_index_width`] before lowering.
+pub(super) fn check_lowered_arrays(k: &LoweredKernel) -> Result<(), LowerError> {
+    for (_, d) in k.params.iter() {
+        let (ParamKind::Array { len, purpose, .. } | ParamKind::PeerArrays { len, purpose, .. }) =
+            &d.kind
+        else {
+            continue;
+        };
+        if *len as u64 > MAX_INDEXED_ELEMENTS {
+            let (buffer, array) = match purpose {
+                Purpose::Data { buffer, part } => (buffer.clone(), *part),
+                _ => (d.name.clone(), "scratch"),
+            };
+            return Err(LowerError::IndexWidth {
+                buffer,
+                array,
+                elements: len.to_string(),
+                limit: MAX_INDEXED_ELEMENTS,
+            });
         }
     }
     Ok(())

@@ -185,7 +185,8 @@ pub enum LowerError {
     IndexWidth {
         /// The op-level buffer.
         buffer: String,
-        /// Which of its device arrays (`data`, `qweight`, `scales`, `qzeros`, `g_idx`).
+        /// Which of its device arrays (`data`, `qweight`, `scales`, `qzeros`, `g_idx`), or
+        /// `scratch` for an array the lowering adds (`buffer` is then the parameter's name).
         array: &'static str,
         /// Its element count on one rank (a decimal number; it may not fit `u64`).
         elements: String,
@@ -236,6 +237,7 @@ pub fn lower_structured(
         }
         _ => stages::lower_stages(kernel, &stages, arch, schedule)?,
     };
+    limits::check_lowered_arrays(&k)?;
     validate(&k)?;
     Ok(k)
 }
