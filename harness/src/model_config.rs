@@ -360,6 +360,10 @@ mod tests {
         // indices is the lowering's refusal, not the config's).
         let m = parse(&cfg(1 << 20, 1 << 20, 2048, 8, 256)).unwrap();
         assert_eq!((m.hidden, m.q_gate, m.kv), (1 << 20, 1 << 20, 2048));
+        // Its weights (2^40 elements) are more than the textual IR takes: the set is not built
+        // at it (it printed IR the parser refuses).
+        let e = m.check_tp(1).unwrap_err();
+        assert!(e.contains("hidden_size 1048576 × intermediate_size 1048576 has 1099511627776 elements, more than 17179869184"), "{e}");
         let e = Model {
             hidden: (1 << 20) + 8,
             ..m

@@ -159,6 +159,21 @@ impl Model {
                 ));
             }
         }
+        // Each dimension is at most 2^20 here, so the products fit.
+        for (what, n) in [
+            ("intermediate_size", self.ffn),
+            ("the Q width", self.q_gate),
+            ("the KV width", self.kv),
+        ] {
+            let elements = (self.hidden as u64) * (n as u64);
+            if elements > wavefuse::ir::MAX_ELEMENTS {
+                return Err(format!(
+                    "a weight of hidden_size {} × {what} {n} has {elements} elements, more than {} (the most the textual IR takes for one buffer)",
+                    self.hidden,
+                    wavefuse::ir::MAX_ELEMENTS
+                ));
+            }
+        }
         let tp = tp as usize;
         let whole = |what: &str, n: usize, by: usize, why: &str| {
             if n == 0 || n % by != 0 {
