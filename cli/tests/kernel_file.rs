@@ -505,3 +505,60 @@ fn ab_run_and_tune_take_a_kernel_file() {
     );
     assert!(emit_tuned(&other).contains("schedule: default for gemv_residual"));
 }
+
+/// A chain `load → silu × (depth − 3) → round_f16 → store` of `depth` dependent ops.
+fn chain(depth: usize) -> String {
+    let mut text = String::from(
+        "kernel chain(tp=1) {
+    buf0 = input x : f32[1, 64] replicated @global index=local
+    buf1 = output y : f16[1, 64] replicated @global index=local
+    v0 = load buf0
+",
+    );
+    for i in 1..depth - 2 {
+        text.push_str(&format!("    v{i} = silu v{}\n", i - 1));
+    }
+    let last = depth - 2;
+    text.push_str(&format!(
+        "    v{last} = round_f16 v{}\n    store v{last}, buf1\n}}\n",
+        last - 1
+    ));
+    text
+}
+
+/// Issue 39 item 4: a kernel file of a 10,000-op chain made `emit`, `sim` and `check` die of a
+/// stack overflow (SIGABRT). They now refuse it, exit 1, with the file, line and value where the
+/// chain passes the lowering's limit; the textual IR and the f64 reference (which walk ops in
+/// order) still take it; a chain at the limit is emitted and simulated.
+#[test]
+fn invalid_10000_op_chain_is_refused_by_every_command_not_a_crash() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let deep = write(dir.path(), "deep.wfir", &chain(10_000));
+    let says = "deep.wfir:260:12: the op of v256 ends a chain of 257 dependent ops";
+    for args in [
+        &["emit", "--kernel-file", &deep, "--target", "sm90"][..],
+        &["emit", "--kernel-file", &deep, "--target", "gfx906"],
+        &["sim", "--kernel-file", &deep, "--schedules", "1"],
+        &["run", "--kernel-file", &deep, "--device", "sim"],
+    ] {
+        let o = wavefuse(&args);
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    for args in [
+        &["emit", "--kernel-file", &deep, "--ir"][..],
+        &["run", "--kernel-file", &deep, "--device", "cpu-ref"],
+    ] {
+        let o = wavefuse(&args);
+        assert!(o.status.success(), "{args:?}: {}", text(&o).1);
+    }
+    let at_limit = write(dir.path(), "limit.wfir", &chain(256));
+    for args in [
+        &["emit", "--kernel-file", &at_limit, "--target", "sm90"][..],
+        &["sim", "--kernel-file", &at_limit, "--schedules", "2"],
+    ] {
+        let o = wavefuse(&args);
+        assert!(o.status.success(), "{args:?}: {}", text(&o).1);
+    }
+}

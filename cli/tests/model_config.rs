@@ -264,3 +264,96 @@ fn sim_at_a_models_config_simulates_its_weight_layout() {
     assert!(out.contains("GPTQ group 64 sym"), "{out}");
     assert!(out.contains("0 with findings"), "{out}");
 }
+
+/// Issue 39 items 1, 3 and 5 through the CLI. (a) hidden 65536, 512 heads of 256: the Q
+/// projection's FP16 weight is 65536 × 131072 = 2^33 elements (16 GiB); `emit` exited 0 with
+/// 32-bit indices that wrap, and now refuses, exit 1, naming the buffer, its elements and the
+/// limit, printing no code. (b) Dimensions past the bound (`hidden_size` 2^63 panicked, products
+/// wrapped) are config errors, exit 2. (c) `run --device cpu-ref` at 2^17 × 2^17 weights (2^34
+/// elements, ~400 GB) is refused by the host memory budget, exit 1, before allocating.
+#[test]
+fn invalid_sizes_are_refused_naming_the_buffer_or_field_not_wrapped() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_owned()
+    };
+    let wide = write(
+        "wide.json",
+        r#"{"hidden_size": 65536, "intermediate_size": 65536, "num_attention_heads": 512,
+            "head_dim": 256, "num_key_value_heads": 8}"#,
+    );
+    for arch in ["sm90", "gfx906"] {
+        let o = wavefuse(&[
+            "emit",
+            "gemv_f16",
+            "--target",
+            arch,
+            "--tp",
+            "1",
+            "--model-config",
+            &wide,
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{arch}: {err}");
+        assert!(o.stdout.is_empty(), "{arch}: printed code");
+        assert!(
+            err.contains("8589934592 elements per rank") && err.contains("4294967295"),
+            "{arch}: {err}"
+        );
+    }
+    let huge = write(
+        "huge.json",
+        r#"{"hidden_size": 9223372036854775808, "intermediate_size": 17408, "num_attention_heads": 24}"#,
+    );
+    let kv = write(
+        "kv.json",
+        r#"{"hidden_size": 5120, "intermediate_size": 17408, "num_attention_heads": 24,
+            "num_key_value_heads": 65536, "head_dim": 256}"#,
+    );
+    for (cfg, says) in [
+        (
+            &huge,
+            "`hidden_size` is 9223372036854775808, more than 1048576",
+        ),
+        (
+            &kv,
+            "the KV width (num_key_value_heads 65536 × head_dim 256) is 16777216, more than 1048576",
+        ),
+    ] {
+        for cmd in [
+            &["emit", "gemv_int4", "--target", "sm90"][..],
+            &["run", "gemv_int4", "--device", "cpu-ref"],
+        ] {
+            let mut a = cmd.to_vec();
+            a.extend(["--tp", "1", "--model-config", cfg]);
+            let o = wavefuse(&a);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{cmd:?} {cfg}: {err}");
+            assert!(err.contains(says), "{cmd:?} {cfg}: {err}");
+        }
+    }
+    let vast = write(
+        "vast.json",
+        r#"{"hidden_size": 131072, "intermediate_size": 131072, "num_attention_heads": 8,
+            "head_dim": 128}"#,
+    );
+    let o = wavefuse(&[
+        "run",
+        "gemv_int4",
+        "--device",
+        "cpu-ref",
+        "--tp",
+        "1",
+        "--model-config",
+        &vast,
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("more than the 17179869184-byte budget")
+            && err.contains("17179869184 elements"),
+        "{err}"
+    );
+}

@@ -1034,3 +1034,150 @@ fn q8_matches_reference_on_interpreter() {
         }
     }
 }
+
+/// An FP16 GEMV `[1, k] × [k, n]` over `tp` ranks, its weight and output sharded by column and
+/// shaped globally (`index=global`): each rank holds `k · n / tp` weight elements.
+fn f16_gemv(k: usize, n: usize, tp: u32) -> Kernel {
+    let text = format!(
+        "kernel big_f16_gemv(tp={tp}) {{
+    buf0 = input w : f16_nk[k={k}, n={n}] col_parallel(tp={tp}) @global index=global
+    buf1 = input x : f16[1, {k}] replicated @global index=global
+    buf2 = output y : f16[1, {n}] col_parallel(tp={tp}) @global index=global
+    v0 = load buf1
+    v1 = gemv.col buf0, v0
+    v2 = round_f16 v1
+    store v2, buf2
+}}"
+    );
+    wavefuse_codegen::ir::parse(&text).expect("parses")
+}
+
+/// Issue 39 item 1: a weight of more than 2^32 − 1 elements per rank (hidden 65536 → 512 heads ×
+/// 256: 2^33 FP16 elements, 16 GiB, which an H100 holds) used to lower and emit `w[(n * 65536u) +
+/// k]` in 32-bit arithmetic that wraps — silent wrong code; exactly 2^32 panicked in the lowering
+/// (`build.rs`). Both are now refused at the lowering's entry, naming the buffer, the array, its
+/// elements per rank and the limit; the same weight sharded over 4 ranks (2^31 each) and the
+/// largest single-rank weight that fits still lower.
+#[test]
+fn invalid_buffer_beyond_32_bit_indices_is_refused_not_wrapped() {
+    use wavefuse_codegen::lower::{LowerError, MAX_INDEXED_ELEMENTS};
+    for arch in Arch::ALL {
+        for (n, tp, elements) in [
+            (131072, 1, 1u64 << 33),
+            (65536, 1, 1 << 32),
+            (131072, 2, 1 << 32),
+        ] {
+            let k = f16_gemv(65536, n, tp);
+            let err = lower(&k, arch, &Schedule::default_for(arch, &k)).unwrap_err();
+            let LowerError::IndexWidth {
+                buffer,
+                array,
+                elements: e,
+                limit,
+            } = &err
+            else {
+                panic!("{arch} n={n} tp={tp}: {err}");
+            };
+            assert_eq!((buffer.as_str(), *array), ("w", "data"), "{err}");
+            assert_eq!(
+                (e.as_str(), *limit),
+                (elements.to_string().as_str(), MAX_INDEXED_ELEMENTS)
+            );
+            let msg = err.to_string();
+            assert!(msg.contains("`w`") && msg.contains("4294967295"), "{msg}");
+        }
+        // The lowering's own arrays too: an allreduce's payload is double-buffered, so an
+        // operand of 2^32 − 512 elements needs a scratch of twice that (the lowered validator
+        // caught it, as "the lowering produced an invalid kernel").
+        let n: u64 = 2147483392;
+        let ar = wavefuse_codegen::ir::parse(&format!(
+            "kernel ar(tp=2) {{
+    buf0 = input partial : f16[2, {n}] partial(tp=2) @global index=local
+    buf1 = output hidden : f16[2, {n}] replicated @global index=local
+    v0 = load buf0
+    v1 = allreduce v0, tp=2
+    v2 = round_f16 v1
+    store v2, buf1
+}}"
+        ))
+        .expect("parses");
+        let err = lower(&ar, arch, &Schedule::default_for(arch, &ar)).unwrap_err();
+        let LowerError::IndexWidth {
+            buffer,
+            array,
+            elements,
+            ..
+        } = &err
+        else {
+            panic!("{arch} allreduce: {err}");
+        };
+        let want = (4 * n).to_string();
+        assert_eq!(
+            (buffer.as_str(), *array, elements),
+            ("ar_payload", "scratch", &want)
+        );
+        for (n, tp) in [(131072, 4), (65535, 1)] {
+            let k = f16_gemv(65536, n, tp);
+            let lowered = lower(&k, arch, &Schedule::default_for(arch, &k));
+            assert!(lowered.is_ok(), "{arch} n={n} tp={tp}: {:?}", lowered.err());
+        }
+    }
+}
+
+/// A chain `load → silu × (depth − 3) → round_f16 → store`: `depth` dependent ops.
+fn chain(depth: usize) -> Kernel {
+    let mut text = String::from(
+        "kernel chain(tp=1) {
+    buf0 = input x : f32[1, 64] replicated @global index=local
+    buf1 = output y : f16[1, 64] replicated @global index=local
+    v0 = load buf0
+",
+    );
+    for i in 1..depth - 2 {
+        text.push_str(&format!("    v{i} = silu v{}\n", i - 1));
+    }
+    let last = depth - 3;
+    text.push_str(&format!(
+        "    v{} = round_f16 v{last}\n    store v{}, buf1\n}}\n",
+        last + 1,
+        last + 1
+    ));
+    wavefuse_codegen::ir::parse_named(&text, "chain.wfir").expect("parses")
+}
+
+/// Issue 39 item 4: a chain of ~10,000 dependent ops overflowed the stack in the lowering's
+/// recursion over operands (SIGABRT in `emit`, `sim`, `check`). It is now refused at the
+/// lowering's entry, naming where the chain passes the limit; a chain at the limit lowers and
+/// its C++ is written on both targets on a 2 MiB stack (a test thread's, smaller than a main
+/// thread's 8 MiB), so the limit leaves the recursion room.
+#[test]
+fn invalid_op_chain_deeper_than_the_limit_is_refused_not_a_stack_overflow() {
+    use wavefuse_codegen::lower::{LowerError, MAX_OP_DEPTH};
+    let deep = chain(10_000);
+    for arch in Arch::ALL {
+        let err = lower(&deep, arch, &Schedule::default_for(arch, &deep)).unwrap_err();
+        let LowerError::TooDeep { op, depth, limit } = &err else {
+            panic!("{arch}: {err}");
+        };
+        assert_eq!((*depth, *limit), (MAX_OP_DEPTH + 1, MAX_OP_DEPTH), "{err}");
+        // v0 is the load, op `MAX_OP_DEPTH` (0-based) the first past the limit.
+        let want = format!(
+            "chain.wfir:{}:12: the op of v{MAX_OP_DEPTH}",
+            MAX_OP_DEPTH + 4
+        );
+        assert_eq!(op, &want, "{err}");
+    }
+    let at_limit = chain(MAX_OP_DEPTH);
+    std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || {
+            for arch in Arch::ALL {
+                let s = Schedule::default_for(arch, &at_limit);
+                let g = wavefuse_codegen::compile(&at_limit, arch, &s).expect("compiles");
+                assert!(g.source.text.contains("chain"), "{arch}");
+            }
+        })
+        .unwrap()
+        .join()
+        .expect("lowers and writes at the limit on a 2 MiB stack");
+}

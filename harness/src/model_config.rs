@@ -13,7 +13,7 @@ use std::path::Path;
 
 use serde_json::Value;
 use wavefuse::ir::{GptqLayout, GroupSize, ZeroPoint};
-use wavefuse_kernels::shapes::Model;
+use wavefuse_kernels::shapes::{MAX_MODEL_DIM, Model};
 
 /// The model of the `config.json` at `path`; the error names the file and the field. Its GPTQ
 /// layout is the `quantization_config` object of the file (transformers, optimum) and/or a
@@ -119,11 +119,13 @@ pub fn parse(text: &str) -> Result<Model, String> {
     let int = |key: &str| -> Result<Option<usize>, String> {
         match cfg.get(key) {
             None | Some(Value::Null) => Ok(None),
-            Some(v) => v
-                .as_u64()
-                .filter(|&n| n > 0)
-                .map(|n| Some(n as usize))
-                .ok_or_else(|| format!("`{key}` is {v}, not a positive integer")),
+            Some(v) => {
+                let n = v
+                    .as_u64()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| format!("`{key}` is {v}, not a positive integer"))?;
+                bounded(key, n).map(Some)
+            }
         }
     };
     let need = |key: &str| int(key)?.ok_or_else(|| format!("no `{key}`"));
@@ -162,15 +164,55 @@ pub fn parse(text: &str) -> Result<Model, String> {
         }
         Some(v) => return Err(format!("`quantization_config` is {v}, not an object")),
     };
+    // Each factor is at most MAX_MODEL_DIM (2^20), so a product of three fits u64.
+    let width = |what: &str, factors: &[(&str, usize)], gate: bool| {
+        let gate_factor = if gate { 2 } else { 1 };
+        let n = factors
+            .iter()
+            .fold(gate_factor, |acc, &(_, x)| acc * x as u64);
+        if n as usize <= MAX_MODEL_DIM {
+            return Ok(n as usize);
+        }
+        let mut named: Vec<String> = factors.iter().map(|(f, x)| format!("{f} {x}")).collect();
+        if gate {
+            named.push("2 (attn_output_gate)".into());
+        }
+        Err(format!(
+            "the {what} ({}) is {n}, more than {MAX_MODEL_DIM}, the largest dimension wavefuse builds kernels at",
+            named.join(" × ")
+        ))
+    };
+    let q_gate = width(
+        "Q width",
+        &[("num_attention_heads", heads), ("head_dim", head_dim)],
+        gate,
+    )?;
+    let kv = width(
+        "KV width",
+        &[("num_key_value_heads", kv_heads), ("head_dim", head_dim)],
+        false,
+    )?;
     Ok(Model {
         hidden,
         ffn,
-        q_gate: heads * head_dim * if gate { 2 } else { 1 },
-        kv: kv_heads * head_dim,
+        q_gate,
+        kv,
         head_dim,
         rms_eps,
         gptq,
     })
+}
+
+/// `n` from field `key` if it is at most [`MAX_MODEL_DIM`] (issue 39: unbounded dimensions
+/// wrapped in the products built from them).
+fn bounded(key: &str, n: u64) -> Result<usize, String> {
+    if n <= MAX_MODEL_DIM as u64 {
+        Ok(n as usize)
+    } else {
+        Err(format!(
+            "`{key}` is {n}, more than {MAX_MODEL_DIM}, the largest dimension wavefuse builds kernels at"
+        ))
+    }
 }
 
 #[cfg(test)]
@@ -288,5 +330,49 @@ mod tests {
             let e = parse(text).unwrap_err();
             assert!(e.contains(says), "{text}: {e}");
         }
+    }
+
+    /// Issue 39 items 4 and 5: dimensions were unbounded and their products wrapped (`KV width =
+    /// 18446744073709551612 is not a multiple of …`, `n=9223372036854776288`; `hidden_size` 2^63
+    /// panicked generating the workload). Every field is now at most `MAX_MODEL_DIM` and every
+    /// product is checked, the error naming the fields.
+    #[test]
+    fn invalid_dimensions_are_bounded_and_products_checked() {
+        let cfg = |h: u64, f: u64, heads: u64, kv: u64, d: u64| {
+            format!(
+                r#"{{"hidden_size": {h}, "intermediate_size": {f}, "num_attention_heads": {heads},
+                    "num_key_value_heads": {kv}, "head_dim": {d}, "attn_output_gate": true}}"#
+            )
+        };
+        let big = 1u64 << 63;
+        for (text, says) in [
+            (cfg(big, 8, 8, 8, 8), format!("`hidden_size` is {big}, more than 1048576")),
+            (cfg(8, big + 480, 8, 8, 8), format!("`intermediate_size` is {}", big + 480)),
+            (cfg(8, 8, 1 << 20, 8, 8), "the Q width (num_attention_heads 1048576 × head_dim 8 × 2 (attn_output_gate)) is 16777216, more than 1048576".into()),
+            (cfg(8, 8, 1, 1 << 20, 1 << 19), "the KV width (num_key_value_heads 1048576 × head_dim 524288) is 549755813888".into()),
+            (cfg(8, 8, 8, 8, 1 << 21), "`head_dim` is 2097152".into()),
+            (cfg(8, 8, 8, 4611686018427387903, 4), "`num_key_value_heads` is 4611686018427387903".into()),
+        ] {
+            let e = parse(&text).unwrap_err();
+            assert!(e.contains(&says), "{text}: {e}");
+        }
+        // At the bound: accepted (whether a weight of 2^20 × 2^20 then fits the generated code's
+        // indices is the lowering's refusal, not the config's).
+        let m = parse(&cfg(1 << 20, 1 << 20, 2048, 8, 256)).unwrap();
+        assert_eq!((m.hidden, m.q_gate, m.kv), (1 << 20, 1 << 20, 2048));
+        // Its weights (2^40 elements) are more than the textual IR takes: the set is not built
+        // at it (it printed IR the parser refuses).
+        let e = m.check_tp(1).unwrap_err();
+        assert!(e.contains("hidden_size 1048576 × intermediate_size 1048576 has 1099511627776 elements, more than 17179869184"), "{e}");
+        let e = Model {
+            hidden: (1 << 20) + 8,
+            ..m
+        }
+        .check_tp(1)
+        .unwrap_err();
+        assert!(
+            e.contains("hidden_size = 1048584 is more than 1048576"),
+            "{e}"
+        );
     }
 }

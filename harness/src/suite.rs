@@ -530,6 +530,10 @@ pub enum PrepError {
     /// Refused at compile time: the kernel has a grid barrier and the placement's grids cannot
     /// all be resident on one device (DESIGN.md §5.9), so it would never get past the barrier.
     NotCoResident(String),
+    /// Refused: beyond one of the documented limits (docs/errors.md) — a buffer beyond the
+    /// generated code's 32-bit indices, an op chain deeper than the lowering accepts, inputs
+    /// beyond the host memory budget.
+    Limit(String),
     /// A bug: lowering, writing or the reference failed.
     Failed(String),
 }
@@ -542,6 +546,7 @@ impl std::fmt::Display for PrepError {
             PrepError::NotApplicable(m) => write!(f, "not applicable: {m}"),
             PrepError::Unsupported(m) => write!(f, "not supported yet: {m}"),
             PrepError::NotCoResident(m) => write!(f, "refused, not co-resident: {m}"),
+            PrepError::Limit(m) => write!(f, "refused: {m}"),
             PrepError::Failed(m) => f.write_str(m),
         }
     }
@@ -614,6 +619,9 @@ pub fn generate(
             ResolveError::Lower(LowerError::NotCoResident(n)) => {
                 PrepError::NotCoResident(n.to_string())
             }
+            ResolveError::Lower(
+                e @ (LowerError::IndexWidth { .. } | LowerError::TooDeep { .. }),
+            ) => PrepError::Limit(e.to_string()),
             e => PrepError::Failed(e.to_string()),
         })?;
     if let Some(note) = &resolved.note {
@@ -648,7 +656,9 @@ pub struct Data {
 impl Data {
     /// The seeded workload's inputs for `ir` and their reference.
     pub fn new(ir: &Kernel, seed: u64) -> Result<Data, PrepError> {
-        let inputs = Workload::new(seed).inputs(ir);
+        let inputs = Workload::new(seed)
+            .try_inputs(ir)
+            .map_err(|e| PrepError::Limit(e.to_string()))?;
         let reference =
             evaluate(ir, &inputs).map_err(|e| PrepError::Failed(format!("reference: {e}")))?;
         Ok(Data {
@@ -1344,7 +1354,7 @@ fn run_case<D: Device>(
             r.status = match e {
                 PrepError::NotApplicable(_) => Status::NotApplicable,
                 PrepError::Unsupported(_) => Status::Unsupported,
-                PrepError::NotCoResident(_) => Status::Refused,
+                PrepError::NotCoResident(_) | PrepError::Limit(_) => Status::Refused,
                 PrepError::Failed(_) => Status::Fail,
             };
             r.detail = e.to_string();

@@ -18,6 +18,12 @@ pub const HEAD_DIM: usize = 256;
 pub const RMS_EPS: f64 = 1e-6;
 /// Features per block of the INT8-compressed allreduce.
 pub const INT8_BLOCK: usize = 128;
+/// The largest model dimension (hidden size, FFN width, Q width, KV width, head width) the set is
+/// built at: 2^20, 64× Qwen 3.5 27B's FFN width. It bounds what a `config.json` can ask for, so
+/// that products of dimensions (a weight's `K · N`, at most 2^40) cannot wrap; whether a weight
+/// then fits the generated code's 32-bit indices is the lowering's check
+/// (`wavefuse_codegen::lower::MAX_INDEXED_ELEMENTS`).
+pub const MAX_MODEL_DIM: usize = 1 << 20;
 /// The TP sizes the kernel set is built for.
 pub const TP_SIZES: [u32; 4] = [1, 2, 4, 8];
 
@@ -140,6 +146,34 @@ impl Model {
     /// width divides into whole per-rank shards of whole 8-column words and whole groups.
     /// The error names the dimension.
     pub fn check(&self, tp: u32, group: usize) -> Result<(), String> {
+        for (what, n) in [
+            ("hidden_size", self.hidden),
+            ("intermediate_size", self.ffn),
+            ("the Q width", self.q_gate),
+            ("the KV width", self.kv),
+            ("head_dim", self.head_dim),
+        ] {
+            if n > MAX_MODEL_DIM {
+                return Err(format!(
+                    "{what} = {n} is more than {MAX_MODEL_DIM}, the largest dimension the set is built at"
+                ));
+            }
+        }
+        // Each dimension is at most 2^20 here, so the products fit.
+        for (what, n) in [
+            ("intermediate_size", self.ffn),
+            ("the Q width", self.q_gate),
+            ("the KV width", self.kv),
+        ] {
+            let elements = (self.hidden as u64) * (n as u64);
+            if elements > wavefuse::ir::MAX_ELEMENTS {
+                return Err(format!(
+                    "a weight of hidden_size {} × {what} {n} has {elements} elements, more than {} (the most the textual IR takes for one buffer)",
+                    self.hidden,
+                    wavefuse::ir::MAX_ELEMENTS
+                ));
+            }
+        }
         let tp = tp as usize;
         let whole = |what: &str, n: usize, by: usize, why: &str| {
             if n == 0 || n % by != 0 {

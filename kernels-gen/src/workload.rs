@@ -19,6 +19,48 @@ use wavefuse::ir::{
     Weight, WeightFormat, ZeroPoint,
 };
 
+/// The most host memory the synthetic inputs of one kernel (all ranks) and the f64 reference
+/// over them may take: 16 GiB. [`Workload::try_inputs`] refuses a kernel over it, before anything
+/// is allocated (issue 39: `run --device cpu-ref` at hidden 2^30 asked for 48 TB and aborted).
+/// The kernel set at Qwen 3.5 27B's shapes needs at most ~4 GiB by this estimate (TP 1's gate/up
+/// GEMV).
+pub const HOST_BUDGET_BYTES: u64 = 16 << 30;
+
+/// Host bytes one element of an input costs while it is generated and evaluated: the f64 draw,
+/// the stored form (at most 8 bytes), and the reference's f64 copy.
+const BYTES_PER_ELEMENT: u64 = 24;
+
+/// A kernel whose synthetic inputs and reference would exceed [`HOST_BUDGET_BYTES`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "kernel `{kernel}`: its inputs and f64 reference on the host need {} bytes (buffer `{largest}`: {largest_elements} elements per rank, the largest), more than the {budget}-byte budget (HOST_BUDGET_BYTES)",
+    needed.map_or_else(|| "more than 2^64".to_string(), |b| b.to_string())
+)]
+pub struct OverBudget {
+    /// The kernel's name.
+    pub kernel: String,
+    /// Bytes estimated (`None`: beyond `u64`).
+    pub needed: Option<u64>,
+    /// The input with the most elements per rank.
+    pub largest: String,
+    /// Its elements per rank, in decimal (it may not fit `u64`).
+    pub largest_elements: String,
+    /// [`HOST_BUDGET_BYTES`].
+    pub budget: u64,
+}
+
+/// Elements of one rank's share of a buffer (every array of a weight counted as `K · N`, an
+/// upper bound); `None` beyond `u64`.
+fn local_elements(ty: &BufferType) -> Option<u64> {
+    match ty {
+        BufferType::Tensor(t) => t
+            .shape
+            .iter()
+            .try_fold(1u64, |acc, &d| acc.checked_mul(d as u64)),
+        BufferType::Weight(w) => (w.k as u64).checked_mul(w.n as u64),
+    }
+}
+
 /// Standard deviation of synthetic weights.
 pub const WEIGHT_STD: f64 = 0.02;
 
@@ -38,7 +80,15 @@ impl Workload {
         Workload { seed }
     }
 
-    /// Inputs for every rank of `kernel`'s TP group.
+    /// [`Workload::inputs`], or an error if they and the reference over them would take more
+    /// than [`HOST_BUDGET_BYTES`] of host memory (checked before anything is allocated).
+    pub fn try_inputs(&self, kernel: &Kernel) -> Result<Vec<RankInputs>, OverBudget> {
+        check_budget(kernel)?;
+        Ok(self.inputs(kernel))
+    }
+
+    /// Inputs for every rank of `kernel`'s TP group. Allocates whatever the kernel's shapes ask
+    /// for: use [`Workload::try_inputs`] for a kernel from a user.
     pub fn inputs(&self, kernel: &Kernel) -> Vec<RankInputs> {
         (0..kernel.tp() as usize)
             .map(|rank| {
@@ -67,6 +117,38 @@ impl Workload {
         let rank_tag = rank.map_or(u64::MAX, |r| r as u64);
         ChaCha8Rng::seed_from_u64(fnv1a(rank_tag.to_le_bytes().iter().copied(), h))
     }
+}
+
+/// Refuse `kernel` if its inputs (all ranks) and their reference exceed [`HOST_BUDGET_BYTES`].
+pub fn check_budget(kernel: &Kernel) -> Result<(), OverBudget> {
+    let mut needed = Some(0u64);
+    let mut largest = (String::new(), Some(0u64));
+    for (_, d) in kernel.buffers() {
+        let elements = local_elements(&d.local_type());
+        let bigger = match (elements, largest.1) {
+            (_, None) => false,
+            (None, _) => true,
+            (Some(e), Some(l)) => e > l,
+        };
+        if bigger {
+            largest = (d.name.clone(), elements);
+        }
+        needed = elements
+            .and_then(|e| e.checked_mul(BYTES_PER_ELEMENT * u64::from(kernel.tp())))
+            .and_then(|b| needed?.checked_add(b));
+    }
+    if needed.is_some_and(|b| b <= HOST_BUDGET_BYTES) {
+        return Ok(());
+    }
+    Err(OverBudget {
+        kernel: kernel.name().to_string(),
+        needed,
+        largest: largest.0,
+        largest_elements: largest
+            .1
+            .map_or_else(|| "more than 2^64".to_string(), |e| e.to_string()),
+        budget: HOST_BUDGET_BYTES,
+    })
 }
 
 /// FNV-1a: a stable hash (std's hasher may change between Rust releases).
@@ -206,4 +288,53 @@ fn pack_zeros(zeros: &[i64], groups: usize, n: usize, zp: ZeroPoint) -> Vec<i32>
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kernel(k: usize, n: usize) -> Kernel {
+        wavefuse::ir::parse(&format!(
+            "kernel big(tp=2) {{
+    buf0 = input w : f16_nk[k={k}, n={n}] col_parallel(tp=2) @global index=global
+    buf1 = input x : f16[1, {k}] replicated @global index=global
+    buf2 = output y : f16[1, {n}] col_parallel(tp=2) @global index=global
+    v0 = load buf1
+    v1 = gemv.col buf0, v0
+    v2 = round_f16 v1
+    store v2, buf2
+}}"
+        ))
+        .expect("parses")
+    }
+
+    /// Issue 39 item 5: inputs were allocated whatever their size (`run --device cpu-ref` at
+    /// hidden 2^30 asked for 48 TB and aborted; `hidden_size` 2^63 panicked in `weight`). A
+    /// kernel over the budget is refused before anything is allocated, naming the kernel, the
+    /// largest buffer and the budget; one under it gets its inputs.
+    #[test]
+    fn invalid_inputs_over_the_host_budget_are_refused_before_allocating() {
+        // A 2^17 × 2^17 weight over 2 ranks: 2^33 elements per rank, × 24 bytes × 2 ranks.
+        let e = Workload::new(1)
+            .try_inputs(&kernel(1 << 17, 1 << 17))
+            .unwrap_err();
+        assert_eq!(
+            (e.largest.as_str(), e.largest_elements.as_str(), e.needed),
+            (
+                "w",
+                "8589934592",
+                Some(48 * ((1 << 33) + (1 << 17) + (1 << 16)))
+            )
+        );
+        let msg = e.to_string();
+        assert!(
+            msg.contains("kernel `big`") && msg.contains("17179869184-byte budget"),
+            "{msg}"
+        );
+        let ok = Workload::new(1)
+            .try_inputs(&kernel(256, 64))
+            .expect("under the budget");
+        assert_eq!(ok.len(), 2);
+    }
 }

@@ -78,7 +78,7 @@ pub use entities::{Buffer, Op, Value};
 pub use error::{BufferError, KernelError, OpError, ValidationError};
 pub use kernel::{Kernel, OpData, SourceLoc, ValueDef};
 pub use ops::{OpKind, Parallelism};
-pub use parse::{Found, ParseError, parse, parse_named};
+pub use parse::{Found, MAX_ELEMENTS, ParseError, parse, parse_named};
 pub use types::{
     AWQ_NIBBLE_ORDER, AwqLayout, GPTQ_NIBBLE_ORDER, GptqLayout, GroupSize, IndexSpace, MemorySpace,
     Ordering, ScalarType, Scope, Sharding, WeightFormat, ZeroPoint, peer_slot,

@@ -140,6 +140,7 @@
 
 mod build;
 mod gemv;
+mod limits;
 mod lowering;
 mod plan;
 mod point;
@@ -149,6 +150,7 @@ mod splitk;
 mod stages;
 mod sync;
 
+pub use limits::{MAX_INDEXED_ELEMENTS, MAX_OP_DEPTH};
 pub use schedule::{
     AllreduceProtocol, Int4Dot, Int4Scaling, MAX_ACCUMULATORS, MAX_COLUMNS_PER_LANE, MAX_K_SPLIT,
     MAX_K_UNIT_WORDS, MAX_PIPELINE_DEPTH, MmaDecode, NibbleDecode, Schedule, prologue_input_bytes,
@@ -174,6 +176,37 @@ pub enum LowerError {
     /// The schedule does not fit the kernel or the target.
     #[error("schedule: {0}")]
     Schedule(String),
+    /// A device array of one rank has more elements than the generated code's 32-bit indices
+    /// reach ([`MAX_INDEXED_ELEMENTS`]): its indices would wrap and the kernel would silently
+    /// read and write the wrong elements.
+    #[error(
+        "buffer `{buffer}`: its {array} array has {elements} elements per rank, more than the generated code's 32-bit indices reach (at most {limit} elements); shard it over more ranks or split it"
+    )]
+    IndexWidth {
+        /// The op-level buffer.
+        buffer: String,
+        /// Which of its device arrays (`data`, `qweight`, `scales`, `qzeros`, `g_idx`), or
+        /// `scratch` for an array the lowering adds (`buffer` is then the parameter's name).
+        array: &'static str,
+        /// Its element count on one rank (a decimal number; it may not fit `u64`).
+        elements: String,
+        /// [`MAX_INDEXED_ELEMENTS`].
+        limit: u64,
+    },
+    /// A chain of ops, each reading the previous one's result, longer than the lowering's
+    /// recursion over operands is bounded to ([`MAX_OP_DEPTH`]).
+    #[error(
+        "{op} ends a chain of {depth} dependent ops, more than the {limit} the lowering accepts; split the kernel"
+    )]
+    TooDeep {
+        /// The op that ends the chain: its source location when known and the value it defines
+        /// (`k.wfir:260:5: the op of v256`).
+        op: String,
+        /// Its chain's length (the op included).
+        depth: usize,
+        /// [`MAX_OP_DEPTH`].
+        limit: usize,
+    },
     /// The lowering produced a kernel the lowered validator rejects (a bug in this module).
     #[error("the lowering produced an invalid kernel: {0}")]
     Lowered(#[from] LoweredError),
@@ -193,6 +226,9 @@ pub fn lower_structured(
     arch: Arch,
     schedule: &Schedule,
 ) -> Result<LoweredKernel, LowerError> {
+    wavefuse_ir::validate(kernel)?;
+    limits::check_index_width(kernel)?;
+    limits::check_depth(kernel)?;
     let stages = stages::stage_kernels(kernel, schedule.materialise_prologue)?;
     let k = match stages.as_slice() {
         [_] => {
@@ -201,6 +237,7 @@ pub fn lower_structured(
         }
         _ => stages::lower_stages(kernel, &stages, arch, schedule)?,
     };
+    limits::check_lowered_arrays(&k)?;
     validate(&k)?;
     Ok(k)
 }

@@ -335,6 +335,11 @@ fn check_params(k: &LoweredKernel) -> Result<(), LoweredError> {
                 elem,
                 ..
             } if *elem != Ty::U32 => Some("counters and flags are u32"),
+            ParamKind::Array { len, .. } | ParamKind::PeerArrays { len, .. }
+                if *len as u64 > crate::lower::MAX_INDEXED_ELEMENTS =>
+            {
+                Some("more elements than 32-bit indices reach")
+            }
             _ => None,
         };
         if let Some(what) = what {

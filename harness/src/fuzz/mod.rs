@@ -760,6 +760,10 @@ fn one(config: &FuzzConfig, index: u64, stage: &Mutex<Stage>, report: &mut FuzzR
                 Ok(Err(CompileError::Lower(LowerError::NotCoResident(n)))) => {
                     report.refuse(index, "not co-resident", &n.to_string())
                 }
+                // A documented limit (docs/errors.md): index width, op depth.
+                Ok(Err(CompileError::Lower(
+                    e @ (LowerError::IndexWidth { .. } | LowerError::TooDeep { .. }),
+                ))) => report.refuse(index, "limit", &e.to_string()),
                 Ok(Err(CompileError::Lower(LowerError::Lowered(e)))) => report
                     .findings
                     .push(fail("invalid lowered kernel", e.to_string())),

@@ -31,8 +31,10 @@ const MAX_TP: u64 = 1024;
 const MAX_DIM: u64 = i32::MAX as u64;
 /// The most axes a tensor may have.
 const MAX_RANK: usize = 8;
-/// The most elements of one buffer (`2^34`: 32 GiB of FP16).
-const MAX_ELEMENTS: u64 = 1 << 34;
+/// The most elements of one buffer a text may declare (`2^34`: 32 GiB of FP16). Whatever builds
+/// kernels from other inputs (a model's `config.json`) bounds them the same way, so that every
+/// kernel it prints parses back.
+pub const MAX_ELEMENTS: u64 = 1 << 34;
 
 /// Parse one kernel from its textual IR (the format the printer writes; `docs/ir-format.md`).
 ///
