@@ -71,6 +71,10 @@ pub struct ModelInputs {
     pub grid: u32,
     /// Lanes per workgroup.
     pub workgroup_size: u32,
+    /// What was counted: the kernel symbol and the address range of its hot loop in the code
+    /// object ([`HotLoop::counted`]); empty when not known.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub counted: String,
 }
 
 /// Which term of the model is the larger.
@@ -169,7 +173,11 @@ impl fmt::Display for Modelled {
             } else {
                 ""
             }
-        )
+        )?;
+        if !i.counted.is_empty() {
+            write!(f, "; counted: {}", i.counted)?;
+        }
+        Ok(())
     }
 }
 
@@ -189,6 +197,13 @@ pub struct HotLoop {
     /// Bytes per lane of vector-memory loads the loop has in flight at most: loads add their
     /// width, `s_waitcnt vmcnt(n)` leaves the newest `n` outstanding.
     pub bytes_in_flight_per_lane: u32,
+    /// The kernel symbol whose code was searched ([`HotLoop::from_disassembly_of`]); `None`:
+    /// the whole code object.
+    pub symbol: Option<String>,
+    /// Address of the loop's first instruction (the backward branch's target).
+    pub first: u64,
+    /// Address of the loop's last instruction (the backward branch).
+    pub last: u64,
 }
 
 impl HotLoop {
@@ -197,7 +212,45 @@ impl HotLoop {
     /// (`v_dot2_f32_f16`, `v_fma_mix_f32`), then the longest — so a long spin loop (a peer-flag
     /// wait) is not taken for the GEMV's. `None` without a backward branch.
     pub fn from_disassembly(disasm: &str) -> Option<HotLoop> {
-        let ins = instructions_with_targets(disasm);
+        HotLoop::of_instructions(&instructions_with_targets(disasm))
+    }
+
+    /// [`HotLoop::from_disassembly`] within the code of kernel `symbol` only (a code object may
+    /// hold several kernels: tile variants of one file): the lines from `<symbol>:` to the next
+    /// symbol. `None` when the symbol is not in the disassembly or has no loop.
+    pub fn from_disassembly_of(disasm: &str, symbol: &str) -> Option<HotLoop> {
+        let header = format!("<{symbol}>:");
+        let mut text = String::new();
+        let mut inside = false;
+        for l in disasm.lines() {
+            if l.ends_with(">:") {
+                inside = l.trim_end().ends_with(&header);
+            }
+            if inside {
+                text.push_str(l);
+                text.push('\n');
+            }
+        }
+        let mut hot = HotLoop::of_instructions(&instructions_with_targets(&text))?;
+        hot.symbol = Some(symbol.to_owned());
+        Some(hot)
+    }
+
+    /// What was counted, in words: `` loop 0x1a0..0x3f4 (212 instructions) of `sym` ``.
+    pub fn counted(&self) -> String {
+        let of = self
+            .symbol
+            .as_deref()
+            .map_or("the whole code object".to_owned(), |s| format!("`{s}`"));
+        format!(
+            "loop {:#x}..{:#x} ({} instructions) of {of}",
+            self.first,
+            self.last,
+            self.mnemonics.len()
+        )
+    }
+
+    fn of_instructions(ins: &[(u64, String, Option<u64>)]) -> Option<HotLoop> {
         let products = |b: &[(u64, String, Option<u64>)]| {
             b.iter()
                 .filter(|(_, m, _)| {
@@ -223,6 +276,7 @@ impl HotLoop {
             }
         }
         let body = best?;
+        let (first, last) = (body[0].0, body[body.len() - 1].0);
         let mnemonics: Vec<String> = body.iter().map(|(_, m, _)| m.clone()).collect();
         let count = |p: &str| mnemonics.iter().filter(|m| m.starts_with(p)).count();
         Some(HotLoop {
@@ -234,6 +288,9 @@ impl HotLoop {
                 &body.iter().map(|b| b.1.as_str()).collect::<Vec<_>>(),
             ),
             mnemonics,
+            symbol: None,
+            first,
+            last,
         })
     }
 
@@ -293,6 +350,7 @@ pub fn inputs_for(
         occupancy,
         grid: k.grid,
         workgroup_size: k.workgroup_size,
+        counted: hot.counted(),
     })
 }
 
@@ -406,6 +464,7 @@ mod tests {
             occupancy: 4,
             grid: 272,
             workgroup_size: 256,
+            counted: String::new(),
         }
     }
 
