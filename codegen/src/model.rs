@@ -488,6 +488,36 @@ mod tests {
         );
     }
 
+    /// Two kernels in one code object (tile variants of one file): the hotter loop is in `big`,
+    /// but the model of `small` counts `small`'s loop only, and says which one it counted.
+    #[test]
+    fn the_hot_loop_of_a_symbol_is_searched_in_its_code_only() {
+        let disasm = "\
+0000000000001000 <small>:
+\tv_add_u32_e32 v1, v2, v3 // 000000001000: 68020702
+\tv_dot2_f32_f16 v4, v5, v6, v4 // 000000001004: D3A30004
+\ts_cbranch_scc1 65534 // 000000001008: BF85FFFE <small+0x4>
+\ts_endpgm // 00000000100C: BF810000
+
+0000000000002000 <big>:
+\tv_dot2_f32_f16 v4, v5, v6, v4 // 000000002000: D3A30004
+\tv_dot2_f32_f16 v4, v5, v6, v4 // 000000002004: D3A30004
+\tv_dot2_f32_f16 v4, v5, v6, v4 // 000000002008: D3A30004
+\ts_cbranch_scc1 65532 // 00000000200C: BF85FFFC <big+0x0>
+\ts_endpgm // 000000002010: BF810000
+";
+        let whole = HotLoop::from_disassembly(disasm).expect("a loop");
+        assert_eq!((whole.dot2, whole.first, whole.last), (3, 0x2000, 0x200c));
+        let small = HotLoop::from_disassembly_of(disasm, "small").expect("its loop");
+        assert_eq!((small.dot2, small.valu), (1, 1));
+        assert_eq!((small.first, small.last), (0x1004, 0x1008));
+        assert_eq!(
+            small.counted(),
+            "loop 0x1004..0x1008 (2 instructions) of `small`"
+        );
+        assert!(HotLoop::from_disassembly_of(disasm, "absent").is_none());
+    }
+
     #[test]
     fn few_loads_in_flight_are_flagged() {
         let mut i = inputs(2.0, 1e6, 1e6);

@@ -471,6 +471,20 @@ mod tests {
     }
 
     #[test]
+    fn packed_zero_points_unpack_column_by_column_under_their_convention() {
+        // Word 0 holds columns 0..8 (nibble i = column i), word 1 columns 8..16.
+        let packed = [0x7654_3210u32 as i32, 0xFEDC_BA98u32 as i32];
+        let v2 = zeros_of(&packed, ZeroPoint::V2);
+        assert_eq!(v2, (0..16).map(f64::from).collect::<Vec<_>>());
+        let v1 = zeros_of(&packed, ZeroPoint::V1);
+        assert_eq!(v1, (1..17).map(f64::from).collect::<Vec<_>>());
+        let bytes = encode_zeros(&packed, ZeroPoint::V1, Ty::F16, 16).unwrap();
+        assert_eq!(decode(&bytes, Ty::F16), v1, "exact in FP16");
+        assert!(encode_zeros(&packed, ZeroPoint::V1, Ty::U32, 16).is_err());
+        assert!(encode_zeros(&packed, ZeroPoint::V1, Ty::F16, 8).is_err());
+    }
+
+    #[test]
     fn poison_reads_back_as_nan() {
         for elem in [Ty::F16, Ty::F32] {
             assert!(decode(&poison(elem, 4), elem).iter().all(|v| v.is_nan()));
