@@ -24,7 +24,11 @@
 //! of the loop's at the Qwen shapes. The bytes are the data arrays' once and the scratch arrays'
 //! (split-K partials, published partials) twice: written once, read once. Not modelled: cross-GPU communication (the fused kernel's
 //! allreduce and flags), tail effects of a grid that does not fill the CUs evenly, the L2.
-//! Pure functions of explicit inputs: nothing here reads a device, a file or the environment.
+//! The hot loop is searched in one kernel's code when the symbol is known
+//! ([`HotLoop::from_disassembly_of`]: a hand-written file may hold several kernels), and what was
+//! counted is printed with the model ([`HotLoop::counted`]). docs/model.md describes the model
+//! for users. Pure functions of explicit inputs: nothing here reads a device, a file or the
+//! environment.
 
 use std::fmt;
 
