@@ -1309,6 +1309,17 @@ fn unsupported_and_bad_descriptions_of_users_kernels_are_named() {
         big.iter().any(|p| p.contains("workgroup of 2048 lanes")),
         "{big:?}"
     );
+    // Expressions need the shape: a description loaded without a kernel says so.
+    let (src_a, abi_a) = user_kernel("gemv_int4_fp16z", "hip");
+    let e = Hand::load(&abi_a, Some(&src_a))
+        .unwrap()
+        .launch()
+        .unwrap_err();
+    assert!(
+        e.iter()
+            .any(|p| p.starts_with("grid.x: `n / 128` is an expression of the op-level shape")),
+        "{e:?}"
+    );
     let novalue = problems(&|t| t.replacen("value = \"1\"\n", "", 1));
     assert!(
         novalue
