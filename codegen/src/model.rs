@@ -208,6 +208,11 @@ pub struct HotLoop {
     pub first: u64,
     /// Address of the loop's last instruction (the backward branch).
     pub last: u64,
+    /// VALU instructions of the loop in blocks a forward conditional branch inside the loop may
+    /// skip (a per-group reload): counted on every iteration all the same.
+    pub skippable_valu: usize,
+    /// VALU instructions of the searched code outside the loop (not counted).
+    pub valu_outside: usize,
 }
 
 impl HotLoop {
@@ -246,12 +251,25 @@ impl HotLoop {
             .symbol
             .as_deref()
             .map_or("the whole code object".to_owned(), |s| format!("`{s}`"));
-        format!(
+        let mut s = format!(
             "loop {:#x}..{:#x} ({} instructions) of {of}",
             self.first,
             self.last,
             self.mnemonics.len()
-        )
+        );
+        if self.skippable_valu > 0 {
+            s.push_str(&format!(
+                "; {} of its {} VALU are in blocks a branch may skip, counted on every iteration",
+                self.skippable_valu, self.valu
+            ));
+        }
+        if self.symbol.is_some() && self.valu_outside > 0 {
+            s.push_str(&format!(
+                "; {} VALU instructions outside the loop (in the code, not per execution), not counted",
+                self.valu_outside
+            ));
+        }
+        s
     }
 
     fn of_instructions(ins: &[(u64, String, Option<u64>)]) -> Option<HotLoop> {
@@ -281,6 +299,27 @@ impl HotLoop {
         }
         let body = best?;
         let (first, last) = (body[0].0, body[body.len() - 1].0);
+        // Blocks a forward conditional branch inside the loop jumps over.
+        let mut skippable = vec![false; body.len()];
+        for (i, (addr, m, target)) in body.iter().enumerate() {
+            if let Some(t) =
+                target.filter(|t| *t > *addr && *t <= last && m.starts_with("s_cbranch"))
+            {
+                for (j, (a, _, _)) in body.iter().enumerate().skip(i + 1) {
+                    if *a >= t {
+                        break;
+                    }
+                    skippable[j] = true;
+                }
+            }
+        }
+        let skippable_valu = body
+            .iter()
+            .zip(&skippable)
+            .filter(|((_, m, _), s)| **s && m.starts_with("v_"))
+            .count();
+        let all_valu = ins.iter().filter(|(_, m, _)| m.starts_with("v_")).count();
+        let loop_valu = body.iter().filter(|(_, m, _)| m.starts_with("v_")).count();
         let mnemonics: Vec<String> = body.iter().map(|(_, m, _)| m.clone()).collect();
         let count = |p: &str| mnemonics.iter().filter(|m| m.starts_with(p)).count();
         Some(HotLoop {
@@ -295,6 +334,8 @@ impl HotLoop {
             symbol: None,
             first,
             last,
+            skippable_valu,
+            valu_outside: all_valu - loop_valu,
         })
     }
 
@@ -517,9 +558,37 @@ mod tests {
         assert_eq!((small.first, small.last), (0x1004, 0x1008));
         assert_eq!(
             small.counted(),
-            "loop 0x1004..0x1008 (2 instructions) of `small`"
+            "loop 0x1004..0x1008 (2 instructions) of `small`; 1 VALU instructions outside the loop (in the code, not per execution), not counted"
         );
         assert!(HotLoop::from_disassembly_of(disasm, "absent").is_none());
+        // `small`'s one VALU outside its loop is said, not counted.
+        let big = HotLoop::from_disassembly_of(disasm, "big").expect("its loop");
+        assert_eq!((big.valu_outside, big.skippable_valu), (0, 0));
+        assert_eq!(small.valu_outside, 1);
+    }
+
+    /// A reload block a forward branch skips on most iterations is charged on every iteration;
+    /// the count says how much of the loop that is.
+    #[test]
+    fn blocks_a_branch_skips_inside_the_loop_are_said() {
+        let disasm = "\
+0000000000001000 <k>:
+\tv_dot2_f32_f16 v4, v5, v6, v4 // 000000001000: D3A30004
+\ts_cbranch_execz 2 // 000000001004: BF880002 <k+0x10>
+\tv_mov_b32_e32 v7, v8 // 000000001008: 7E0E0308
+\tv_mov_b32_e32 v9, v8 // 00000000100C: 7E120308
+\tv_dot2_f32_f16 v4, v5, v6, v4 // 000000001010: D3A30004
+\ts_cbranch_scc1 65530 // 000000001014: BF85FFFA <k+0x0>
+";
+        let h = HotLoop::from_disassembly_of(disasm, "k").expect("a loop");
+        assert_eq!((h.valu, h.skippable_valu, h.valu_outside), (4, 2, 0));
+        assert!(
+            h.counted().ends_with(
+                "; 2 of its 4 VALU are in blocks a branch may skip, counted on every iteration"
+            ),
+            "{}",
+            h.counted()
+        );
     }
 
     #[test]
