@@ -830,3 +830,57 @@ fn a_dependent_launch_needs_the_abis_consent() {
     inst.wait().unwrap();
     assert!(s.take().iter().all(|l| !l.spec.dependent));
 }
+
+/// A hand-written kernel's description (issue 38): `value` scalars are bound with their numbers
+/// (u32 and i32), and a 2-D grid with a 2-D workgroup is launched as described.
+#[test]
+fn value_scalars_and_a_2d_launch_are_bound_as_described() {
+    use wavefuse_codegen::abi::{AbiKind, AbiParam, AbiPurpose, AbiTy};
+    let s = Setup::new();
+    let group = RankGroup::one_per_device(vec![s.device(0)]).unwrap();
+    let mut a = abi(local_kernel("splitk", 1, 4));
+    a.coresidency = None;
+    a.grid_dims = Some([2, 4, 1]);
+    a.block_dims = Some([64, 2, 1]);
+    let value = |name: &str, ty: AbiTy, v: &str| AbiParam {
+        index: 0,
+        name: name.into(),
+        kind: AbiKind::Scalar,
+        ty,
+        purpose: AbiPurpose::Value,
+        buffer: None,
+        part: None,
+        len: None,
+        bytes: None,
+        align: None,
+        access: None,
+        space: None,
+        memory: None,
+        init: None,
+        value: Some(v.into()),
+    };
+    a.params.push(value("K", AbiTy::I32, "5120"));
+    a.params.push(value("splits", AbiTy::U32, "4"));
+    for (i, p) in a.params.iter_mut().enumerate() {
+        p.index = i as u32;
+    }
+    let mut inst = KernelInstance::new(&group, &a, &artifact()).unwrap();
+    let _bufs = bind_data(&mut inst, &group);
+    inst.run().unwrap();
+    let l = s.take().pop().unwrap();
+    assert_eq!((l.spec.grid, l.spec.block), ([2, 4, 1], [64, 2, 1]));
+    let n = l.args.len();
+    assert_eq!(
+        (&l.args[n - 2], &l.args[n - 1]),
+        (&KernelArg::I32(5120), &KernelArg::U32(4))
+    );
+
+    // A value that does not fit its type is refused when the kernel is loaded.
+    let mut bad = a.clone();
+    let last = bad.params.len() - 1;
+    bad.params[last].value = Some("-1".into());
+    let e = KernelInstance::new(&group, &bad, &artifact())
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("value scalar `splits`"), "{e}");
+}
