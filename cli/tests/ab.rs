@@ -1008,3 +1008,326 @@ fn no_gpu_ab_checks_a_kernel_file_at_5120_to_17408_scaled_down_in_bounded_time()
         eprintln!("ab --kernel-file at {k} → {n}: {seconds:.1} s");
     }
 }
+
+// ---- issue 38: hand-written kernels as users write them ----
+
+/// The hand-written kernels of `cli/tests/handwritten/` (written for issue 38).
+fn handwritten_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/handwritten")
+}
+
+/// `name.EXT` and its description `name.EXT.abi.toml`.
+fn user_kernel(name: &str, ext: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let d = handwritten_dir();
+    (
+        d.join(format!("{name}.{ext}")),
+        d.join(format!("{name}.{ext}.abi.toml")),
+    )
+}
+
+/// The compiler of a source's target is installed (else "skipped", a failure under CI).
+fn compiler_of(ext: &str) -> bool {
+    match ext {
+        "hip" => wavefuse_test_support::found(
+            "hipcc",
+            wavefuse_runtime::compile::default_compiler(Arch::Gfx906).version(),
+        ),
+        _ => wavefuse_test_support::found("NVRTC", suite::compiler_for(Arch::Sm90).version()),
+    }
+}
+
+/// The values, the launch and the FP16 zero points of a user's kernel are bound as described:
+/// `K`, `N`, `group_size` from the op-level shape, the grid `n / 128`, the 2-D split-K grid
+/// `[n / 64, 4]`, the symbol picked among two kernels of one file.
+#[test]
+fn a_users_int_shapes_2d_grid_and_fp16_zeros_are_bound_from_the_shape() {
+    for ext in ["hip", "cu"] {
+        let arch = if ext == "hip" {
+            Arch::Gfx906
+        } else {
+            Arch::Sm90
+        };
+        let g = suite::generate(
+            &spec(KernelId::GemvInt4, 4),
+            arch,
+            &Default::default(),
+            wavefuse_harness::policy::Placement::PerDevice,
+        )
+        .unwrap();
+        let (src, abi) = user_kernel("gemv_int4_fp16z", ext);
+        let h = Hand::load_for(&abi, Some(&src), Some(&g.ir)).unwrap();
+        assert_eq!(h.check(&g.lowered), Vec::<String>::new(), "{ext}");
+        let bound = h.launch_abi(4);
+        assert_eq!((bound.grid, bound.workgroup_size), (4352 / 128, 128));
+        assert_eq!((bound.grid_dims, bound.block_dims), (None, None));
+        let values: Vec<_> = bound
+            .params
+            .iter()
+            .filter_map(|p| p.value.clone().map(|v| (p.name.as_str(), v)))
+            .collect();
+        assert_eq!(
+            values,
+            [
+                ("K", "5120".into()),
+                ("N", "4352".into()),
+                ("group_size", "128".into())
+            ]
+        );
+        // The runtime takes the description as it takes a generated one.
+        let data = bound.param_data().unwrap();
+        assert_eq!(data.len(), 8);
+
+        let (src, abi) = user_kernel("gemv_int4_splitk", ext);
+        let h = Hand::load_for(&abi, Some(&src), Some(&g.ir)).unwrap();
+        assert_eq!(h.check(&g.lowered), Vec::<String>::new(), "{ext}");
+        let bound = h.launch_abi(4);
+        assert_eq!(bound.grid_dims, Some([4352 / 64, 4, 1]));
+        assert_eq!((bound.grid, bound.workgroup_size), (4352 / 64 * 4, 64));
+        let splits = bound.params.iter().find(|p| p.name == "splits").unwrap();
+        assert_eq!(splits.value.as_deref(), Some("4"));
+    }
+}
+
+/// The FP16 zero points the runtime binds (`encode_zeros`: element 8·w + i is nibble i of packed
+/// word w, decoded under the weight's convention) give the f64 oracle's result: the GEMV
+/// computed with them, `[K/G, N]` indexed as the hand-written kernel indexes them, against the
+/// reference of the seeded workload.
+#[test]
+fn fp16_zero_points_bound_for_a_hand_written_kernel_agree_with_the_oracle() {
+    use wavefuse::ir::reference::HostData;
+    use wavefuse::ir::{BufferType, WeightFormat};
+    use wavefuse_codegen::lowered::Ty;
+    use wavefuse_harness::suite::Data;
+    let c = spec(KernelId::GemvInt4, 1).small();
+    let ir = suite::op_kernel(&c).unwrap().unwrap();
+    let d = Data::new(&ir, 7).unwrap();
+    let (w, x, y) = (
+        ir.buffer_by_name("w").unwrap(),
+        ir.buffer_by_name("x").unwrap(),
+        ir.buffer_by_name("y").unwrap(),
+    );
+    let BufferType::Weight(wt) = ir.buffer(w).unwrap().local_type() else {
+        panic!("w is a weight")
+    };
+    let WeightFormat::Gptq(layout) = wt.format else {
+        panic!("GPTQ")
+    };
+    let (k, n, group) = (wt.k, wt.n, layout.group.rows(wt.k));
+    let HostData::Int4(p) = &d.inputs[0][&w] else {
+        panic!("packed")
+    };
+    let HostData::Tensor(xs) = &d.inputs[0][&x] else {
+        panic!("tensor")
+    };
+    let bytes =
+        wavefuse_runtime::exec::encode_zeros(&p.qzeros, layout.zero, Ty::F16, k / group * n)
+            .unwrap();
+    let zeros: Vec<f64> = bytes
+        .chunks(2)
+        .map(|b| half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f64())
+        .collect();
+    assert_eq!(zeros.len(), k / group * n);
+    let want = &d.reference[0][&y].data;
+    let mut worst = 0.0f64;
+    for col in 0..n {
+        let mut acc = 0.0;
+        for row in 0..k {
+            let word = p.qweight[(row / 8) * n + col] as u32;
+            let q = f64::from((word >> (4 * (row % 8))) & 15);
+            let g = row / group;
+            acc += (q - zeros[g * n + col]) * p.scales[g * n + col] * xs.data[row];
+        }
+        worst = worst.max((acc - want[col]).abs() / want[col].abs().max(1.0));
+    }
+    assert!(worst < 1e-3, "worst relative error {worst}");
+    // A length that does not match the packed words is refused, not truncated.
+    let e = wavefuse_runtime::exec::encode_zeros(&p.qzeros, layout.zero, Ty::F16, 8).unwrap_err();
+    assert!(e.contains("zero points"), "{e}");
+}
+
+/// Each hand-written kernel, in HIP and in CUDA, A/B-tested against the generated `gemv_int4`
+/// on the no-GPU path: the generated kernel checked in the simulator against the f64 oracle,
+/// the hand-written description checked against it and the source, the source compiled, and on
+/// gfx906 the model of its own symbol.
+#[test]
+fn no_gpu_ab_binds_and_compiles_the_users_hand_written_kernels() {
+    for (name, ext) in [
+        ("gemv_int4_fp16z", "hip"),
+        ("gemv_int4_fp16z", "cu"),
+        ("gemv_int4_splitk", "hip"),
+        ("gemv_int4_splitk", "cu"),
+    ] {
+        let (src, abi) = user_kernel(name, ext);
+        let tmp = tempfile::tempdir().unwrap();
+        let json = tmp.path().join("ab.json");
+        let o = wavefuse(&[
+            "ab",
+            "gemv_int4",
+            "--tp",
+            "4",
+            "--no-gpu",
+            "--manual",
+            src.to_str().unwrap(),
+            "--abi",
+            abi.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{name}.{ext}\n{out}\n{err}");
+        let j = read_json(&json);
+        let row = &j["rows"][0];
+        assert_eq!(row["generated"]["check"]["pass"], true, "{out}");
+        let manual = &row["manual"];
+        assert!(
+            manual["error"].is_null(),
+            "{name}.{ext}: {}",
+            manual["error"]
+        );
+        if !compiler_of(ext) {
+            continue;
+        }
+        let arch = if ext == "hip" { "gfx906" } else { "sm90" };
+        let res = manual["resources"].as_array().unwrap();
+        let r = res.iter().find(|r| r["arch"] == arch).unwrap();
+        assert!(r["usage"]["registers"].as_u64().unwrap() > 0, "{r}");
+        if ext == "hip" {
+            let symbol = if name == "gemv_int4_splitk" {
+                "gemv_splitk"
+            } else {
+                "gemv_tile128"
+            };
+            let counted = r["modelled_mi50"]["inputs"]["counted"]
+                .as_str()
+                .unwrap_or("");
+            assert!(counted.ends_with(&format!("of `{symbol}`")), "{r}");
+        }
+    }
+}
+
+/// `check --manual` compiles the named symbol of a file of two kernels, prints its resources and
+/// values, and (gfx906) the model of that symbol with the loop it counted.
+#[test]
+fn check_manual_prints_the_named_symbols_model() {
+    let (src, abi) = user_kernel("gemv_int4_fp16z", "hip");
+    if !compiler_of("hip") {
+        return;
+    }
+    let o = wavefuse(&[
+        "check",
+        "--manual",
+        src.to_str().unwrap(),
+        "--abi",
+        abi.to_str().unwrap(),
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("`gemv_tile128`"), "{out}");
+    assert!(out.contains("grid [34, 1, 1] x block [128, 1, 1]"), "{out}");
+    assert!(
+        out.contains("K = 5120, N = 4352, group_size = 128"),
+        "{out}"
+    );
+    assert!(out.contains("modelled (MI50)"), "{out}");
+    assert!(out.contains("of `gemv_tile128`"), "{out}");
+    // The other kernel of the file is not what was counted.
+    assert!(!out.contains("gemv_tile64"), "{out}");
+
+    let (src, abi) = user_kernel("gemv_int4_splitk", "hip");
+    let o = wavefuse(&[
+        "check",
+        "--manual",
+        src.to_str().unwrap(),
+        "--abi",
+        abi.to_str().unwrap(),
+        "--tp",
+        "4",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("grid [68, 4, 1] x block [64, 1, 1]"), "{out}");
+    assert!(out.contains("splits = 4, zp_add = 1"), "{out}");
+}
+
+/// What the ABI cannot describe is refused by name, and a bad value or launch is named.
+#[test]
+fn unsupported_and_bad_descriptions_of_users_kernels_are_named() {
+    let g = suite::generate(
+        &spec(KernelId::GemvInt4, 4),
+        Arch::Gfx906,
+        &Default::default(),
+        wavefuse_harness::policy::Placement::PerDevice,
+    )
+    .unwrap();
+    let (src, abi) = user_kernel("gemv_int4_splitk", "hip");
+    let text0 = std::fs::read_to_string(&abi).unwrap();
+    let problems = |edit: &dyn Fn(&str) -> String| {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("edited.abi.toml");
+        std::fs::write(&p, edit(&text0)).unwrap();
+        Hand::load_for(&p, Some(&src), Some(&g.ir))
+            .unwrap()
+            .check(&g.lowered)
+    };
+    let two = problems(&|t| format!("{t}\n[[launches]]\nsymbol = \"reduce\"\ngrid = \"n / 64\"\n"));
+    assert!(
+        two.iter()
+            .any(|p| p.starts_with("`launches`: several launches for one op")),
+        "{two:?}"
+    );
+    let quant = problems(&|t| t.replacen("tp = \"= tp\"", "tp = \"= tp\"\nquantise = \"host\"", 1));
+    assert!(
+        quant
+            .iter()
+            .any(|p| p.starts_with("`quantise`: pre-quantised inputs")),
+        "{quant:?}"
+    );
+    let i8x = problems(&|t| {
+        t.replacen(
+            "name = \"x\"\nkind = \"array\"\nty = \"f16\"",
+            "name = \"x\"\nkind = \"array\"\nty = \"i8\"",
+            1,
+        )
+    });
+    assert!(
+        i8x.iter()
+            .any(|p| p.contains("pre-quantised inputs are not supported")),
+        "{i8x:?}"
+    );
+    let unknown = problems(&|t| t.replacen("value = \"4\"", "value = \"m / 2\"", 1));
+    assert!(
+        unknown
+            .iter()
+            .any(|p| p.starts_with("parameter `splits` (value = \"m / 2\")")
+                && p.contains("unknown variable `m`")),
+        "{unknown:?}"
+    );
+    let ragged = problems(&|t| t.replacen("grid = [\"n / 64\", 4]", "grid = [\"n / 3\", 4]", 1));
+    assert!(
+        ragged.iter().any(|p| p.starts_with("grid.x:")),
+        "{ragged:?}"
+    );
+    let big = problems(&|t| t.replacen("workgroup_size = 64", "workgroup_size = [64, 32]", 1));
+    assert!(
+        big.iter().any(|p| p.contains("workgroup of 2048 lanes")),
+        "{big:?}"
+    );
+    // Expressions need the shape: a description loaded without a kernel says so.
+    let (src_a, abi_a) = user_kernel("gemv_int4_fp16z", "hip");
+    let e = Hand::load(&abi_a, Some(&src_a))
+        .unwrap()
+        .launch()
+        .unwrap_err();
+    assert!(
+        e.iter()
+            .any(|p| p.starts_with("grid.x: `n / 128` is an expression of the op-level shape")),
+        "{e:?}"
+    );
+    let novalue = problems(&|t| t.replacen("value = \"1\"\n", "", 1));
+    assert!(
+        novalue
+            .iter()
+            .any(|p| p.starts_with("parameter `zp_add` (value) has no `value`")),
+        "{novalue:?}"
+    );
+}

@@ -3,12 +3,14 @@
 //! One schema for the runtime and for people; no hand-kept copies.
 //!
 //! Launch: a 1-D grid of [`Abi::grid`] workgroups of exactly [`Abi::workgroup_size`] lanes per
-//! rank, arguments in [`Abi::params`] order:
+//! rank (a hand-written kernel may give [`Abi::grid_dims`] / [`Abi::block_dims`] for a 2-D or
+//! 3-D launch), arguments in [`Abi::params`] order:
 //! - `array`: a device pointer to `len` elements of `ty`, aligned to `align` bytes (vector
 //!   accesses assume it), not aliasing any other array argument;
 //! - `peer_arrays`: a device pointer to a table of `tp` device pointers, slot p holding rank p's
 //!   array ([`crate::lowered::peer_slot`], the rule in [`PeerTable`]), identical on every rank;
-//! - `scalar`: the value, passed by value (4 bytes).
+//! - `scalar`: the value, passed by value (4 bytes): the rank, the epoch, or (`value`) the
+//!   number in [`AbiParam::value`].
 //!
 //! Synchronisation state: `counter` and `flags` arrays are zeroed once when allocated and never
 //! reset (DESIGN.md §5.4). A generated kernel keeps its epoch on the device, in the two-word
@@ -91,6 +93,14 @@ pub struct Abi {
     /// that kernel's end. Absent: launch in plain stream order.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dependent_launch: bool,
+    /// A 2-D or 3-D launch (hand-written kernels): workgroups along x, y, z. When set, `grid`
+    /// is their product. Absent: the 1-D grid `[grid, 1, 1]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grid_dims: Option<[u32; 3]>,
+    /// A 2-D or 3-D workgroup (hand-written kernels): lanes along x, y, z. When set,
+    /// `workgroup_size` is their product. Absent: `[workgroup_size, 1, 1]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_dims: Option<[u32; 3]>,
 }
 
 /// A co-residency requirement (DESIGN.md §5.9).
@@ -184,6 +194,9 @@ pub enum AbiPurpose {
     ErrorWord,
     Rank,
     Epoch,
+    /// A scalar passed by value whose number is the parameter's `value` (a hand-written
+    /// kernel's `k`, `n`, `group_size`, a stride, a split count).
+    Value,
 }
 
 /// How an array's memory must be allocated.
@@ -252,6 +265,11 @@ pub struct AbiParam {
     /// How it must start out, when that matters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init: Option<Init>,
+    /// For a `value` scalar: its number. In a hand-written description an expression of the
+    /// op-level shape (`"k"`, `"n / 64"`, `"group_size"`, `"w.k / 8"`) or a literal; in the
+    /// description a runtime binds (`Hand::launch_abi`), the evaluated integer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
 }
 
 /// The array parts a `data` parameter may name (`Purpose::Data`).
@@ -284,6 +302,7 @@ impl AbiParam {
             AbiPurpose::ErrorWord => Purpose::ErrorWord,
             AbiPurpose::Rank => Purpose::Rank,
             AbiPurpose::Epoch => Purpose::Epoch,
+            AbiPurpose::Value => Purpose::Value,
         })
     }
 
@@ -411,6 +430,8 @@ impl Abi {
             params,
             wait_sites,
             dependent_launch: k.stream_order_prologue(),
+            grid_dims: None,
+            block_dims: None,
         }
     }
 
@@ -488,6 +509,7 @@ fn param(
         space: None,
         memory: None,
         init: None,
+        value: None,
     };
     let (ty, purpose) = match kind {
         ParamKind::Array {
@@ -530,6 +552,7 @@ fn param(
         Purpose::ErrorWord => AbiPurpose::ErrorWord,
         Purpose::Rank => AbiPurpose::Rank,
         Purpose::Epoch => AbiPurpose::Epoch,
+        Purpose::Value => AbiPurpose::Value,
     };
     p.init = match p.purpose {
         AbiPurpose::Counter | AbiPurpose::Flags => Some(Init::ZeroOnce),

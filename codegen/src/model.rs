@@ -24,7 +24,11 @@
 //! of the loop's at the Qwen shapes. The bytes are the data arrays' once and the scratch arrays'
 //! (split-K partials, published partials) twice: written once, read once. Not modelled: cross-GPU communication (the fused kernel's
 //! allreduce and flags), tail effects of a grid that does not fill the CUs evenly, the L2.
-//! Pure functions of explicit inputs: nothing here reads a device, a file or the environment.
+//! The hot loop is searched in one kernel's code when the symbol is known
+//! ([`HotLoop::from_disassembly_of`]: a hand-written file may hold several kernels), and what was
+//! counted is printed with the model ([`HotLoop::counted`]). docs/model.md describes the model
+//! for users. Pure functions of explicit inputs: nothing here reads a device, a file or the
+//! environment.
 
 use std::fmt;
 
@@ -71,6 +75,10 @@ pub struct ModelInputs {
     pub grid: u32,
     /// Lanes per workgroup.
     pub workgroup_size: u32,
+    /// What was counted: the kernel symbol and the address range of its hot loop in the code
+    /// object ([`HotLoop::counted`]); empty when not known.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub counted: String,
 }
 
 /// Which term of the model is the larger.
@@ -169,7 +177,11 @@ impl fmt::Display for Modelled {
             } else {
                 ""
             }
-        )
+        )?;
+        if !i.counted.is_empty() {
+            write!(f, "; counted: {}", i.counted)?;
+        }
+        Ok(())
     }
 }
 
@@ -189,6 +201,18 @@ pub struct HotLoop {
     /// Bytes per lane of vector-memory loads the loop has in flight at most: loads add their
     /// width, `s_waitcnt vmcnt(n)` leaves the newest `n` outstanding.
     pub bytes_in_flight_per_lane: u32,
+    /// The kernel symbol whose code was searched ([`HotLoop::from_disassembly_of`]); `None`:
+    /// the whole code object.
+    pub symbol: Option<String>,
+    /// Address of the loop's first instruction (the backward branch's target).
+    pub first: u64,
+    /// Address of the loop's last instruction (the backward branch).
+    pub last: u64,
+    /// VALU instructions of the loop in blocks a forward conditional branch inside the loop may
+    /// skip (a per-group reload): counted on every iteration all the same.
+    pub skippable_valu: usize,
+    /// VALU instructions of the searched code outside the loop (not counted).
+    pub valu_outside: usize,
 }
 
 impl HotLoop {
@@ -197,7 +221,58 @@ impl HotLoop {
     /// (`v_dot2_f32_f16`, `v_fma_mix_f32`), then the longest — so a long spin loop (a peer-flag
     /// wait) is not taken for the GEMV's. `None` without a backward branch.
     pub fn from_disassembly(disasm: &str) -> Option<HotLoop> {
-        let ins = instructions_with_targets(disasm);
+        HotLoop::of_instructions(&instructions_with_targets(disasm))
+    }
+
+    /// [`HotLoop::from_disassembly`] within the code of kernel `symbol` only (a code object may
+    /// hold several kernels: tile variants of one file): the lines from `<symbol>:` to the next
+    /// symbol. `None` when the symbol is not in the disassembly or has no loop.
+    pub fn from_disassembly_of(disasm: &str, symbol: &str) -> Option<HotLoop> {
+        let header = format!("<{symbol}>:");
+        let mut text = String::new();
+        let mut inside = false;
+        for l in disasm.lines() {
+            if l.ends_with(">:") {
+                inside = l.trim_end().ends_with(&header);
+            }
+            if inside {
+                text.push_str(l);
+                text.push('\n');
+            }
+        }
+        let mut hot = HotLoop::of_instructions(&instructions_with_targets(&text))?;
+        hot.symbol = Some(symbol.to_owned());
+        Some(hot)
+    }
+
+    /// What was counted, in words: `` loop 0x1a0..0x3f4 (212 instructions) of `sym` ``.
+    pub fn counted(&self) -> String {
+        let of = self
+            .symbol
+            .as_deref()
+            .map_or("the whole code object".to_owned(), |s| format!("`{s}`"));
+        let mut s = format!(
+            "loop {:#x}..{:#x} ({} instructions) of {of}",
+            self.first,
+            self.last,
+            self.mnemonics.len()
+        );
+        if self.skippable_valu > 0 {
+            s.push_str(&format!(
+                "; {} of its {} VALU are in blocks a branch may skip, counted on every iteration",
+                self.skippable_valu, self.valu
+            ));
+        }
+        if self.symbol.is_some() && self.valu_outside > 0 {
+            s.push_str(&format!(
+                "; {} VALU instructions outside the loop (in the code, not per execution), not counted",
+                self.valu_outside
+            ));
+        }
+        s
+    }
+
+    fn of_instructions(ins: &[(u64, String, Option<u64>)]) -> Option<HotLoop> {
         let products = |b: &[(u64, String, Option<u64>)]| {
             b.iter()
                 .filter(|(_, m, _)| {
@@ -223,6 +298,28 @@ impl HotLoop {
             }
         }
         let body = best?;
+        let (first, last) = (body[0].0, body[body.len() - 1].0);
+        // Blocks a forward conditional branch inside the loop jumps over.
+        let mut skippable = vec![false; body.len()];
+        for (i, (addr, m, target)) in body.iter().enumerate() {
+            if let Some(t) =
+                target.filter(|t| *t > *addr && *t <= last && m.starts_with("s_cbranch"))
+            {
+                for (j, (a, _, _)) in body.iter().enumerate().skip(i + 1) {
+                    if *a >= t {
+                        break;
+                    }
+                    skippable[j] = true;
+                }
+            }
+        }
+        let skippable_valu = body
+            .iter()
+            .zip(&skippable)
+            .filter(|((_, m, _), s)| **s && m.starts_with("v_"))
+            .count();
+        let all_valu = ins.iter().filter(|(_, m, _)| m.starts_with("v_")).count();
+        let loop_valu = body.iter().filter(|(_, m, _)| m.starts_with("v_")).count();
         let mnemonics: Vec<String> = body.iter().map(|(_, m, _)| m.clone()).collect();
         let count = |p: &str| mnemonics.iter().filter(|m| m.starts_with(p)).count();
         Some(HotLoop {
@@ -234,6 +331,11 @@ impl HotLoop {
                 &body.iter().map(|b| b.1.as_str()).collect::<Vec<_>>(),
             ),
             mnemonics,
+            symbol: None,
+            first,
+            last,
+            skippable_valu,
+            valu_outside: all_valu - loop_valu,
         })
     }
 
@@ -293,6 +395,7 @@ pub fn inputs_for(
         occupancy,
         grid: k.grid,
         workgroup_size: k.workgroup_size,
+        counted: hot.counted(),
     })
 }
 
@@ -406,6 +509,7 @@ mod tests {
             occupancy: 4,
             grid: 272,
             workgroup_size: 256,
+            counted: String::new(),
         }
     }
 
@@ -426,6 +530,64 @@ mod tests {
             floor
                 .to_string()
                 .starts_with("modelled (MI50): 59.5 us (memory-bound")
+        );
+    }
+
+    /// Two kernels in one code object (tile variants of one file): the hotter loop is in `big`,
+    /// but the model of `small` counts `small`'s loop only, and says which one it counted.
+    #[test]
+    fn the_hot_loop_of_a_symbol_is_searched_in_its_code_only() {
+        let disasm = "\
+0000000000001000 <small>:
+\tv_add_u32_e32 v1, v2, v3 // 000000001000: 68020702
+\tv_dot2_f32_f16 v4, v5, v6, v4 // 000000001004: D3A30004
+\ts_cbranch_scc1 65534 // 000000001008: BF85FFFE <small+0x4>
+\ts_endpgm // 00000000100C: BF810000
+
+0000000000002000 <big>:
+\tv_dot2_f32_f16 v4, v5, v6, v4 // 000000002000: D3A30004
+\tv_dot2_f32_f16 v4, v5, v6, v4 // 000000002004: D3A30004
+\tv_dot2_f32_f16 v4, v5, v6, v4 // 000000002008: D3A30004
+\ts_cbranch_scc1 65532 // 00000000200C: BF85FFFC <big+0x0>
+\ts_endpgm // 000000002010: BF810000
+";
+        let whole = HotLoop::from_disassembly(disasm).expect("a loop");
+        assert_eq!((whole.dot2, whole.first, whole.last), (3, 0x2000, 0x200c));
+        let small = HotLoop::from_disassembly_of(disasm, "small").expect("its loop");
+        assert_eq!((small.dot2, small.valu), (1, 1));
+        assert_eq!((small.first, small.last), (0x1004, 0x1008));
+        assert_eq!(
+            small.counted(),
+            "loop 0x1004..0x1008 (2 instructions) of `small`; 1 VALU instructions outside the loop (in the code, not per execution), not counted"
+        );
+        assert!(HotLoop::from_disassembly_of(disasm, "absent").is_none());
+        // `small`'s one VALU outside its loop is said, not counted.
+        let big = HotLoop::from_disassembly_of(disasm, "big").expect("its loop");
+        assert_eq!((big.valu_outside, big.skippable_valu), (0, 0));
+        assert_eq!(small.valu_outside, 1);
+    }
+
+    /// A reload block a forward branch skips on most iterations is charged on every iteration;
+    /// the count says how much of the loop that is.
+    #[test]
+    fn blocks_a_branch_skips_inside_the_loop_are_said() {
+        let disasm = "\
+0000000000001000 <k>:
+\tv_dot2_f32_f16 v4, v5, v6, v4 // 000000001000: D3A30004
+\ts_cbranch_execz 2 // 000000001004: BF880002 <k+0x10>
+\tv_mov_b32_e32 v7, v8 // 000000001008: 7E0E0308
+\tv_mov_b32_e32 v9, v8 // 00000000100C: 7E120308
+\tv_dot2_f32_f16 v4, v5, v6, v4 // 000000001010: D3A30004
+\ts_cbranch_scc1 65530 // 000000001014: BF85FFFA <k+0x0>
+";
+        let h = HotLoop::from_disassembly_of(disasm, "k").expect("a loop");
+        assert_eq!((h.valu, h.skippable_valu, h.valu_outside), (4, 2, 0));
+        assert!(
+            h.counted().ends_with(
+                "; 2 of its 4 VALU are in blocks a branch may skip, counted on every iteration"
+            ),
+            "{}",
+            h.counted()
         );
     }
 

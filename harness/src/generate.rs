@@ -337,8 +337,39 @@ pub fn modelled_mi50_image(
         return None;
     }
     let disasm = disassemble(image, Arch::Gfx906, &Bounds::default()).ok()?;
-    let hot = HotLoop::from_disassembly(&disasm)?;
+    let hot = HotLoop::from_disassembly_of(&disasm, &wavefuse_codegen::cpp::symbol(&k.name))
+        .or_else(|| HotLoop::from_disassembly(&disasm))?;
     Some(model(&inputs_for(k, &hot, batch, occupancy)?))
+}
+
+/// The MI50 time model of kernel `symbol` of a compiled gfx906 code object `image` that
+/// implements lowered kernel `k` (a hand-written kernel, maybe one of several in its file): the
+/// hot loop counted in `symbol`'s code only, the bytes and weights of `k`'s data arrays, the
+/// launch `grid` × `workgroup_size` as the kernel is launched. `Err` says why there is none.
+pub fn modelled_mi50_symbol(
+    k: &wavefuse_codegen::lowered::LoweredKernel,
+    image: &[u8],
+    symbol: &str,
+    launch: (u32, u32),
+    batch: usize,
+    occupancy: u32,
+) -> Result<Modelled, String> {
+    let disasm = disassemble(image, Arch::Gfx906, &Bounds::default())
+        .map_err(|e| format!("no disassembly: {e}"))?;
+    if !disasm.contains(&format!("<{symbol}>:")) {
+        return Err(format!("symbol `{symbol}` is not in the code object"));
+    }
+    let hot = HotLoop::from_disassembly_of(&disasm, symbol)
+        .ok_or_else(|| format!("`{symbol}` has no loop (a backward branch) to count"))?;
+    let mut inputs = inputs_for(k, &hot, batch, occupancy).ok_or_else(|| {
+        format!(
+            "`{symbol}`'s hottest loop ({}) has no weight products, or `{}` no INT4 weight",
+            hot.counted(),
+            k.name
+        )
+    })?;
+    (inputs.grid, inputs.workgroup_size) = launch;
+    Ok(model(&inputs))
 }
 
 /// The resource table of `check`.

@@ -23,7 +23,7 @@ mod external;
 
 pub use external::DataParam;
 
-use wavefuse_codegen::abi::Abi;
+use wavefuse_codegen::abi::{Abi, AbiPurpose, AbiTy};
 use wavefuse_codegen::lowered::{ParamData, ParamKind, Purpose};
 
 use crate::compile::Artifact;
@@ -130,13 +130,40 @@ impl<'g, D: Device> KernelInstance<'g, D> {
         let params: Vec<ParamData> = abi
             .param_data()
             .map_err(|m| binding_err(&abi.symbol, format!("its ABI description: {m}")))?;
-        let bindings = params
+        let mut bindings: Vec<Binding<D>> = params
             .iter()
             .map(|p| Binding::new(group, p))
             .collect::<Result<_>>()?;
+        // `value` scalars (a hand-written kernel's k, n, group size, strides, split counts):
+        // the number the description gives, bound now.
+        for (p, b) in abi.params.iter().zip(&mut bindings) {
+            if p.purpose != AbiPurpose::Value {
+                continue;
+            }
+            let v = p
+                .value
+                .as_deref()
+                .and_then(|v| v.trim().parse::<i64>().ok());
+            let arg = match (v, p.ty) {
+                (Some(v), AbiTy::U32) if u32::try_from(v).is_ok() => KernelArg::U32(v as u32),
+                (Some(v), AbiTy::I32) if i32::try_from(v).is_ok() => KernelArg::I32(v as i32),
+                _ => {
+                    return Err(binding_err(
+                        &abi.symbol,
+                        format!(
+                            "value scalar `{}` ({:?}) has no integer `value` that fits it (`{}`)",
+                            p.name,
+                            p.ty,
+                            p.value.as_deref().unwrap_or("none")
+                        ),
+                    ));
+                }
+            };
+            *b = Binding::Scalar(Some(arg));
+        }
         let spec = LaunchSpec {
-            grid: [abi.grid, 1, 1],
-            block: [abi.workgroup_size, 1, 1],
+            grid: abi.grid_dims.unwrap_or([abi.grid, 1, 1]),
+            block: abi.block_dims.unwrap_or([abi.workgroup_size, 1, 1]),
             dynamic_lds: 0,
             coresidency: if abi.synchronises() {
                 CoResidency::Required

@@ -830,3 +830,139 @@ fn a_dependent_launch_needs_the_abis_consent() {
     inst.wait().unwrap();
     assert!(s.take().iter().all(|l| !l.spec.dependent));
 }
+
+/// A hand-written kernel's description (issue 38): `value` scalars are bound with their numbers
+/// (u32 and i32), and a 2-D grid with a 2-D workgroup is launched as described.
+#[test]
+fn value_scalars_and_a_2d_launch_are_bound_as_described() {
+    use wavefuse_codegen::abi::{AbiKind, AbiParam, AbiPurpose, AbiTy};
+    let s = Setup::new();
+    let group = RankGroup::one_per_device(vec![s.device(0)]).unwrap();
+    let mut a = abi(local_kernel("splitk", 1, 4));
+    a.coresidency = None;
+    a.grid_dims = Some([2, 4, 1]);
+    a.block_dims = Some([64, 2, 1]);
+    let value = |name: &str, ty: AbiTy, v: &str| AbiParam {
+        index: 0,
+        name: name.into(),
+        kind: AbiKind::Scalar,
+        ty,
+        purpose: AbiPurpose::Value,
+        buffer: None,
+        part: None,
+        len: None,
+        bytes: None,
+        align: None,
+        access: None,
+        space: None,
+        memory: None,
+        init: None,
+        value: Some(v.into()),
+    };
+    a.params.push(value("K", AbiTy::I32, "5120"));
+    a.params.push(value("splits", AbiTy::U32, "4"));
+    for (i, p) in a.params.iter_mut().enumerate() {
+        p.index = i as u32;
+    }
+    let mut inst = KernelInstance::new(&group, &a, &artifact()).unwrap();
+    let _bufs = bind_data(&mut inst, &group);
+    inst.run().unwrap();
+    let l = s.take().pop().unwrap();
+    assert_eq!((l.spec.grid, l.spec.block), ([2, 4, 1], [64, 2, 1]));
+    let n = l.args.len();
+    assert_eq!(
+        (&l.args[n - 2], &l.args[n - 1]),
+        (&KernelArg::I32(5120), &KernelArg::U32(4))
+    );
+
+    // A value that does not fit its type is refused when the kernel is loaded.
+    let mut bad = a.clone();
+    let last = bad.params.len() - 1;
+    bad.params[last].value = Some("-1".into());
+    let e = KernelInstance::new(&group, &bad, &artifact())
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("value scalar `splits`"), "{e}");
+}
+
+/// FP16 zero points (issue 38): a hand-written kernel's `qzeros` declared f16 `[K/G, N]` gets the
+/// zero points decoded from the packed words under the weight's convention (v1: nibble + 1).
+#[test]
+fn fp16_zero_points_are_uploaded_decoded_from_the_packed_words() {
+    use wavefuse_codegen::abi::{AbiKind, AbiParam, AbiPurpose, AbiTy};
+    use wavefuse_ir::reference::{HostData, HostTensor, PackedInt4};
+    use wavefuse_runtime::exec::OpKernel;
+    let ir = wavefuse_ir::parse(
+        "kernel g(tp=1) {
+    buf0 = input w : gptq<group=8, zero=v1, scale=f16>[k=16, n=16] col_parallel(tp=1) @global index=local
+    buf1 = input x : f16[1, 16] replicated @global index=local
+    buf2 = output y : f16[1, 16] col_parallel(tp=1) @global index=local
+    v0 = load buf1
+    v1 = gemv.col buf0, v0
+    v2 = round_f16 v1
+    store v2, buf2
+}",
+    )
+    .unwrap();
+    let array = |name: &str, ty: AbiTy, part: &str, buffer: &str, len: u64| AbiParam {
+        index: 0,
+        name: name.into(),
+        kind: AbiKind::Array,
+        ty,
+        purpose: AbiPurpose::Data,
+        buffer: Some(buffer.into()),
+        part: Some(part.into()),
+        len: Some(len),
+        bytes: None,
+        align: None,
+        access: None,
+        space: None,
+        memory: None,
+        init: None,
+        value: None,
+    };
+    let mut a = abi(LoweredKernel::new("g", Arch::Sm90, 1, 64, 1));
+    a.params = vec![
+        array("qweight", AbiTy::U32, "qweight", "w", 2 * 16),
+        array("scales", AbiTy::F16, "scales", "w", 2 * 16),
+        array("zeros", AbiTy::F16, "qzeros", "w", 2 * 16),
+        array("x", AbiTy::F16, "data", "x", 16),
+        array("y", AbiTy::F16, "data", "y", 16),
+    ];
+    for (i, p) in a.params.iter_mut().enumerate() {
+        p.index = i as u32;
+    }
+    let s = Setup::new();
+    let group = RankGroup::one_per_device(vec![s.device(0)]).unwrap();
+    let k = OpKernel::new(&group, &ir, &a, &artifact()).unwrap();
+    // Group 0: columns 0..16 store nibbles 0..15 (words 0x76543210, 0xFEDCBA98); group 1: all 2.
+    let qzeros = vec![
+        0x7654_3210u32 as i32,
+        0xFEDC_BA98u32 as i32,
+        0x2222_2222,
+        0x2222_2222,
+    ];
+    let w = HostData::Int4(PackedInt4 {
+        qweight: vec![0; 32],
+        scales: vec![1.0; 32],
+        qzeros,
+        g_idx: None,
+    });
+    let x = HostData::Tensor(HostTensor {
+        dtype: wavefuse_ir::ScalarType::F16,
+        shape: vec![1, 16],
+        data: vec![0.5; 16],
+    });
+    let mut inputs = std::collections::BTreeMap::new();
+    inputs.insert(ir.buffer_by_name("w").unwrap(), w);
+    inputs.insert(ir.buffer_by_name("x").unwrap(), x);
+    k.upload_inputs(&[inputs]).unwrap();
+    let buf = k.array("w", "qzeros").unwrap()[0].ptr();
+    let bytes = s.mem.bytes.lock().unwrap()[&buf].clone();
+    let zeros = wavefuse_runtime::exec::decode(&bytes, Ty::F16);
+    let want: Vec<f64> = (1..=16)
+        .map(f64::from)
+        .chain(std::iter::repeat_n(3.0, 16))
+        .collect();
+    assert_eq!(zeros, want);
+}

@@ -177,6 +177,7 @@ fn model_of_a_kernel_with_a_fixed_hot_loop_gfx906() {
         occupancy: c.occupancy,
         grid: 544,
         workgroup_size: 256,
+        counted: String::new(),
     };
     let m = model(&inputs);
     let t_valu = weights / 6.624e12 * 1e6; // 13.46 us

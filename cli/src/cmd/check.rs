@@ -8,7 +8,7 @@ use wavefuse_codegen::Arch;
 use wavefuse_harness::ab::model_shapes;
 use wavefuse_harness::generate::{
     Outcome, budgets, check_compiler, check_within, compile_source, coresident_as_compiled,
-    generate_file_kernel, modelled_mi50_image, table,
+    generate_file_kernel, modelled_mi50_image, modelled_mi50_symbol, table,
 };
 use wavefuse_harness::policy::{Placement, SchedulePolicy};
 use wavefuse_harness::shapes::TP_SIZES;
@@ -22,9 +22,23 @@ use crate::{env_policy, ignored_overrides, parse_seconds};
 /// The arguments of `wavefuse check`.
 #[derive(clap::Args)]
 pub struct CheckArgs {
-    /// gfx906 (hipcc) or sm90 (nvcc).
-    #[arg(long)]
-    target: Arch,
+    /// gfx906 (hipcc) or sm90 (nvcc). With `--manual`, the ABI file's `arch` or the source's
+    /// extension (`.hip`, `.cu`).
+    #[arg(long, required_unless_present = "manual")]
+    target: Option<Arch>,
+    /// A hand-written kernel's source (`.hip` or `.cu`), described by `--abi`: its description
+    /// checked against the generated kernel of the set it implements (`--kernel`, else the ABI's
+    /// `kernel`) at the Qwen 3.5 27B shape of `--tp` (default: the ABI's `tp`, else 1), compiled
+    /// (hipcc / NVRTC), its resources printed, and for gfx906 the MI50 time model of its
+    /// `symbol`, saying which kernel and loop it counted.
+    #[arg(long, requires = "abi", conflicts_with_all = ["kernel_file", "model_config"])]
+    manual: Option<PathBuf>,
+    /// The ABI description of `--manual` (TOML; see docs/abi.md).
+    #[arg(long, requires = "manual")]
+    abi: Option<PathBuf>,
+    /// With `--manual`: the kernel of the set it implements (default: the ABI's `kernel`).
+    #[arg(long, requires = "manual")]
+    kernel: Option<String>,
     /// A kernel of your own in the textual IR (`.wfir`) instead of the set: compiled at the
     /// file's shapes with the default schedule (and `WAVEFUSE_SCHEDULE*` overrides); fails
     /// when it spills or when its grids, with a grid barrier, are not co-resident at the
@@ -53,8 +67,21 @@ pub struct CheckArgs {
 /// `wavefuse check`.
 pub fn run(a: CheckArgs) -> ExitCode {
     let bounds = Bounds::timeout(Duration::from_secs_f64(a.compile_timeout));
+    if let (Some(src), Some(abi)) = (&a.manual, &a.abi) {
+        return match check_manual(src, abi, a.kernel.as_deref(), a.target, &a.tp, &bounds) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    let Some(target) = a.target else {
+        eprintln!("error: --target is required");
+        return ExitCode::from(2);
+    };
     if let Some(path) = a.kernel_file {
-        return check_file(&path, a.target, &env_policy(), a.placement, &bounds);
+        return check_file(&path, target, &env_policy(), a.placement, &bounds);
     }
     ignored_overrides("check (it compiles the default schedules the budgets are for)");
     let tps = if a.tp.is_empty() {
@@ -69,7 +96,163 @@ pub fn run(a: CheckArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    check_set(a.target, &tps, shape, a.jobs, &bounds)
+    check_set(target, &tps, shape, a.jobs, &bounds)
+}
+
+/// `wavefuse check --manual FILE --abi FILE [--kernel K] [--tp N]`: a hand-written kernel
+/// checked against its description and the generated kernel, compiled, its resources printed
+/// and, for gfx906, its symbol's MI50 model with what was counted. `Err`: a usage or ABI
+/// problem (exit 2); `Ok(FAILURE)`: it does not compile or spills.
+fn check_manual(
+    src: &Path,
+    abi: &Path,
+    kernel: Option<&str>,
+    target: Option<Arch>,
+    tps: &[u32],
+    bounds: &Bounds,
+) -> Result<ExitCode, String> {
+    use wavefuse_harness::ab::handwritten::{self, Hand};
+    use wavefuse_harness::suite::{self, CaseSpec};
+
+    let text =
+        std::fs::read_to_string(abi).map_err(|e| format!("reading {}: {e}", abi.display()))?;
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e| format!("{}: {e}", abi.display()))?;
+    let kernel = kernel
+        .map(str::to_owned)
+        .or_else(|| {
+            table
+                .get("kernel")
+                .and_then(|v| v.as_str())
+                .map(str::to_owned)
+        })
+        .ok_or_else(|| {
+            format!(
+                "{}: name the kernel of the set it implements (--kernel, or `kernel` in the ABI \
+                 file)",
+                abi.display()
+            )
+        })?;
+    let id: wavefuse_harness::KernelId = kernel
+        .parse()
+        .map_err(|e| format!("{}: {e}", abi.display()))?;
+    let tp = match tps {
+        [] => table
+            .get("tp")
+            .and_then(|v| v.as_integer())
+            .map_or(1, |t| t as u32),
+        [tp] => *tp,
+        _ => return Err("check --manual checks one shape: give one --tp".into()),
+    };
+    let arch = match (target, table.get("arch").and_then(|v| v.as_str())) {
+        (Some(t), _) => t,
+        (None, Some(name)) => Arch::ALL
+            .into_iter()
+            .find(|a| a.name() == name)
+            .ok_or_else(|| format!("{}: unknown arch `{name}`", abi.display()))?,
+        (None, None) => handwritten::arch_of(src)?,
+    };
+    let shape = model_shapes(None, &[tp])?;
+    let c = CaseSpec::of(id, tp, 1, shape);
+    let g = suite::generate(&c, arch, &SchedulePolicy::default(), Placement::PerDevice)
+        .map_err(|e| format!("{}: {e}", c.label()))?;
+    let hand = Hand::load_for(abi, Some(src), Some(&g.ir))?;
+    if hand.arch != arch {
+        return Err(format!(
+            "{} targets {}, asked for {arch}",
+            abi.display(),
+            hand.arch
+        ));
+    }
+    let problems = hand.check(&g.lowered);
+    if !problems.is_empty() {
+        return Err(format!(
+            "ABI mismatch between {} and {} for `{kernel}` at TP {tp}:\n  - {}",
+            abi.display(),
+            src.display(),
+            problems.join("\n  - ")
+        ));
+    }
+    let launch = hand.launch().map_err(|p| p.join("; "))?;
+    // hipcc as `check` compiles; NVRTC for sm_90, as `ab` compiles hand-written CUDA.
+    let compiler = match arch {
+        Arch::Sm90 => suite::compiler_for(arch),
+        _ => check_compiler(arch, bounds),
+    };
+    let request = hand.request()?;
+    let artifact = match compiler.compile(&request) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {}: {e}", src.display());
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let symbol = &hand.abi.symbol;
+    let Some(r) = artifact.usage_of(symbol) else {
+        eprintln!(
+            "error: {} gave no resource report for `{symbol}`",
+            compiler.id()
+        );
+        return Ok(ExitCode::FAILURE);
+    };
+    let occupancy = r.occupancy(launch.lanes());
+    println!(
+        "wavefuse check --manual: `{symbol}` of {} for {arch} (`{kernel}` at TP {tp}), compiled \
+         with {}\n\
+         grid {:?} x block {:?} ({} x {} lanes), {} {}, {} SGPRs, {} spills, {} bytes scratch, \
+         {} bytes LDS, occupancy {} waves per {}",
+        src.display(),
+        compiler.id(),
+        launch.grid,
+        launch.block,
+        launch.workgroups(),
+        launch.lanes(),
+        r.registers(),
+        if arch == Arch::Sm90 {
+            "registers"
+        } else {
+            "VGPRs"
+        },
+        r.sgprs().map_or("-".to_owned(), |s| s.to_string()),
+        r.spilled(),
+        r.scratch_bytes(),
+        r.lds_bytes(),
+        occupancy,
+        if arch == Arch::Sm90 {
+            "SM sub-partition"
+        } else {
+            "SIMD"
+        },
+    );
+    let values: Vec<String> = hand
+        .abi
+        .params
+        .iter()
+        .zip(&launch.values)
+        .filter_map(|(p, v)| v.map(|v| format!("{} = {v}", p.name)))
+        .collect();
+    if !values.is_empty() {
+        println!("values: {}", values.join(", "));
+    }
+    if arch == Arch::Gfx906 {
+        match modelled_mi50_symbol(
+            &g.lowered,
+            &artifact.image,
+            symbol,
+            (launch.workgroups(), launch.lanes()),
+            c.batch,
+            occupancy,
+        ) {
+            Ok(m) => println!("{m} (not measured: no AMD GPU ran it)"),
+            Err(e) => println!("modelled (MI50): none: {e}"),
+        }
+    }
+    if r.spills() {
+        eprintln!("error: the kernel spills or uses scratch memory (a budget violation)");
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `wavefuse check --kernel-file PATH --target T [--placement P]`: generate a kernel of one's

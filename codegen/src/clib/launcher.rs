@@ -233,6 +233,7 @@ fn purpose(q: &Param) -> String {
         AbiPurpose::ErrorWord => "error_word",
         AbiPurpose::Rank => "rank",
         AbiPurpose::Epoch => "epoch",
+        AbiPurpose::Value => "value",
     }
     .to_owned();
     if let Role::Owned(m) | Role::OwnedPeer(m) = q.role {

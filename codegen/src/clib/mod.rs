@@ -84,11 +84,31 @@ pub enum CLibError {
         /// The TP size.
         tp: u32,
     },
+    /// A 2-D or 3-D launch ([`Abi::grid_dims`], [`Abi::block_dims`]): the launcher writes 1-D
+    /// launches only.
+    #[error(
+        "`{kernel}` has a 2-D/3-D launch (grid {grid:?}, block {block:?}): the C library launches 1-D grids only"
+    )]
+    MultiDim {
+        /// The kernel.
+        kernel: String,
+        /// The ABI's grid dimensions.
+        grid: Option<[u32; 3]>,
+        /// The ABI's block dimensions.
+        block: Option<[u32; 3]>,
+    },
 }
 
 /// The C library of the kernel `abi` describes: `<stem>.h`, `<stem>_launch.hip|.cu` and
 /// `build_<stem>.sh`. Deterministic: the same ABI gives the same text.
 pub fn library(abi: &Abi) -> Result<CLibrary, CLibError> {
+    if abi.grid_dims.is_some() || abi.block_dims.is_some() {
+        return Err(CLibError::MultiDim {
+            kernel: abi.kernel.clone(),
+            grid: abi.grid_dims,
+            block: abi.block_dims,
+        });
+    }
     let lib = Lib::new(abi)?;
     Ok(CLibrary {
         stem: lib.stem.clone(),

@@ -487,6 +487,7 @@ fn param_note(kind: &ParamKind) -> String {
         Purpose::ErrorWord => "error word".into(),
         Purpose::Rank => "rank".into(),
         Purpose::Epoch => "epoch".into(),
+        Purpose::Value => "value".into(),
     };
     match kind {
         ParamKind::Array {

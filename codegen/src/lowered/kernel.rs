@@ -44,6 +44,10 @@ pub enum Purpose {
     /// the ABI of hand-written kernels. It is correct for one replay of a captured graph only;
     /// generated kernels keep their epoch on the device ([`LoweredKernel::epoch_value`]).
     Epoch,
+    /// A value passed by the launcher (a hand-written kernel's `k`, `n`, `group_size`, a
+    /// stride or a split count): the number is in the ABI description's `value`
+    /// ([`crate::abi::AbiParam::value`]), evaluated for the shape; u32 or i32 scalar.
+    Value,
 }
 
 /// The kind of a parameter.

@@ -48,6 +48,8 @@ struct Job {
     request: CompileRequest,
     symbol: String,
     workgroup_size: u32,
+    /// Workgroups of the launch (all dimensions).
+    grid: u32,
     /// gfx906: the generated kernel (whose data parameters give the bytes and weights, which a
     /// hand-written kernel shares) and the batch, for the MI50 time model of the compiled code.
     model: Option<(LoweredKernel, usize)>,
@@ -166,6 +168,7 @@ fn row_without_gpu(i: usize, c: &CaseSpec, o: &Options) -> (Row, Vec<Job>) {
             request: CompileRequest::new(&g.lowered.name, g.source.text.clone(), g.lowered.arch),
             symbol: g.source.symbol.clone(),
             workgroup_size: g.lowered.workgroup_size,
+            grid: g.lowered.grid,
             model: for_model(&generated, g.lowered.arch, c.batch),
         })
         .collect();
@@ -202,7 +205,8 @@ fn row_without_gpu(i: usize, c: &CaseSpec, o: &Options) -> (Row, Vec<Job>) {
                     side: Side::Hand,
                     request,
                     symbol: h.abi.symbol.clone(),
-                    workgroup_size: h.abi.workgroup_size,
+                    workgroup_size: h.workgroup_size(),
+                    grid: h.launch().map_or(0, |l| l.workgroups()),
                     model: for_model(&generated, h.arch, c.batch),
                 }),
                 Err(e) => eprintln!("warning: {}: {e}", h.abi_path.display()),
@@ -376,7 +380,21 @@ fn compile(cache: &Cache, job: &Job, o: &Options) -> Resources {
         Ok((a, _)) => {
             let mut r = usage_of(&a, &job.symbol, job.workgroup_size);
             if let (Some((k, batch)), Ok(u)) = (&job.model, &r.usage) {
-                r.modelled = crate::generate::modelled_mi50_image(k, &a.image, *batch, u.occupancy);
+                r.modelled = match job.side {
+                    Side::Generated => {
+                        crate::generate::modelled_mi50_image(k, &a.image, *batch, u.occupancy)
+                    }
+                    // The hand-written kernel's own symbol, at its own launch.
+                    Side::Hand => crate::generate::modelled_mi50_symbol(
+                        k,
+                        &a.image,
+                        &job.symbol,
+                        (job.grid, job.workgroup_size),
+                        *batch,
+                        u.occupancy,
+                    )
+                    .ok(),
+                };
             }
             r
         }
@@ -437,6 +455,7 @@ pub fn prebuild(cases: &[CaseSpec], o: &Options) -> Vec<Prebuilt> {
             request: CompileRequest::new(&g.lowered.name, g.source.text.clone(), Arch::Sm90),
             symbol: g.source.symbol.clone(),
             workgroup_size: g.lowered.workgroup_size,
+            grid: g.lowered.grid,
             model: None,
         });
         let hand = match &o.choice {
@@ -453,7 +472,8 @@ pub fn prebuild(cases: &[CaseSpec], o: &Options) -> Vec<Prebuilt> {
                     side: Side::Hand,
                     request,
                     symbol: h.abi.symbol.clone(),
-                    workgroup_size: h.abi.workgroup_size,
+                    workgroup_size: h.workgroup_size(),
+                    grid: h.launch().map_or(0, |l| l.workgroups()),
                     model: None,
                 }),
                 Err(e) => out.push(Prebuilt {

@@ -448,7 +448,7 @@ fn bind_hand<'g, D: Device>(
         }
     };
     v.resources
-        .push(usage_of(&artifact, &h.abi.symbol, h.abi.workgroup_size));
+        .push(usage_of(&artifact, &h.abi.symbol, h.workgroup_size()));
     if let Err(e) = check_loaded(group, &artifact, h) {
         v.error = Some(e);
         return (v, None);

@@ -6,13 +6,22 @@
 //! # The description
 //! A TOML file with the fields of a generated `*.abi.toml`; those the harness needs:
 //! - `symbol`: the `extern "C" __global__` function;
-//! - `workgroup_size` and `grid`: the block size and the number of workgroups per rank (a fixed
-//!   launch for the shape the file describes);
+//! - `workgroup_size` (alias `block`) and `grid`: the block size and the workgroups per rank,
+//!   each a number, an expression of the op-level shape (`grid = "n / 64"`), or a list of one to
+//!   three of them for a 2-D or 3-D launch (x, y, z: `grid = ["n / 64", 4]`, `blockIdx.y` a K
+//!   split); the runtime launches exactly that;
 //! - `[[params]]` in argument order, each with `name` (the kernel's own parameter name), `kind`
 //!   (`array`, `peer_arrays`, `scalar`), `ty`, `purpose` (`data` with `buffer` and `part` naming
 //!   the op-level buffer and array it is bound to; `scratch`, `counter`, `flags`, `error_word` for
-//!   arrays the runtime owns; `rank` and `epoch` for the scalars it passes) and `len` for arrays;
+//!   arrays the runtime owns; `rank` and `epoch` for the scalars it passes; `value` for a scalar
+//!   passed by value whose `value` is an expression of the op-level shape or a literal: `value =
+//!   "k"`, `"n"`, `"group_size"`, `"k / 8"`, `"4"`) and `len` for arrays. A GPTQ `qzeros` part
+//!   may be declared `f16` (or `f32`) with `[K/G, N]` elements: the zero points themselves, which
+//!   the runtime decodes from the packed words when binding
+//!   ([`wavefuse_runtime::exec::encode_zeros`]);
 //! - `[peer_table]` with `slots` (slot of rank p's array) when a parameter is a peer table;
+//! - `symbol` names one `__global__` function of the source; the file may hold several (tile
+//!   variants): the signature is read, the resources reported and the model counted for that one;
 //! - optional: `kernel`, `tp`, `arch`, `source` (file name beside the TOML), `coresidency`,
 //!   `flag_rounds_per_launch`, `dependent_launch` (the kernel waits for its stream predecessor
 //!   before touching memory, so it may be launched as a programmatic dependent), and `[build]`
@@ -26,6 +35,14 @@
 //! the source (the symbol exists; the same number of parameters, the same names in the same
 //! order, each a value / pointer / pointer table of a compatible type). On a GPU, the loaded
 //! kernel's parameter sizes are checked too ([`wavefuse_runtime::timing::param_sizes`]).
+//!
+//! Expressions (`value`, `grid`, `workgroup_size`) use the language of [`super::parametric`]
+//! over the variables of [`parametric::Bindings::shape_of`]: `tp`, `batch`, per buffer `W.k`,
+//! `W.n`, `W.group`, `T.rows`, `T.cols`, and with one weight the plain `k`, `n`, `group_size`.
+//!
+//! Not supported, and refused by name: several launches for one op (`[[launches]]`, a split-K
+//! then a reduce: one kernel per description; a split-K kernel reduces its partials itself) and
+//! pre-quantised inputs (`quantise`, or an activation declared `i8` where the op has FP16).
 //!
 //! The defines are written at the top of the source (followed by a `#line 1` directive so the
 //! compiler's messages keep the file's own line numbers), not passed as flags: the compile cache's
@@ -61,10 +78,17 @@ pub struct HandAbi {
     /// Ranks in the TP group.
     #[serde(default)]
     pub tp: Option<u32>,
-    /// Lanes per workgroup.
-    pub workgroup_size: u32,
-    /// Workgroups per rank.
-    pub grid: u32,
+    /// Lanes per workgroup: a number, an expression, or `[x, y, z]`.
+    #[serde(alias = "block")]
+    pub workgroup_size: Dims,
+    /// Workgroups per rank: a number, an expression, or `[x, y, z]`.
+    pub grid: Dims,
+    /// Several launches for one op: not supported (refused by [`Hand::check`]).
+    #[serde(default)]
+    pub launches: Option<toml::Value>,
+    /// Pre-quantised inputs with their quantisation: not supported (refused by [`Hand::check`]).
+    #[serde(default)]
+    pub quantise: Option<toml::Value>,
     /// Dynamic LDS per workgroup (the runtime launches with none).
     #[serde(default)]
     pub dynamic_lds_bytes: u64,
@@ -93,6 +117,49 @@ pub struct HandAbi {
     pub dependent_launch: bool,
 }
 
+/// One extent of a launch: a number or an expression of the op-level shape.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum Extent {
+    /// A literal.
+    Int(i64),
+    /// An expression (`"n / 64"`).
+    Expr(String),
+}
+
+/// A launch's grid or workgroup: one extent (x), or a list of one to three (x, y, z).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum Dims {
+    /// x only.
+    One(Extent),
+    /// x, y, z.
+    Many(Vec<Extent>),
+}
+
+/// A description's launch and values, evaluated at a shape.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// Workgroups along x, y, z.
+    pub grid: [u32; 3],
+    /// Lanes along x, y, z.
+    pub block: [u32; 3],
+    /// Per parameter: the number of a `value` scalar.
+    pub values: Vec<Option<i64>>,
+}
+
+impl Launch {
+    /// Workgroups in all.
+    pub fn workgroups(&self) -> u32 {
+        self.grid.iter().product()
+    }
+
+    /// Lanes per workgroup.
+    pub fn lanes(&self) -> u32 {
+        self.block.iter().product()
+    }
+}
+
 /// A hand-written kernel ready to check and compile: its description, source and where they are.
 #[derive(Clone, Debug)]
 pub struct Hand {
@@ -109,6 +176,9 @@ pub struct Hand {
     /// The description's text when it is parametric: [`Hand::for_kernel`] instantiates it again
     /// at another kernel's shapes.
     template: Option<String>,
+    /// The op-level shape the expressions are evaluated at (set when loaded with, or
+    /// instantiated for, a kernel).
+    shape: Option<parametric::Bindings>,
 }
 
 /// The parts of an op-level buffer a parameter can be bound to.
@@ -178,14 +248,19 @@ impl Hand {
             source,
             arch,
             template,
+            shape: ir.map(parametric::Bindings::shape_of),
         })
     }
 
     /// This kernel at the shapes of `ir`: a parametric description instantiated again, any other
     /// as it is.
     pub fn for_kernel(&self, ir: &Kernel) -> Result<Hand, String> {
+        let shape = Some(parametric::Bindings::shape_of(ir));
         let Some(template) = &self.template else {
-            return Ok(self.clone());
+            return Ok(Hand {
+                shape,
+                ..self.clone()
+            });
         };
         let text =
             parametric::instantiate(template, &parametric::Bindings::of(ir)).map_err(|e| {
@@ -199,8 +274,108 @@ impl Hand {
             toml::from_str(&text).map_err(|e| format!("{}: {e}", self.abi_path.display()))?;
         Ok(Hand {
             abi,
+            shape,
             ..self.clone()
         })
+    }
+
+    /// The launch and the `value` scalars at the shape the description was loaded for; `Err`
+    /// names every expression that cannot be evaluated or gives an invalid launch.
+    pub fn launch(&self) -> Result<Launch, Vec<String>> {
+        let mut problems = Vec::new();
+        let grid = self.dims("grid", &self.abi.grid, &mut problems);
+        let block = self.dims("workgroup_size", &self.abi.workgroup_size, &mut problems);
+        let lanes: u64 = block.iter().map(|&b| u64::from(b)).product();
+        if lanes > 1024 {
+            problems.push(format!(
+                "workgroup of {lanes} lanes ({block:?}): at most 1024"
+            ));
+        }
+        let mut values = Vec::new();
+        for p in &self.abi.params {
+            let v = match (p.purpose, &p.value) {
+                (AbiPurpose::Value, Some(text)) => {
+                    let e = match text.trim().parse::<i64>() {
+                        Ok(i) => Extent::Int(i),
+                        Err(_) => Extent::Expr(text.clone()),
+                    };
+                    let what = format!("parameter `{}` (value = \"{text}\")", p.name);
+                    match self.eval(&e) {
+                        Ok(v) => {
+                            let fits = match p.ty {
+                                AbiTy::U32 => u32::try_from(v).is_ok(),
+                                _ => i32::try_from(v).is_ok(),
+                            };
+                            if !fits {
+                                problems
+                                    .push(format!("{what} = {v} does not fit its type {:?}", p.ty));
+                            }
+                            fits.then_some(v)
+                        }
+                        Err(m) => {
+                            problems.push(format!("{what}: {m}"));
+                            None
+                        }
+                    }
+                }
+                _ => None,
+            };
+            values.push(v);
+        }
+        if problems.is_empty() {
+            Ok(Launch {
+                grid,
+                block,
+                values,
+            })
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// The value of one extent at the description's shape.
+    fn eval(&self, e: &Extent) -> Result<i64, String> {
+        match (e, &self.shape) {
+            (Extent::Int(i), _) => Ok(*i),
+            (Extent::Expr(x), Some(b)) => parametric::eval_expr(x.trim_start_matches('='), b),
+            (Extent::Expr(x), None) => Err(format!(
+                "`{x}` is an expression of the op-level shape, and no kernel was given to take \
+                 the shape from"
+            )),
+        }
+    }
+
+    /// A grid or workgroup as `[x, y, z]`; problems pushed onto `problems`.
+    fn dims(&self, what: &str, d: &Dims, problems: &mut Vec<String>) -> [u32; 3] {
+        let list: Vec<&Extent> = match d {
+            Dims::One(e) => vec![e],
+            Dims::Many(v) => v.iter().collect(),
+        };
+        let mut out = [1u32; 3];
+        if list.is_empty() || list.len() > 3 {
+            problems.push(format!(
+                "{what} has {} extents: give one to three (x, y, z)",
+                list.len()
+            ));
+            return out;
+        }
+        for (i, e) in list.into_iter().enumerate() {
+            let axis = ["x", "y", "z"][i];
+            match self.eval(e) {
+                Ok(v) if v >= 1 && v <= i64::from(u32::MAX) => out[i] = v as u32,
+                Ok(v) => problems.push(format!("{what}.{axis} = {v}: must be positive")),
+                Err(m) => {
+                    out[i] = 0;
+                    problems.push(format!("{what}.{axis}: {m}"));
+                }
+            }
+        }
+        out
+    }
+
+    /// Lanes per workgroup at this shape (0 when the description's launch does not evaluate).
+    pub fn workgroup_size(&self) -> u32 {
+        self.launch().map_or(0, |l| l.lanes())
     }
 
     /// The defines of `[build]`, as `(NAME, value)`.
@@ -264,6 +439,9 @@ impl Hand {
     /// TP and shapes) and the source's signature; empty when they agree.
     pub fn check(&self, generated: &LoweredKernel) -> Vec<String> {
         let mut problems = check_against_generated(&self.abi, generated);
+        if let Err(p) = self.launch() {
+            problems.extend(p);
+        }
         match signature::parse(&self.source, &self.abi.symbol) {
             Ok(params) => problems.extend(check_signature(&self.abi.params, &params)),
             Err(e) => problems.push(format!("{}: {e}", self.source_path.display())),
@@ -276,6 +454,18 @@ impl Hand {
     /// the fields the TOML may leave out filled in. Call after [`Hand::check`] found nothing.
     pub fn launch_abi(&self, tp: u32) -> Abi {
         let a = &self.abi;
+        let launch = self.launch().unwrap_or(Launch {
+            grid: [0, 1, 1],
+            block: [0, 1, 1],
+            values: Vec::new(),
+        });
+        let multi = |d: [u32; 3]| (d[1] != 1 || d[2] != 1).then_some(d);
+        let mut params = a.params.clone();
+        for (p, v) in params.iter_mut().zip(&launch.values) {
+            if let Some(v) = v {
+                p.value = Some(v.to_string());
+            }
+        }
         let named = |purpose: AbiPurpose| {
             a.params
                 .iter()
@@ -291,8 +481,8 @@ impl Hand {
             source: file_name(&self.source_path),
             tp,
             wave_size: self.arch.wave_size(),
-            workgroup_size: a.workgroup_size,
-            grid: a.grid,
+            workgroup_size: launch.lanes(),
+            grid: launch.workgroups(),
             static_lds_bytes: 0,
             dynamic_lds_bytes: a.dynamic_lds_bytes,
             barriers_per_launch: a.barriers_per_launch,
@@ -302,9 +492,11 @@ impl Hand {
             rank_param: named(AbiPurpose::Rank),
             coresidency: a.coresidency.clone(),
             peer_table: a.peer_table.clone(),
-            params: a.params.clone(),
+            params,
             wait_sites: Vec::new(),
             dependent_launch: a.dependent_launch,
+            grid_dims: multi(launch.grid),
+            block_dims: multi(launch.block),
         }
     }
 
@@ -405,11 +597,20 @@ pub fn check_against_generated(a: &HandAbi, g: &LoweredKernel) -> Vec<String> {
     {
         out.push(format!("symbol `{}` is not a C identifier", a.symbol));
     }
-    if a.workgroup_size == 0 || a.workgroup_size > 1024 || a.grid == 0 {
-        out.push(format!(
-            "launch of {} workgroups × {} lanes: both must be positive, at most 1024 lanes",
-            a.grid, a.workgroup_size
-        ));
+    if a.launches.is_some() {
+        out.push(
+            "`launches`: several launches for one op (a split-K then a reduce) are not \
+             supported; describe one kernel (a split-K kernel may reduce its partials itself, \
+             its last-arriving workgroup per output tile)"
+                .into(),
+        );
+    }
+    if a.quantise.is_some() {
+        out.push(
+            "`quantise`: pre-quantised inputs (a quantisation kernel, or quantising on the \
+             host) are not supported; the kernel must take the op's own activations"
+                .into(),
+        );
     }
     if a.dynamic_lds_bytes > 0 {
         out.push(format!(
@@ -496,7 +697,24 @@ fn check_param(
                     p.name, g.name
                 )),
                 Some(DataArray { elem, len, .. }) => {
-                    if !same_bits(ty(p.ty), *elem) {
+                    // FP16 / FP32 zero points: [K/G, N], decoded from the packed words.
+                    let float_zeros = part == "qzeros"
+                        && matches!(p.ty, AbiTy::F16 | AbiTy::F32)
+                        && matches!(elem, Ty::U32 | Ty::I32);
+                    let (elem, len) = if float_zeros {
+                        (&ty(p.ty), &(*len * 8))
+                    } else {
+                        (elem, len)
+                    };
+                    if p.ty == AbiTy::I8 && part == "data" && *elem != Ty::I8 {
+                        out.push(format!(
+                            "parameter `{}` (`{b}.{part}`) is i8, the op's array is {}: \
+                             pre-quantised inputs are not supported (the kernel must take the \
+                             op's own activations)",
+                            p.name,
+                            elem.name()
+                        ));
+                    } else if !same_bits(ty(p.ty), *elem) {
                         out.push(format!(
                             "mistyped: parameter `{}` (`{b}.{part}`) is {}, the kernel's array is {}",
                             p.name,
@@ -512,6 +730,21 @@ fn check_param(
                         ));
                     }
                 }
+            }
+        }
+        AbiPurpose::Value => {
+            if p.kind != AbiKind::Scalar || !matches!(p.ty, AbiTy::U32 | AbiTy::I32) {
+                out.push(format!(
+                    "parameter `{}` (value) must be a 32-bit integer scalar (u32 or i32)",
+                    p.name
+                ));
+            }
+            if p.value.is_none() {
+                out.push(format!(
+                    "parameter `{}` (value) has no `value` (an expression of the shape such as \
+                     \"k\", \"n / 64\", \"group_size\", or a literal)",
+                    p.name
+                ));
             }
         }
         AbiPurpose::Rank | AbiPurpose::Epoch => {

@@ -81,6 +81,26 @@ impl Bindings {
         Bindings(b)
     }
 
+    /// [`Bindings::of`] plus the op-level shape's plain names, for the `value`, `grid` and
+    /// `workgroup_size` expressions of a hand-written description
+    /// ([`super::handwritten`]): with exactly one weight `W`, `k`, `n` and `group_size` are
+    /// `W.k`, `W.n`, `W.group`.
+    pub fn shape_of(ir: &Kernel) -> Bindings {
+        let mut b = Bindings::of(ir);
+        let weights: Vec<String> =
+            b.0.keys()
+                .filter_map(|k| k.strip_suffix(".k").map(str::to_owned))
+                .collect();
+        if let [w] = weights.as_slice() {
+            for (plain, full) in [("k", "k"), ("n", "n"), ("group_size", "group")] {
+                if let Some(v) = b.0.get(&format!("{w}.{full}")).cloned() {
+                    b.0.insert(plain.into(), v);
+                }
+            }
+        }
+        b
+    }
+
     fn with(&self, name: &str, v: i64) -> Bindings {
         let mut b = self.clone();
         b.0.insert(name.into(), Val::Int(v));
@@ -206,6 +226,11 @@ fn substitute(s: &str, b: &Bindings) -> Result<String, String> {
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// The value of the integer expression `e` (the language of the module docs, without the `=`).
+pub fn eval_expr(e: &str, b: &Bindings) -> Result<i64, String> {
+    eval(e, b)
 }
 
 /// The value of the integer expression `e`.

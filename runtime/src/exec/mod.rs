@@ -15,7 +15,12 @@
 //!   back as NaN, and read back after it;
 //! - values convert to the parameter's element type: FP16 by IEEE round-to-nearest-even (every
 //!   input of the workload is already representable, so this is exact), FP32 likewise, packed
-//!   words as their 32-bit patterns.
+//!   words as their 32-bit patterns;
+//! - a GPTQ `qzeros` parameter of a floating-point type (FP16 or FP32 zero points, as some
+//!   hand-written kernels store them) gets the zero points themselves, `[K/G, N]` row-major:
+//!   element `8·w + i` is nibble `i` (least significant first) of packed word `w` decoded under
+//!   the weight's convention ([`wavefuse_ir::ZeroPoint::decode`]: v1 adds 1, v2 does not), so
+//!   `(q − z)·s` is the same number either way ([`encode_zeros`]).
 //!
 //! [`compare`](mod@compare) holds the error metrics; [`artifacts`] compiles through the cache
 //! and falls back to prebuilt artifacts where no compiler is installed.
@@ -26,7 +31,7 @@ pub mod compare;
 use wavefuse_codegen::abi::Abi;
 use wavefuse_codegen::lowered::{ParamKind, Purpose, Ty};
 use wavefuse_ir::reference::{HostData, HostTensor, RankInputs, RankOutputs};
-use wavefuse_ir::{Buffer, BufferType, Kernel, Role, ScalarType};
+use wavefuse_ir::{Buffer, BufferType, Kernel, Role, ScalarType, WeightFormat, ZeroPoint};
 
 use crate::compile::Artifact;
 use crate::device::{Device, MemKind};
@@ -47,6 +52,8 @@ struct DataArray<B> {
     len: usize,
     /// For outputs: the tensor's type and shape to read back into.
     output: Option<(ScalarType, Vec<usize>)>,
+    /// For floating-point `qzeros`: the convention the packed zeros decode under.
+    zeros: Option<ZeroPoint>,
     per_rank: Vec<B>,
 }
 
@@ -140,6 +147,20 @@ impl<'g, D: Device> OpKernel<'g, D> {
                     Some((t.dtype, t.shape.clone()))
                 }
             };
+            let zeros = match (part, elem, decl.local_type()) {
+                ("qzeros", Ty::F16 | Ty::F32, BufferType::Weight(w)) => match w.format {
+                    WeightFormat::Gptq(l) => Some(l.zero),
+                    _ => {
+                        return Err(err(format!(
+                            "parameter `{}`: {} zero points of `{buffer}` are supported for \
+                             GPTQ weights only (bind the packed u32 qzeros)",
+                            p.name,
+                            elem.name()
+                        )));
+                    }
+                },
+                _ => None,
+            };
             let per_rank = group.alloc_per_rank(elem.bytes() * len, MemKind::Device)?;
             inst.bind(buffer, part, &per_rank.iter().collect::<Vec<_>>())?;
             arrays.push(DataArray {
@@ -149,6 +170,7 @@ impl<'g, D: Device> OpKernel<'g, D> {
                 elem,
                 len,
                 output,
+                zeros,
                 per_rank,
             });
         }
@@ -203,8 +225,11 @@ impl<'g, D: Device> OpKernel<'g, D> {
                 let data = inputs[r]
                     .get(&a.buffer)
                     .ok_or_else(|| self.err(format!("rank {r}: no data for input `{}`", a.name)))?;
-                let bytes = encode(data, a.part, a.elem, a.len)
-                    .map_err(|m| self.err(format!("rank {r}, `{}.{}`: {m}", a.name, a.part)))?;
+                let bytes = match (a.zeros, data) {
+                    (Some(z), HostData::Int4(p)) => encode_zeros(&p.qzeros, z, a.elem, a.len),
+                    _ => encode(data, a.part, a.elem, a.len),
+                }
+                .map_err(|m| self.err(format!("rank {r}, `{}.{}`: {m}", a.name, a.part)))?;
                 self.group.device(r as u32).upload(buf, 0, &bytes)?;
             }
         }
@@ -297,6 +322,39 @@ pub fn encode(data: &HostData, part: &str, elem: Ty, len: usize) -> Result<Vec<u
         ));
     }
     Ok(out)
+}
+
+/// The zero points of packed GPTQ `qzeros` (`[K/G, N/8]` words, nibble i of word w is column
+/// 8·(w mod N/8) + i) as `len` floating-point elements `[K/G, N]` of type `elem`: element 8·w + i
+/// is `zero.decode(nibble i of word w)` (v1: the stored nibble + 1; v2: the nibble; exact in FP16).
+pub fn encode_zeros(
+    qzeros: &[i32],
+    zero: ZeroPoint,
+    elem: Ty,
+    len: usize,
+) -> Result<Vec<u8>, String> {
+    if !matches!(elem, Ty::F16 | Ty::F32) {
+        return Err(format!("zero points as {} are not supported", elem.name()));
+    }
+    if qzeros.len() * 8 != len {
+        return Err(format!(
+            "the kernel takes {len} zero points, the data has {} ({} packed words)",
+            qzeros.len() * 8,
+            qzeros.len()
+        ));
+    }
+    let values: Vec<f64> = zeros_of(qzeros, zero);
+    let mut out = Vec::with_capacity(elem.bytes() * len);
+    push_values(&values, elem, &mut out);
+    Ok(out)
+}
+
+/// The zero points of packed GPTQ `qzeros`, one per column and group, in `[K/G, N]` order.
+pub fn zeros_of(qzeros: &[i32], zero: ZeroPoint) -> Vec<f64> {
+    qzeros
+        .iter()
+        .flat_map(|&w| (0..8).map(move |i| zero.decode((w as u32) >> (4 * i)) as f64))
+        .collect()
 }
 
 fn push_values(values: &[f64], elem: Ty, out: &mut Vec<u8>) {
@@ -410,6 +468,20 @@ mod tests {
             encode(&w, "qweight", Ty::F16, 4).is_err(),
             "words into an f16 array"
         );
+    }
+
+    #[test]
+    fn packed_zero_points_unpack_column_by_column_under_their_convention() {
+        // Word 0 holds columns 0..8 (nibble i = column i), word 1 columns 8..16.
+        let packed = [0x7654_3210u32 as i32, 0xFEDC_BA98u32 as i32];
+        let v2 = zeros_of(&packed, ZeroPoint::V2);
+        assert_eq!(v2, (0..16).map(f64::from).collect::<Vec<_>>());
+        let v1 = zeros_of(&packed, ZeroPoint::V1);
+        assert_eq!(v1, (1..17).map(f64::from).collect::<Vec<_>>());
+        let bytes = encode_zeros(&packed, ZeroPoint::V1, Ty::F16, 16).unwrap();
+        assert_eq!(decode(&bytes, Ty::F16), v1, "exact in FP16");
+        assert!(encode_zeros(&packed, ZeroPoint::V1, Ty::U32, 16).is_err());
+        assert!(encode_zeros(&packed, ZeroPoint::V1, Ty::F16, 8).is_err());
     }
 
     #[test]
