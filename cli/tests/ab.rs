@@ -1200,7 +1200,7 @@ fn no_gpu_ab_binds_and_compiles_the_users_hand_written_kernels() {
             let counted = r["modelled_mi50"]["inputs"]["counted"]
                 .as_str()
                 .unwrap_or("");
-            assert!(counted.ends_with(&format!("of `{symbol}`")), "{r}");
+            assert!(counted.contains(&format!("of `{symbol}`")), "{r}");
         }
     }
 }
