@@ -96,6 +96,46 @@ pub struct ParamData {
     pub kind: ParamKind,
 }
 
+/// An array parameter that holds part of an op-level buffer ([`ParamData::data_array`]).
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct DataArrayRef<'a> {
+    /// The op-level buffer's name.
+    pub buffer: &'a str,
+    /// Which array of it (`data`, `qweight`, `scales`, `qzeros`, `g_idx`).
+    pub part: &'static str,
+    /// Element type.
+    pub elem: Ty,
+    /// Length in elements (of each rank's array, for peer arrays).
+    pub len: usize,
+}
+
+impl ParamData {
+    /// The op-level buffer and part this parameter's array (own or peer) holds, with its element
+    /// type and length; None for runtime-owned arrays and scalars.
+    pub fn data_array(&self) -> Option<DataArrayRef<'_>> {
+        match &self.kind {
+            ParamKind::Array {
+                elem,
+                len,
+                purpose: Purpose::Data { buffer, part },
+                ..
+            }
+            | ParamKind::PeerArrays {
+                elem,
+                len,
+                purpose: Purpose::Data { buffer, part },
+                ..
+            } => Some(DataArrayRef {
+                buffer,
+                part,
+                elem: *elem,
+                len: *len,
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// A register's definition.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RegData {

@@ -40,8 +40,8 @@ pub mod validate;
 pub use entities::{Lds, Param, Reg};
 pub use expr::{BinOp, Expr, Special, UnOp};
 pub use kernel::{
-    Access, CoResidency, LdsData, LoweredKernel, NotCoResident, Occupancy, ParamData, ParamKind,
-    Purpose, RegData, peer_slot,
+    Access, CoResidency, DataArrayRef, LdsData, LoweredKernel, NotCoResident, Occupancy, ParamData,
+    ParamKind, Purpose, RegData, peer_slot,
 };
 pub use stmt::{AtomicOp, Base, Block, Invariant, MemRef, ReduceKind, Stmt};
 

@@ -24,7 +24,7 @@ use wavefuse::ir::Kernel;
 use wavefuse::ir::reference::{RankInputs, RankOutputs};
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::abi::Abi;
-use wavefuse_codegen::lowered::{ParamKind, Purpose};
+use wavefuse_codegen::lowered::DataArrayRef;
 use wavefuse_runtime::exec::{self, OpKernel};
 use wavefuse_runtime::timing::{self, GroupGraphs, GroupTimer};
 use wavefuse_runtime::{
@@ -85,18 +85,12 @@ impl<D: Device> Rotation<D> {
         })?;
         let mut encoded = Vec::new();
         for p in &params {
-            let (ParamKind::Array {
+            let Some(DataArrayRef {
                 elem,
                 len,
-                purpose: Purpose::Data { buffer, part },
-                ..
-            }
-            | ParamKind::PeerArrays {
-                elem,
-                len,
-                purpose: Purpose::Data { buffer, part },
-                ..
-            }) = &p.kind
+                buffer,
+                part,
+            }) = p.data_array()
             else {
                 continue;
             };
@@ -108,19 +102,19 @@ impl<D: Device> Rotation<D> {
                 .is_some_and(|d| d.role != wavefuse::ir::Role::Input)
                 || encoded
                     .iter()
-                    .any(|(x, y, _): &(String, &str, _)| x == buffer && y == part)
+                    .any(|(x, y, _): &(String, &str, _)| x == buffer && *y == part)
             {
                 continue;
             }
             let per_rank: Vec<Vec<u8>> = inputs
                 .iter()
-                .map(|r| exec::encode(&r[&b], part, *elem, *len))
+                .map(|r| exec::encode(&r[&b], part, elem, len))
                 .collect::<Result<_, _>>()
                 .map_err(|m| RtError::Binding {
                     kernel: g.symbol.clone(),
                     message: m,
                 })?;
-            encoded.push((buffer.clone(), *part, per_rank));
+            encoded.push((buffer.to_owned(), part, per_rank));
         }
         let timed = if alone { 1 } else { inputs.len() };
         let set_bytes: u64 = encoded

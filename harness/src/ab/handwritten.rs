@@ -53,7 +53,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::abi::{ABI_SCHEMA, Abi, AbiKind, AbiParam, AbiPurpose, AbiTy};
-use wavefuse_codegen::lowered::{LoweredKernel, ParamKind, Purpose, Ty, peer_slot};
+use wavefuse_codegen::lowered::{LoweredKernel, Ty, peer_slot};
 use wavefuse_runtime::CompileRequest;
 
 use super::parametric;
@@ -545,25 +545,12 @@ struct DataArray {
 fn data_arrays(k: &LoweredKernel) -> Vec<DataArray> {
     k.params
         .values()
-        .filter_map(|p| match &p.kind {
-            ParamKind::Array {
-                elem,
-                len,
-                purpose: Purpose::Data { buffer, part },
-                ..
-            }
-            | ParamKind::PeerArrays {
-                elem,
-                len,
-                purpose: Purpose::Data { buffer, part },
-                ..
-            } => Some(DataArray {
-                buffer: buffer.clone(),
-                part,
-                elem: *elem,
-                len: *len,
-            }),
-            _ => None,
+        .filter_map(|p| p.data_array())
+        .map(|d| DataArray {
+            buffer: d.buffer.to_owned(),
+            part: d.part,
+            elem: d.elem,
+            len: d.len,
         })
         .collect()
 }

@@ -30,28 +30,13 @@ impl<D: Device> KernelInstance<'_, D> {
     /// [`KernelInstance::bind_addresses`]), each once, in ABI order.
     pub fn data_params(&self) -> Vec<DataParam> {
         let mut out: Vec<DataParam> = Vec::new();
-        for p in &self.params {
-            let (elem, len, buffer, part) = match &p.kind {
-                ParamKind::Array {
-                    elem,
-                    len,
-                    purpose: Purpose::Data { buffer, part },
-                    ..
-                }
-                | ParamKind::PeerArrays {
-                    elem,
-                    len,
-                    purpose: Purpose::Data { buffer, part },
-                    ..
-                } => (elem, len, buffer, *part),
-                _ => continue,
-            };
-            if !out.iter().any(|d| d.buffer == *buffer && d.part == part) {
+        for d in self.params.iter().filter_map(|p| p.data_array()) {
+            if !out.iter().any(|o| o.buffer == d.buffer && o.part == d.part) {
                 out.push(DataParam {
-                    buffer: buffer.clone(),
-                    part,
-                    elem_bytes: elem.bytes(),
-                    len: *len,
+                    buffer: d.buffer.to_owned(),
+                    part: d.part,
+                    elem_bytes: d.elem.bytes(),
+                    len: d.len,
                 });
             }
         }
