@@ -1,0 +1,161 @@
+//! Batch 16, 32 and 64 (issue #40, item 1): every kernel of the set at small shapes on both
+//! targets, lowered with the simulator's schedule and run in the protocol simulator against the
+//! f64 reference over a few seeded schedules; and, at the model shapes with the default policy
+//! (what `wavefuse emit` prints), the explicit list of what the lowering refuses at those
+//! batches, each refusal naming the kernel, the batch, the LDS limit and a batch that lowers.
+
+use wavefuse_codegen::Arch;
+use wavefuse_harness::KernelId;
+use wavefuse_harness::generate::generate;
+use wavefuse_harness::sim::{Config, SmallShapes, prepare_config, summary, sweep};
+
+const BATCHES: [usize; 3] = [16, 32, 64];
+const ARCHS: [Arch; 2] = [Arch::Gfx906, Arch::Sm90];
+/// Few schedules: each lane of each batch row runs in the simulator.
+const SCHEDULES: u64 = 4;
+const SEED: u64 = 0xB64;
+
+/// What the simulator's schedule ([`prepare_config`]) refuses at the small shapes, TP 2: on
+/// gfx906 its cross-slice sums and staged activations of the two-weight GEMVs and the fused
+/// kernel outgrow the 64 KiB of LDS from batch 16. Everything else lowers and must be clean.
+fn refused_small(arch: Arch, batch: usize) -> &'static [KernelId] {
+    use KernelId::*;
+    match (arch, batch) {
+        (Arch::Sm90, _) => &[],
+        (Arch::Gfx906, 16) => &[GemvInt4DualSilu],
+        (Arch::Gfx906, _) => &[
+            GemvInt4,
+            GemvInt4DualSilu,
+            GemvInt4Qkv,
+            GemvInt4AllreduceRmsnorm,
+        ],
+    }
+}
+
+fn simulate_every_kernel_at(arch: Arch) {
+    let mut refusals = Vec::new();
+    for batch in BATCHES {
+        for id in KernelId::ALL {
+            let c = Config {
+                batch,
+                ..Config::new(2, arch)
+            };
+            let refuse = refused_small(arch, batch).contains(&id);
+            let p = match prepare_config(id, &c, &SmallShapes::DEFAULT) {
+                Ok(p) => p,
+                Err(e) => {
+                    let m = e.to_string();
+                    eprintln!("{id}@{arch} tp 2 batch {batch}: refused: {m}");
+                    refusals.push(format!("{id}@{arch} batch {batch}: {m}"));
+                    assert_lds_refusal(id, arch, batch, &m);
+                    continue;
+                }
+            };
+            assert!(!refuse, "{id}@{arch} batch {batch} lowered");
+            let r = sweep(&p, SEED, 0, SCHEDULES, |_, _| {}).expect("simulates");
+            let text = summary(&p, &r);
+            eprintln!(
+                "{id}@{arch} tp 2 batch {batch}: {}",
+                text.lines().next().unwrap_or("")
+            );
+            assert!(r.findings.is_empty() && r.failing == 0, "{text}");
+        }
+    }
+    for batch in BATCHES {
+        for id in refused_small(arch, batch) {
+            assert!(
+                refusals
+                    .iter()
+                    .any(|r| r.starts_with(&format!("{id}@{arch} batch {batch}:"))),
+                "{id}@{arch} batch {batch} should be refused"
+            );
+        }
+    }
+    let expected: usize = BATCHES.iter().map(|&b| refused_small(arch, b).len()).sum();
+    assert_eq!(refusals.len(), expected, "{refusals:#?}");
+}
+
+/// A refusal for LDS names the kernel, the batch, the target's limit and a batch that fits.
+fn assert_lds_refusal(id: KernelId, arch: Arch, batch: usize, m: &str) {
+    for needle in [
+        id.name(),
+        &format!("at batch {batch}"),
+        "bytes of LDS exceed",
+        &arch.to_string(),
+    ] {
+        assert!(m.contains(needle), "`{needle}` not in: {m}");
+    }
+    assert!((1..batch).contains(&fits_up_to(m)), "{m}");
+}
+
+#[test]
+fn every_kernel_at_batch_16_32_64_is_clean_in_the_simulator_gfx906() {
+    simulate_every_kernel_at(Arch::Gfx906);
+}
+
+#[test]
+fn every_kernel_at_batch_16_32_64_is_clean_in_the_simulator_sm90() {
+    simulate_every_kernel_at(Arch::Sm90);
+}
+
+/// What the default policy refuses at the model shapes, TP 4 (Qwen 3.5 27B, the snapshots'
+/// shapes): the LDS of one workgroup (gfx906 64 KiB, sm_90 48 KiB declared statically) no longer
+/// holds the staged activations and the cross-slice sums (the GEMVs) or the norm's stash (the
+/// RMSNorm kernels). Everything else lowers at batch 16, 32 and 64.
+fn refused(arch: Arch, batch: usize) -> &'static [KernelId] {
+    use KernelId::*;
+    match (arch, batch) {
+        (_, 16) => &[],
+        (Arch::Gfx906, _) => &[
+            GemvInt4,
+            GemvInt4DualSilu,
+            GemvInt4Qkv,
+            AllreduceResidualRmsnorm,
+            GemvInt4AllreduceRmsnorm,
+        ],
+        (Arch::Sm90, 32) => &[GemvInt4DualSilu, AllreduceResidualRmsnorm],
+        (Arch::Sm90, _) => &[
+            GemvInt4,
+            GemvInt4DualSilu,
+            GemvInt4Qkv,
+            AllreduceResidualRmsnorm,
+            GemvInt4AllreduceRmsnorm,
+        ],
+    }
+}
+
+/// The batch a refusal says still fits (`… fits up to batch N`).
+fn fits_up_to(message: &str) -> usize {
+    let tail = message
+        .split("fits up to batch ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no batch that fits in: {message}"));
+    let digits: String = tail.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().expect("a batch")
+}
+
+#[test]
+fn model_shapes_at_batch_16_32_64_lower_or_are_refused_with_the_reason() {
+    for arch in ARCHS {
+        for batch in BATCHES {
+            for id in KernelId::ALL {
+                let refuse = refused(arch, batch).contains(&id);
+                match generate(id, arch, 4, batch) {
+                    Ok(_) => assert!(!refuse, "{id}@{arch} batch {batch} lowered"),
+                    Err(e) => {
+                        let m = e.to_string();
+                        assert!(refuse, "{id}@{arch} batch {batch} refused: {m}");
+                        assert_lds_refusal(id, arch, batch, &m);
+                        // The batch it names as fitting does lower (the policy's schedule there).
+                        let fits = fits_up_to(&m);
+                        if let Err(e) = generate(id, arch, 4, fits) {
+                            panic!(
+                                "{id}@{arch}: the refusal at batch {batch} names batch {fits}, which is refused: {e}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
