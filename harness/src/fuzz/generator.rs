@@ -118,7 +118,11 @@ impl Gen {
             names: BTreeSet::new(),
             counter: 0,
             stores: 0,
-            tags: BTreeSet::new(),
+            tags: if batch > 8 {
+                BTreeSet::from(["batch 9–64"])
+            } else {
+                BTreeSet::new()
+            },
             pool: Vec::new(),
         }
     }
