@@ -5,9 +5,12 @@
 //! batches, each refusal naming the kernel, the batch, the LDS limit and a batch that lowers.
 
 use wavefuse_codegen::Arch;
-use wavefuse_harness::KernelId;
+use wavefuse_codegen::lower::{LowerError, lower};
 use wavefuse_harness::generate::generate;
-use wavefuse_harness::sim::{Config, SmallShapes, prepare_config, summary, sweep};
+use wavefuse_harness::sim::{
+    Config, SmallShapes, prepare_config, small_kernel, small_schedule, summary, sweep,
+};
+use wavefuse_harness::{KernelId, Shapes};
 
 const BATCHES: [usize; 3] = [16, 32, 64];
 const ARCHS: [Arch; 2] = [Arch::Gfx906, Arch::Sm90];
@@ -156,6 +159,32 @@ fn model_shapes_at_batch_16_32_64_lower_or_are_refused_with_the_reason() {
                     }
                 }
             }
+        }
+    }
+}
+
+/// The sm_90 tensor-core INT4 path takes the batch as the MMA's N (8): asked for past batch 8 it
+/// is refused with the reason, never lowered with rows dropped; at batch 8 it lowers.
+#[test]
+fn int4_mma_past_batch_8_is_refused_with_the_reason_sm90() {
+    let arch = Arch::Sm90;
+    for batch in [8, 16, 32, 64] {
+        let shapes = Shapes {
+            batch,
+            ..Shapes::qwen27b(1)
+        };
+        let ir =
+            small_kernel(KernelId::GemvInt4, &shapes, &SmallShapes::DEFAULT).expect("small kernel");
+        let s = small_schedule(arch, &ir)
+            .with_overrides("int4_dot=mma,words_per_iteration=4,k_unit_words=4")
+            .expect("parses");
+        match lower(&ir, arch, &s) {
+            Ok(_) => assert_eq!(batch, 8, "mma lowered at batch {batch}"),
+            Err(LowerError::Schedule(m)) => {
+                assert!(batch > 8, "batch {batch}: {m}");
+                assert!(m.contains(&format!("batch <= 8 (not {batch})")), "{m}");
+            }
+            Err(e) => panic!("batch {batch}: {e}"),
         }
     }
 }
