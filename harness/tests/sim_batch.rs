@@ -1,6 +1,7 @@
 //! Batch 16, 32 and 64 (issue #40, item 1): every kernel of the set at small shapes on both
-//! targets, lowered with the simulator's schedule and run in the protocol simulator against the
-//! f64 reference over a few seeded schedules; and, at the model shapes with the default policy
+//! targets, lowered with the simulator's schedule (or, where its LDS does not fit, a narrower
+//! form) and run in the protocol simulator against the f64 reference over a few seeded
+//! schedules, with the list of what no form lowers; and, at the model shapes with the default policy
 //! (what `wavefuse emit` prints), the explicit list of what the lowering refuses at those
 //! batches, each refusal naming the kernel, the batch, the LDS limit and a batch that lowers.
 
