@@ -108,7 +108,7 @@ fn narrower(id: KernelId, arch: Arch, batch: usize) -> Option<(Prepared, &'stati
             Prepared {
                 ir: ir.clone(),
                 lowered,
-                shapes: Some(shapes.clone()),
+                shapes: Some(shapes),
                 peer_table: PeerTable::Shared,
             },
             form,
