@@ -63,6 +63,28 @@ fn emit_batch_changes_shapes() {
     assert!(stdout(&o).contains("f16[8, 5120]"));
 }
 
+/// Above batch 8 the limit is the lowering's: batch 16 lowers on both targets, batch 64 of the
+/// INT4 GEMV does not fit one workgroup's LDS and is refused with the kernel, the batch, the
+/// limit and the largest batch that fits, as every lowering refusal is (exit 1).
+#[test]
+fn emit_batch_above_8_lowers_or_is_refused_with_the_reason() {
+    for target in ["gfx906", "sm90"] {
+        let o = wavefuse(&["emit", "gemv_int4", "--target", target, "--batch", "16"]);
+        assert!(o.status.success(), "{target}: {}", stderr(&o));
+        let o = wavefuse(&["emit", "gemv_int4", "--target", target, "--batch", "64"]);
+        assert_eq!(o.status.code(), Some(1), "{target}: {}", stderr(&o));
+        let e = stderr(&o);
+        for needle in [
+            "gemv_int4",
+            "at batch 64",
+            "bytes of LDS exceed",
+            "fits up to batch",
+        ] {
+            assert!(e.contains(needle), "{target}: `{needle}` not in {e}");
+        }
+    }
+}
+
 #[test]
 fn bad_arguments_fail_clearly() {
     for (args, needle) in [
@@ -79,8 +101,8 @@ fn bad_arguments_fail_clearly() {
             "not a TP size",
         ),
         (
-            &["emit", "gemv_int4", "--ir", "--batch", "9"][..],
-            "9 is not in 1..=8",
+            &["emit", "gemv_int4", "--ir", "--batch", "65"][..],
+            "65 is not in 1..=64",
         ),
         (&["emit", "gemv_int4"][..], "pass --ir"),
         (

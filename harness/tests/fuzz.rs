@@ -30,7 +30,7 @@ const MIN_SIMULATED: f64 = 0.55;
 
 /// Features that must have simulated at least this often in the CI run (a generator change
 /// that stops producing one of them fails here instead of silently shrinking coverage).
-const MUST_SIMULATE: [(&str, u64); 13] = [
+const MUST_SIMULATE: [(&str, u64); 14] = [
     ("gemv.rep", 20),
     ("gemv.col", 50),
     ("gemv.row", 50),
@@ -44,6 +44,7 @@ const MUST_SIMULATE: [(&str, u64); 13] = [
     ("slice fan-out", 20),
     ("index=global", 30),
     ("second GEMV stage", 8),
+    ("batch 9–64", 50),
 ];
 
 fn print(r: &FuzzReport) {

@@ -47,8 +47,8 @@ pub struct EmitArgs {
     /// TP group size.
     #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = parse_tp)]
     tp: u32,
-    /// Tokens decoded at once (1–8).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=8))]
+    /// Tokens decoded at once (1–64); a batch whose kernel the lowering cannot take on the target (its LDS) is refused with the reason.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     batch: u16,
     /// Build the kernel at this model's dimensions (a Hugging Face `config.json`: hidden,
     /// intermediate, heads, KV heads, head dim, RMSNorm epsilon) instead of Qwen 3.5 27B's.

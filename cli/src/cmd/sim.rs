@@ -43,8 +43,8 @@ pub struct SimArgs {
     /// Target whose lowering is simulated.
     #[arg(long, default_value_t = Arch::Gfx906)]
     target: Arch,
-    /// Tokens decoded at once (1–8).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=8))]
+    /// Tokens decoded at once (1–64); a batch whose kernel the lowering cannot take on the target (its LDS) is refused with the reason.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     batch: u16,
     /// Allreduce protocol: pull or push (default: the schedule's).
     #[arg(long, value_parser = parse_protocol)]

@@ -451,8 +451,9 @@ impl<'a> Lowering<'a> {
         let max = self.arch.max_static_lds_per_workgroup() as usize;
         if lds > max {
             return Err(LowerError::Schedule(format!(
-                "{lds} bytes of LDS exceed the {max} one {} workgroup can declare",
-                self.arch
+                "{lds} bytes of LDS exceed the {max} one {} workgroup can declare{}",
+                self.arch,
+                self.batch_that_fits(lds, max)
             )));
         }
         Ok(())
@@ -460,6 +461,23 @@ impl<'a> Lowering<'a> {
 }
 
 impl Lowering<'_> {
+    /// What a refusal for LDS adds at batch > 1: the kernel, its batch and the largest batch
+    /// that fits at this schedule. The LDS arrays (staged activations, cross-slice sums, norm
+    /// partials) grow with the batch, some parts do not, so `lds / batch` bytes per row
+    /// overstates the per-row cost and the batch named is one that lowers (or a smaller one).
+    fn batch_that_fits(&self, lds: usize, max: usize) -> String {
+        let batch = self.plan.batch;
+        if batch <= 1 {
+            return String::new();
+        }
+        let per_row = lds.div_ceil(batch);
+        format!(
+            " (kernel `{}` at batch {batch}, {per_row} bytes per batch row); at this schedule it fits up to batch {}",
+            self.k.name,
+            max / per_row
+        )
+    }
+
     /// `base[index]` for an LDS array.
     pub fn lds_at(&self, l: Lds, index: Expr) -> crate::lowered::MemRef {
         at(Base::Lds(l), index)
