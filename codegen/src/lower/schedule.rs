@@ -996,6 +996,21 @@ fn common_k(kernel: &Kernel) -> Option<usize> {
     gemv_ks(kernel).reduce(gcd)
 }
 
+/// Waves per SIMD that the co-residency fit of a kernel with a grid barrier assumes the real
+/// compiler will give `kernel` on `arch` (at most; the budgets' workgroups per CU/SM bound it
+/// too). gfx906 above batch 4: 1 — hipcc compiled the INT4 GEMVs at batch 8 (a pre-norm GEMV
+/// 5120 → 17408, silu·mul before the down GEMV + allreduce at TP 1 and 4) to 135–146 VGPRs,
+/// one wave per SIMD, so 128-lane workgroups fit 2 per CU, not the budgets' 8, and a grid
+/// fitted at the budgets' occupancy was refused by `check` (issue 34). Otherwise the target's
+/// most (the budgets' occupancy decides).
+pub fn assumed_waves_per_simd(kernel: &Kernel, arch: Arch) -> u32 {
+    if arch == Arch::Gfx906 && batch_of(kernel) > 4 {
+        1
+    } else {
+        arch.max_waves_per_simd()
+    }
+}
+
 /// Batch rows of the kernel's activations (1 when it has none).
 fn batch_of(kernel: &Kernel) -> usize {
     kernel
