@@ -523,11 +523,23 @@ pub fn lower_or_materialise(
                 x_in_lds: false,
                 ..m.clone()
             };
-            let tries = if s.materialise_prologue {
-                vec![unstaged]
+            let mut tries = if s.materialise_prologue {
+                vec![unstaged.clone()]
             } else {
-                vec![m, unstaged]
+                vec![m, unstaged.clone()]
             };
+            // Unstaged, the GEMV stage's cross-slice sums (K slices × columns × batch rows) may
+            // still outgrow the workgroup's LDS (gfx906 at batch 16: 32 slices, 64 KiB and
+            // more): half the K slices in half the lanes, down to one wave.
+            let mut narrower = unstaged;
+            while narrower.threads_per_column > 1
+                && narrower.int4_dot != Int4Dot::Mma
+                && narrower.workgroup_size > arch.wave_size()
+            {
+                narrower.workgroup_size /= 2;
+                narrower.threads_per_column /= 2;
+                tries.push(narrower.clone());
+            }
             tries
                 .into_iter()
                 .find_map(|m| lower_any_grid(ir, arch, &m).ok().map(|k| (k, m)))
