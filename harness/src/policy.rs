@@ -482,7 +482,8 @@ pub fn fit_coresident(
         // waits keeps its grid, so only the persistent grid's other stages can shrink).
         let parts = |s: &Schedule| s.k_split * 1024 / s.columns_per_workgroup.max(1);
         let fits = |k: &LoweredKernel| fits_at(k, arch, ranks_per_device, waves);
-        if (fits(&pk), parts(&ps)) > (fits(&k), parts(&s)) {
+        let assumed = waves < arch.max_waves_per_simd();
+        if (assumed && fits(&pk), parts(&ps)) > (assumed && fits(&k), parts(&s)) {
             (k, s) = (pk, ps);
         }
     }
