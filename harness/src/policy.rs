@@ -654,6 +654,23 @@ pub fn fits_coresident(k: &LoweredKernel, arch: Arch, ranks_per_device: u32) -> 
     fits_at(k, arch, ranks_per_device, arch.max_waves_per_simd())
 }
 
+/// [`fits_coresident`] of `ir`'s lowering `k` at the waves per SIMD the compiler is assumed to
+/// give it ([`wavefuse_codegen::lower::assumed_waves_per_simd`]: fewer on gfx906 above batch 1):
+/// what [`fit_coresident`] fits for, and what the tuner requires of its candidates.
+pub fn fits_coresident_for(
+    ir: &Kernel,
+    k: &LoweredKernel,
+    arch: Arch,
+    ranks_per_device: u32,
+) -> bool {
+    fits_at(
+        k,
+        arch,
+        ranks_per_device,
+        wavefuse_codegen::lower::assumed_waves_per_simd(ir, arch),
+    )
+}
+
 /// [`fits_coresident`] at most `waves` waves per SIMD (what the compiler is assumed to give the
 /// kernel: [`wavefuse_codegen::lower::assumed_waves_per_simd`]).
 fn fits_at(k: &LoweredKernel, arch: Arch, ranks_per_device: u32, waves: u32) -> bool {
