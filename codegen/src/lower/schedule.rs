@@ -1002,11 +1002,14 @@ fn common_k(kernel: &Kernel) -> Option<usize> {
 /// a pre-norm GEMV 5120 → 17408 and silu·mul before the down GEMV + allreduce at TP 1 and 4 to
 /// 75–85 VGPRs at batch 2 (3 waves per SIMD), 96–104 at batch 4 (2), 106–126 at batches 5 and
 /// 6 (2) and 135–251 at batches 7 and 8 (1): 1 wave above batch 4, 2 at batches 3 and 4, 3 at
-/// batch 2. Grids fitted at the budgets' occupancy instead were refused by `check` at the
+/// batch 2; a GEMV group of two weights (gate and up, one activation) 175–255 VGPRs from batch 2
+/// (1). Grids fitted at the budgets' occupancy instead were refused by `check` at the
 /// compiled one (issue 34: 160 workgroups of 128 lanes at batch 8, 120 fit). Batch 1 and sm_90:
 /// the target's most (the budgets' occupancy decides).
 pub fn assumed_waves_per_simd(kernel: &Kernel, arch: Arch) -> u32 {
     match (arch, batch_of(kernel)) {
+        (_, 0..=1) => arch.max_waves_per_simd(),
+        (Arch::Gfx906, _) if widest_gemv_group(kernel) > 1 => 1,
         (Arch::Gfx906, 2) => 3,
         (Arch::Gfx906, 3..=4) => 2,
         (Arch::Gfx906, 5..) => 1,
