@@ -605,6 +605,18 @@ fn shrink_to_fit(
             // half the lanes halve them, on the same tile (gfx906 at batch 8: 32 KiB, 2 per CU).
             next.workgroup_size /= 2;
             next.threads_per_column /= 2;
+        } else if assumed
+            && bound
+            && s.int4_dot != Int4Dot::Mma
+            && s.threads_per_column > 1
+            && s.words_per_iteration > 1
+        {
+            // Already one wave (an assumed occupancy only: `least` is 128 otherwise): half the
+            // K slices, each lane half the words per iteration — the same tile in the same
+            // lanes, half the cross-slice sums (gfx906, gate/up at batch 16: 34 KiB → 18 KiB,
+            // 3 workgroups per CU instead of 1).
+            next.threads_per_column /= 2;
+            next.words_per_iteration /= 2;
         } else if s.k_split > 1 {
             // Fewer K parts per tile: the grid shrinks, each workgroup keeps its warps (and
             // stages the activations in LDS only while a part's still fit).
