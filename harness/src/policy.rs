@@ -449,7 +449,9 @@ pub fn persistent_lanes_per_cu(arch: Arch) -> u32 {
 pub const RESIDENT_PER_CU: u32 = 4;
 
 /// Lower, and when the kernel has a grid barrier and the grids of `ranks_per_device` ranks would
-/// not fit on one device at [`resident_per_cu`] workgroups per CU/SM, first (several GEMV
+/// not fit on one device at [`resident_per_cu`] workgroups per CU/SM (fewer where the waves per
+/// SIMD the compiler is assumed to give the kernel allow fewer:
+/// [`wavefuse_codegen::lower::assumed_waves_per_simd`], gfx906 above batch 4), first (several GEMV
 /// stages) cap the grid at [`persistent_lanes_per_cu`] (the stages without a grid-wide wait loop
 /// over their tile parts, [`Schedule::max_grid`]), then halve the K split
 /// (fewer workgroups per tile), then halve tensor-core workgroups above 256 lanes (half the K
@@ -466,17 +468,22 @@ pub fn fit_coresident(
     ranks_per_device: u32,
 ) -> Result<(LoweredKernel, Schedule), LowerError> {
     let (k, s) = lower_or_materialise(ir, arch, s)?;
-    let unfitted = !fits_coresident(&k, arch, ranks_per_device);
+    let waves = wavefuse_codegen::lower::assumed_waves_per_simd(ir, arch);
+    let unfitted = !fits_at(&k, arch, ranks_per_device, waves);
     let persistent = (unfitted && s.max_grid == 0)
-        .then(|| persistent(ir, arch, &s, &k, ranks_per_device))
+        .then(|| persistent(ir, arch, &s, &k, ranks_per_device, waves))
         .flatten();
-    let (mut k, mut s) = shrink_to_fit(ir, arch, k, s, ranks_per_device)?;
+    let (mut k, mut s) = shrink_to_fit(ir, arch, k, s, ranks_per_device, waves)?;
     // The persistent grid when it keeps more tile parts than shrinking the tiles alone does
     // (several GEMV stages: the stages without a grid-wide wait loop over their parts).
     if let Some((pk, ps)) = persistent {
-        let (pk, ps) = shrink_to_fit(ir, arch, pk, ps, ranks_per_device)?;
+        let (pk, ps) = shrink_to_fit(ir, arch, pk, ps, ranks_per_device, waves)?;
+        // One that fits at the assumed occupancy first (gfx906 above batch 4: the stage that
+        // waits keeps its grid, so only the persistent grid's other stages can shrink).
         let parts = |s: &Schedule| s.k_split * 1024 / s.columns_per_workgroup.max(1);
-        if parts(&ps) > parts(&s) {
+        let fits = |k: &LoweredKernel| fits_at(k, arch, ranks_per_device, waves);
+        let assumed = waves < arch.max_waves_per_simd();
+        if (assumed && fits(&pk), parts(&ps)) > (assumed && fits(&k), parts(&s)) {
             (k, s) = (pk, ps);
         }
     }
@@ -517,11 +524,23 @@ pub fn lower_or_materialise(
                 x_in_lds: false,
                 ..m.clone()
             };
-            let tries = if s.materialise_prologue {
-                vec![unstaged]
+            let mut tries = if s.materialise_prologue {
+                vec![unstaged.clone()]
             } else {
-                vec![m, unstaged]
+                vec![m, unstaged.clone()]
             };
+            // Unstaged, the GEMV stage's cross-slice sums (K slices × columns × batch rows) may
+            // still outgrow the workgroup's LDS (gfx906 at batch 16: 32 slices, 64 KiB and
+            // more): half the K slices in half the lanes, down to one wave.
+            let mut narrower = unstaged;
+            while narrower.threads_per_column > 1
+                && narrower.int4_dot != Int4Dot::Mma
+                && narrower.workgroup_size > arch.wave_size()
+            {
+                narrower.workgroup_size /= 2;
+                narrower.threads_per_column /= 2;
+                tries.push(narrower.clone());
+            }
             tries
                 .into_iter()
                 .find_map(|m| lower_any_grid(ir, arch, &m).ok().map(|k| (k, m)))
@@ -542,9 +561,11 @@ fn persistent(
     s: &Schedule,
     k: &LoweredKernel,
     ranks_per_device: u32,
+    waves: u32,
 ) -> Option<(LoweredKernel, Schedule)> {
     let per_cu = (persistent_lanes_per_cu(arch) / k.workgroup_size.max(1))
         .min(by_lds(k, arch))
+        .min(by_waves(k, arch, waves))
         .max(1);
     let cap = arch.compute_units() * per_cu / ranks_per_device.max(1);
     let capped = Schedule {
@@ -564,18 +585,38 @@ fn shrink_to_fit(
     mut k: LoweredKernel,
     mut s: Schedule,
     ranks_per_device: u32,
+    waves: u32,
 ) -> Result<(LoweredKernel, Schedule), LowerError> {
     loop {
-        if fits_coresident(&k, arch, ranks_per_device) || s.threads_per_column == 1 {
+        if fits_at(&k, arch, ranks_per_device, waves) || s.threads_per_column == 1 {
             break;
         }
         let mut next = s.clone();
-        if lds_bound(&k, arch) && s.int4_dot != Int4Dot::Mma && s.workgroup_size > 128 {
+        // Below the target's most waves per SIMD (gfx906 above batch 4: hipcc's VGPRs leave one
+        // wave per SIMD) the waves bound the workgroups per CU too, and halving goes on down to
+        // one wave per workgroup: 160 workgroups of 64 lanes fit 4 per CU where 2 of 128 do not.
+        let assumed = waves < arch.max_waves_per_simd();
+        let bound = lds_bound(&k, arch)
+            || (assumed && by_waves(&k, arch, waves) < resident_per_cu(k.workgroup_size));
+        let least = if assumed { arch.wave_size() } else { 128 };
+        if bound && s.int4_dot != Int4Dot::Mma && s.workgroup_size > least {
             // The cross-slice sums in LDS (K slices × columns × batch rows) limit the
             // workgroups per CU, and wider tiles would only grow them: half the K slices in
             // half the lanes halve them, on the same tile (gfx906 at batch 8: 32 KiB, 2 per CU).
             next.workgroup_size /= 2;
             next.threads_per_column /= 2;
+        } else if assumed
+            && bound
+            && s.int4_dot != Int4Dot::Mma
+            && s.threads_per_column > 1
+            && s.words_per_iteration > 1
+        {
+            // Already one wave (an assumed occupancy only: `least` is 128 otherwise): half the
+            // K slices, each lane half the words per iteration — the same tile in the same
+            // lanes, half the cross-slice sums (gfx906, gate/up at batch 16: 34 KiB → 18 KiB,
+            // 3 workgroups per CU instead of 1).
+            next.threads_per_column /= 2;
+            next.words_per_iteration /= 2;
         } else if s.k_split > 1 {
             // Fewer K parts per tile: the grid shrinks, each workgroup keeps its warps (and
             // stages the activations in LDS only while a part's still fit).
@@ -622,9 +663,40 @@ fn shrink_to_fit(
 /// barrier): what [`fit_coresident`] refits for, and what the tuner requires of its candidates so the suite keeps their
 /// schedule as is.
 pub fn fits_coresident(k: &LoweredKernel, arch: Arch, ranks_per_device: u32) -> bool {
+    fits_at(k, arch, ranks_per_device, arch.max_waves_per_simd())
+}
+
+/// [`fits_coresident`] of `ir`'s lowering `k` at the waves per SIMD the compiler is assumed to
+/// give it ([`wavefuse_codegen::lower::assumed_waves_per_simd`]: fewer on gfx906 above batch 1):
+/// what [`fit_coresident`] fits for, and what the tuner requires of its candidates.
+pub fn fits_coresident_for(
+    ir: &Kernel,
+    k: &LoweredKernel,
+    arch: Arch,
+    ranks_per_device: u32,
+) -> bool {
+    fits_at(
+        k,
+        arch,
+        ranks_per_device,
+        wavefuse_codegen::lower::assumed_waves_per_simd(ir, arch),
+    )
+}
+
+/// [`fits_coresident`] at most `waves` waves per SIMD (what the compiler is assumed to give the
+/// kernel: [`wavefuse_codegen::lower::assumed_waves_per_simd`]).
+fn fits_at(k: &LoweredKernel, arch: Arch, ranks_per_device: u32, waves: u32) -> bool {
     k.coresidency.is_none()
         || ranks_per_device * k.grid
-            <= arch.compute_units() * resident_per_cu(k.workgroup_size).min(by_lds(k, arch))
+            <= arch.compute_units()
+                * resident_per_cu(k.workgroup_size)
+                    .min(by_lds(k, arch))
+                    .min(by_waves(k, arch, waves))
+}
+
+/// Workgroups of `k` one CU/SM holds at `waves` waves per SIMD (by its lanes alone).
+fn by_waves(k: &LoweredKernel, arch: Arch, waves: u32) -> u32 {
+    arch.resident_workgroups_per_cu(k.workgroup_size, waves, 0)
 }
 
 /// Workgroups of `k` one CU/SM holds by its LDS alone.

@@ -829,3 +829,33 @@ fn a_prologue_too_large_for_lds_is_materialised_behind_a_grid_barrier() {
         summary(&p, &r)
     );
 }
+
+/// gfx906 above batch 4: the co-residency fit assumes hipcc's one wave per SIMD (issue 34). A
+/// pre-norm GEMV whose prologue is materialised (K 4096 at batch 8) and whose GEMV stage has 128
+/// tiles of 32 columns: at 2 workgroups of 128 lanes per CU only 120 fit, so the fit keeps the
+/// norm's grid (it waits) and halves the workgroups to one wave (4 per CU) on a persistent grid
+/// whose GEMV stage loops over its tiles. Clean against the reference.
+#[test]
+fn gfx906_batch_8_fit_at_one_wave_per_simd_is_clean() {
+    let ir = parse(
+        &NORM_GEMV_B8
+            .replace("norm_gemv_b8", "norm_gemv_b8_wide")
+            .replace("n=64]", "n=4096]")
+            .replace("f16[8, 64]", "f16[8, 4096]"),
+    )
+    .expect("parses");
+    let arch = Arch::Gfx906;
+    let (k, s) = fit_coresident(&ir, arch, Schedule::default_for(arch, &ir), 1).expect("fits");
+    assert!(s.materialise_prologue, "{s:?}");
+    assert_eq!(k.workgroup_size, 64, "{s:?}");
+    assert!(k.coresidency.is_some());
+    // One wave per SIMD: 4 one-wave workgroups per CU.
+    assert!(k.grid <= arch.compute_units() * 4, "grid {}", k.grid);
+    let p = Prepared {
+        ir: ir.clone(),
+        lowered: k,
+        shapes: None,
+        peer_table: PeerTable::Shared,
+    };
+    clean_n(&p, "norm gemv b8 wide@gfx906", 1);
+}

@@ -996,6 +996,27 @@ fn common_k(kernel: &Kernel) -> Option<usize> {
     gemv_ks(kernel).reduce(gcd)
 }
 
+/// Waves per SIMD that the co-residency fit of a kernel with a grid barrier assumes the real
+/// compiler will give `kernel` on `arch` (at most; the budgets' workgroups per CU/SM bound it
+/// too). On gfx906 the INT4 GEMV's registers grow with the batch rows; hipcc (ROCm 5.2) compiled
+/// a pre-norm GEMV 5120 → 17408 and silu·mul before the down GEMV + allreduce at TP 1 and 4 to
+/// 75–85 VGPRs at batch 2 (3 waves per SIMD), 96–104 at batch 4 (2), 106–126 at batches 5 and
+/// 6 (2) and 135–251 at batches 7 and 8 (1): 1 wave above batch 4, 2 at batches 3 and 4, 3 at
+/// batch 2; a GEMV group of two weights (gate and up, one activation) 175–255 VGPRs from batch 2
+/// (1). Grids fitted at the budgets' occupancy instead were refused by `check` at the
+/// compiled one (issue 34: 160 workgroups of 128 lanes at batch 8, 120 fit). Batch 1 and sm_90:
+/// the target's most (the budgets' occupancy decides).
+pub fn assumed_waves_per_simd(kernel: &Kernel, arch: Arch) -> u32 {
+    match (arch, batch_of(kernel)) {
+        (_, 0..=1) => arch.max_waves_per_simd(),
+        (Arch::Gfx906, _) if widest_gemv_group(kernel) > 1 => 1,
+        (Arch::Gfx906, 2) => 3,
+        (Arch::Gfx906, 3..=4) => 2,
+        (Arch::Gfx906, 5..) => 1,
+        _ => arch.max_waves_per_simd(),
+    }
+}
+
 /// Batch rows of the kernel's activations (1 when it has none).
 fn batch_of(kernel: &Kernel) -> usize {
     kernel

@@ -16,7 +16,7 @@ use wavefuse_runtime::{Artifact, Cache, CompileRequest, Error as RtError, Resour
 use super::space;
 use crate::ab::report::Resources;
 use crate::ab::usage_of;
-use crate::policy::fits_coresident;
+use crate::policy::fits_coresident_for;
 use crate::suite;
 
 /// A candidate schedule generated: the pipeline's one artifact ([`wavefuse_codegen::compile`]).
@@ -83,7 +83,7 @@ pub fn build(
                 continue;
             }
         };
-        if i > 0 && !fits_coresident(&g.lowered, arch, ranks_per_device) {
+        if i > 0 && !fits_coresident_for(ir, &g.lowered, arch, ranks_per_device) {
             out.not_coresident += 1;
             continue;
         }
