@@ -128,12 +128,14 @@ fn emit_snapshot_and_measured_sources_are_identical() {
         }
     }
     // 2 targets × 8 kernels × (TP 1 + 3 TPs × 2 placements) × 3 batches; 64 snapshots; the
-    // refusals: the fused kernel on gfx906 with its ranks on one MI50 at TP 4 batch 1 and 8 and
-    // at TP 8 (see harness's `every_suite_case_generates_with_its_ranks_on_one_device`; TP 2
-    // batch 8 and TP 4 batch 3 fit since the default stages in phases at batch > 1).
+    // refusals: the fused kernel on gfx906 with its ranks on one MI50 at TP 4 batch 1 and at
+    // TP 8 batch 1, 3, 8 (see harness's `every_suite_case_generates_with_its_ranks_on_one_device`;
+    // TP 2 batch 8 and TP 4 batch 3 fit since the default stages in phases at batch > 1, and TP 4
+    // batch 8 since the gfx906 fit assumes hipcc's occupancy above batch 4 and narrows the
+    // workgroups, issue 34 item 3).
     assert_eq!(
         (compared + refused, snapshots, refused),
-        (2 * 8 * 7 * 3, 64, 5)
+        (2 * 8 * 7 * 3, 64, 4)
     );
 }
 
