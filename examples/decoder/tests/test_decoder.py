@@ -405,6 +405,12 @@ def _rank_main(rank, world, port, out):
             model = Decoder(sm, make_backend(path, group=dist.group.WORLD), batch=2, max_seq=12)
             g = generate(StepRunner(model), PROMPT, 8)
             torch.save(g.tokens, f"{out}/{path}-{rank}.pt")
+            del model, g
+        # Every rank is done with the group's kernels before the process group goes.
+        import gc
+
+        gc.collect()
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
