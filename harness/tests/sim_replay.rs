@@ -4,9 +4,11 @@
 //! ranks skewed against each other (a rank may start its next replay while a peer is still in the
 //! previous one). The epoch lives on the device (`epoch_state`), so nothing the host passes changes
 //! between replays; each replay's outputs are checked against the f64 oracle of its own inputs.
-//! Then the mutant that freezes the device-side advance (the last workgroup no longer adds 1 to
-//! `epoch_state[0]`): from the second replay on, every barrier and flag of the launch is already
-//! "passed", and the simulator must report it.
+//! Then two mutants of the device-side advance, each of which the simulator must report: one that
+//! freezes it (lane 0 of every workgroup adds 0 to its `epoch_state` word): from the second replay
+//! on, every barrier and flag of the launch is already "passed"; and one that drops the workgroup
+//! barrier before it: lane 0 advances the word while a lagging lane of its workgroup has yet to
+//! load this launch's epoch from it, so that lane runs one epoch ahead of its workgroup.
 
 mod support;
 
@@ -80,7 +82,7 @@ fn replayed_launches_are_clean_and_match_the_oracle_both_targets() {
     }
 }
 
-/// The last workgroup's `epoch_state[0] += 1` becomes `+= 0`: the epoch stays 1 forever.
+/// Every workgroup's `epoch_state[wg] += 1` becomes `+= 0`: the epoch stays 1 forever.
 fn freeze_the_advance(p: &mut Prepared) {
     let state = p.lowered.epoch_state.expect("a device epoch");
     let mut frozen = 0;
@@ -156,4 +158,64 @@ fn a_frozen_device_epoch_passes_one_launch() {
     freeze_the_advance(&mut p);
     let s = sweep_replayed(&p, SEED, 0, SCHEDULES, 1, |_, _| {}).expect("simulates");
     assert_eq!(s.failing, 0, "{id}: {}", summary(&p, &s));
+}
+
+/// Removes the workgroup barrier that precedes the exit advance (`if lane == 0 { epoch_state[wg]
+/// += 1 }`, the last statement of the body).
+fn drop_the_barrier_before_the_advance(p: &mut Prepared) {
+    let body = &mut p.lowered.body;
+    let n = body.len();
+    assert!(
+        matches!(&body[n - 1], Stmt::If { then_body, .. }
+            if matches!(then_body[..], [Stmt::Atomic { why: Invariant::MonotonicEpochs, .. }])),
+        "the body ends with the advance"
+    );
+    assert!(
+        matches!(body[n - 2], Stmt::WorkgroupBarrier),
+        "a workgroup barrier precedes the advance"
+    );
+    body.remove(n - 2);
+}
+
+/// The workgroup barrier before the advance (§5.4: lane 0 advances its workgroup's word only
+/// once every lane has loaded it) is enforced by construction: without it, the lowered validator
+/// refuses the kernel (§5.1's rule for every elected add on a counter: lane 0, directly after a
+/// workgroup barrier). The simulator alone would not see this mutant in the set's kernels: each
+/// of their bodies already has top-level workgroup barriers (those of its grid barriers and flag
+/// rounds) that every lane passes after its entry load, so no schedule lets a lane lag past the
+/// advance — which this test also checks, so that the day a kernel has none, the validator is
+/// what stands between it and a lane reading the next launch's epoch.
+#[test]
+fn an_advance_without_its_workgroup_barrier_is_refused_both_targets() {
+    use wavefuse_codegen::lowered::validate::validate;
+    for arch in Arch::ALL {
+        for (tp, id) in [
+            (2, KernelId::AllreduceResidual),
+            (2, KernelId::GemvInt4AllreduceRmsnorm),
+            (4, KernelId::AllreduceResidualRmsnorm),
+        ] {
+            let Some((_, mut p)) = replayable(tp, arch, 1).into_iter().find(|(i, _)| *i == id)
+            else {
+                panic!("{id}@{arch} tp{tp} synchronises");
+            };
+            validate(&p.lowered).expect("the kernel as lowered is valid");
+            drop_the_barrier_before_the_advance(&mut p);
+            let err = validate(&p.lowered)
+                .expect_err("an advance without its barrier is refused")
+                .to_string();
+            assert!(
+                err.contains("does not follow a workgroup barrier") && err.contains("§5.1"),
+                "{id}@{arch} tp{tp}: {err}"
+            );
+            // What the simulator sees: nothing, as the body's own barriers order the loads.
+            let s = sweep_replayed(&p, SEED, 0, SCHEDULES, REPLAYS, |_, _| {}).expect("simulates");
+            assert_eq!(s.failing, 0, "{id}@{arch} tp{tp}: {}", summary(&p, &s));
+            assert!(
+                p.lowered.body[..p.lowered.body.len() - 1]
+                    .iter()
+                    .any(|s| matches!(s, Stmt::WorkgroupBarrier)),
+                "{id}@{arch} tp{tp}: a top-level workgroup barrier after the entry load"
+            );
+        }
+    }
 }

@@ -73,6 +73,9 @@ fn with_device_epoch(k: &mut LoweredKernel, body: Block) -> Block {
     out.push(Stmt::Comment(
         "the epoch advances on the device: every lane of this workgroup has loaded it".into(),
     ));
+    // §5.4: lane 0 advances the word only once every lane of its workgroup has loaded it (a
+    // lagging lane would read the next launch's epoch). The validator refuses the advance without
+    // this barrier (§5.1's elected add); harness/tests/sim_replay.rs plants that mutant.
     out.push(Stmt::WorkgroupBarrier);
     let advance = Stmt::Atomic {
         dst: None,
