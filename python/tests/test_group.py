@@ -46,7 +46,9 @@ def _fused(rank: int, world: int, path: str) -> None:
         with pytest.raises(wavefuse.ArgumentError, match="this process's rank"):
             k(w_down_qweight=[ws[rank][0]] * world, w_down_scales=ws[rank][1],
               w_down_qzeros=ws[rank][2], x=xs[rank], residual=r, norm_w=w)
-        g.close()
+        g.close()  # collective: the kernels close between two barriers
+        assert g.closed and k.closed
+        g.close()  # a second call does nothing (and is not a collective)
         with pytest.raises(wavefuse.ArgumentError, match="group.*closed"):
             k(w_down_qweight=ws[rank][0], w_down_scales=ws[rank][1], w_down_qzeros=ws[rank][2],
               x=xs[rank], residual=r, norm_w=w)

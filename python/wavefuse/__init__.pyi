@@ -83,7 +83,8 @@ class Group:
     @property
     def closed(self) -> bool: ...
     def close(self) -> None:
-        """Kernels built with the group refuse further calls."""
+        """Collective: closes the group and its kernels between two barriers of the process group;
+        afterwards dist.destroy_process_group() is safe."""
 
 def group_from_process_group(pg: Any = None, device: Union[str, torch.device, None] = None) -> Group:
     """A Group over `pg` (default: the default process group), this process on `device`."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import socket
+import weakref
 from typing import Any, List, Optional, Union
 
 import torch
@@ -44,6 +45,8 @@ class Group:
         self.size: int = dist.get_world_size(pg)
         self.device: str = device
         self._closed = False
+        # The kernels built with this group, closed with it (weak: a dropped kernel frees itself).
+        self._kernels: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
     @property
     def closed(self) -> bool:
@@ -51,8 +54,26 @@ class Group:
         return self._closed
 
     def close(self) -> None:
-        """Closes the group: kernels built with it refuse further calls (`ArgumentError`)."""
+        """Closes the group and every kernel built with it; collective: every rank calls it.
+
+        In order: kernels built with the group refuse further calls (`ArgumentError`); this
+        rank's device finishes its queued work; all ranks meet at a barrier (no rank still
+        launches a kernel that reads a peer's flags or payload); each rank frees its kernels'
+        device state and unmaps its peers' buffers; all ranks meet again, so that none destroys
+        the process group (or exits, freeing memory a peer has mapped) while another is still
+        closing. Afterwards `dist.destroy_process_group()` is safe. A second call does nothing.
+        """
+        if self._closed:
+            return
+        import torch.distributed as dist
+
         self._closed = True
+        if self.device != "sim" and torch.cuda.is_available():
+            torch.cuda.synchronize(torch.device(self.device))
+        dist.barrier(group=self._pg)
+        for k in list(self._kernels):
+            k.close()
+        dist.barrier(group=self._pg)
 
     def __repr__(self) -> str:
         return f"<wavefuse.Group rank {self.rank} of {self.size} on {self.device}{' (closed)' if self._closed else ''}>"

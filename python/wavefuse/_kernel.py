@@ -400,10 +400,10 @@ class Kernel:
     def __call__(self, *args: Any, out: Optional[Dict[str, Any]] = None, **kwargs: Any) -> Any:
         """Runs the kernel on the inputs (positional in `inputs` order, or by name); see the class
         docs. Raises `ArgumentError` for an argument that does not match the ABI."""
-        if self._closed:
-            raise ArgumentError(f"kernel {self.name}: the kernel was closed")
         if self._group is not None and self._group.closed:
             raise ArgumentError(f"kernel {self.name}: its process group (wavefuse.Group) was closed")
+        if self._closed:
+            raise ArgumentError(f"kernel {self.name}: the kernel was closed")
         ins = self._bind_inputs(args, kwargs)
         if out is None:
             result = self._op(*ins)
@@ -509,10 +509,10 @@ class Kernel:
                 )
 
     def _check_all(self, ins: Sequence[Any], outs: Sequence[Any], real: bool) -> None:
-        if self._closed:
-            raise ArgumentError(f"kernel {self.name}: the kernel was closed")
         if self._group is not None and self._group.closed:
             raise ArgumentError(f"kernel {self.name}: its process group (wavefuse.Group) was closed")
+        if self._closed:
+            raise ArgumentError(f"kernel {self.name}: the kernel was closed")
         for a, v in zip(self._inputs, ins):
             self._check(a, v if self._lists else [v], real)
         for a, v in zip(self._outputs, outs):
@@ -749,7 +749,9 @@ def _group_kernel(group: "Group", source: Any, *, tp: Optional[int], devices: An
     # that every process built the same one: the same source, ABI and TP.
     whole = kernel(source, tp=group.size, device="sim", **kw)
     group._handshake(whole)
-    return Kernel(whole._gen, None, ["sim"], group=group)
+    k = Kernel(whole._gen, None, ["sim"], group=group)
+    group._kernels.add(k)
+    return k
 
 
 class _DeviceWord:
@@ -813,7 +815,9 @@ def _group_gpu_kernel(group: "Group", source: Any, dev: str, *, batch: Optional[
     except _native.DeviceError as e:
         err = str(e)
     group._agree(err, "mapping the peers' buffers (IPC)", fallback)
-    return Kernel(gen, native, [dev], group=group)
+    k = Kernel(gen, native, [dev], group=group)
+    group._kernels.add(k)
+    return k
 
 
 def _find_nvrtc() -> None:

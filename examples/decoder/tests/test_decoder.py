@@ -402,15 +402,13 @@ def _rank_main(rank, world, port, out):
         src = ck.RandomSource(load_config("tiny"), 0)
         sm = shard_model(src, world, ranks=[rank])
         for path in _process_paths():
-            model = Decoder(sm, make_backend(path, group=dist.group.WORLD), batch=2, max_seq=12)
+            backend = make_backend(path, group=dist.group.WORLD)
+            model = Decoder(sm, backend, batch=2, max_seq=12)
             g = generate(StepRunner(model), PROMPT, 8)
             torch.save(g.tokens, f"{out}/{path}-{rank}.pt")
-            del model, g
-        # Every rank is done with the group's kernels before the process group goes.
-        import gc
-
-        gc.collect()
-        dist.barrier()
+            # Collective: the group's kernels close between two barriers, so no rank destroys
+            # the process group while a peer still runs one (gloo aborted a rank without it).
+            backend.close()
     finally:
         dist.destroy_process_group()
 

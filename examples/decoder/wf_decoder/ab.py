@@ -281,7 +281,7 @@ def _ab_one(args, cfg, sm, paths, tp, batch, device, group, dev_name, bw, skippe
     gen = torch.Generator().manual_seed(args.seed + 1)
     prompt = torch.randint(0, cfg.vocab_size, (batch, args.prompt_len), generator=gen)
     max_seq = args.prompt_len + max(args.steps, args.check_steps) + 2
-    models, runners, describe = {}, {}, {}
+    models, runners, describe, backends = {}, {}, {}, {}
     for p in paths:
         try:
             backend = make_backend(p, device, group, compile=args.compile)
@@ -290,6 +290,7 @@ def _ab_one(args, cfg, sm, paths, tp, batch, device, group, dev_name, bw, skippe
                 skipped[p] = str(e).splitlines()[0]
                 log(f"[{dev_name}] {p}: {skipped[p]}")
             continue
+        backends[p] = backend
         models[p] = Decoder(sm, backend, batch=batch, max_seq=max_seq)
         t0 = time.perf_counter()
         runners[p] = StepRunner(models[p], graph=False if args.no_graph else None)
@@ -361,6 +362,9 @@ def _ab_one(args, cfg, sm, paths, tp, batch, device, group, dev_name, bw, skippe
         )
     for r in runners.values():
         r.graph = None
+    # Collective with a process group: every rank closes the same backends, in the same order.
+    for b in backends.values():
+        b.close()
     return rows
 
 

@@ -42,6 +42,10 @@ class Backend:
         self.device = torch.device(device)
         self.group = group
 
+    def close(self) -> None:
+        """Releases what the backend holds on the device. With a process group it is collective:
+        every rank calls it, and afterwards the process group may be destroyed. Default: nothing."""
+
     # ---- weights, converted once at load ------------------------------------------------------
 
     def prepare(self, w: GptqWeight) -> Any:

@@ -106,6 +106,15 @@ class WavefuseUnfusedBackend(Backend):
             self._wf_group = self.wf.group_from_process_group(group, device=self._dev)
             self._world = dist.get_world_size(group)
 
+    def close(self) -> None:
+        """Closes every kernel this backend built; with a process group, its wavefuse group
+        (collective: the kernels close between two barriers of the process group, docs/python.md)."""
+        if self._wf_group is not None:
+            self._wf_group.close()
+        for k in self._kernels.values():
+            k.close()
+        self._kernels.clear()
+
     def _row_tp(self, held: int) -> int:
         """The TP size of a row-parallel kernel whose inputs this process holds ``held`` ranks of."""
         if self._wf_group is None:
