@@ -44,6 +44,9 @@ def _norm(r, w, eps):
     return (r * torch.rsqrt(r.pow(2).mean(-1, keepdim=True) + eps) * w.float()).half()
 
 
+closed: list = []  # the names of the kernels closed, in order
+
+
 def kernel(name: str, tp: int, batch: int, device: str | None = None, devices=None, **shape):
     """The kernel ``name`` built for these shapes, as a callable of its inputs by name."""
     assert set(shape) == SHAPES[name], f"{name}: shape parameters {sorted(shape)}"
@@ -80,4 +83,5 @@ def kernel(name: str, tp: int, batch: int, device: str | None = None, devices=No
         normed = _norm(r.float(), _list(a["norm_w"], tp)[0], shape["eps"])
         return ranked(r), ranked(normed)
 
+    run.close = lambda: closed.append(name)  # what wavefuse.Kernel.close() is to the backend
     return run

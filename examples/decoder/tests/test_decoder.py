@@ -314,6 +314,7 @@ def fake_wavefuse(monkeypatch):
     import fake_wavefuse
 
     fake_wavefuse.calls.clear()
+    fake_wavefuse.closed.clear()
     monkeypatch.setitem(sys.modules, "wavefuse", fake_wavefuse)
     return fake_wavefuse
 
@@ -370,6 +371,8 @@ def test_ab_command_writes_results(tmp_path, fake_wavefuse):
     res = json.loads((tmp_path / "ab.json").read_text())
     md = (tmp_path / "ab.md").read_text()
     assert rc == 0, md
+    # every kernel the wavefuse paths built was closed once their rows were measured
+    assert sorted(fake_wavefuse.closed) == sorted(fake_wavefuse.calls)
     assert [r["path"] for r in res["rows"]] == ["torch_best", "wavefuse_unfused", "wavefuse_fused"]
     for r in res["rows"]:
         assert len(r["tok_s"]["runs"]) == 2 and r["floor_tok_s"] > 0
