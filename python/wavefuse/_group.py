@@ -4,7 +4,7 @@ Building a kernel with `group=` is collective: every process of the group must b
 kernels in the same order. The handshake checks that they did (same generated source, ABI and TP).
 On the simulator device each process then simulates the whole group on every rank's inputs
 (exchanged through the process group at each call) and keeps its own rank's outputs. On GPUs each process
-builds its rank's kernel, exports the IPC handles (cudaIpc) of its peer arrays (cross-rank flags,
+builds its rank's kernel, exports the IPC handles (cudaIpc, hipIpc on ROCm) of its peer arrays (cross-rank flags,
 allreduce payloads), gathers every rank's through the process group and maps them, before any
 launch or capture; where a GPU cannot reach a peer's memory (or the ranks are on different nodes)
 building fails on every rank with the fallback in the message.

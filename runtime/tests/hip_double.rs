@@ -130,3 +130,97 @@ fn the_double_passes_its_smoke_test() {
     );
     assert!(text.contains("smoke.sh: OK"), "{text}");
 }
+
+/// Set in the children of `memory_is_shared_between_processes_through_the_double`: `export` or
+/// `import` (the latter with the handle in [`HANDLE`]).
+const IPC_ROLE: &str = "WAVEFUSE_TEST_HIP_DOUBLE_IPC";
+const HANDLE: &str = "WAVEFUSE_TEST_HIP_DOUBLE_HANDLE";
+
+#[test]
+#[ignore = "a child process of memory_is_shared_between_processes_through_the_double"]
+fn the_ipc_child() {
+    use std::io::Read;
+    use wavefuse_runtime::{DeviceBuffer, MemKind};
+    let role = std::env::var(IPC_ROLE).expect("started by the IPC test");
+    let dev = match HipDevice::new(0) {
+        Ok(d) => d,
+        Err(e) => {
+            println!("IPC no-device {e}");
+            return;
+        }
+    };
+    if role == "export" {
+        let buf = dev.alloc(4096, MemKind::Flags).expect("alloc");
+        dev.upload(&buf, 0, &[0xA5; 4096]).expect("upload");
+        let h = dev.ipc_handle(&buf).expect("hipIpcGetMemHandle");
+        let hex: String = h.iter().map(|b| format!("{b:02x}")).collect();
+        println!("IPC handle {hex}");
+        // Keep the allocation alive until the parent closes stdin (the importer is done).
+        let mut sink = Vec::new();
+        let _ = std::io::stdin().read_to_end(&mut sink);
+    } else {
+        let hex = std::env::var(HANDLE).expect("the handle");
+        let h: Vec<u8> = (0..hex.len() / 2)
+            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).expect("hex"))
+            .collect();
+        assert!(
+            dev.ipc_open(&h[..10], 4096).is_err(),
+            "a short handle is refused"
+        );
+        let m = dev.ipc_open(&h, 4096).expect("hipIpcOpenMemHandle");
+        assert!(m.ptr() != 0 && m.bytes() == 4096);
+        drop(m); // hipIpcCloseMemHandle
+        println!("IPC mapped");
+    }
+}
+
+/// Memory shared between processes through the HIP path (`hipIpc*`, over `cuIpc*` in the
+/// double): one child exports a buffer's handle and keeps it alive, another maps and unmaps it.
+/// Without an NVIDIA driver both children report no device, and the test says "skipped".
+#[test]
+fn memory_is_shared_between_processes_through_the_double() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    build_double(dir.path());
+    let child = |role: &str| {
+        let mut c = Command::new(std::env::current_exe().expect("the test binary"));
+        c.args(["--exact", "the_ipc_child", "--ignored", "--nocapture"])
+            .env(IPC_ROLE, role)
+            .env("LD_LIBRARY_PATH", dir.path());
+        c
+    };
+    let mut exporter = child("export")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the exporter runs");
+    let mut handle = None;
+    for line in BufReader::new(exporter.stdout.take().expect("stdout")).lines() {
+        let line = line.expect("utf-8");
+        if let Some(h) = line.strip_prefix("IPC handle ") {
+            handle = Some(h.to_owned());
+            break;
+        }
+        if let Some(e) = line.strip_prefix("IPC no-device ") {
+            assert!(e.contains("AMD"), "{e}");
+            println!("skipped: no GPU (the double has no CUDA driver to drive): {e}");
+            let _ = exporter.wait();
+            return;
+        }
+    }
+    let handle = handle.expect("the exporter printed its handle");
+    assert_eq!(handle.len(), 128, "a 64-byte hipIpcMemHandle_t");
+    let out = child("import")
+        .env(HANDLE, &handle)
+        .output()
+        .expect("the importer runs");
+    drop(exporter.stdin.take()); // the exporter may free its buffer now
+    assert!(exporter.wait().expect("exporter exits").success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("IPC mapped"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -43,6 +43,13 @@ typedef void *CUgraph;
 typedef void *CUgraphExec;
 typedef unsigned long long CUdeviceptr;
 typedef void (*CUstreamCallback)(CUstream stream, CUresult status, void *user_data);
+/* CUipcMemHandle and hipIpcMemHandle_t: 64 opaque bytes each, passed by value to Open. */
+typedef struct {
+    char reserved[64];
+} CUipcMemHandle;
+typedef struct {
+    char reserved[64];
+} hipIpcMemHandle_t;
 
 /* HIP/CUDA codes used by the double itself. */
 #define HIP_SUCCESS 0
@@ -125,7 +132,10 @@ typedef void (*CUstreamCallback)(CUstream stream, CUresult status, void *user_da
     X(cuEventCreate, "cuEventCreate", (CUevent *, unsigned))                                    \
     X(cuEventRecord, "cuEventRecord", (CUevent, CUstream))                                      \
     X(cuEventSynchronize, "cuEventSynchronize", (CUevent))                                      \
-    X(cuEventDestroy, "cuEventDestroy_v2", (CUevent))
+    X(cuEventDestroy, "cuEventDestroy_v2", (CUevent))                                          \
+    X(cuIpcGetMemHandle, "cuIpcGetMemHandle", (CUipcMemHandle *, CUdeviceptr))                  \
+    X(cuIpcOpenMemHandle, "cuIpcOpenMemHandle_v2", (CUdeviceptr *, CUipcMemHandle, unsigned))   \
+    X(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", (CUdeviceptr))
 
 #define DECLARE_POINTER(field, symbol, params) static CUresult (*p_##field) params;
 CU_FUNCTIONS(DECLARE_POINTER)
@@ -362,6 +372,35 @@ int hipExtMallocWithFlags(void **ptr, size_t bytes, unsigned flags) {
 int hipFree(void *ptr) {
     ENTER();
     return ptr == NULL ? HIP_SUCCESS : p_cuMemFree(DPTR(ptr));
+}
+
+/* hipIpcGetMemHandle: cuIpcGetMemHandle of the allocation's base (the handle bytes copied). */
+int hipIpcGetMemHandle(hipIpcMemHandle_t *handle, void *ptr) {
+    if (handle == NULL) return HIP_ERROR_INVALID_VALUE;
+    ENTER();
+    CUipcMemHandle h;
+    int rc = p_cuIpcGetMemHandle(&h, DPTR(ptr));
+    if (rc == 0) memcpy(handle->reserved, h.reserved, sizeof h.reserved);
+    return rc;
+}
+
+/* hipIpcOpenMemHandle: cuIpcOpenMemHandle_v2 in the current context; hipIpcMemLazyEnablePeerAccess
+ * (1) is CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS (1). */
+int hipIpcOpenMemHandle(void **ptr, hipIpcMemHandle_t handle, unsigned flags) {
+    if (ptr == NULL) return HIP_ERROR_INVALID_VALUE;
+    ENTER();
+    CUipcMemHandle h;
+    memcpy(h.reserved, handle.reserved, sizeof h.reserved);
+    CUdeviceptr d = 0;
+    int rc = p_cuIpcOpenMemHandle(&d, h, flags);
+    if (rc == 0) *ptr = (void *)(uintptr_t)d;
+    return rc;
+}
+
+/* hipIpcCloseMemHandle: cuIpcCloseMemHandle. */
+int hipIpcCloseMemHandle(void *ptr) {
+    ENTER();
+    return p_cuIpcCloseMemHandle(DPTR(ptr));
 }
 
 /* hipMemcpy: cuMemcpyHtoD_v2 / DtoH_v2 / DtoD_v2 by kind (1, 2, 3; others are invalid), then

@@ -35,11 +35,16 @@ static const char *const SYMBOLS[] = {
     "hipStreamBeginCapture", "hipStreamEndCapture", "hipGraphInstantiate", "hipGraphLaunch",
     "hipGraphUpload", "hipGraphExecDestroy", "hipGraphDestroy", "hipMemsetD8Async", "hipMemcpyDtoDAsync",
     "hipEventCreateWithFlags", "hipEventRecord", "hipEventSynchronize", "hipEventElapsedTime",
-    "hipEventDestroy", "wavefuse_hip_double_arch",
+    "hipEventDestroy", "hipIpcGetMemHandle", "hipIpcOpenMemHandle", "hipIpcCloseMemHandle",
+    "wavefuse_hip_double_arch",
 };
 #define NSYM (sizeof SYMBOLS / sizeof SYMBOLS[0])
 
 typedef void (*hipStreamCallback_t)(void *, int, void *);
+/* hipIpcMemHandle_t: 64 opaque bytes. */
+struct ipc_handle {
+    char reserved[64];
+};
 static struct {
     int (*Init)(unsigned);
     int (*GetDeviceCount)(int *);
@@ -83,6 +88,9 @@ static struct {
     int (*EventSynchronize)(void *);
     int (*EventElapsedTime)(float *, void *, void *);
     int (*EventDestroy)(void *);
+    int (*IpcGetMemHandle)(void *, void *);
+    int (*IpcOpenMemHandle)(void **, struct ipc_handle, unsigned);
+    int (*IpcCloseMemHandle)(void *);
     const char *(*Arch)(void);
 } hip;
 
@@ -181,6 +189,11 @@ static void no_driver(void) {
     expect_rc("hipDeviceSynchronize", hip.DeviceSynchronize(), 100);
     expect_rc("hipGraphLaunch", hip.GraphLaunch(NULL, NULL), 100);
     expect_rc("hipGraphUpload", hip.GraphUpload(NULL, NULL), 100);
+    struct ipc_handle h;
+    memset(&h, 0, sizeof h);
+    expect_rc("hipIpcGetMemHandle", hip.IpcGetMemHandle(&h, NULL), 100);
+    expect_rc("hipIpcOpenMemHandle", hip.IpcOpenMemHandle(&p, h, 1), 100);
+    expect_rc("hipIpcCloseMemHandle", hip.IpcCloseMemHandle(NULL), 100);
     if (strcmp(hip.Arch(), "") != 0) fail("wavefuse_hip_double_arch() is not \"\" without a driver");
     printf("hip-double smoke: no libcuda.so.1 here; hipInit -> 100 hipErrorNoDevice (\"%s\"); OK\n", s);
 }

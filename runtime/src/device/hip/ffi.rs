@@ -37,6 +37,18 @@ pub(crate) const EVENT_DEFAULT: c_uint = 0x0;
 pub(crate) const ATTR_COOPERATIVE_LAUNCH: c_int = 10;
 pub(crate) const ATTR_MULTIPROCESSOR_COUNT: c_int = 63;
 pub(crate) const ATTR_L2_CACHE_SIZE: c_int = 19;
+/// `hipIpcMemLazyEnablePeerAccess`: the owner may be another GPU of this host.
+pub(crate) const IPC_MEM_LAZY_ENABLE_PEER_ACCESS: c_uint = 0x1;
+/// `HIP_IPC_HANDLE_SIZE`: the bytes of a `hipIpcMemHandle_t`.
+pub(crate) const IPC_HANDLE_SIZE: usize = 64;
+
+/// `hipIpcMemHandle_t`, passed by value to `hipIpcOpenMemHandle`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct IpcMemHandle {
+    pub reserved: [c_char; IPC_HANDLE_SIZE],
+}
+
 /// `hipStreamCaptureModeRelaxed`.
 pub(crate) const CAPTURE_MODE_RELAXED: c_int = 2;
 pub(crate) const ATTR_GCN_ARCH: c_int = 10003;
@@ -110,6 +122,9 @@ pub(crate) struct Api {
     /// from ROCm 5.2).
     pub stream_add_callback:
         unsafe extern "C" fn(Stream, StreamCallback, *mut c_void, c_uint) -> c_int,
+    pub ipc_get_mem_handle: unsafe extern "C" fn(*mut IpcMemHandle, *mut c_void) -> c_int,
+    pub ipc_open_mem_handle: unsafe extern "C" fn(*mut *mut c_void, IpcMemHandle, c_uint) -> c_int,
+    pub ipc_close_mem_handle: unsafe extern "C" fn(*mut c_void) -> c_int,
     pub memset_d8_async: unsafe extern "C" fn(*mut c_void, u8, usize, Stream) -> c_int,
     pub memcpy_dtod_async: unsafe extern "C" fn(*mut c_void, *mut c_void, usize, Stream) -> c_int,
     pub stream_begin_capture: unsafe extern "C" fn(Stream, c_int) -> c_int,
@@ -203,6 +218,9 @@ impl Api {
                 event_destroy: *lib.get(b"hipEventDestroy\0")?,
                 stream_wait_event: *lib.get(b"hipStreamWaitEvent\0")?,
                 stream_add_callback: *lib.get(b"hipStreamAddCallback\0")?,
+                ipc_get_mem_handle: *lib.get(b"hipIpcGetMemHandle\0")?,
+                ipc_open_mem_handle: *lib.get(b"hipIpcOpenMemHandle\0")?,
+                ipc_close_mem_handle: *lib.get(b"hipIpcCloseMemHandle\0")?,
                 memset_d8_async: *lib.get(b"hipMemsetD8Async\0")?,
                 memcpy_dtod_async: *lib.get(b"hipMemcpyDtoDAsync\0")?,
                 stream_begin_capture: *lib.get(b"hipStreamBeginCapture\0")?,

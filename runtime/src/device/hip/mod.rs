@@ -15,8 +15,8 @@ use wavefuse_codegen::Arch;
 use wavefuse_codegen::target::Vendor;
 
 use super::{
-    Device, DeviceBuffer, DeviceError, DeviceInfo, LoadedKernel, MemKind, check_artifact,
-    check_bounds,
+    Device, DeviceBuffer, DeviceError, DeviceInfo, LoadedKernel, MemKind, PeerMapping,
+    check_artifact, check_bounds,
 };
 use crate::compile::{Artifact, ArtifactFormat};
 use crate::launch::{KernelArg, LaunchSpec, Marshalled};
@@ -611,6 +611,59 @@ impl Device for HipDevice {
             ffi::ERROR_PEER_ACCESS_ALREADY_ENABLED => Ok(()),
             rc => self.api.check("hipDeviceEnablePeerAccess", rc),
         }
+    }
+
+    fn ipc_handle(&self, buf: &HipBuffer) -> Result<Vec<u8>, DeviceError> {
+        select(self.api, buf.ordinal)?;
+        let mut handle = ffi::IpcMemHandle {
+            reserved: [0; ffi::IPC_HANDLE_SIZE],
+        };
+        // SAFETY: valid out-pointer; `buf.ptr` is the base of a live hipMalloc /
+        // hipExtMallocWithFlags allocation of its device (every HipBuffer is one).
+        let rc = unsafe { (self.api.ipc_get_mem_handle)(&mut handle, buf.ptr) };
+        self.api.check("hipIpcGetMemHandle", rc)?;
+        Ok(handle.reserved.iter().map(|&c| c as u8).collect())
+    }
+
+    fn ipc_open(&self, handle: &[u8], bytes: usize) -> Result<PeerMapping, DeviceError> {
+        if handle.len() != ffi::IPC_HANDLE_SIZE {
+            return Err(DeviceError::Unsupported(format!(
+                "an IPC handle of {} bytes; HIP's are {}",
+                handle.len(),
+                ffi::IPC_HANDLE_SIZE
+            )));
+        }
+        let mut h = ffi::IpcMemHandle {
+            reserved: [0; ffi::IPC_HANDLE_SIZE],
+        };
+        for (d, &b) in h.reserved.iter_mut().zip(handle) {
+            *d = b as c_char;
+        }
+        self.select()?;
+        let mut ptr: *mut c_void = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; the handle came from hipIpcGetMemHandle in another process.
+        // Lazy peer access: the owner may be another GPU of this host.
+        let rc = unsafe {
+            (self.api.ipc_open_mem_handle)(&mut ptr, h, ffi::IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
+        };
+        self.api.check("hipIpcOpenMemHandle", rc)?;
+        let (api, ordinal) = (self.api, self.ordinal);
+        let addr = ptr as u64;
+        Ok(PeerMapping {
+            ptr: addr,
+            bytes,
+            ordinal: ordinal as usize,
+            close: Some(Box::new(move || {
+                if select(api, ordinal).is_ok() {
+                    // SAFETY: `addr` was mapped by hipIpcOpenMemHandle on this device and is
+                    // unmapped exactly once, here, after the device's work has finished.
+                    unsafe {
+                        (api.device_synchronize)();
+                        (api.ipc_close_mem_handle)(addr as *mut c_void);
+                    }
+                }
+            })),
+        })
     }
 
     fn new_event(&self) -> Result<HipEvent, DeviceError> {
