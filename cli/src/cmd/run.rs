@@ -519,6 +519,7 @@ fn on_device<D: Device>(
     } else {
         suite::execute(dev, &p, &cache, 0)
     };
+    super::print_cache_warnings(&cache);
     match executed {
         Ok(x) => {
             println!(
@@ -792,5 +793,7 @@ fn checkpoint_on<D: Device>(
         let mut k = exec::OpKernel::new(&group, ir, abi, &artifact)?;
         k.run(inputs)
     };
-    run().map_err(fail)
+    let result = run();
+    super::print_cache_warnings(&cache);
+    result.map_err(fail)
 }

@@ -285,7 +285,8 @@ pub fn cache_warnings(cache: &wavefuse_runtime::Cache) -> Vec<String> {
                 e.what,
                 e.source
             ),
-            wavefuse_runtime::CacheWarning::Stale { .. } => text,
+            wavefuse_runtime::CacheWarning::Stale { .. }
+            | wavefuse_runtime::CacheWarning::Corrupt { .. } => text,
         };
         match lines.iter_mut().find(|(h, _)| *h == head) {
             Some((_, n)) => *n += 1,
