@@ -154,19 +154,28 @@ fn parse_protocol(s: &str) -> Result<AllreduceProtocol, String> {
 /// Exit status after SIGINT or SIGTERM (128 + SIGINT, what shells report for Ctrl-C).
 const INTERRUPTED: i32 = 130;
 
-/// SIGINT and SIGTERM go to one thread, which stops every compiler child (their process groups:
-/// they run in their own, so a Ctrl-C at the terminal does not reach them), waits for them to be
-/// reaped and their scratch directories removed, says so and exits 130. Called first in `main`,
-/// before any other thread exists, so every thread inherits the blocked mask (children do not:
-/// `Command` resets it).
+/// SIGINT, SIGTERM and SIGHUP go to one thread, which stops every compiler child (their process
+/// groups: they run in their own, so a Ctrl-C at the terminal does not reach them), waits for
+/// them to be reaped and their scratch directories removed, says so and exits 130. Called first
+/// in `main`, before any other thread exists, so every thread inherits the blocked mask (children
+/// do not: `Command` resets it). A SIGINT or SIGHUP the parent set to be ignored (a background
+/// job of a non-interactive shell, `nohup`) stays ignored: it is not blocked, so it is never
+/// delivered to `sigwait` (Linux queues a blocked signal even when its action is to ignore it).
 fn handle_interrupts() {
+    let mut signals = vec![libc::SIGTERM];
+    signals.extend(
+        [libc::SIGINT, libc::SIGHUP]
+            .into_iter()
+            .filter(|&s| !inherited_as_ignored(s)),
+    );
     // SAFETY: plain libc calls on a local, zero-initialised signal set; `pthread_sigmask` on the
     // only thread so far.
     let set = unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
+        for &s in &signals {
+            libc::sigaddset(&mut set, s);
+        }
         if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
             return;
         }
@@ -189,10 +198,10 @@ fn handle_interrupts() {
         }
         // The callers of the stopped children drop their scratch directories as they return.
         std::thread::sleep(std::time::Duration::from_millis(200));
-        let name = if sig == libc::SIGTERM {
-            "SIGTERM"
-        } else {
-            "SIGINT"
+        let name = match sig {
+            libc::SIGTERM => "SIGTERM",
+            libc::SIGHUP => "SIGHUP",
+            _ => "SIGINT",
         };
         eprintln!(
             "wavefuse: interrupted ({name}): compilers stopped and their scratch removed; files \
@@ -200,6 +209,15 @@ fn handle_interrupts() {
         );
         std::process::exit(INTERRUPTED);
     });
+}
+
+/// Whether `sig`'s action, as the process started with it, is to ignore it.
+fn inherited_as_ignored(sig: libc::c_int) -> bool {
+    // SAFETY: sigaction with a null new action only reads the current one into `old`.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+    }
 }
 
 /// The `wavefuse` command on the process's arguments.
