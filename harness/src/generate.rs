@@ -452,13 +452,7 @@ pub fn write_outputs(g: &wavefuse_codegen::Generated, dir: &Path) -> Result<Vec<
         (&src, g.source.text.as_bytes()),
         (&abi, abi_text.as_bytes()),
     ])
-    .map_err(|e| {
-        format!(
-            "writing {} and {} (neither changed): {e}",
-            src.display(),
-            abi.display()
-        )
-    })?;
+    .map_err(|e| format!("writing {} and {}: {e}", src.display(), abi.display()))?;
     Ok(vec![src, abi])
 }
 
@@ -487,12 +481,8 @@ pub fn write_library(g: &wavefuse_codegen::Generated, dir: &Path) -> Result<Vec<
             .map(|f| (dir.join(&f.name), f.text.as_bytes())),
     );
     let refs: Vec<(&Path, &[u8])> = files.iter().map(|(p, b)| (p.as_path(), *b)).collect();
-    crate::outputs::atomic_write_all(&refs).map_err(|e| {
-        format!(
-            "writing the C library into {} (nothing changed): {e}",
-            dir.display()
-        )
-    })?;
+    crate::outputs::atomic_write_all(&refs)
+        .map_err(|e| format!("writing the C library into {}: {e}", dir.display()))?;
     for f in lib.files.iter().filter(|f| f.executable) {
         make_executable(&dir.join(&f.name))?;
     }

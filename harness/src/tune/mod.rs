@@ -117,10 +117,14 @@ pub fn search(
         None => gpu::run(targets, o, arch, bar),
         Some(why) => Err(why.into()),
     };
-    match timed {
+    let mut report = match timed {
         Ok(r) => r,
         Err(reason) => without_timing(targets, o, arch, reason, bar),
-    }
+    };
+    // A signal stops the compilers (their candidates fail as interrupted) and the loop over
+    // targets: whatever won among the rest is not a result.
+    report.interrupted = wavefuse_runtime::compile::child::interrupted();
+    report
 }
 
 impl Settings {
@@ -409,6 +413,9 @@ fn without_timing(
     let cache = Cache::from_env();
     let mut cases = Vec::new();
     for t in targets {
+        if wavefuse_runtime::compile::child::interrupted() {
+            break;
+        }
         bar.set_message(format!("{}: lowering the space", t.label()));
         let (mut case, space) = match lowered_space(t, arch, o, 0) {
             Ok(x) => x,
@@ -458,6 +465,7 @@ fn without_timing(
         stored_in: Vec::new(),
         seconds: start.elapsed().as_secs_f64(),
         warnings: report::cache_warnings(&cache),
+        interrupted: false,
     }
 }
 
@@ -539,8 +547,12 @@ fn gemv_k(ir: &Kernel) -> usize {
         .unwrap_or(1)
 }
 
-/// The store entries of a report's winners.
+/// The store entries of a report's winners; none for an interrupted run (nothing interrupted
+/// is stored).
 pub fn entries(report: &TuneReport) -> Vec<Entry> {
+    if report.interrupted {
+        return Vec::new();
+    }
     let h = &report.header;
     let method = match h.basis {
         Some(Basis::Timed) => Method::Timed,
