@@ -592,3 +592,57 @@ fn sigint_inherited_as_ignored_is_not_acted_on() {
     assert!(err.contains("interrupted (SIGTERM)"), "{err}");
     assert_cleaned(dir.path());
 }
+
+/// A gfx906 `check --kernel-file` of an INT4 kernel with `args` and the environment `env`;
+/// None (skipped) without hipcc.
+fn check_int4_gfx906(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Option<Output> {
+    real_hipcc()?;
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/gemv_int4_q8.wfir");
+    let mut all = vec![
+        "check",
+        "--kernel-file",
+        file.to_str().unwrap(),
+        "--target",
+        "gfx906",
+    ];
+    all.extend(args);
+    Some(wavefuse(&all, env, dir))
+}
+
+/// Issue 39, item 7: a missing llvm-objdump is said where the modelled line would be (it used to
+/// be dropped silently).
+#[test]
+fn a_missing_llvm_objdump_is_said_not_silently_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("WAVEFUSE_LLVM_OBJDUMP", "/nonexistent/llvm-objdump")];
+    let Some(o) = check_int4_gfx906(dir.path(), &[], &env) else {
+        eprintln!("skipped: no hipcc");
+        return;
+    };
+    let (out, err) = text(&o);
+    assert!(
+        out.contains("modelled (MI50): none: llvm-objdump not found"),
+        "{out}\n{err}"
+    );
+}
+
+/// Issue 39, item 7: a hanging llvm-objdump is stopped at `--compile-timeout` like a compiler
+/// (it used to be waited for 300 s whatever the flag said).
+#[test]
+fn a_hanging_llvm_objdump_is_stopped_at_the_compile_timeout() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let tool = dir.path().join("llvm-objdump");
+    std::fs::write(&tool, "#!/bin/sh\nsleep 60\n").unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let t0 = std::time::Instant::now();
+    let env = [("WAVEFUSE_LLVM_OBJDUMP", tool.to_str().unwrap())];
+    // Long enough for hipcc itself on a loaded machine, far below the 60 s the tool sleeps.
+    let Some(o) = check_int4_gfx906(dir.path(), &["--compile-timeout", "20"], &env) else {
+        eprintln!("skipped: no hipcc");
+        return;
+    };
+    let (out, err) = text(&o);
+    assert!(t0.elapsed().as_secs() < 55, "took {:?}", t0.elapsed());
+    assert!(out.contains("did not finish within 20 s"), "{out}\n{err}");
+}

@@ -30,6 +30,7 @@ use indicatif::ProgressBar;
 use wavefuse::ir::Kernel;
 use wavefuse_codegen::Arch;
 use wavefuse_runtime::Cache;
+use wavefuse_runtime::compile::Bounds;
 use wavefuse_runtime::exec;
 
 use crate::Workload;
@@ -440,20 +441,28 @@ fn without_timing(
         });
         compile_rates(&mut case, compile_start.elapsed().as_secs_f64(), o.threads);
         results.sort_by_key(|c| c.index);
+        let mut unread = None;
         for mut c in results {
             record_compile(&mut case, &mut c, arch, &t.spec);
             if let (Ok(a), Some(occ)) = (&c.artifact, case.candidates[c.index].occupancy) {
-                case.candidates[c.index].modelled_us = crate::generate::modelled_mi50_image(
+                let modelled = crate::generate::modelled_mi50_image(
                     &space.kept[c.index].lowered,
                     &a.image,
                     t.spec.batch,
                     occ,
-                )
-                .map(|m| m.us);
+                    &Bounds::default(),
+                );
+                case.candidates[c.index].modelled_us = match modelled {
+                    Ok(m) => m.map(|m| m.us),
+                    Err(e) => {
+                        unread.get_or_insert(e);
+                        None
+                    }
+                };
             }
         }
         if arch == Arch::Gfx906 {
-            rank_statically(&mut case, t, o);
+            rank_statically(&mut case, t, o, unread.as_deref());
         } else {
             case.note = "nothing timed: no winner without a GPU".into();
         }
@@ -471,7 +480,8 @@ fn without_timing(
 
 /// gfx906: the static model's cost of every candidate within budget; the cheapest are checked
 /// in the simulator, in order, until one passes; that one wins.
-fn rank_statically(case: &mut CaseReport, t: &Target, o: &Settings) {
+/// `unread`: why a candidate's code object could not be disassembled, if one could not.
+fn rank_statically(case: &mut CaseReport, t: &Target, o: &Settings, unread: Option<&str>) {
     let family = space::Family::of(&t.ir);
     let k = gemv_k(&t.ir);
     for c in &mut case.candidates {
@@ -491,9 +501,11 @@ fn rank_statically(case: &mut CaseReport, t: &Target, o: &Settings) {
     if by_time {
         case.note = "ranked by the MI50 time model (modelled, not measured)".into();
     } else {
-        case.note = "ranked by instructions per weight: the MI50 time model could not read every \
-                     candidate's hot loop (llvm-objdump missing?)"
-            .into();
+        let why = unread.unwrap_or("a candidate without a countable INT4 hot loop");
+        case.note = format!(
+            "ranked by instructions per weight: the MI50 time model could not read every \
+             candidate's hot loop ({why})"
+        );
         for c in &mut case.candidates {
             c.modelled_us = None;
         }
