@@ -251,7 +251,18 @@ pub fn run(registry: &Registry, args: Vec<std::ffi::OsString>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let code = dispatch(Cli::parse_from(args.args()));
+    let argv = args.args();
+    let cli = match <Cli as clap::Parser>::try_parse_from(&argv) {
+        Ok(cli) => cli,
+        Err(e) => match negative_value(&e, &argv) {
+            Some(message) => {
+                eprintln!("error: {message}");
+                return ExitCode::from(2);
+            }
+            None => e.exit(),
+        },
+    };
+    let code = dispatch(cli);
     if wavefuse_runtime::compile::child::interrupted() {
         // The command returned because its compilers were stopped: the signal thread says so
         // and exits 130; this only guards against it being slower than us.
@@ -259,6 +270,29 @@ pub fn run(registry: &Registry, args: Vec<std::ffi::OsString>) -> ExitCode {
         std::process::exit(INTERRUPTED);
     }
     code
+}
+
+/// A negative number given to a flag that takes none (`--batch -5`) as its own message, naming
+/// the flag: clap sees an unknown argument `-5` and would advise writing `-- -5`, which only
+/// makes it a stray positional argument.
+fn negative_value(e: &clap::Error, argv: &[std::ffi::OsString]) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let number = arg.strip_prefix('-')?;
+    number.parse::<f64>().ok()?;
+    let at = argv.iter().position(|a| a.to_str() == Some(arg.as_str()))?;
+    let flag = argv[..at].last()?.to_string_lossy();
+    if !flag.starts_with("--") {
+        return None;
+    }
+    Some(format!(
+        "{flag} {arg}: a negative number is not a value {flag} takes (see `wavefuse help`)"
+    ))
 }
 
 fn dispatch(cli: Cli) -> ExitCode {
@@ -364,6 +398,14 @@ impl ScheduleArgs {
             ScheduleChoice::Default => None,
             ScheduleChoice::Tuned => detect_device(arch),
         };
+        if let (ScheduleChoice::Default, Some(p)) = (self.schedule, &self.tuned_store) {
+            // A setting without effect is said (docs/errors.md), not silently dropped.
+            eprintln!(
+                "warning: --tuned-store {} is ignored: --schedule default reads no store (add \
+                 --schedule tuned)",
+                p.display()
+            );
+        }
         let tuned = tuned_for(self.schedule, self.tuned_store.as_deref(), device)?;
         Ok(SchedulePolicy::new(tuned, overrides))
     }

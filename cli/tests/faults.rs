@@ -646,3 +646,55 @@ fn a_hanging_llvm_objdump_is_stopped_at_the_compile_timeout() {
     assert!(t0.elapsed().as_secs() < 55, "took {:?}", t0.elapsed());
     assert!(out.contains("did not finish within 20 s"), "{out}\n{err}");
 }
+
+/// Issue 39, item 9: a negative number for a flag that takes none names the flag instead of
+/// clap's tip to write `-- -5` (which makes it a stray positional argument).
+#[test]
+fn negative_numbers_name_the_flag_not_clap_s_tip() {
+    let dir = tempfile::tempdir().unwrap();
+    for (args, flag) in [
+        (&["emit", "gemv_f16", "--batch", "-5"][..], "--batch -5"),
+        (
+            &["sim", "gemv_f16", "--schedules", "-1"][..],
+            "--schedules -1",
+        ),
+        (&["fuzz", "--kernels", "-5"][..], "--kernels -5"),
+        (&["tune", "gemv_int4", "--budget", "-2"][..], "--budget -2"),
+    ] {
+        let o = wavefuse(args, &[], dir.path());
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {out}\n{err}");
+        assert!(
+            err.contains(&format!("{flag}: a negative number")) && !err.contains("'--"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// Issue 39, item 9: `--tuned-store` with `--schedule default` (a store nothing reads) warns.
+#[test]
+fn a_tuned_store_with_the_default_schedule_warns() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store.toml");
+    std::fs::write(&store, "").unwrap();
+    let o = wavefuse(
+        &[
+            "emit",
+            "gemv_f16",
+            "--target",
+            "sm90",
+            "--schedule",
+            "default",
+            "--tuned-store",
+            store.to_str().unwrap(),
+        ],
+        &[],
+        dir.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        err.contains("--tuned-store") && err.contains("is ignored"),
+        "{err}"
+    );
+}
