@@ -698,3 +698,44 @@ fn a_tuned_store_with_the_default_schedule_warns() {
         "{err}"
     );
 }
+
+/// Issue 39, item 2, for `ab`: an interrupted run leaves the previous `--json` as it was and
+/// writes its partial report beside it, marked; exit 130.
+#[test]
+fn interrupted_ab_writes_its_report_beside_the_previous_one() {
+    let Some(real) = real_hipcc() else {
+        eprintln!("skipped: no hipcc");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let hipcc = hipcc_that_hangs_after_two(dir.path(), &real);
+    let json = dir.path().join("r.json");
+    std::fs::write(&json, "previous json").unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_wavefuse"))
+        .args([
+            "ab",
+            "gemv_int4",
+            "allreduce_residual",
+            "--no-gpu",
+            "--json",
+        ])
+        .arg(&json)
+        .env("WAVEFUSE_HIPCC", &hipcc)
+        .env("WAVEFUSE_CACHE_DIR", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = (0..3000).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        dir.path().join("child").exists()
+    });
+    assert!(started, "the third compile never started");
+    signal(&child, "-TERM");
+    let o = child.wait_with_output().unwrap();
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(130), "{out}\n{err}");
+    assert_eq!(std::fs::read_to_string(&json).unwrap(), "previous json");
+    let beside = std::fs::read_to_string(dir.path().join("r.interrupted.json")).unwrap();
+    assert!(beside.contains("\"interrupted\": true"), "{beside}");
+}
