@@ -154,19 +154,28 @@ fn parse_protocol(s: &str) -> Result<AllreduceProtocol, String> {
 /// Exit status after SIGINT or SIGTERM (128 + SIGINT, what shells report for Ctrl-C).
 const INTERRUPTED: i32 = 130;
 
-/// SIGINT and SIGTERM go to one thread, which stops every compiler child (their process groups:
-/// they run in their own, so a Ctrl-C at the terminal does not reach them), waits for them to be
-/// reaped and their scratch directories removed, says so and exits 130. Called first in `main`,
-/// before any other thread exists, so every thread inherits the blocked mask (children do not:
-/// `Command` resets it).
+/// SIGINT, SIGTERM and SIGHUP go to one thread, which stops every compiler child (their process
+/// groups: they run in their own, so a Ctrl-C at the terminal does not reach them), waits for
+/// them to be reaped and their scratch directories removed, says so and exits 130. Called first
+/// in `main`, before any other thread exists, so every thread inherits the blocked mask (children
+/// do not: `Command` resets it). A SIGINT or SIGHUP the parent set to be ignored (a background
+/// job of a non-interactive shell, `nohup`) stays ignored: it is not blocked, so it is never
+/// delivered to `sigwait` (Linux queues a blocked signal even when its action is to ignore it).
 fn handle_interrupts() {
+    let mut signals = vec![libc::SIGTERM];
+    signals.extend(
+        [libc::SIGINT, libc::SIGHUP]
+            .into_iter()
+            .filter(|&s| !inherited_as_ignored(s)),
+    );
     // SAFETY: plain libc calls on a local, zero-initialised signal set; `pthread_sigmask` on the
     // only thread so far.
     let set = unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
+        for &s in &signals {
+            libc::sigaddset(&mut set, s);
+        }
         if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
             return;
         }
@@ -189,10 +198,10 @@ fn handle_interrupts() {
         }
         // The callers of the stopped children drop their scratch directories as they return.
         std::thread::sleep(std::time::Duration::from_millis(200));
-        let name = if sig == libc::SIGTERM {
-            "SIGTERM"
-        } else {
-            "SIGINT"
+        let name = match sig {
+            libc::SIGTERM => "SIGTERM",
+            libc::SIGHUP => "SIGHUP",
+            _ => "SIGINT",
         };
         eprintln!(
             "wavefuse: interrupted ({name}): compilers stopped and their scratch removed; files \
@@ -200,6 +209,15 @@ fn handle_interrupts() {
         );
         std::process::exit(INTERRUPTED);
     });
+}
+
+/// Whether `sig`'s action, as the process started with it, is to ignore it.
+fn inherited_as_ignored(sig: libc::c_int) -> bool {
+    // SAFETY: sigaction with a null new action only reads the current one into `old`.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+    }
 }
 
 /// The `wavefuse` command on the process's arguments.
@@ -233,7 +251,18 @@ pub fn run(registry: &Registry, args: Vec<std::ffi::OsString>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let code = dispatch(Cli::parse_from(args.args()));
+    let argv = args.args();
+    let cli = match <Cli as clap::Parser>::try_parse_from(&argv) {
+        Ok(cli) => cli,
+        Err(e) => match negative_value(&e, &argv) {
+            Some(message) => {
+                eprintln!("error: {message}");
+                return ExitCode::from(2);
+            }
+            None => e.exit(),
+        },
+    };
+    let code = dispatch(cli);
     if wavefuse_runtime::compile::child::interrupted() {
         // The command returned because its compilers were stopped: the signal thread says so
         // and exits 130; this only guards against it being slower than us.
@@ -241,6 +270,29 @@ pub fn run(registry: &Registry, args: Vec<std::ffi::OsString>) -> ExitCode {
         std::process::exit(INTERRUPTED);
     }
     code
+}
+
+/// A negative number given to a flag that takes none (`--batch -5`) as its own message, naming
+/// the flag: clap sees an unknown argument `-5` and would advise writing `-- -5`, which only
+/// makes it a stray positional argument.
+fn negative_value(e: &clap::Error, argv: &[std::ffi::OsString]) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let number = arg.strip_prefix('-')?;
+    number.parse::<f64>().ok()?;
+    let at = argv.iter().position(|a| a.to_str() == Some(arg.as_str()))?;
+    let flag = argv[..at].last()?.to_string_lossy();
+    if !flag.starts_with("--") {
+        return None;
+    }
+    Some(format!(
+        "{flag} {arg}: a negative number is not a value {flag} takes (see `wavefuse help`)"
+    ))
 }
 
 fn dispatch(cli: Cli) -> ExitCode {
@@ -346,6 +398,14 @@ impl ScheduleArgs {
             ScheduleChoice::Default => None,
             ScheduleChoice::Tuned => detect_device(arch),
         };
+        if let (ScheduleChoice::Default, Some(p)) = (self.schedule, &self.tuned_store) {
+            // A setting without effect is said (docs/errors.md), not silently dropped.
+            eprintln!(
+                "warning: --tuned-store {} is ignored: --schedule default reads no store (add \
+                 --schedule tuned)",
+                p.display()
+            );
+        }
         let tuned = tuned_for(self.schedule, self.tuned_store.as_deref(), device)?;
         Ok(SchedulePolicy::new(tuned, overrides))
     }

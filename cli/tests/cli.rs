@@ -169,6 +169,52 @@ fn fuzz_runs_a_few_kernels_and_prints_the_refusal_table() {
     assert!(!o.status.success());
 }
 
+/// `--findings` is checked before any kernel is generated: a path that is a file is refused
+/// (exit 2) with nothing fuzzed (it used to be found only after the whole run).
+#[test]
+fn fuzz_findings_dir_is_checked_before_the_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let o = wavefuse(&[
+        "fuzz",
+        "--kernels",
+        "5",
+        "--ci",
+        "--findings",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}{}", stdout(&o), stderr(&o));
+    assert!(stderr(&o).contains("--findings"), "{}", stderr(&o));
+    assert!(!stdout(&o).contains("kernels from seed"), "{}", stdout(&o));
+}
+
+/// An interrupted fuzz exits 130 and its verdict says it was interrupted, never "clean" (the
+/// kernels it did not reach were not checked).
+#[test]
+fn interrupted_fuzz_is_not_clean() {
+    use std::io::{BufRead, BufReader, Read};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_wavefuse"))
+        .args(["fuzz", "--seed", "3", "--kernels", "100000", "--ci"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    assert!(first.starts_with("fuzzing kernels"), "{first}");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // SAFETY: sends a signal to our own child, not yet reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{rest}");
+    assert!(!rest.contains("verdict: clean"), "{rest}");
+    assert!(rest.contains("verdict: interrupted after"), "{rest}");
+}
+
 /// `llvm-diff` without its PTX folder says how to write it (exit 1); with a folder but no NVIDIA
 /// GPU it says so (exit 2) and writes nothing.
 #[test]

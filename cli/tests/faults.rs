@@ -374,3 +374,368 @@ fn output_into_a_closed_pipe_ends_quietly() {
         o.status
     );
 }
+
+/// The real hipcc, or None (the test then says it was skipped).
+fn real_hipcc() -> Option<std::path::PathBuf> {
+    let p = std::env::var_os("WAVEFUSE_HIPCC")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "/usr/bin/hipcc".into());
+    p.is_file().then_some(p)
+}
+
+/// A hipcc in `dir` that runs the real one for `--version` and the first two compiles, then
+/// hangs (recording its child in `dir/child`), so a run can be interrupted mid-search.
+fn hipcc_that_hangs_after_two(dir: &Path, real: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let calls = dir.join("calls");
+    std::fs::create_dir_all(&calls).unwrap();
+    let path = dir.join("hipcc");
+    let script = format!(
+        "#!/bin/sh\ncase \"$*\" in *--version*) exec {real} \"$@\";; esac\n\
+         n=$(ls {calls} | wc -l)\ntouch {calls}/$$\n\
+         if [ \"$n\" -ge 2 ]; then sleep 60 & echo $! >> {child}; wait; fi\nexec {real} \"$@\"\n",
+        real = real.display(),
+        calls = calls.display(),
+        child = dir.join("child").display()
+    );
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// Issue 39, item 2: SIGTERM during `tune --arch gfx906` stores no winner (the cache's
+/// `tuned.toml` is not written) and leaves the previous `--json`/`--md` as they were; the partial
+/// report goes beside them, marked interrupted; exit 130. It used to pick a winner from the
+/// candidates compiled, store it and overwrite the reports.
+#[test]
+fn interrupted_tune_stores_nothing_and_writes_its_report_beside() {
+    let Some(real) = real_hipcc() else {
+        eprintln!("skipped: no hipcc");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let hipcc = hipcc_that_hangs_after_two(dir.path(), &real);
+    let (json, md) = (dir.path().join("r.json"), dir.path().join("r.md"));
+    std::fs::write(&json, "previous json").unwrap();
+    std::fs::write(&md, "previous md").unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_wavefuse"))
+        .args([
+            "tune",
+            "gemv_int4",
+            "--arch",
+            "gfx906",
+            "--quick",
+            "--budget",
+            "6",
+        ])
+        .args(["--no-gpu", "--threads", "1", "--json"])
+        .arg(&json)
+        .arg("--md")
+        .arg(&md)
+        .env("WAVEFUSE_HIPCC", &hipcc)
+        .env("WAVEFUSE_CACHE_DIR", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = (0..3000).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        dir.path().join("child").exists()
+    });
+    assert!(started, "the third compile never started");
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let o = child.wait_with_output().unwrap();
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(130), "{out}\n{err}");
+    assert!(
+        !dir.path().join("tuned.toml").exists(),
+        "a winner was stored:\n{out}\n{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&json).unwrap(), "previous json");
+    assert_eq!(std::fs::read_to_string(&md).unwrap(), "previous md");
+    let beside = std::fs::read_to_string(dir.path().join("r.interrupted.json")).unwrap();
+    assert!(beside.contains("\"interrupted\": true"), "{beside}");
+    let beside = std::fs::read_to_string(dir.path().join("r.interrupted.md")).unwrap();
+    assert!(beside.contains("INTERRUPTED"), "{beside}");
+    assert!(out.contains("INTERRUPTED"), "{out}");
+}
+
+/// Issue 39, item 6: four `emit --out D` of different TPs at once, several rounds: the `.cu` and
+/// the `.abi.toml` left in D are always of the same TP (they mixed in about half the rounds).
+#[test]
+fn concurrent_emits_into_one_directory_never_mix_a_pair() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    for round in 0..12 {
+        let children: Vec<_> = ["1", "2", "4", "8"]
+            .iter()
+            .map(|tp| {
+                Command::new(env!("CARGO_BIN_EXE_wavefuse"))
+                    .args(["emit", "allreduce_residual", "--target", "sm90", "--tp", tp])
+                    .arg("--out")
+                    .arg(&out)
+                    .env("WAVEFUSE_CACHE_DIR", dir.path())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for mut c in children {
+            assert!(c.wait().unwrap().success());
+        }
+        let cu = std::fs::read_to_string(out.join("allreduce_residual.cu")).unwrap();
+        let abi = std::fs::read_to_string(out.join("allreduce_residual.abi.toml")).unwrap();
+        let tp_of_cu = cu.lines().next().unwrap().rsplit("TP = ").next().unwrap();
+        let tp_of_abi = abi
+            .lines()
+            .find_map(|l| l.strip_prefix("tp = "))
+            .unwrap_or("?");
+        assert_eq!(
+            tp_of_cu.trim_end_matches('.'),
+            tp_of_abi,
+            "round {round}: a .cu of one TP beside the .abi.toml of another"
+        );
+    }
+}
+
+/// Issue 39, item 9: a pair whose second rename fails (the `.abi.toml` is a directory) says the
+/// source was already replaced, not "(neither changed)".
+#[test]
+fn a_half_written_pair_says_which_file_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let abi = out.join("allreduce_residual.abi.toml");
+    std::fs::create_dir_all(abi.join("occupied")).unwrap();
+    let o = wavefuse(
+        &[
+            "emit",
+            "allreduce_residual",
+            "--target",
+            "sm90",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+        dir.path(),
+    );
+    let (stdout, err) = text(&o);
+    assert!(!o.status.success(), "{stdout}{err}");
+    assert!(!err.contains("neither changed"), "{err}");
+    assert!(err.contains("already replaced: "), "{err}");
+    assert!(err.contains("allreduce_residual.cu"), "{err}");
+}
+
+/// `check` with the hanging nvcc, started through `sh -c` with `prefix` (say `trap "" INT;`)
+/// before the `exec`; returns once the fake compiler runs.
+fn check_with_hanging_nvcc(dir: &Path, prefix: &str) -> std::process::Child {
+    let nvcc = hanging_nvcc(dir);
+    let script = format!("{prefix} exec \"$0\" check --target sm90 --tp 1 --jobs 2",);
+    let child = Command::new("sh")
+        .args(["-c", &script, env!("CARGO_BIN_EXE_wavefuse")])
+        .env("WAVEFUSE_NVCC", &nvcc)
+        .env("WAVEFUSE_CACHE_DIR", dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = (0..500).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        dir.join("child").exists()
+    });
+    assert!(started, "the fake compiler never started");
+    child
+}
+
+fn signal(child: &std::process::Child, sig: &str) {
+    let kill = Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+}
+
+/// Issue 39, item 7: SIGHUP (a closed terminal) is handled like SIGTERM: compilers stopped,
+/// scratch removed, exit 130. It used to kill the process outright and leave both behind.
+#[test]
+fn sighup_stops_the_compilers_like_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = check_with_hanging_nvcc(dir.path(), "");
+    signal(&child, "-HUP");
+    let o = child.wait_with_output().unwrap();
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(130), "{out}\n{err}");
+    assert!(err.contains("interrupted (SIGHUP)"), "{err}");
+    assert_cleaned(dir.path());
+}
+
+/// Issue 39, item 7: a SIGINT inherited as ignored (`trap "" INT`, a background job of a
+/// non-interactive shell) is not acted on, as docs/errors.md says; SIGTERM still is.
+#[test]
+fn sigint_inherited_as_ignored_is_not_acted_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = check_with_hanging_nvcc(dir.path(), "trap '' INT;");
+    signal(&child, "-INT");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "an ignored SIGINT stopped the run"
+    );
+    signal(&child, "-TERM");
+    let o = child.wait_with_output().unwrap();
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(130), "{out}\n{err}");
+    assert!(err.contains("interrupted (SIGTERM)"), "{err}");
+    assert_cleaned(dir.path());
+}
+
+/// A gfx906 `check --kernel-file` of an INT4 kernel with `args` and the environment `env`;
+/// None (skipped) without hipcc.
+fn check_int4_gfx906(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Option<Output> {
+    real_hipcc()?;
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/gemv_int4_q8.wfir");
+    let mut all = vec![
+        "check",
+        "--kernel-file",
+        file.to_str().unwrap(),
+        "--target",
+        "gfx906",
+    ];
+    all.extend(args);
+    Some(wavefuse(&all, env, dir))
+}
+
+/// Issue 39, item 7: a missing llvm-objdump is said where the modelled line would be (it used to
+/// be dropped silently).
+#[test]
+fn a_missing_llvm_objdump_is_said_not_silently_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("WAVEFUSE_LLVM_OBJDUMP", "/nonexistent/llvm-objdump")];
+    let Some(o) = check_int4_gfx906(dir.path(), &[], &env) else {
+        eprintln!("skipped: no hipcc");
+        return;
+    };
+    let (out, err) = text(&o);
+    assert!(
+        out.contains("modelled (MI50): none: llvm-objdump not found"),
+        "{out}\n{err}"
+    );
+}
+
+/// Issue 39, item 7: a hanging llvm-objdump is stopped at `--compile-timeout` like a compiler
+/// (it used to be waited for 300 s whatever the flag said).
+#[test]
+fn a_hanging_llvm_objdump_is_stopped_at_the_compile_timeout() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let tool = dir.path().join("llvm-objdump");
+    std::fs::write(&tool, "#!/bin/sh\nsleep 60\n").unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let t0 = std::time::Instant::now();
+    let env = [("WAVEFUSE_LLVM_OBJDUMP", tool.to_str().unwrap())];
+    // Long enough for hipcc itself on a loaded machine, far below the 60 s the tool sleeps.
+    let Some(o) = check_int4_gfx906(dir.path(), &["--compile-timeout", "20"], &env) else {
+        eprintln!("skipped: no hipcc");
+        return;
+    };
+    let (out, err) = text(&o);
+    assert!(t0.elapsed().as_secs() < 55, "took {:?}", t0.elapsed());
+    assert!(out.contains("did not finish within 20 s"), "{out}\n{err}");
+}
+
+/// Issue 39, item 9: a negative number for a flag that takes none names the flag instead of
+/// clap's tip to write `-- -5` (which makes it a stray positional argument).
+#[test]
+fn negative_numbers_name_the_flag_not_clap_s_tip() {
+    let dir = tempfile::tempdir().unwrap();
+    for (args, flag) in [
+        (&["emit", "gemv_f16", "--batch", "-5"][..], "--batch -5"),
+        (
+            &["sim", "gemv_f16", "--schedules", "-1"][..],
+            "--schedules -1",
+        ),
+        (&["fuzz", "--kernels", "-5"][..], "--kernels -5"),
+        (&["tune", "gemv_int4", "--budget", "-2"][..], "--budget -2"),
+    ] {
+        let o = wavefuse(args, &[], dir.path());
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {out}\n{err}");
+        assert!(
+            err.contains(&format!("{flag}: a negative number")) && !err.contains("'--"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// Issue 39, item 9: `--tuned-store` with `--schedule default` (a store nothing reads) warns.
+#[test]
+fn a_tuned_store_with_the_default_schedule_warns() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store.toml");
+    std::fs::write(&store, "").unwrap();
+    let o = wavefuse(
+        &[
+            "emit",
+            "gemv_f16",
+            "--target",
+            "sm90",
+            "--schedule",
+            "default",
+            "--tuned-store",
+            store.to_str().unwrap(),
+        ],
+        &[],
+        dir.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        err.contains("--tuned-store") && err.contains("is ignored"),
+        "{err}"
+    );
+}
+
+/// Issue 39, item 2, for `ab`: an interrupted run leaves the previous `--json` as it was and
+/// writes its partial report beside it, marked; exit 130.
+#[test]
+fn interrupted_ab_writes_its_report_beside_the_previous_one() {
+    let Some(real) = real_hipcc() else {
+        eprintln!("skipped: no hipcc");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let hipcc = hipcc_that_hangs_after_two(dir.path(), &real);
+    let json = dir.path().join("r.json");
+    std::fs::write(&json, "previous json").unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_wavefuse"))
+        .args([
+            "ab",
+            "gemv_int4",
+            "allreduce_residual",
+            "--no-gpu",
+            "--json",
+        ])
+        .arg(&json)
+        .env("WAVEFUSE_HIPCC", &hipcc)
+        .env("WAVEFUSE_CACHE_DIR", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = (0..3000).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        dir.path().join("child").exists()
+    });
+    assert!(started, "the third compile never started");
+    signal(&child, "-TERM");
+    let o = child.wait_with_output().unwrap();
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(130), "{out}\n{err}");
+    assert_eq!(std::fs::read_to_string(&json).unwrap(), "previous json");
+    let beside = std::fs::read_to_string(dir.path().join("r.interrupted.json")).unwrap();
+    assert!(beside.contains("\"interrupted\": true"), "{beside}");
+}

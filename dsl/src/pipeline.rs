@@ -196,7 +196,10 @@ pub fn compile(kernel: &Kernel, target: Target) -> Result<Compiled, Error> {
             &artifact.image,
             generated.spec.batch,
             u.occupancy,
-        );
+            &wavefuse_runtime::compile::Bounds::default(),
+        )
+        .ok()
+        .flatten();
     }
     Ok(Compiled {
         generated,

@@ -171,8 +171,9 @@ pub enum Outcome {
         compiled: Compiled,
         /// The budget verdict.
         verdict: Verdict,
-        /// gfx906 INT4 kernels: the MI50 time model's prediction (modelled, not measured).
-        modelled: Option<Modelled>,
+        /// gfx906 INT4 kernels: the MI50 time model's prediction (modelled, not measured);
+        /// `Err` says why the code object could not be read (llvm-objdump missing, timed out).
+        modelled: Result<Option<Modelled>, String>,
     },
     /// Not generated: the lowering or writer does not support it yet.
     Unsupported(String),
@@ -235,7 +236,7 @@ pub fn check_within(
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(&(id, tp)) = work.get(i) else { break };
-                    let outcome = check_one(id, arch, (tp, shape), budgets, compiler);
+                    let outcome = check_one(id, arch, (tp, shape), budgets, compiler, bounds);
                     rows.lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .push((i, CheckRow { id, tp, outcome }));
@@ -254,6 +255,7 @@ fn check_one(
     (tp, shape): (u32, ShapeKind),
     budgets: &Budgets,
     compiler: &dyn Compiler,
+    bounds: &Bounds,
 ) -> Outcome {
     let generated = match generate_at(
         id,
@@ -278,7 +280,7 @@ fn check_one(
                 &compiled.usage,
                 generated.lowered.workgroup_size,
             );
-            let modelled = modelled_mi50(&generated, &compiled);
+            let modelled = modelled_mi50(&generated, &compiled, bounds);
             Outcome::Compiled {
                 generated: Box::new(generated),
                 compiled,
@@ -309,10 +311,15 @@ pub fn coresident_as_compiled(
 
 /// The MI50 time model of a compiled gfx906 INT4 kernel ([`wavefuse_codegen::model`]): its hot
 /// loop counted in the code object's disassembly, its bytes and weights from the ABI, hipcc's
-/// occupancy. None for other kernels and targets, or when the disassembler is missing.
-pub fn modelled_mi50(g: &Generated, compiled: &Compiled) -> Option<Modelled> {
+/// occupancy. None for other kernels and targets; `Err` when the code object could not be
+/// disassembled (llvm-objdump missing, failing or past `bounds`).
+pub fn modelled_mi50(
+    g: &Generated,
+    compiled: &Compiled,
+    bounds: &Bounds,
+) -> Result<Option<Modelled>, String> {
     if g.lowered.arch != Arch::Gfx906 {
-        return None;
+        return Ok(None);
     }
     let occupancy = compiled.usage.occupancy(g.lowered.workgroup_size);
     modelled_mi50_image(
@@ -320,26 +327,29 @@ pub fn modelled_mi50(g: &Generated, compiled: &Compiled) -> Option<Modelled> {
         &compiled.artifact.image,
         g.spec.batch,
         occupancy,
+        bounds,
     )
 }
 
 /// [`modelled_mi50`] of a compiled gfx906 code object `image` (an ELF, as the runtime's hipcc and
 /// hiprtc write it) of lowered kernel `k` at hipcc's `occupancy`: what `tune --arch gfx906` ranks
-/// its candidates by. None for other targets, a kernel without an INT4 hot loop, or when the
-/// disassembler is missing.
+/// its candidates by. None for other targets or a kernel without an INT4 hot loop; `Err` (the
+/// reason, never silently no line) when llvm-objdump is missing, fails or runs past `bounds` —
+/// the same timeout and failure rules as the compilers.
 pub fn modelled_mi50_image(
     k: &wavefuse_codegen::lowered::LoweredKernel,
     image: &[u8],
     batch: usize,
     occupancy: u32,
-) -> Option<Modelled> {
+    bounds: &Bounds,
+) -> Result<Option<Modelled>, String> {
     if k.arch != Arch::Gfx906 {
-        return None;
+        return Ok(None);
     }
-    let disasm = disassemble(image, Arch::Gfx906, &Bounds::default()).ok()?;
+    let disasm = disassemble(image, Arch::Gfx906, bounds).map_err(|e| e.to_string())?;
     let hot = HotLoop::from_disassembly_of(&disasm, &wavefuse_codegen::cpp::symbol(&k.name))
-        .or_else(|| HotLoop::from_disassembly(&disasm))?;
-    Some(model(&inputs_for(k, &hot, batch, occupancy)?))
+        .or_else(|| HotLoop::from_disassembly(&disasm));
+    Ok(hot.and_then(|hot| Some(model(&inputs_for(k, &hot, batch, occupancy)?))))
 }
 
 /// The MI50 time model of kernel `symbol` of a compiled gfx906 code object `image` that
@@ -353,9 +363,10 @@ pub fn modelled_mi50_symbol(
     launch: (u32, u32),
     batch: usize,
     occupancy: u32,
+    bounds: &Bounds,
 ) -> Result<Modelled, String> {
-    let disasm = disassemble(image, Arch::Gfx906, &Bounds::default())
-        .map_err(|e| format!("no disassembly: {e}"))?;
+    let disasm =
+        disassemble(image, Arch::Gfx906, bounds).map_err(|e| format!("no disassembly: {e}"))?;
     if !disasm.contains(&format!("<{symbol}>:")) {
         return Err(format!("symbol `{symbol}` is not in the code object"));
     }
@@ -452,13 +463,7 @@ pub fn write_outputs(g: &wavefuse_codegen::Generated, dir: &Path) -> Result<Vec<
         (&src, g.source.text.as_bytes()),
         (&abi, abi_text.as_bytes()),
     ])
-    .map_err(|e| {
-        format!(
-            "writing {} and {} (neither changed): {e}",
-            src.display(),
-            abi.display()
-        )
-    })?;
+    .map_err(|e| format!("writing {} and {}: {e}", src.display(), abi.display()))?;
     Ok(vec![src, abi])
 }
 
@@ -487,12 +492,8 @@ pub fn write_library(g: &wavefuse_codegen::Generated, dir: &Path) -> Result<Vec<
             .map(|f| (dir.join(&f.name), f.text.as_bytes())),
     );
     let refs: Vec<(&Path, &[u8])> = files.iter().map(|(p, b)| (p.as_path(), *b)).collect();
-    crate::outputs::atomic_write_all(&refs).map_err(|e| {
-        format!(
-            "writing the C library into {} (nothing changed): {e}",
-            dir.display()
-        )
-    })?;
+    crate::outputs::atomic_write_all(&refs)
+        .map_err(|e| format!("writing the C library into {}: {e}", dir.display()))?;
     for f in lib.files.iter().filter(|f| f.executable) {
         make_executable(&dir.join(&f.name))?;
     }

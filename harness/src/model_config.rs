@@ -27,8 +27,7 @@ pub fn read(path: &Path) -> Result<Model, String> {
     if beside.is_file() && beside != path {
         let q = std::fs::read_to_string(&beside)
             .map_err(|e| format!("reading {}: {e}", beside.display()))?;
-        let obj: Value =
-            serde_json::from_str(&q).map_err(|e| format!("{}: not JSON: {e}", beside.display()))?;
+        let obj = json(&q).map_err(|e| format!("{}: {e}", beside.display()))?;
         let Value::Object(obj) = obj else {
             return Err(format!("{}: not a JSON object", beside.display()));
         };
@@ -47,7 +46,7 @@ pub fn read(path: &Path) -> Result<Model, String> {
 }
 
 fn has_quantization_config(text: &str) -> bool {
-    serde_json::from_str::<Value>(text)
+    json(text)
         .ok()
         .and_then(|v| v.get("quantization_config").cloned())
         .is_some_and(|q| q.is_object())
@@ -106,9 +105,85 @@ fn gptq_layout(q: &serde_json::Map<String, Value>) -> Result<GptqLayout, String>
     Ok(l)
 }
 
+/// A JSON text as a value: a leading UTF-8 byte-order mark (some Windows editors write one) is
+/// skipped, and an object with a key given twice is an error naming the key (serde_json would
+/// silently keep the last).
+pub fn json(text: &str) -> Result<Value, String> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    serde_json::from_str::<Strict>(text)
+        .map(|s| s.0)
+        .map_err(|e| format!("not JSON: {e}"))
+}
+
+/// A JSON value whose objects have distinct keys.
+struct Strict(Value);
+
+impl<'de> serde::Deserialize<'de> for Strict {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(StrictVisitor).map(Strict)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> serde::de::Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        serde::Deserialize::deserialize(d).map(|s: Strict| s.0)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(Strict(v)) = seq.next_element()? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if out.contains_key(&key) {
+                return Err(serde::de::Error::custom(format!(
+                    "duplicate key `{key}` (which of the two is meant?)"
+                )));
+            }
+            let Strict(v) = map.next_value()?;
+            out.insert(key, v);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
 /// The model of a `config.json` text.
 pub fn parse(text: &str) -> Result<Model, String> {
-    let root: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let root = json(text)?;
     let top = root
         .as_object()
         .ok_or("not a JSON object (a Hugging Face config.json is one)")?;
@@ -306,6 +381,28 @@ mod tests {
         .unwrap();
         let e = read(&cfg).unwrap_err();
         assert!(e.contains("disagree"), "{e}");
+    }
+
+    /// A key given twice is an error naming it (it silently took the last); a UTF-8 BOM is
+    /// accepted (it was "not valid JSON"); both also inside nested objects (issue 39, item 9).
+    #[test]
+    fn duplicate_keys_are_refused_and_a_bom_is_accepted() {
+        let good = r#"{"hidden_size": 512, "intermediate_size": 1024, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "head_dim": 128}"#;
+        let plain = parse(good);
+        let with_bom = parse(&format!("\u{feff}{good}"));
+        assert_eq!(format!("{with_bom:?}"), format!("{plain:?}"));
+        assert!(with_bom.is_ok(), "{with_bom:?}");
+        let twice = good.replace(
+            "\"head_dim\": 128",
+            "\"head_dim\": 128, \"hidden_size\": 1024",
+        );
+        let e = parse(&twice).unwrap_err();
+        assert!(e.contains("duplicate key `hidden_size`"), "{e}");
+        assert!(e.contains("line"), "{e}");
+        let nested = r#"{"text_config": {"hidden_size": 1, "hidden_size": 2}}"#;
+        let e = parse(nested).unwrap_err();
+        assert!(e.contains("duplicate key `hidden_size`"), "{e}");
     }
 
     #[test]

@@ -5,7 +5,10 @@
 //! truncated one; a failed write leaves the old file as it was and no temporary behind.
 //! [`atomic_write_all`] does the same for files that belong together (a kernel's source and its
 //! ABI): every temporary is written and synced before the first rename, so a write error (a full
-//! disk) changes none of them. [`check_output`] runs before the work: the destination's
+//! disk) changes none of them, and the renames happen under an exclusive `flock` of each
+//! destination directory, so concurrent writers of the same group (four `emit --out D` at once,
+//! two `tune --json J --md M`) each rename their whole group in turn: the group left is one
+//! writer's, never a mix. [`check_output`] runs before the work: the destination's
 //! directory exists and is writable, the destination is not a directory, a device or any input.
 
 use std::fs::File;
@@ -31,7 +34,7 @@ pub fn atomic_write_all_with(
     write: &mut dyn FnMut(&mut File, &[u8]) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
     let mut temps: Vec<PathBuf> = Vec::new();
-    let result = (|| {
+    let result: std::io::Result<()> = (|| {
         for (path, bytes) in files {
             let temp = temp_beside(path);
             temps.push(temp.clone());
@@ -45,23 +48,71 @@ pub fn atomic_write_all_with(
         for t in &temps {
             let _ = std::fs::remove_file(t);
         }
-        return Err(e);
+        return Err(std::io::Error::new(
+            e.kind(),
+            format!("{e}; nothing was replaced"),
+        ));
     }
+    let locks = match lock_dirs(files.iter().map(|(p, _)| *p)) {
+        Ok(l) => l,
+        Err(e) => {
+            for t in &temps {
+                let _ = std::fs::remove_file(t);
+            }
+            return Err(e);
+        }
+    };
     for (i, ((path, _), temp)) in files.iter().zip(&temps).enumerate() {
         if let Err(e) = std::fs::rename(temp, path) {
             for t in &temps[i..] {
                 let _ = std::fs::remove_file(t);
             }
-            return Err(e);
+            // Say exactly what changed: the files renamed before this one are the new ones.
+            let done: Vec<String> = files[..i]
+                .iter()
+                .map(|(p, _)| p.display().to_string())
+                .collect();
+            let changed = if done.is_empty() {
+                "nothing was replaced".to_owned()
+            } else {
+                format!("already replaced: {}", done.join(", "))
+            };
+            let what = format!("renaming into {}: {e}; {changed}", path.display());
+            return Err(std::io::Error::new(e.kind(), what));
         }
     }
-    // The renames themselves are durable once the directory is synced.
-    if let Some(dir) = files.first().and_then(|(p, _)| parent(p)) {
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
+    // The renames themselves are durable once the directories are synced.
+    for d in &locks {
+        let _ = d.sync_all();
     }
     Ok(())
+}
+
+/// The destination directories of `paths`, each opened once and locked exclusively (`flock`, in
+/// a fixed order, so two writers of overlapping groups cannot deadlock); the locks are released
+/// when the files are dropped. A directory that cannot be opened is an error; one that cannot be
+/// locked is written without the lock.
+fn lock_dirs<'a>(paths: impl Iterator<Item = &'a Path>) -> std::io::Result<Vec<File>> {
+    let mut dirs: Vec<(u64, u64, File)> = Vec::new();
+    for p in paths {
+        let dir = File::open(parent(p).unwrap_or(Path::new(".")))?;
+        let m = dir.metadata()?;
+        if !dirs.iter().any(|(d, i, _)| (*d, *i) == (m.dev(), m.ino())) {
+            dirs.push((m.dev(), m.ino(), dir));
+        }
+    }
+    dirs.sort_by_key(|(d, i, _)| (*d, *i));
+    for (_, _, f) in &dirs {
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock on a descriptor this function owns; it blocks until the lock is ours.
+        while unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            // A file system without locks (some network mounts) still gets the atomic renames.
+            if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+                break;
+            }
+        }
+    }
+    Ok(dirs.into_iter().map(|(_, _, f)| f).collect())
 }
 
 /// `path`'s directory (`.` for a bare file name).
@@ -176,6 +227,54 @@ mod tests {
         assert!(err.to_string().contains("No space"));
         assert_eq!(std::fs::read(&y).unwrap(), b"old contents");
         assert_eq!(names(dir.path()), ["y.npy"]);
+    }
+
+    /// A rename failing after the first (the second destination is a directory) says which file
+    /// was already replaced; the caller used to print "(neither changed)" whatever happened.
+    #[test]
+    fn a_rename_failing_mid_group_says_what_was_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, abi) = (dir.path().join("k.cu"), dir.path().join("k.abi.toml"));
+        std::fs::create_dir(&abi).unwrap();
+        std::fs::write(abi.join("occupied"), b"x").unwrap();
+        let err = atomic_write_all(&[(&src, b"new source"), (&abi, b"new abi")]).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("already replaced: "), "{text}");
+        assert!(text.contains("k.cu"), "{text}");
+        assert_eq!(std::fs::read(&src).unwrap(), b"new source");
+        // No temporary left behind.
+        assert_eq!(names(dir.path()), ["k.abi.toml", "k.cu"]);
+        let err = atomic_write_all(&[(&abi, b"x"), (&src, b"y")]).unwrap_err();
+        assert!(err.to_string().contains("nothing was replaced"), "{err}");
+    }
+
+    /// Writers of the same pair at once (threads here; `cli/tests/emit.rs` runs processes):
+    /// whatever order their renames come in, the pair left is one writer's.
+    #[test]
+    fn concurrent_writers_of_a_pair_never_mix() {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, abi) = (dir.path().join("k.cu"), dir.path().join("k.abi.toml"));
+        for round in 0..100 {
+            std::thread::scope(|s| {
+                for w in 0..4 {
+                    let (src, abi) = (&src, &abi);
+                    s.spawn(move || {
+                        let (a, b) = (format!("source {w}"), format!("abi {w}"));
+                        atomic_write_all(&[(src, a.as_bytes()), (abi, b.as_bytes())]).unwrap();
+                    });
+                }
+            });
+            let (a, b) = (
+                std::fs::read_to_string(&src).unwrap(),
+                std::fs::read_to_string(&abi).unwrap(),
+            );
+            assert_eq!(
+                a.strip_prefix("source "),
+                b.strip_prefix("abi "),
+                "round {round}"
+            );
+        }
+        assert_eq!(names(dir.path()), ["k.abi.toml", "k.cu"]);
     }
 
     #[test]

@@ -8,7 +8,10 @@
 
 use std::time::{Duration, Instant};
 
-use wavefuse_harness::fuzz::{FuzzConfig, FuzzReport, bucket, fuzz};
+use wavefuse_harness::fuzz::generator::generate;
+use wavefuse_harness::fuzz::{
+    FuzzConfig, FuzzFinding, FuzzReport, INVALID_KERNEL, bucket, fuzz, kernel_seed,
+};
 
 /// The CI run's seed.
 const SEED: u64 = 0xF022_2026;
@@ -50,10 +53,7 @@ const MUST_SIMULATE: [(&str, u64); 14] = [
 fn print(r: &FuzzReport) {
     eprint!("{}", r.summary());
     eprint!("{}", r.refusal_table());
-    for e in &r.invalid_examples {
-        eprintln!("INVALID generated kernel: {e}");
-    }
-    for f in &r.findings {
+    for f in r.all_findings() {
         eprintln!("{f}");
     }
 }
@@ -127,6 +127,58 @@ fn a_kernel_past_its_timeout_is_a_hang_finding() {
     let f = r.findings.last().expect("the hang");
     assert!(f.kind.starts_with("hang in "), "{f}");
     assert!(f.ir.starts_with("kernel "), "{f}");
+}
+
+/// Every generated kernel validates, over many seeds: generation alone is cheap (no lowering),
+/// so this sweeps far more kernels than the CI run compiles. Seed 20261205 kernel 252 was a
+/// second GEMV stage that made an act-order (`g_idx`) weight row-parallel (issue 39).
+#[test]
+fn generated_kernels_of_many_seeds_validate() {
+    let t0 = Instant::now();
+    let mut bad = Vec::new();
+    for seed in [20_261_205, SEED, 1, 7, 0xDEAD_BEEF] {
+        for index in 0..4000 {
+            let k = generate(kernel_seed(seed, index)).kernel;
+            if let Err(e) = wavefuse::ir::validate(&k) {
+                bad.push(format!("seed {seed} kernel {index}: {e}"));
+            }
+        }
+    }
+    eprintln!(
+        "20000 kernels generated in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+    assert!(bad.is_empty(), "{} invalid:\n{}", bad.len(), bad.join("\n"));
+}
+
+/// An invalid generated kernel is reported like a finding: with its index, and written by
+/// `--findings` (it used to be printed without an index and never written).
+#[test]
+fn invalid_generated_kernels_are_written_with_their_index() {
+    let invalid = FuzzFinding {
+        index: 252,
+        kernel_seed: kernel_seed(20_261_205, 252),
+        kind: INVALID_KERNEL.into(),
+        message: "act-order (g_idx) weights cannot be split along K".into(),
+        target: None,
+        schedule: None,
+        sim: None,
+        ir: "kernel fuzz(tp=4) {\n}\n".into(),
+    };
+    let r = FuzzReport {
+        seed: 20_261_205,
+        invalid: 1,
+        invalid_kernels: vec![invalid],
+        ..FuzzReport::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let paths = r.write_findings(dir.path()).unwrap();
+    assert_eq!(paths.len(), 1);
+    let name = paths[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert_eq!(name, "seed20261205-kernel252-1.wfir");
+    let text = std::fs::read_to_string(&paths[0]).unwrap();
+    assert!(text.contains("; fuzz run=20261205 kernel=252"), "{text}");
+    assert!(text.contains(INVALID_KERNEL), "{text}");
 }
 
 #[test]

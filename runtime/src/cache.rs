@@ -5,14 +5,18 @@
 //! unchanged kernel is therefore never recompiled, and any change to what could alter the output —
 //! including upgrading the compiler — misses.
 //!
-//! Each entry is one file `<key>.wfa`: a magic line, the metadata as JSON (with the entry's own key
-//! and the image's SHA-256) and the image. A read compares the stored key with the one asked for,
-//! so an entry renamed or copied under another key is never served for it: that is a miss and a
-//! [`CacheWarning::Stale`], collected on the cache ([`Cache::take_warnings`]) rather than printed. Entries are written to a unique temporary file in the same directory and
-//! renamed into place, so concurrent writers (several test processes, several engineers) never
-//! expose a partial entry: a reader sees either no entry or a complete one. A corrupt entry (bad
-//! magic, bad hash, an entry of the previous format without its key) reads as a miss and is
-//! overwritten.
+//! Each entry is one file `<key>.wfa`: a magic line, the SHA-256 of everything after it, then the
+//! metadata as JSON (the entry's own key, the compiler's resource report, the image's SHA-256)
+//! and the image. Everything read back is verified: a read recomputes the checksum over the whole
+//! entry — metadata and resource report included, so an edited register or spill count is caught
+//! like a flipped bit in the image — and compares the stored key with the one asked for, so an
+//! entry renamed or copied under another key is never served for it. Either is a miss, the
+//! artifact is compiled again and the entry overwritten, and a warning
+//! ([`CacheWarning::Corrupt`], [`CacheWarning::Stale`]) is collected on the cache
+//! ([`Cache::take_warnings`]) rather than printed. Entries are written to a unique temporary file
+//! in the same directory and renamed into place, so concurrent writers (several test processes,
+//! several engineers) never expose a partial entry: a reader sees either no entry or a complete
+//! one. An entry of a previous format reads as a plain miss (no warning) and is overwritten.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -25,8 +29,10 @@ use sha2::{Digest, Sha256};
 use crate::compile::{Artifact, CompileRequest, Compiler};
 use crate::error::Error;
 
-/// The entry format: 2 stores the entry's key.
-const MAGIC: &[u8] = b"WAVEFUSE-ARTIFACT-2\n";
+/// The entry format: 2 stored the entry's key, 3 a checksum over the whole entry.
+const MAGIC: &[u8] = b"WAVEFUSE-ARTIFACT-3\n";
+/// The magic lines of earlier formats: plain misses, not corrupt entries.
+const OLD_MAGICS: [&[u8]; 2] = [b"WAVEFUSE-ARTIFACT-1\n", b"WAVEFUSE-ARTIFACT-2\n"];
 /// The domain the key's hash starts with (unchanged by the entry format, so keys stay stable).
 const KEY_DOMAIN: &[u8] = b"WAVEFUSE-ARTIFACT-1\n";
 const EXT: &str = "wfa";
@@ -61,6 +67,18 @@ pub enum CacheWarning {
         /// The key stored in the entry.
         stored: String,
     },
+    /// The entry file for a key fails its checksum or cannot be decoded (a flipped bit, an edited
+    /// resource report, a truncated file): not served; compiled again and overwritten.
+    #[error(
+        "compile cache entry {} is corrupt ({why}): ignored (recompiled and rewritten)",
+        path.display()
+    )]
+    Corrupt {
+        /// The entry file.
+        path: PathBuf,
+        /// What failed.
+        why: String,
+    },
     /// A compiled artifact could not be stored; the compile itself succeeded.
     #[error("{0} (the artifact is used, not cached)")]
     NotWritten(CacheError),
@@ -71,8 +89,13 @@ pub enum CacheWarning {
 pub enum Lookup {
     /// An intact entry written under this key.
     Hit(Artifact),
-    /// No entry, or a corrupt one.
+    /// No entry, or one of a previous format.
     Miss,
+    /// An entry that fails its checksum or cannot be decoded.
+    Corrupt {
+        /// What failed.
+        why: String,
+    },
     /// An intact entry written under another key.
     Stale {
         /// The key the entry was written under.
@@ -185,18 +208,27 @@ impl Cache {
             return Lookup::Miss;
         };
         match decode(&bytes) {
-            Some((stored, artifact)) if stored == key => Lookup::Hit(artifact),
-            Some((stored, _)) => Lookup::Stale { stored },
-            None => Lookup::Miss,
+            Ok((stored, artifact)) if stored == key => Lookup::Hit(artifact),
+            Ok((stored, _)) => Lookup::Stale { stored },
+            Err(Undecodable::OldFormat) => Lookup::Miss,
+            Err(Undecodable::Corrupt(why)) => Lookup::Corrupt { why },
         }
     }
 
     /// The entry under `key`, if present, intact and written under that key; an entry of
-    /// another key is a miss and a [`CacheWarning::Stale`].
+    /// another key is a miss and a [`CacheWarning::Stale`], a corrupt one a miss and a
+    /// [`CacheWarning::Corrupt`].
     pub fn get(&self, key: &str) -> Option<Artifact> {
         match self.lookup(key) {
             Lookup::Hit(a) => Some(a),
             Lookup::Miss => None,
+            Lookup::Corrupt { why } => {
+                self.warn(CacheWarning::Corrupt {
+                    path: self.path(key),
+                    why,
+                });
+                None
+            }
             Lookup::Stale { stored } => {
                 self.warn(CacheWarning::Stale {
                     path: self.path(key),
@@ -318,32 +350,61 @@ fn encode(key: &str, artifact: &Artifact) -> Vec<u8> {
         image_sha256: hex(&Sha256::digest(&artifact.image)),
     };
     let meta = serde_json::to_vec(&entry).expect("artifact metadata serialises");
-    let mut out = Vec::with_capacity(MAGIC.len() + 8 + meta.len() + artifact.image.len());
+    let mut body = Vec::with_capacity(8 + meta.len() + artifact.image.len());
+    body.extend_from_slice(&(meta.len() as u64).to_le_bytes());
+    body.extend_from_slice(&meta);
+    body.extend_from_slice(&artifact.image);
+    let mut out = Vec::with_capacity(MAGIC.len() + 32 + body.len());
     out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&(meta.len() as u64).to_le_bytes());
-    out.extend_from_slice(&meta);
-    out.extend_from_slice(&artifact.image);
+    out.extend_from_slice(&Sha256::digest(&body));
+    out.extend_from_slice(&body);
     out
 }
 
-/// The key and artifact of an intact entry.
-fn decode(bytes: &[u8]) -> Option<(String, Artifact)> {
-    let rest = bytes.strip_prefix(MAGIC)?;
-    let (len, rest) = rest.split_first_chunk::<8>()?;
-    let len = usize::try_from(u64::from_le_bytes(*len)).ok()?;
-    if rest.len() < len {
-        return None;
+/// Why an entry file is not served.
+enum Undecodable {
+    /// An entry of a previous format.
+    OldFormat,
+    /// Anything else: what failed.
+    Corrupt(String),
+}
+
+/// The key and artifact of an entry whose checksum over everything after the magic line holds.
+fn decode(bytes: &[u8]) -> Result<(String, Artifact), Undecodable> {
+    let corrupt = |why: &str| Undecodable::Corrupt(why.to_owned());
+    let Some(rest) = bytes.strip_prefix(MAGIC) else {
+        return Err(if OLD_MAGICS.iter().any(|m| bytes.starts_with(m)) {
+            Undecodable::OldFormat
+        } else {
+            corrupt("not a wavefuse cache entry: bad magic line")
+        });
+    };
+    let (sum, body) = rest
+        .split_first_chunk::<32>()
+        .ok_or_else(|| corrupt("truncated before its checksum"))?;
+    if Sha256::digest(body).as_slice() != sum.as_slice() {
+        return Err(corrupt("checksum mismatch"));
     }
+    // Past the checksum the entry is what `encode` wrote; these checks guard only against an
+    // entry forged with a matching checksum.
+    let (len, rest) = body
+        .split_first_chunk::<8>()
+        .ok_or_else(|| corrupt("truncated metadata length"))?;
+    let len = usize::try_from(u64::from_le_bytes(*len))
+        .ok()
+        .filter(|&l| l <= rest.len())
+        .ok_or_else(|| corrupt("metadata length past the end"))?;
     let (meta, image) = rest.split_at(len);
-    let entry: Entry = serde_json::from_slice(meta).ok()?;
+    let entry: Entry =
+        serde_json::from_slice(meta).map_err(|e| Undecodable::Corrupt(format!("metadata: {e}")))?;
     if hex(&Sha256::digest(image)) != entry.image_sha256 {
-        return None;
+        return Err(corrupt("image hash mismatch"));
     }
     let artifact = Artifact {
         image: image.to_vec(),
         ..entry.artifact
     };
-    Some((entry.key, artifact))
+    Ok((entry.key, artifact))
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -402,6 +463,13 @@ mod tests {
                 image: req.source.as_bytes().to_vec(),
             })
         }
+    }
+
+    fn nvidia_usage(registers: u32) -> crate::compile::ResourceUsage {
+        crate::compile::ResourceUsage::Nvidia(crate::compile::NvidiaUsage {
+            registers,
+            ..Default::default()
+        })
     }
 
     fn req(source: &str) -> CompileRequest {
@@ -475,6 +543,58 @@ mod tests {
         );
     }
 
+    /// An edited resource report (a register count changed in the JSON metadata, the image
+    /// untouched) is caught by the whole-entry checksum: a miss, a warning, recompiled and
+    /// rewritten. Format 2 checked only the image's hash and served it.
+    #[test]
+    fn edited_resource_report_is_not_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::at(dir.path());
+        let cc = Counting::new();
+        let mut with_usage = cc.compile(&req("a")).unwrap();
+        with_usage.usage.insert("k".into(), nvidia_usage(40));
+        let key = Cache::key(&cc, &req("a")).unwrap();
+        cache.put(&key, &with_usage).unwrap();
+        let path = cache.path(&key);
+        let bytes = std::fs::read(&path).unwrap();
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        assert!(text.contains("\"registers\":40"), "{text}");
+        // Same length, valid JSON, the image and its hash untouched.
+        let edited = text.replace("\"registers\":40", "\"registers\":24");
+        std::fs::write(&path, edited.as_bytes()).unwrap();
+        assert!(matches!(cache.lookup(&key), Lookup::Corrupt { .. }));
+        let got = cache.compile(&cc, &req("a")).unwrap();
+        assert_eq!(cc.calls(), 2, "recompiled, not served");
+        assert!(got.usage.is_empty(), "{got:?}");
+        let warnings = cache.take_warnings();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].to_string().contains("checksum mismatch"),
+            "{}",
+            warnings[0]
+        );
+        assert!(matches!(cache.lookup(&key), Lookup::Hit(_)), "rewritten");
+    }
+
+    /// Every single-bit flip anywhere in an entry (magic line, checksum, metadata, image) is a
+    /// miss or a corrupt entry, never a hit (format 2 served 26 of 64 randomly flipped entries).
+    #[test]
+    fn no_bit_flip_is_served() {
+        let cc = Counting::new();
+        let mut artifact = cc.compile(&req("kernel source")).unwrap();
+        artifact.usage.insert("k".into(), nvidia_usage(32));
+        let key = Cache::key(&cc, &req("kernel source")).unwrap();
+        let bytes = encode(&key, &artifact);
+        assert!(decode(&bytes).is_ok());
+        for byte in 0..bytes.len() {
+            for bit in 0..8 {
+                let mut flipped = bytes.clone();
+                flipped[byte] ^= 1 << bit;
+                assert!(decode(&flipped).is_err(), "bit {bit} of byte {byte} served");
+            }
+        }
+    }
+
     #[test]
     fn corrupt_entry_is_a_miss_and_is_rewritten() {
         let dir = tempfile::tempdir().unwrap();
@@ -530,10 +650,17 @@ mod tests {
         let cc = Counting::new();
         let key = Cache::key(&cc, &req("a")).unwrap();
         let artifact = cc.compile(&req("a")).unwrap();
-        let mut old = encode(&key, &artifact);
-        old.splice(..MAGIC.len(), KEY_DOMAIN.iter().copied());
-        std::fs::write(cache.path(&key), old).unwrap();
-        assert!(matches!(cache.lookup(&key), Lookup::Miss));
+        for magic in OLD_MAGICS {
+            let mut old = encode(&key, &artifact);
+            old.splice(..MAGIC.len(), magic.iter().copied());
+            std::fs::write(cache.path(&key), old).unwrap();
+            assert!(matches!(cache.lookup(&key), Lookup::Miss));
+            assert!(cache.get(&key).is_none());
+        }
+        assert!(
+            cache.take_warnings().is_empty(),
+            "an old format is no warning"
+        );
     }
 
     #[test]

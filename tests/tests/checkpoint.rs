@@ -1376,3 +1376,39 @@ fn invalid_layer_name_lists_the_nearest_layers_first() {
     .to_string();
     assert_mentions(&e, &["nearest first: `model.layers.9.mlp.gate_proj`"]);
 }
+
+/// Issue 39, item 9: re-running with the same `--output` beside the checkpoint replaces it; the
+/// previous output used to be counted among the checkpoint's files and refused as an input.
+#[test]
+fn rerun_with_the_previous_output_beside_the_checkpoint_replaces_it() {
+    let Some(bin) = wavefuse_binary() else {
+        eprintln!("skipped: the wavefuse binary is not built (cargo build -p wavefuse-cli)");
+        return;
+    };
+    let c = case(33, 128, Stored::MinusOne, false, 1);
+    let out = c.dir.path().join("y.npy");
+    for run in 0..2 {
+        let o = run_checkpoint(&bin, &c, Some(&out), &["--device", "cpu-ref"]);
+        assert!(o.status.success(), "run {run}: {}", said(&o));
+    }
+    assert!(out.is_file());
+}
+
+/// Issue 39, item 9: a layer whose f64 reference overflows FP16 is said to overflow under
+/// `--device sim` too, before the simulator runs (it was reported as simulator findings: the
+/// kernel blamed for the input's overflow).
+#[test]
+fn a_reference_overflowing_fp16_is_not_blamed_on_the_simulated_kernel() {
+    let Some(bin) = wavefuse_binary() else {
+        eprintln!("skipped: the wavefuse binary is not built (cargo build -p wavefuse-cli)");
+        return;
+    };
+    let mut c = case(34, 128, Stored::MinusOne, false, 1);
+    c.qt.s.iter_mut().for_each(|s| *s = 60000.0);
+    write_safetensors(&c.weights(), &pack(&c.qt, Stored::MinusOne, false));
+    let o = run_checkpoint(&bin, &c, None, &["--device", "sim"]);
+    let text = said(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("the layer overflows FP16"), "{text}");
+    assert!(!text.contains("finding"), "the kernel was blamed: {text}");
+}

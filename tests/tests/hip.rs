@@ -201,9 +201,11 @@ fn hipcc_compiles_the_set_within_budget_gfx906() {
             let Outcome::Compiled { modelled, .. } = &r.outcome else {
                 continue;
             };
-            let m = modelled
-                .as_ref()
-                .unwrap_or_else(|| panic!("{}@tp{}: no MI50 model", r.id.name(), r.tp));
+            let m = match modelled {
+                Ok(Some(m)) => m,
+                Ok(None) => panic!("{}@tp{}: no MI50 model", r.id.name(), r.tp),
+                Err(e) => panic!("{}@tp{}: no MI50 model: {e}", r.id.name(), r.tp),
+            };
             println!("{:<28} {:>3}  {m}", r.id.name(), r.tp);
             assert!(
                 m.inputs.valu_per_weight <= 2.0 && m.us > 0.0,

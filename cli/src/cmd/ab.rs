@@ -10,7 +10,7 @@ use wavefuse_harness::ab::{
     Choice, LaunchMode, Options, ShapeSet, cpu, model_shapes, parametric, parse_shape, plot,
     run_on, shape_name,
 };
-use wavefuse_harness::outputs::{atomic_write, check_report_path};
+use wavefuse_harness::outputs::{atomic_write, atomic_write_all, check_report_path};
 use wavefuse_harness::policy::{Placement, Ranks, SchedulePolicy, run_placement};
 use wavefuse_harness::suite::{self, CaseSpec, GpuRuntime};
 use wavefuse_harness::{KernelId, Workload};
@@ -164,6 +164,9 @@ pub fn run(a: &AbArgs, policy: SchedulePolicy) -> ExitCode {
             o.iters
         );
     }
+    // The signal thread waits for this guard: an interrupted run's reports go beside the previous
+    // ones, marked, before the process exits 130.
+    let _guard = wavefuse_runtime::compile::child::cooperate();
     let bar = super::progress_bar(Some(cases.len() as u64));
     let report = run_on(
         &cases,
@@ -322,21 +325,49 @@ fn check_manual(
     Ok(())
 }
 
+/// The reports, the JSON and Markdown written as one group (`atomic_write_all`). After an
+/// interrupt they go beside the previous ones (`NAME.interrupted.EXT`), marked, and never
+/// replace them (docs/errors.md).
 fn write_outputs(a: &AbArgs, report: &report::AbReport) -> Result<(), String> {
+    let interrupted = wavefuse_runtime::compile::child::interrupted();
+    let dest = |p: &PathBuf| {
+        if interrupted {
+            super::tune::interrupted_path(p)
+        } else {
+            p.clone()
+        }
+    };
     let write = |p: &PathBuf, text: String| {
         atomic_write(p, text.as_bytes()).map_err(|e| format!("writing {}: {e}", p.display()))?;
         eprintln!("wrote {}", p.display());
         Ok::<(), String>(())
     };
-    if let Some(p) = &a.json {
-        write(
-            p,
-            serde_json::to_string_pretty(&report.to_json()).expect("JSON serialises"),
-        )?;
+    let mut json = report.to_json();
+    let mut md = report.markdown();
+    if interrupted {
+        json["interrupted"] = serde_json::Value::Bool(true);
+        md = format!("**INTERRUPTED: the run did not finish; these results are partial.**\n\n{md}");
     }
-    if let Some(p) = &a.md {
-        write(p, report.markdown())?;
+    let json = a.json.as_ref().map(|p| {
+        let text = serde_json::to_string_pretty(&json).expect("JSON serialises");
+        (dest(p), text)
+    });
+    let md = a.md.as_ref().map(|p| (dest(p), md));
+    let group: Vec<(&std::path::Path, &[u8])> = [&json, &md]
+        .into_iter()
+        .flatten()
+        .map(|(p, t)| (p.as_path(), t.as_bytes()))
+        .collect();
+    if !group.is_empty() {
+        atomic_write_all(&group).map_err(|e| format!("writing the reports: {e}"))?;
+        for (p, _) in &group {
+            eprintln!("wrote {}", p.display());
+        }
     }
+    let a = &AbArgs {
+        plot: a.plot.as_ref().map(dest),
+        ..a.clone()
+    };
     if let Some(p) = &a.plot {
         match plot::svg(report) {
             Ok(svg) => write(p, svg)?,

@@ -243,6 +243,7 @@ fn check_manual(
             (launch.workgroups(), launch.lanes()),
             c.batch,
             occupancy,
+            bounds,
         ) {
             Ok(m) => println!("{m} (not measured: no AMD GPU ran it)"),
             Err(e) => println!("modelled (MI50): none: {e}"),
@@ -337,13 +338,16 @@ pub fn check_file(
             failed = true;
         }
     }
-    if let Some(m) = modelled_mi50_image(
+    match modelled_mi50_image(
         &g.lowered,
         &compiled.artifact.image,
         kernel_batch(&kernel),
         occupancy,
+        bounds,
     ) {
-        println!("{m} (not measured: no AMD GPU ran it)");
+        Ok(Some(m)) => println!("{m} (not measured: no AMD GPU ran it)"),
+        Ok(None) => {}
+        Err(e) => println!("modelled (MI50): none: {e}"),
     }
     if failed {
         ExitCode::FAILURE
@@ -400,11 +404,29 @@ pub fn check_set(
         .iter()
         .filter_map(|r| match &r.outcome {
             Outcome::Compiled {
-                modelled: Some(m), ..
+                modelled: Ok(Some(m)),
+                ..
             } => Some(format!("{:<28} {:>3}  {m}", r.id.name(), r.tp)),
             _ => None,
         })
         .collect();
+    // The kernels whose code object could not be read: said, not a silently missing line.
+    let unread: Vec<String> = rows
+        .iter()
+        .filter_map(|r| match &r.outcome {
+            Outcome::Compiled {
+                modelled: Err(e), ..
+            } => Some(format!("{} TP {}: {e}", r.id.name(), r.tp)),
+            _ => None,
+        })
+        .collect();
+    if let Some(first) = unread.first() {
+        println!(
+            "
+modelled (MI50): none for {} kernel(s); the first: {first}",
+            unread.len()
+        );
+    }
     if !modelled.is_empty() {
         println!(
             "\nINT4 kernels, modelled (MI50, not measured: no AMD GPU ran them; \

@@ -61,8 +61,18 @@ impl FuzzArgs {
 }
 
 /// Run it, print the summary, the refusal table and the findings; exit 1 on any finding or
-/// invalid generated kernel, 130 when interrupted.
+/// invalid generated kernel, 130 when interrupted, 2 when `--findings` cannot be written (checked
+/// before any kernel is generated).
 pub fn run(args: &FuzzArgs) -> ExitCode {
+    if let Some(dir) = &args.findings {
+        if let Err(e) = check_findings_dir(dir) {
+            eprintln!(
+                "error: --findings {}: {e}; nothing was fuzzed",
+                dir.display()
+            );
+            return ExitCode::from(2);
+        }
+    }
     let config = args.config();
     println!(
         "fuzzing kernels {}..{} from seed {} ({} per-kernel work)",
@@ -88,16 +98,23 @@ pub fn run(args: &FuzzArgs) -> ExitCode {
     let guard = wavefuse_runtime::compile::child::cooperate();
     let report = fuzz(&config, &mut progress);
     eprintln!();
-    print_report(args, &report);
+    let interrupted = wavefuse_runtime::compile::child::interrupted();
+    print_report(args, &report, interrupted);
     if let Some(dir) = &args.findings {
-        if let Err(e) = write_findings(dir, &report) {
-            eprintln!("error: {}: {e}", dir.display());
-            return ExitCode::FAILURE;
+        match report.write_findings(dir) {
+            Ok(paths) if !paths.is_empty() => {
+                println!("{} findings written to {}", paths.len(), dir.display())
+            }
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("error: --findings {}: {e}", dir.display());
+                return ExitCode::FAILURE;
+            }
         }
     }
     let _ = std::io::stdout().flush();
     drop(guard);
-    if wavefuse_runtime::compile::child::interrupted() {
+    if interrupted {
         return ExitCode::from(130);
     }
     if report.findings.is_empty() && report.invalid == 0 {
@@ -107,7 +124,17 @@ pub fn run(args: &FuzzArgs) -> ExitCode {
     }
 }
 
-fn print_report(args: &FuzzArgs, r: &FuzzReport) {
+/// `--findings DIR` can take files: it is created if missing, must be a directory, and a file
+/// can be created in it (and is removed again).
+fn check_findings_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    if !dir.is_dir() {
+        return Err(std::io::Error::other("not a directory"));
+    }
+    tempfile::NamedTempFile::new_in(dir).map(drop)
+}
+
+fn print_report(args: &FuzzArgs, r: &FuzzReport, interrupted: bool) {
     print!("{}", r.summary());
     println!("\nrefusals by reason (numbers and names stripped):\n");
     print!("{}", r.refusal_table());
@@ -115,36 +142,31 @@ fn print_report(args: &FuzzArgs, r: &FuzzReport) {
         println!("\ngenerator features:\n");
         print!("{}", r.coverage_table());
     }
-    for e in &r.invalid_examples {
-        println!("\nINVALID generated kernel (a generator bug): {e}");
+    for (i, f) in r.all_findings().enumerate() {
+        println!("\nfinding {} (kernel {}): {f}", i + 1, f.index);
     }
-    for (i, f) in r.findings.iter().enumerate() {
-        println!("\nfinding {}: {f}", i + 1);
-    }
-    if !r.findings.is_empty() {
+    if r.all_findings().next().is_some() {
         println!(
             "reproduce one: wavefuse fuzz --seed {} --first INDEX --kernels 1{}",
             r.seed,
             if args.ci { " --ci" } else { "" }
         );
     }
-    let verdict = if r.findings.is_empty() && r.invalid == 0 {
+    let found = format!(
+        "{} findings, {} invalid generated kernels",
+        r.findings.len(),
+        r.invalid
+    );
+    let verdict = if interrupted {
+        // Never "clean": the kernels not generated were not checked.
+        format!(
+            "interrupted after {} of {} kernels ({found} so far)",
+            r.generated, args.kernels
+        )
+    } else if r.findings.is_empty() && r.invalid == 0 {
         "clean".to_owned()
     } else {
-        format!(
-            "{} findings, {} invalid generated kernels",
-            r.findings.len(),
-            r.invalid
-        )
+        found
     };
     println!("verdict: {verdict}");
-}
-
-fn write_findings(dir: &Path, r: &FuzzReport) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    for (i, f) in r.findings.iter().enumerate() {
-        let name = format!("seed{}-kernel{}-{}.wfir", r.seed, f.index, i + 1);
-        std::fs::write(dir.join(name), f.wfir(r.seed))?;
-    }
-    Ok(())
 }

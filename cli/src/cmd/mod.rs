@@ -37,6 +37,14 @@ pub fn progress_bar(len: Option<u64>) -> ProgressBar {
     bar
 }
 
+/// The compile cache's warnings (a corrupt or stale entry recompiled, an entry not written), one
+/// `warning:` line each on stderr.
+pub fn print_cache_warnings(cache: &wavefuse_runtime::Cache) {
+    for w in cache.take_warnings() {
+        eprintln!("warning: {w}");
+    }
+}
+
 /// `read_kernel_file`, validated; the exit code is 2 for a file that cannot be read or parsed.
 pub fn read_valid_kernel_file(path: &Path) -> Result<wavefuse::ir::Kernel, (String, ExitCode)> {
     let kernel = read_kernel_file(path).map_err(|e| (e, ExitCode::from(2)))?;

@@ -519,6 +519,7 @@ fn on_device<D: Device>(
     } else {
         suite::execute(dev, &p, &cache, 0)
     };
+    super::print_cache_warnings(&cache);
     match executed {
         Ok(x) => {
             println!(
@@ -612,6 +613,11 @@ fn checkpoint_run(a: &RunArgs, policy: &SchedulePolicy) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(format!("reference: {e}")),
     };
+    // A reference that overflows FP16 is the input's fault, whatever the device: said before
+    // any device runs, so a simulator or GPU is never blamed for it.
+    if let Err(e) = reference_finite(&case, &reference) {
+        return fail(e);
+    }
     let (outputs, verdict_code) = match a.device {
         DeviceKind::CpuRef => (reference.clone(), ExitCode::SUCCESS),
         DeviceKind::Sim | DeviceKind::Gpu => {
@@ -651,8 +657,10 @@ fn checkpoint_run(a: &RunArgs, policy: &SchedulePolicy) -> ExitCode {
     verdict_code
 }
 
-/// The files of the checkpoint `weights` names (the file, or every file of the directory), so
-/// an output cannot replace one of them through a link.
+/// The files of the checkpoint `weights` names (the file, or the `.safetensors` and `.json`
+/// files of its directory: what a checkpoint is read from), so an output cannot replace one of
+/// them through a link. A previous `--output` (a `.npy`) beside the checkpoint is not one: a
+/// re-run replaces it (it used to be refused as an input).
 fn checkpoint_files(weights: &Path) -> Vec<PathBuf> {
     let dir = if weights.is_dir() {
         Some(weights)
@@ -667,9 +675,27 @@ fn checkpoint_files(weights: &Path) -> Vec<PathBuf> {
             d.flatten()
                 .map(|e| e.path())
                 .filter(|p| p.is_file())
+                .filter(|p| {
+                    p.extension()
+                        .is_some_and(|e| e == "safetensors" || e == "json")
+                })
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The f64 reference's outputs are finite in FP16; else the error says the layer overflows for
+/// this input (no device is run, no output written).
+fn reference_finite(case: &checkpoint::GemvCase, reference: &[RankOutputs]) -> Result<(), String> {
+    let want = case.gather(reference).map_err(|e| e.to_string())?;
+    let bad = want.data.iter().filter(|v| !v.is_finite()).count();
+    if bad == 0 {
+        return Ok(());
+    }
+    Err(format!(
+        "{bad} of {} outputs of the f64 reference are not finite: the layer overflows FP16 (|y| > 65504) for this input (check the scales and the activations); no device run, no output written",
+        want.data.len()
+    ))
 }
 
 /// Non-finite outputs are an error (nothing is written) that says where they came from: the
@@ -792,5 +818,7 @@ fn checkpoint_on<D: Device>(
         let mut k = exec::OpKernel::new(&group, ir, abi, &artifact)?;
         k.run(inputs)
     };
-    run().map_err(fail)
+    let result = run();
+    super::print_cache_warnings(&cache);
+    result.map_err(fail)
 }

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use wavefuse_codegen::Arch;
 use wavefuse_harness::ab::{ShapeSet, model_shapes, parse_shape};
-use wavefuse_harness::outputs::{atomic_write, check_report_path};
+use wavefuse_harness::outputs::{atomic_write_all, check_report_path};
 use wavefuse_harness::policy::{Placement, Ranks};
 use wavefuse_harness::suite::{self, CaseSpec, GpuRuntime};
 use wavefuse_harness::tune::report::TuneReport;
@@ -149,9 +149,15 @@ pub fn run(a: &TuneArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The signal thread waits for this guard: an interrupted search is reported beside the
+    // previous reports, never stored, before the process exits 130.
+    let _guard = wavefuse_runtime::compile::child::cooperate();
     let bar = super::progress_bar(Some(0));
     let mut report = search(&targets, &o, a.arch, a.no_gpu.then_some("--no-gpu"), &bar);
     bar.finish_and_clear();
+    if report.interrupted {
+        return interrupted(a, &report);
+    }
     match store_winners(a, &report) {
         Ok(paths) => report.stored_in = paths,
         Err(e) => {
@@ -176,6 +182,32 @@ pub fn run(a: &TuneArgs) -> ExitCode {
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
+}
+
+/// An interrupted search: no winner stored, the previous `--json`/`--md` left as they were, the
+/// partial report written beside them (`NAME.interrupted.EXT`), marked; exit 130.
+fn interrupted(a: &TuneArgs, report: &TuneReport) -> ExitCode {
+    print!("{}", report.terminal());
+    let beside = TuneArgs {
+        json: a.json.as_deref().map(interrupted_path),
+        md: a.md.as_deref().map(interrupted_path),
+        ..a.clone()
+    };
+    if let Err(e) = write_outputs(&beside, report) {
+        eprintln!("error: {e}");
+    }
+    eprintln!("tune interrupted: no winner stored");
+    ExitCode::from(130)
+}
+
+/// `DIR/NAME.interrupted.EXT` beside `DIR/NAME.EXT`.
+pub fn interrupted_path(p: &std::path::Path) -> PathBuf {
+    let stem = p.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match p.extension() {
+        Some(ext) => format!("{stem}.interrupted.{}", ext.to_string_lossy()),
+        None => format!("{stem}.interrupted"),
+    };
+    p.with_file_name(name)
 }
 
 fn plan(a: &TuneArgs) -> Result<Vec<Target>, String> {
@@ -225,20 +257,29 @@ fn store_winners(a: &TuneArgs, report: &TuneReport) -> Result<Vec<String>, Strin
     Ok(written)
 }
 
+/// The JSON and Markdown reports, written as one group (`atomic_write_all`: both complete before
+/// either is renamed, the renames under the directories' locks), so two runs never leave one's
+/// JSON beside the other's Markdown.
 fn write_outputs(a: &TuneArgs, report: &TuneReport) -> Result<(), String> {
-    let write = |p: &PathBuf, text: String| {
-        atomic_write(p, text.as_bytes()).map_err(|e| format!("writing {}: {e}", p.display()))?;
-        eprintln!("wrote {}", p.display());
-        Ok::<(), String>(())
-    };
-    if let Some(p) = &a.json {
-        write(
-            p,
-            serde_json::to_string_pretty(&report.to_json()).expect("JSON serialises"),
-        )?;
+    let json = a.json.as_ref().map(|p| {
+        let text = serde_json::to_string_pretty(&report.to_json()).expect("JSON serialises");
+        (p, text)
+    });
+    let md = a.md.as_ref().map(|p| (p, report.markdown()));
+    let files: Vec<(&std::path::Path, &[u8])> = [&json, &md]
+        .into_iter()
+        .flatten()
+        .map(|(p, t)| (p.as_path(), t.as_bytes()))
+        .collect();
+    if files.is_empty() {
+        return Ok(());
     }
-    if let Some(p) = &a.md {
-        write(p, report.markdown())?;
+    atomic_write_all(&files).map_err(|e| {
+        let names: Vec<String> = files.iter().map(|(p, _)| p.display().to_string()).collect();
+        format!("writing {}: {e}", names.join(" and "))
+    })?;
+    for (p, _) in &files {
+        eprintln!("wrote {}", p.display());
     }
     Ok(())
 }

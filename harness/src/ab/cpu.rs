@@ -19,7 +19,7 @@ use wavefuse_codegen::lowered::LoweredKernel;
 use wavefuse_codegen::sim::{
     self as codegen_sim, Case, Granularity, SimError, SimOptions, simulate_case,
 };
-use wavefuse_runtime::compile::{CompileError, Compiler};
+use wavefuse_runtime::compile::{Bounds, CompileError, Compiler};
 use wavefuse_runtime::exec::{self, OutputMetrics};
 use wavefuse_runtime::{Cache, CompileRequest, Error as RtError};
 
@@ -381,9 +381,15 @@ fn compile(cache: &Cache, job: &Job, o: &Options) -> Resources {
             let mut r = usage_of(&a, &job.symbol, job.workgroup_size);
             if let (Some((k, batch)), Ok(u)) = (&job.model, &r.usage) {
                 r.modelled = match job.side {
-                    Side::Generated => {
-                        crate::generate::modelled_mi50_image(k, &a.image, *batch, u.occupancy)
-                    }
+                    Side::Generated => crate::generate::modelled_mi50_image(
+                        k,
+                        &a.image,
+                        *batch,
+                        u.occupancy,
+                        &Bounds::default(),
+                    )
+                    .ok()
+                    .flatten(),
                     // The hand-written kernel's own symbol, at its own launch.
                     Side::Hand => crate::generate::modelled_mi50_symbol(
                         k,
@@ -392,6 +398,7 @@ fn compile(cache: &Cache, job: &Job, o: &Options) -> Resources {
                         (job.grid, job.workgroup_size),
                         *batch,
                         u.occupancy,
+                        &Bounds::default(),
                     )
                     .ok(),
                 };
@@ -407,12 +414,7 @@ fn compile(cache: &Cache, job: &Job, o: &Options) -> Resources {
                     format!("{compiler} not found")
                 }
                 RtError::Compile(CompileError::Failed { log, .. }) => {
-                    format!(
-                        "failed: {}",
-                        log.lines()
-                            .find(|l| l.contains("error"))
-                            .unwrap_or("see the log")
-                    )
+                    format!("failed: {}", crate::tune::candidates::failure_line(&log))
                 }
                 e => e.to_string(),
             }),

@@ -510,6 +510,16 @@ impl Gen {
             Dist::Sharded => Parallelism::Row,
             _ => self.pick(&[Parallelism::Replicated, Parallelism::Column]),
         };
+        // Act-order weights cannot be row-parallel (the validator says why; `weight_shape`
+        // keeps them off the first stage's row GEMVs): the second stage of a column-parallel
+        // act-order group takes the same layout without `g_idx`.
+        let format = match format {
+            WeightFormat::Gptq(mut l) if l.act_order && parallel == Parallelism::Row => {
+                l.act_order = false;
+                WeightFormat::Gptq(l)
+            }
+            f => f,
+        };
         self.tags.insert("second GEMV stage");
         let a = self.round(&x);
         self.gemv(format, k, n, parallel, &a)

@@ -179,6 +179,9 @@ impl FuzzFinding {
     }
 }
 
+/// The kind of an [`FuzzReport::invalid_kernels`] entry.
+pub const INVALID_KERNEL: &str = "invalid generated kernel (a generator bug)";
+
 /// A refusal reason's row of the table.
 #[derive(Clone, Debug, Default)]
 pub struct Refusal {
@@ -215,11 +218,11 @@ pub struct FuzzReport {
     pub seed: u64,
     /// Kernels generated.
     pub generated: u64,
-    /// Generated kernels the validator rejected: generator bugs (kept at 0), with the first
-    /// messages.
+    /// Generated kernels the validator rejected: generator bugs (kept at 0).
     pub invalid: u64,
-    /// The first few of those, with the kernel.
-    pub invalid_examples: Vec<String>,
+    /// Every one of those, with its index, the validator's message and the kernel (kind
+    /// `invalid generated kernel`): printed and written by `--findings` like a finding.
+    pub invalid_kernels: Vec<FuzzFinding>,
     /// Per target (in [`TARGETS`] order).
     pub targets: BTreeMap<String, TargetCounts>,
     /// Kernels that lowered for no target with any schedule.
@@ -325,6 +328,33 @@ impl FuzzReport {
         out
     }
 
+    /// Every finding and every invalid generated kernel, in the order found: what `--findings`
+    /// writes and the CLI prints, each with its kernel index.
+    pub fn all_findings(&self) -> impl Iterator<Item = &FuzzFinding> {
+        self.invalid_kernels.iter().chain(&self.findings)
+    }
+
+    /// Write [`FuzzReport::all_findings`] into `dir` (created if missing), one `.wfir` file each
+    /// ([`FuzzFinding::wfir`]), named `seed{S}-kernel{I}-{n}.wfir`; returns the paths.
+    pub fn write_findings(
+        &self,
+        dir: &std::path::Path,
+    ) -> std::io::Result<Vec<std::path::PathBuf>> {
+        std::fs::create_dir_all(dir)?;
+        let mut out = Vec::new();
+        for (i, f) in self.all_findings().enumerate() {
+            let path = dir.join(format!(
+                "seed{}-kernel{}-{}.wfir",
+                self.seed,
+                f.index,
+                i + 1
+            ));
+            std::fs::write(&path, f.wfir(self.seed))?;
+            out.push(path);
+        }
+        Ok(out)
+    }
+
     /// Generator tags: kernels generated with each, and how many of those simulated.
     pub fn coverage_table(&self) -> String {
         let mut out = String::from("| generator feature | kernels | simulated |\n");
@@ -339,9 +369,7 @@ impl FuzzReport {
     fn merge(&mut self, r: FuzzReport) {
         self.generated += r.generated;
         self.invalid += r.invalid;
-        let room = 5usize.saturating_sub(self.invalid_examples.len());
-        self.invalid_examples
-            .extend(r.invalid_examples.into_iter().take(room));
+        self.invalid_kernels.extend(r.invalid_kernels);
         for (t, c) in r.targets {
             let mine = self.targets.entry(t).or_default();
             mine.default_lowered += c.default_lowered;
@@ -710,9 +738,8 @@ fn one(config: &FuzzConfig, index: u64, stage: &Mutex<Stage>, report: &mut FuzzR
     let ir = k.to_string();
     if let Err(e) = validate(k) {
         report.invalid += 1;
-        if report.invalid_examples.len() < 5 {
-            report.invalid_examples.push(format!("{e}\n{ir}"));
-        }
+        let f = finding(INVALID_KERNEL, e.to_string(), &ir);
+        report.invalid_kernels.push(f);
         return;
     }
     set_stage("print/parse", None, None);

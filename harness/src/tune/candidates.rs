@@ -191,12 +191,48 @@ fn compile_one(
 pub fn short_error(e: &RtError) -> String {
     match e {
         RtError::Compile(CompileError::Missing { compiler, .. }) => format!("{compiler} not found"),
-        RtError::Compile(CompileError::Failed { log, .. }) => format!(
-            "failed: {}",
-            log.lines()
-                .find(|l| l.contains("error"))
-                .unwrap_or("see the log")
-        ),
+        RtError::Compile(CompileError::Failed { log, .. }) => {
+            format!("failed: {}", failure_line(log))
+        }
         e => e.to_string().lines().next().unwrap_or("").to_owned(),
+    }
+}
+
+/// A failed compiler's log (`exit status N and printed nothing`, or `… after printing:` and what
+/// it printed) in one line: its first line that mentions an error, else how it ended with the
+/// last line it printed. Never "see the log": `tune` and `ab` keep no log file to see.
+pub fn failure_line(log: &str) -> String {
+    if let Some(l) = log.lines().find(|l| l.contains("error")) {
+        return l.trim().to_owned();
+    }
+    let mut lines = log.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or("no output");
+    match lines.last() {
+        Some(last) => format!("{} {last}", first.trim_end_matches(':').to_owned() + ":"),
+        None => first.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::failure_line;
+
+    /// A failing compiler's one-line reason names what it printed or that it printed nothing;
+    /// it used to say "see the log" where `tune` and `ab` keep no log (issue 39, item 7).
+    #[test]
+    fn a_failure_line_never_points_at_a_log_that_does_not_exist() {
+        assert_eq!(
+            failure_line("exit status 1 and printed nothing"),
+            "exit status 1 and printed nothing"
+        );
+        assert_eq!(
+            failure_line("exit status 2 after printing:\nclang: warning: x\nSegmentation fault"),
+            "exit status 2 after printing: Segmentation fault"
+        );
+        assert_eq!(
+            failure_line("exit status 1 after printing:\nk.hip:3:1: error: expected ';'\n"),
+            "k.hip:3:1: error: expected ';'"
+        );
+        assert_eq!(failure_line(""), "no output");
     }
 }

@@ -83,6 +83,9 @@ fn run_on<D: Device>(
     let cache = Cache::from_env();
     let mut cases = Vec::new();
     for t in targets {
+        if wavefuse_runtime::compile::child::interrupted() {
+            break;
+        }
         bar.set_message(format!("{}: lowering the space", t.label()));
         cases.push(search::<D>(t, o, arch, &cache, l2, &flush, bar));
     }
@@ -93,6 +96,7 @@ fn run_on<D: Device>(
         stored_in: Vec::new(),
         seconds: start.elapsed().as_secs_f64(),
         warnings: super::report::cache_warnings(&cache),
+        interrupted: false,
     };
     let copy_gbps = report.copy_gbps();
     for c in &mut report.cases {

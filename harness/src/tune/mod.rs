@@ -30,6 +30,7 @@ use indicatif::ProgressBar;
 use wavefuse::ir::Kernel;
 use wavefuse_codegen::Arch;
 use wavefuse_runtime::Cache;
+use wavefuse_runtime::compile::Bounds;
 use wavefuse_runtime::exec;
 
 use crate::Workload;
@@ -117,10 +118,14 @@ pub fn search(
         None => gpu::run(targets, o, arch, bar),
         Some(why) => Err(why.into()),
     };
-    match timed {
+    let mut report = match timed {
         Ok(r) => r,
         Err(reason) => without_timing(targets, o, arch, reason, bar),
-    }
+    };
+    // A signal stops the compilers (their candidates fail as interrupted) and the loop over
+    // targets: whatever won among the rest is not a result.
+    report.interrupted = wavefuse_runtime::compile::child::interrupted();
+    report
 }
 
 impl Settings {
@@ -409,6 +414,9 @@ fn without_timing(
     let cache = Cache::from_env();
     let mut cases = Vec::new();
     for t in targets {
+        if wavefuse_runtime::compile::child::interrupted() {
+            break;
+        }
         bar.set_message(format!("{}: lowering the space", t.label()));
         let (mut case, space) = match lowered_space(t, arch, o, 0) {
             Ok(x) => x,
@@ -433,20 +441,28 @@ fn without_timing(
         });
         compile_rates(&mut case, compile_start.elapsed().as_secs_f64(), o.threads);
         results.sort_by_key(|c| c.index);
+        let mut unread = None;
         for mut c in results {
             record_compile(&mut case, &mut c, arch, &t.spec);
             if let (Ok(a), Some(occ)) = (&c.artifact, case.candidates[c.index].occupancy) {
-                case.candidates[c.index].modelled_us = crate::generate::modelled_mi50_image(
+                let modelled = crate::generate::modelled_mi50_image(
                     &space.kept[c.index].lowered,
                     &a.image,
                     t.spec.batch,
                     occ,
-                )
-                .map(|m| m.us);
+                    &Bounds::default(),
+                );
+                case.candidates[c.index].modelled_us = match modelled {
+                    Ok(m) => m.map(|m| m.us),
+                    Err(e) => {
+                        unread.get_or_insert(e);
+                        None
+                    }
+                };
             }
         }
         if arch == Arch::Gfx906 {
-            rank_statically(&mut case, t, o);
+            rank_statically(&mut case, t, o, unread.as_deref());
         } else {
             case.note = "nothing timed: no winner without a GPU".into();
         }
@@ -458,12 +474,14 @@ fn without_timing(
         stored_in: Vec::new(),
         seconds: start.elapsed().as_secs_f64(),
         warnings: report::cache_warnings(&cache),
+        interrupted: false,
     }
 }
 
 /// gfx906: the static model's cost of every candidate within budget; the cheapest are checked
 /// in the simulator, in order, until one passes; that one wins.
-fn rank_statically(case: &mut CaseReport, t: &Target, o: &Settings) {
+/// `unread`: why a candidate's code object could not be disassembled, if one could not.
+fn rank_statically(case: &mut CaseReport, t: &Target, o: &Settings, unread: Option<&str>) {
     let family = space::Family::of(&t.ir);
     let k = gemv_k(&t.ir);
     for c in &mut case.candidates {
@@ -483,9 +501,11 @@ fn rank_statically(case: &mut CaseReport, t: &Target, o: &Settings) {
     if by_time {
         case.note = "ranked by the MI50 time model (modelled, not measured)".into();
     } else {
-        case.note = "ranked by instructions per weight: the MI50 time model could not read every \
-                     candidate's hot loop (llvm-objdump missing?)"
-            .into();
+        let why = unread.unwrap_or("a candidate without a countable INT4 hot loop");
+        case.note = format!(
+            "ranked by instructions per weight: the MI50 time model could not read every \
+             candidate's hot loop ({why})"
+        );
         for c in &mut case.candidates {
             c.modelled_us = None;
         }
@@ -539,8 +559,12 @@ fn gemv_k(ir: &Kernel) -> usize {
         .unwrap_or(1)
 }
 
-/// The store entries of a report's winners.
+/// The store entries of a report's winners; none for an interrupted run (nothing interrupted
+/// is stored).
 pub fn entries(report: &TuneReport) -> Vec<Entry> {
+    if report.interrupted {
+        return Vec::new();
+    }
     let h = &report.header;
     let method = match h.basis {
         Some(Basis::Timed) => Method::Timed,

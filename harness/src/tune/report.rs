@@ -270,7 +270,15 @@ pub struct TuneReport {
     /// entry stored under another key), once per kind with a count.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The run was interrupted (SIGINT, SIGTERM, SIGHUP) before its search finished: the cases
+    /// cover only what was done, and no winner is stored ([`super::entries`] gives none).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
 }
+
+/// What an interrupted report says first.
+pub const INTERRUPTED: &str = "INTERRUPTED: the search did not finish; these results are \
+     partial and no winner was stored";
 
 /// The compile cache's warnings, one line per distinct message head with how often it came.
 pub fn cache_warnings(cache: &wavefuse_runtime::Cache) -> Vec<String> {
@@ -285,7 +293,8 @@ pub fn cache_warnings(cache: &wavefuse_runtime::Cache) -> Vec<String> {
                 e.what,
                 e.source
             ),
-            wavefuse_runtime::CacheWarning::Stale { .. } => text,
+            wavefuse_runtime::CacheWarning::Stale { .. }
+            | wavefuse_runtime::CacheWarning::Corrupt { .. } => text,
         };
         match lines.iter_mut().find(|(h, _)| *h == head) {
             Some((_, n)) => *n += 1,
@@ -375,6 +384,9 @@ impl TuneReport {
             h.provenance.date,
             h.provenance.commit
         );
+        if self.interrupted {
+            let _ = writeln!(s, "{INTERRUPTED}");
+        }
         if let Some(why) = &h.no_timing {
             let _ = writeln!(s, "{NO_TIMING} ({why})");
         }
@@ -457,6 +469,9 @@ impl TuneReport {
         let h = &self.header;
         let mut s = String::new();
         let _ = writeln!(s, "# wavefuse tune\n");
+        if self.interrupted {
+            let _ = writeln!(s, "**{INTERRUPTED}.**\n");
+        }
         let _ = writeln!(
             s,
             "- target {}, device {}, driver {}, compiler {}\n- commit {}, {}, seed {:#x}\n- {} candidates at most per kernel and shape{}; {} warm-up + {} timed launches per series, inputs rotating over ≥ 4 × L2; top {} and the default re-timed {} times",

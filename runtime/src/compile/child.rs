@@ -243,11 +243,8 @@ fn run_counted(
     for (i, pipe) in readers.into_iter().enumerate() {
         let tx = tx.clone();
         std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_end(&mut bytes);
-            }
-            let _ = tx.send((i, bytes));
+            let bytes = pipe.map(|p| read_bounded(p, KEEP_HEAD, KEEP_TAIL));
+            let _ = tx.send((i, bytes.unwrap_or_default()));
         });
     }
     drop(tx);
@@ -295,6 +292,53 @@ fn run_counted(
         stdout,
         stderr,
     })
+}
+
+/// Bytes of a tool's output kept from its start and from its end (per pipe): everything a
+/// compiler prints for a kernel of the set fits many times over; a tool that prints hundreds of
+/// megabytes is neither held in memory nor printed whole.
+pub const KEEP_HEAD: usize = 256 * 1024;
+/// See [`KEEP_HEAD`].
+pub const KEEP_TAIL: usize = 256 * 1024;
+
+/// Read `pipe` to its end keeping the first `head` and the last `tail` bytes; what was cut in
+/// between is replaced by a line saying how many bytes it was. Memory stays within
+/// `head + 2 × tail` whatever the output.
+pub fn read_bounded(mut pipe: impl Read, head: usize, tail: usize) -> Vec<u8> {
+    let mut first = Vec::new();
+    let mut last: Vec<u8> = Vec::new();
+    let mut total: u64 = 0;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match pipe.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        total += n as u64;
+        let mut chunk = &buf[..n];
+        if first.len() < head {
+            let take = chunk.len().min(head - first.len());
+            first.extend_from_slice(&chunk[..take]);
+            chunk = &chunk[take..];
+        }
+        last.extend_from_slice(chunk);
+        if last.len() > 2 * tail.max(1) {
+            last.drain(..last.len() - tail);
+        }
+    }
+    if last.len() > tail {
+        last.drain(..last.len() - tail);
+    }
+    let cut = total - first.len() as u64 - last.len() as u64;
+    if cut > 0 {
+        let note =
+            format!("\n[… {cut} bytes of output cut; the first {head} and last {tail} kept …]\n");
+        first.extend_from_slice(note.as_bytes());
+    }
+    first.extend_from_slice(&last);
+    first
 }
 
 /// Both pipes' contents, or None when `until` passes first.
@@ -402,6 +446,39 @@ mod tests {
         .unwrap_err();
         assert!(matches!(err, ChildError::Interrupted { .. }), "{err}");
         assert!(t0.elapsed() < Duration::from_secs(10));
+    }
+
+    /// 8 MiB of output (a tool that prints without end) keeps its head and tail and says how
+    /// much was cut between them; it used to be held and printed whole (400 MB in the probe).
+    #[test]
+    fn huge_output_is_cut_between_head_and_tail() {
+        let done = run(
+            Command::new("sh").args([
+                "-c",
+                "echo first-line; head -c 8388608 /dev/zero | tr '\\0' x; echo; echo last-line",
+            ]),
+            &Bounds::default(),
+        )
+        .unwrap();
+        let out = &done.stdout;
+        assert!(
+            out.len() < KEEP_HEAD + KEEP_TAIL + 200,
+            "{} bytes kept",
+            out.len()
+        );
+        assert!(out.starts_with("first-line\n"), "{}", &out[..20]);
+        assert!(out.trim_end().ends_with("last-line"));
+        // "first-line\n", the x's, "\n", "last-line\n".
+        let cut = 11 + 8_388_608 + 1 + 10 - KEEP_HEAD - KEEP_TAIL;
+        assert!(
+            out.contains(&format!("[… {cut} bytes of output cut")),
+            "no cut note"
+        );
+        // Short output is untouched; a cut is marked between head and tail.
+        assert_eq!(read_bounded(&b"abc"[..], 4, 4), b"abc");
+        let cut = String::from_utf8(read_bounded(&b"abcdefgh"[..], 2, 3)).unwrap();
+        assert!(cut.starts_with("ab\n[… 3 bytes of output cut"), "{cut}");
+        assert!(cut.ends_with("…]\nfgh"), "{cut}");
     }
 
     #[test]
