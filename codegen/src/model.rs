@@ -498,6 +498,13 @@ impl HotLoop {
     }
 }
 
+/// A weight product: `v_dot2_f32_f16`, `v_fma_mix_f32` or `v_dot4_i32_i8`.
+fn is_product(m: &str) -> bool {
+    m.starts_with("v_dot2_f32_f16")
+        || m.starts_with("v_fma_mix_f32")
+        || m.starts_with("v_dot4_i32_i8")
+}
+
 /// `x` with at most two decimals and no trailing zeros (`16`, `0.5`, `90.06`).
 fn trim(x: f64) -> String {
     let s = format!("{x:.2}");
@@ -507,15 +514,8 @@ fn trim(x: f64) -> String {
 /// The loop with the most products, then the most instructions: `(first, last)` indices of the
 /// range from a backward branch's target to the branch.
 fn hottest_loop(ins: &[(u64, String, Option<u64>)]) -> Option<(usize, usize)> {
-    let products = |b: &[(u64, String, Option<u64>)]| {
-        b.iter()
-            .filter(|(_, m, _)| {
-                m.starts_with("v_dot2_f32_f16")
-                    || m.starts_with("v_fma_mix_f32")
-                    || m.starts_with("v_dot4_i32_i8")
-            })
-            .count()
-    };
+    let products =
+        |b: &[(u64, String, Option<u64>)]| b.iter().filter(|(_, m, _)| is_product(m)).count();
     let mut best: Option<(usize, usize)> = None;
     for (i, (addr, m, target)) in ins.iter().enumerate() {
         // A loop closes with a backward conditional branch, or with an unconditional one
@@ -536,9 +536,11 @@ fn hottest_loop(ins: &[(u64, String, Option<u64>)]) -> Option<(usize, usize)> {
 
 /// Which instructions of a loop body (`first`..=`last`) a branch inside it jumps over on most
 /// trips: a block a forward conditional branch skips, and the tail after a second back edge to
-/// the loop's own first instruction (hipcc places a reload block there: that branch goes back
-/// while the group lasts, the tail runs when it ends and then jumps back itself). A nested
-/// loop's back edge (to its own, later, first instruction) skips nothing.
+/// the loop's own first instruction when the tail holds no products (hipcc places a reload
+/// block there: that branch goes back while the group lasts, the tail runs when it ends and
+/// then jumps back itself; a tail with the products is the trip's work after a staging loop
+/// that shares the head). A nested loop's back edge (to its own, later, first instruction)
+/// skips nothing.
 fn skipped_within(body: &[(u64, String, Option<u64>)], first: u64, last: u64) -> Vec<bool> {
     let mut skipped = vec![false; body.len()];
     for (i, (addr, m, target)) in body.iter().enumerate() {
@@ -546,8 +548,10 @@ fn skipped_within(body: &[(u64, String, Option<u64>)], first: u64, last: u64) ->
             continue;
         };
         if t == first {
-            for s in skipped.iter_mut().skip(i + 1) {
-                *s = true;
+            if !body[i + 1..].iter().any(|(_, m, _)| is_product(m)) {
+                for s in skipped.iter_mut().skip(i + 1) {
+                    *s = true;
+                }
             }
             continue;
         }
@@ -947,6 +951,20 @@ mod tests {
             branch_period: Some(16.0),
         };
         assert_eq!(h.valu_per_trip(&facts), 12.375);
+        // A staging loop that shares the head, its back edge before the products: the tail is
+        // the trip's work, not a skipped block.
+        let mut l: Vec<(&str, Option<u64>)> = vec![
+            ("ds_write_b32 v1, v2", None),           // 0x1000
+            ("v_add_u32_e32 v1, 4, v1", None),       // 0x1004
+            ("s_cbranch_execz 65533", Some(0x1000)), // 0x1008
+        ];
+        l.extend([("v_dot2_f32_f16 v4, v5, v6, v4", None); 4]); // 0x100c..0x1018
+        l.extend([("s_branch 65530", Some(0x1000)), ("s_endpgm", None)]); // 0x101c
+        let h = HotLoop::from_disassembly_of(&kernel(&l), "k").expect("a loop");
+        assert_eq!(
+            (h.first, h.last, h.valu, h.skippable_valu),
+            (0x1000, 0x101c, 5, 0)
+        );
     }
 
     /// hipcc turns the first product of a word into `v_cvt_f32_f16` + `v_mul_f32` and the other
