@@ -1156,6 +1156,7 @@ fn no_gpu_ab_binds_and_compiles_the_users_hand_written_kernels() {
         ("gemv_int4_fp16z", "cu"),
         ("gemv_int4_splitk", "hip"),
         ("gemv_int4_splitk", "cu"),
+        ("gemv_int4_reload", "hip"),
     ] {
         let (src, abi) = user_kernel(name, ext);
         let tmp = tempfile::tempdir().unwrap();
@@ -1192,15 +1193,17 @@ fn no_gpu_ab_binds_and_compiles_the_users_hand_written_kernels() {
         let r = res.iter().find(|r| r["arch"] == arch).unwrap();
         assert!(r["usage"]["registers"].as_u64().unwrap() > 0, "{r}");
         if ext == "hip" {
-            let symbol = if name == "gemv_int4_splitk" {
-                "gemv_splitk"
-            } else {
-                "gemv_tile128"
+            let symbol = match name {
+                "gemv_int4_splitk" => "gemv_splitk",
+                "gemv_int4_reload" => "gemv_reload",
+                _ => "gemv_tile128",
             };
             let counted = r["modelled_mi50"]["inputs"]["counted"]
                 .as_str()
                 .unwrap_or("");
             assert!(counted.contains(&format!("of `{symbol}`")), "{r}");
+            // Every one says how many weights a trip handles: 8, from its ABI's `[model]`.
+            assert!(counted.contains("8 weights per trip (the ABI's"), "{r}");
         }
     }
 }
@@ -1249,6 +1252,47 @@ fn check_manual_prints_the_named_symbols_model() {
     assert!(out.contains("splits = 4, zp_add = 1"), "{out}");
 }
 
+/// The MI50 model of a user's kernel counts its executed path (issue 38): `gemv_reload`
+/// (`cli/tests/handwritten/gemv_int4_reload.hip`) reloads its group's scale and zero point in a
+/// block hipcc places after the loop's inner back edge. Hand count of hipcc 5.2's code: 38 VALU
+/// on every trip, 33 in the reload, run once per group of 128 rows = 16 trips of one word:
+/// 38 + 33 / 16 = 40.06 VALU per trip, 5.01 per weight (charged on every trip: 71 / 8 = 8.88).
+/// One column per lane at 5120 → 4352 leaves one dword and eight shorts in flight per lane and
+/// 68 waves on 60 CUs: latency-bound, and said.
+#[test]
+fn check_manual_models_a_reload_kernel_on_its_executed_path_gfx906() {
+    let (src, abi) = user_kernel("gemv_int4_reload", "hip");
+    if !compiler_of("hip") {
+        return;
+    }
+    let o = wavefuse(&[
+        "check",
+        "--manual",
+        src.to_str().unwrap(),
+        "--abi",
+        abi.to_str().unwrap(),
+        "--tp",
+        "4",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("grid [68, 1, 1] x block [64, 1, 1]"), "{out}");
+    assert!(
+        out.contains("K = 5120, N = 4352, group_size = 128, zp_add = 1"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "of `gemv_reload`: 40.06 VALU per trip (33 of its 71 in blocks a branch skips, \
+             charged once per 16 trips), 8 weights per trip (the ABI's)"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("inputs: 5.01 VALU/weight"), "{out}");
+    assert!(out.contains("(latency-bound"), "{out}");
+    assert!(out.contains("FEWER THAN 16 KB: latency-bound"), "{out}");
+}
+
 /// What the ABI cannot describe is refused by name, and a bad value or launch is named.
 #[test]
 fn unsupported_and_bad_descriptions_of_users_kernels_are_named() {
@@ -1293,6 +1337,22 @@ fn unsupported_and_bad_descriptions_of_users_kernels_are_named() {
         i8x.iter()
             .any(|p| p.contains("pre-quantised inputs are not supported")),
         "{i8x:?}"
+    );
+    let zero = problems(&|t| {
+        t.replacen(
+            "weight_words_per_trip = 1",
+            "weight_words_per_trip = 0\nbranch_every = \"m / 8\"",
+            1,
+        )
+    });
+    assert!(
+        zero.iter()
+            .any(|p| p == "[model] weight_words_per_trip = 0: must be positive")
+            && zero
+                .iter()
+                .any(|p| p.starts_with("[model] branch_every:")
+                    && p.contains("unknown variable `m`")),
+        "{zero:?}"
     );
     let unknown = problems(&|t| t.replacen("value = \"4\"", "value = \"m / 2\"", 1));
     assert!(

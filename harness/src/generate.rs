@@ -13,7 +13,7 @@ use wavefuse_runtime::compile::{
     Artifact, Bounds, CompileError, CompileRequest, Compiler, Hipcc, Nvcc, disassemble,
 };
 
-use wavefuse_codegen::model::{HotLoop, Modelled, inputs_for, model};
+use wavefuse_codegen::model::{HotLoop, LoopFacts, Modelled, inputs_for, inputs_with, model};
 
 use crate::KernelId;
 use crate::policy::{Placement, SchedulePolicy};
@@ -352,15 +352,34 @@ pub fn modelled_mi50_image(
     Ok(hot.and_then(|hot| Some(model(&inputs_for(k, &hot, batch, occupancy)?))))
 }
 
+/// How a hand-written kernel runs, for the MI50 model of its symbol: what its ABI says and the
+/// machine code does not show.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SymbolLaunch {
+    /// Workgroups of the launch (all dimensions).
+    pub grid: u32,
+    /// Lanes per workgroup.
+    pub workgroup_size: u32,
+    /// The counted loop's weights per trip and branch period (the ABI's `[model]`).
+    pub facts: LoopFacts,
+    /// Bytes of the kernel's own scratch arrays (written once, read once: counted twice).
+    pub scratch_bytes: f64,
+    /// Grid barriers per launch.
+    pub grid_barriers: u32,
+    /// Flag rounds per launch (counted as PCIe round trips at TP > 1).
+    pub flag_rounds: u32,
+}
+
 /// The MI50 time model of kernel `symbol` of a compiled gfx906 code object `image` that
 /// implements lowered kernel `k` (a hand-written kernel, maybe one of several in its file): the
-/// hot loop counted in `symbol`'s code only, the bytes and weights of `k`'s data arrays, the
-/// launch `grid` × `workgroup_size` as the kernel is launched. `Err` says why there is none.
+/// loop counted in `symbol`'s code only with the ABI's facts, the weights and data bytes of
+/// `k`'s data arrays (which the hand-written kernel shares), its own scratch, launch, grid
+/// barriers and flag rounds (`launch`). `Err` says why there is none.
 pub fn modelled_mi50_symbol(
     k: &wavefuse_codegen::lowered::LoweredKernel,
     image: &[u8],
     symbol: &str,
-    launch: (u32, u32),
+    launch: &SymbolLaunch,
     batch: usize,
     occupancy: u32,
     bounds: &Bounds,
@@ -372,14 +391,18 @@ pub fn modelled_mi50_symbol(
     }
     let hot = HotLoop::from_disassembly_of(&disasm, symbol)
         .ok_or_else(|| format!("`{symbol}` has no loop (a backward branch) to count"))?;
-    let mut inputs = inputs_for(k, &hot, batch, occupancy).ok_or_else(|| {
+    let mut inputs = inputs_with(k, &hot, batch, occupancy, &launch.facts).ok_or_else(|| {
         format!(
-            "`{symbol}`'s hottest loop ({}) has no weight products, or `{}` no INT4 weight",
+            "`{symbol}`'s hottest loop ({}) has no weight products and its ABI no \
+             `[model] weight_words_per_trip`, or `{}` no INT4 weight",
             hot.counted(),
             k.name
         )
     })?;
-    (inputs.grid, inputs.workgroup_size) = launch;
+    inputs.bytes += 2.0 * (launch.scratch_bytes - wavefuse_codegen::model::scratch_bytes(k));
+    (inputs.grid, inputs.workgroup_size) = (launch.grid, launch.workgroup_size);
+    inputs.grid_barriers = launch.grid_barriers;
+    inputs.flag_round_trips = if k.tp > 1 { launch.flag_rounds } else { 0 };
     Ok(model(&inputs))
 }
 

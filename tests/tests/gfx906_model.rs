@@ -171,12 +171,15 @@ fn model_of_a_kernel_with_a_fixed_hot_loop_gfx906() {
     let inputs = ModelInputs {
         valu_per_weight: vpw,
         weights,
+        valu_outside_per_wave: 0.0,
         other_valu_lane_instructions: 0.0,
         bytes: 46.3e6,
         bytes_in_flight_per_wave: 0.0,
         occupancy: c.occupancy,
         grid: 544,
         workgroup_size: 256,
+        grid_barriers: 0,
+        flag_round_trips: 0,
         counted: String::new(),
     };
     let m = model(&inputs);
@@ -243,9 +246,21 @@ fn table_batches() -> Vec<usize> {
 /// the next 0.5 %). None since units of 8 K-words from batch 5 (`schedule.rs` `floor_phases`,
 /// `bench/results/2026-12-03-gfx906-batch8/`): the six batch-8 rows listed before (the
 /// two-weight GEMV at TP 1, 2, 4 at 1.1–1.3 %, `gemv_int4` at TP 8 and the QKV GEMV at TP 4 and
-/// 8 in 32-column tiles at 2.2–3.1 %) are now within 1 %. Any row over 1 % that is not listed,
-/// a listed one over its bound, or a listed one no longer over 1 % (a stale entry), fails.
-const KNOWN_SLOWER: [(KernelId, u32, usize, f64); 0] = [];
+/// 8 in 32-column tiles at 2.2–3.1 %) are now within 1 %. Since issue 38's latency term one row
+/// again: the fused kernel at TP 8 batch 4, latency-bound (80 workgroups of 2 waves, 6.7 KB of
+/// loads in flight per CU: 21.8 µs) where the reference (80 workgroups of 4 waves, 30.7 KB) is
+/// not (VALU-bound at 19.7 µs): 7.7 % (see [`FUSED_LATENCY_BOUND`]). Any row over 1 % that is
+/// not listed, a listed one over its bound, or a listed one no longer over 1 % (a stale entry),
+/// fails.
+const KNOWN_SLOWER: [(KernelId, u32, usize, f64); 1] =
+    [(KernelId::GemvInt4AllreduceRmsnorm, 8, 4, 1.08)];
+
+/// (TP, batch, the most the fused kernel's GEMV part may be over `gemv_int4`'s time) where the
+/// fused kernel is latency-bound (issue 38's latency term): at TP 8 batch 4 its 80 workgroups of
+/// 2 waves keep 6.7 KB of loads in flight per CU (under 16 KB: flagged before the recount too),
+/// the latency term 21.8 µs against `gemv_int4`'s 17.9 (VALU-bound, 21.5 KB in flight). A
+/// schedule question for codegen (more workgroups or deeper loads at that shape), not a count.
+const FUSED_LATENCY_BOUND: [(u32, usize, f64); 1] = [(8, 4, 1.25)];
 
 /// The model of every gfx906 INT4 kernel at every TP and batch (`table_batches`): the new
 /// default and the hand-written reference, and at batch 1 the old default. Asserts what issue
@@ -325,9 +340,9 @@ fn model_table_of_the_int4_kernels_gfx906() {
             }
         }
     }
-    // Issue 19: the fused kernel's GEMV part within 10 % of `gemv_int4` at the same shape. The
-    // model's fused time is its GEMV part (the exchange and the norm are not modelled), and at
-    // each TP the two move the same weights (17408 / TP → 5120 against 5120 → 17408 / TP).
+    // Issue 19: the fused kernel's GEMV part within 10 % of `gemv_int4` at the same shape: its
+    // time without the grid barrier and flag round trips (issue 38 adds those), and at each TP
+    // the two move the same weights (17408 / TP → 5120 against 5120 → 17408 / TP).
     for tp in TP_SIZES {
         for &batch in &batches {
             let (fused, gemv) = (
@@ -342,12 +357,19 @@ fn model_table_of_the_int4_kernels_gfx906() {
             assert_eq!(fused.inputs.weights, gemv.inputs.weights, "tp {tp}");
             println!(
                 "tp {tp} b{batch}: fused GEMV part / gemv_int4, same weights: {:.1} / {:.1} us = {:.3} (modelled, MI50)",
-                fused.us,
+                fused.gemv_us(),
                 gemv.us,
-                fused.us / gemv.us
+                fused.gemv_us() / gemv.us
             );
+            let bound = FUSED_LATENCY_BOUND
+                .iter()
+                .find(|k| (k.0, k.1) == (tp, batch))
+                .map_or(1.10, |k| k.2);
+            if bound > 1.10 {
+                assert_eq!(fused.bound, Bound::Latency, "tp {tp} b{batch}: {fused}");
+            }
             assert!(
-                fused.us <= 1.10 * gemv.us,
+                fused.gemv_us() <= bound * gemv.us,
                 "tp {tp} b{batch}: fused {fused}, gemv_int4 {gemv}"
             );
         }
@@ -360,6 +382,14 @@ fn model_table_of_the_int4_kernels_gfx906() {
         "generated slower than hand-written:\n{}",
         slower.join("\n")
     );
+}
+
+/// The model as it counted before issue 38's recount, from the same count: the loop's VALU on
+/// every trip over the products' weights (what `valu_per_weight` is where no ABI gives facts,
+/// as for these kernels), nothing outside the loop, no latency term, no fused parts.
+fn before_recount(m: &Modelled) -> f64 {
+    let t_valu = m.inputs.valu_per_weight * m.inputs.weights / 6.624e12 * 1e6;
+    (1.18 * t_valu + 10.6).max(m.memory_term_us)
 }
 
 /// The rows of one (kernel, TP) cell: per batch the new default and the reference, at batch 1
@@ -386,7 +416,13 @@ fn table_cell(id: KernelId, tp: u32, batches: &[usize]) -> Vec<Row> {
         variants.push(("generated, new default (dot2 floor)", new_c.vgprs, new));
         variants.push(("hand-written reference", ref_c.vgprs, hand));
         for (variant, vgprs, m) in variants {
-            println!("{id}@gfx906 tp{tp} b{batch} {variant}: {vgprs} VGPRs; {m}");
+            let before = before_recount(&m);
+            println!(
+                "{id}@gfx906 tp{tp} b{batch} {variant}: {vgprs} VGPRs; {m}; \
+                 before the recount (issue 38) {before:.1} us, now {:.1} us ({:+.1} %)",
+                m.us,
+                (m.us / before - 1.0) * 100.0
+            );
             rows.push(Row {
                 id,
                 tp,
@@ -443,11 +479,12 @@ fn write_results(out: &Path, rows: &[Row]) {
                 "vgprs": r.vgprs,
                 "label": "modelled (MI50)",
                 "model": r.m,
+                "before_recount_us": before_recount(&r.m),
             })
         })
         .collect();
     let doc = serde_json::json!({
-        "what": "modelled (MI50) times of the gfx906 INT4 kernels: max(1.18 x T_VALU + 10.6 us, bytes / 0.85 TB/s + 5 us), T_VALU = VALU/weight x weights / 6.62e12 per s (DESIGN.md section 6, wavefuse_codegen::model); nothing ran on a GPU",
+        "what": "modelled (MI50) times of the gfx906 INT4 kernels: max(1.18 x T_VALU + 10.6 us, bytes / 0.85 TB/s + 5 us, latency term) + grid barriers x 1.5 us + PCIe flag round trips x 5 us, T_VALU = (VALU/weight x weights + VALU outside the loop per wave x 64 x waves) / 6.62e12 per s (DESIGN.md section 6, wavefuse_codegen::model, docs/model.md); before_recount_us: the same count as the model was before issue 38 (loop only, no latency term, no fused parts); nothing ran on a GPU",
         "device": "none (modelled MI50: 60 CUs, 1.725 GHz, 0.85 TB/s)",
         "compiler": hipcc_version(),
         "commit": commit,
@@ -463,10 +500,12 @@ fn write_results(out: &Path, rows: &[Row]) {
     md.push_str("# gfx906 INT4 kernels: modelled (MI50) times, generated (old and new default) and hand-written\n\n");
     md.push_str("**Every time here is modelled (MI50), not measured**: no AMD GPU ran anything. The model \
         (`codegen/src/model.rs`, constants and sources from DESIGN.md §6) is \
-        `max(1.18 × T_VALU + 10.6 µs, bytes / 0.85 TB/s + 5 µs)`, `T_VALU = VALU/weight × weights / 6.62e12 per s`, \
+        `max(1.18 × T_VALU + 10.6 µs, bytes / 0.85 TB/s + 5 µs, latency term) + grid barriers × 1.5 µs + PCIe flag round trips × 5 µs`, \
+        `T_VALU = (VALU/weight × weights + VALU outside the loop per wave × 64 × waves) / 6.62e12 per s` (docs/model.md), \
         where VALU/weight is counted in hipcc 5.2's machine code of the kernel's hot loop (`llvm-objdump --mcpu=gfx906`, \
-        the whole loop body: decode, products, scale, address arithmetic, loop control). Instructions outside the hot loop \
-        and the fused kernel's cross-GPU exchange are not modelled. The bytes: the data arrays once, the generated kernel's scratch \
+        the whole loop body: decode, products, scale, address arithmetic, loop control) and the VALU outside the loop are those \
+        on every wave's path. \"before the recount\" is the model as it was before issue 38, from the same count: the loop only, \
+        no latency term, no fused parts. The bytes: the data arrays once, the generated kernel's scratch \
         (split-K partials, published and norm partials: written once, read once) twice; the reference is given the data arrays' bytes. \
         Where the activations are staged in phases (the fused kernel at batch 4 and 8) the hot loop is the phase loop, its staging \
         included; a whole-part stage is outside the hot loop and not counted. Grid tails (fewer workgroups than CUs, uneven rounds) are not modelled. \
@@ -488,18 +527,21 @@ fn write_results(out: &Path, rows: &[Row]) {
         32-column tiles where 64 would leave CUs without a workgroup; \
         hand-written: `kernels-gen/reference/hip/`, compiled with its ABI file's defines and counted the same way \
         (bytes and weights: the generated kernel's data parameters, which the reference shares)\n\n");
-    md.push_str("| kernel | TP | batch | variant | VALU/weight | M weights | MB | VGPRs | occupancy | grid × lanes | KB in flight / CU | T_VALU µs | VALU term µs | memory term µs | **modelled (MI50) µs** | bound | GB/s |\n");
-    md.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    md.push_str("| kernel | TP | batch | variant | VALU/weight | VALU outside / wave | M weights | MB | VGPRs | occupancy | grid × lanes | KB in flight / CU | T_VALU µs | VALU term µs | memory term µs | fused µs | **modelled (MI50) µs** | bound | GB/s | before the recount µs |\n");
+    md.push_str(
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
     for r in rows {
         let (m, i) = (&r.m, &r.m.inputs);
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {:.2} | {:.1} | {:.2} | {} | {} | {} × {} | {:.1}{} | {:.1} | {:.1} | {:.1} | **{:.1}** | {} | {:.0} |",
+            "| {} | {} | {} | {} | {:.2} | {:.0} | {:.1} | {:.2} | {} | {} | {} × {} | {:.1}{} | {:.1} | {:.1} | {:.1} | {:.1} | **{:.1}** | {} | {:.0} | {:.1} |",
             r.id.name(),
             r.tp,
             r.batch,
             r.variant,
             i.valu_per_weight,
+            i.valu_outside_per_wave,
             i.weights / 1e6,
             i.bytes / 1e6,
             r.vgprs,
@@ -510,13 +552,16 @@ fn write_results(out: &Path, rows: &[Row]) {
             if m.few_loads_in_flight { " ⚠" } else { "" },
             m.t_valu_us,
             m.valu_term_us,
-            m.memory_term_us,
+            m.memory_term_us.max(m.latency_term_us),
+            m.fused_us,
             m.us,
             match m.bound {
                 Bound::Valu => "VALU",
                 Bound::Memory => "memory",
+                Bound::Latency => "latency",
             },
-            m.gb_per_s()
+            m.gb_per_s(),
+            before_recount(m)
         );
     }
     std::fs::write(out.join("README.md"), md).expect("write README.md");

@@ -129,6 +129,8 @@ fn compile(k: &Kernel, batch: usize, prologue_items: Option<(usize, usize)>) -> 
             _ => 0,
         };
         let mut i = inputs.clone();
+        // The prologue's count replaces the per-wave count of the code outside the hot loop.
+        i.valu_outside_per_wave = 0.0;
         i.other_valu_lane_instructions = ((all * wg + extra) * lowered.grid as usize) as f64;
         model(&i)
     });

@@ -240,7 +240,7 @@ fn check_manual(
             &g.lowered,
             &artifact.image,
             symbol,
-            (launch.workgroups(), launch.lanes()),
+            &hand.symbol_launch(),
             c.batch,
             occupancy,
             bounds,

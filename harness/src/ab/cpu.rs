@@ -53,6 +53,8 @@ struct Job {
     /// gfx906: the generated kernel (whose data parameters give the bytes and weights, which a
     /// hand-written kernel shares) and the batch, for the MI50 time model of the compiled code.
     model: Option<(LoweredKernel, usize)>,
+    /// A hand-written kernel: how it runs, from its ABI (the model of its symbol).
+    hand: Option<crate::generate::SymbolLaunch>,
 }
 
 /// The no-GPU run; `reason` says why there is no GPU.
@@ -170,6 +172,7 @@ fn row_without_gpu(i: usize, c: &CaseSpec, o: &Options) -> (Row, Vec<Job>) {
             workgroup_size: g.lowered.workgroup_size,
             grid: g.lowered.grid,
             model: for_model(&generated, g.lowered.arch, c.batch),
+            hand: None,
         })
         .collect();
     let hands: Vec<Hand> = match &o.choice {
@@ -208,6 +211,7 @@ fn row_without_gpu(i: usize, c: &CaseSpec, o: &Options) -> (Row, Vec<Job>) {
                     workgroup_size: h.workgroup_size(),
                     grid: h.launch().map_or(0, |l| l.workgroups()),
                     model: for_model(&generated, h.arch, c.batch),
+                    hand: Some(h.symbol_launch()),
                 }),
                 Err(e) => eprintln!("warning: {}: {e}", h.abi_path.display()),
             }
@@ -395,7 +399,13 @@ fn compile(cache: &Cache, job: &Job, o: &Options) -> Resources {
                         k,
                         &a.image,
                         &job.symbol,
-                        (job.grid, job.workgroup_size),
+                        &job.hand
+                            .clone()
+                            .unwrap_or_else(|| crate::generate::SymbolLaunch {
+                                grid: job.grid,
+                                workgroup_size: job.workgroup_size,
+                                ..Default::default()
+                            }),
                         *batch,
                         u.occupancy,
                         &Bounds::default(),
@@ -459,6 +469,7 @@ pub fn prebuild(cases: &[CaseSpec], o: &Options) -> Vec<Prebuilt> {
             workgroup_size: g.lowered.workgroup_size,
             grid: g.lowered.grid,
             model: None,
+            hand: None,
         });
         let hand = match &o.choice {
             Choice::User(h) => h.for_kernel(&g.ir).ok(),
@@ -477,6 +488,7 @@ pub fn prebuild(cases: &[CaseSpec], o: &Options) -> Vec<Prebuilt> {
                     workgroup_size: h.workgroup_size(),
                     grid: h.launch().map_or(0, |l| l.workgroups()),
                     model: None,
+                    hand: None,
                 }),
                 Err(e) => out.push(Prebuilt {
                     case: c.label(),

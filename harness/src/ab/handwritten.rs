@@ -26,7 +26,9 @@
 //!   `flag_rounds_per_launch`, `dependent_launch` (the kernel waits for its stream predecessor
 //!   before touching memory, so it may be launched as a programmatic dependent), and `[build]`
 //!   with `defines` (a table `NAME = value`, or a list of `NAME=value` strings) that the source
-//!   is compiled with.
+//!   is compiled with, and `[model]` ([`ModelHints`]) with what the MI50 model cannot read from
+//!   the machine code: the weight words one lane reads per trip of the counted loop and the
+//!   trips per run of a reload block (docs/model.md).
 //!
 //! # Checks before any launch
 //! The description against the generated kernel at the same shape (every op-level array bound
@@ -54,6 +56,7 @@ use serde::Deserialize;
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::abi::{ABI_SCHEMA, Abi, AbiKind, AbiParam, AbiPurpose, AbiTy};
 use wavefuse_codegen::lowered::{LoweredKernel, Ty, peer_slot};
+use wavefuse_codegen::model::LoopFacts;
 use wavefuse_runtime::CompileRequest;
 
 use super::parametric;
@@ -109,12 +112,32 @@ pub struct HandAbi {
     /// How the source is built.
     #[serde(default)]
     pub build: Option<toml::Table>,
+    /// What the machine code does not show about the loop the MI50 model counts.
+    #[serde(default)]
+    pub model: Option<ModelHints>,
     /// Set when the kernel waits for the previous kernel of its stream before touching memory
     /// (CUDA: `cudaGridDependencySynchronize()` / `griddepcontrol.wait` first): it may then be
     /// launched as a programmatic dependent (`ab --launch dependent`). Default: plain stream
     /// order.
     #[serde(default)]
     pub dependent_launch: bool,
+}
+
+/// `[model]`: what the MI50 model ([`wavefuse_codegen::model`]) cannot read from the machine
+/// code of the counted loop, each a number or an expression of the op-level shape.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ModelHints {
+    /// Words of the weight buffer (`qweight`: u32, 8 INT4 weights each) one lane reads per trip
+    /// of the counted loop (`counted:` names it; hipcc may unroll a source loop). Without it the
+    /// weights per trip are the products' (`v_dot2_f32_f16`, `v_fma_mix_f32`, `v_dot4_i32_i8`).
+    #[serde(default)]
+    pub weight_words_per_trip: Option<Extent>,
+    /// Trips of the counted loop per execution of the blocks a branch inside it skips (a
+    /// per-group scale/zero reload: `"group_size / 8"` at one K word per trip). Without it such
+    /// a block is charged on every trip.
+    #[serde(default)]
+    pub branch_every: Option<Extent>,
 }
 
 /// One extent of a launch: a number or an expression of the op-level shape.
@@ -373,6 +396,60 @@ impl Hand {
         out
     }
 
+    /// The `[model]` facts at this shape; `Err` names an expression that does not evaluate or a
+    /// value that is not positive.
+    pub fn loop_facts(&self) -> Result<LoopFacts, Vec<String>> {
+        let Some(m) = &self.abi.model else {
+            return Ok(LoopFacts::default());
+        };
+        let mut problems = Vec::new();
+        let mut get = |what: &str, e: &Option<Extent>| {
+            let e = e.as_ref()?;
+            match self.eval(e) {
+                Ok(v) if v >= 1 => Some(v as f64),
+                Ok(v) => {
+                    problems.push(format!("[model] {what} = {v}: must be positive"));
+                    None
+                }
+                Err(m) => {
+                    problems.push(format!("[model] {what}: {m}"));
+                    None
+                }
+            }
+        };
+        let facts = LoopFacts {
+            weights_per_trip: get("weight_words_per_trip", &m.weight_words_per_trip)
+                .map(|w| 8.0 * w),
+            branch_period: get("branch_every", &m.branch_every),
+        };
+        if problems.is_empty() {
+            Ok(facts)
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// How the kernel runs at this shape, for the MI50 model of its symbol: its launch, its
+    /// `[model]` facts, its own scratch bytes, grid barriers and flag rounds.
+    pub fn symbol_launch(&self) -> crate::generate::SymbolLaunch {
+        let launch = self.launch().ok();
+        let scratch_bytes = self
+            .abi
+            .params
+            .iter()
+            .filter(|p| p.purpose == AbiPurpose::Scratch)
+            .map(|p| (p.len.unwrap_or(0) * p.ty.bytes()) as f64)
+            .sum();
+        crate::generate::SymbolLaunch {
+            grid: launch.as_ref().map_or(0, |l| l.workgroups()),
+            workgroup_size: launch.as_ref().map_or(0, |l| l.lanes()),
+            facts: self.loop_facts().unwrap_or_default(),
+            scratch_bytes,
+            grid_barriers: self.abi.barriers_per_launch,
+            flag_rounds: self.abi.flag_rounds_per_launch,
+        }
+    }
+
     /// Lanes per workgroup at this shape (0 when the description's launch does not evaluate).
     pub fn workgroup_size(&self) -> u32 {
         self.launch().map_or(0, |l| l.lanes())
@@ -440,6 +517,9 @@ impl Hand {
     pub fn check(&self, generated: &LoweredKernel) -> Vec<String> {
         let mut problems = check_against_generated(&self.abi, generated);
         if let Err(p) = self.launch() {
+            problems.extend(p);
+        }
+        if let Err(p) = self.loop_facts() {
             problems.extend(p);
         }
         match signature::parse(&self.source, &self.abi.symbol) {
