@@ -44,6 +44,7 @@ use super::lowering::{BufParams, Lowering};
 mod mma;
 mod q8;
 
+pub(super) use mma::mma_takes;
 pub(super) use q8::q8_lds_bytes;
 
 fn sched<T>(what: String) -> Result<T, LowerError> {

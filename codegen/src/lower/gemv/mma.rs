@@ -17,6 +17,8 @@ struct MmaTiling {
     kdim: usize,
     n: usize,
     batch: usize,
+    /// N tiles of the MMA: batch rows `8j .. 8j + 8` are tile `j`'s B columns and D columns.
+    ntiles: usize,
     /// K words per unit (a multiple of 4) and units per group.
     unit: usize,
     upg: usize,
@@ -33,7 +35,7 @@ struct MmaTiling {
 }
 
 /// The registers one unit's loads fill: per weight the 4 scales, the zero word and
-/// `[step][4]` packed words; per step the 8 activations.
+/// `[step][4]` packed words; per step and N tile the 8 activations (`xs[step · ntiles + j]`).
 struct MmaBuf {
     scales: Vec<Vec<Reg>>,
     zero_words: Vec<Reg>,
@@ -82,7 +84,11 @@ impl Lowering<'_> {
                     "k_unit_words a multiple of 4 dividing the group's {wpg} K-words (not {unit})"
                 )
             }),
-            (batch > 8).then(|| format!("batch <= 8 (not {batch})")),
+            (batch > MMA_MAX_BATCH).then(|| {
+                format!(
+                    "batch <= {MMA_MAX_BATCH} (not {batch}; {MMA_MAX_BATCH} is 8 N tiles of 8 rows)"
+                )
+            }),
         ]
         .into_iter()
         .flatten()
@@ -101,6 +107,16 @@ impl Lowering<'_> {
         let x = self.activations();
         let weights: Vec<Buffer> = g.gemvs.iter().map(|&(_, w)| w).collect();
         let m = weights.len();
+        let ntiles = batch.div_ceil(8);
+        let accumulators = mma_accumulators(m, batch);
+        if accumulators > MMA_MAX_ACCUMULATORS {
+            return sched(format!(
+                "INT4 mma at batch {batch} with {m} weights keeps {accumulators} f32 accumulators per lane \
+                 (unit sums and totals of {ntiles} N tiles), more than the {MMA_MAX_ACCUMULATORS} of \
+                 {}'s 255 registers per lane it may take",
+                self.k.arch
+            ));
+        }
         self.reduction_arrays(kwarps);
         let (upg, steps) = (wpg / unit, unit / 4);
         let xs_from = if self.s.x_in_lds {
@@ -114,6 +130,12 @@ impl Lowering<'_> {
              (16 bytes) and {xs_from}; q - z exact in FP16 (0x6400 | q is 1024 + q), mma.m16n8k16 with f32 \
              accumulation, the scale per unit in f32"
         )));
+        if ntiles > 1 {
+            out.push(comment(format!(
+                "batch {batch} as {ntiles} N tiles of 8 rows: each A fragment (the decoded weights) feeds the MMA of every tile, \
+                 tile j's B fragments hold batch rows 8j..8j+7 (past the batch: zero), its D fragments those rows' sums"
+            )));
+        }
         let [cwarp, kwarp, quad, tq, n0] =
             ["cwarp", "kwarp", "quad", "tq", "n0"].map(|h| self.k.reg(Ty::U32, h));
         out.push(assign(cwarp, rem(sp(Special::WaveId), u(cw))));
@@ -124,8 +146,8 @@ impl Lowering<'_> {
             n0,
             add(r(self.tile0), add(mul(r(cwarp), u(32)), mul(r(quad), u(4)))),
         ));
-        // totals[mi][p][i]: D fragment slot i of column pair p.
-        let totals = self.zeros(m * 8, "acc", out);
+        // totals[(mi · ntiles + j) · 8 + 4p + i]: D fragment slot i of column pair p, N tile j.
+        let totals = self.zeros(m * 8 * ntiles, "acc", out);
         let (begin, units) = self.split_units(kdim / group * upg)?;
         let xs = if self.s.x_in_lds {
             let words = kdim / 8 / self.s.k_split as usize;
@@ -145,6 +167,7 @@ impl Lowering<'_> {
             kdim,
             n,
             batch,
+            ntiles,
             unit,
             upg,
             steps,
@@ -196,19 +219,22 @@ impl Lowering<'_> {
 
         out.push(comment("cross-slice reduction: each K slice's sums to LDS (batch rows 2t, 2t+1 of the D fragment), added in slice order after the barrier"));
         for mi in 0..m {
-            for p in 0..2 {
-                for i in 0..4 {
-                    let b = add(mul(r(tq), u(2)), u(i % 2));
-                    let col = add(
-                        mul(r(cwarp), u(32)),
-                        add(mul(r(quad), u(4)), u(2 * p + i / 2)),
-                    );
-                    let idx = add(mul(add(mul(r(kwarp), u(batch)), b.clone()), u(c)), col);
-                    let st = store(
-                        self.lds_at(self.red[mi], idx),
-                        vec![r(totals[mi * 8 + p * 4 + i])],
-                    );
-                    when(lt(b, u(batch)), vec![st], out);
+            for j in 0..ntiles {
+                for p in 0..2 {
+                    for i in 0..4 {
+                        let row = add(mul(r(tq), u(2)), u(i % 2));
+                        let b = if j == 0 { row } else { add(u(8 * j), row) };
+                        let col = add(
+                            mul(r(cwarp), u(32)),
+                            add(mul(r(quad), u(4)), u(2 * p + i / 2)),
+                        );
+                        let idx = add(mul(add(mul(r(kwarp), u(batch)), b.clone()), u(c)), col);
+                        let st = store(
+                            self.lds_at(self.red[mi], idx),
+                            vec![r(totals[(mi * ntiles + j) * 8 + p * 4 + i])],
+                        );
+                        when(lt(b, u(batch)), vec![st], out);
+                    }
                 }
             }
         }
@@ -233,7 +259,7 @@ impl Lowering<'_> {
         // Staged activations come from LDS in the compute (`mma_bfrags_lds`): no registers here.
         let xs = match t.xs {
             Some(_) => vec![],
-            None => (0..t.steps)
+            None => (0..t.steps * t.ntiles)
                 .map(|_| (0..8).map(|_| self.k.reg(Ty::F16, "x")).collect())
                 .collect(),
         };
@@ -302,22 +328,25 @@ impl Lowering<'_> {
             return out;
         }
         for st in 0..t.steps {
-            b.xs[st].iter().for_each(|&h| out.push(assign(h, h0())));
-            let kword = add(mul(r(unit), u(t.unit)), add(u(4 * st), r(t.tq)));
-            let ld = load(
-                b.xs[st].clone(),
-                at(
-                    t.x.clone().expect("unstaged activations"),
-                    add(mul(r(t.quad), u(t.kdim)), mul(kword, u(8))),
-                ),
-            );
-            when(lt(r(t.quad), u(t.batch)), vec![ld], &mut out);
+            for j in 0..t.ntiles {
+                let xs = &b.xs[st * t.ntiles + j];
+                xs.iter().for_each(|&h| out.push(assign(h, h0())));
+                let kword = add(mul(r(unit), u(t.unit)), add(u(4 * st), r(t.tq)));
+                let ld = load(
+                    xs.clone(),
+                    at(
+                        t.x.clone().expect("unstaged activations"),
+                        add(mul(tile_row(t.quad, j), u(t.kdim)), mul(kword, u(8))),
+                    ),
+                );
+                when(lt(r(t.quad), u(t.rows_in(j))), vec![ld], &mut out);
+            }
         }
         out
     }
 
-    /// The B fragments of step `st` of `unit` from the staged activations: batch row `quad`'s
-    /// entry at K-word `unit·U + 4·st + t` (zero for quads past the batch). The zeros are not
+    /// The B fragments of step `st` of `unit`, N tile `j`, from the staged activations: batch
+    /// row `8j + quad`'s entry at K-word `unit·U + 4·st + t` (zero for rows past the batch). The zeros are not
     /// needed for the result (B column n only reaches D column n, and D columns past the batch
     /// are never read), but without the selects ptxas schedules the loop differently: measured
     /// on the H200 (bench/results/2026-11-30-h200-decode/), dropping them saved 16 instructions
@@ -328,23 +357,24 @@ impl Lowering<'_> {
         t: &MmaTiling,
         xs: &XStage,
         unit: Reg,
-        st: usize,
+        (st, j): (usize, usize),
     ) -> (Vec<Stmt>, Vec<Reg>) {
         let mut out = vec![];
         let word = add(
             sub(mul(r(unit), u(t.unit)), xs.begin.clone()),
             add(u(4 * st), r(t.tq)),
         );
-        let in_batch = lt(r(t.quad), u(t.batch));
-        let row = match t.batch {
-            1 => u(0),
-            8 => r(t.quad),
-            _ => sel(in_batch.clone(), r(t.quad), u(0)),
+        let rows = t.rows_in(j);
+        let in_batch = lt(r(t.quad), u(rows));
+        let row = match rows {
+            1 => u(8 * j),
+            8 => tile_row(t.quad, j),
+            _ => sel(in_batch.clone(), tile_row(t.quad, j), u(8 * j)),
         };
         let idx = mul(add(mul(row, u(xs.words)), word), u(4));
         let bfrag: Vec<Reg> = (0..4).map(|_| self.k.reg(Ty::U32, "bfrag")).collect();
         out.push(load(bfrag.clone(), self.lds_at(xs.lds, idx)));
-        if t.batch < 8 {
+        if rows < 8 {
             for &b in &bfrag {
                 out.push(assign(b, sel(in_batch.clone(), r(b), u(0))));
             }
@@ -391,26 +421,14 @@ impl Lowering<'_> {
                 zp.push((zr, zh));
             }
         }
-        let unit_acc: Vec<Reg> = self.zeros(m * 8, "unit_acc", &mut out);
+        let nt = t.ntiles;
+        // unit_acc[(mi · ntiles + j) · 8 + 4p + i], as `totals`.
+        let unit_acc: Vec<Reg> = self.zeros(m * 8 * nt, "unit_acc", &mut out);
         for st in 0..t.steps {
-            // B fragments: (x[2h], x[2h+4]) and (x[2h+1], x[2h+5]).
-            let bfrag = if let Some(xs) = &t.xs {
-                let (stmts, bfrag) = self.mma_bfrags_lds(t, xs, unit, st);
-                out.extend(stmts);
-                bfrag
-            } else {
-                let xh = &b.xs[st];
-                let mut bfrag = vec![];
-                for pair in [(0, 4), (1, 5), (2, 6), (3, 7)] {
-                    let br = self.k.reg(Ty::U32, "bfrag");
-                    out.push(assign(
-                        br,
-                        Expr::PackHalf2(Box::new(r(xh[pair.0])), Box::new(r(xh[pair.1]))),
-                    ));
-                    bfrag.push(br);
-                }
-                bfrag
-            };
+            // B fragments of every N tile: (x[2h], x[2h+4]) and (x[2h+1], x[2h+5]).
+            let bfrags: Vec<Vec<Reg>> = (0..nt)
+                .map(|j| self.mma_bfrags(t, b, unit, (st, j), &mut out))
+                .collect();
             for mi in 0..m {
                 let ws = &b.words[mi][st];
                 for p in 0..2 {
@@ -458,29 +476,95 @@ impl Lowering<'_> {
                             out.push(assign(ar, dec));
                             a.push(ar);
                         }
-                        let acc: [Reg; 4] = std::array::from_fn(|i| unit_acc[mi * 8 + p * 4 + i]);
-                        out.push(Stmt::MmaF16 {
-                            acc,
-                            a: [a[0], a[1], a[2], a[3]],
-                            b: [bfrag[2 * h], bfrag[2 * h + 1]],
-                        });
+                        // The A fragment, decoded once, feeds every N tile's MMA.
+                        for (j, bfrag) in bfrags.iter().enumerate() {
+                            let base = (mi * nt + j) * 8 + p * 4;
+                            out.push(Stmt::MmaF16 {
+                                acc: std::array::from_fn(|i| unit_acc[base + i]),
+                                a: [a[0], a[1], a[2], a[3]],
+                                b: [bfrag[2 * h], bfrag[2 * h + 1]],
+                            });
+                        }
                     }
                 }
             }
         }
         // Scale per unit: D slots 0, 1 are column n0 + 2p, slots 2, 3 column n0 + 2p + 1.
         for mi in 0..m {
-            for p in 0..2 {
-                for i in 0..4 {
-                    let tot = totals[mi * 8 + p * 4 + i];
-                    let s = sf[mi * 4 + 2 * p + i / 2];
-                    out.push(assign(
-                        tot,
-                        fma(r(s), r(unit_acc[mi * 8 + p * 4 + i]), r(tot)),
-                    ));
+            for j in 0..nt {
+                for p in 0..2 {
+                    for i in 0..4 {
+                        let slot = (mi * nt + j) * 8 + p * 4 + i;
+                        let (tot, s) = (totals[slot], sf[mi * 4 + 2 * p + i / 2]);
+                        out.push(assign(tot, fma(r(s), r(unit_acc[slot]), r(tot))));
+                    }
                 }
             }
         }
         out
+    }
+
+    /// N tile `j`'s B fragments of step `st`: from the LDS stage, or packed from the loaded
+    /// activations `(x[2h], x[2h+4])`, `(x[2h+1], x[2h+5])`.
+    fn mma_bfrags(
+        &mut self,
+        t: &MmaTiling,
+        b: &MmaBuf,
+        unit: Reg,
+        (st, j): (usize, usize),
+        out: &mut Vec<Stmt>,
+    ) -> Vec<Reg> {
+        if let Some(xs) = &t.xs {
+            let (stmts, bfrag) = self.mma_bfrags_lds(t, xs, unit, (st, j));
+            out.extend(stmts);
+            return bfrag;
+        }
+        let xh = &b.xs[st * t.ntiles + j];
+        let mut bfrag = vec![];
+        for pair in [(0, 4), (1, 5), (2, 6), (3, 7)] {
+            let br = self.k.reg(Ty::U32, "bfrag");
+            out.push(assign(
+                br,
+                Expr::PackHalf2(Box::new(r(xh[pair.0])), Box::new(r(xh[pair.1]))),
+            ));
+            bfrag.push(br);
+        }
+        bfrag
+    }
+}
+
+/// The largest batch the tensor-core GEMV takes: 8 N tiles of 8 rows.
+pub(in crate::lower) const MMA_MAX_BATCH: usize = 64;
+
+/// The f32 accumulators the tensor-core GEMV keeps per lane (a unit's sums and the totals, 8
+/// each per weight and N tile) may take at most this many of sm_90's 255 registers per lane;
+/// beyond it ptxas must spill (the packed words, fragments and addresses need the rest).
+pub(in crate::lower) const MMA_MAX_ACCUMULATORS: usize = 128;
+
+/// The f32 accumulators per lane of the tensor-core GEMV of `weights` weights at `batch`.
+fn mma_accumulators(weights: usize, batch: usize) -> usize {
+    2 * 8 * weights * batch.div_ceil(8)
+}
+
+/// Whether the tensor-core GEMV takes `batch` rows with `weights` weights (the limits
+/// [`MMA_MAX_BATCH`] and [`MMA_MAX_ACCUMULATORS`] `gemv_gptq_mma` refuses past): the default
+/// schedule's GEMV → GEMM switch.
+pub(in crate::lower) fn mma_takes(batch: usize, weights: usize) -> bool {
+    batch <= MMA_MAX_BATCH && mma_accumulators(weights, batch) <= MMA_MAX_ACCUMULATORS
+}
+
+/// Batch row `8j + quad`: lane quad `quad`'s B column of N tile `j`.
+fn tile_row(quad: Reg, j: usize) -> Expr {
+    if j == 0 {
+        r(quad)
+    } else {
+        add(r(quad), u(8 * j))
+    }
+}
+
+impl MmaTiling {
+    /// The batch rows N tile `j` holds (8, fewer in a last partial tile).
+    fn rows_in(&self, j: usize) -> usize {
+        (self.batch - 8 * j).min(8)
     }
 }
