@@ -181,6 +181,36 @@ fn mma_tile_with_another_a_fragment_is_caught_sm90() {
     caught_as_mismatch(mutant("", &mut a_of_the_previous_fragment()));
 }
 
+/// At the model shapes the default keeps the activations unstaged at batch 64 (staged they
+/// would outgrow the LDS next to the cross-warp sums); an override staging them is refused naming
+/// the LDS limit, as every LDS refusal is.
+#[test]
+fn mma_staging_past_the_lds_is_refused_with_the_limit_sm90() {
+    let shapes = Shapes {
+        batch: 64,
+        ..Shapes::qwen27b(1)
+    };
+    let ir = KernelId::GemvInt4.build(&shapes);
+    let s = Schedule::default_for(ARCH, &ir);
+    assert_eq!(s.int4_dot, Int4Dot::Mma);
+    assert!(!s.x_in_lds, "{s:?}");
+    lower(&ir, ARCH, &s).expect("the default lowers");
+    let staged = s.with_overrides("x_in_lds=true").expect("parses");
+    match lower(&ir, ARCH, &staged) {
+        Err(LowerError::Schedule(m)) => {
+            for needle in [
+                "bytes of LDS exceed the 49152",
+                "at batch 64",
+                "fits up to batch",
+            ] {
+                assert!(m.contains(needle), "`{needle}` not in {m}");
+            }
+        }
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("staged at batch 64: lowered"),
+    }
+}
+
 /// Past what the tensor-core path holds, an override is refused with the limit: batch 65 (8 N
 /// tiles), two weights at batch 64 (256 accumulators per lane); and the default schedule does not
 /// pick it there.

@@ -52,7 +52,8 @@ pub enum Int4Dot {
     /// `mma.m16n8k16` multiplies them by the FP16 activations with f32 accumulation (products
     /// exact); the scale is applied per unit in f32. About 1.5 instructions per weight. A warp
     /// covers 32 columns × 4 K-words per step (16-byte loads: `words_per_iteration` = 4); the
-    /// batch (≤ 8) is the MMA's N. `workgroup_size = threads_per_column · columns_per_workgroup`
+    /// batch (≤ 64) is the MMA's N in `ceil(batch / 8)` tiles sharing each decoded A fragment
+    /// (`lower/gemv/mma.rs`). `workgroup_size = threads_per_column · columns_per_workgroup`
     /// with `threads_per_column` the K-slicing warps; `k_unit_words` a multiple of 4.
     Mma,
     /// FP16 pair dot products into f32 (gfx906 `v_dot2_f32_f16`, where
