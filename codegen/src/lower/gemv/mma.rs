@@ -45,14 +45,21 @@ struct MmaBuf {
 
 impl Lowering<'_> {
     /// The tensor-core GPTQ GEMV ([`Int4Dot::Mma`](super::super::schedule::Int4Dot::Mma)).
-    /// Warp `w` of the workgroup covers the columns `tile0 + 32·(w mod cw) ..+32` (`cw = C / 32` column warps) and K slice `w / cw`;
-    /// lane `l` (quad `g = l / 4`, `t = l % 4`) loads the 4 adjacent packed words of columns
-    /// `n0 = … + 4g ..+4` at K-word `unit·U + 4·step + t` (one 16-byte load) and the 8
-    /// activations of batch row `g` at the same K rows. MMA `(p, h)` (column pair p, nibble half
-    /// h) takes rows `g ↔ column n0 + 2p` and `g + 8 ↔ n0 + 2p + 1`; its k slots
-    /// `(2t, 2t+1, 2t+8, 2t+9)` hold nibbles `(2h, 2h+4, 2h+1, 2h+5)` of the lane's word — any
-    /// permutation of k is correct as long as A and B use the same one, and this one is what
-    /// `(word >> 4i) & 0x000F000F` yields — and B holds the activations of those rows.
+    /// Warp `w` of the workgroup covers the columns `tile0 + 32·(w mod cw) ..+32` (`cw = C / 32`
+    /// column warps) and K slice `w / cw`; lane `l` (quad `g = l / 4`, `t = l % 4`) loads the 4
+    /// adjacent packed words of columns `n0 = … + 4g ..+4` at K-word `unit·U + 4·step + t` (one
+    /// 16-byte load) and, per N tile `j`, the 8 activations of batch row `8j + g` at the same K
+    /// rows. MMA `(p, h)` (column pair p, nibble half h) takes rows `g ↔ column n0 + 2p` and
+    /// `g + 8 ↔ n0 + 2p + 1`; its k slots `(2t, 2t+1, 2t+8, 2t+9)` hold nibbles
+    /// `(2h, 2h+4, 2h+1, 2h+5)` of the lane's word — any permutation of k is correct as long as A
+    /// and B use the same one, and this one is what `(word >> 4i) & 0x000F000F` yields — and B
+    /// holds the activations of those rows.
+    ///
+    /// The batch is the MMA's N in `ceil(batch / 8)` tiles (the GEMV → GEMM switch, issue 40):
+    /// the A fragment is decoded once per unit and feeds every tile's MMA, so the decode (the
+    /// ALU work per weight) does not grow with the batch; each tile has its own B fragments, unit
+    /// sums and totals (D column `2t + i % 2` is batch row `8j + 2t + i % 2`). The f32
+    /// accumulators, `2 · 8 · weights · tiles` per lane, bound the batch ([`mma_takes`]).
     pub(super) fn gemv_gptq_mma(
         &mut self,
         l: GptqLayout,
