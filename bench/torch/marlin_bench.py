@@ -22,6 +22,8 @@ times, Marlin and PyTorch alternating. The copy bandwidth is measured in the sam
 
 Usage: ``python3 bench/torch/marlin_bench.py OUT.json --lib libmarlin.so --marlin-dir DIR`` (DIR
 holds Marlin's ``marlin/`` package). Writes the JSON and a Markdown table beside it (``.md``).
+``--shapes 5120x17408,17408x5120 --batches 1,2,4,8,16,32,64`` times those shapes (K x N) at those
+batches instead (issue 40's table; Marlin keeps the batch <= 16 tile named above at every batch).
 """
 
 import argparse
@@ -202,7 +204,15 @@ def main(argv):
     ap.add_argument("--lib", required=True, help="libmarlin.so built from bench/torch/marlin_shim.cu")
     ap.add_argument("--marlin-dir", required=True, help="the folder that holds Marlin's marlin/ package")
     ap.add_argument("--marlin-commit", default="?")
+    ap.add_argument("--shapes", help="K x N pairs, comma-separated (default: issue 20's)")
+    ap.add_argument("--batches", help="batches for every shape, comma-separated (default: issue 20's)")
     args = ap.parse_args(argv[1:])
+    shapes = SHAPES
+    if args.shapes:
+        shapes = [(tuple(int(d) for d in kn.split("x")), (1,)) for kn in args.shapes.split(",")]
+    if args.batches:
+        batches = tuple(int(b) for b in args.batches.split(","))
+        shapes = [(kn, batches) for kn, _ in shapes]
     res = {"schema": "wavefuse-marlin-bench/1", "marlin_commit": args.marlin_commit,
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
            "python": platform.python_version(), "errors": [], "rows": []}
@@ -230,7 +240,7 @@ def main(argv):
     i4 = ib.Int4(torch)
     save()
 
-    for (k, n), batches in SHAPES:
+    for (k, n), batches in shapes:
         cases = {}
         for name, make in (("marlin", lambda: marlin_case(torch, mar, k, n, batches, l2, copy_gbps, 7000 + k + n)),
                            ("torch_int4", lambda: torch_case(torch, i4, k, n, batches, l2, copy_gbps, 9000 + k + n))):

@@ -286,7 +286,17 @@ fn shape_sets_parse_and_bad_ones_are_refused() {
         ShapeSet { tp: 1, batch: 8 }
     );
     assert_eq!(ShapeSet { tp: 2, batch: 3 }.name(), "qwen27b-tp2-b3");
-    for bad in ["qwen27b-tp3", "qwen27b-tp4-b9", "llama-tp4", "qwen27b-tp"] {
+    assert_eq!(
+        parse_shape("qwen27b-tp4-b64").unwrap(),
+        ShapeSet { tp: 4, batch: 64 }
+    );
+    for bad in [
+        "qwen27b-tp3",
+        "qwen27b-tp4-b65",
+        "qwen27b-tp4-b0",
+        "llama-tp4",
+        "qwen27b-tp",
+    ] {
         assert!(parse_shape(bad).is_err(), "{bad}");
     }
     let o = wavefuse(&["ab", "--shapes", "qwen27b-tp3"]);

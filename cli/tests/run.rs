@@ -57,6 +57,50 @@ fn cpu_ref_prints_reference_statistics() {
     );
 }
 
+/// Past batch 8 (issue 40): the fused kernel at batch 16 on sm_90 (the tensor-core GEMV, two N
+/// tiles) matches the reference in the simulator; where the lowering cannot take a batch (gfx906,
+/// batch 64: the two-weight GEMV's cross-slice sums outgrow the LDS) `run` says why.
+#[test]
+fn sim_small_past_batch_8_matches_the_reference_or_says_why() {
+    let o = wavefuse(&[
+        "run",
+        "gemv_int4_allreduce_rmsnorm",
+        "--tp",
+        "2",
+        "--batch",
+        "16",
+        "--device",
+        "sim",
+        "--small",
+        "--target",
+        "sm90",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(
+        out.contains("\nPASS: all 4 outputs (per rank) within relative L2 1e-3"),
+        "{out}"
+    );
+    let o = wavefuse(&[
+        "run",
+        "gemv_int4_dual_silu",
+        "--tp",
+        "2",
+        "--batch",
+        "64",
+        "--device",
+        "sim",
+        "--small",
+        "--target",
+        "gfx906",
+    ]);
+    let (out, err) = text(&o);
+    assert!(!o.status.success(), "{out}{err}");
+    for needle in ["gemv_int4_dual_silu", "at batch 64", "bytes of LDS exceed"] {
+        assert!(err.contains(needle), "`{needle}` not in {err}");
+    }
+}
+
 #[test]
 fn sim_small_matches_the_reference() {
     let o = wavefuse(&[
@@ -138,8 +182,8 @@ fn bad_run_arguments_fail_clearly() {
             "TP = 3 is not supported",
         ),
         (
-            &["run", "gemv_int4", "--batch", "9"][..],
-            "not a batch size",
+            &["run", "gemv_int4", "--batch", "65"][..],
+            "not a batch size; use 1 to 64",
         ),
         (
             &["run", "gemv_int4", "--device", "tpu"][..],

@@ -531,6 +531,42 @@ fn int4_mma_matches_reference() {
     ));
 }
 
+/// Past batch 8 the tensor-core GEMV takes the batch as N tiles of 8 rows sharing each decoded A
+/// fragment (issue 40): at batch 9 (a tile of one row) and 24 (three full tiles), with a tail
+/// tile of columns (N = 200), one and two weights, zero points stored and symmetric, staged and
+/// unstaged activations and both pipeline depths, against the f64 reference through the
+/// interpreter's independent model of the PTX fragment layout (relative L2 ≤ 2e-3, as above).
+#[test]
+fn int4_mma_n_tiles_match_reference() {
+    use wavefuse_codegen::lower::{Int4Dot, MmaDecode};
+    for zero in [ZeroPoint::V1, ZeroPoint::Symmetric] {
+        for batch in [9, 24] {
+            let s = Shapes {
+                hidden: 384,
+                ffn: 200,
+                gptq: GptqLayout::new(GroupSize::Rows(128), zero),
+                ..small(1, batch)
+            };
+            for name in ["gemv_int4", "gemv_int4_dual_silu"] {
+                let k = build(name, &s);
+                for (cols, unit, depth, xs) in [(32, 16, 1, true), (64, 4, 2, false)] {
+                    let mut sc = Schedule::default_for(Arch::Sm90, &k);
+                    sc.k_split = 1;
+                    sc.x_in_lds = xs;
+                    sc.pipeline_depth = depth;
+                    sc.int4_dot = Int4Dot::Mma;
+                    sc.mma_decode = MmaDecode::Fma;
+                    sc.words_per_iteration = 4;
+                    sc.columns_per_workgroup = cols;
+                    sc.threads_per_column = sc.workgroup_size / cols;
+                    sc.k_unit_words = unit;
+                    check_numerics(&k, Arch::Sm90, &sc, 2e-3);
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn int4_unit_must_divide_the_group() {
     use wavefuse_codegen::lower::LowerError;

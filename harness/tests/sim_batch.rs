@@ -6,7 +6,7 @@
 //! batches, each refusal naming the kernel, the batch, the LDS limit and a batch that lowers.
 
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::lower::{LowerError, lower};
+use wavefuse_codegen::lower::lower;
 use wavefuse_codegen::sim::PeerTable;
 use wavefuse_harness::generate::generate;
 use wavefuse_harness::sim::{
@@ -154,14 +154,11 @@ fn refused(arch: Arch, batch: usize) -> &'static [KernelId] {
             AllreduceResidualRmsnorm,
             GemvInt4AllreduceRmsnorm,
         ],
-        (Arch::Sm90, 32) => &[GemvInt4DualSilu, AllreduceResidualRmsnorm],
-        (Arch::Sm90, _) => &[
-            GemvInt4,
-            GemvInt4DualSilu,
-            GemvInt4Qkv,
-            AllreduceResidualRmsnorm,
-            GemvInt4AllreduceRmsnorm,
-        ],
+        // The tensor-core GEMV (issue #40 item 2) keeps its cross-warp sums within the LDS to
+        // batch 64 (32 KiB, the activations unstaged); two weights take it only to batch 32
+        // (`sim_mma_batch.rs`), and the FMA path's sums do not fit past that.
+        (Arch::Sm90, 32) => &[AllreduceResidualRmsnorm],
+        (Arch::Sm90, _) => &[GemvInt4DualSilu, AllreduceResidualRmsnorm],
     }
 }
 
@@ -179,13 +176,14 @@ fn fits_up_to(message: &str) -> usize {
 fn model_shapes_at_batch_16_32_64_lower_or_are_refused_with_the_reason() {
     for arch in ARCHS {
         for batch in BATCHES {
+            let mut got = vec![];
             for id in KernelId::ALL {
-                let refuse = refused(arch, batch).contains(&id);
                 match generate(id, arch, 4, batch) {
-                    Ok(_) => assert!(!refuse, "{id}@{arch} batch {batch} lowered"),
+                    Ok(_) => {}
                     Err(e) => {
                         let m = e.to_string();
-                        assert!(refuse, "{id}@{arch} batch {batch} refused: {m}");
+                        eprintln!("{id}@{arch} batch {batch} refused: {m}");
+                        got.push(id);
                         assert_lds_refusal(id, arch, batch, &m);
                         // The batch it names as fitting does lower (the policy's schedule there).
                         let fits = fits_up_to(&m);
@@ -197,14 +195,16 @@ fn model_shapes_at_batch_16_32_64_lower_or_are_refused_with_the_reason() {
                     }
                 }
             }
+            assert_eq!(got, refused(arch, batch), "{arch} batch {batch}");
         }
     }
 }
 
-/// The sm_90 tensor-core INT4 path takes the batch as the MMA's N (8): asked for past batch 8 it
-/// is refused with the reason, never lowered with rows dropped; at batch 8 it lowers.
+/// The sm_90 tensor-core INT4 path takes the batch as `ceil(batch / 8)` N tiles of the MMA's 8
+/// columns: asked for at batch 8 to 64 it lowers (past 64 it is refused with the limit:
+/// `sim_mma_batch.rs`).
 #[test]
-fn int4_mma_past_batch_8_is_refused_with_the_reason_sm90() {
+fn int4_mma_lowers_at_batch_8_to_64_sm90() {
     let arch = Arch::Sm90;
     for batch in [8, 16, 32, 64] {
         let shapes = Shapes {
@@ -216,13 +216,8 @@ fn int4_mma_past_batch_8_is_refused_with_the_reason_sm90() {
         let s = small_schedule(arch, &ir)
             .with_overrides("int4_dot=mma,words_per_iteration=4,k_unit_words=4")
             .expect("parses");
-        match lower(&ir, arch, &s) {
-            Ok(_) => assert_eq!(batch, 8, "mma lowered at batch {batch}"),
-            Err(LowerError::Schedule(m)) => {
-                assert!(batch > 8, "batch {batch}: {m}");
-                assert!(m.contains(&format!("batch <= 8 (not {batch})")), "{m}");
-            }
-            Err(e) => panic!("batch {batch}: {e}"),
+        if let Err(e) = lower(&ir, arch, &s) {
+            panic!("batch {batch}: {e}");
         }
     }
 }

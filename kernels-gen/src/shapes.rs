@@ -26,6 +26,11 @@ pub const INT8_BLOCK: usize = 128;
 pub const MAX_MODEL_DIM: usize = 1 << 20;
 /// The TP sizes the kernel set is built for.
 pub const TP_SIZES: [u32; 4] = [1, 2, 4, 8];
+/// The most tokens decoded at once that the pipeline takes (`--batch`, `ab`'s shape sets, a
+/// checkpoint's `[B, K]` activation): 64, the sm_90 tensor-core GEMV's 8 N tiles of 8 rows
+/// (issue 40). Within it, a kernel the lowering cannot take at a batch on a target (its LDS, the
+/// tensor-core path's accumulators) is refused by the lowering, with the reason.
+pub const MAX_BATCH: usize = 64;
 
 /// The dimensions of a model's decoder layer that the kernel set is built at.
 #[derive(Copy, Clone, Debug)]

@@ -899,20 +899,21 @@ fn invalid_activation_shape_names_the_file_and_k() {
     );
 }
 
-/// Defect 12: a `[1000, K]` activation is refused on the input, naming the batch limit (was
-/// "LDS exceeded" from the lowering); on the binary too, before any kernel is lowered.
+/// Defect 12: a `[1000, K]` activation is refused on the input, naming the batch limit of 64
+/// (was "LDS exceeded" from the lowering); on the binary too, before any kernel is lowered.
+/// B = 64 is accepted, B = 65 refused.
 #[test]
-fn invalid_activation_batch_above_8_names_the_batch_limit() {
+fn invalid_activation_batch_above_64_names_the_batch_limit() {
     let c = broken(|_| {});
     write_npy(&c.input(), "<f2", &[1000, K], &vec![0.5; 1000 * K]);
     let msg = refusal(&c);
-    assert_mentions(&msg, &["x.npy", "B = 1000", "batch limit of 8"]);
+    assert_mentions(&msg, &["x.npy", "B = 1000", "batch limit of 64"]);
     assert!(!msg.contains("LDS"), "{msg}");
-    write_npy(&c.input(), "<f2", &[8, K], &vec![0.5; 8 * K]);
+    write_npy(&c.input(), "<f2", &[64, K], &vec![0.5; 64 * K]);
     checkpoint::run_reference(&c.weights(), LAYER, &c.input(), &QuantOverrides::default())
-        .expect("B = 8 is accepted");
-    write_npy(&c.input(), "<f2", &[9, K], &vec![0.5; 9 * K]);
-    assert_mentions(&refusal(&c), &["B = 9", "batch limit of 8"]);
+        .expect("B = 64 is accepted");
+    write_npy(&c.input(), "<f2", &[65, K], &vec![0.5; 65 * K]);
+    assert_mentions(&refusal(&c), &["B = 65", "batch limit of 64"]);
     let Some(bin) = wavefuse_binary() else {
         eprintln!("binary part skipped: the wavefuse binary is not built");
         return;
@@ -937,7 +938,7 @@ fn invalid_activation_batch_above_8_names_the_batch_limit() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(!o.status.success(), "{device}: {err}");
         assert!(
-            err.contains("batch limit of 8") && !err.contains("LDS"),
+            err.contains("batch limit of 64") && !err.contains("LDS"),
             "{device}: {err}"
         );
     }

@@ -205,3 +205,54 @@ fn sm90_kernels_without_cross_workgroup_waits_wait_for_their_stream_predecessor_
         assert!(!g.source.text.contains("griddepcontrol"), "{id}@gfx906");
     }
 }
+
+/// The GEMV → GEMM switch (issue #40 item 2): past batch 8 the default schedule keeps the
+/// tensor-core INT4 GEMV, the batch as `ceil(batch / 8)` N tiles. nvcc compiles `gemv_int4` at
+/// 5120 → 17408 (TP 1) at batch 9 to 64, and the fused kernels at batch 16, with the resource
+/// report printed; `gemv_int4` must not spill at batch 16 and 32 (at 64, 8 N tiles, what ptxas
+/// reports is printed, not asserted).
+#[test]
+fn nvcc_compiles_the_mma_gemm_at_batch_9_to_64_sm90() {
+    use wavefuse_codegen::lower::Int4Dot;
+    use wavefuse_harness::generate::{check_compiler, compile_source};
+    use wavefuse_runtime::compile::Bounds;
+    if !nvcc() {
+        return;
+    }
+    let compiler = check_compiler(ARCH, &Bounds::default());
+    let cases = [9, 16, 24, 32, 64]
+        .map(|b| (KernelId::GemvInt4, 1, b))
+        .into_iter()
+        .chain([
+            (KernelId::GemvInt4DualSilu, 1, 16),
+            (KernelId::GemvInt4AllreduceRmsnorm, 2, 16),
+            (KernelId::GemvInt4AllreduceRmsnorm, 2, 64),
+        ]);
+    for (id, tp, batch) in cases {
+        let g = generate(id, ARCH, tp, batch).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(g.schedule.int4_dot, Int4Dot::Mma, "{id} batch {batch}");
+        let c = compile_source(compiler.as_ref(), &g.source)
+            .unwrap_or_else(|e| panic!("{id} tp {tp} batch {batch}: {e}"));
+        let u = &c.usage;
+        let s = &g.schedule;
+        println!(
+            "{id} tp {tp} batch {batch} ({}): {} registers, {} spilled, {} B stack, {} B LDS, occupancy {} \
+             (workgroup {}, K warps {}, k_split {}, k_unit_words {}, x_in_lds {})",
+            g.dims(),
+            u.registers(),
+            u.spilled(),
+            u.scratch_bytes(),
+            u.lds_bytes(),
+            u.occupancy(g.lowered.workgroup_size),
+            s.workgroup_size,
+            s.threads_per_column,
+            s.k_split,
+            s.k_unit_words,
+            s.x_in_lds
+        );
+        if id == KernelId::GemvInt4 && [16, 32].contains(&batch) {
+            assert_eq!(u.spilled(), 0, "{id} batch {batch} spills");
+            assert_eq!(u.scratch_bytes(), 0, "{id} batch {batch}: stack frame");
+        }
+    }
+}

@@ -17,7 +17,7 @@ use wavefuse_runtime::{Cache, Device, DeviceError, Error as RtError, HipDevice, 
 use wavefuse::ir::{GroupSize, ZeroPoint};
 use wavefuse_harness::checkpoint::{self, QuantOverrides};
 use wavefuse_harness::policy::{Placement, SchedulePolicy, communicates, needs_gpus};
-use wavefuse_harness::shapes::parse_tp;
+use wavefuse_harness::shapes::{MAX_BATCH, parse_tp};
 use wavefuse_harness::suite::{
     self, CaseSpec, Data, Generated, PrepError, ShapeKind, artifact_name, tolerance,
 };
@@ -55,7 +55,8 @@ pub struct RunArgs {
     /// rank (exit 2).
     #[arg(long, value_enum)]
     pub placement: Option<Placement>,
-    /// Tokens decoded at once (1–8).
+    /// Tokens decoded at once (1–64); a batch whose kernel the lowering cannot take on the target
+    /// is refused with the reason.
     #[arg(long, default_value_t = 1, value_parser = parse_batch)]
     pub batch: usize,
     /// gpu: the GPU present; cpu-ref: the f64 reference only; sim: the CPU protocol simulator.
@@ -107,8 +108,8 @@ pub struct RunArgs {
 
 fn parse_batch(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
-        Ok(b) if (1..=8).contains(&b) => Ok(b),
-        _ => Err(format!("`{s}` is not a batch size; use 1 to 8")),
+        Ok(b) if (1..=MAX_BATCH).contains(&b) => Ok(b),
+        _ => Err(format!("`{s}` is not a batch size; use 1 to {MAX_BATCH}")),
     }
 }
 

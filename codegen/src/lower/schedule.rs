@@ -10,6 +10,7 @@ use wavefuse_ir::{BufferType, Kernel, OpKind, Value, WeightFormat};
 use crate::target::Arch;
 
 use super::LowerError;
+use super::gemv::mma_takes;
 
 /// INT4: how a 4-bit code becomes an f32 (both exact).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -51,7 +52,8 @@ pub enum Int4Dot {
     /// `mma.m16n8k16` multiplies them by the FP16 activations with f32 accumulation (products
     /// exact); the scale is applied per unit in f32. About 1.5 instructions per weight. A warp
     /// covers 32 columns × 4 K-words per step (16-byte loads: `words_per_iteration` = 4); the
-    /// batch (≤ 8) is the MMA's N. `workgroup_size = threads_per_column · columns_per_workgroup`
+    /// batch (≤ 64) is the MMA's N in `ceil(batch / 8)` tiles sharing each decoded A fragment
+    /// (`lower/gemv/mma.rs`). `workgroup_size = threads_per_column · columns_per_workgroup`
     /// with `threads_per_column` the K-slicing warps; `k_unit_words` a multiple of 4.
     Mma,
     /// FP16 pair dot products into f32 (gfx906 `v_dot2_f32_f16`, where
@@ -281,7 +283,7 @@ impl Schedule {
                     .into_iter()
                     .find(|u| *u <= max_unit && group_words % u == 0);
                 match unit {
-                    Some(unit) if arch.has_fp16_mma() && batch <= 8 => {
+                    Some(unit) if arch.has_fp16_mma() && mma_takes(batch, gemv_count(kernel)) => {
                         let mma = Schedule {
                             int4_dot: Int4Dot::Mma,
                             words_per_iteration: 4,
@@ -627,12 +629,28 @@ fn mma_split(arch: Arch, kernel: &Kernel, mut s: Schedule) -> Schedule {
     // A kernel with a grid stage keeps its whole grid co-resident anyway (DESIGN.md §5.9).
     let workgroups = tiles * s.k_split.max(1) as usize;
     s.x_in_lds = staged_fits(kernel, &s)
+        && stage_and_sums_fit(arch, kernel, &s)
         && (grid_stage || staging_adds_no_wave(arch, kernel, &s, workgroups));
     s
 }
 
 /// The K warps of the tensor-core GEMV's 128-lane workgroup (`threads_per_column`).
 const MMA_K_WARPS: usize = 4;
+
+/// Whether a K part's staged activations and the cross-warp sums (one array per GEMV, growing
+/// with the batch: 32 KiB at batch 64) fit the static LDS of one workgroup together.
+fn stage_and_sums_fit(arch: Arch, kernel: &Kernel, s: &Schedule) -> bool {
+    let (Some(k), batch) = (gptq_k(kernel), batch_of(kernel)) else {
+        return false;
+    };
+    let staged = batch * k * 2 / s.k_split.max(1) as usize;
+    let sums = gemv_count(kernel)
+        * s.columns_per_workgroup as usize
+        * batch
+        * s.threads_per_column as usize
+        * 4;
+    staged + sums <= arch.max_static_lds_per_workgroup() as usize
+}
 
 /// Without a grid stage: enough workgroups to fill the device, the fewest K parts (at least 2)
 /// that give `tiles · P ≥ target` workgroups, or, up to twice that, the fewest that give every K

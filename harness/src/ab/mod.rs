@@ -38,7 +38,7 @@ use wavefuse_runtime::exec::OutputMetrics;
 
 use crate::Workload;
 use crate::policy::{Placement, Ranks, SchedulePolicy, communicates, run_placement};
-use crate::shapes::TP_SIZES;
+use crate::shapes::{MAX_BATCH, TP_SIZES};
 use crate::suite::{self, CaseSpec, Generated, GpuRuntime, PrepError, Prepared, ShapeKind, Worst};
 
 use handwritten::Hand;
@@ -64,17 +64,20 @@ impl ShapeSet {
     }
 }
 
-/// `qwen27b-tpN` or `qwen27b-tpN-bB` (TP 1, 2, 4, 8; batch 1–8).
+/// `qwen27b-tpN` or `qwen27b-tpN-bB` (TP 1, 2, 4, 8; batch 1–64, [`MAX_BATCH`]).
 pub fn parse_shape(s: &str) -> Result<ShapeSet, String> {
-    let bad =
-        || format!("`{s}` is not a shape set; use qwen27b-tp1|tp2|tp4|tp8, optionally -b1..-b8");
+    let bad = || {
+        format!(
+            "`{s}` is not a shape set; use qwen27b-tp1|tp2|tp4|tp8, optionally -b1..-b{MAX_BATCH}"
+        )
+    };
     let rest = s.strip_prefix("qwen27b-tp").ok_or_else(bad)?;
     let (tp, batch) = match rest.split_once("-b") {
         Some((tp, b)) => (tp, b.parse::<usize>().map_err(|_| bad())?),
         None => (rest, 1),
     };
     let tp: u32 = tp.parse().map_err(|_| bad())?;
-    if !TP_SIZES.contains(&tp) || !(1..=8).contains(&batch) {
+    if !TP_SIZES.contains(&tp) || !(1..=MAX_BATCH).contains(&batch) {
         return Err(bad());
     }
     Ok(ShapeSet { tp, batch })

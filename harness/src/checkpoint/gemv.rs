@@ -23,12 +23,13 @@ pub struct Activation {
     pub stored: NpyDtype,
 }
 
-/// The most tokens a kernel decodes at once (`--batch 1..=8`); a `[B, K]` activation with
-/// B above it is refused before any kernel is built.
-pub const MAX_BATCH: usize = 8;
+/// The most tokens a kernel decodes at once ([`crate::shapes::MAX_BATCH`], `--batch 1..=64`);
+/// a `[B, K]` activation with B above it is refused before any kernel is built (within it, a
+/// batch the lowering cannot take is refused by the lowering, with the reason).
+pub const MAX_BATCH: usize = crate::shapes::MAX_BATCH;
 
 /// Read an activation for a layer with reduction length `k`: shape `[K]` or `[B, K]` with
-/// B = 1..=8 (`MAX_BATCH`), f16 or f32 (f64 too), rounded to FP16. Values that overflow FP16, NaN
+/// B = 1..=64 (`MAX_BATCH`), f16 or f32 (f64 too), rounded to FP16. Values that overflow FP16, NaN
 /// and infinities are errors.
 pub fn load_activation(path: &Path, k: usize) -> Result<Activation, CheckpointError> {
     let a = npy::read(path)?;

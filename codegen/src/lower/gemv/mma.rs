@@ -1,0 +1,577 @@
+//! The tensor-core GPTQ INT4 GEMV ([`Int4Dot::Mma`](super::super::schedule::Int4Dot::Mma),
+//! sm_90): the INT4 → FP16 decode in registers feeding `mma.m16n8k16`, the scale per unit in f32.
+
+use wavefuse_ir::{Buffer, GptqLayout, ZeroPoint};
+
+use crate::lowered::{Base, BinOp, Expr, Reg, Special, Stmt, Ty};
+
+use super::super::LowerError;
+use super::super::build::*;
+use super::super::lowering::{BufParams, Lowering};
+use super::super::schedule::MmaDecode;
+use super::{XStage, sched};
+
+/// The tensor-core tiling of one GPTQ GEMV kernel (see `gemv_gptq_mma`).
+struct MmaTiling {
+    l: GptqLayout,
+    kdim: usize,
+    n: usize,
+    batch: usize,
+    /// N tiles of the MMA: batch rows `8j .. 8j + 8` are tile `j`'s B columns and D columns.
+    ntiles: usize,
+    /// K words per unit (a multiple of 4) and units per group.
+    unit: usize,
+    upg: usize,
+    /// MMA steps (4 K-words each) per unit.
+    steps: usize,
+    /// The activations (`None`: a prologue computes them straight into the LDS stage).
+    x: Option<Base>,
+    n0: Reg,
+    quad: Reg,
+    tq: Reg,
+    weights: Vec<Buffer>,
+    /// The activations staged in LDS ([`Schedule::x_in_lds`](super::super::Schedule::x_in_lds)).
+    xs: Option<XStage>,
+}
+
+/// The registers one unit's loads fill: per weight the 4 scales, the zero word and
+/// `[step][4]` packed words; per step and N tile the 8 activations (`xs[step · ntiles + j]`).
+struct MmaBuf {
+    scales: Vec<Vec<Reg>>,
+    zero_words: Vec<Reg>,
+    words: Vec<Vec<Vec<Reg>>>,
+    xs: Vec<Vec<Reg>>,
+}
+
+impl Lowering<'_> {
+    /// The tensor-core GPTQ GEMV ([`Int4Dot::Mma`](super::super::schedule::Int4Dot::Mma)).
+    /// Warp `w` of the workgroup covers the columns `tile0 + 32·(w mod cw) ..+32` (`cw = C / 32`
+    /// column warps) and K slice `w / cw`; lane `l` (quad `g = l / 4`, `t = l % 4`) loads the 4
+    /// adjacent packed words of columns `n0 = … + 4g ..+4` at K-word `unit·U + 4·step + t` (one
+    /// 16-byte load) and, per N tile `j`, the 8 activations of batch row `8j + g` at the same K
+    /// rows. MMA `(p, h)` (column pair p, nibble half h) takes rows `g ↔ column n0 + 2p` and
+    /// `g + 8 ↔ n0 + 2p + 1`; its k slots `(2t, 2t+1, 2t+8, 2t+9)` hold nibbles
+    /// `(2h, 2h+4, 2h+1, 2h+5)` of the lane's word — any permutation of k is correct as long as A
+    /// and B use the same one, and this one is what `(word >> 4i) & 0x000F000F` yields — and B
+    /// holds the activations of those rows.
+    ///
+    /// The batch is the MMA's N in `ceil(batch / 8)` tiles (the GEMV → GEMM switch, issue 40):
+    /// the A fragment is decoded once per unit and feeds every tile's MMA, so the decode (the
+    /// ALU work per weight) does not grow with the batch; each tile has its own B fragments, unit
+    /// sums and totals (D column `2t + i % 2` is batch row `8j + 2t + i % 2`). The f32
+    /// accumulators, `2 · 8 · weights · tiles` per lane, bound the batch ([`mma_takes`]).
+    pub(super) fn gemv_gptq_mma(
+        &mut self,
+        l: GptqLayout,
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), LowerError> {
+        let (kdim, n, group) = self.gptq_shape(l)?;
+        let g = self.plan.gemv.as_ref().expect("a GEMV");
+        let batch = self.plan.batch;
+        let (c, wg, wpg) = (self.cols, self.wg(), group / 8);
+        let unit = self.s.k_unit_words as usize;
+        if self.wave() != 32 {
+            return sched(format!(
+                "INT4 mma needs 32-lane waves ({} has {})",
+                self.k.arch,
+                self.wave()
+            ));
+        }
+        // Name only the conditions that fail.
+        let failed: Vec<String> = [
+            (self.s.words_per_iteration != 4).then(|| {
+                format!(
+                    "words_per_iteration = 4 (not {})",
+                    self.s.words_per_iteration
+                )
+            }),
+            (c % 32 != 0).then(|| format!("columns_per_workgroup a multiple of 32 (not {c})")),
+            (unit == 0 || unit % 4 != 0 || wpg % unit != 0).then(|| {
+                format!(
+                    "k_unit_words a multiple of 4 dividing the group's {wpg} K-words (not {unit})"
+                )
+            }),
+            (batch > MMA_MAX_BATCH).then(|| {
+                format!(
+                    "batch <= {MMA_MAX_BATCH} (not {batch}; {MMA_MAX_BATCH} is 8 N tiles of 8 rows)"
+                )
+            }),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !failed.is_empty() {
+            return sched(format!("INT4 mma needs {}", failed.join(", ")));
+        }
+        let (cw, warps) = (c / 32, wg / 32);
+        if warps % cw != 0 || (warps / cw) != self.s.threads_per_column as usize {
+            return sched(format!(
+                "INT4 mma: {wg} lanes = threads per column ({}) x columns ({c}) does not hold",
+                self.s.threads_per_column
+            ));
+        }
+        let kwarps = warps / cw;
+        let x = self.activations();
+        let weights: Vec<Buffer> = g.gemvs.iter().map(|&(_, w)| w).collect();
+        let m = weights.len();
+        let ntiles = batch.div_ceil(8);
+        let accumulators = mma_accumulators(m, batch);
+        if accumulators > MMA_MAX_ACCUMULATORS {
+            return sched(format!(
+                "INT4 mma at batch {batch} with {m} weights keeps {accumulators} f32 accumulators per lane \
+                 (unit sums and totals of {ntiles} N tiles), more than the {MMA_MAX_ACCUMULATORS} of \
+                 {}'s 255 registers per lane it may take",
+                self.k.arch
+            ));
+        }
+        self.reduction_arrays(kwarps);
+        let (upg, steps) = (wpg / unit, unit / 4);
+        let xs_from = if self.s.x_in_lds {
+            "takes batch row g's 8 activations there from LDS"
+        } else {
+            "loads batch row g's 8 activations there"
+        };
+        out.push(comment(format!(
+            "GPTQ INT4 GEMV on the tensor cores: warp w covers 32 columns (column warp w % {cw}) and K slice w / {cw} of {kwarps}, \
+             units of {unit} K-words round robin; lane quad g = lane / 4 loads 4 packed columns n0..n0+3 at K-word 4*step + lane % 4 \
+             (16 bytes) and {xs_from}; q - z exact in FP16 (0x6400 | q is 1024 + q), mma.m16n8k16 with f32 \
+             accumulation, the scale per unit in f32"
+        )));
+        if ntiles > 1 {
+            out.push(comment(format!(
+                "batch {batch} as {ntiles} N tiles of 8 rows: each A fragment (the decoded weights) feeds the MMA of every tile, \
+                 tile j's B fragments hold batch rows 8j..8j+7 (past the batch: zero), its D fragments those rows' sums"
+            )));
+        }
+        let [cwarp, kwarp, quad, tq, n0] =
+            ["cwarp", "kwarp", "quad", "tq", "n0"].map(|h| self.k.reg(Ty::U32, h));
+        out.push(assign(cwarp, rem(sp(Special::WaveId), u(cw))));
+        out.push(assign(kwarp, div(sp(Special::WaveId), u(cw))));
+        out.push(assign(quad, div(sp(Special::LaneId), u(4))));
+        out.push(assign(tq, rem(sp(Special::LaneId), u(4))));
+        out.push(assign(
+            n0,
+            add(r(self.tile0), add(mul(r(cwarp), u(32)), mul(r(quad), u(4)))),
+        ));
+        // totals[(mi · ntiles + j) · 8 + 4p + i]: D fragment slot i of column pair p, N tile j.
+        let totals = self.zeros(m * 8 * ntiles, "acc", out);
+        let (begin, units) = self.split_units(kdim / group * upg)?;
+        let xs = if self.s.x_in_lds {
+            let words = kdim / 8 / self.s.k_split as usize;
+            let lds = self.k.lds(Ty::U32, batch * words * 4);
+            let stage = XStage {
+                lds,
+                begin: mul(begin.clone(), u(unit)),
+                words,
+            };
+            self.stage_x(x.clone(), kdim, batch, &stage, out)?;
+            Some(stage)
+        } else {
+            None
+        };
+        let t = MmaTiling {
+            l,
+            kdim,
+            n,
+            batch,
+            ntiles,
+            unit,
+            upg,
+            steps,
+            x,
+            n0,
+            quad,
+            tq,
+            weights,
+            xs,
+        };
+        let un_reg = self.k.reg(Ty::U32, if upg == 1 { "group" } else { "unit" });
+        match self.s.pipeline_depth {
+            1 => {
+                let buf = self.mma_buffers(&t);
+                let mut body = self.mma_loads(&t, &buf, un_reg);
+                body.extend(self.mma_compute(&t, &buf, un_reg, &totals));
+                let start = add(begin, r(kwarp));
+                out.push(for_loop(un_reg, start, units, u(kwarps), body));
+            }
+            2 => {
+                // Software pipelining: unit u + kwarps's loads are in flight while unit u
+                // computes. Every condition is warp-uniform (kwarp is), so the MMAs under them
+                // run with the whole warp.
+                out.push(comment(
+                    "pipelined: the next unit's loads are issued before this unit's MMAs",
+                ));
+                let (b0, b1) = (self.mma_buffers(&t), self.mma_buffers(&t));
+                let u1 = self.k.reg(Ty::U32, "next_unit");
+                let u2 = self.k.reg(Ty::U32, "after_next");
+                out.push(assign(u1, add(begin.clone(), r(kwarp))));
+                let first = self.mma_loads(&t, &b0, u1);
+                when(lt(r(u1), units.clone()), first, out);
+                let mut body = vec![assign(u1, add(r(un_reg), u(kwarps)))];
+                let next = self.mma_loads(&t, &b1, u1);
+                when(lt(r(u1), units.clone()), next, &mut body);
+                body.extend(self.mma_compute(&t, &b0, un_reg, &totals));
+                body.push(assign(u2, add(r(un_reg), u(2 * kwarps))));
+                let after = self.mma_loads(&t, &b0, u2);
+                when(lt(r(u2), units.clone()), after, &mut body);
+                let second = self.mma_compute(&t, &b1, u1, &totals);
+                when(lt(r(u1), units.clone()), second, &mut body);
+                let start = add(begin, r(kwarp));
+                out.push(for_loop(un_reg, start, units, u(2 * kwarps), body));
+            }
+            d => {
+                return sched(format!("INT4 mma: pipeline depth {d} (1 or 2)"));
+            }
+        }
+
+        out.push(comment("cross-slice reduction: each K slice's sums to LDS (batch rows 2t, 2t+1 of the D fragment), added in slice order after the barrier"));
+        for mi in 0..m {
+            for j in 0..ntiles {
+                for p in 0..2 {
+                    for i in 0..4 {
+                        let row = add(mul(r(tq), u(2)), u(i % 2));
+                        let b = if j == 0 { row } else { add(u(8 * j), row) };
+                        let col = add(
+                            mul(r(cwarp), u(32)),
+                            add(mul(r(quad), u(4)), u(2 * p + i / 2)),
+                        );
+                        let idx = add(mul(add(mul(r(kwarp), u(batch)), b.clone()), u(c)), col);
+                        let st = store(
+                            self.lds_at(self.red[mi], idx),
+                            vec![r(totals[(mi * ntiles + j) * 8 + p * 4 + i])],
+                        );
+                        when(lt(b, u(batch)), vec![st], out);
+                    }
+                }
+            }
+        }
+        out.push(Stmt::WorkgroupBarrier);
+        Ok(())
+    }
+
+    /// The registers one unit's loads fill.
+    fn mma_buffers(&mut self, t: &MmaTiling) -> MmaBuf {
+        let m = t.weights.len();
+        let scales = (0..m)
+            .map(|_| (0..4).map(|_| self.k.reg(Ty::F16, "scale_h")).collect())
+            .collect();
+        let zero_words = (0..m).map(|_| self.k.reg(Ty::U32, "zero_word")).collect();
+        let words = (0..m)
+            .map(|_| {
+                (0..t.steps)
+                    .map(|_| (0..4).map(|_| self.k.reg(Ty::U32, "qword")).collect())
+                    .collect()
+            })
+            .collect();
+        // Staged activations come from LDS in the compute (`mma_bfrags_lds`): no registers here.
+        let xs = match t.xs {
+            Some(_) => vec![],
+            None => (0..t.steps * t.ntiles)
+                .map(|_| (0..8).map(|_| self.k.reg(Ty::F16, "x")).collect())
+                .collect(),
+        };
+        MmaBuf {
+            scales,
+            zero_words,
+            words,
+            xs,
+        }
+    }
+
+    /// Unit `unit`'s loads into `b`: every load of the unit at once (4·steps packed words per
+    /// weight, 8·steps activations, the scales and zero words), zero where masked.
+    fn mma_loads(&mut self, t: &MmaTiling, b: &MmaBuf, unit: Reg) -> Vec<Stmt> {
+        let mut out = vec![];
+        let gi = self.k.reg(Ty::U32, "group");
+        out.push(assign(
+            gi,
+            if t.upg == 1 {
+                r(unit)
+            } else {
+                div(r(unit), u(t.upg))
+            },
+        ));
+        let col_ok = lt(r(t.n0), u(t.n));
+        let h0 = || Expr::Float(0.0, Ty::F16);
+        let mut guarded = vec![];
+        for (mi, &w) in t.weights.iter().enumerate() {
+            let BufParams::Gptq {
+                scales,
+                qzeros,
+                qweight,
+                ..
+            } = self.bufs[&w]
+            else {
+                unreachable!("a GPTQ weight")
+            };
+            b.scales[mi].iter().for_each(|&h| out.push(assign(h, h0())));
+            out.push(assign(b.zero_words[mi], u(0)));
+            guarded.push(load(
+                b.scales[mi].clone(),
+                at(Base::Param(scales), add(mul(r(gi), u(t.n)), r(t.n0))),
+            ));
+            if let Some(zp) = qzeros {
+                guarded.push(load(
+                    vec![b.zero_words[mi]],
+                    at(
+                        Base::Param(zp),
+                        add(mul(r(gi), u(t.n / 8)), div(r(t.n0), u(8))),
+                    ),
+                ));
+            }
+            for st in 0..t.steps {
+                b.words[mi][st]
+                    .iter()
+                    .for_each(|&q| out.push(assign(q, u(0))));
+                let kword = add(mul(r(unit), u(t.unit)), add(u(4 * st), r(t.tq)));
+                guarded.push(load(
+                    b.words[mi][st].clone(),
+                    at(Base::Param(qweight), add(mul(kword, u(t.n)), r(t.n0))),
+                ));
+            }
+        }
+        when(col_ok, guarded, &mut out);
+        if t.xs.is_some() {
+            return out;
+        }
+        for st in 0..t.steps {
+            for j in 0..t.ntiles {
+                let xs = &b.xs[st * t.ntiles + j];
+                xs.iter().for_each(|&h| out.push(assign(h, h0())));
+                let kword = add(mul(r(unit), u(t.unit)), add(u(4 * st), r(t.tq)));
+                let ld = load(
+                    xs.clone(),
+                    at(
+                        t.x.clone().expect("unstaged activations"),
+                        add(mul(tile_row(t.quad, j), u(t.kdim)), mul(kword, u(8))),
+                    ),
+                );
+                when(lt(r(t.quad), u(t.rows_in(j))), vec![ld], &mut out);
+            }
+        }
+        out
+    }
+
+    /// The B fragments of step `st` of `unit`, N tile `j`, from the staged activations: batch
+    /// row `8j + quad`'s entry at K-word `unit·U + 4·st + t` (zero for rows past the batch). The zeros are not
+    /// needed for the result (B column n only reaches D column n, and D columns past the batch
+    /// are never read), but without the selects ptxas schedules the loop differently: measured
+    /// on the H200 (bench/results/2026-11-30-h200-decode/), dropping them saved 16 instructions
+    /// per unit and cost the row-parallel GEMV of the unfused chain 1.9 µs (28.2 → 30.2 µs at TP
+    /// 4 on one device); so they stay.
+    fn mma_bfrags_lds(
+        &mut self,
+        t: &MmaTiling,
+        xs: &XStage,
+        unit: Reg,
+        (st, j): (usize, usize),
+    ) -> (Vec<Stmt>, Vec<Reg>) {
+        let mut out = vec![];
+        let word = add(
+            sub(mul(r(unit), u(t.unit)), xs.begin.clone()),
+            add(u(4 * st), r(t.tq)),
+        );
+        let rows = t.rows_in(j);
+        let in_batch = lt(r(t.quad), u(rows));
+        let row = match rows {
+            1 => u(8 * j),
+            8 => tile_row(t.quad, j),
+            _ => sel(in_batch.clone(), tile_row(t.quad, j), u(8 * j)),
+        };
+        let idx = mul(add(mul(row, u(xs.words)), word), u(4));
+        let bfrag: Vec<Reg> = (0..4).map(|_| self.k.reg(Ty::U32, "bfrag")).collect();
+        out.push(load(bfrag.clone(), self.lds_at(xs.lds, idx)));
+        if rows < 8 {
+            for &b in &bfrag {
+                out.push(assign(b, sel(in_batch.clone(), r(b), u(0))));
+            }
+        }
+        (out, bfrag)
+    }
+
+    /// One unit's MMAs on the registers of `b`, then `totals += s · unit sums`.
+    fn mma_compute(&mut self, t: &MmaTiling, b: &MmaBuf, unit: Reg, totals: &[Reg]) -> Vec<Stmt> {
+        let mut out = vec![];
+        let m = t.weights.len();
+        let (mut sf, mut zp) = (vec![], vec![]);
+        for mi in 0..m {
+            for j in 0..4 {
+                let s32 = self.k.reg(Ty::F32, "scale");
+                out.push(assign(s32, cast(Ty::F32, r(b.scales[mi][j]))));
+                let z = match t.l.zero {
+                    ZeroPoint::Symmetric => u(8),
+                    _ if self.bufs_have_no_zeros(&t.weights[mi]) => u(8),
+                    zero => {
+                        let nib = bfe(
+                            r(b.zero_words[mi]),
+                            mul(rem(add(r(t.n0), u(j)), u(8)), u(4)),
+                            4,
+                        );
+                        if zero == ZeroPoint::V1 {
+                            add(nib, u(1))
+                        } else {
+                            nib
+                        }
+                    }
+                };
+                // 1024 + z in both halves: 0x6400 + z is its FP16 pattern (ulp 1 in [1024, 2048)).
+                let zr = self.k.reg(Ty::U32, "zero_pair");
+                out.push(assign(zr, mul(add(z.clone(), u(0x6400)), u(0x1_0001))));
+                // −(64 + z) in both halves: 0xD400 is −64, and in [64, 128) the ulp is 1/16, so
+                // 16·z more in the mantissa is −(64 + z) exactly.
+                let zh = (self.s.mma_decode == MmaDecode::Fma).then(|| {
+                    let zh = self.k.reg(Ty::U32, "zero_hi");
+                    out.push(assign(zh, mul(add(mul(z, u(16)), u(0xD400)), u(0x1_0001))));
+                    zh
+                });
+                sf.push(s32);
+                zp.push((zr, zh));
+            }
+        }
+        let nt = t.ntiles;
+        // unit_acc[(mi · ntiles + j) · 8 + 4p + i], as `totals`.
+        let unit_acc: Vec<Reg> = self.zeros(m * 8 * nt, "unit_acc", &mut out);
+        for st in 0..t.steps {
+            // B fragments of every N tile: (x[2h], x[2h+4]) and (x[2h+1], x[2h+5]).
+            let bfrags: Vec<Vec<Reg>> = (0..nt)
+                .map(|j| self.mma_bfrags(t, b, unit, (st, j), &mut out))
+                .collect();
+            for mi in 0..m {
+                let ws = &b.words[mi][st];
+                for p in 0..2 {
+                    for h in 0..2 {
+                        let mut a = vec![];
+                        // a[0..4]: (row g, k 2t..), (row g+8, k 2t..), (row g, k 2t+8..), (row g+8, k 2t+8..)
+                        // = (column word 2p + cwi, nibble pair 2h + slot).
+                        for (cwi, slot) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
+                            let wreg = ws[2 * p + cwi];
+                            // Nibble pair (i, i + 4), i = 2h + slot (MmaDecode): Shift takes
+                            // (word >> 4i) & 0x000F000F, 1024 + q after the OR, minus 1024 + z.
+                            // Fma takes pairs 0, 2 from `word` and `word >> 8` the same way and
+                            // leaves pairs 1, 3 in place (mask 0x00F000F0: 1024 + 16q); one FMA
+                            // by 1/16 minus 64 + z gives q − z. Both exact in FP16.
+                            let fma = self.s.mma_decode == MmaDecode::Fma;
+                            let i = 2 * h + slot;
+                            let shift = if fma { 8 * h } else { 4 * i };
+                            let word = if shift == 0 {
+                                r(wreg)
+                            } else {
+                                bin(BinOp::Shr, r(wreg), Expr::u32(shift as u32))
+                            };
+                            let mask = if fma && slot == 1 {
+                                0x00F0_00F0
+                            } else {
+                                0x000F_000F
+                            };
+                            let pair = bin(
+                                BinOp::Or,
+                                bin(BinOp::And, word, Expr::u32(mask)),
+                                Expr::u32(0x6400_6400),
+                            );
+                            let ar = self.k.reg(Ty::U32, "afrag");
+                            let (zr, zh) = zp[mi * 4 + 2 * p + cwi];
+                            let dec = if !fma || slot == 0 {
+                                Expr::SubHalf2(Box::new(pair), Box::new(r(zr)))
+                            } else {
+                                // 1/16 in both halves is 0x2C00.
+                                Expr::FmaHalf2(
+                                    Box::new(pair),
+                                    Box::new(Expr::u32(0x2C00_2C00)),
+                                    Box::new(r(zh.expect("the FMA decode's -(64 + z)"))),
+                                )
+                            };
+                            out.push(assign(ar, dec));
+                            a.push(ar);
+                        }
+                        // The A fragment, decoded once, feeds every N tile's MMA.
+                        for (j, bfrag) in bfrags.iter().enumerate() {
+                            let base = (mi * nt + j) * 8 + p * 4;
+                            out.push(Stmt::MmaF16 {
+                                acc: std::array::from_fn(|i| unit_acc[base + i]),
+                                a: [a[0], a[1], a[2], a[3]],
+                                b: [bfrag[2 * h], bfrag[2 * h + 1]],
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        // Scale per unit: D slots 0, 1 are column n0 + 2p, slots 2, 3 column n0 + 2p + 1.
+        for mi in 0..m {
+            for j in 0..nt {
+                for p in 0..2 {
+                    for i in 0..4 {
+                        let slot = (mi * nt + j) * 8 + p * 4 + i;
+                        let (tot, s) = (totals[slot], sf[mi * 4 + 2 * p + i / 2]);
+                        out.push(assign(tot, fma(r(s), r(unit_acc[slot]), r(tot))));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// N tile `j`'s B fragments of step `st`: from the LDS stage, or packed from the loaded
+    /// activations `(x[2h], x[2h+4])`, `(x[2h+1], x[2h+5])`.
+    fn mma_bfrags(
+        &mut self,
+        t: &MmaTiling,
+        b: &MmaBuf,
+        unit: Reg,
+        (st, j): (usize, usize),
+        out: &mut Vec<Stmt>,
+    ) -> Vec<Reg> {
+        if let Some(xs) = &t.xs {
+            let (stmts, bfrag) = self.mma_bfrags_lds(t, xs, unit, (st, j));
+            out.extend(stmts);
+            return bfrag;
+        }
+        let xh = &b.xs[st * t.ntiles + j];
+        let mut bfrag = vec![];
+        for pair in [(0, 4), (1, 5), (2, 6), (3, 7)] {
+            let br = self.k.reg(Ty::U32, "bfrag");
+            out.push(assign(
+                br,
+                Expr::PackHalf2(Box::new(r(xh[pair.0])), Box::new(r(xh[pair.1]))),
+            ));
+            bfrag.push(br);
+        }
+        bfrag
+    }
+}
+
+/// The largest batch the tensor-core GEMV takes: 8 N tiles of 8 rows.
+pub(in crate::lower) const MMA_MAX_BATCH: usize = 64;
+
+/// The f32 accumulators the tensor-core GEMV keeps per lane (a unit's sums and the totals, 8
+/// each per weight and N tile) may take at most this many of sm_90's 255 registers per lane;
+/// beyond it ptxas must spill (the packed words, fragments and addresses need the rest).
+pub(in crate::lower) const MMA_MAX_ACCUMULATORS: usize = 128;
+
+/// The f32 accumulators per lane of the tensor-core GEMV of `weights` weights at `batch`.
+fn mma_accumulators(weights: usize, batch: usize) -> usize {
+    2 * 8 * weights * batch.div_ceil(8)
+}
+
+/// Whether the tensor-core GEMV takes `batch` rows with `weights` weights (the limits
+/// [`MMA_MAX_BATCH`] and [`MMA_MAX_ACCUMULATORS`] `gemv_gptq_mma` refuses past): the default
+/// schedule's GEMV → GEMM switch.
+pub(in crate::lower) fn mma_takes(batch: usize, weights: usize) -> bool {
+    batch <= MMA_MAX_BATCH && mma_accumulators(weights, batch) <= MMA_MAX_ACCUMULATORS
+}
+
+/// Batch row `8j + quad`: lane quad `quad`'s B column of N tile `j`.
+fn tile_row(quad: Reg, j: usize) -> Expr {
+    if j == 0 {
+        r(quad)
+    } else {
+        add(r(quad), u(8 * j))
+    }
+}
+
+impl MmaTiling {
+    /// The batch rows N tile `j` holds (8, fewer in a last partial tile).
+    fn rows_in(&self, j: usize) -> usize {
+        (self.batch - 8 * j).min(8)
+    }
+}

@@ -1,0 +1,247 @@
+//! The sm_90 tensor-core INT4 GEMV past batch 8 (issue #40, item 2: the GEMV → GEMM switch):
+//! the batch as `ceil(batch / 8)` N tiles of `mma.m16n8k16`, each A fragment (the decoded
+//! weights) feeding every tile's MMA. At batch 9, 16, 24, 32 and 64 the default schedule picks
+//! it, and the generated kernel — staged activations or not, pipelined or not — runs in the
+//! protocol simulator against the f64 reference on fresh random inputs (every schedule its own
+//! data), held to the FP16 outputs' tolerance: relative L2 error ≤ 1e-3
+//! (`wavefuse_codegen::sim::tolerance`). Mutants that give tile j the B fragments of tile 0, or
+//! tile j another A fragment than tile 0's, are caught as mismatches.
+
+mod support;
+
+use wavefuse_codegen::Arch;
+use wavefuse_codegen::ir::ScalarType;
+use wavefuse_codegen::lower::{Int4Dot, LowerError, Schedule, lower};
+use wavefuse_codegen::lowered::{Block, Reg, Stmt};
+use wavefuse_codegen::sim::{FindingKind, PeerTable, tolerance};
+use wavefuse_harness::sim::{Prepared, SmallShapes, small_kernel, small_schedule, summary, sweep};
+use wavefuse_kernels::{KernelId, Shapes};
+
+const ARCH: Arch = Arch::Sm90;
+const BATCHES: [usize; 5] = [9, 16, 24, 32, 64];
+/// Two GPTQ groups of 128 along K for every GEMV (hidden → FFN and FFN → hidden).
+const SMALL: SmallShapes = SmallShapes {
+    hidden: 256,
+    ffn: 256,
+    q: 16,
+    kv: 16,
+};
+/// Schedules per case: each with its own random inputs.
+const SCHEDULES: u64 = 2;
+const SEED: u64 = 0x6E6D;
+
+/// The forms of the tensor-core path run at every batch (overrides of the simulator's schedule,
+/// which is the default one scaled to 64-lane workgroups): as chosen (activations staged in
+/// LDS), unstaged (each lane loads its B rows), and units of one MMA step, software-pipelined.
+const FORMS: [&str; 3] = ["", "x_in_lds=false", "k_unit_words=4,pipeline_depth=2"];
+
+fn prepare(id: KernelId, tp: u32, batch: usize, spec: &str) -> Result<Prepared, LowerError> {
+    let shapes = Shapes {
+        batch,
+        ..Shapes::qwen27b(tp)
+    };
+    let ir = small_kernel(id, &shapes, &SMALL).expect("small kernel");
+    let s: Schedule = small_schedule(ARCH, &ir).with_overrides(spec)?;
+    assert_eq!(
+        s.int4_dot,
+        Int4Dot::Mma,
+        "{id} tp {tp} batch {batch}: the default is the tensor-core path"
+    );
+    let lowered = lower(&ir, ARCH, &s)?;
+    Ok(Prepared {
+        ir,
+        lowered,
+        shapes: Some(shapes),
+        peer_table: PeerTable::Shared,
+    })
+}
+
+/// Every `MmaF16` of the body, in program order.
+fn mmas(body: &Block) -> Vec<([Reg; 4], [Reg; 2])> {
+    let mut found = vec![];
+    support::rewrite(body.clone(), &mut |s| {
+        if let Stmt::MmaF16 { a, b, .. } = &s {
+            found.push((*a, *b));
+        }
+        vec![s]
+    });
+    found
+}
+
+/// The kernels that use the INT4 GEMV, at the TP they run here, and the batches each takes on
+/// the tensor cores (two weights keep twice the accumulators: up to batch 32).
+fn cases() -> Vec<(KernelId, u32, Vec<usize>)> {
+    let upto = |b: usize| BATCHES.iter().copied().filter(|&x| x <= b).collect();
+    vec![
+        (KernelId::GemvInt4, 1, upto(64)),
+        (KernelId::GemvInt4AllreduceRmsnorm, 2, upto(64)),
+        (KernelId::GemvInt4DualSilu, 1, upto(32)),
+    ]
+}
+
+#[test]
+fn mma_gemv_at_batch_9_to_64_matches_the_reference_sm90() {
+    let tol = tolerance(ScalarType::F16);
+    for (id, tp, batches) in cases() {
+        for batch in batches {
+            for spec in FORMS {
+                let p = prepare(id, tp, batch, spec)
+                    .unwrap_or_else(|e| panic!("{id} tp {tp} batch {batch} `{spec}`: {e}"));
+                // One A fragment per N tile's MMA: ceil(batch / 8) MMAs read each.
+                let all = mmas(&p.lowered.body);
+                let mut distinct: Vec<[Reg; 4]> = all.iter().map(|m| m.0).collect();
+                distinct.dedup();
+                assert_eq!(
+                    all.len(),
+                    distinct.len() * batch.div_ceil(8),
+                    "{id} {batch}"
+                );
+                let r = sweep(&p, SEED ^ batch as u64, 0, SCHEDULES, |_, _| {}).expect("simulates");
+                let text = summary(&p, &r);
+                eprintln!(
+                    "{id} tp {tp} batch {batch} `{spec}`: {}",
+                    text.lines().next().unwrap_or("")
+                );
+                assert!(r.not_checked.is_none(), "{text}");
+                assert!(r.findings.is_empty() && r.failing == 0, "{text}");
+                assert!(r.max_rel_l2 <= tol, "{text}");
+            }
+        }
+    }
+}
+
+/// `gemv_int4` at batch 24 (three N tiles) with its body rewritten by `f`.
+fn mutant(spec: &str, f: &mut dyn FnMut(Stmt) -> Vec<Stmt>) -> Prepared {
+    let mut p = prepare(KernelId::GemvInt4, 1, 24, spec).expect("lowers");
+    let before = p.lowered.body.clone();
+    p.lowered.body = support::rewrite(std::mem::take(&mut p.lowered.body), f);
+    assert_ne!(before, p.lowered.body, "the mutation changed nothing");
+    p
+}
+
+fn caught_as_mismatch(p: Prepared) {
+    let r = sweep(&p, SEED, 0, SCHEDULES, |_, _| {}).expect("simulates");
+    let text = summary(&p, &r);
+    eprintln!("{}", text.lines().next().unwrap_or(""));
+    assert_eq!(r.failing, SCHEDULES, "{text}");
+    assert!(
+        r.findings
+            .iter()
+            .any(|f| f.first.kind == FindingKind::Mismatch),
+        "{text}"
+    );
+}
+
+/// The MMAs of one A fragment are consecutive (tile 0 first): give tiles 1.. the B fragments of
+/// tile 0, so that they sum batch rows 0..7 again.
+fn b_of_tile_0() -> impl FnMut(Stmt) -> Vec<Stmt> {
+    let mut first: Option<([Reg; 4], [Reg; 2])> = None;
+    move |s| match s {
+        Stmt::MmaF16 { acc, a, b } => {
+            let b = match first {
+                Some((fa, fb)) if fa == a => fb,
+                _ => {
+                    first = Some((a, b));
+                    b
+                }
+            };
+            vec![Stmt::MmaF16 { acc, a, b }]
+        }
+        s => vec![s],
+    }
+}
+
+/// Tiles 1.. of each A fragment take the previous fragment's A instead (the reuse broken: other
+/// columns or nibbles).
+fn a_of_the_previous_fragment() -> impl FnMut(Stmt) -> Vec<Stmt> {
+    let (mut prev, mut cur): (Option<[Reg; 4]>, Option<[Reg; 4]>) = (None, None);
+    move |s| match s {
+        Stmt::MmaF16 { acc, a, b } => {
+            let a = if cur == Some(a) {
+                prev.unwrap_or(a)
+            } else {
+                (prev, cur) = (cur, Some(a));
+                a
+            };
+            vec![Stmt::MmaF16 { acc, a, b }]
+        }
+        s => vec![s],
+    }
+}
+
+#[test]
+fn mma_tile_reading_tile_0_rows_is_caught_sm90() {
+    for spec in ["", "x_in_lds=false"] {
+        caught_as_mismatch(mutant(spec, &mut b_of_tile_0()));
+    }
+}
+
+#[test]
+fn mma_tile_with_another_a_fragment_is_caught_sm90() {
+    caught_as_mismatch(mutant("", &mut a_of_the_previous_fragment()));
+}
+
+/// At the model shapes the default keeps the activations unstaged at batch 64 (staged they
+/// would outgrow the LDS next to the cross-warp sums); an override staging them is refused naming
+/// the LDS limit, as every LDS refusal is.
+#[test]
+fn mma_staging_past_the_lds_is_refused_with_the_limit_sm90() {
+    let shapes = Shapes {
+        batch: 64,
+        ..Shapes::qwen27b(1)
+    };
+    let ir = KernelId::GemvInt4.build(&shapes);
+    let s = Schedule::default_for(ARCH, &ir);
+    assert_eq!(s.int4_dot, Int4Dot::Mma);
+    assert!(!s.x_in_lds, "{s:?}");
+    lower(&ir, ARCH, &s).expect("the default lowers");
+    let staged = s.with_overrides("x_in_lds=true").expect("parses");
+    match lower(&ir, ARCH, &staged) {
+        Err(LowerError::Schedule(m)) => {
+            for needle in [
+                "bytes of LDS exceed the 49152",
+                "at batch 64",
+                "fits up to batch",
+            ] {
+                assert!(m.contains(needle), "`{needle}` not in {m}");
+            }
+        }
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("staged at batch 64: lowered"),
+    }
+}
+
+/// Past what the tensor-core path holds, an override is refused with the limit: batch 65 (8 N
+/// tiles), two weights at batch 64 (256 accumulators per lane); and the default schedule does not
+/// pick it there.
+#[test]
+fn mma_past_its_limits_is_refused_with_the_limit_sm90() {
+    let force = "int4_dot=mma,words_per_iteration=4,k_unit_words=4";
+    for (id, batch, needle) in [
+        (KernelId::GemvInt4, 65, "batch <= 64 (not 65"),
+        (
+            KernelId::GemvInt4DualSilu,
+            64,
+            "keeps 256 f32 accumulators per lane",
+        ),
+        (
+            KernelId::GemvInt4DualSilu,
+            40,
+            "keeps 160 f32 accumulators per lane",
+        ),
+    ] {
+        let shapes = Shapes {
+            batch,
+            ..Shapes::qwen27b(1)
+        };
+        let ir = small_kernel(id, &shapes, &SMALL).expect("small kernel");
+        let default = small_schedule(ARCH, &ir);
+        assert_ne!(default.int4_dot, Int4Dot::Mma, "{id} batch {batch}");
+        let s = default.with_overrides(force).expect("parses");
+        match lower(&ir, ARCH, &s) {
+            Err(LowerError::Schedule(m)) => assert!(m.contains(needle), "{m}"),
+            Err(e) => panic!("{id} batch {batch}: {e}"),
+            Ok(_) => panic!("{id} batch {batch}: lowered"),
+        }
+    }
+}
