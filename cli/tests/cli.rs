@@ -63,10 +63,12 @@ fn emit_batch_changes_shapes() {
     assert!(stdout(&o).contains("f16[8, 5120]"));
 }
 
-/// Above batch 8 the limit is the lowering's: batch 16 lowers on both targets; at batch 64 the
-/// INT4 GEMV lowers on sm_90 (the tensor-core GEMM, issue 40) while on gfx906 it, and on sm_90
-/// the two-weight GEMV, do not fit one workgroup's LDS and are refused with the kernel, the
-/// batch, the limit and the largest batch that fits, as every lowering refusal is (exit 1).
+/// Above batch 8 the limit is the lowering's: the default lowers the INT4 GEMVs at batch 16 and
+/// 64 on both targets — on sm_90 `gemv_int4` as the tensor-core GEMM (issue 40), elsewhere at 64
+/// with the serial cross-slice reduction (`reduction = serial`, which the code says); a schedule
+/// asked for whose LDS does not fit one workgroup (every slice's sums, `reduction = slices`, at
+/// batch 64) is refused with the kernel, the batch, the limit and the largest batch that fits, as
+/// every lowering refusal is (exit 1).
 #[test]
 fn emit_batch_above_8_lowers_or_is_refused_with_the_reason() {
     let o = wavefuse(&["emit", "gemv_int4", "--target", "sm90", "--batch", "64"]);
@@ -75,6 +77,16 @@ fn emit_batch_above_8_lowers_or_is_refused_with_the_reason() {
         let o = wavefuse(&["emit", "gemv_int4", "--target", target, "--batch", "16"]);
         assert!(o.status.success(), "{target}: {}", stderr(&o));
         let o = wavefuse(&["emit", refused, "--target", target, "--batch", "64"]);
+        assert!(o.status.success(), "{target}: {}", stderr(&o));
+        assert!(
+            stdout(&o).contains("(reduction = serial)"),
+            "{target}: no serial reduction"
+        );
+        let o = Command::new(env!("CARGO_BIN_EXE_wavefuse"))
+            .args(["emit", refused, "--target", target, "--batch", "64"])
+            .env("WAVEFUSE_SCHEDULE", "reduction=slices")
+            .output()
+            .expect("runs");
         assert_eq!(o.status.code(), Some(1), "{target}: {}", stderr(&o));
         let e = stderr(&o);
         for needle in [

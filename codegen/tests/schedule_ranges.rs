@@ -406,6 +406,7 @@ fn fields_named_ignored_do_not_change_the_generated_code() {
         ("x_in_lds", &["false", "true"]),
         ("mma_decode", &["shift", "fma"]),
         ("protocol", &["pull", "push"]),
+        ("reduction", &["slices", "serial"]),
     ];
     let source = |k: &Kernel, arch: Arch, s: &Schedule| {
         wavefuse_codegen::compile(k, arch, s)

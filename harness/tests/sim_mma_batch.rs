@@ -216,7 +216,7 @@ fn mma_staging_past_the_lds_is_refused_with_the_limit_sm90() {
 /// pick it there.
 #[test]
 fn mma_past_its_limits_is_refused_with_the_limit_sm90() {
-    let force = "int4_dot=mma,words_per_iteration=4,k_unit_words=4";
+    let force = "int4_dot=mma,words_per_iteration=4,k_unit_words=4,reduction=slices";
     for (id, batch, needle) in [
         (KernelId::GemvInt4, 65, "batch <= 64 (not 65"),
         (

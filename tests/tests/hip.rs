@@ -521,3 +521,46 @@ fn int4_floor_path_issues_at_most_two_valu_per_weight_gfx906() {
         );
     }
 }
+
+/// Batch 32 (issue 40): with the default policy `gemv_int4` at TP 1 and the fused kernel at TP 2
+/// reduce their K slices serially (`reduction = serial`; the slices' sums next to the staged
+/// activations took 96 KiB and 102 KiB), and hipcc compiles them without spills or scratch, the
+/// LDS it reports the lowering's and within gfx906's 64 KiB. Prints registers, spills, LDS and
+/// occupancy.
+#[test]
+fn int4_kernels_at_batch_32_compile_without_spills_gfx906() {
+    use wavefuse_codegen::lower::Reduction;
+    if !hipcc() {
+        return;
+    }
+    let hipcc = Hipcc::from_env();
+    for (id, tp) in [
+        (KernelId::GemvInt4, 1),
+        (KernelId::GemvInt4AllreduceRmsnorm, 2),
+    ] {
+        let g = generate(id, ARCH, tp, 32).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(g.schedule.reduction, Reduction::Serial, "{id} tp {tp}");
+        let c = generate::compile_source(&hipcc, &g.source)
+            .unwrap_or_else(|e| panic!("{id} tp {tp}: {e}"));
+        let u = &c.usage;
+        println!(
+            "{id}@gfx906 tp{tp} batch 32: {} VGPRs, {:?} SGPRs, {} spilled, {} B scratch per lane, {} B LDS, occupancy {} waves per SIMD; {} x {} lanes, x_in_lds {}",
+            u.registers(),
+            u.sgprs(),
+            u.spilled(),
+            u.scratch_bytes(),
+            u.lds_bytes(),
+            u.occupancy(g.lowered.workgroup_size),
+            g.lowered.grid,
+            g.lowered.workgroup_size,
+            g.schedule.x_in_lds
+        );
+        assert!(!u.spills(), "{id} tp {tp}: spills");
+        assert_eq!(
+            u.lds_bytes() as usize,
+            g.lowered.lds_bytes(),
+            "{id} tp {tp}"
+        );
+        assert!(u.lds_bytes() <= ARCH.max_static_lds_per_workgroup());
+    }
+}

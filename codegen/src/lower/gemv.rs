@@ -6,7 +6,7 @@ use wavefuse_ir::{Buffer, GptqLayout, WeightFormat, ZeroPoint};
 use crate::lowered::{Base, BinOp, Expr, ReduceKind, Reg, Special, Stmt, Ty, UnOp};
 
 use super::LowerError;
-use super::schedule::{Int4Dot, Int4Scaling, MmaDecode, NibbleDecode};
+use super::schedule::{Int4Dot, Int4Scaling, MmaDecode, NibbleDecode, Reduction};
 
 /// The workgroup's K part of the activations in LDS, in B-fragment order: u32 `[B][words][4]`,
 /// entry `(b, w)` = the FP16 pairs `(x0, x4), (x1, x5), (x2, x6), (x3, x7)` of batch row `b` at
@@ -43,9 +43,11 @@ use super::lowering::{BufParams, Lowering};
 
 mod mma;
 mod q8;
+mod serial;
 
 pub(super) use mma::mma_takes;
 pub(super) use q8::q8_lds_bytes;
+use serial::SliceSums;
 
 fn sched<T>(what: String) -> Result<T, LowerError> {
     Err(LowerError::Schedule(what))
@@ -105,8 +107,12 @@ impl Lowering<'_> {
                 )),
             };
         }
+        let mma = self.s.int4_dot == Int4Dot::Mma;
         match g.weight.format {
-            WeightFormat::Gptq(l) if self.s.int4_dot == Int4Dot::Mma => self.gemv_gptq_mma(l, out),
+            WeightFormat::Gptq(_) if mma && self.s.reduction == Reduction::Serial => sched(
+                "reduction = serial is not lowered on the tensor-core path (int4_dot = mma)".into(),
+            ),
+            WeightFormat::Gptq(l) if mma => self.gemv_gptq_mma(l, out),
             WeightFormat::Gptq(l) => self.gemv_gptq(l, out),
             WeightFormat::F16 => self.gemv_f16(out),
             WeightFormat::Awq(_) => Err(LowerError::Unsupported("AWQ weights".into())),
@@ -124,9 +130,13 @@ impl Lowering<'_> {
             .collect()
     }
 
-    /// One LDS array `[t_red · B · C]` per GEMV for the cross-slice reduction.
+    /// One LDS array `[t_red · B · C]` per GEMV for the cross-slice reduction (`[B · C]` with
+    /// [`Reduction::Serial`]).
     fn reduction_arrays(&mut self, t_red: usize) {
-        let len = t_red * self.plan.batch * self.cols;
+        let len = match self.s.reduction {
+            Reduction::Slices => t_red * self.plan.batch * self.cols,
+            Reduction::Serial => self.plan.batch * self.cols,
+        };
         let m = self.plan.gemv.as_ref().expect("a GEMV").gemvs.len();
         self.t_red = t_red;
         self.red = (0..m).map(|_| self.k.lds(Ty::F32, len)).collect();
@@ -350,7 +360,8 @@ impl Lowering<'_> {
     /// The INT4 paths' cross-slice reduction, first half: each K slice's sums (`sum(gemv, batch
     /// row, column word)`, `v` words per lane) to `red[gemv]` at (slice, row, column), then the
     /// workgroup barrier after which they are added in slice order (§5.2: LDS is the
-    /// workgroup's; §5.8: uniform control flow).
+    /// workgroup's; §5.8: uniform control flow). [`Reduction::Serial`]: added in slice order
+    /// into one `[B][C]` array (`gemv/serial.rs`).
     pub(super) fn slice_sums_to_lds(
         &mut self,
         (gemvs, batch, v): (usize, usize, usize),
@@ -359,6 +370,19 @@ impl Lowering<'_> {
         sum: &dyn Fn(usize, usize, usize) -> Expr,
         out: &mut Vec<Stmt>,
     ) {
+        if self.s.reduction == Reduction::Serial {
+            let sums: Vec<SliceSums> = (0..gemvs)
+                .flat_map(|mi| (0..batch).map(move |bi| (mi, bi)))
+                .map(|(mi, bi)| SliceSums {
+                    gemv: mi,
+                    row: u(bi),
+                    col: mul(r(col_l), u(v)),
+                    values: (0..v).map(|j| sum(mi, bi, j)).collect(),
+                    guard: None,
+                })
+                .collect();
+            return self.serial_slice_sums(r(slice), &sums, out);
+        }
         out.push(comment(
             "cross-slice reduction: each slice's sums to LDS, added in slice order after the barrier",
         ));
@@ -904,6 +928,8 @@ impl Lowering<'_> {
         let k_loop = for_loop(kk, mul(r(lk), u(vh)), u(kdim), u(t * vh), body);
         when(lt(r(nn), u(n)), vec![k_loop], out);
         // Wave reductions run with every lane active (outside the column mask).
+        let serial = self.s.reduction == Reduction::Serial;
+        let mut sums = Vec::new();
         for mi in 0..m {
             for bi in 0..b {
                 let base = (mi * b + bi) * accs;
@@ -913,11 +939,26 @@ impl Lowering<'_> {
                     op: ReduceKind::Sum,
                     value: Self::sum_accs(&acc[base..base + accs]),
                 });
+                let lane0 = eq(sp(Special::LaneId), u(0));
+                if serial {
+                    sums.push(SliceSums {
+                        gemv: mi,
+                        row: u(bi),
+                        col: r(cl),
+                        values: vec![r(sum)],
+                        guard: Some(lane0),
+                    });
+                    continue;
+                }
                 let wave_in_col = div(r(lk), u(wave));
                 let idx = add(mul(add(mul(wave_in_col, u(b)), u(bi)), u(c)), r(cl));
                 let st = store(self.lds_at(self.red[mi], idx), vec![r(sum)]);
-                when(eq(sp(Special::LaneId), u(0)), vec![st], out);
+                when(lane0, vec![st], out);
             }
+        }
+        if serial {
+            self.serial_slice_sums(div(r(lk), u(wave)), &sums, out);
+            return Ok(());
         }
         out.push(Stmt::WorkgroupBarrier);
         Ok(())

@@ -140,6 +140,7 @@
 
 mod build;
 mod gemv;
+mod lds_fit;
 mod limits;
 mod lowering;
 mod plan;
@@ -153,7 +154,7 @@ mod sync;
 pub use limits::{MAX_INDEXED_ELEMENTS, MAX_OP_DEPTH};
 pub use schedule::{
     AllreduceProtocol, Int4Dot, Int4Scaling, MAX_ACCUMULATORS, MAX_COLUMNS_PER_LANE, MAX_K_SPLIT,
-    MAX_K_UNIT_WORDS, MAX_PIPELINE_DEPTH, MmaDecode, NibbleDecode, Schedule,
+    MAX_K_UNIT_WORDS, MAX_PIPELINE_DEPTH, MmaDecode, NibbleDecode, Reduction, Schedule,
     assumed_waves_per_simd, prologue_input_bytes,
 };
 

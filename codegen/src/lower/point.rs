@@ -450,9 +450,17 @@ impl Lowering<'_> {
         }
     }
 
-    /// GEMV `mi` at `pt`: this workgroup's slices' partial sums in LDS, added in slice order.
+    /// GEMV `mi` at `pt`: this workgroup's slices' partial sums in LDS, added in slice order
+    /// (with [`Reduction::Serial`](super::Reduction::Serial) the slices added them already: one
+    /// value).
     pub(super) fn slice_sum(&mut self, mi: usize, pt: &Point, out: &mut Vec<Stmt>) -> Expr {
         let red = self.red[mi];
+        if self.s.reduction == super::Reduction::Serial {
+            let sum = self.k.reg(Ty::F32, "dot");
+            let bc = add(mul(pt.b.clone(), u(self.cols)), pt.c.clone());
+            out.push(load(vec![sum], self.lds_at(red, bc)));
+            return r(sum);
+        }
         let (sum, t, part) = (
             self.k.reg(Ty::F32, "dot"),
             self.k.reg(Ty::U32, "t"),

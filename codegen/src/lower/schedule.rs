@@ -78,6 +78,22 @@ pub enum MmaDecode {
     Fma,
 }
 
+/// How the K slices of a workgroup add their partial sums (the cross-slice reduction in LDS).
+/// Both add them in slice order, `((0 + p0) + p1) + …`, so the results are bit-identical.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reduction {
+    /// Every slice stores its sums at once into `[slices][B][C]` f32 per GEMV, one workgroup
+    /// barrier, then each point adds the slices' values.
+    #[default]
+    Slices,
+    /// One `[B][C]` array per GEMV: slice 0 stores, then each further slice adds its sums to it
+    /// (load, add, store), one workgroup barrier after each slice's step; each point reads one
+    /// value. `slices` times less LDS for `slices − 1` more barriers, once per kernel
+    /// (`gemv/serial.rs`).
+    Serial,
+}
+
 /// How the allreduce moves each rank's partial to its peers (DESIGN.md §5.12). Both protocols use
 /// only plain stores, loads and release/acquire flag accesses on peer memory — never a
 /// read-modify-write.
@@ -208,6 +224,11 @@ pub struct Schedule {
     /// Absent in stored schedules: 0.
     #[serde(default)]
     pub min_resident_per_cu: u32,
+    /// GEMVs: how the K slices' sums are added (not lowered on the tensor-core path). The
+    /// default is [`Reduction::Slices`] unless its LDS does not fit the workgroup (past batch 8).
+    /// Absent in stored schedules: `slices`.
+    #[serde(default)]
+    pub reduction: Reduction,
 }
 
 impl Schedule {
@@ -218,7 +239,9 @@ impl Schedule {
     /// 4 packed columns per lane, 32 K slices, ~136 workgroups at the TP = 4 FFN shapes); FP16 GEMVs with one wave per column and 16-byte loads; elementwise
     /// and allreduce kernels with two columns per lane (or, with INT8 compression, one
     /// quantisation block per wave). Two accumulators at batch 1, one otherwise (the batch rows
-    /// already give independent chains), which keeps register use modest.
+    /// already give independent chains), which keeps register use modest. Where that does not
+    /// lower for its LDS (past batch 8), the serial reduction, unstaged activations or a narrower
+    /// tile (`lds_fit.rs`).
     pub fn default_for(arch: Arch, kernel: &Kernel) -> Self {
         let wave = arch.wave_size();
         let workgroup_size = 256;
@@ -246,11 +269,12 @@ impl Schedule {
             prefetch_next_stage: false,
             x_phase_units: 0,
             min_resident_per_cu: 0,
+            reduction: Reduction::Slices,
         };
         if let Some((k, block)) = q8_gemv(kernel) {
             return q8_default(arch, kernel, k, block, base);
         }
-        match gemv_format(kernel) {
+        let s = match gemv_format(kernel) {
             Some(WeightFormat::F16) => Schedule {
                 threads_per_column: wave,
                 columns_per_workgroup: workgroup_size / wave,
@@ -306,7 +330,8 @@ impl Schedule {
                 },
                 _ => base,
             },
-        }
+        };
+        super::lds_fit::fit_lds(arch, kernel, s)
     }
 
     /// The same schedule with some fields replaced, from `field=value` pairs separated by commas,
@@ -494,6 +519,10 @@ impl Schedule {
                 .any(|(_, op)| matches!(op.kind, OpKind::AllReduce(_)));
         if !exchange {
             out.push("protocol");
+        }
+        // No GEMV: no cross-slice sums.
+        if gemv_format(kernel).is_none() && q8_gemv(kernel).is_none() {
+            out.push("reduction");
         }
         if !super::stages::materialises_a_prologue(kernel) {
             out.push("materialise_prologue");

@@ -112,7 +112,11 @@ impl Lowering<'_> {
         let parts = self.s.k_split.max(1) as usize;
         let (begin, end) = self.split_units(t.groups)?;
         let k_part = t.k / parts;
-        let lds = q8_lds_bytes(t.batch, k_part, (q8.block, group), t.slices, self.cols);
+        let slots = match self.s.reduction {
+            super::Reduction::Slices => t.slices,
+            super::Reduction::Serial => 1,
+        };
+        let lds = q8_lds_bytes(t.batch, k_part, (q8.block, group), slots, self.cols);
         let max = self.arch.max_static_lds_per_workgroup() as usize;
         if lds > max {
             return Err(LowerError::Schedule(format!(

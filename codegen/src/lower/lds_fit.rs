@@ -1,0 +1,69 @@
+//! The default schedule where its LDS does not fit one workgroup (issue 40: batches past 8).
+//!
+//! The arrays that grow with the batch are the GEMVs' cross-slice sums (`[slices][B][C]` f32),
+//! the staged activations (`B × K part × 2` bytes) and the RMSNorm's stash of its tile
+//! (`[B][C]` f32). Where the default's lowering refuses them, the default gives up, in this
+//! order, what costs least: the sums' slices (the serial reduction: `slices − 1` more workgroup
+//! barriers, once per kernel, bit-identical results), then the staging (each lane packs its
+//! activations from global memory in the hot loop), then the width of its tile (more, smaller
+//! workgroups: for the INT4 GEMVs fewer words per lane). The first schedule that lowers is the default; it is
+//! a field of the schedule like any other, so what `emit` prints and a tuner or an override
+//! chooses is what runs. A schedule that lowers is never changed here: every kernel that lowered
+//! with the default before (all of them up to batch 8) keeps its code.
+
+use wavefuse_ir::Kernel;
+
+use crate::target::Arch;
+
+use super::{Int4Dot, Reduction, Schedule};
+
+/// `s` (the default for `kernel` on `arch`) if it lowers; else the first of the steps above that
+/// lowers (with a grid one device holds, where one does), each on top of the last; else `s`,
+/// whose refusal names the LDS limit. A kernel whose
+/// GEMV prologue is recomputed into LDS is left to the harness's fallback, which materialises
+/// the prologue first (`lower_or_materialise`).
+pub(super) fn fit_lds(arch: Arch, kernel: &Kernel, s: Schedule) -> Schedule {
+    let lowers = |s: &Schedule| super::lower_structured(kernel, arch, s).is_ok();
+    let recomputed_prologue = super::has_gemv_prologue(kernel) && !s.materialise_prologue;
+    if recomputed_prologue || lowers(&s) {
+        return s;
+    }
+    let ignored = s.ignored_fields(kernel);
+    let reads = |field: &str| !ignored.contains(&field);
+    let mut tries = Vec::new();
+    let mut next = s.clone();
+    // The tensor-core path has no serial reduction.
+    if reads("reduction") && (next.int4_dot != Int4Dot::Mma || !reads("int4_dot")) {
+        next.reduction = Reduction::Serial;
+        tries.push(next.clone());
+    }
+    if reads("x_in_lds") && next.x_in_lds {
+        next.x_in_lds = false;
+        next.x_phase_units = 0;
+        tries.push(next.clone());
+    }
+    if !reads("threads_per_column") {
+        // No GEMV (its tile is not tied to K slices): half the columns per workgroup.
+        while next.columns_per_workgroup > 1 {
+            next.columns_per_workgroup /= 2;
+            tries.push(next.clone());
+        }
+    } else if reads("int4_dot") && next.int4_dot != Int4Dot::Mma {
+        // The INT4 FMA and dot2 paths: half the columns in half the words per lane, the same
+        // lanes and K slices (the sums and an RMSNorm's stash halve; the grid doubles).
+        while next.words_per_iteration > 1 && next.columns_per_workgroup > 1 {
+            next.columns_per_workgroup /= 2;
+            next.words_per_iteration /= 2;
+            tries.push(next.clone());
+        }
+    }
+    // First one whose grid one device holds at once (a kernel with a grid barrier, §5.9: the
+    // fused kernel on gfx906 at batch 32, whose staged activations leave one workgroup per CU
+    // where 80 must be resident); else the first that lowers.
+    let resident = |s: &&Schedule| super::lower(kernel, arch, s).is_ok();
+    let found = tries.iter().find(resident);
+    found
+        .or_else(|| tries.iter().find(|s| lowers(s)))
+        .cloned()
+        .unwrap_or(s)
+}
