@@ -18,9 +18,9 @@ use std::time::Instant;
 use serde_json::{Value as Json, json};
 use wavefuse::ir::reference::{RankInputs, RankOutputs, evaluate};
 use wavefuse::ir::{GptqLayout, GroupSize, Kernel, ZeroPoint, validate};
-use wavefuse_codegen::Arch;
 use wavefuse_codegen::lower::LowerError;
 use wavefuse_codegen::lowered::LoweredKernel;
+use wavefuse_codegen::{Arch, CompileError};
 use wavefuse_runtime::compile::{Compiler, Nvrtc, default_compiler};
 use wavefuse_runtime::exec::{self, ArtifactSource, OpKernel, OutputMetrics};
 use wavefuse_runtime::rank::{Skew, per_device_ordinals};
@@ -29,7 +29,7 @@ use wavefuse_runtime::{
     SameDeviceMode,
 };
 
-use crate::policy::{Placement, ResolveError, SchedulePolicy};
+use crate::policy::{Placement, SchedulePolicy};
 use crate::provenance::Provenance;
 use crate::shapes::{HIDDEN, Model, TP_SIZES};
 use crate::sim::{SmallShapes, shrink, small_kernel};
@@ -597,10 +597,10 @@ impl Generated {
     }
 }
 
-/// The pipeline's generation step, the only one: build the case's kernel, resolve its schedule
-/// with `policy` for `placement` ([`SchedulePolicy::resolve`]) and [`wavefuse_codegen::compile`]
-/// it. `wavefuse emit`, `check`, the snapshots, `ab`, `run`, the GPU suite and the examples all
-/// come through here, so what is reviewed is what is measured.
+/// The pipeline's generation step, the only one: build the case's kernel, resolve its schedule's
+/// sources with `policy` for `placement` and generate it ([`SchedulePolicy::resolve`]: codegen
+/// fits the schedule while lowering, once). `wavefuse emit`, `check`, the snapshots, `ab`, `run`,
+/// the GPU suite and the examples all come through here, so what is reviewed is what is measured.
 pub fn generate(
     c: &CaseSpec,
     arch: Arch,
@@ -614,32 +614,33 @@ pub fn generate(
     };
     let resolved = policy
         .resolve(c, arch, &ir, placement)
-        .map_err(|e| match e {
-            ResolveError::Lower(LowerError::Unsupported(m)) => PrepError::Unsupported(m),
-            ResolveError::Lower(LowerError::NotCoResident(n)) => {
-                PrepError::NotCoResident(n.to_string())
-            }
-            ResolveError::Lower(
-                e @ (LowerError::IndexWidth { .. } | LowerError::TooDeep { .. }),
-            ) => PrepError::Limit(e.to_string()),
-            e => PrepError::Failed(e.to_string()),
-        })?;
+        .map_err(PrepError::from)?;
     if let Some(note) = &resolved.note {
         eprintln!("{note}");
     }
-    let code = wavefuse_codegen::compile(&ir, arch, &resolved.schedule).map_err(|e| {
-        if e.is_unsupported() {
-            PrepError::Unsupported(e.to_string())
-        } else {
-            PrepError::Failed(e.to_string())
-        }
-    })?;
     Ok(Generated {
         spec: c.clone(),
         ir,
         placement,
-        code,
+        code: resolved.code,
     })
+}
+
+impl From<CompileError> for PrepError {
+    fn from(e: CompileError) -> PrepError {
+        match e {
+            CompileError::Lower(LowerError::Unsupported(m)) => PrepError::Unsupported(m),
+            CompileError::Lower(LowerError::NotCoResident(n)) => {
+                PrepError::NotCoResident(n.to_string())
+            }
+            CompileError::Lower(
+                e @ (LowerError::IndexWidth { .. } | LowerError::TooDeep { .. }),
+            ) => PrepError::Limit(e.to_string()),
+            CompileError::Lower(e) => PrepError::Failed(format!("lowering: {e}")),
+            e if e.is_unsupported() => PrepError::Unsupported(e.to_string()),
+            e => PrepError::Failed(e.to_string()),
+        }
+    }
 }
 
 /// Inputs and the f64 reference outputs for them.
@@ -1726,7 +1727,7 @@ pub fn sources_to_prebuild(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{fit_coresident, fits_coresident, resident_per_cu};
+    use wavefuse_codegen::lower::fit::{fit_coresident, fits_coresident, resident_per_cu};
     use wavefuse_codegen::lower::{AllreduceProtocol, Schedule};
 
     /// The split-K fused kernel (128-lane workgroups, 8 per SM) keeps its K parts on a device of
@@ -1813,6 +1814,7 @@ mod tests {
             SchedulePolicy::default()
                 .resolve(&c, Arch::Sm90, &ir, Placement::of(per_device))
                 .expect("schedule")
+                .code
                 .schedule
                 .protocol
         };
