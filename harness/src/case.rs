@@ -123,7 +123,7 @@ impl ShapeKind {
 
 /// A user's kernel: the textual IR of a file (`--kernel-file`) or a kernel built in the user's
 /// own crate, validated, at its own shapes. It goes through the same pipeline as the set's kernels
-/// ([`generate`], [`prepare`], `ab`, `run`, `tune`); what it lacks is only what the set keeps per
+/// ([`generate`](crate::pipeline::generate), [`prepare`](crate::pipeline::prepare), `ab`, `run`, `tune`); what it lacks is only what the set keeps per
 /// kernel: a shape family to rebuild it at (it has one shape, its own), a hand-written reference
 /// (give one with `--manual`/`--abi`) and a per-kernel tolerance (it gets the one of its output
 /// types, [`wavefuse_codegen::sim::tolerance_for`]).
@@ -144,7 +144,7 @@ impl UserKernel {
     /// `ir`, validated; `origin` says where it came from in messages.
     pub fn new(ir: Kernel, origin: impl Into<String>) -> Result<UserKernel, String> {
         let origin = origin.into();
-        validate(&ir).map_err(|e| crate::generate::invalid_kernel(&origin, &e))?;
+        validate(&ir).map_err(|e| invalid_kernel(&origin, &e))?;
         let batch = ir
             .buffers()
             .find_map(|(_, d)| match d.local_type() {
@@ -169,7 +169,7 @@ impl UserKernel {
     /// The kernel of a `.wfir` file: parse errors as `PATH:line:column` with the token, validation
     /// errors naming the file.
     pub fn read(path: &std::path::Path) -> Result<UserKernel, String> {
-        let ir = crate::generate::read_kernel_file(path)?;
+        let ir = read_kernel_file(path)?;
         UserKernel::new(ir, path.display().to_string())
     }
 
@@ -334,7 +334,7 @@ impl CaseSpec {
         let name = self.kernel.name().to_owned();
         match (&self.kernel, self.shape) {
             (CaseKernel::User(u), _) => Some((name, u.store_shape())),
-            (_, ShapeKind::Model | ShapeKind::Of(_)) => Some((name, crate::ab::shape_name(self))),
+            (_, ShapeKind::Model | ShapeKind::Of(_)) => Some((name, shape_name(self))),
             _ => None,
         }
     }
@@ -563,6 +563,66 @@ pub fn mix(seed: u64, i: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Names and files
+// ---------------------------------------------------------------------------------------------
+
+/// A shape set: the Qwen 3.5 27B decode shapes at one TP size and batch.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct ShapeSet {
+    /// TP size.
+    pub tp: u32,
+    /// Tokens per launch.
+    pub batch: usize,
+}
+
+impl ShapeSet {
+    /// `qwen27b-tp4`, `qwen27b-tp4-b8`.
+    pub fn name(&self) -> String {
+        let mut s = format!("qwen27b-tp{}", self.tp);
+        if self.batch != 1 {
+            s.push_str(&format!("-b{}", self.batch));
+        }
+        s
+    }
+}
+
+/// `qwen27b-tp4` (with `-bB` past batch 1).
+pub fn shape_name(c: &CaseSpec) -> String {
+    let qwen = ShapeSet {
+        tp: c.tp,
+        batch: c.batch,
+    }
+    .name();
+    match c.shape {
+        // `h2048-f5632-q2048-kv256-d64-tp2`, `…-tp2-b8`.
+        ShapeKind::Of(m) => qwen.replacen("qwen27b", &m.name(), 1),
+        // A user's kernel at its own shapes: `own-tp4`, `own-tp4-b4`.
+        ShapeKind::Own => qwen.replacen("qwen27b", "own", 1),
+        _ => qwen,
+    }
+}
+
+/// Why the kernel from `origin` (a file, a crate) is not valid: the error, which starts with
+/// `file:line:column` where it is about an op whose place is known, else after `origin`.
+pub fn invalid_kernel(origin: &str, e: &wavefuse::ir::ValidationError) -> String {
+    match e {
+        wavefuse::ir::ValidationError::Op { at: Some(_), .. } => {
+            format!("{e} (the kernel is not valid)")
+        }
+        _ => format!("{origin}: the kernel is not valid: {e}"),
+    }
+}
+
+/// A kernel from a file in the textual IR, parsed; the error (with `PATH:line:column`, the token
+/// and the offending line) when it cannot be read or does not parse.
+pub fn read_kernel_file(path: &std::path::Path) -> Result<wavefuse::ir::Kernel, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    wavefuse::ir::parse_named(&text, &path.display().to_string())
+        .map_err(|e| format!("{}:{}", path.display(), e.report(&text)))
 }
 
 #[cfg(test)]

@@ -23,9 +23,9 @@ use wavefuse::ir::{Kernel, OpKind};
 use wavefuse_codegen::lower::{Origin, ScheduleInputs, ScheduleSource};
 use wavefuse_codegen::{Arch, CompileError, Generated};
 
-use crate::suite::{CaseSpec, ShapeKind};
+use crate::case::{CaseSpec, ShapeKind};
 use crate::tune::select::Choice;
-use crate::tune::store::Store;
+pub use crate::tune::select::Tuned;
 
 /// How many ranks of a TP group share one device: what the co-residency fit and the allreduce
 /// protocol depend on. What is emitted and snapshotted is [`Placement::PerDevice`], as TP is
@@ -140,7 +140,7 @@ impl Ranks {
     /// [`Ranks::placement_of`] for case `c` (SameDevice when its kernel cannot be built: the
     /// error comes when it is generated).
     pub fn placement(self, c: &CaseSpec) -> Placement {
-        match crate::suite::op_kernel(c) {
+        match crate::case::op_kernel(c) {
             Ok(Some(ir)) => self.placement_of(&ir),
             _ => Placement::SameDevice,
         }
@@ -166,22 +166,6 @@ pub struct Override {
     pub arch: Option<Arch>,
     /// The `field=value,...` text.
     pub spec: String,
-}
-
-/// A tuned-schedule store and the device it is consulted for.
-#[derive(Clone, Debug)]
-pub struct Tuned {
-    /// The merged stores.
-    pub store: Store,
-    /// The device name to look entries up for (None: unknown).
-    pub device: Option<String>,
-}
-
-impl Tuned {
-    /// A store consulted for `device`.
-    pub fn new(store: Store, device: Option<String>) -> Tuned {
-        Tuned { store, device }
-    }
 }
 
 /// Where schedules come from: the target's default, or a tuned store, plus explicit overrides.

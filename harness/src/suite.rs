@@ -107,7 +107,7 @@ pub fn execute<D: Device>(
         p,
         cache,
         stress_launches,
-        crate::ab::LaunchMode::Stream,
+        crate::ab::report::LaunchMode::Stream,
     )
 }
 
@@ -143,14 +143,14 @@ pub fn execute_on<D: Device>(
     p: &Prepared,
     cache: &Cache,
     stress_launches: u32,
-    launch: crate::ab::LaunchMode,
+    launch: crate::ab::report::LaunchMode,
 ) -> Result<Executed, RtError> {
     let g = &p.g;
     let compiler = compiler_for(g.lowered.arch);
     let req = CompileRequest::new(&g.lowered.name, g.source.text.clone(), g.lowered.arch);
     let (artifact, source) = exec::artifact_for(cache, compiler.as_ref(), &req)?;
     let mut k = OpKernel::new(group, &g.ir, &g.abi, &artifact)?;
-    if launch == crate::ab::LaunchMode::Dependent && g.abi.dependent_launch {
+    if launch == crate::ab::report::LaunchMode::Dependent && g.abi.dependent_launch {
         k.instance().set_dependent_launch(true)?;
     }
     let start = Instant::now();
@@ -314,7 +314,7 @@ pub struct SuiteOptions {
     pub runtime: GpuRuntime,
     /// How kernels are launched: in stream order, or as programmatic dependents where their ABI
     /// allows it (the check and the back-to-back run alike).
-    pub launch: crate::ab::LaunchMode,
+    pub launch: crate::ab::report::LaunchMode,
 }
 
 /// Where the suite's ranks run.
@@ -358,7 +358,7 @@ impl SuiteOptions {
             deadline_s: None,
             placement: SuitePlacement::SameDevice,
             skew: Skew::none(),
-            launch: crate::ab::LaunchMode::Stream,
+            launch: crate::ab::report::LaunchMode::Stream,
             policy: SchedulePolicy::default(),
             shape: ShapeKind::Model,
             own: Vec::new(),

@@ -12,7 +12,6 @@ use wavefuse_codegen::Arch;
 use wavefuse_codegen::lower::Schedule;
 
 use super::store::{Lookup, Store, StoreError};
-use crate::policy::Tuned;
 
 /// Which schedule generated code uses.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -23,6 +22,22 @@ pub enum ScheduleChoice {
     /// The tuned-schedule store's entry for this kernel, shape, arch and device when there is one,
     /// else the default.
     Tuned,
+}
+
+/// A tuned-schedule store and the device it is consulted for.
+#[derive(Clone, Debug)]
+pub struct Tuned {
+    /// The merged stores.
+    pub store: Store,
+    /// The device name to look entries up for (None: unknown).
+    pub device: Option<String>,
+}
+
+impl Tuned {
+    /// A store consulted for `device`.
+    pub fn new(store: Store, device: Option<String>) -> Tuned {
+        Tuned { store, device }
+    }
 }
 
 /// The stores merged in order (committed, cache directory, `explicit`), and notes on those that
