@@ -6,12 +6,12 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::lower::{Int4Dot, NibbleDecode, Schedule, lower};
+use wavefuse_codegen::lower::{Int4Dot, NibbleDecode, Origin, Schedule, lower};
 use wavefuse_harness::KernelId;
 use wavefuse_harness::ab::report::NO_TIMING;
+use wavefuse_harness::policy::{Placement, SchedulePolicy, Tuned};
 use wavefuse_harness::suite::{self, CaseSpec, ShapeKind};
 use wavefuse_harness::tune::report::{Basis, Candidate, Timing, pick_winner};
-use wavefuse_harness::tune::select::choose;
 use wavefuse_harness::tune::store::{Entry, Key, Lookup, Method, Store};
 use wavefuse_harness::tune::{candidates, space};
 
@@ -292,19 +292,34 @@ fn lookup_prefers_the_device_then_any_device_and_borrows_only_when_the_device_is
     assert!(matches!(any, Lookup::Exact(e) if e.key.device == "*"));
 }
 
+/// The schedule policy with `store` for the H200, generating `k` as `gemv_int4@qwen27b-tp4`:
+/// the schedule it generated with, where it came from, and the note it says.
+fn tuned(store: &Store, k: &wavefuse::ir::Kernel) -> (Schedule, Origin, String) {
+    let policy = SchedulePolicy::new(
+        Some(Tuned::new(store.clone(), Some("NVIDIA H200".into()))),
+        Vec::new(),
+    );
+    let r = policy
+        .resolve_kernel(
+            k,
+            Arch::Sm90,
+            Placement::PerDevice,
+            Some(("gemv_int4", "qwen27b-tp4")),
+        )
+        .expect("generates");
+    (
+        r.code.schedule,
+        r.code.fit.origin,
+        r.note.unwrap_or_default(),
+    )
+}
+
 #[test]
 fn tuned_choice_picks_the_store_entry_and_falls_back_to_the_default() {
     let k = ir(KernelId::GemvInt4, 4);
     let mut s = Store::default();
-    let (none, note) = choose(
-        &s,
-        "gemv_int4",
-        "qwen27b-tp4",
-        Arch::Sm90,
-        Some("NVIDIA H200"),
-        &k,
-    );
-    assert_eq!(none, None);
+    let (_, origin, note) = tuned(&s, &k);
+    assert_eq!(origin, Origin::Default);
     assert!(note.contains("schedule: default"), "{note}");
     s.insert(entry(
         "gemv_int4",
@@ -313,15 +328,8 @@ fn tuned_choice_picks_the_store_entry_and_falls_back_to_the_default() {
         "NVIDIA H200",
         wide(&k),
     ));
-    let (got, note) = choose(
-        &s,
-        "gemv_int4",
-        "qwen27b-tp4",
-        Arch::Sm90,
-        Some("NVIDIA H200"),
-        &k,
-    );
-    assert_eq!(got, Some(wide(&k)));
+    let (got, origin, note) = tuned(&s, &k);
+    assert_eq!((got, origin), (wide(&k), Origin::Preferred));
     assert!(
         note.contains("schedule: tuned") && note.contains("NVIDIA H200"),
         "{note}"
@@ -334,17 +342,11 @@ fn tuned_choice_picks_the_store_entry_and_falls_back_to_the_default() {
         "qwen27b-tp4",
         "sm90",
         "NVIDIA H200",
-        bad,
+        bad.clone(),
     ));
-    let (got, note) = choose(
-        &s,
-        "gemv_int4",
-        "qwen27b-tp4",
-        Arch::Sm90,
-        Some("NVIDIA H200"),
-        &k,
-    );
-    assert_eq!(got, None);
+    let (got, origin, note) = tuned(&s, &k);
+    assert_ne!(got, bad);
+    assert!(matches!(origin, Origin::PreferredRefused(_)), "{origin:?}");
     assert!(note.contains("no longer lowers"), "{note}");
 }
 

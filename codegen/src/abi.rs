@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use wavefuse_ir::{MemorySpace, Scope};
 
 use crate::cpp::{self, vector_words};
+pub use crate::lower::CoResidency;
 use crate::lowered::{
     Access, Base, Block, LoweredKernel, MemRef, ParamData, ParamKind, Purpose, Stmt, Ty, peer_slot,
 };
@@ -101,15 +102,6 @@ pub struct Abi {
     /// `workgroup_size` is their product. Absent: `[workgroup_size, 1, 1]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block_dims: Option<[u32; 3]>,
-}
-
-/// A co-residency requirement (DESIGN.md §5.9).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CoResidency {
-    /// Workgroups that must be resident together (the whole grid).
-    pub workgroups: u32,
-    /// What the launcher must do.
-    pub rule: String,
 }
 
 /// How peer tables are filled (DESIGN.md §5.5).
@@ -418,10 +410,7 @@ impl Abi {
             epoch_param: name_of(k.epoch),
             error_word_param: name_of(k.error_word),
             rank_param,
-            coresidency: k.coresidency.as_ref().map(|c| CoResidency {
-                workgroups: c.workgroups,
-                rule: "launch cooperatively, or check grid <= co-resident capacity (compiled occupancy x CUs) before launch".into(),
-            }),
+            coresidency: k.coresidency.clone(),
             peer_table: has_peers.then(|| PeerTable {
                 entries: k.tp,
                 slots: (0..k.tp).map(|p| peer_slot(p) as u32).collect(),

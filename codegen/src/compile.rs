@@ -1,25 +1,29 @@
-//! The one chain from an op-level kernel to what the runtime compiles: lower → expand the
-//! synchronisation → validate the lowered kernel → write the target's C++ → describe the ABI.
+//! The one chain from an op-level kernel to what the runtime compiles: fit the schedule while
+//! lowering (lower → expand the synchronisation → validate the lowered kernel, once per schedule
+//! tried) → write the target's C++ → describe the ABI.
 //!
 //! Every consumer — `wavefuse emit`, the snapshots, `check`, `ab`, the GPU suite, the tuner, the
-//! examples — gets its kernel from [`compile`], so the source that is reviewed is the source that
-//! is measured. Nothing downstream re-lowers or re-derives what a [`Generated`] holds.
+//! examples — gets its kernel from [`generate`] (or [`compile`], for an exact schedule), so the
+//! source that is reviewed is the source that is measured. Nothing downstream re-lowers or
+//! re-derives what a [`Generated`] holds.
 
 use thiserror::Error;
 use wavefuse_ir::Kernel;
 
 use crate::abi::Abi;
 use crate::cpp::{self, Source};
-use crate::lower::{self, LowerError, Schedule};
+use crate::lower::{FitError, FitReport, LowerError, Schedule, ScheduleInputs, fit};
 use crate::lowered::LoweredKernel;
 use crate::target::Arch;
 
 /// A kernel generated for one target with one schedule: the lowered kernel, its C++ source and
-/// its ABI description, made together by [`compile`].
+/// its ABI description, made together by [`generate`].
 #[derive(Clone, Debug)]
 pub struct Generated {
     /// The schedule it was generated with.
     pub schedule: Schedule,
+    /// How the schedule was found (where it started, warnings, lowerings made).
+    pub fit: FitReport,
     /// The lowered kernel (one rank's kernel, primitive synchronisation only).
     pub lowered: LoweredKernel,
     /// The C++ source (HIP for gfx906, CUDA for sm_90).
@@ -34,6 +38,14 @@ pub enum CompileError {
     /// The lowering refused the kernel or the schedule (or the op-level kernel is invalid).
     #[error(transparent)]
     Lower(#[from] LowerError),
+    /// An explicit schedule override does not parse or does not fit the kernel.
+    #[error("{origin}: {source}")]
+    Override {
+        /// Where the override came from.
+        origin: String,
+        /// What is wrong with it.
+        source: LowerError,
+    },
     /// The C++ writer could not express the lowered kernel.
     #[error("C++ writer: {0}")]
     Write(#[from] cpp::Error),
@@ -50,8 +62,55 @@ impl CompileError {
     }
 }
 
-/// Generate `kernel` for `arch` with `schedule`: the only chain of lower → expand → validate →
-/// emit → ABI.
+impl From<FitError> for CompileError {
+    fn from(e: FitError) -> CompileError {
+        match e {
+            FitError::Lower(e) => CompileError::Lower(e),
+            FitError::Override { origin, source } => CompileError::Override { origin, source },
+        }
+    }
+}
+
+/// Generate `kernel` for `arch` with the schedule made of `inputs` (where it starts, the explicit
+/// overrides, the placement): the only chain of fit and lower → expand → validate → emit → ABI.
+/// The schedule is fitted while lowering ([`fit()`]), and the kernel kept is the fit's own.
+///
+/// ```
+/// use wavefuse_codegen::{Arch, generate, lower::ScheduleInputs};
+/// # use wavefuse_codegen::ir::{Builder, ScalarType, Sharding, Tensor};
+/// # let mut b = Builder::new("copy_add", 1);
+/// # let x = b.input("x", Tensor::activation(ScalarType::F16, 1, 256), Sharding::Replicated);
+/// # let r = b.input("r", Tensor::activation(ScalarType::F16, 1, 256), Sharding::Replicated);
+/// # let y = b.output("y", Tensor::activation(ScalarType::F16, 1, 256), Sharding::Replicated);
+/// # let (xv, rv) = (b.load(x), b.load(r));
+/// # let s = b.add(xv, rv);
+/// # let s = b.round_f16(s);
+/// # b.store(s, y);
+/// # let kernel = b.finish();
+/// let g = generate(&kernel, Arch::Sm90, &ScheduleInputs::per_device()).expect("generates");
+/// assert!(g.source.text.contains("__global__"));
+/// assert_eq!(g.fit.lowerings, 1);
+/// ```
+pub fn generate(
+    kernel: &Kernel,
+    arch: Arch,
+    inputs: &ScheduleInputs,
+) -> Result<Generated, CompileError> {
+    let fitted = fit(kernel, arch, inputs)?;
+    let source = cpp::emit(&fitted.lowered)?;
+    let abi = Abi::from_kernel(&fitted.lowered);
+    Ok(Generated {
+        schedule: fitted.schedule,
+        fit: fitted.report,
+        lowered: fitted.lowered,
+        source,
+        abi,
+    })
+}
+
+/// Generate `kernel` for `arch` with exactly `schedule` ([`generate`] with
+/// [`ScheduleInputs::exact`]: no default rules, no overrides, no fit): a tuner's candidate, a
+/// schedule a test spells out.
 ///
 /// ```
 /// use wavefuse_codegen::{Arch, compile, lower::Schedule};
@@ -76,13 +135,5 @@ pub fn compile(
     arch: Arch,
     schedule: &Schedule,
 ) -> Result<Generated, CompileError> {
-    let lowered = lower::lower(kernel, arch, schedule)?;
-    let source = cpp::emit(&lowered)?;
-    let abi = Abi::from_kernel(&lowered);
-    Ok(Generated {
-        schedule: schedule.clone(),
-        lowered,
-        source,
-        abi,
-    })
+    generate(kernel, arch, &ScheduleInputs::exact(schedule.clone()))
 }

@@ -8,7 +8,8 @@
 //! - [`sim`]: the CPU protocol simulator of the lowered level (schedules, visibility, deadlocks).
 //! - [`abi`]: the ABI description of a generated kernel, for the runtime.
 //! - [`clib`]: the C library of a generated kernel (extern "C" launcher, header, build script).
-//! - [`compile`]: the one chain lower → expand → validate → emit → ABI, giving a [`Generated`].
+//! - [`generate`]: the one chain fit and lower → expand → validate → emit → ABI, giving a
+//!   [`Generated`] ([`compile`]: the same for an exact schedule).
 //! - `llvm` (feature `llvm`): the LLVM back end (inkwell, LLVM 16): gfx906 code objects and
 //!   sm_90 PTX from the same lowered kernels.
 
@@ -25,6 +26,6 @@ pub mod resources;
 pub mod sim;
 pub mod target;
 
-pub use compile::{CompileError, Generated, compile};
+pub use compile::{CompileError, Generated, compile, generate};
 pub use target::Arch;
 pub use wavefuse_ir as ir;

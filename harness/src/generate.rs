@@ -16,8 +16,9 @@ use wavefuse_runtime::compile::{
 use wavefuse_codegen::model::{HotLoop, LoopFacts, Modelled, inputs_for, inputs_with, model};
 
 use crate::KernelId;
+use crate::case::{CaseSpec, PrepError, ShapeKind};
+pub use crate::case::{invalid_kernel, read_kernel_file};
 use crate::policy::{Placement, SchedulePolicy};
-use crate::suite::{CaseSpec, PrepError, ShapeKind};
 
 /// The committed resource budget (DESIGN.md §7), embedded so `wavefuse check` works anywhere.
 pub const BUDGETS_TOML: &str = wavefuse_kernels::BUDGETS_TOML;
@@ -55,8 +56,8 @@ impl GenError {
     }
 }
 
-/// A generated kernel of the set: the pipeline's one artifact ([`crate::suite::Generated`]).
-pub type Generated = crate::suite::Generated;
+/// A generated kernel of the set: the pipeline's one artifact ([`crate::pipeline::Generated`]).
+pub type Generated = crate::pipeline::Generated;
 
 /// Kernel `id` of the set at the model shapes (TP `tp`, batch `batch`) for `arch`, with the
 /// default policy, placed as TP is deployed (one rank per device): exactly what the snapshots
@@ -90,13 +91,13 @@ pub fn generate_at(
         batch,
         shape,
     };
-    crate::suite::generate(&c, arch, policy, placement).map_err(|source| GenError {
+    crate::pipeline::generate(&c, arch, policy, placement).map_err(|source| GenError {
         label: format!("{}@{arch}_tp{tp}", id.name()),
         source,
     })
 }
 
-/// Kernel `id` of the set at the model shapes through the pipeline ([`crate::suite::generate`])
+/// Kernel `id` of the set at the model shapes through the pipeline ([`crate::pipeline::generate`])
 /// with `policy` at `placement`: `wavefuse emit` with `--schedule`, `--placement` and overrides.
 pub fn generate_with(
     id: KernelId,
@@ -451,26 +452,6 @@ pub fn table(arch: Arch, rows: &[CheckRow]) -> String {
     out
 }
 
-/// Why the kernel from `origin` (a file, a crate) is not valid: the error, which starts with
-/// `file:line:column` where it is about an op whose place is known, else after `origin`.
-pub fn invalid_kernel(origin: &str, e: &wavefuse::ir::ValidationError) -> String {
-    match e {
-        wavefuse::ir::ValidationError::Op { at: Some(_), .. } => {
-            format!("{e} (the kernel is not valid)")
-        }
-        _ => format!("{origin}: the kernel is not valid: {e}"),
-    }
-}
-
-/// A kernel from a file in the textual IR, parsed; the error (with `PATH:line:column`, the token
-/// and the offending line) when it cannot be read or does not parse.
-pub fn read_kernel_file(path: &Path) -> Result<wavefuse::ir::Kernel, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-    wavefuse::ir::parse_named(&text, &path.display().to_string())
-        .map_err(|e| format!("{}:{}", path.display(), e.report(&text)))
-}
-
 /// Write `<symbol>.hip|.cu` and `<symbol>.abi.toml` into `dir`.
 pub fn write_outputs(g: &wavefuse_codegen::Generated, dir: &Path) -> Result<Vec<PathBuf>, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
@@ -546,11 +527,11 @@ pub fn generate_file_kernel(
 ) -> Result<wavefuse_codegen::Generated, String> {
     // The user's kernel as a case at its own shapes: the same generation step (and tuned-store
     // key) as `ab`, `run` and `tune --kernel-file`.
-    let user = std::sync::Arc::new(crate::suite::UserKernel::new(
+    let user = std::sync::Arc::new(crate::case::UserKernel::new(
         kernel.clone(),
         path.display().to_string(),
     )?);
-    crate::suite::generate(&user.case(), arch, policy, placement)
+    crate::pipeline::generate(&user.case(), arch, policy, placement)
         .map(|g| g.code)
         .map_err(|e| format!("{}: {e}", path.display()))
 }

@@ -90,7 +90,7 @@ fn scatter<A: KernelArgs>(
     Ok(())
 }
 
-/// Launch `g` (generated from `ir`, e.g. by [`crate::suite::generate`] or
+/// Launch `g` (generated from `ir`, e.g. by [`crate::pipeline::generate`] or
 /// [`wavefuse_codegen::compile`]) once on `group` with `ranks[r]` as rank r's arguments; compiled
 /// through `cache` with the target's compiler. The outputs are written into the arguments.
 pub fn launch<A: KernelArgs, D: Device>(
@@ -101,7 +101,7 @@ pub fn launch<A: KernelArgs, D: Device>(
     ranks: &mut [A],
 ) -> Result<(), LaunchError> {
     let inputs = gather(ir, ranks)?;
-    let compiler = crate::suite::compiler_for(g.lowered.arch);
+    let compiler = crate::pipeline::compiler_for(g.lowered.arch);
     let req = CompileRequest::new(&g.lowered.name, g.source.text.clone(), g.lowered.arch);
     let (artifact, _) = exec::artifact_for(cache, compiler.as_ref(), &req)
         .map_err(|e| LaunchError::Device(e.to_string()))?;

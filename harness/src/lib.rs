@@ -7,6 +7,7 @@
 //! arguments and calls into this crate.
 
 pub mod ab;
+pub mod case;
 pub mod checkpoint;
 pub mod fuzz;
 pub mod generate;
@@ -16,6 +17,7 @@ pub mod mgpu;
 pub mod model_config;
 pub mod npy;
 pub mod outputs;
+pub mod pipeline;
 pub mod policy;
 pub mod provenance;
 pub mod report;

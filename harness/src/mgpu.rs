@@ -184,12 +184,10 @@ pub fn build(
     case.kernels(tp)?
         .into_iter()
         .map(|ir| {
-            let schedule = policy
+            let code = policy
                 .resolve_kernel(&ir, arch, placement, None)
                 .map_err(|e| format!("{}: {e}", ir.name()))?
-                .schedule;
-            let code = wavefuse_codegen::compile(&ir, arch, &schedule)
-                .map_err(|e| format!("{}: {e}", ir.name()))?;
+                .code;
             Ok(Built { ir, code })
         })
         .collect()
@@ -767,13 +765,21 @@ mod tests {
         };
         let per_device = &fused(false)[0].lowered;
         let same_device = &fused(true)[0].lowered;
-        assert!(!crate::policy::fits_coresident(per_device, Arch::Sm90, 4));
-        assert!(crate::policy::fits_coresident(same_device, Arch::Sm90, 4));
+        assert!(!wavefuse_codegen::lower::fit::fits_coresident(
+            per_device,
+            Arch::Sm90,
+            4
+        ));
+        assert!(wavefuse_codegen::lower::fit::fits_coresident(
+            same_device,
+            Arch::Sm90,
+            4
+        ));
         assert!(same_device.grid < per_device.grid);
         for case in BenchCase::ALL {
             for b in build(&case, 4, Arch::Sm90, true, &SchedulePolicy::default()).unwrap() {
                 assert!(
-                    crate::policy::fits_coresident(&b.lowered, Arch::Sm90, 4),
+                    wavefuse_codegen::lower::fit::fits_coresident(&b.lowered, Arch::Sm90, 4),
                     "{}",
                     b.lowered.name
                 );

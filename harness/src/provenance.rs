@@ -14,7 +14,7 @@ use wavefuse_codegen::target::Vendor;
 use wavefuse_runtime::device::Device;
 use wavefuse_runtime::exec;
 
-use crate::suite::compiler_for;
+use crate::pipeline::compiler_for;
 
 /// The device, driver, runtime and compiler a result was obtained with, the commit of the binary
 /// and the date.

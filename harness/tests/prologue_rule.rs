@@ -1,4 +1,4 @@
-//! The default's cost rule for a GEMV prologue (`policy::prologue_by_cost`) against the H200
+//! The default's cost rule for a GEMV prologue (`lower::defaults::prologue_by_cost`) against the H200
 //! measurements it was fitted on (`bench/results/2026-12-02-h200-prologue-batch`, CUDA graphs,
 //! TP 1): at each measured point the rule picks the faster of recomputing and materialising.
 //! The kernels are the run's own files; the expected choice is the measured winner.
@@ -8,7 +8,7 @@ use std::path::Path;
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::ir::parse;
 use wavefuse_codegen::lower::Schedule;
-use wavefuse_harness::policy::prologue_by_cost;
+use wavefuse_codegen::lower::defaults::prologue_by_cost;
 
 fn kernel(name: &str) -> wavefuse_codegen::ir::Kernel {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))

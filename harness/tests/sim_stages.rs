@@ -23,6 +23,7 @@ mod support;
 use support::rewrite;
 
 use wavefuse_codegen::ir::{Kernel, Ordering, parse};
+use wavefuse_codegen::lower::fit::fit_coresident;
 use wavefuse_codegen::lower::{LowerError, Schedule, lower, lower_structured};
 use wavefuse_codegen::lowered::expand::expand_sync;
 use wavefuse_codegen::lowered::validate::validate;
@@ -30,7 +31,6 @@ use wavefuse_codegen::lowered::{Base, Expr, Occupancy, Special, Stmt};
 use wavefuse_codegen::sim::{FindingKind, PeerTable};
 use wavefuse_codegen::{Arch, compile};
 use wavefuse_harness::generate::{check_compiler, compile_source};
-use wavefuse_harness::policy::fit_coresident;
 use wavefuse_harness::sim::{Prepared, Sweep, shrink, small_schedule, summary, sweep};
 
 const SEED: u64 = 0x5_7A_6E;

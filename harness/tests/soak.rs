@@ -168,7 +168,7 @@ fn kernel_through_the_chain(k: &Kernel, t: &mut Tally) -> Result<(), String> {
                     continue;
                 }
             };
-        match compile(k, arch, &resolved.schedule) {
+        match compile(k, arch, &resolved.code.schedule) {
             Ok(g) => {
                 t.lowered += 1;
                 for (_, p) in g.lowered.params.iter() {

@@ -85,7 +85,10 @@ impl Marshalled {
     }
 }
 
-/// Whether all workgroups of a launch must be resident at once.
+/// Whether all workgroups of a launch must be resident at once: a launch mode, not the kernel's
+/// requirement. The requirement (how many workgroups, why, and the fit that makes a grid meet
+/// it) is codegen's one [`wavefuse_codegen::lower::CoResidency`], carried by the ABI; a launcher
+/// turns it into this mode, and [`launch`] checks the driver's capacity for it.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum CoResidency {
     /// Workgroups never wait for each other.

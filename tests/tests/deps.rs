@@ -2,7 +2,7 @@
 //! `pipeline` feature sits on top of the harness); the macro crate depends
 //! on nothing internal and only on syn, quote and proc-macro2; the runtime never sees the DSL.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use cargo_metadata::{DependencyKind, MetadataCommand};
 
@@ -147,7 +147,10 @@ const LIBRARY_SOURCES: [&str; 7] = [
 /// - the dynamically loaded HIP / HIPRTC / NVRTC libraries are loaded once per process
 ///   (`OnceLock`), and the cache's and the atomic writers' temporary names count up (`AtomicU64`);
 /// - compiler subprocesses (`runtime/src/compile/child.rs`): a signal is process-wide, so the
-///   interrupt flag and the counts of live children and cooperating loops are too.
+///   interrupt flag and the counts of live children and cooperating loops are too;
+/// - the log of lowerings (`codegen/src/lower/mod.rs`, a thread-local): a test instrument compiled
+///   only with the `lowering-log` feature, which only the harness's tests turn on
+///   (`harness/tests/lower_once.rs`: nothing lowers twice).
 const ALLOWED: &[(&str, &str)] = &[
     ("runtime/src/exec/artifacts.rs", "std::env::var_os(v)"),
     (
@@ -191,6 +194,7 @@ const ALLOWED: &[(&str, &str)] = &[
         "static COOPERATING: AtomicUsize",
     ),
     ("harness/src/outputs.rs", "static N: AtomicU64"),
+    ("codegen/src/lower/mod.rs", "static LOWERED: RefCell"),
 ];
 
 /// Every `std::env::var`/`var_os` call and every `static` holding mutable state (a lock, an
@@ -381,5 +385,123 @@ fn command_front_ends_live_in_the_cli_crate() {
     assert!(
         found.is_empty(),
         "command front ends outside cli/src (move them to cli/src/cmd/): {found:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The harness's modules import one way
+// ---------------------------------------------------------------------------------------------
+
+/// The harness's modules (`ab::cpu` for `harness/src/ab/cpu.rs`) and the modules each one's code
+/// names through `crate::…` and `super::…` paths, outside comments and its `#[cfg(test)] mod
+/// tests`; a module's own submodules and ancestors are not counted.
+fn harness_imports() -> BTreeMap<String, BTreeSet<String>> {
+    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../harness/src"));
+    let mut files = Vec::new();
+    rust_files(root, &mut files);
+    let module = |f: &std::path::Path| {
+        let rel = f.strip_prefix(root).unwrap().with_extension("");
+        let rel = rel.to_string_lossy().replace('\\', "/");
+        rel.strip_suffix("/mod").unwrap_or(&rel).replace('/', "::")
+    };
+    let modules: BTreeSet<String> = files.iter().map(|f| module(f)).collect();
+    let mut graph = BTreeMap::new();
+    for f in &files {
+        let m = module(f);
+        if m == "lib" {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).expect("readable source");
+        let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
+        let parent = m.rsplit_once("::").map(|(p, _)| p.to_owned());
+        let mut to = BTreeSet::new();
+        for line in code.lines().map(str::trim).filter(|l| !l.starts_with("//")) {
+            for path in paths(line) {
+                let (base, rest) = match path.split_first() {
+                    Some((&"crate", rest)) => (None, rest),
+                    Some((&"super", rest)) => (parent.clone(), rest),
+                    Some(_) => (Some(m.clone()), &path[..]),
+                    None => continue,
+                };
+                let named = (0..=rest.len()).rev().find_map(|n| {
+                    let mut p: Vec<&str> = base.iter().map(String::as_str).collect();
+                    p.extend(&rest[..n]);
+                    let p = p.join("::");
+                    modules.contains(&p).then_some(p)
+                });
+                // A module and its own submodules are one unit: a parent dispatches to its
+                // children, the children share the parent's items (`super::`).
+                let nested = |a: &str, b: &str| b.starts_with(&format!("{a}::"));
+                if let Some(t) = named.filter(|t| *t != m && !nested(t, &m) && !nested(&m, t)) {
+                    to.insert(t);
+                }
+            }
+        }
+        graph.insert(m, to);
+    }
+    graph
+}
+
+/// The `a::b::c` paths in `line` (maximal runs of identifiers joined by `::`), as segments.
+fn paths(line: &str) -> Vec<Vec<&str>> {
+    line.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+        .filter(|p| p.contains("::"))
+        .map(|p| p.split("::").filter(|s| !s.is_empty()).collect())
+        .collect()
+}
+
+/// The modules of `graph` that reach each other, in groups of more than one.
+fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<BTreeSet<String>> {
+    let reach = |from: &String| {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from.clone()];
+        while let Some(m) = todo.pop() {
+            for t in graph.get(&m).into_iter().flatten() {
+                if seen.insert(t.clone()) {
+                    todo.push(t.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reached: BTreeMap<&String, BTreeSet<String>> =
+        graph.keys().map(|m| (m, reach(m))).collect();
+    let mut out: Vec<BTreeSet<String>> = Vec::new();
+    for (m, r) in &reached {
+        if !r.contains(*m) || out.iter().any(|c| c.contains(*m)) {
+            continue;
+        }
+        out.push(
+            r.iter()
+                .filter(|t| reached.get(t).is_some_and(|back| back.contains(*m)))
+                .cloned()
+                .collect(),
+        );
+    }
+    out
+}
+
+#[test]
+fn the_harness_modules_import_one_way() {
+    let graph = harness_imports();
+    assert!(graph["pipeline"].contains("case") && graph["ab::cpu"].contains("suite"));
+    let found = circles(&graph);
+    assert!(
+        found.is_empty(),
+        "harness modules that import each other: {found:?}"
+    );
+}
+
+#[test]
+fn the_circle_finder_finds_circles() {
+    let g: BTreeMap<String, BTreeSet<String>> = [("a", "b"), ("b", "c"), ("c", "a"), ("d", "a")]
+        .iter()
+        .map(|(f, t)| (f.to_string(), BTreeSet::from([t.to_string()])))
+        .collect();
+    let want: BTreeSet<String> = ["a", "b", "c"].map(String::from).into();
+    assert_eq!(circles(&g), [want]);
+    assert_eq!(
+        paths("use crate::a::{b, c}; super::d::e(x)"),
+        [vec!["crate", "a"], vec!["super", "d", "e"]]
     );
 }

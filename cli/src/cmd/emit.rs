@@ -201,7 +201,7 @@ fn show(g: &wavefuse_codegen::Generated, dest: Dest) -> ExitCode {
 
 /// `wavefuse emit --kernel-file PATH`: a kernel written in the textual IR (`docs/ir-format.md`),
 /// at the shapes and TP size the file gives, through the same pipeline as the set's kernels
-/// (`SchedulePolicy::resolve_kernel`, then `wavefuse_codegen::compile`). Without a target
+/// (`suite::generate`: the schedule policy's sources, fitted by `wavefuse_codegen::generate`). Without a target
 /// (`--ir`), the kernel as parsed and printed back. Exit 2 for a file that does not parse, 1 for a
 /// kernel that does not validate or lower.
 pub fn emit_file(

@@ -741,12 +741,10 @@ fn device_outputs(
         (_, Some(t)) => t,
         _ => Arch::Sm90,
     };
-    let schedule = policy
+    let generated = policy
         .resolve_kernel(ir, arch, Placement::SameDevice, None)
-        .map_err(fail)?
-        .schedule;
-    let generated =
-        wavefuse_codegen::compile(ir, arch, &schedule).map_err(|e| fail(format!("{e}")))?;
+        .map_err(|e| fail(format!("{e}")))?
+        .code;
     let (lowered, source, abi) = (&generated.lowered, &generated.source, &generated.abi);
     if a.device == DeviceKind::Sim {
         let reference = wavefuse::ir::reference::evaluate(ir, inputs)

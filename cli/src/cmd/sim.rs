@@ -6,10 +6,12 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use wavefuse_codegen::Arch;
+use wavefuse_codegen::CompileError;
+use wavefuse_codegen::lower::fit::lower_or_materialise;
 use wavefuse_codegen::lower::{AllreduceProtocol, LowerError, Schedule};
 use wavefuse_codegen::sim::PeerTable;
 use wavefuse_harness::generate::read_kernel_file;
-use wavefuse_harness::policy::{Placement, ResolveError, SchedulePolicy, lower_or_materialise};
+use wavefuse_harness::policy::{Placement, SchedulePolicy};
 use wavefuse_harness::shapes::Model;
 use wavefuse_harness::shapes::parse_tp;
 use wavefuse_harness::sim::{
@@ -138,18 +140,17 @@ fn sim_file(path: &std::path::Path, c: Config, schedules: u64, seed: u64) -> Exi
     let lowered = SchedulePolicy::default()
         .resolve_kernel(&ir, c.arch, Placement::PerDevice, None)
         .map_err(|e| match e {
-            ResolveError::Lower(e) | ResolveError::Override { source: e, .. } => e,
+            CompileError::Lower(e) | CompileError::Override { source: e, .. } => e,
+            e => LowerError::Unsupported(e.to_string()),
         })
-        .and_then(|r| {
-            let s = match c.protocol {
-                Some(p) => r.schedule.with_protocol(p),
-                None => r.schedule,
-            };
-            lower_or_materialise(&ir, c.arch, s)
-        })
-        .and_then(|(k, s)| {
-            k.coresident(1, wavefuse_codegen::lowered::Occupancy::HardwareMax)?;
-            Ok((k, s))
+        .and_then(|r| match c.protocol {
+            // Another protocol than the fitted one: that schedule, lowered as given.
+            Some(p) if p != r.code.schedule.protocol => {
+                let (k, s) = lower_or_materialise(&ir, c.arch, r.code.schedule.with_protocol(p))?;
+                k.coresident(1, wavefuse_codegen::lowered::Occupancy::HardwareMax)?;
+                Ok((k, s))
+            }
+            _ => Ok((r.code.lowered, r.code.schedule)),
         });
     let (lowered, schedule) = match lowered {
         Ok(x) => x,

@@ -11,10 +11,9 @@
 //! chooses is what runs. A schedule that lowers is never changed here: every kernel that lowered
 //! with the default before (all of them up to batch 8) keeps its code.
 
-use wavefuse_ir::Kernel;
+use crate::lowered::Occupancy;
 
-use crate::target::Arch;
-
+use super::fit::Trials;
 use super::{Int4Dot, Reduction, Schedule};
 
 /// `s` (the default for `kernel` on `arch`) if it lowers; else the first of the steps above that
@@ -22,10 +21,13 @@ use super::{Int4Dot, Reduction, Schedule};
 /// whose refusal names the LDS limit. A kernel whose
 /// GEMV prologue is recomputed into LDS is left to the harness's fallback, which materialises
 /// the prologue first (`lower_or_materialise`).
-pub(super) fn fit_lds(arch: Arch, kernel: &Kernel, s: Schedule) -> Schedule {
-    let lowers = |s: &Schedule| super::lower_structured(kernel, arch, s).is_ok();
+///
+/// Every trial lowering is one of the fit's (`t`): a schedule tried here and again by the fit is
+/// lowered once (`harness/tests/lower_once.rs`).
+pub(super) fn fit_lds(t: &mut Trials<'_>, s: Schedule) -> Schedule {
+    let kernel = t.kernel();
     let recomputed_prologue = super::has_gemv_prologue(kernel) && !s.materialise_prologue;
-    if recomputed_prologue || lowers(&s) {
+    if recomputed_prologue || t.lower(&s).is_ok() {
         return s;
     }
     let ignored = s.ignored_fields(kernel);
@@ -60,10 +62,17 @@ pub(super) fn fit_lds(arch: Arch, kernel: &Kernel, s: Schedule) -> Schedule {
     // First one whose grid one device holds at once (a kernel with a grid barrier, §5.9: the
     // fused kernel on gfx906 at batch 32, whose staged activations leave one workgroup per CU
     // where 80 must be resident); else the first that lowers.
-    let resident = |s: &&Schedule| super::lower(kernel, arch, s).is_ok();
-    let found = tries.iter().find(resident);
-    found
-        .or_else(|| tries.iter().find(|s| lowers(s)))
-        .cloned()
-        .unwrap_or(s)
+    let lowered: Vec<Option<bool>> = tries
+        .iter()
+        .map(|s| {
+            t.lower(s)
+                .ok()
+                .map(|k| k.coresident(1, Occupancy::HardwareMax).is_ok())
+        })
+        .collect();
+    let pick = lowered
+        .iter()
+        .position(|r| *r == Some(true))
+        .or_else(|| lowered.iter().position(Option::is_some));
+    pick.map_or(s, |i| tries[i].clone())
 }

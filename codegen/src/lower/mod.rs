@@ -139,6 +139,8 @@
 //! [`LowerError::Schedule`] with the numbers.
 
 mod build;
+pub mod defaults;
+pub mod fit;
 mod gemv;
 mod lds_fit;
 mod limits;
@@ -151,6 +153,9 @@ mod splitk;
 mod stages;
 mod sync;
 
+pub use fit::{
+    CoResidency, FitError, FitReport, Fitted, Origin, Override, ScheduleInputs, ScheduleSource, fit,
+};
 pub use limits::{MAX_INDEXED_ELEMENTS, MAX_OP_DEPTH};
 pub use schedule::{
     AllreduceProtocol, Int4Dot, Int4Scaling, MAX_ACCUMULATORS, MAX_COLUMNS_PER_LANE, MAX_K_SPLIT,
@@ -228,6 +233,8 @@ pub fn lower_structured(
     arch: Arch,
     schedule: &Schedule,
 ) -> Result<LoweredKernel, LowerError> {
+    #[cfg(feature = "lowering-log")]
+    log::record(kernel, schedule);
     wavefuse_ir::validate(kernel)?;
     limits::check_index_width(kernel)?;
     limits::check_depth(kernel)?;
@@ -264,9 +271,9 @@ pub fn has_gemv_prologue(kernel: &Kernel) -> bool {
     stages::materialises_a_prologue(kernel)
 }
 
-/// [`lower`] without its co-residency refusal: for a schedule search (the harness's
-/// co-residency refit) that lowers a grid too large to be resident and then tries wider or
-/// smaller tiles, checking [`LoweredKernel::coresident`] itself before anything is emitted.
+/// [`lower`] without its co-residency refusal: for a schedule search (the co-residency fit,
+/// [`fit()`]) that lowers a grid too large to be resident and then tries wider or smaller tiles,
+/// checking [`LoweredKernel::coresident`] itself before anything is emitted.
 pub fn lower_any_grid(
     kernel: &Kernel,
     arch: Arch,
@@ -276,4 +283,33 @@ pub fn lower_any_grid(
     expand_sync(&mut k);
     validate(&k)?;
     Ok(k)
+}
+
+/// Every lowering made on this thread, for tests that count them (feature `lowering-log`): the
+/// pipeline lowers a kernel once per schedule it tries, and the kernel it hands on is the one
+/// it fitted, never lowered again.
+#[cfg(feature = "lowering-log")]
+pub mod log {
+    use std::cell::RefCell;
+
+    use wavefuse_ir::Kernel;
+
+    use super::Schedule;
+
+    thread_local! {
+        static LOWERED: RefCell<Vec<(String, Schedule)>> = const { RefCell::new(Vec::new()) };
+    }
+
+    pub(super) fn record(kernel: &Kernel, schedule: &Schedule) {
+        LOWERED.with(|l| {
+            l.borrow_mut()
+                .push((kernel.name().to_owned(), schedule.clone()))
+        });
+    }
+
+    /// The lowerings made on this thread since the last call, oldest first: the kernel's name and
+    /// the schedule of each.
+    pub fn take() -> Vec<(String, Schedule)> {
+        LOWERED.with(|l| std::mem::take(&mut *l.borrow_mut()))
+    }
 }

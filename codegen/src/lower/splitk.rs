@@ -43,7 +43,7 @@
 //! co-resident, which `expand_sync` records (§5.9). Mutations caught in the simulator: a flag
 //! published by every part, the grid barrier passed by the finishers only
 //! (`harness/tests/sim_splitk.rs`); on gfx906's fused default (K split at TP 1 and 2 so each
-//! part's activations fit the LDS stage, `schedule.rs` `floor_split`), the arrival without its
+//! part's activations fit the LDS stage, `defaults.rs` `floor_split`), the arrival without its
 //! release or its acquire half, by every lane, and a verdict that assumes a counter reset every
 //! launch (`harness/tests/sim_floor.rs`).
 

@@ -3,6 +3,7 @@
 use cranelift_entity::PrimaryMap;
 use wavefuse_ir::MemorySpace;
 
+pub use crate::lower::CoResidency;
 use crate::target::Arch;
 
 use super::{Block, Expr, Lds, Param, Reg, Ty};
@@ -152,14 +153,6 @@ pub struct LdsData {
     pub elem: Ty,
     /// Length in elements.
     pub len: usize,
-}
-
-/// A co-residency requirement: all `workgroups` of a rank's grid must be resident at once
-/// (the kernel has a grid barrier, DESIGN.md §5.9).
-#[derive(Clone, Debug, PartialEq)]
-pub struct CoResidency {
-    /// Workgroups that must be resident together.
-    pub workgroups: u32,
 }
 
 /// What bounds how many workgroups of a kernel one CU/SM holds, for [`LoweredKernel::coresident`].

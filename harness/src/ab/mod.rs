@@ -41,28 +41,9 @@ use crate::policy::{Placement, Ranks, SchedulePolicy, communicates, run_placemen
 use crate::shapes::{MAX_BATCH, TP_SIZES};
 use crate::suite::{self, CaseSpec, Generated, GpuRuntime, PrepError, Prepared, ShapeKind, Worst};
 
+pub use crate::case::{ShapeSet, shape_name};
 use handwritten::Hand;
 use report::{Check, Manual, Resources, Row, TimingMode, Usage, Version};
-
-/// A shape set: the Qwen 3.5 27B decode shapes at one TP size and batch.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct ShapeSet {
-    /// TP size.
-    pub tp: u32,
-    /// Tokens per launch.
-    pub batch: usize,
-}
-
-impl ShapeSet {
-    /// `qwen27b-tp4`, `qwen27b-tp4-b8`.
-    pub fn name(&self) -> String {
-        let mut s = format!("qwen27b-tp{}", self.tp);
-        if self.batch != 1 {
-            s.push_str(&format!("-b{}", self.batch));
-        }
-        s
-    }
-}
 
 /// `qwen27b-tpN` or `qwen27b-tpN-bB` (TP 1, 2, 4, 8; batch 1–64, [`MAX_BATCH`]).
 pub fn parse_shape(s: &str) -> Result<ShapeSet, String> {
@@ -198,22 +179,6 @@ pub fn run_on(
         bar.set_position(0);
         cpu::run(cases, o, reason, bar)
     })
-}
-
-/// `qwen27b-tp4` (with `-bB` past batch 1).
-pub fn shape_name(c: &CaseSpec) -> String {
-    let qwen = ShapeSet {
-        tp: c.tp,
-        batch: c.batch,
-    }
-    .name();
-    match c.shape {
-        // `h2048-f5632-q2048-kv256-d64-tp2`, `…-tp2-b8`.
-        ShapeKind::Of(m) => qwen.replacen("qwen27b", &m.name(), 1),
-        // A user's kernel at its own shapes: `own-tp4`, `own-tp4-b4`.
-        ShapeKind::Own => qwen.replacen("qwen27b", "own", 1),
-        _ => qwen,
-    }
 }
 
 /// The shapes of the cases of a run: Qwen 3.5 27B's ([`ShapeKind::Model`]) without

@@ -798,6 +798,10 @@ fn one(config: &FuzzConfig, index: u64, stage: &Mutex<Stage>, report: &mut FuzzR
                     "the lowering rejects a kernel the validator accepts",
                     e.to_string(),
                 )),
+                // An exact schedule has no overrides: a bug if it ever says so.
+                Ok(Err(e @ CompileError::Override { .. })) => {
+                    report.findings.push(fail("override", e.to_string()))
+                }
                 Ok(Err(CompileError::Write(e))) => {
                     report.findings.push(fail("C++ writer", e.to_string()))
                 }

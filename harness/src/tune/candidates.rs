@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use wavefuse::ir::Kernel;
 use wavefuse_codegen::Arch;
+use wavefuse_codegen::lower::fit::fits_coresident_for;
 use wavefuse_codegen::lower::{LowerError, Schedule};
 use wavefuse_runtime::compile::CompileError;
 use wavefuse_runtime::exec::{self, ArtifactSource};
@@ -16,10 +17,9 @@ use wavefuse_runtime::{Artifact, Cache, CompileRequest, Error as RtError, Resour
 use super::space;
 use crate::ab::report::Resources;
 use crate::ab::usage_of;
-use crate::policy::fits_coresident_for;
 use crate::suite;
 
-/// A candidate schedule generated: the pipeline's one artifact ([`wavefuse_codegen::compile`]).
+/// A candidate schedule generated: the pipeline's one artifact ([`wavefuse_codegen::generate`]).
 pub use wavefuse_codegen::Generated;
 
 /// The space of one kernel and shape after lowering.
@@ -53,33 +53,53 @@ pub fn build(
     budget: usize,
     ranks_per_device: u32,
 ) -> Space {
+    build_after(ir, arch, None, schedules, budget, ranks_per_device)
+}
+
+/// [`build`] with the baseline already generated (`baseline`, the pipeline's kernel: not
+/// lowered again), then `schedules` in order.
+pub fn build_after(
+    ir: &Kernel,
+    arch: Arch,
+    baseline: Option<Generated>,
+    schedules: &[Schedule],
+    budget: usize,
+    ranks_per_device: u32,
+) -> Space {
     let start = Instant::now();
     let family = space::Family::of(ir);
     let mut out = Space {
-        enumerated: schedules.len(),
+        enumerated: schedules.len() + usize::from(baseline.is_some()),
         ..Space::default()
     };
     let mut sources: HashMap<String, usize> = HashMap::new();
-    for (i, s) in schedules.iter().enumerate() {
+    let mut baseline = baseline;
+    let mut rest = schedules.iter();
+    for i in 0.. {
         if out.kept.len() >= budget.max(1) {
             break;
         }
-        out.considered += 1;
-        let reject = |out: &mut Space, why: String| {
-            out.rejected += 1;
-            if out.rejected_examples.len() < 5 {
-                out.rejected_examples.push((space::summary(s, family), why));
-            }
+        let g = match baseline.take() {
+            Some(g) => Ok(g),
+            None => match rest.next() {
+                Some(s) => wavefuse_codegen::compile(ir, arch, s).map_err(|e| (s, e)),
+                None => break,
+            },
         };
-        let g = match wavefuse_codegen::compile(ir, arch, s) {
+        out.considered += 1;
+        let g = match g {
             Ok(g) => g,
             // A grid no register count lets the device hold (the lowering's own refusal).
-            Err(wavefuse_codegen::CompileError::Lower(LowerError::NotCoResident(_))) => {
+            Err((_, wavefuse_codegen::CompileError::Lower(LowerError::NotCoResident(_)))) => {
                 out.not_coresident += 1;
                 continue;
             }
-            Err(e) => {
-                reject(&mut out, e.to_string());
+            Err((s, e)) => {
+                out.rejected += 1;
+                if out.rejected_examples.len() < 5 {
+                    out.rejected_examples
+                        .push((space::summary(s, family), e.to_string()));
+                }
                 continue;
             }
         };

@@ -214,21 +214,20 @@ pub fn lowered_space(
     let placement = run_placement(o.placement, o.ranks, &t.ir, gpus);
     case.alone = placement == Placement::PerDevice && t.spec.tp > 1 && !communicates(&t.ir);
     let base = match SchedulePolicy::default().resolve(&t.spec, arch, &t.ir, placement) {
-        Ok(r) => r.schedule,
+        Ok(r) => r.code,
         Err(e) => {
             case.note = format!("the default schedule does not lower: {e}");
             return Err(Box::new(case));
         }
     };
-    let mut schedules = vec![base.clone()];
-    schedules.extend(
-        space::enumerate(arch, &t.ir, o.quick)
-            .into_iter()
-            .filter(|s| *s != base),
-    );
-    let space = candidates::build(
+    let schedules: Vec<_> = space::enumerate(arch, &t.ir, o.quick)
+        .into_iter()
+        .filter(|s| *s != base.schedule)
+        .collect();
+    let space = candidates::build_after(
         &t.ir,
         arch,
+        Some(base),
         &schedules,
         o.budget,
         placement.ranks_per_device(t.spec.tp),

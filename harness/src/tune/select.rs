@@ -1,28 +1,43 @@
 //! Where generated code's schedules come from (`--schedule default|tuned [--tuned-store PATH]`,
 //! parsed by the cli into a [`SchedulePolicy`](crate::policy::SchedulePolicy) value with [`tuned_for`] and [`detect_device`]).
 //!
-//! `default` (the default) is [`Schedule::default_for`] the target; `tuned` consults the stores
-//! (see [`super::store`]) for the device found here; [`SchedulePolicy::resolve`](crate::policy::SchedulePolicy::resolve) says on stderr,
-//! once per kernel and shape, which schedule it used and why.
+//! `default` (the default) is the target's default ([`wavefuse_codegen::lower::defaults`]);
+//! `tuned` consults the stores (see [`super::store`]) for the device found here; the policy's
+//! note ([`SchedulePolicy::note`](crate::policy::SchedulePolicy::note)) says on stderr, once per
+//! kernel and shape, which schedule it used and why.
 
 use std::path::Path;
 
-use wavefuse::ir::Kernel;
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::lower::{Schedule, lower};
+use wavefuse_codegen::lower::Schedule;
 
 use super::store::{Lookup, Store, StoreError};
-use crate::policy::Tuned;
 
 /// Which schedule generated code uses.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum ScheduleChoice {
-    /// `Schedule::default_for` the target.
+    /// The target's default.
     #[default]
     Default,
     /// The tuned-schedule store's entry for this kernel, shape, arch and device when there is one,
     /// else the default.
     Tuned,
+}
+
+/// A tuned-schedule store and the device it is consulted for.
+#[derive(Clone, Debug)]
+pub struct Tuned {
+    /// The merged stores.
+    pub store: Store,
+    /// The device name to look entries up for (None: unknown).
+    pub device: Option<String>,
+}
+
+impl Tuned {
+    /// A store consulted for `device`.
+    pub fn new(store: Store, device: Option<String>) -> Tuned {
+        Tuned { store, device }
+    }
 }
 
 /// The stores merged in order (committed, cache directory, `explicit`), and notes on those that
@@ -85,15 +100,31 @@ pub fn detect_device(arch: Arch) -> Option<String> {
     }
 }
 
-/// The store's schedule for the key, if it still lowers, and a line saying what was used.
-pub fn choose(
+/// What a tuned store holds for one kernel, shape and target.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Choice {
+    /// An entry: codegen uses its schedule when it still lowers
+    /// ([`ScheduleSource::Preferred`](wavefuse_codegen::lower::ScheduleSource::Preferred)).
+    Entry {
+        /// The tuned schedule.
+        schedule: Schedule,
+        /// `kernel@shape for arch`, for the line when the entry no longer lowers.
+        what: String,
+        /// The line saying it was used.
+        used: String,
+    },
+    /// None: the line saying the default is used, and why.
+    Missing(String),
+}
+
+/// The store's entry for the key (looked up only: codegen decides whether it still lowers).
+pub fn lookup(
     store: &Store,
     kernel: &str,
     shape: &str,
     arch: Arch,
     device: Option<&str>,
-    ir: &Kernel,
-) -> (Option<Schedule>, String) {
+) -> Choice {
     let what = format!("{kernel}@{shape} for {arch}");
     let (entry, whence) = match store.lookup(kernel, shape, arch.name(), device) {
         Lookup::Exact(e) => (e, format!("tuned on {}", e.key.device)),
@@ -111,23 +142,17 @@ pub fn choose(
                 format!("; entries exist for {}", others.join(", "))
             };
             let dev = device.unwrap_or("an unknown device");
-            return (
-                None,
-                format!("schedule: default for {what} (no tuned entry for {dev}{also})"),
-            );
+            return Choice::Missing(format!(
+                "schedule: default for {what} (no tuned entry for {dev}{also})"
+            ));
         }
     };
-    match lower(ir, arch, &entry.schedule) {
-        Ok(_) => (
-            Some(entry.schedule.clone()),
-            format!(
-                "schedule: tuned for {what} ({whence}, commit {})",
-                entry.commit
-            ),
+    Choice::Entry {
+        schedule: entry.schedule.clone(),
+        used: format!(
+            "schedule: tuned for {what} ({whence}, commit {})",
+            entry.commit
         ),
-        Err(e) => (
-            None,
-            format!("schedule: default for {what} (the tuned entry no longer lowers: {e})"),
-        ),
+        what,
     }
 }

@@ -1,0 +1,708 @@
+//! The default schedule, decided in one place: the target's default for the kernel
+//! ([`Schedule::default_for`]: tiles, dot-product path, split-K, LDS staging per target), the
+//! allreduce protocol for the placement ([`for_placement`]), and the cost rule between
+//! recomputing a GEMV prologue and materialising it ([`prologue_by_cost`]). What
+//! `wavefuse emit`, the snapshots, `check`, `ab` and the suites start from before overrides and
+//! the co-residency fit ([`super::fit()`]).
+
+use wavefuse_ir::ops::Compression;
+use wavefuse_ir::{BufferType, Kernel, OpKind, WeightFormat};
+
+use super::fit::{Trials, fits_coresident};
+use super::gemv::mma_takes;
+use super::schedule::{
+    batch_of, common_k, gcd, gemv_count, gemv_format, gemv_ns, gemv_prologue, gptq_group_words,
+    gptq_k, q8_gemv, widest_gemv_group,
+};
+use super::{
+    AllreduceProtocol, Int4Dot, Int4Scaling, MmaDecode, NibbleDecode, Reduction, Schedule,
+    has_gemv_prologue,
+};
+use crate::target::Arch;
+
+/// Whether `ir` has a GEMV (the kernels whose schedule fields an override can change).
+pub fn has_gemv(ir: &Kernel) -> bool {
+    ir.ops()
+        .any(|(_, o)| matches!(o.kind, OpKind::Gemv(_) | OpKind::GemvQ8(_)))
+}
+
+/// The target's default for `ir` with `ranks_per_device` ranks sharing each device, before the
+/// prologue's cost rule. With one rank per device a kernel that fuses a GEMV with an allreduce
+/// uses the push protocol (each rank writes its slice into the peers' memory and polls only its
+/// own flags): on 2 × H200 over NVLink the fused kernel took 18.2 µs with push against 19.6 µs
+/// with pull (three alternating runs each, `bench/results/2026-11-30-push-per-device/`), while
+/// with four ranks on one H200 push was 6 µs slower
+/// (`bench/results/2026-11-30-fused-experiments/`).
+pub fn for_placement(arch: Arch, ir: &Kernel, ranks_per_device: u32) -> Schedule {
+    for_placement_in(&mut Trials::new(ir, arch), ranks_per_device)
+}
+
+/// [`for_placement`] over the fit's lowerings `t` (those of the LDS fit, `lds_fit.rs`).
+fn for_placement_in(t: &mut Trials<'_>, ranks_per_device: u32) -> Schedule {
+    let s = placed(t.kernel(), ranks_per_device, target(t.arch(), t.kernel()));
+    super::lds_fit::fit_lds(t, s)
+}
+
+/// The target's default `s` with the allreduce protocol for the placement.
+fn placed(ir: &Kernel, ranks_per_device: u32, s: Schedule) -> Schedule {
+    let allreduce = ir
+        .ops()
+        .any(|(_, o)| matches!(o.kind, OpKind::AllReduce(_)));
+    if ranks_per_device == 1 && ir.tp() > 1 && has_gemv(ir) && allreduce {
+        s.with_protocol(AllreduceProtocol::Push)
+    } else {
+        s
+    }
+}
+
+/// The default schedule of `ir` on `arch` with `ranks_per_device` ranks sharing each device:
+/// [`for_placement`], then [`prologue_by_cost`] (before the co-residency fit).
+pub fn default_schedule(ir: &Kernel, arch: Arch, ranks_per_device: u32) -> Schedule {
+    default_in(&mut Trials::new(ir, arch), ranks_per_device)
+}
+
+/// [`default_schedule`] over the fit's lowerings `t` (the prologue rule's lowerings are the
+/// fit's first trials).
+pub(super) fn default_in(t: &mut Trials<'_>, ranks_per_device: u32) -> Schedule {
+    let s = for_placement_in(t, ranks_per_device);
+    cost_rule(t, s, ranks_per_device)
+}
+
+/// L2 bandwidth at which the workgroups of a recomputed GEMV prologue re-read its inputs, fitted
+/// on the H200 (`bench/results/2026-12-02-h200-prologue-batch`: silu·mul before the INT4 down
+/// GEMV 17408 → 5120, 640 workgroups, batch 1 and 2).
+pub const PROLOGUE_REREAD_BYTES_PER_S: f64 = 10.9e12;
+/// What materialising a prologue costs on the H200 when the GEMV stage keeps its grid: the stage
+/// barrier and the activation's round trip through global memory (same fit).
+pub const MATERIALISE_US: f64 = 2.6;
+/// … and when the grid barrier makes the GEMV stage shrink its grid to be co-resident (RMSNorm
+/// before gate/up 5120 → 2 × 17408: 2176 → 528 workgroups): recomputing won at batch 4 (111 MB
+/// re-read, 0.91×), materialising at batch 8 (200 MB, 1.17×); the line between them.
+pub const MATERIALISE_SHRUNK_US: f64 = 13.8;
+
+/// The default's choice between recomputing a GEMV prologue in every workgroup and
+/// materialising it once behind a grid barrier ([`Schedule::materialise_prologue`]), by cost, on
+/// sm_90 (where it was measured): materialise when the recompute's re-reads (its grid × the
+/// prologue's input bytes, at [`PROLOGUE_REREAD_BYTES_PER_S`]: each workgroup reads the inputs
+/// whole once — a stage that loops over its tile parts computes the norm's `1/rms` once per
+/// workgroup in front of the loop, and each part's packing of its K slice is what the GEMV
+/// stages anyway) take longer than materialising
+/// ([`MATERIALISE_US`], or [`MATERIALISE_SHRUNK_US`] when the barrier's co-residency shrinks the
+/// grid). gfx906 keeps recomputing (not measured there); the fit still materialises where
+/// recomputing does not lower ([`super::fit::lower_or_materialise`]). Tuned and explicit
+/// schedules decide for themselves (an override `materialise_prologue=false` wins).
+pub fn prologue_by_cost(ir: &Kernel, arch: Arch, s: Schedule, ranks_per_device: u32) -> Schedule {
+    cost_rule(&mut Trials::new(ir, arch), s, ranks_per_device)
+}
+
+fn cost_rule(t: &mut Trials<'_>, s: Schedule, ranks_per_device: u32) -> Schedule {
+    let (ir, arch) = (t.kernel(), t.arch());
+    if arch != Arch::Sm90 || s.materialise_prologue || !has_gemv_prologue(ir) {
+        return s;
+    }
+    let Ok(recompute) = t.lower(&s) else {
+        return s;
+    };
+    let m = Schedule {
+        materialise_prologue: true,
+        ..s.clone()
+    };
+    let Ok(materialised) = t.lower(&m) else {
+        return s;
+    };
+    let reread_us = f64::from(recompute.grid) * super::prologue_input_bytes(ir) as f64
+        / PROLOGUE_REREAD_BYTES_PER_S
+        * 1e6;
+    let cost_us = if fits_coresident(&materialised, arch, ranks_per_device) {
+        MATERIALISE_US
+    } else {
+        MATERIALISE_SHRUNK_US
+    };
+    if reread_us > cost_us { m } else { s }
+}
+
+/// The target's default for `kernel` on `arch`, before the placement, its LDS fitted
+/// ([`Schedule::default_for`]).
+pub(super) fn target_fitted(arch: Arch, kernel: &Kernel) -> Schedule {
+    super::lds_fit::fit_lds(&mut Trials::new(kernel, arch), target(arch, kernel))
+}
+
+/// The target's default for `kernel` on `arch`, before the placement and the LDS fit.
+fn target(arch: Arch, kernel: &Kernel) -> Schedule {
+    let wave = arch.wave_size();
+    let workgroup_size = 256;
+    let batch = batch_of(kernel);
+    let accumulators = if batch == 1 { 2 } else { 1 };
+    let base = Schedule {
+        workgroup_size,
+        columns_per_workgroup: workgroup_size * 2,
+        threads_per_column: 1,
+        k_split: 1,
+        words_per_iteration: 1,
+        accumulators,
+        protocol: AllreduceProtocol::Pull,
+        k_unit_words: 16,
+        nibble_decode: NibbleDecode::Convert,
+        int4_scaling: Int4Scaling::PerWeight,
+        int4_dot: Int4Dot::Fma,
+        pipeline_depth: 1,
+        stream_weights: false,
+        x_in_lds: false,
+        mma_decode: MmaDecode::Shift,
+        byte_offsets: false,
+        max_grid: 0,
+        materialise_prologue: false,
+        prefetch_next_stage: false,
+        x_phase_units: 0,
+        min_resident_per_cu: 0,
+        reduction: Reduction::Slices,
+    };
+    if let Some((k, block)) = q8_gemv(kernel) {
+        return q8_default(arch, kernel, k, block, base);
+    }
+    // Where this does not lower for its LDS (past batch 8), the callers fit it: the serial
+    // reduction, unstaged activations or a narrower tile (`lds_fit.rs`).
+    match gemv_format(kernel) {
+        Some(WeightFormat::F16) => Schedule {
+            threads_per_column: wave,
+            columns_per_workgroup: workgroup_size / wave,
+            words_per_iteration: 4,
+            ..base
+        },
+        Some(_) => {
+            let group_words = gptq_group_words(kernel).unwrap_or(16);
+            let fma = Schedule {
+                columns_per_workgroup: 32,
+                threads_per_column: workgroup_size / 32,
+                k_unit_words: group_words,
+                ..base
+            };
+            // Two weights (gate and up) hold twice the packed words per unit: on the tensor
+            // cores units of 4 at batch > 1 (occupancy 8, the hand-written kernel's).
+            let max_unit = if gemv_count(kernel) > 1 { 4 } else { 16 };
+            // On the tensor cores at batch 1, units of 8: 12 % faster on the H200 than
+            // units of 4 at TP 1 and TP 4, though at 70 registers nvcc holds occupancy 6
+            // instead of the hand-written kernel's 8 (`bench/results/2026-11-30-h200-units/`:
+            // 40.6 -> 35.9 us at TP 1, 43.8 -> 39.0 at TP 4).
+            let mma_unit = |unit: u32| {
+                if gemv_count(kernel) > 1 && batch == 1 && group_words % 8 == 0 {
+                    8
+                } else {
+                    unit
+                }
+            };
+            let unit = [16, 8, 4]
+                .into_iter()
+                .find(|u| *u <= max_unit && group_words % u == 0);
+            match unit {
+                Some(unit) if arch.has_fp16_mma() && mma_takes(batch, gemv_count(kernel)) => {
+                    let mma = Schedule {
+                        int4_dot: Int4Dot::Mma,
+                        words_per_iteration: 4,
+                        columns_per_workgroup: 32,
+                        threads_per_column: workgroup_size / 32,
+                        k_unit_words: mma_unit(unit),
+                        stream_weights: true,
+                        ..fma
+                    };
+                    mma_split(arch, kernel, mma)
+                }
+                _ if arch.has_dot2_f32_f16() && group_words % 4 == 0 => floor(kernel, fma),
+                _ => fma,
+            }
+        }
+        None => match int8_block(kernel) {
+            Some(block) if block % wave as usize == 0 => Schedule {
+                columns_per_workgroup: workgroup_size * (block as u32 / wave),
+                ..base
+            },
+            _ => base,
+        },
+    }
+}
+
+/// Workgroups per SM the split-K default aims for where no grid stage bounds the grid
+/// ([`mma_split`]): 3.5 × 132 = 462 on the H200. One TP 4 rank of `gemv_int4` alone
+/// (5120 → 4352, 136 tiles, `bench/results/2026-12-01-h200-rank-alone/`): 2 parts (272
+/// workgroups) 13.06 µs, 4 parts 10.59, 5 parts 9.79, 8 parts 9.76, 10 parts 10.69; at
+/// 5120 → 17408 (544 tiles) 2 parts 18.43, 4 parts 20.16. More workgroups than stay resident
+/// gain nothing; fewer leave too few bytes in flight.
+const FILL_PER_SM: f64 = 3.5;
+
+/// The tensor-core GEMV's split and staging (H200 sweep, `bench/results/2026-11-29-h200-splitk/`:
+/// 1.2-1.3x faster than 8 K warps of one workgroup per tile at every Qwen shape): 4 K warps per
+/// workgroup and several workgroups per tile (split-K). Without a grid stage the parts fill the
+/// device: the fewest (at least 2, at most a quarter of the K units: every K warp keeps a unit)
+/// that divide the K units and give `tiles · P ≥`
+/// [`FILL_PER_SM`] `· SMs` workgroups, or, up to twice that many, the fewest that also give every
+/// K warp the same units, but not fewer than an even split of 4 (the warps of a workgroup wait for the slowest at the cross-slice
+/// barrier; ncu had barrier stalls at 2.5 cycles per issued instruction). K = 5120 in units of
+/// 16 words is 40 units: at 5120 → 17408 (544 tiles) 2 parts (5 units per warp), at one TP 4
+/// rank's 5120 → 4352 (136 tiles) 5 parts (2 per warp), at 17408 → 5120 (160 tiles, 136 units)
+/// 4 parts. Kernels with an allreduce or norm stage (the fused kernel) take the largest of 4 and
+/// 2 that divides the K units: only each tile's last arriver goes on to the exchange and the
+/// norm (`splitk.rs`), and all `tiles · P` workgroups must be co-resident (128 lanes each: 8 per
+/// SM at the budgets' 1024 lanes; where ranks share a device the co-residency fit lowers P
+/// first). The decode is the one-shift [`MmaDecode::Fma`]. The activations of the workgroup's K
+/// part are staged in LDS when they take at most [`STAGE_MAX_BYTES`], or when a GEMV prologue
+/// computes them (they are in LDS then anyway; a norm in the prologue is no grid stage).
+fn mma_split(arch: Arch, kernel: &Kernel, mut s: Schedule) -> Schedule {
+    let grid_stage = grid_stage(kernel);
+    let tiles = gemv_ns(kernel)
+        .max()
+        .unwrap_or(0)
+        .div_ceil(s.columns_per_workgroup as usize);
+    let target = (FILL_PER_SM * arch.compute_units() as f64).ceil() as usize;
+    let units_of = |s: &Schedule| common_k(kernel).map_or(0, |k| k / 8 / s.k_unit_words as usize);
+    // Without a grid stage, where no part count fills the device at these units and the units
+    // do not even allow 4 parts, halve the units (to 4 K-words, one MMA step) until one does: K =
+    // 4352 is 34 units of 16 K-words, no count in 3..=8 divides 34, and 2 parts left 320
+    // workgroups on 132 SMs; in 68 units of 8, 4 parts give 640 (H200, graphs, 4352 → 5120
+    // batch 1, one TP 4 rank's down GEMV alone: 10.1 → 8.2 µs,
+    // `bench/results/2026-12-03-h200-k4352-units/`). Where 4 parts divide the units (K = 2048:
+    // 16 units, 4 parts of 64 tiles) the units stay: not measured otherwise.
+    while !grid_stage
+        && filling_parts(units_of(&s), tiles, target).is_none()
+        && units_of(&s) % 4 != 0
+        && s.k_unit_words >= 8
+        && s.k_unit_words % 8 == 0
+    {
+        s.k_unit_words /= 2;
+    }
+    let units = units_of(&s);
+    let divides = |p: &usize| units > 0 && units % p == 0;
+    let even = |p: &usize| divides(p) && (units / p) % MMA_K_WARPS == 0;
+    let plain = [4, 2].into_iter().find(divides);
+    let filling = || filling_parts(units, tiles, target);
+    let mut parts = match (grid_stage, plain, filling()) {
+        (true, ..) => plain,
+        // An even split of 4 stays (the dual GEMV's 80 units of 8 words at TP 1: its staged
+        // activations and 80 registers hold 6 workgroups per SM, and 2 parts would stage twice
+        // the bytes).
+        (false, Some(p), Some(f)) if even(&p) && p > f => Some(p),
+        (false, _, Some(f)) => Some(f),
+        (false, p, None) => p,
+    };
+    // Without a grid stage, where a part's activations do not fit the stage, twice the parts
+    // (up to 8) if then they do and staging adds no wave: 17408 → 5120 at batch 8 takes 8 parts
+    // of 35 KB staged instead of 4 of 70 KB unstaged (H200, graphs: 25.7 → 21.7 µs; 8 parts
+    // unstaged 28.2; `bench/results/2026-12-03-h200-k4352-units/`).
+    if let Some(p) = parts.filter(|_| !grid_stage) {
+        let with = |p: usize| Schedule {
+            k_split: p as u32,
+            workgroup_size: 128,
+            threads_per_column: MMA_K_WARPS as u32,
+            ..s.clone()
+        };
+        if !staged_fits(kernel, &with(p)) {
+            let more = [2 * p, 4 * p].into_iter().find(|&q| {
+                q <= 8
+                    && divides(&q)
+                    && units / q >= MMA_K_WARPS
+                    && staged_fits(kernel, &with(q))
+                    && staging_adds_no_wave(arch, kernel, &with(q), tiles * q)
+            });
+            parts = more.or(parts);
+        }
+    }
+    if let Some(parts) = parts {
+        s.workgroup_size = 128;
+        s.threads_per_column = MMA_K_WARPS as u32;
+        s.k_split = parts as u32;
+    } else if grid_stage && batch_of(kernel) == 1 {
+        // No split: the tile gets 16 K warps instead of 8 (512-lane workgroups, two per SM;
+        // `bench/results/2026-11-29-h200-fused-wg512/`: 47.6 → 32.1 µs at TP 1). Batch 1 only:
+        // at batch 8 only one 512-lane workgroup fits per SM, fewer than must be co-resident.
+        s.workgroup_size = 512;
+        s.threads_per_column = 16;
+    }
+    // The one-shift decode everywhere: in 128-lane workgroups nvcc 13 keeps even the fused
+    // kernel without spills (56 registers; in 256-lane ones it had spilled at 48).
+    s.mma_decode = MmaDecode::Fma;
+    // A kernel with a grid stage keeps its whole grid co-resident anyway (DESIGN.md §5.9).
+    let workgroups = tiles * s.k_split.max(1) as usize;
+    s.x_in_lds = staged_fits(kernel, &s)
+        && stage_and_sums_fit(arch, kernel, &s)
+        && (grid_stage || staging_adds_no_wave(arch, kernel, &s, workgroups));
+    s
+}
+
+/// Whether a K part's staged activations and the cross-warp sums (one array per GEMV, growing
+/// with the batch: 32 KiB at batch 64) fit the static LDS of one workgroup together.
+fn stage_and_sums_fit(arch: Arch, kernel: &Kernel, s: &Schedule) -> bool {
+    let (Some(k), batch) = (gptq_k(kernel), batch_of(kernel)) else {
+        return false;
+    };
+    let staged = batch * k * 2 / s.k_split.max(1) as usize;
+    let sums = gemv_count(kernel)
+        * s.columns_per_workgroup as usize
+        * batch
+        * s.threads_per_column as usize
+        * 4;
+    staged + sums <= arch.max_static_lds_per_workgroup() as usize
+}
+
+/// The K warps of the tensor-core GEMV's 128-lane workgroup (`threads_per_column`).
+const MMA_K_WARPS: usize = 4;
+
+/// Without a grid stage: enough workgroups to fill the device, the fewest K parts (at least 2)
+/// that give `tiles · P ≥ target` workgroups, or, up to twice that, the fewest that give every K
+/// warp the same units; every K warp keeps at least one unit per part. `None` when no part count
+/// dividing the `units` fills the device.
+fn filling_parts(units: usize, tiles: usize, target: usize) -> Option<usize> {
+    let divides = |p: &usize| units > 0 && units % p == 0;
+    let least = (2..=units / MMA_K_WARPS).find(|p| divides(p) && tiles * p >= target)?;
+    (least..=2 * least)
+        .find(|p| divides(p) && (units / p) % MMA_K_WARPS == 0)
+        .or(Some(least))
+}
+
+/// Whether the kernel synchronises its whole grid (an allreduce, or an RMSNorm of GEMV
+/// results): then every workgroup must be co-resident (DESIGN.md §5.9).
+fn grid_stage(kernel: &Kernel) -> bool {
+    let feeds_gemv = gemv_prologue(kernel);
+    kernel.ops().any(|(_, op)| match op.kind {
+        OpKind::AllReduce(_) => true,
+        // A norm in a GEMV prologue is workgroup-local (`prologue.rs`): no grid stage.
+        OpKind::RmsNorm(_) => !op.results.iter().any(|v| feeds_gemv.contains(v)),
+        _ => false,
+    })
+}
+
+/// Registers per lane nvcc gives the 128-lane tensor-core INT4 GEMV (56, `ptxas -v`; the
+/// budgets in `kernels-gen/budgets.toml`) as warps per SM sub-partition: 65536 registers per SM
+/// over 4 sub-partitions over 56 × 32 per warp = 9.
+const MMA_WARPS_PER_SUBPARTITION: u32 = 9;
+
+/// Whether staging the activations of a K part in LDS adds no wave: the device holds
+/// `workgroups` in as few rounds staged as reading them through L1 (at
+/// [`MMA_WARPS_PER_SUBPARTITION`]). Staging saves each warp's activation loads, but where it
+/// pushes part of the grid into a wave of its own that tail costs more (H200, CUDA graphs,
+/// bench/results/2026-12-03-h200-stage-limit: `gemv_int4` 5120 → 17408 batch 8, 1088
+/// workgroups with 45 KB of LDS each, 5 per SM: 2 rounds staged against 1, staged 24.6 µs,
+/// unstaged 21.1; at TP 2, 544 workgroups fit staged: staged 14.4, unstaged 16.5); where the grid
+/// takes two rounds either way it pays (17408 → 5120 batch 8, 8 parts, 1280 workgroups: staged
+/// 21.7, unstaged 28.2; bench/results/2026-12-03-h200-k4352-units). The LDS counted is the part's
+/// activations and the cross-warp sums (`columns · batch · K warps · 4` bytes), the lowering's
+/// two arrays.
+fn staging_adds_no_wave(arch: Arch, kernel: &Kernel, s: &Schedule, workgroups: usize) -> bool {
+    let Some(k) = gptq_k(kernel) else {
+        return false;
+    };
+    let batch = batch_of(kernel);
+    let staged = batch * k * 2 / s.k_split.max(1) as usize;
+    let sums = s.columns_per_workgroup as usize * batch * s.threads_per_column as usize * 4;
+    let lds = u32::try_from(staged + sums).unwrap_or(u32::MAX);
+    let per_device = |lds| {
+        arch.resident_workgroups_per_cu(s.workgroup_size, MMA_WARPS_PER_SUBPARTITION, lds) as usize
+            * arch.compute_units() as usize
+    };
+    let rounds = |lds| workgroups.div_ceil(per_device(lds).max(1));
+    rounds(lds) <= rounds(sums as u32)
+}
+
+/// The gfx906 INT4 GEMV at the memory floor: [`Int4Dot::Dot2`] with the one-shift decode
+/// ([`MmaDecode::Fma`]), 8 lanes × 4 adjacent packed columns (16-byte loads) per K row, 32
+/// columns and 32 K slices per 256-lane workgroup, units of 4 K-words (K = 5120: 160 units, 5 per
+/// slice; 8 K-words from batch 5, see [`floor_phases`]), one accumulator chain, 32-bit byte offsets, and the activations staged in LDS as
+/// FP16 pairs when they take at most 16 KiB (more would cut the workgroups per CU below 4; where
+/// they take more, K is split so that a part's fit, see [`floor_split`]; the unstaged path packs
+/// them per lane, +0.25 VALU per weight) or when a GEMV prologue computes them
+/// (they are in LDS then anyway, and the stage is where the prologue writes them). hipcc's hot loop for `gemv_int4`
+/// at TP 4: 1.83 VALU instructions per weight (the FMA path 8.0, dot2 with one word per lane
+/// 4.5), 62 VGPRs, occupancy 4; by the MI50 model (`crate::model`) memory-bound at every TP
+/// (`bench/results/2026-12-01-gfx906-model/`).
+///
+/// A kernel with a grid barrier (an RMSNorm) at batch > 4 gets 128-lane workgroups (16 K
+/// slices): the cross-slice sums in LDS take `slices · 32 columns · batch · 4` bytes, 32 KiB
+/// at batch 8 with 32 slices — one workgroup per CU, fewer than the grid's 160 that must be
+/// co-resident on 60 CUs (DESIGN.md §5.9); with 16 slices 16 KiB, three per CU.
+///
+/// A GEMV group of two weights (gate and up) at batch 1 takes 2 packed columns per lane (8-byte
+/// loads, 16 K slices; see the body): occupancy 4 instead of 2, like the hand-written reference,
+/// which instead gives the two weights to different waves at 4 columns per lane.
+fn floor(kernel: &Kernel, s: Schedule) -> Schedule {
+    // A norm in a GEMV prologue is workgroup-local (`prologue.rs`): no grid barrier.
+    let feeds_gemv = gemv_prologue(kernel);
+    let barrier = kernel.ops().any(|(_, op)| {
+        matches!(op.kind, OpKind::RmsNorm(_)) && !op.results.iter().any(|v| feeds_gemv.contains(v))
+    });
+    let workgroup_size = if barrier && batch_of(kernel) > 4 {
+        128
+    } else {
+        s.workgroup_size
+    };
+    // Two weights of one activation (gate and up) at batch 1: 2 packed columns per lane instead
+    // of 4 (8-byte loads, 16 K slices), so a unit's words in flight stay those of one weight at
+    // 4 columns (16, not 32): 62 VGPRs and occupancy 4 instead of 102 and 2, at 1.84 VALU per
+    // weight instead of 1.80, memory-bound as before. At batch > 1 the batch rows' products
+    // outweigh the words: 2 columns per lane cost more VALU per weight (2.59 → 2.90 at batch 2)
+    // and time in the MI50 model.
+    let words = if batch_of(kernel) == 1 && widest_gemv_group(kernel) > 1 {
+        2
+    } else {
+        4
+    };
+    let s = Schedule {
+        workgroup_size,
+        int4_dot: Int4Dot::Dot2,
+        mma_decode: MmaDecode::Fma,
+        byte_offsets: true,
+        words_per_iteration: words,
+        columns_per_workgroup: 32,
+        threads_per_column: workgroup_size * words / 32,
+        k_unit_words: 4,
+        accumulators: 1,
+        ..s
+    };
+    let staged = batch_of(kernel) * gptq_k(kernel).unwrap_or(usize::MAX / 4) * 2;
+    if staged <= FLOOR_STAGE_BYTES || !gemv_prologue(kernel).is_empty() {
+        return Schedule {
+            x_in_lds: true,
+            ..s
+        };
+    }
+    floor_split(kernel, staged, s)
+}
+
+/// The most LDS the gfx906 floor path's staged activations may take: more would cut the
+/// 256-lane workgroups per CU below 4 (64 KiB of LDS per CU, the cross-slice sums beside).
+const FLOOR_STAGE_BYTES: usize = 16 * 1024;
+
+/// The floor path where the activations do not fit the stage ([`FLOOR_STAGE_BYTES`]) at batch 1:
+/// K split into the fewest parts (2 or 4) whose activations fit, each tile `P` times wider with
+/// the K slices of the workgroup cut by `P`, so the grid keeps its workgroups (`tiles · P` with
+/// `P` times fewer tiles: 160 for the fused kernel at N = 5120, all co-resident at occupancy 4 on
+/// 60 CUs, DESIGN.md §5.9). Only each tile's last arriver goes on to the exchange and the norm
+/// (`splitk.rs`). The fused kernel at TP 1 (K = 17408, 34.8 KB of activations) takes 4 parts of
+/// 128 columns, at TP 2 (17.4 KB) 2 parts of 64 columns: hipcc's hot loop 1.83 / 1.85 VALU per
+/// weight, 62 VGPRs, occupancy 4, where the unstaged path (per-lane packing) took 2.09 at 65
+/// VGPRs, occupancy 3 (`bench/results/2026-12-03-gfx906-fused-splitk/`). At batch > 1 the
+/// stage is filled in phases instead ([`floor_phases`]); without a fitting split or phase the
+/// activations are packed per lane.
+fn floor_split(kernel: &Kernel, staged: usize, s: Schedule) -> Schedule {
+    let units = common_k(kernel).map_or(0, |k| k / 8 / s.k_unit_words as usize);
+    let batch = batch_of(kernel);
+    if batch > 1 {
+        let paired = widest_gemv_group(kernel) > 1;
+        let n = gemv_ns(kernel).max().unwrap_or(0);
+        let k_words = common_k(kernel).map_or(0, |k| k / 8);
+        let group_words = gptq_group_words(kernel).unwrap_or(4);
+        if let Some(s) = floor_phases(k_words, group_words, n, batch, paired, s.clone()) {
+            return s;
+        }
+        if batch > 2 {
+            return Schedule {
+                x_in_lds: false,
+                ..s
+            };
+        }
+    }
+    let lanes_per_row = |p: u32| s.columns_per_workgroup * p / s.words_per_iteration;
+    let parts = [2u32, 4].into_iter().find(|&p| {
+        staged / p as usize <= FLOOR_STAGE_BYTES
+            && units % p as usize == 0
+            && lanes_per_row(p) <= s.workgroup_size
+    });
+    match parts {
+        Some(p) => Schedule {
+            k_split: p,
+            columns_per_workgroup: s.columns_per_workgroup * p,
+            threads_per_column: s.workgroup_size / lanes_per_row(p),
+            x_in_lds: true,
+            ..s
+        },
+        _ => Schedule {
+            x_in_lds: false,
+            ..s
+        },
+    }
+}
+
+/// The floor path at batch > 1 where the activations do not fit the stage: the whole K staged
+/// in phases (`Schedule::x_phase_units`) of one unit per K slice, so no K split (no partials,
+/// and the fused kernel's grid stays co-resident). The batch rows' accumulators set the packed
+/// columns per lane: 4 at batch 2 in 32-column tiles (32 K slices) and at batch 3–4 in
+/// 64-column tiles (16 K slices; 124 VGPRs, occupancy 2 as the reference: 3.48 VALU per weight
+/// where 2 columns took 3.61), 2 from batch 5 in 64-column tiles (8 K slices); two weights per
+/// lane (gate and up) take half as many words.
+/// 256-lane workgroups, 128 where the K slices of 256 do not divide the units (K = 2176, the
+/// fused kernel at TP 8: 68 units); 32-column tiles where 64 would leave CUs without a
+/// workgroup.
+///
+/// From batch 5 the units are 8 K-words instead of 4 where the group allows and the same K
+/// slices divide them (never at the cost of lanes: the fused kernel at TP 4 and 8 keeps units
+/// of 4). At 2 packed columns per lane (1 with two weights) a unit's scale, zero-point and
+/// activation-address work and the phase's loop control are shared by half as many weights as
+/// the reference's 4 columns share, and a unit of 8 shares them by twice as many; each wave
+/// also has twice the weight bytes in flight. hipcc's hot loop at batch 8 (MI50 model,
+/// `bench/results/2026-12-03-gfx906-batch8/`): `gemv_int4` 5.73 → 5.58 VALU per weight in
+/// 64-column tiles, 5.97 → 5.59 in 32-column tiles (TP 8: 22.4 → 21.7 µs, reference 21.9;
+/// 11.3 → 20.4 KB in flight per CU), the two-weight GEMV 5.77 → 5.48 at 112 VGPRs, occupancy
+/// 2 (TP 1: 193.7 → 184.5 µs, reference 191.2). Against the hand-written references (which
+/// stage in phases too, and whose hot loops then hold their staging as these do) the model puts
+/// all 64 (kernel, TP, batch) rows of `tests/tests/gfx906_model.rs` within 1 %; the old default
+/// (the activations packed per lane) took 7.66 VALU per weight at batch 8 at 135 VGPRs,
+/// `gemv_int4` now 5.58 at 84. `None` when no slice count divides the units.
+fn floor_phases(
+    k_words: usize,
+    group_words: u32,
+    n: usize,
+    batch: usize,
+    paired: bool,
+    s: Schedule,
+) -> Option<Schedule> {
+    // Packed columns per lane and tile columns, in order of preference: a later one where no
+    // slice count of an earlier one divides the units (the fused kernel at TP 8, batch 4: 68
+    // units, 16 or 8 slices of 4 columns per lane do not divide them, 8 or 4 of 2 do).
+    let shapes: &[(u32, u32)] = match (batch, paired) {
+        (2, false) => &[(4, 32)],
+        (2, true) => &[(2, 32)],
+        (3 | 4, false) => &[(4, 64), (2, 64)],
+        (_, true) if batch > 4 => &[(1, 64)],
+        _ => &[(2, 64)],
+    };
+    let unit_sizes: &[u32] = if batch > 4 && group_words % 8 == 0 {
+        &[8, 4]
+    } else {
+        &[4]
+    };
+    let (words, columns, slices, unit) = shapes.iter().find_map(|&(words, columns)| {
+        // 64-column tiles only where they still give every CU a workgroup (the model does not
+        // see idle CUs): `gemv_int4` at TP 8 (N = 2176) keeps 32-column tiles, 68 workgroups.
+        let columns = if n / columns as usize >= Arch::Gfx906.compute_units() as usize {
+            columns
+        } else {
+            32
+        };
+        let lanes_per_row = columns / words;
+        [256 / lanes_per_row, 128 / lanes_per_row]
+            .into_iter()
+            .filter(|&p| p > 0)
+            .find_map(|p| {
+                unit_sizes
+                    .iter()
+                    .find(|&&u| k_words / u as usize % p as usize == 0)
+                    .map(|&u| (words, columns, p, u))
+            })
+    })?;
+    let lanes_per_row = columns / words;
+    Some(Schedule {
+        workgroup_size: lanes_per_row * slices,
+        columns_per_workgroup: columns,
+        words_per_iteration: words,
+        threads_per_column: slices,
+        k_unit_words: unit,
+        x_in_lds: true,
+        x_phase_units: slices,
+        k_split: 1,
+        ..s
+    })
+}
+
+/// Whether the FP16 activations of one K part (`batch · K / k_split`) take at most
+/// [`STAGE_MAX_BYTES`] of LDS, or the kernel has a GEMV prologue: its activation lives in LDS
+/// anyway, and the stage (one K part) is the smallest place for it.
+pub(super) fn staged_fits(kernel: &Kernel, s: &Schedule) -> bool {
+    let Some(k) = gptq_k(kernel) else {
+        return false;
+    };
+    // A recomputed prologue lives in LDS (the lowering refuses it when it does not fit); a
+    // materialised one is read from global scratch like a loaded activation.
+    if !gemv_prologue(kernel).is_empty() && !s.materialise_prologue {
+        return true;
+    }
+    let staged = batch_of(kernel).saturating_mul(k).saturating_mul(2) / s.k_split.max(1) as usize;
+    staged <= STAGE_MAX_BYTES
+}
+
+/// The most LDS one workgroup's staged activations may take: sm_90's 48 KiB of static shared
+/// memory per workgroup less room for the cross-warp sums. Whether staging pays below it depends
+/// on the grid: see [`staging_adds_no_wave`].
+const STAGE_MAX_BYTES: usize = 40 * 1024;
+
+/// The q8 GEMV (`gemv_q8`, `gemv/q8.rs`) on either target: one column per lane and 256 per
+/// workgroup, so that the workgroup's quantisation of its K part (`B·K/k_split` codes, every
+/// workgroup) is small next to its `256·K/k_split` weights; K parts (a power of two dividing
+/// the groups) until the stage fits the target's static LDS next to the sums and the grid has
+/// at least 4 workgroups per CU (SM), so that the last round of a grid of few large workgroups
+/// does not leave most CUs idle (at 5120 → 17408, 68 tiles: 4 parts, 272 workgroups; the split
+/// adds `parts · B · N · 4` bytes of partials, 5 % of the weights' bytes at batch 8).
+fn q8_default(arch: Arch, kernel: &Kernel, k: usize, block: usize, base: Schedule) -> Schedule {
+    let batch = batch_of(kernel);
+    let group_words = gptq_group_words_any(kernel).unwrap_or(16);
+    let groups = k / (group_words as usize * 8).max(1);
+    let cols = base.workgroup_size as usize;
+    let max = arch.max_static_lds_per_workgroup() as usize;
+    let tiles = q8_ns(kernel).max().unwrap_or(0).div_ceil(cols);
+    let fill = 4 * arch.compute_units() as usize;
+    let fits = |p: u32| {
+        groups % p as usize == 0
+            && super::gemv::q8_lds_bytes(
+                batch,
+                k / p as usize,
+                (block, group_words as usize * 8),
+                1,
+                cols,
+            ) <= max
+    };
+    let parts = [1u32, 2, 4, 8, 16];
+    let k_split = parts
+        .into_iter()
+        .find(|&p| fits(p) && tiles * p as usize >= fill)
+        .or_else(|| parts.into_iter().rev().find(|&p| fits(p)))
+        .unwrap_or(1);
+    Schedule {
+        columns_per_workgroup: cols as u32,
+        threads_per_column: 1,
+        words_per_iteration: 1,
+        accumulators: 1,
+        k_unit_words: group_words,
+        k_split,
+        byte_offsets: true,
+        ..base
+    }
+}
+
+/// The N of every `gemv_q8`.
+fn q8_ns(kernel: &Kernel) -> impl Iterator<Item = usize> + '_ {
+    kernel.ops().filter_map(|(_, op)| match &op.kind {
+        OpKind::GemvQ8(g) => match kernel.buffer(g.weight)?.local_type() {
+            BufferType::Weight(w) => Some(w.n),
+            BufferType::Tensor(_) => None,
+        },
+        _ => None,
+    })
+}
+
+/// [`gptq_group_words`] of the GEMVs and the q8 GEMVs.
+fn gptq_group_words_any(kernel: &Kernel) -> Option<u32> {
+    kernel
+        .ops()
+        .filter_map(|(_, op)| {
+            let w = match &op.kind {
+                OpKind::Gemv(g) => g.weight,
+                OpKind::GemvQ8(g) => g.weight,
+                _ => return None,
+            };
+            match kernel.buffer(w)?.local_type() {
+                BufferType::Weight(w) => match w.format {
+                    WeightFormat::Gptq(l) => Some(l.group.rows(w.k) / 8),
+                    _ => None,
+                },
+                BufferType::Tensor(_) => None,
+            }
+        })
+        .reduce(gcd)
+        .and_then(|w| u32::try_from(w).ok())
+}
+
+fn int8_block(kernel: &Kernel) -> Option<usize> {
+    kernel.ops().find_map(|(_, op)| match &op.kind {
+        OpKind::AllReduce(a) => match a.compression {
+            Compression::Int8 { block } => Some(block),
+            Compression::None => None,
+        },
+        _ => None,
+    })
+}
