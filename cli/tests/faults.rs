@@ -626,6 +626,25 @@ fn a_missing_llvm_objdump_is_said_not_silently_dropped() {
     );
 }
 
+/// Issue 39, item 7: `ab` without a GPU on gfx906 says why its modelled column is empty when
+/// llvm-objdump is missing (it used to leave the column empty without a word).
+#[test]
+fn ab_says_why_a_model_is_missing() {
+    if real_hipcc().is_none() {
+        eprintln!("skipped: no hipcc");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("WAVEFUSE_LLVM_OBJDUMP", "/nonexistent/llvm-objdump")];
+    let o = wavefuse(&["ab", "gemv_int4", "--no-gpu"], &env, dir.path());
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        err.contains("no MI50 model: llvm-objdump not found"),
+        "{out}\n{err}"
+    );
+}
+
 /// Issue 39, item 7: a hanging llvm-objdump is stopped at `--compile-timeout` like a compiler
 /// (it used to be waited for 300 s whatever the flag said).
 #[test]

@@ -384,6 +384,11 @@ fn compile(cache: &Cache, job: &Job, o: &Options) -> Resources {
         Ok((a, _)) => {
             let mut r = usage_of(&a, &job.symbol, job.workgroup_size);
             if let (Some((k, batch)), Ok(u)) = (&job.model, &r.usage) {
+                // A model that could not be made (llvm-objdump missing, failing or past the
+                // timeout) is said, not dropped: its column is empty in the report (issue 39).
+                let said = |e: String| {
+                    eprintln!("warning: {}: no MI50 model: {e}", job.symbol);
+                };
                 r.modelled = match job.side {
                     Side::Generated => crate::generate::modelled_mi50_image(
                         k,
@@ -392,6 +397,7 @@ fn compile(cache: &Cache, job: &Job, o: &Options) -> Resources {
                         u.occupancy,
                         &Bounds::default(),
                     )
+                    .map_err(said)
                     .ok()
                     .flatten(),
                     // The hand-written kernel's own symbol, at its own launch.
@@ -410,6 +416,7 @@ fn compile(cache: &Cache, job: &Job, o: &Options) -> Resources {
                         u.occupancy,
                         &Bounds::default(),
                     )
+                    .map_err(said)
                     .ok(),
                 };
             }
