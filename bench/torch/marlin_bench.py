@@ -9,6 +9,7 @@
   ``marlin_cuda`` extension, which it only needs for ``mul``).
 - ``torch._weight_int4pack_mm`` (tinygemm; BF16 activations, asymmetric, group 128), through
   ``bench/torch/int4_baselines.py``'s ``Int4``.
+- cuBLAS FP16 (``F.linear`` on dense FP16 weights [N, K]), the dense reference.
 
 Shapes K -> N: 5120 -> 17408 and 17408 -> 5120 at batch 1, 2, 4, 8; 5120 -> 4352, 4352 -> 5120 and
 1536 -> 5120 (one TP 4 rank: the kernel alone on the GPU) at batch 1.
@@ -18,7 +19,7 @@ reference from the dequantised weights, ||out - ref|| / ||ref||; Marlin is check
 output of the timed graph. Timing is ``int4_baselines.time_graph``: CUDA graphs of many calls, each
 on the next of several weight copies totalling >= 4 x L2, replays behind ``torch.cuda._sleep``,
 one event window per replay, median (p10 / p90) per call. Every (shape, batch) is timed REPEATS
-times, Marlin and PyTorch alternating. The copy bandwidth is measured in the same run.
+times, Marlin, PyTorch and cuBLAS alternating. The copy bandwidth is measured in the same run.
 
 Usage: ``python3 bench/torch/marlin_bench.py OUT.json --lib libmarlin.so --marlin-dir DIR`` (DIR
 holds Marlin's ``marlin/`` package). Writes the JSON and a Markdown table beside it (``.md``).
@@ -173,6 +174,34 @@ def torch_case(torch, i4, k, n, batches, l2, copy_gbps, seed):
     return per_batch, timer, meta
 
 
+def cublas_case(torch, k, n, batches, l2, copy_gbps, seed):
+    """cuBLAS FP16 (``F.linear``) on random FP16 weights [N, K]: the dense reference every INT4
+    kernel must beat by reading a quarter of the bytes."""
+    F = torch.nn.functional
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    w = (torch.randn((n, k), device="cuda", generator=g) * 0.02).half()
+    per_batch = {}
+    for batch in batches:
+        x = torch.randn(batch, k, device="cuda").half()
+        want = x.float() @ w.float().t()
+        per_batch[batch] = {"x": x, "check": check(torch, F.linear(x, w), want)}
+    copies = ib.copies_for(ib.fp16_bytes(k, n), l2)
+    ws = [w] + [w.clone() for _ in range(copies - 1)]
+    calls = ib.calls_per_replay(copies)
+
+    def timer(batch):
+        x = per_batch[batch]["x"]
+
+        def run():
+            for i in range(calls):
+                F.linear(x, ws[i % copies])
+
+        return ib.result_from(ib.time_graph(torch, run), calls,
+                              2 * k * n + 2 * batch * (k + n), copy_gbps)
+
+    return per_batch, timer, {"copies": copies, "calls_per_replay": calls, "dtype": "fp16 (F.linear, cuBLAS)"}
+
+
 def markdown(res):
     dev = res.get("device", {})
     out = [f"## Marlin and `torch._weight_int4pack_mm` (bench/torch/marlin_bench.py)\n\n"
@@ -243,7 +272,8 @@ def main(argv):
     for (k, n), batches in shapes:
         cases = {}
         for name, make in (("marlin", lambda: marlin_case(torch, mar, k, n, batches, l2, copy_gbps, 7000 + k + n)),
-                           ("torch_int4", lambda: torch_case(torch, i4, k, n, batches, l2, copy_gbps, 9000 + k + n))):
+                           ("torch_int4", lambda: torch_case(torch, i4, k, n, batches, l2, copy_gbps, 9000 + k + n)),
+                           ("cublas_fp16", lambda: cublas_case(torch, k, n, batches, l2, copy_gbps, 11000 + k + n))):
             try:
                 cases[name] = make()
             except Exception as e:  # noqa: BLE001 - recorded, the run goes on
