@@ -1040,9 +1040,12 @@ fn compiler_of(ext: &str) -> bool {
     match ext {
         "hip" => wavefuse_test_support::found(
             "hipcc",
-            wavefuse_runtime::compile::default_compiler(Arch::Gfx906).version(),
+            suite::compiler(Arch::Gfx906, suite::Purpose::Run).version(),
         ),
-        _ => wavefuse_test_support::found("NVRTC", suite::compiler_for(Arch::Sm90).version()),
+        _ => wavefuse_test_support::found(
+            "NVRTC",
+            suite::compiler(Arch::Sm90, suite::Purpose::Run).version(),
+        ),
     }
 }
 

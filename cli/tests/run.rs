@@ -529,9 +529,8 @@ fn prebuild_placeholder(cache: &wavefuse_runtime::Cache, c: &suite::CaseSpec) {
         wavefuse_harness::policy::Placement::SameDevice,
     )
     .unwrap();
-    let req =
-        wavefuse_runtime::CompileRequest::new(&g.lowered.name, g.source.text.clone(), Arch::Sm90);
-    let compiler = suite::compiler_for(Arch::Sm90);
+    let req = suite::request(&g);
+    let compiler = suite::compiler(Arch::Sm90, suite::Purpose::Run);
     cache
         .put(&exec::prebuilt_key(compiler.as_ref(), &req), &artifact())
         .unwrap();

@@ -801,7 +801,10 @@ fn gfx906_tune_floors_occupancy_at_the_hand_written_kernels() {
 /// candidates (its default among them) instead of "the default schedule does not lower".
 #[test]
 fn no_gpu_tune_fits_the_fused_tp4_kernel_one_rank_per_device_gfx906() {
-    let hipcc = wavefuse_runtime::compile::default_compiler(Arch::Gfx906);
+    let hipcc = wavefuse_harness::pipeline::compiler(
+        Arch::Gfx906,
+        wavefuse_harness::pipeline::Purpose::Run,
+    );
     if !wavefuse_test_support::found("hipcc", hipcc.version()) {
         return;
     }

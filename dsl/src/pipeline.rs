@@ -51,7 +51,7 @@ pub use wavefuse_runtime::exec::OutputMetrics;
 use wavefuse_codegen::lowered::Occupancy;
 use wavefuse_harness::ab::{self, Choice, Options};
 use wavefuse_harness::suite::{self, PrepError, UserKernel};
-use wavefuse_runtime::{Cache, CompileRequest, Device, DeviceError, RankGroup, SameDeviceMode};
+use wavefuse_runtime::{Cache, Device, DeviceError, RankGroup, SameDeviceMode};
 
 use crate::host::KernelArgs;
 use crate::ir::Kernel;
@@ -422,9 +422,7 @@ pub fn tune(
 }
 
 fn artifact(g: &Generated) -> Result<wavefuse_runtime::Artifact, Error> {
-    let compiler = suite::compiler_for(g.lowered.arch);
-    let req = CompileRequest::new(&g.lowered.name, g.source.text.clone(), g.lowered.arch);
-    wavefuse_runtime::exec::artifact_for(&Cache::from_env(), compiler.as_ref(), &req)
+    suite::artifact(&Cache::from_env(), g)
         .map(|(a, _)| a)
         .map_err(|e| Error::Compile(e.to_string()))
 }

@@ -9,15 +9,14 @@ use wavefuse_codegen::Arch;
 use wavefuse_codegen::cpp::budget::{Budgets, Verdict};
 use wavefuse_codegen::cpp::{self};
 use wavefuse_codegen::resources::ResourceUsage;
-use wavefuse_runtime::compile::{
-    Artifact, Bounds, CompileError, CompileRequest, Compiler, Hipcc, Nvcc, disassemble,
-};
+use wavefuse_runtime::compile::{Artifact, Bounds, CompileError, Compiler, disassemble};
 
 use wavefuse_codegen::model::{HotLoop, LoopFacts, Modelled, inputs_for, inputs_with, model};
 
 use crate::KernelId;
 use crate::case::{CaseSpec, PrepError, ShapeKind};
 pub use crate::case::{invalid_kernel, read_kernel_file};
+use crate::pipeline::{self, Purpose};
 use crate::policy::{Placement, SchedulePolicy};
 
 /// The committed resource budget (DESIGN.md §7), embedded so `wavefuse check` works anywhere.
@@ -110,7 +109,7 @@ pub fn generate_with(
     generate_at(id, arch, (tp, batch, ShapeKind::Model), policy, placement)
 }
 
-/// A generated source compiled by [`check_compiler`]: the artifact (image, flags, the compiler's
+/// A generated source compiled for [`Purpose::Check`]: the artifact (image, flags, the compiler's
 /// log) and the kernel's resource report.
 #[derive(Clone, Debug)]
 pub struct Compiled {
@@ -120,26 +119,12 @@ pub struct Compiled {
     pub usage: ResourceUsage,
 }
 
-/// The compiler `check` (and the ISA tests) use for `arch`, every run within `bounds`: hipcc for
-/// gfx906 and nvcc for sm_90 — the runtime's drivers, with the resource reports of the toolchains
-/// a user installs (`ab` compiles sm_90 with NVRTC, whose ptxas reports the same).
-pub fn check_compiler(arch: Arch, bounds: &Bounds) -> Box<dyn Compiler> {
-    match arch {
-        Arch::Gfx906 => Box::new(Hipcc::from_env().with_bounds(bounds.clone())),
-        Arch::Sm90 => Box::new(Nvcc::from_env().with_bounds(bounds.clone())),
-    }
-}
-
 /// Compile `src` with `compiler`: the artifact and the resource report of `src`'s kernel.
 pub fn compile_source(
     compiler: &dyn Compiler,
     src: &cpp::Source,
 ) -> Result<Compiled, CompileError> {
-    let artifact = compiler.compile(&CompileRequest::new(
-        &src.symbol,
-        src.text.clone(),
-        src.arch,
-    ))?;
+    let artifact = compiler.compile(&pipeline::request_named(&src.symbol, src))?;
     let usage = artifact
         .usage_of(&src.symbol)
         .cloned()
@@ -222,7 +207,7 @@ pub fn check_within(
     jobs: usize,
     bounds: &Bounds,
 ) -> Result<Vec<CheckRow>, CompileError> {
-    let compiler = check_compiler(arch, bounds);
+    let compiler = pipeline::compiler(arch, Purpose::Check(bounds));
     compiler.version()?;
     let compiler = &*compiler;
     let work: Vec<(KernelId, u32)> = KernelId::ALL

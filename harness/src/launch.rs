@@ -16,8 +16,8 @@ use wavefuse::ir::Kernel;
 use wavefuse::ir::reference::{RankInputs, RankOutputs, evaluate};
 use wavefuse_codegen::Generated;
 use wavefuse_codegen::sim::{Case, SimOptions, simulate_case};
-use wavefuse_runtime::exec::{self, OpKernel};
-use wavefuse_runtime::{Cache, CompileRequest, Device, RankGroup};
+use wavefuse_runtime::exec::OpKernel;
+use wavefuse_runtime::{Cache, Device, RankGroup};
 
 /// Why a launch did not happen or did not finish.
 #[derive(Debug)]
@@ -101,10 +101,8 @@ pub fn launch<A: KernelArgs, D: Device>(
     ranks: &mut [A],
 ) -> Result<(), LaunchError> {
     let inputs = gather(ir, ranks)?;
-    let compiler = crate::pipeline::compiler_for(g.lowered.arch);
-    let req = CompileRequest::new(&g.lowered.name, g.source.text.clone(), g.lowered.arch);
-    let (artifact, _) = exec::artifact_for(cache, compiler.as_ref(), &req)
-        .map_err(|e| LaunchError::Device(e.to_string()))?;
+    let (artifact, _) =
+        crate::pipeline::artifact(cache, g).map_err(|e| LaunchError::Device(e.to_string()))?;
     let mut k = OpKernel::new(group, ir, &g.abi, &artifact)
         .map_err(|e| LaunchError::Device(e.to_string()))?;
     let outputs = k

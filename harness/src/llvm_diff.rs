@@ -14,11 +14,12 @@ use std::time::Instant;
 
 use serde_json::{Value as Json, json};
 use wavefuse_codegen::Arch;
-use wavefuse_runtime::compile::{Artifact, ArtifactFormat, CompileRequest, CompilerId};
+use wavefuse_runtime::compile::{Artifact, ArtifactFormat, CompilerId};
 use wavefuse_runtime::exec::{self, OpKernel};
 use wavefuse_runtime::{Cache, RankGroup, SameDeviceMode};
 
 use crate::KernelId;
+use crate::pipeline::{self, Purpose};
 use crate::provenance::{Provenance, compiler_version};
 use crate::suite::{self, CaseSpec, ShapeKind, Worst};
 
@@ -215,8 +216,8 @@ fn diff_case(c: &CaseSpec, entry: &Json, dir: &Path, seed: u64) -> DiffRow {
         row.llvm = Err("the PTX was built from a different lowering (rebuild both)".into());
     }
     // C++ path: NVRTC here, timed (uncached), or the carried prebuilt cubin without NVRTC.
-    let req = CompileRequest::new(&p.g.lowered.name, p.g.source.text.clone(), Arch::Sm90);
-    let compiler = suite::compiler_for(Arch::Sm90);
+    let req = pipeline::request(&p.g);
+    let compiler = pipeline::compiler(Arch::Sm90, Purpose::Run);
     let t = Instant::now();
     let cpp_artifact = match compiler.compile(&req) {
         Ok(a) => {

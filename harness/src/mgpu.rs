@@ -28,8 +28,9 @@ use wavefuse_codegen::Arch;
 use wavefuse_runtime::exec::{self, OpKernel, OutputMetrics};
 use wavefuse_runtime::rank::per_device_ordinals;
 use wavefuse_runtime::timing::GroupGraphs;
-use wavefuse_runtime::{Cache, CompileRequest, Device, RankGroup, SameDeviceMode};
+use wavefuse_runtime::{Cache, Device, RankGroup, SameDeviceMode};
 
+use crate::pipeline::{self, Purpose};
 use crate::policy::{Placement, SchedulePolicy};
 use crate::provenance::Provenance;
 use crate::shapes::HIDDEN;
@@ -346,12 +347,11 @@ fn time_row<D: Device>(
         built = build(&row.case, row.tp, arch, false, &o.policy)?;
     }
     let data = case_data(&built, o.seed)?;
-    let compiler = suite::compiler_for(arch);
+    let compiler = pipeline::compiler(arch, Purpose::Run);
     let artifacts = built
         .iter()
         .map(|b| {
-            let req = CompileRequest::new(&b.lowered.name, b.source.text.clone(), arch);
-            exec::artifact_for(cache, compiler.as_ref(), &req).map(|(a, _)| a)
+            exec::artifact_for(cache, compiler.as_ref(), &pipeline::request(b)).map(|(a, _)| a)
         })
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| e.to_string())?;

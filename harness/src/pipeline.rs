@@ -2,10 +2,13 @@
 //! [`SchedulePolicy`], fitted and lowered once by codegen) → data → the compiler that builds it.
 
 use wavefuse::ir::Kernel;
+use wavefuse_codegen::cpp;
 use wavefuse_codegen::lower::LowerError;
 use wavefuse_codegen::lowered::LoweredKernel;
 use wavefuse_codegen::{Arch, CompileError};
-use wavefuse_runtime::compile::{Compiler, Nvrtc, default_compiler};
+use wavefuse_runtime::compile::{Bounds, Compiler, Hipcc, Nvcc, Nvrtc};
+use wavefuse_runtime::exec::{self, ArtifactSource};
+use wavefuse_runtime::{Artifact, Cache, CompileRequest, Error as RtError};
 
 use crate::case::{CaseSpec, Data, PrepError, mix, op_kernel};
 use crate::policy::{Placement, SchedulePolicy};
@@ -137,14 +140,64 @@ pub fn synchronises(k: &LoweredKernel) -> bool {
     k.coresidency.is_some() || k.flag_rounds_per_launch > 0
 }
 
-/// The compiler used for generated code: NVRTC without include paths for sm_90 (the generated
-/// CUDA needs no header, and the cache key then does not depend on where headers live), the
-/// default for other targets.
-pub fn compiler_for(arch: Arch) -> Box<dyn Compiler> {
-    match arch {
-        Arch::Sm90 => Box::new(Nvrtc::with_includes(Vec::new())),
-        Arch::Gfx906 => default_compiler(arch),
+/// What a compiler is chosen for; with the target it decides the compiler ([`compiler`]).
+#[derive(Clone, Copy, Debug)]
+pub enum Purpose<'a> {
+    /// Generated code and the hand-written references, built to run, time or model (`ab`, `run`,
+    /// the GPU suite, `tune`, the examples, the Python package): NVRTC without include paths for
+    /// sm_90 (neither needs a header, and the cache key then does not depend on where headers
+    /// live), hipcc for gfx906 (it reports resource usage; hiprtc does not).
+    Run,
+    /// A user's own hand-written kernel (`ab --hand`): as [`Purpose::Run`], with NVRTC's include
+    /// directories from `$WAVEFUSE_CUDA_INCLUDE` (a user's kernel may include CUDA headers).
+    UserHand,
+    /// Resource checks (`wavefuse check`, the ISA tests): the drivers a user installs, hipcc for
+    /// gfx906 and nvcc for sm_90 (whose ptxas reports what NVRTC's does), each run within the
+    /// bounds.
+    Check(&'a Bounds),
+    /// `wavefuse check --manual` of a hand-written file: hipcc within the bounds, as `check`
+    /// compiles, for gfx906; NVRTC without include paths for sm_90, as `ab` compiles hand-written
+    /// CUDA.
+    CheckHand(&'a Bounds),
+}
+
+/// The compiler for code of `arch` built for `purpose`: the one place a compiler is chosen.
+pub fn compiler(arch: Arch, purpose: Purpose<'_>) -> Box<dyn Compiler> {
+    match (arch, purpose) {
+        (Arch::Sm90, Purpose::Run | Purpose::CheckHand(_)) => {
+            Box::new(Nvrtc::with_includes(Vec::new()))
+        }
+        (Arch::Sm90, Purpose::UserHand) => Box::new(Nvrtc::from_env()),
+        (Arch::Sm90, Purpose::Check(bounds)) => {
+            Box::new(Nvcc::from_env().with_bounds(bounds.clone()))
+        }
+        (Arch::Gfx906, Purpose::Run | Purpose::UserHand) => Box::new(Hipcc::from_env()),
+        (Arch::Gfx906, Purpose::Check(bounds) | Purpose::CheckHand(bounds)) => {
+            Box::new(Hipcc::from_env().with_bounds(bounds.clone()))
+        }
     }
+}
+
+/// The compile request for generated code (`g`'s source, named after its kernel for logs and
+/// the compiler's file names, for its target): the one builder of requests for generated code.
+pub fn request(g: &wavefuse_codegen::Generated) -> CompileRequest {
+    request_named(&g.lowered.name, &g.source)
+}
+
+/// The compile request for `src` under `name` ([`request`] names it after the lowered kernel,
+/// [`crate::generate::compile_source`] after the source's symbol).
+pub fn request_named(name: &str, src: &cpp::Source) -> CompileRequest {
+    CompileRequest::new(name, src.text.clone(), src.arch)
+}
+
+/// The artifact of generated code `g`, through `cache`, from the compiler [`Purpose::Run`]
+/// chooses: cached, compiled now, or prebuilt where the compiler is missing.
+pub fn artifact(
+    cache: &Cache,
+    g: &wavefuse_codegen::Generated,
+) -> Result<(Artifact, ArtifactSource), RtError> {
+    let compiler = compiler(g.lowered.arch, Purpose::Run);
+    exec::artifact_for(cache, compiler.as_ref(), &request(g))
 }
 
 #[cfg(test)]

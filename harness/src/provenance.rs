@@ -14,7 +14,7 @@ use wavefuse_codegen::target::Vendor;
 use wavefuse_runtime::device::Device;
 use wavefuse_runtime::exec;
 
-use crate::pipeline::compiler_for;
+use crate::pipeline::{Purpose, compiler};
 
 /// The device, driver, runtime and compiler a result was obtained with, the commit of the binary
 /// and the date.
@@ -155,7 +155,7 @@ impl Provenance {
 
 /// The compiler's version line for code of `arch` (`none (why)` when it is not installed).
 pub fn compiler_version(arch: Arch) -> String {
-    compiler_for(arch)
+    compiler(arch, Purpose::Run)
         .version()
         .map(|v| v.lines().next().unwrap_or("").to_owned())
         .unwrap_or_else(|e| format!("none ({e})"))

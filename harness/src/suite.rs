@@ -21,15 +21,18 @@ use wavefuse_codegen::Arch;
 use wavefuse_runtime::exec::{self, ArtifactSource, OpKernel, OutputMetrics};
 use wavefuse_runtime::rank::{Skew, per_device_ordinals};
 use wavefuse_runtime::{
-    Cache, CompileRequest, CudaDevice, Device, DeviceError, Error as RtError, HipDevice, RankGroup,
-    SameDeviceMode,
+    Cache, CudaDevice, Device, DeviceError, Error as RtError, HipDevice, RankGroup, SameDeviceMode,
 };
 
 pub use crate::case::{
     CaseKernel, CaseSpec, Data, PrepError, ShapeKind, TOLERANCES, UserKernel, cases, cases_at, mix,
     op_kernel, tolerance,
 };
-pub use crate::pipeline::{Generated, Prepared, compiler_for, generate, prepare, synchronises};
+use crate::pipeline;
+pub use crate::pipeline::{
+    Generated, Prepared, Purpose, artifact, compiler, generate, prepare, request, request_named,
+    synchronises,
+};
 use crate::policy::{Placement, SchedulePolicy};
 use crate::provenance::Provenance;
 use crate::shapes::TP_SIZES;
@@ -39,13 +42,13 @@ use crate::{KernelId, Workload};
 // Execution on a device
 // ---------------------------------------------------------------------------------------------
 
-/// Points `$WAVEFUSE_NVRTC_LIB` at a CUDA toolkit's NVRTC when it is unset and NVRTC is not on the
-/// loader's path. Call before any thread is spawned (it sets an environment variable).
+/// Loads a CUDA toolkit's NVRTC when `$WAVEFUSE_NVRTC_LIB` is unset and NVRTC is not on the
+/// loader's path ([`wavefuse_runtime::compile::load_nvrtc`]); the library it found. Call before
+/// the first NVRTC use.
 pub fn locate_nvrtc() -> Option<std::path::PathBuf> {
     let path = exec::artifacts::nvrtc_fallback()?;
-    // SAFETY: called at the start of a command, before this process spawns any thread, so no
-    // other thread reads the environment concurrently.
-    unsafe { std::env::set_var("WAVEFUSE_NVRTC_LIB", &path) };
+    // A library that does not load is reported by every NVRTC use, where a missing compiler is.
+    let _ = wavefuse_runtime::compile::load_nvrtc(&path);
     Some(path)
 }
 
@@ -121,9 +124,7 @@ pub fn execute_alone<D: Device>(
 ) -> Result<Executed, RtError> {
     let group = RankGroup::on_one_device(device, p.g.lowered.tp, SameDeviceMode::Streams)?;
     let g = &p.g;
-    let compiler = compiler_for(g.lowered.arch);
-    let req = CompileRequest::new(&g.lowered.name, g.source.text.clone(), g.lowered.arch);
-    let (artifact, source) = exec::artifact_for(cache, compiler.as_ref(), &req)?;
+    let (artifact, source) = pipeline::artifact(cache, g)?;
     let mut k = OpKernel::new(&group, &g.ir, &g.abi, &artifact)?;
     let start = Instant::now();
     let outputs = k.run_each_alone(&p.data.inputs)?;
@@ -146,9 +147,7 @@ pub fn execute_on<D: Device>(
     launch: crate::ab::report::LaunchMode,
 ) -> Result<Executed, RtError> {
     let g = &p.g;
-    let compiler = compiler_for(g.lowered.arch);
-    let req = CompileRequest::new(&g.lowered.name, g.source.text.clone(), g.lowered.arch);
-    let (artifact, source) = exec::artifact_for(cache, compiler.as_ref(), &req)?;
+    let (artifact, source) = pipeline::artifact(cache, g)?;
     let mut k = OpKernel::new(group, &g.ir, &g.abi, &artifact)?;
     if launch == crate::ab::report::LaunchMode::Dependent && g.abi.dependent_launch {
         k.instance().set_dependent_launch(true)?;

@@ -30,7 +30,8 @@ use wavefuse_codegen::lowered::validate::validate;
 use wavefuse_codegen::lowered::{Base, Expr, Occupancy, Special, Stmt};
 use wavefuse_codegen::sim::{FindingKind, PeerTable};
 use wavefuse_codegen::{Arch, compile};
-use wavefuse_harness::generate::{check_compiler, compile_source};
+use wavefuse_harness::generate::compile_source;
+use wavefuse_harness::pipeline::{Purpose, compiler};
 use wavefuse_harness::sim::{Prepared, Sweep, shrink, small_schedule, summary, sweep};
 
 const SEED: u64 = 0x5_7A_6E;
@@ -353,7 +354,7 @@ fn stage_barrier_needs_a_coresident_grid() {
 
 /// Whether `check`'s compiler for `arch` is installed (else "skipped: …", a failure under CI).
 fn compiler_found(arch: Arch) -> bool {
-    let c = check_compiler(arch, &Default::default());
+    let c = compiler(arch, Purpose::Check(&Default::default()));
     wavefuse_test_support::found(c.id().name(), c.version())
 }
 
@@ -363,7 +364,7 @@ fn compiles(arch: Arch) {
     if !compiler_found(arch) {
         return;
     }
-    let compiler = check_compiler(arch, &Default::default());
+    let compiler = compiler(arch, Purpose::Check(&Default::default()));
     for name in ["gate_up_down", "ffn_block", "o_proj_qkv", "decoder_layer"] {
         let ir = full(name);
         // The schedule policy's default with its co-residency fit (one rank per device).

@@ -822,9 +822,7 @@ where
         ),
         e => e.to_string(),
     })?;
-    let compiler = suite::compiler_for(g.lowered.arch);
-    let req = CompileRequest::new(&g.lowered.name, g.source.text.clone(), g.lowered.arch);
-    let (artifact, _) = artifact_for(cache, compiler.as_ref(), &req).map_err(|e| e.to_string())?;
+    let (artifact, _) = suite::artifact(cache, g).map_err(|e| e.to_string())?;
     let group = Box::new(group);
     // SAFETY: the group is boxed and owned by the same `Bound`, which drops the instance first
     // and never moves or replaces the box while the instance lives.

@@ -9,7 +9,8 @@ mod cpp_kernels;
 
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::cpp::{self};
-use wavefuse_harness::generate::{Compiled, check_compiler, compile_source};
+use wavefuse_harness::generate::{Compiled, compile_source};
+use wavefuse_harness::pipeline::{self, Purpose};
 use wavefuse_runtime::compile::{Bounds, disassemble, objdump};
 
 use cpp_kernels::mini_fused;
@@ -17,7 +18,7 @@ use cpp_kernels::mini_fused;
 /// `Some(())` when `check`'s compiler for `arch` is installed, else `None` after printing why the
 /// test is skipped; panics under CI.
 fn compiler(arch: Arch) -> Option<()> {
-    let c = check_compiler(arch, &Bounds::default());
+    let c = pipeline::compiler(arch, Purpose::Check(&Bounds::default()));
     wavefuse_test_support::found(c.id().name(), c.version()).then_some(())
 }
 
@@ -30,8 +31,11 @@ fn llvm_objdump() -> Option<()> {
 fn compile(arch: Arch, check: impl FnOnce(&Compiled, u32)) {
     let k = mini_fused(arch, 2);
     let src = cpp::emit(&k).expect("writes");
-    let c = compile_source(&*check_compiler(arch, &Bounds::default()), &src)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let c = compile_source(
+        &*pipeline::compiler(arch, Purpose::Check(&Bounds::default())),
+        &src,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     check(&c, k.workgroup_size);
 }
 

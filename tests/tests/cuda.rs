@@ -214,12 +214,13 @@ fn sm90_kernels_without_cross_workgroup_waits_wait_for_their_stream_predecessor_
 #[test]
 fn nvcc_compiles_the_mma_gemm_at_batch_9_to_64_sm90() {
     use wavefuse_codegen::lower::Int4Dot;
-    use wavefuse_harness::generate::{check_compiler, compile_source};
+    use wavefuse_harness::generate::compile_source;
+    use wavefuse_harness::pipeline::{Purpose, compiler};
     use wavefuse_runtime::compile::Bounds;
     if !nvcc() {
         return;
     }
-    let compiler = check_compiler(ARCH, &Bounds::default());
+    let compiler = compiler(ARCH, Purpose::Check(&Bounds::default()));
     let cases = [9, 16, 24, 32, 64]
         .map(|b| (KernelId::GemvInt4, 1, b))
         .into_iter()

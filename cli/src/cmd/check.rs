@@ -7,9 +7,10 @@ use std::time::Duration;
 use wavefuse_codegen::Arch;
 use wavefuse_harness::ab::model_shapes;
 use wavefuse_harness::generate::{
-    Outcome, budgets, check_compiler, check_within, compile_source, coresident_as_compiled,
-    generate_file_kernel, modelled_mi50_image, modelled_mi50_symbol, table,
+    Outcome, budgets, check_within, compile_source, coresident_as_compiled, generate_file_kernel,
+    modelled_mi50_image, modelled_mi50_symbol, table,
 };
+use wavefuse_harness::pipeline::{Purpose, compiler};
 use wavefuse_harness::policy::{Placement, SchedulePolicy};
 use wavefuse_harness::shapes::TP_SIZES;
 use wavefuse_harness::shapes::parse_tp;
@@ -175,11 +176,7 @@ fn check_manual(
         ));
     }
     let launch = hand.launch().map_err(|p| p.join("; "))?;
-    // hipcc as `check` compiles; NVRTC for sm_90, as `ab` compiles hand-written CUDA.
-    let compiler = match arch {
-        Arch::Sm90 => suite::compiler_for(arch),
-        _ => check_compiler(arch, bounds),
-    };
+    let compiler = compiler(arch, Purpose::CheckHand(bounds));
     let request = hand.request()?;
     let artifact = match compiler.compile(&request) {
         Ok(a) => a,
@@ -282,7 +279,7 @@ pub fn check_file(
             return ExitCode::FAILURE;
         }
     };
-    let compiler = check_compiler(arch, bounds);
+    let compiler = compiler(arch, Purpose::Check(bounds));
     let compiled = match compile_source(&*compiler, &g.source) {
         Ok(c) => c,
         Err(e) => {
@@ -397,7 +394,7 @@ pub fn check_set(
     };
     println!(
         "wavefuse check: the kernel set{at} for {arch}, compiled with {}; budget kernels-gen/budgets.toml\n",
-        check_compiler(arch, bounds).id()
+        compiler(arch, Purpose::Check(bounds)).id()
     );
     print!("{}", table(arch, &rows));
     let modelled: Vec<String> = rows

@@ -12,12 +12,12 @@ use wavefuse_harness::ab::LaunchMode;
 use wavefuse_harness::outputs::atomic_write;
 use wavefuse_harness::policy::SchedulePolicy;
 use wavefuse_harness::suite::{
-    COMMUNICATING, GpuRuntime, PrepError, Status, SuiteError, SuiteOptions, SuitePlacement,
-    UserKernel, artifact_name, compiler_for, default_per_device_skew, gpu_count, locate_nvrtc,
-    per_device_tps, run_suite, sources_to_prebuild,
+    COMMUNICATING, GpuRuntime, PrepError, Purpose, Status, SuiteError, SuiteOptions,
+    SuitePlacement, UserKernel, artifact_name, compiler, default_per_device_skew, gpu_count,
+    locate_nvrtc, per_device_tps, request, run_suite, sources_to_prebuild,
 };
 use wavefuse_runtime::rank::Skew;
-use wavefuse_runtime::{Cache, CompileRequest, exec};
+use wavefuse_runtime::{Cache, exec};
 
 /// The arguments of `wavefuse gpu-suite`.
 #[derive(Clone, Debug, Default, clap::Args)]
@@ -200,13 +200,12 @@ fn prebuild(policy: &SchedulePolicy) -> ExitCode {
     std::thread::scope(|s| {
         for _ in 0..jobs {
             s.spawn(|| {
-                let compiler = compiler_for(arch);
+                let compiler = compiler(arch, Purpose::Run);
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(src) = sources.get(i) else { break };
                     let Ok(g) = src else { continue };
-                    let req = CompileRequest::new(&g.lowered.name, g.source.text.clone(), arch);
-                    match exec::artifact_for(&cache, compiler.as_ref(), &req) {
+                    match exec::artifact_for(&cache, compiler.as_ref(), &request(g)) {
                         Ok((_, how)) => {
                             eprintln!("{:<44} {}", g.spec.label(), artifact_name(&how))
                         }

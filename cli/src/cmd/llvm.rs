@@ -79,8 +79,9 @@ pub fn run(c: LlvmCommand) -> ExitCode {
 /// Resources and compile times: LLVM vs hipcc (gfx906) or LLVM vs nvcc (sm90).
 fn llvm_check(arch: Arch, tp: u32) -> ExitCode {
     use wavefuse_codegen::llvm;
+    use wavefuse_harness::pipeline::Purpose;
     use wavefuse_runtime::compile::Bounds;
-    let compiler = generate::check_compiler(arch, &Bounds::default());
+    let compiler = wavefuse_harness::pipeline::compiler(arch, Purpose::Check(&Bounds::default()));
     let native = compiler.version().is_ok();
     let cname = compiler.id();
     println!(

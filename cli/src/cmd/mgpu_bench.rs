@@ -7,10 +7,11 @@ use wavefuse_codegen::Arch;
 use wavefuse_harness::Workload;
 use wavefuse_harness::mgpu::{BenchOptions, run_bench, sources};
 use wavefuse_harness::outputs::atomic_write;
+use wavefuse_harness::pipeline::Purpose;
 use wavefuse_harness::policy::SchedulePolicy;
 use wavefuse_harness::suite::{self, GpuRuntime};
 use wavefuse_runtime::rank::per_device_ordinals;
-use wavefuse_runtime::{Cache, CompileRequest, exec};
+use wavefuse_runtime::{Cache, exec};
 
 /// The arguments of `wavefuse mgpu-bench`.
 #[derive(Clone, Debug, Default, clap::Args)]
@@ -155,7 +156,7 @@ pub fn run(a: &BenchArgs, policy: SchedulePolicy) -> ExitCode {
 fn prebuild(policy: &SchedulePolicy) -> ExitCode {
     let cache = Cache::from_env();
     let arch = Arch::Sm90;
-    let compiler = suite::compiler_for(arch);
+    let compiler = suite::compiler(arch, Purpose::Run);
     let mut failed = 0;
     let mut seen = std::collections::HashSet::new();
     for s in sources(arch, policy) {
@@ -170,8 +171,7 @@ fn prebuild(policy: &SchedulePolicy) -> ExitCode {
         if !seen.insert(b.source.text.clone()) {
             continue;
         }
-        let req = CompileRequest::new(&b.lowered.name, b.source.text.clone(), arch);
-        match exec::artifact_for(&cache, compiler.as_ref(), &req) {
+        match exec::artifact_for(&cache, compiler.as_ref(), &suite::request(&b)) {
             Ok((_, how)) => eprintln!(
                 "{:<32} tp {} {}",
                 b.lowered.name,

@@ -804,9 +804,8 @@ fn checkpoint_on<D: Device>(
     inputs: &[wavefuse::ir::reference::RankInputs],
 ) -> Result<Vec<RankOutputs>, ExitCode> {
     let cache = Cache::from_env();
-    let compiler = suite::compiler_for(lowered.arch);
-    let req =
-        wavefuse_runtime::CompileRequest::new(&lowered.name, source.text.clone(), lowered.arch);
+    let compiler = suite::compiler(lowered.arch, suite::Purpose::Run);
+    let req = suite::request_named(&lowered.name, source);
     let run = || -> Result<Vec<RankOutputs>, RtError> {
         let (artifact, _) = exec::artifact_for(&cache, compiler.as_ref(), &req)?;
         let group = wavefuse_runtime::RankGroup::on_one_device(

@@ -18,7 +18,8 @@ use wavefuse_codegen::lower::{Int4Dot, LowerError, Schedule, lower};
 use wavefuse_codegen::lowered::Stmt;
 use wavefuse_codegen::sim::{FindingKind, PeerTable};
 use wavefuse_codegen::{Arch, compile};
-use wavefuse_harness::generate::{check_compiler, compile_source};
+use wavefuse_harness::generate::compile_source;
+use wavefuse_harness::pipeline::{Purpose, compiler};
 use wavefuse_harness::sim::{Prepared, Sweep, shrink, small_schedule, summary, sweep};
 use wavefuse_kernels::shapes::{HIDDEN, RMS_EPS};
 use wavefuse_kernels::{KernelId, Shapes};
@@ -315,7 +316,7 @@ fn prologue_that_does_not_fit_lds_is_refused_with_the_numbers() {
 
 /// Whether `check`'s compiler for `arch` is installed (else "skipped: …", a failure under CI).
 fn compiler_found(arch: Arch) -> bool {
-    let c = check_compiler(arch, &Default::default());
+    let c = compiler(arch, Purpose::Check(&Default::default()));
     wavefuse_test_support::found(c.id().name(), c.version())
 }
 
@@ -346,7 +347,7 @@ fn compiles(arch: Arch) {
     if !compiler_found(arch) {
         return;
     }
-    let compiler = check_compiler(arch, &Default::default());
+    let compiler = compiler(arch, Purpose::Check(&Default::default()));
     let build = |g: &wavefuse_codegen::Generated, what: &str| {
         compile_source(&*compiler, &g.source)
             .unwrap_or_else(|e| panic!("{arch} {what}: {e}"))

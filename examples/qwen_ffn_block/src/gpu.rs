@@ -35,15 +35,15 @@ use wavefuse_harness::ab::gpu::Rotation;
 use wavefuse_harness::ab::handwritten::{Found, find_reference, reference_dir};
 use wavefuse_harness::ab::report::Stats;
 use wavefuse_harness::provenance::Provenance;
-use wavefuse_harness::suite::{CaseSpec, Generated, ShapeKind, Worst, compiler_for, generate};
+use wavefuse_harness::suite::{
+    CaseSpec, Generated, Purpose, ShapeKind, Worst, artifact, compiler, generate,
+};
 use wavefuse_kernels::KernelId;
-use wavefuse_runtime::compile::Nvrtc;
 use wavefuse_runtime::device::CudaBuffer;
 use wavefuse_runtime::exec::{self, OpKernel, OutputMetrics};
 use wavefuse_runtime::timing::{self, GroupTimer};
 use wavefuse_runtime::{
-    Artifact, Cache, CompileRequest, CudaDevice, Device, DeviceBuffer, Error as RtError, MemKind,
-    RankGroup,
+    Artifact, Cache, CudaDevice, Device, DeviceBuffer, Error as RtError, MemKind, RankGroup,
 };
 
 use crate::block::{Block, BlockData, DOWN_IN, GATE_UP_OUT, LAYERS, TOLERANCE, TP};
@@ -107,9 +107,8 @@ pub struct Version {
 /// Compile the generated kernels (through the cache).
 pub fn generated(g: &Generation, cache: &Cache) -> Result<Version, String> {
     let compile = |x: &Generated| {
-        let req = CompileRequest::new(&x.lowered.name, x.source.text.clone(), Arch::Sm90);
-        let (artifact, _) = exec::artifact_for(cache, compiler_for(Arch::Sm90).as_ref(), &req)
-            .map_err(|e| format!("compiling {}: {e}", x.lowered.name))?;
+        let (artifact, _) =
+            artifact(cache, x).map_err(|e| format!("compiling {}: {e}", x.lowered.name))?;
         Ok::<_, String>(Compiled {
             abi: x.abi.clone(),
             artifact,
@@ -143,9 +142,9 @@ pub fn handwritten(g: &Generation, cache: &Cache) -> Result<Version, String> {
         }
         let abi = h.launch_abi(TP);
         let req = h.request()?;
-        // The reference kernels need no header: NVRTC without include paths, as `wavefuse ab`.
-        let nvrtc = Nvrtc::with_includes(Vec::new());
-        let (artifact, _) = exec::artifact_for(cache, &nvrtc, &req)
+        // The reference kernels are compiled as `wavefuse ab` compiles them.
+        let nvrtc = compiler(Arch::Sm90, Purpose::Run);
+        let (artifact, _) = exec::artifact_for(cache, nvrtc.as_ref(), &req)
             .map_err(|e| format!("compiling {}: {e}", h.origin()))?;
         origins.push(h.origin());
         Ok(Compiled { abi, artifact })

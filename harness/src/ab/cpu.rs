@@ -26,10 +26,11 @@ use wavefuse_runtime::{Cache, CompileRequest, Error as RtError};
 use super::handwritten::{Found, Hand, find_reference};
 use super::report::{AbReport, Check, Header, Manual, Mode, Resources, Row, Version};
 use super::{Choice, Options, base_row, check_of, placeholder_row, usage_of};
+use crate::pipeline::{self, Purpose};
 use crate::policy::{Placement, SchedulePolicy};
 use crate::provenance::Provenance;
 use crate::sim;
-use crate::suite::{self, CaseSpec, Data, PrepError, ShapeKind, compiler_for};
+use crate::suite::{self, CaseSpec, Data, PrepError, ShapeKind};
 
 /// The targets of the static part, in table order.
 const TARGETS: [Arch; 2] = [Arch::Sm90, Arch::Gfx906];
@@ -106,8 +107,8 @@ fn header(o: &Options, reason: String) -> Header {
     let version = |c: &dyn Compiler| c.version().unwrap_or_else(|_| "not installed".into());
     let compiler = format!(
         "nvrtc {}; hipcc {}",
-        version(compiler_for(Arch::Sm90).as_ref()),
-        version(compiler_for(Arch::Gfx906).as_ref())
+        version(pipeline::compiler(Arch::Sm90, Purpose::Run).as_ref()),
+        version(pipeline::compiler(Arch::Gfx906, Purpose::Run).as_ref())
             .lines()
             .next()
             .unwrap_or("")
@@ -167,7 +168,7 @@ fn row_without_gpu(i: usize, c: &CaseSpec, o: &Options) -> (Row, Vec<Job>) {
         .map(|g| Job {
             row: i,
             side: Side::Generated,
-            request: CompileRequest::new(&g.lowered.name, g.source.text.clone(), g.lowered.arch),
+            request: pipeline::request(g),
             symbol: g.source.symbol.clone(),
             workgroup_size: g.lowered.workgroup_size,
             grid: g.lowered.grid,
@@ -361,7 +362,7 @@ fn compile_all<'j>(jobs: &'j [Job], o: &Options, bar: &ProgressBar) -> Vec<(&'j 
 
 fn compiler(job: &Job, o: &Options) -> Box<dyn Compiler> {
     match job.side {
-        Side::Generated => compiler_for(job.request.arch),
+        Side::Generated => pipeline::compiler(job.request.arch, Purpose::Run),
         Side::Hand => o.hand_compiler(job.request.arch),
     }
 }
@@ -471,7 +472,7 @@ pub fn prebuild(cases: &[CaseSpec], o: &Options) -> Vec<Prebuilt> {
         jobs.push(Job {
             row: i,
             side: Side::Generated,
-            request: CompileRequest::new(&g.lowered.name, g.source.text.clone(), Arch::Sm90),
+            request: pipeline::request(&g),
             symbol: g.source.symbol.clone(),
             workgroup_size: g.lowered.workgroup_size,
             grid: g.lowered.grid,

@@ -37,9 +37,10 @@ use super::report::{
     TimingMode, Version,
 };
 use super::{Choice, Options, base_row, check_of, prepare_all, usage_of};
+use crate::pipeline;
 use crate::policy::{Placement, communicates, needs_gpus};
 use crate::provenance::Provenance;
-use crate::suite::{self, CaseSpec, Prepared, compiler_for};
+use crate::suite::{self, CaseSpec, Prepared};
 
 /// Rotation sets at most (a few-KB allreduce would otherwise need thousands).
 pub const MAX_SETS: usize = 64;
@@ -373,8 +374,7 @@ fn bind_generated<'g, D: Device>(
 ) -> (Version, Option<OpKernel<'g, D>>) {
     let g = &p.g;
     let mut v = empty_version(&format!("generated ({arch})"), &g.lowered.name);
-    let req = wavefuse_runtime::CompileRequest::new(&g.lowered.name, g.source.text.clone(), arch);
-    let artifact = match exec::artifact_for(cache, compiler_for(arch).as_ref(), &req) {
+    let artifact = match pipeline::artifact(cache, g) {
         Ok((a, _)) => a,
         Err(e) => {
             v.error = Some(format!("compiling: {e}"));

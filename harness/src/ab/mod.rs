@@ -33,10 +33,11 @@ use std::sync::mpsc;
 use indicatif::ProgressBar;
 use wavefuse_codegen::Arch;
 use wavefuse_runtime::Artifact;
-use wavefuse_runtime::compile::{Compiler, Nvrtc, default_compiler};
+use wavefuse_runtime::compile::Compiler;
 use wavefuse_runtime::exec::OutputMetrics;
 
 use crate::Workload;
+use crate::pipeline::{self, Purpose};
 use crate::policy::{Placement, Ranks, SchedulePolicy, communicates, run_placement};
 use crate::shapes::{MAX_BATCH, TP_SIZES};
 use crate::suite::{self, CaseSpec, Generated, GpuRuntime, PrepError, Prepared, ShapeKind, Worst};
@@ -136,15 +137,14 @@ impl Options {
         }
     }
 
-    /// The compiler of hand-written code for `arch`: NVRTC without include paths for the reference
-    /// kernels (they need no header; the same cache keys as the generated code), with
-    /// `$WAVEFUSE_CUDA_INCLUDE` for a user's own kernel.
+    /// The compiler of hand-written code for `arch` ([`pipeline::compiler`]): the reference
+    /// kernels' as the generated code's, a user's own kernel's with its include directories.
     pub fn hand_compiler(&self, arch: Arch) -> Box<dyn Compiler> {
-        match (arch, &self.choice) {
-            (Arch::Sm90, Choice::User(_)) => Box::new(Nvrtc::from_env()),
-            (Arch::Sm90, Choice::Reference(_)) => Box::new(Nvrtc::with_includes(Vec::new())),
-            (Arch::Gfx906, _) => default_compiler(arch),
-        }
+        let purpose = match &self.choice {
+            Choice::User(_) => Purpose::UserHand,
+            Choice::Reference(_) => Purpose::Run,
+        };
+        pipeline::compiler(arch, purpose)
     }
 }
 

@@ -12,12 +12,12 @@ use wavefuse_codegen::lower::fit::fits_coresident_for;
 use wavefuse_codegen::lower::{LowerError, Schedule};
 use wavefuse_runtime::compile::CompileError;
 use wavefuse_runtime::exec::{self, ArtifactSource};
-use wavefuse_runtime::{Artifact, Cache, CompileRequest, Error as RtError, ResourceUsage};
+use wavefuse_runtime::{Artifact, Cache, Error as RtError, ResourceUsage};
 
 use super::space;
 use crate::ab::report::Resources;
 use crate::ab::usage_of;
-use crate::suite;
+use crate::pipeline::{self, Purpose};
 
 /// A candidate schedule generated: the pipeline's one artifact ([`wavefuse_codegen::generate`]).
 pub use wavefuse_codegen::Generated;
@@ -153,7 +153,7 @@ pub fn compile_all(
             let tx = tx.clone();
             let next = &next;
             scope.spawn(move || {
-                let compiler = suite::compiler_for(arch);
+                let compiler = pipeline::compiler(arch, Purpose::Run);
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(g) = kept.get(i) else { break };
@@ -174,8 +174,7 @@ fn compile_one(
     cache: &Cache,
 ) -> Compiled {
     let start = Instant::now();
-    let req = CompileRequest::new(&g.lowered.name, g.source.text.clone(), g.lowered.arch);
-    let result = exec::artifact_for(cache, compiler, &req);
+    let result = exec::artifact_for(cache, compiler, &pipeline::request(g));
     let ms = start.elapsed().as_secs_f64() * 1e3;
     match result {
         Ok((a, src)) => Compiled {

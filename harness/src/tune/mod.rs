@@ -282,7 +282,7 @@ fn hand_floor(
     };
     let Ok(req) = h.request() else { return };
     let cache = Cache::from_env();
-    let compiler = wavefuse_runtime::compile::default_compiler(Arch::Gfx906);
+    let compiler = crate::pipeline::compiler(Arch::Gfx906, crate::pipeline::Purpose::Run);
     let Ok((a, _)) = exec::artifact_for(&cache, compiler.as_ref(), &req) else {
         return;
     };

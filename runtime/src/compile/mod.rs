@@ -27,7 +27,7 @@ pub use disasm::{DisasmError, disassemble, objdump};
 pub use hipcc::Hipcc;
 pub use hiprtc::Hiprtc;
 pub use nvcc::Nvcc;
-pub use nvrtc::Nvrtc;
+pub use nvrtc::{Nvrtc, load_nvrtc};
 pub use usage::{AmdUsage, NvidiaUsage, ReportError, ResourceUsage};
 
 /// Where to get every toolchain the runtime drives.
@@ -235,15 +235,6 @@ pub trait Compiler: Send + Sync {
 
     /// Compile `req`.
     fn compile(&self, req: &CompileRequest) -> Result<Artifact, CompileError>;
-}
-
-/// The default compiler for a target: hipcc for AMD (it reports resource usage; hiprtc does not),
-/// NVRTC for NVIDIA (no process, and it reports through ptxas too).
-pub fn default_compiler(arch: Arch) -> Box<dyn Compiler> {
-    match arch.vendor() {
-        Vendor::Amd => Box::new(Hipcc::from_env()),
-        Vendor::Nvidia => Box::new(Nvrtc::from_env()),
-    }
 }
 
 /// The offload target name clang uses for an AMD arch.

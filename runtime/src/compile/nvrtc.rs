@@ -57,10 +57,25 @@ impl Nvrtc {
 /// loaded by full path first, with the `libnvrtc-builtins` beside it: the dynamic loader then
 /// resolves cudarc's by-name load to the already-loaded object through its SONAME.
 pub fn ensure_loaded() -> Result<(), CompileError> {
+    load(None)
+}
+
+/// Loads NVRTC from `lib` (a CUDA toolkit's, off the loader's search path) for the rest of the
+/// process, as `$WAVEFUSE_NVRTC_LIB` would, the path given as a value: a command calls it before
+/// its first NVRTC use (the first load, by either way, is the one that holds). Its error is also
+/// what every later NVRTC use reports.
+pub fn load_nvrtc(lib: &Path) -> Result<(), CompileError> {
+    load(Some(lib))
+}
+
+/// Loads NVRTC once per process: from `lib`, else from `$WAVEFUSE_NVRTC_LIB`, else by name.
+fn load(lib: Option<&Path>) -> Result<(), CompileError> {
     static LOADED: OnceLock<Result<(), String>> = OnceLock::new();
     let state = LOADED.get_or_init(|| {
-        if let Some(lib) = std::env::var_os("WAVEFUSE_NVRTC_LIB").filter(|v| !v.is_empty()) {
-            preload(Path::new(&lib))?;
+        if let Some(lib) = lib {
+            preload(lib, "NVRTC")?;
+        } else if let Some(lib) = std::env::var_os("WAVEFUSE_NVRTC_LIB").filter(|v| !v.is_empty()) {
+            preload(Path::new(&lib), "$WAVEFUSE_NVRTC_LIB")?;
         }
         // SAFETY: only tries to dlopen NVRTC under its known names; no NVRTC function is called.
         if unsafe { sys::is_culib_present() } {
@@ -76,11 +91,12 @@ pub fn ensure_loaded() -> Result<(), CompileError> {
     })
 }
 
-/// Loads NVRTC and its builtins library by path and keeps them loaded for the process's life.
-fn preload(lib: &Path) -> Result<(), String> {
+/// Loads NVRTC and its builtins library by path and keeps them loaded for the process's life;
+/// `what` names where the path came from in an error.
+fn preload(lib: &Path, what: &str) -> Result<(), String> {
     let dir = lib.parent().unwrap_or(Path::new("."));
     let builtins = std::fs::read_dir(dir)
-        .map_err(|e| format!("$WAVEFUSE_NVRTC_LIB={}: {e}", lib.display()))?
+        .map_err(|e| format!("{what}={}: {e}", lib.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
             p.file_name()
@@ -89,12 +105,8 @@ fn preload(lib: &Path) -> Result<(), String> {
         });
     for path in builtins.chain(std::iter::once(lib.to_path_buf())) {
         // SAFETY: loading a shared library runs its initialisers; NVRTC's have no preconditions.
-        let handle = unsafe { libloading::Library::new(&path) }.map_err(|e| {
-            format!(
-                "$WAVEFUSE_NVRTC_LIB: could not load {}: {e}",
-                path.display()
-            )
-        })?;
+        let handle = unsafe { libloading::Library::new(&path) }
+            .map_err(|e| format!("{what}: could not load {}: {e}", path.display()))?;
         // Kept loaded for good: cudarc's own handle resolves to this object by SONAME.
         std::mem::forget(handle);
     }

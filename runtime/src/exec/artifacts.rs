@@ -84,8 +84,8 @@ pub fn artifact_for(
 
 /// Where NVRTC may be found when it is not on the loader's search path, most likely first:
 /// `$CUDA_HOME`, `$CUDA_PATH`, `/usr/local/cuda`, then versioned toolkits, newest first. Only
-/// existing files are returned. A caller that finds one sets `$WAVEFUSE_NVRTC_LIB` to it before
-/// the first NVRTC call.
+/// existing files are returned. A caller that finds one loads it
+/// ([`crate::compile::load_nvrtc`]) before the first NVRTC call.
 pub fn nvrtc_candidates() -> Vec<PathBuf> {
     let mut roots: Vec<PathBuf> = ["CUDA_HOME", "CUDA_PATH"]
         .iter()
@@ -117,7 +117,7 @@ pub fn nvrtc_candidates() -> Vec<PathBuf> {
     out
 }
 
-/// The NVRTC library to name in `$WAVEFUSE_NVRTC_LIB`: `None` when that is already set or NVRTC
+/// The NVRTC library to load (or to name in `$WAVEFUSE_NVRTC_LIB`): `None` when that is set or NVRTC
 /// loads by name (the names cudarc tries), else the first of [`nvrtc_candidates`].
 pub fn nvrtc_fallback() -> Option<PathBuf> {
     if std::env::var_os("WAVEFUSE_NVRTC_LIB").is_some_and(|v| !v.is_empty()) {
