@@ -105,7 +105,7 @@ fn sim_every_kernel_sm90() {
 #[test]
 fn invalid_shrink_rejects_a_dimension_it_has_no_small_size_for() {
     let k = KernelId::GemvInt4.build(&wavefuse_harness::Shapes::qwen27b(4));
-    let err = shrink(&k, &[(5120, 256)]).unwrap_err();
+    let err = shrink(&k, &[(5120, 256)]).unwrap_err().to_string();
     assert!(
         err.contains("buffer `w`: no small size for dimension 4352"),
         "{err}"

@@ -112,7 +112,8 @@ pub enum On {
 }
 
 fn user_case(kernel: &Kernel) -> Result<suite::CaseSpec, Error> {
-    let u = UserKernel::new(kernel.clone(), kernel.name()).map_err(Error::Invalid)?;
+    let u = UserKernel::new(kernel.clone(), kernel.name())
+        .map_err(|e| Error::Invalid(e.to_string()))?;
     Ok(Arc::new(u).case())
 }
 
@@ -228,7 +229,8 @@ pub fn simulate(kernel: &Kernel, target: Target, schedules: u64) -> Result<Sweep
         shapes: None,
         peer_table: wavefuse_codegen::sim::PeerTable::Shared,
     };
-    wavefuse_harness::sim::sweep(&p, SEED, 0, schedules, |_, _| {}).map_err(Error::Failed)
+    wavefuse_harness::sim::sweep(&p, SEED, 0, schedules, |_, _| {})
+        .map_err(|e| Error::Failed(e.to_string()))
 }
 
 /// The workload seed of [`simulate`] and [`check`].
@@ -275,7 +277,7 @@ impl std::fmt::Display for Checked {
 /// ```
 pub fn check(kernel: &Kernel, target: Target, on: On) -> Result<Checked, Error> {
     let tolerance = UserKernel::new(kernel.clone(), kernel.name())
-        .map_err(Error::Invalid)?
+        .map_err(|e| Error::Invalid(e.to_string()))?
         .tolerance();
     let data = || {
         let inputs = wavefuse_harness::Workload::new(SEED).inputs(kernel);
@@ -414,7 +416,8 @@ pub fn tune(
     settings: &TuneSettings,
     use_gpu: bool,
 ) -> Result<TuneReport, Error> {
-    let u = UserKernel::new(kernel.clone(), kernel.name()).map_err(Error::Invalid)?;
+    let u = UserKernel::new(kernel.clone(), kernel.name())
+        .map_err(|e| Error::Invalid(e.to_string()))?;
     let targets = [wavefuse_harness::tune::Target::user(Arc::new(u))];
     Ok(wavefuse_harness::tune::run(
         &targets, settings, target, use_gpu,

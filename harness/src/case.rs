@@ -2,10 +2,11 @@
 //! small, a model's own, a user's own), the one tolerance table, and a case's data (the seeded
 //! inputs and their f64 reference).
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use wavefuse::ir::reference::{RankInputs, RankOutputs, evaluate};
-use wavefuse::ir::{GptqLayout, GroupSize, Kernel, ZeroPoint, validate};
+use wavefuse::ir::{GptqLayout, GroupSize, Kernel, ValidationError, ZeroPoint, validate};
 
 use crate::shapes::{HIDDEN, Model};
 use crate::sim::{SmallShapes, shrink, small_kernel};
@@ -142,9 +143,14 @@ pub struct UserKernel {
 
 impl UserKernel {
     /// `ir`, validated; `origin` says where it came from in messages.
-    pub fn new(ir: Kernel, origin: impl Into<String>) -> Result<UserKernel, String> {
+    pub fn new(ir: Kernel, origin: impl Into<String>) -> Result<UserKernel, KernelError> {
         let origin = origin.into();
-        validate(&ir).map_err(|e| invalid_kernel(&origin, &e))?;
+        if let Err(e) = validate(&ir) {
+            return Err(KernelError::Invalid {
+                origin,
+                source: Box::new(e),
+            });
+        }
         let batch = ir
             .buffers()
             .find_map(|(_, d)| match d.local_type() {
@@ -168,7 +174,7 @@ impl UserKernel {
 
     /// The kernel of a `.wfir` file: parse errors as `PATH:line:column` with the token, validation
     /// errors naming the file.
-    pub fn read(path: &std::path::Path) -> Result<UserKernel, String> {
+    pub fn read(path: &std::path::Path) -> Result<UserKernel, KernelError> {
         let ir = read_kernel_file(path)?;
         UserKernel::new(ir, path.display().to_string())
     }
@@ -396,22 +402,17 @@ fn odd_map(id: KernelId, s: &Shapes, kind: ShapeKind) -> Option<Vec<(usize, usiz
 }
 
 /// The op-level kernel of a case (validated), or `Ok(None)` when the shape does not apply.
-pub fn op_kernel(c: &CaseSpec) -> Result<Option<Kernel>, String> {
+pub fn op_kernel(c: &CaseSpec) -> Result<Option<Kernel>, KernelError> {
     let id = match (&c.kernel, c.shape) {
-        (CaseKernel::Set(id), ShapeKind::Own) => {
-            return Err(format!(
-                "`{id}` has no shapes of its own; use the model shapes"
-            ));
-        }
+        (CaseKernel::Set(id), ShapeKind::Own) => return Err(KernelError::NoOwnShapes(*id)),
         (CaseKernel::Set(id), _) => *id,
         (CaseKernel::User(u), ShapeKind::Own) => return Ok(Some(u.ir.clone())),
         (CaseKernel::User(u), shape) => {
-            return Err(format!(
-                "`{}` ({}) is a kernel at its own shapes; the {} shapes are the set's",
-                u.name(),
-                u.origin,
-                shape.name()
-            ));
+            return Err(KernelError::OwnShapesOnly {
+                name: u.name().to_owned(),
+                origin: u.origin.clone(),
+                shape: shape.name(),
+            });
         }
     };
     let mut s = Shapes {
@@ -436,7 +437,7 @@ pub fn op_kernel(c: &CaseSpec) -> Result<Option<Kernel>, String> {
             shrink(&id.build(&s), &map)?
         }
     };
-    validate(&kernel).map_err(|e| e.to_string())?;
+    validate(&kernel).map_err(|e| KernelError::NotValid(Box::new(e)))?;
     Ok(Some(kernel))
 }
 
@@ -499,35 +500,26 @@ pub fn cases_at(quick: bool, kernels: &[KernelId], tps: &[u32], model: ShapeKind
 }
 
 /// Why a case could not be prepared.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum PrepError {
     /// The shape does not apply to this kernel, or is not legal for it.
+    #[error("not applicable: {0}")]
     NotApplicable(String),
     /// The lowering or writer does not support the kernel yet.
+    #[error("not supported yet: {0}")]
     Unsupported(String),
     /// Refused at compile time: the kernel has a grid barrier and the placement's grids cannot
     /// all be resident on one device (DESIGN.md §5.9), so it would never get past the barrier.
+    #[error("refused, not co-resident: {0}")]
     NotCoResident(String),
     /// Refused: beyond one of the documented limits (docs/errors.md) — a buffer beyond the
     /// generated code's 32-bit indices, an op chain deeper than the lowering accepts, inputs
     /// beyond the host memory budget.
+    #[error("refused: {0}")]
     Limit(String),
     /// A bug: lowering, writing or the reference failed.
+    #[error("{0}")]
     Failed(String),
-}
-
-impl std::error::Error for PrepError {}
-
-impl std::fmt::Display for PrepError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            PrepError::NotApplicable(m) => write!(f, "not applicable: {m}"),
-            PrepError::Unsupported(m) => write!(f, "not supported yet: {m}"),
-            PrepError::NotCoResident(m) => write!(f, "refused, not co-resident: {m}"),
-            PrepError::Limit(m) => write!(f, "refused: {m}"),
-            PrepError::Failed(m) => f.write_str(m),
-        }
-    }
 }
 
 /// Inputs and the f64 reference outputs for them.
@@ -618,11 +610,70 @@ pub fn invalid_kernel(origin: &str, e: &wavefuse::ir::ValidationError) -> String
 
 /// A kernel from a file in the textual IR, parsed; the error (with `PATH:line:column`, the token
 /// and the offending line) when it cannot be read or does not parse.
-pub fn read_kernel_file(path: &std::path::Path) -> Result<wavefuse::ir::Kernel, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-    wavefuse::ir::parse_named(&text, &path.display().to_string())
-        .map_err(|e| format!("{}:{}", path.display(), e.report(&text)))
+pub fn read_kernel_file(path: &std::path::Path) -> Result<wavefuse::ir::Kernel, KernelError> {
+    let text = std::fs::read_to_string(path).map_err(|source| KernelError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    wavefuse::ir::parse_named(&text, &path.display().to_string()).map_err(|e| KernelError::Parse {
+        path: path.to_owned(),
+        report: e.report(&text),
+    })
+}
+
+/// Why a case's or a user's kernel could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError {
+    /// A kernel file could not be read.
+    #[error("reading {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A kernel file does not parse.
+    #[error("{}:{report}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// `line:column`, the token and the offending line.
+        report: String,
+    },
+    /// A user's kernel does not validate ([`invalid_kernel`] words it).
+    #[error("{}", invalid_kernel(origin, source))]
+    Invalid {
+        /// Where the kernel came from.
+        origin: String,
+        /// What the validator found.
+        source: Box<ValidationError>,
+    },
+    /// A set kernel was asked for its own shapes ([`ShapeKind::Own`]).
+    #[error("`{0}` has no shapes of its own; use the model shapes")]
+    NoOwnShapes(KernelId),
+    /// A user's kernel was asked for the set's shapes.
+    #[error("`{name}` ({origin}) is a kernel at its own shapes; the {shape} shapes are the set's")]
+    OwnShapesOnly {
+        /// The kernel's name.
+        name: String,
+        /// Where it came from.
+        origin: String,
+        /// The shapes asked for.
+        shape: &'static str,
+    },
+    /// The kernel could not be shrunk to the small or odd shapes.
+    #[error(transparent)]
+    Shrink(#[from] crate::sim::ShrinkError),
+    /// A set kernel built at the case's shapes does not validate.
+    #[error("{0}")]
+    NotValid(Box<ValidationError>),
+}
+
+/// Where a caller still words errors as text.
+impl From<KernelError> for String {
+    fn from(e: KernelError) -> String {
+        e.to_string()
+    }
 }
 
 #[cfg(test)]

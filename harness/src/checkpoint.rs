@@ -227,27 +227,36 @@ pub struct QuantOverrides {
 
 /// Parse `--checkpoint-format`: `gptq` (v1 zero points, stored z − 1), `gptq_v2` (stored z), or
 /// `sym` (ignore any qzeros; z = 8).
-pub fn parse_checkpoint_format(s: &str) -> Result<ZeroPoint, String> {
+pub fn parse_checkpoint_format(s: &str) -> Result<ZeroPoint, FlagError> {
     match s {
         "gptq" | "v1" => Ok(ZeroPoint::V1),
         "gptq_v2" | "v2" => Ok(ZeroPoint::V2),
         "sym" | "symmetric" => Ok(ZeroPoint::Symmetric),
-        _ => Err(format!(
-            "`{s}` is not a checkpoint format; use gptq (v1 zero points), gptq_v2, or sym"
-        )),
+        _ => Err(FlagError::Format(s.to_owned())),
     }
 }
 
+/// A `--checkpoint-format` or `--group-size` value that is not one.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FlagError {
+    /// Not a checkpoint format.
+    #[error("`{0}` is not a checkpoint format; use gptq (v1 zero points), gptq_v2, or sym")]
+    Format(String),
+    /// A group size the kernels do not support.
+    #[error("group size {0} is not supported; use 32, 64, 128 or -1")]
+    UnsupportedGroup(i64),
+    /// Not a group size.
+    #[error("`{0}` is not a group size; use 32, 64, 128 or -1 (per-channel)")]
+    NotAGroupSize(String),
+}
+
 /// Parse `--group-size`: 32, 64, 128, or −1 / `per-channel`.
-pub fn parse_group_size(s: &str) -> Result<GroupSize, String> {
+pub fn parse_group_size(s: &str) -> Result<GroupSize, FlagError> {
     match s {
         "-1" | "per-channel" | "per_channel" => Ok(GroupSize::PerChannel),
         _ => match s.parse::<i64>() {
-            Ok(g) => group_size(g)
-                .ok_or_else(|| format!("group size {g} is not supported; use 32, 64, 128 or -1")),
-            Err(_) => Err(format!(
-                "`{s}` is not a group size; use 32, 64, 128 or -1 (per-channel)"
-            )),
+            Ok(g) => group_size(g).ok_or(FlagError::UnsupportedGroup(g)),
+            Err(_) => Err(FlagError::NotAGroupSize(s.to_owned())),
         },
     }
 }
@@ -271,6 +280,7 @@ mod tests {
         assert!(
             parse_checkpoint_format("awq")
                 .unwrap_err()
+                .to_string()
                 .contains("gptq_v2")
         );
         assert_eq!(parse_group_size("-1"), Ok(GroupSize::PerChannel));
@@ -278,6 +288,7 @@ mod tests {
         assert!(
             parse_group_size("256")
                 .unwrap_err()
+                .to_string()
                 .contains("not supported")
         );
     }

@@ -9,7 +9,9 @@ use wavefuse_codegen::Arch;
 use wavefuse_codegen::cpp::budget::{Budgets, Verdict};
 use wavefuse_codegen::cpp::{self};
 use wavefuse_codegen::resources::ResourceUsage;
-use wavefuse_runtime::compile::{Artifact, Bounds, CompileError, Compiler, disassemble};
+use wavefuse_runtime::compile::{
+    Artifact, Bounds, CompileError, Compiler, DisasmError, disassemble,
+};
 
 use wavefuse_codegen::model::{HotLoop, LoopFacts, Modelled, inputs_for, inputs_with, model};
 
@@ -159,7 +161,7 @@ pub enum Outcome {
         verdict: Verdict,
         /// gfx906 INT4 kernels: the MI50 time model's prediction (modelled, not measured);
         /// `Err` says why the code object could not be read (llvm-objdump missing, timed out).
-        modelled: Result<Option<Modelled>, String>,
+        modelled: Result<Option<Modelled>, ModelError>,
     },
     /// Not generated: the lowering or writer does not support it yet.
     Unsupported(String),
@@ -303,7 +305,7 @@ pub fn modelled_mi50(
     g: &Generated,
     compiled: &Compiled,
     bounds: &Bounds,
-) -> Result<Option<Modelled>, String> {
+) -> Result<Option<Modelled>, ModelError> {
     if g.lowered.arch != Arch::Gfx906 {
         return Ok(None);
     }
@@ -328,11 +330,11 @@ pub fn modelled_mi50_image(
     batch: usize,
     occupancy: u32,
     bounds: &Bounds,
-) -> Result<Option<Modelled>, String> {
+) -> Result<Option<Modelled>, ModelError> {
     if k.arch != Arch::Gfx906 {
         return Ok(None);
     }
-    let disasm = disassemble(image, Arch::Gfx906, bounds).map_err(|e| e.to_string())?;
+    let disasm = disassemble(image, Arch::Gfx906, bounds)?;
     let hot = HotLoop::from_disassembly_of(&disasm, &wavefuse_codegen::cpp::symbol(&k.name))
         .or_else(|| HotLoop::from_disassembly(&disasm));
     Ok(hot.and_then(|hot| Some(model(&inputs_for(k, &hot, batch, occupancy)?))))
@@ -369,27 +371,113 @@ pub fn modelled_mi50_symbol(
     batch: usize,
     occupancy: u32,
     bounds: &Bounds,
-) -> Result<Modelled, String> {
-    let disasm =
-        disassemble(image, Arch::Gfx906, bounds).map_err(|e| format!("no disassembly: {e}"))?;
+) -> Result<Modelled, ModelError> {
+    let disasm = disassemble(image, Arch::Gfx906, bounds).map_err(ModelError::NoDisassembly)?;
     if !disasm.contains(&format!("<{symbol}>:")) {
-        return Err(format!("symbol `{symbol}` is not in the code object"));
+        return Err(ModelError::NoSymbol(symbol.to_owned()));
     }
     let hot = HotLoop::from_disassembly_of(&disasm, symbol)
-        .ok_or_else(|| format!("`{symbol}` has no loop (a backward branch) to count"))?;
+        .ok_or_else(|| ModelError::NoLoop(symbol.to_owned()))?;
     let mut inputs = inputs_with(k, &hot, batch, occupancy, &launch.facts).ok_or_else(|| {
-        format!(
-            "`{symbol}`'s hottest loop ({}) has no weight products and its ABI no \
-             `[model] weight_words_per_trip`, or `{}` no INT4 weight",
-            hot.counted(),
-            k.name
-        )
+        ModelError::NoWeights {
+            symbol: symbol.to_owned(),
+            counted: hot.counted().to_string(),
+            kernel: k.name.clone(),
+        }
     })?;
     inputs.bytes += 2.0 * (launch.scratch_bytes - wavefuse_codegen::model::scratch_bytes(k));
     (inputs.grid, inputs.workgroup_size) = (launch.grid, launch.workgroup_size);
     inputs.grid_barriers = launch.grid_barriers;
     inputs.flag_round_trips = if k.tp > 1 { launch.flag_rounds } else { 0 };
     Ok(model(&inputs))
+}
+
+/// Why a compiled kernel has no MI50 model.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// The code object could not be disassembled (llvm-objdump missing, failing, timed out).
+    #[error(transparent)]
+    Disasm(#[from] DisasmError),
+    /// As [`ModelError::Disasm`], for a hand-written kernel's symbol.
+    #[error("no disassembly: {0}")]
+    NoDisassembly(DisasmError),
+    /// The symbol is not in the code object.
+    #[error("symbol `{0}` is not in the code object")]
+    NoSymbol(String),
+    /// The symbol's code has no backward branch.
+    #[error("`{0}` has no loop (a backward branch) to count")]
+    NoLoop(String),
+    /// The hottest loop has no weight products and the ABI no `[model]` facts.
+    #[error(
+        "`{symbol}`'s hottest loop ({counted}) has no weight products and its ABI no \
+         `[model] weight_words_per_trip`, or `{kernel}` no INT4 weight"
+    )]
+    NoWeights {
+        /// The symbol.
+        symbol: String,
+        /// What was counted in the loop.
+        counted: String,
+        /// The lowered kernel it implements.
+        kernel: String,
+    },
+}
+
+/// Why `emit --out` or `--lib` wrote nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// The directory could not be created.
+    #[error("creating {}: {source}", dir.display())]
+    Create {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The ABI could not be written as TOML.
+    #[error("ABI description: {0}")]
+    Abi(toml::ser::Error),
+    /// The C library could not be made from the ABI.
+    #[error(transparent)]
+    Library(#[from] wavefuse_codegen::clib::CLibError),
+    /// The files could not be written (none was).
+    #[error("writing {what}: {source}")]
+    Write {
+        /// Which files.
+        what: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The library's build script could not be made executable.
+    #[error("making {} executable: {source}", path.display())]
+    Executable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Why a kernel file was not generated.
+#[derive(Debug, thiserror::Error)]
+pub enum FileKernelError {
+    /// The kernel is not valid.
+    #[error(transparent)]
+    Kernel(#[from] crate::case::KernelError),
+    /// It did not generate.
+    #[error("{}: {source}", path.display())]
+    Generate {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: PrepError,
+    },
+}
+
+/// Where a caller still words errors as text.
+impl From<WriteError> for String {
+    fn from(e: WriteError) -> String {
+        e.to_string()
+    }
 }
 
 /// The resource table of `check`.
@@ -438,22 +526,32 @@ pub fn table(arch: Arch, rows: &[CheckRow]) -> String {
 }
 
 /// Write `<symbol>.hip|.cu` and `<symbol>.abi.toml` into `dir`.
-pub fn write_outputs(g: &wavefuse_codegen::Generated, dir: &Path) -> Result<Vec<PathBuf>, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+pub fn write_outputs(
+    g: &wavefuse_codegen::Generated,
+    dir: &Path,
+) -> Result<Vec<PathBuf>, WriteError> {
+    create_dir(dir)?;
     let src = dir.join(g.source.file_name());
     let abi = dir.join(format!("{}.abi.toml", g.source.symbol));
-    let abi_text = g
-        .abi
-        .to_toml()
-        .map_err(|e| format!("ABI description: {e}"))?;
+    let abi_text = g.abi.to_toml().map_err(WriteError::Abi)?;
     // Both or neither: a failed write leaves the previous pair, never a new source beside an
     // old ABI.
     crate::outputs::atomic_write_all(&[
         (&src, g.source.text.as_bytes()),
         (&abi, abi_text.as_bytes()),
     ])
-    .map_err(|e| format!("writing {} and {}: {e}", src.display(), abi.display()))?;
+    .map_err(|source| WriteError::Write {
+        what: format!("{} and {}", src.display(), abi.display()),
+        source,
+    })?;
     Ok(vec![src, abi])
+}
+
+fn create_dir(dir: &Path) -> Result<(), WriteError> {
+    std::fs::create_dir_all(dir).map_err(|source| WriteError::Create {
+        dir: dir.to_owned(),
+        source,
+    })
 }
 
 /// Write the C library of `g` into `dir` (docs/clib.md): the kernel source as `emit` prints it
@@ -461,13 +559,13 @@ pub fn write_outputs(g: &wavefuse_codegen::Generated, dir: &Path) -> Result<Vec<
 /// launcher and build script of [`wavefuse_codegen::clib::library`], all from `g` itself. Every
 /// name but the source's carries the architecture, and the sources differ by extension, so both
 /// targets of a kernel can share `dir`. All files or none are written.
-pub fn write_library(g: &wavefuse_codegen::Generated, dir: &Path) -> Result<Vec<PathBuf>, String> {
-    let lib = wavefuse_codegen::clib::library(&g.abi).map_err(|e| e.to_string())?;
-    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    let abi_text = g
-        .abi
-        .to_toml()
-        .map_err(|e| format!("ABI description: {e}"))?;
+pub fn write_library(
+    g: &wavefuse_codegen::Generated,
+    dir: &Path,
+) -> Result<Vec<PathBuf>, WriteError> {
+    let lib = wavefuse_codegen::clib::library(&g.abi)?;
+    create_dir(dir)?;
+    let abi_text = g.abi.to_toml().map_err(WriteError::Abi)?;
     let mut files: Vec<(PathBuf, &[u8])> = vec![
         (dir.join(g.source.file_name()), g.source.text.as_bytes()),
         (
@@ -481,8 +579,10 @@ pub fn write_library(g: &wavefuse_codegen::Generated, dir: &Path) -> Result<Vec<
             .map(|f| (dir.join(&f.name), f.text.as_bytes())),
     );
     let refs: Vec<(&Path, &[u8])> = files.iter().map(|(p, b)| (p.as_path(), *b)).collect();
-    crate::outputs::atomic_write_all(&refs)
-        .map_err(|e| format!("writing the C library into {}: {e}", dir.display()))?;
+    crate::outputs::atomic_write_all(&refs).map_err(|source| WriteError::Write {
+        what: format!("the C library into {}", dir.display()),
+        source,
+    })?;
     for f in lib.files.iter().filter(|f| f.executable) {
         make_executable(&dir.join(&f.name))?;
     }
@@ -490,14 +590,18 @@ pub fn write_library(g: &wavefuse_codegen::Generated, dir: &Path) -> Result<Vec<
 }
 
 #[cfg(unix)]
-fn make_executable(path: &Path) -> Result<(), String> {
+fn make_executable(path: &Path) -> Result<(), WriteError> {
     use std::os::unix::fs::PermissionsExt as _;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
-        .map_err(|e| format!("making {} executable: {e}", path.display()))
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).map_err(|source| {
+        WriteError::Executable {
+            path: path.to_owned(),
+            source,
+        }
+    })
 }
 
 #[cfg(not(unix))]
-fn make_executable(_: &Path) -> Result<(), String> {
+fn make_executable(_: &Path) -> Result<(), WriteError> {
     Ok(())
 }
 
@@ -509,7 +613,7 @@ pub fn generate_file_kernel(
     arch: Arch,
     policy: &SchedulePolicy,
     placement: Placement,
-) -> Result<wavefuse_codegen::Generated, String> {
+) -> Result<wavefuse_codegen::Generated, FileKernelError> {
     // The user's kernel as a case at its own shapes: the same generation step (and tuned-store
     // key) as `ab`, `run` and `tune --kernel-file`.
     let user = std::sync::Arc::new(crate::case::UserKernel::new(
@@ -518,5 +622,8 @@ pub fn generate_file_kernel(
     )?);
     crate::pipeline::generate(&user.case(), arch, policy, placement)
         .map(|g| g.code)
-        .map_err(|e| format!("{}: {e}", path.display()))
+        .map_err(|source| FileKernelError::Generate {
+            path: path.to_owned(),
+            source,
+        })
 }

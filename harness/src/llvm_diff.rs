@@ -68,9 +68,9 @@ pub struct DiffRow {
     /// The kernel's tolerance on relative L2 error.
     pub tol: f64,
     /// The C++ path (NVRTC here) against the f64 reference.
-    pub cpp: Result<Worst, String>,
+    pub cpp: Result<Worst, RowError>,
     /// The LLVM path (the manifest's PTX) against the f64 reference.
-    pub llvm: Result<Worst, String>,
+    pub llvm: Result<Worst, RowError>,
     /// NVRTC's compile time here (none when the artifact came from the cache).
     pub nvrtc_ms: Option<f64>,
     /// LLVM's compile time where the PTX was built (from the manifest).
@@ -126,11 +126,63 @@ impl DiffReport {
 #[derive(Debug, thiserror::Error)]
 pub enum DiffError {
     /// No NVIDIA GPU or driver.
-    #[error("{0}")]
-    NoGpu(String),
+    #[error(transparent)]
+    NoGpu(#[from] suite::GpuError),
     /// The PTX folder or its manifest is unusable.
-    #[error("{0}")]
-    Input(String),
+    #[error(transparent)]
+    Input(#[from] ManifestError),
+}
+
+/// Why the PTX folder's manifest is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// It could not be read.
+    #[error("{}: {source} (write it with `wavefuse llvm ptx --out`)", path.display())]
+    Read {
+        /// The manifest.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// It is not JSON.
+    #[error("{}: {source}", path.display())]
+    Json {
+        /// The manifest.
+        path: std::path::PathBuf,
+        /// What the parser said.
+        source: serde_json::Error,
+    },
+    /// A kernel of the set has no entry.
+    #[error("{0} is not in the manifest")]
+    Missing(String),
+}
+
+/// Why one path of a kernel has no verdict.
+#[derive(Debug, thiserror::Error)]
+pub enum RowError {
+    /// Nothing ran (yet).
+    #[error("not run")]
+    NotRun,
+    /// The case did not generate.
+    #[error(transparent)]
+    Prepare(#[from] suite::PrepError),
+    /// The manifest's PTX comes from another lowering.
+    #[error("the PTX was built from a different lowering (rebuild both)")]
+    Stale,
+    /// The PTX file could not be read.
+    #[error("{file}: {source}")]
+    Ptx {
+        /// The file.
+        file: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// No GPU.
+    #[error(transparent)]
+    Gpu(#[from] suite::GpuError),
+    /// Compiling, binding or running failed.
+    #[error(transparent)]
+    Runtime(#[from] wavefuse_runtime::Error),
 }
 
 /// The differential run over the PTX folder `ptx` (written by `wavefuse llvm ptx --out`) on
@@ -141,8 +193,8 @@ pub fn diff(
     commit: &str,
     on_row: &mut dyn FnMut(&DiffRow),
 ) -> Result<DiffReport, DiffError> {
-    let manifest = read_manifest(ptx).map_err(DiffError::Input)?;
-    let dev = suite::open_cuda().map_err(DiffError::NoGpu)?;
+    let manifest = read_manifest(ptx)?;
+    let dev = suite::open_cuda()?;
     let provenance = Provenance::of_device(&dev, Arch::Sm90, commit)
         .unwrap_or_else(|_| Provenance::without_gpu(compiler_version(Arch::Sm90), commit));
     drop(dev);
@@ -151,7 +203,7 @@ pub fn diff(
         let entry = manifest["entries"]
             .as_array()
             .and_then(|es| es.iter().find(|e| e["file"] == ptx_file(&c)))
-            .ok_or_else(|| DiffError::Input(format!("{} is not in the manifest", ptx_file(&c))))?;
+            .ok_or_else(|| ManifestError::Missing(ptx_file(&c)))?;
         let row = diff_case(&c, entry, ptx, seed);
         on_row(&row);
         rows.push(row);
@@ -164,26 +216,24 @@ pub fn diff(
     Ok(DiffReport { header, rows })
 }
 
-fn read_manifest(dir: &Path) -> Result<Json, String> {
+fn read_manifest(dir: &Path) -> Result<Json, ManifestError> {
     let path = dir.join(MANIFEST);
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        format!(
-            "{}: {e} (write it with `wavefuse llvm ptx --out`)",
-            path.display()
-        )
-    })?;
-    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(source) => return Err(ManifestError::Read { path, source }),
+    };
+    serde_json::from_str(&text).map_err(|source| ManifestError::Json { path, source })
 }
 
-fn passes(r: &Result<Worst, String>, tol: f64) -> bool {
+fn passes(r: &Result<Worst, RowError>, tol: f64) -> bool {
     r.as_ref().is_ok_and(|w| w.passes(tol))
 }
 
-fn verdict(r: &Result<Worst, String>, tol: f64) -> String {
+fn verdict(r: &Result<Worst, RowError>, tol: f64) -> String {
     match r {
         Ok(w) if w.passes(tol) => format!("ok (rel L2 {:.1e})", w.rel_l2),
         Ok(w) => format!("FAIL (rel L2 {:.1e})", w.rel_l2),
-        Err(e) => format!("ERROR: {}", e.lines().next().unwrap_or("")),
+        Err(e) => format!("ERROR: {}", e.to_string().lines().next().unwrap_or("")),
     }
 }
 
@@ -192,8 +242,8 @@ fn diff_case(c: &CaseSpec, entry: &Json, dir: &Path, seed: u64) -> DiffRow {
     let mut row = DiffRow {
         label: c.label(),
         tol,
-        cpp: Err("not run".into()),
-        llvm: Err("not run".into()),
+        cpp: Err(RowError::NotRun),
+        llvm: Err(RowError::NotRun),
         nvrtc_ms: None,
         llvm_ms: entry["llvm_ms"]["total"].as_f64().unwrap_or(f64::NAN),
     };
@@ -207,13 +257,13 @@ fn diff_case(c: &CaseSpec, entry: &Json, dir: &Path, seed: u64) -> DiffRow {
     ) {
         Ok(p) => p,
         Err(e) => {
-            row.cpp = Err(e.to_string());
-            row.llvm = Err(e.to_string());
+            row.cpp = Err(e.clone().into());
+            row.llvm = Err(e.into());
             return row;
         }
     };
     if entry["cpp_fingerprint"].as_str() != Some(fingerprint(&p.g.source.text).as_str()) {
-        row.llvm = Err("the PTX was built from a different lowering (rebuild both)".into());
+        row.llvm = Err(RowError::Stale);
     }
     // C++ path: NVRTC here, timed (uncached), or the carried prebuilt cubin without NVRTC.
     let req = pipeline::request(&p.g);
@@ -226,12 +276,15 @@ fn diff_case(c: &CaseSpec, entry: &Json, dir: &Path, seed: u64) -> DiffRow {
         }
         Err(_) => exec::artifact_for(&Cache::from_env(), compiler.as_ref(), &req)
             .map(|(a, _)| a)
-            .map_err(|e| e.to_string()),
+            .map_err(RowError::from),
     };
     row.cpp = cpp_artifact.and_then(|a| run(&p, &a));
-    if row.llvm.is_ok() || matches!(&row.llvm, Err(e) if e == "not run") {
+    if row.llvm.is_ok() || matches!(&row.llvm, Err(RowError::NotRun)) {
         row.llvm = std::fs::read(dir.join(ptx_file(c)))
-            .map_err(|e| format!("{}: {e}", ptx_file(c)))
+            .map_err(|source| RowError::Ptx {
+                file: ptx_file(c),
+                source,
+            })
             .and_then(|image| {
                 let a = Artifact {
                     compiler: CompilerId::LlvmNvptx,
@@ -250,26 +303,25 @@ fn diff_case(c: &CaseSpec, entry: &Json, dir: &Path, seed: u64) -> DiffRow {
 }
 
 /// Bind, upload, poison, launch once, read back, compare with the f64 reference.
-fn run(p: &suite::Prepared, a: &Artifact) -> Result<Worst, String> {
+fn run(p: &suite::Prepared, a: &Artifact) -> Result<Worst, RowError> {
     let dev = suite::open_cuda()?;
-    let group = RankGroup::on_one_device(dev, p.g.lowered.tp, SameDeviceMode::Streams)
-        .map_err(|e| e.to_string())?;
+    let group = RankGroup::on_one_device(dev, p.g.lowered.tp, SameDeviceMode::Streams)?;
     // The ABI is the C++ writer's; the LLVM back end's PTX has no stream-order prologue, so it
     // must never be launched as a programmatic dependent.
     let abi = wavefuse_codegen::abi::Abi {
         dependent_launch: false,
         ..p.g.abi.clone()
     };
-    let mut k = OpKernel::new(&group, &p.g.ir, &abi, a).map_err(|e| e.to_string())?;
-    let out = k.run(&p.data.inputs).map_err(|e| e.to_string())?;
+    let mut k = OpKernel::new(&group, &p.g.ir, &abi, a)?;
+    let out = k.run(&p.data.inputs)?;
     Ok(Worst::of(&exec::compare(&p.g.ir, &out, &p.data.reference)))
 }
 
-fn worst_json(r: &Result<Worst, String>, tol: f64) -> Json {
+fn worst_json(r: &Result<Worst, RowError>, tol: f64) -> Json {
     match r {
         Ok(w) => json!({"pass": w.passes(tol), "rel_l2": w.rel_l2, "max_abs": w.max_abs,
                         "non_finite": w.non_finite, "rank_diffs": w.rank_diffs}),
-        Err(e) => json!({"pass": false, "error": e}),
+        Err(e) => json!({"pass": false, "error": e.to_string()}),
     }
 }
 
@@ -309,9 +361,12 @@ fn markdown(header: &Json, rows: &[DiffRow]) -> String {
 
 /// `wavefuse llvm ptx --out DIR`: the PTX of the differential set and its manifest.
 #[cfg(feature = "llvm")]
-pub fn write_ptx_set(out: &Path) -> Result<usize, String> {
+pub fn write_ptx_set(out: &Path) -> Result<usize, PtxSetError> {
     use wavefuse_codegen::llvm;
-    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    std::fs::create_dir_all(out).map_err(|source| PtxSetError::Write {
+        what: out.display().to_string(),
+        source,
+    })?;
     let mut entries = Vec::new();
     for c in cases() {
         let g = suite::generate(
@@ -320,11 +375,20 @@ pub fn write_ptx_set(out: &Path) -> Result<usize, String> {
             &crate::policy::SchedulePolicy::default(),
             crate::policy::Placement::SameDevice,
         )
-        .map_err(|e| format!("{}: {e}", c.label()))?;
-        let compiled =
-            llvm::compile(&g.lowered, false).map_err(|e| format!("{}: {e}", c.label()))?;
-        std::fs::write(out.join(ptx_file(&c)), &compiled.image)
-            .map_err(|e| format!("{}: {e}", ptx_file(&c)))?;
+        .map_err(|e| PtxSetError::Kernel {
+            case: c.label(),
+            problem: e.to_string(),
+        })?;
+        let compiled = llvm::compile(&g.lowered, false).map_err(|e| PtxSetError::Kernel {
+            case: c.label(),
+            problem: e.to_string(),
+        })?;
+        std::fs::write(out.join(ptx_file(&c)), &compiled.image).map_err(|source| {
+            PtxSetError::Write {
+                what: ptx_file(&c),
+                source,
+            }
+        })?;
         entries.push(json!({
             "file": ptx_file(&c), "kernel": c.kernel.name(), "tp": c.tp, "symbol": compiled.symbol,
             "cpp_fingerprint": fingerprint(&g.source.text),
@@ -347,8 +411,33 @@ pub fn write_ptx_set(out: &Path) -> Result<usize, String> {
         out.join(MANIFEST),
         serde_json::to_string_pretty(&m).unwrap_or_default(),
     )
-    .map_err(|e| format!("{MANIFEST}: {e}"))?;
+    .map_err(|source| PtxSetError::Write {
+        what: MANIFEST.to_owned(),
+        source,
+    })?;
     Ok(n)
+}
+
+/// Why `wavefuse llvm ptx --out` did not write the PTX set.
+#[cfg(feature = "llvm")]
+#[derive(Debug, thiserror::Error)]
+pub enum PtxSetError {
+    /// A kernel did not generate or compile through LLVM.
+    #[error("{case}: {problem}")]
+    Kernel {
+        /// The case.
+        case: String,
+        /// Why.
+        problem: String,
+    },
+    /// A file or the folder could not be written.
+    #[error("{what}: {source}")]
+    Write {
+        /// The file or folder.
+        what: String,
+        /// Why.
+        source: std::io::Error,
+    },
 }
 
 /// `16.0.6`.

@@ -103,17 +103,17 @@ impl BenchCase {
     }
 
     /// The op-level kernels it launches per call, in order (validated).
-    pub fn kernels(&self, tp: u32) -> Result<Vec<Kernel>, String> {
+    pub fn kernels(&self, tp: u32) -> Result<Vec<Kernel>, BenchError> {
         let s = Shapes::qwen27b(tp);
         let ks = match self {
             BenchCase::Own(ks) => {
                 if let Some(k) = ks.iter().find(|k| k.ir.tp() != tp) {
-                    return Err(format!(
-                        "{} ({}) is written for TP {}, not {tp}",
-                        k.name(),
-                        k.origin,
-                        k.ir.tp()
-                    ));
+                    return Err(BenchError::WrongTp {
+                        kernel: k.name().to_owned(),
+                        origin: k.origin.clone(),
+                        written: k.ir.tp(),
+                        tp,
+                    });
                 }
                 ks.iter().map(|k| k.ir.clone()).collect()
             }
@@ -129,7 +129,10 @@ impl BenchCase {
             ],
         };
         for k in &ks {
-            validate(k).map_err(|e| format!("{}: {e}", k.name()))?;
+            validate(k).map_err(|e| BenchError::Invalid {
+                kernel: k.name().to_owned(),
+                source: Box::new(e),
+            })?;
         }
         Ok(ks)
     }
@@ -176,7 +179,7 @@ pub fn build(
     arch: Arch,
     same_device: bool,
     policy: &SchedulePolicy,
-) -> Result<Vec<Built>, String> {
+) -> Result<Vec<Built>, BenchError> {
     let placement = if same_device {
         Placement::SameDevice
     } else {
@@ -187,7 +190,10 @@ pub fn build(
         .map(|ir| {
             let code = policy
                 .resolve_kernel(&ir, arch, placement, None)
-                .map_err(|e| format!("{}: {e}", ir.name()))?
+                .map_err(|e| BenchError::Generate {
+                    kernel: ir.name().to_owned(),
+                    source: Box::new(e),
+                })?
                 .code;
             Ok(Built { ir, code })
         })
@@ -272,11 +278,11 @@ struct CaseData {
     reference: Vec<RankOutputs>,
 }
 
-fn case_data(built: &[Built], seed: u64) -> Result<CaseData, String> {
+fn case_data(built: &[Built], seed: u64) -> Result<CaseData, BenchError> {
     let w = Workload::new(seed);
     let mut inputs: Vec<Vec<RankInputs>> = built.iter().map(|b| w.inputs(&b.ir)).collect();
     let mut reference =
-        evaluate(&built[0].ir, &inputs[0]).map_err(|e| format!("reference: {e}"))?;
+        evaluate(&built[0].ir, &inputs[0]).map_err(|e| BenchError::Reference(Box::new(e)))?;
     for i in 1..built.len() {
         // A chain: an input named like an output of the kernel before reads that output, rank
         // by rank (the GEMV's FP16 `partial` is the allreduce's input).
@@ -285,7 +291,8 @@ fn case_data(built: &[Built], seed: u64) -> Result<CaseData, String> {
                 rank.insert(next, HostData::Tensor(reference[r][&prev].clone()));
             }
         }
-        reference = evaluate(&built[i].ir, &inputs[i]).map_err(|e| format!("reference: {e}"))?;
+        reference =
+            evaluate(&built[i].ir, &inputs[i]).map_err(|e| BenchError::Reference(Box::new(e)))?;
     }
     Ok(CaseData { inputs, reference })
 }
@@ -322,7 +329,7 @@ fn run_row<D: Device>(
         alone: false,
     };
     if let Err(e) = time_row(group, &mut row, o, cache, l2) {
-        row.error = Some(e);
+        row.error = Some(e.to_string());
     }
     row
 }
@@ -333,12 +340,8 @@ fn time_row<D: Device>(
     o: &BenchOptions,
     cache: &Cache,
     l2: u64,
-) -> Result<(), String> {
-    let arch = group
-        .device(0)
-        .info()
-        .arch
-        .ok_or("not a wavefuse target (gfx906 or sm_90)")?;
+) -> Result<(), BenchError> {
+    let arch = group.device(0).info().arch.ok_or(BenchError::NoTarget)?;
     let mut built = build(&row.case, row.tp, arch, o.same_device, &o.policy)?;
     // A chain that does not communicate, its ranks on one GPU: rank 0 alone is what TP deploys
     // (one rank per GPU), so its kernels are the per-device ones and rank 0 is timed alone.
@@ -353,8 +356,7 @@ fn time_row<D: Device>(
         .map(|b| {
             exec::artifact_for(cache, compiler.as_ref(), &pipeline::request(b)).map(|(a, _)| a)
         })
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
+        .collect::<Result<Vec<_>, _>>()?;
     let irs: Vec<Kernel> = built.iter().map(|b| b.ir.clone()).collect();
     let bytes = BenchCase::weight_bytes(&irs) as u64;
     if bytes > 0 {
@@ -365,8 +367,8 @@ fn time_row<D: Device>(
     for _ in 0..row.rotation {
         let mut set = Vec::with_capacity(built.len());
         for (i, b) in built.iter().enumerate() {
-            let k = OpKernel::new(group, &b.ir, &b.abi, &artifacts[i]).map_err(str_err)?;
-            k.upload_inputs(&data.inputs[i]).map_err(str_err)?;
+            let k = OpKernel::new(group, &b.ir, &b.abi, &artifacts[i])?;
+            k.upload_inputs(&data.inputs[i])?;
             set.push(k);
         }
         for i in 1..set.len() {
@@ -375,11 +377,8 @@ fn time_row<D: Device>(
                 let name = &built[i - 1].ir.buffer(prev).expect("own buffer").name;
                 let array = before[i - 1]
                     .array(name, "data")
-                    .ok_or_else(|| format!("`{name}` has no device array"))?;
-                after[0]
-                    .instance()
-                    .bind(name, "data", &array)
-                    .map_err(str_err)?;
+                    .ok_or_else(|| BenchError::NoDeviceArray(name.to_string()))?;
+                after[0].instance().bind(name, "data", &array)?;
             }
         }
         sets.push(set);
@@ -390,8 +389,8 @@ fn time_row<D: Device>(
         for set in sets.iter_mut() {
             for r in 0..row.tp {
                 for k in set.iter_mut() {
-                    k.instance().launch_alone(r).map_err(str_err)?;
-                    k.instance().wait().map_err(str_err)?;
+                    k.instance().launch_alone(r)?;
+                    k.instance().wait()?;
                 }
             }
         }
@@ -409,9 +408,8 @@ fn time_row<D: Device>(
                 }
             }
             Ok(())
-        })
-        .map_err(str_err)?;
-        let replay = graphs.replay(group).map_err(str_err)?;
+        })?;
+        let replay = graphs.replay(group)?;
         if sample >= 2 {
             row.per_call_us.push(replay.per_call_us());
             row.rank_ms.push(replay.rank_ms);
@@ -419,11 +417,11 @@ fn time_row<D: Device>(
     }
     for set in sets.iter_mut() {
         for k in set.iter_mut() {
-            k.instance().wait().map_err(str_err)?;
+            k.instance().wait()?;
         }
     }
     let last = sets[0].last().expect("a kernel per set");
-    let outputs = last.read_outputs().map_err(str_err)?;
+    let outputs = last.read_outputs()?;
     row.metrics = exec::compare(&built[built.len() - 1].ir, &outputs, &data.reference);
     Ok(())
 }
@@ -438,8 +436,81 @@ fn timed_alone(built: &[Built], same_device: bool) -> bool {
     same_device && built.first().is_some_and(|b| b.ir.tp() > 1) && !communicates
 }
 
-fn str_err(e: wavefuse_runtime::Error) -> String {
-    e.to_string()
+/// Why a row or a run of `mgpu-bench` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// A kernel of one's own written for another TP size.
+    #[error("{kernel} ({origin}) is written for TP {written}, not {tp}")]
+    WrongTp {
+        /// The kernel.
+        kernel: String,
+        /// Where it came from.
+        origin: String,
+        /// Its TP size.
+        written: u32,
+        /// The row's.
+        tp: u32,
+    },
+    /// A kernel does not validate.
+    #[error("{kernel}: {source}")]
+    Invalid {
+        /// The kernel.
+        kernel: String,
+        /// What the validator found.
+        source: Box<wavefuse::ir::ValidationError>,
+    },
+    /// A kernel did not generate.
+    #[error("{kernel}: {source}")]
+    Generate {
+        /// The kernel.
+        kernel: String,
+        /// Why.
+        source: Box<wavefuse_codegen::CompileError>,
+    },
+    /// The f64 reference failed.
+    #[error("reference: {0}")]
+    Reference(Box<wavefuse::ir::reference::EvalError>),
+    /// A row's GPU is not a wavefuse target.
+    #[error("not a wavefuse target (gfx906 or sm_90)")]
+    NoTarget,
+    /// GPU 0 is not a wavefuse target.
+    #[error("{0} is not a wavefuse target (gfx906 or sm_90)")]
+    NotATarget(String),
+    /// An array the kernel names is not on the device.
+    #[error("`{0}` has no device array")]
+    NoDeviceArray(String),
+    /// A case at a TP size did not generate (`--prebuild`).
+    #[error("TP {tp} {case}: {source}")]
+    Case {
+        /// The TP size.
+        tp: u32,
+        /// The case.
+        case: String,
+        /// Why.
+        source: Box<BenchError>,
+    },
+    /// No GPU could be opened.
+    #[error(transparent)]
+    Gpu(#[from] suite::GpuError),
+    /// The runtime failed (compiling, binding, launching, reading back).
+    #[error(transparent)]
+    Runtime(Box<wavefuse_runtime::Error>),
+    /// A device call failed.
+    #[error(transparent)]
+    Device(#[from] wavefuse_runtime::DeviceError),
+}
+
+impl From<wavefuse_runtime::Error> for BenchError {
+    fn from(e: wavefuse_runtime::Error) -> BenchError {
+        BenchError::Runtime(Box::new(e))
+    }
+}
+
+/// Where a caller still words errors as text.
+impl From<BenchError> for String {
+    fn from(e: BenchError) -> String {
+        e.to_string()
+    }
 }
 
 /// Every row of a run.
@@ -455,10 +526,10 @@ pub struct BenchReport {
 }
 
 /// Runs every case at every TP size that fits the visible GPUs of `o.runtime`.
-pub fn run_bench(o: &BenchOptions) -> Result<BenchReport, String> {
+pub fn run_bench(o: &BenchOptions) -> Result<BenchReport, BenchError> {
     struct Bench<'a>(&'a BenchOptions);
     impl suite::OnGpu for Bench<'_> {
-        type Out = Result<BenchReport, String>;
+        type Out = Result<BenchReport, BenchError>;
         fn on<D: Device>(self, dev: D) -> Self::Out {
             run_bench_on(dev, self.0)
         }
@@ -466,17 +537,13 @@ pub fn run_bench(o: &BenchOptions) -> Result<BenchReport, String> {
     suite::with_gpu(o.runtime, Bench(o))?
 }
 
-fn run_bench_on<D: Device>(dev0: D, o: &BenchOptions) -> Result<BenchReport, String> {
-    let visible = D::count().map_err(|e| e.to_string())?;
-    let arch = dev0.info().arch.ok_or_else(|| {
-        format!(
-            "{} is not a wavefuse target (gfx906 or sm_90)",
-            dev0.info().name
-        )
-    })?;
-    let header = Provenance::of_device(&dev0, arch, &o.commit)
-        .map_err(str_err)?
-        .with_devices(visible as u32);
+fn run_bench_on<D: Device>(dev0: D, o: &BenchOptions) -> Result<BenchReport, BenchError> {
+    let visible = D::count()?;
+    let arch = dev0
+        .info()
+        .arch
+        .ok_or_else(|| BenchError::NotATarget(dev0.info().name.clone()))?;
+    let header = Provenance::of_device(&dev0, arch, &o.commit)?.with_devices(visible as u32);
     let l2 = header.device.l2_bytes;
     drop(dev0);
     let cache = Cache::from_env();
@@ -484,15 +551,15 @@ fn run_bench_on<D: Device>(dev0: D, o: &BenchOptions) -> Result<BenchReport, Str
     let mut refused = Vec::new();
     for &tp in &o.tps {
         let group = if o.same_device {
-            let d = D::new(0).map_err(|e| e.to_string())?;
-            RankGroup::on_one_device(d, tp, SameDeviceMode::Streams).map_err(str_err)?
+            let d = D::new(0)?;
+            RankGroup::on_one_device(d, tp, SameDeviceMode::Streams)?
         } else {
             if let Err(e) = per_device_ordinals(tp, visible) {
                 eprintln!("TP {tp}: {e}");
                 refused.push((tp, e.to_string()));
                 continue;
             }
-            RankGroup::<D>::per_device(tp).map_err(str_err)?
+            RankGroup::<D>::per_device(tp)?
         };
         for case in o.cases() {
             let start = Instant::now();
@@ -621,14 +688,18 @@ fn row_json(r: &Row) -> Json {
 }
 
 /// Every source `mgpu-bench` compiles, for `--prebuild`.
-pub fn sources(arch: Arch, policy: &SchedulePolicy) -> Vec<Result<Built, String>> {
+pub fn sources(arch: Arch, policy: &SchedulePolicy) -> Vec<Result<Built, BenchError>> {
     let mut out = Vec::new();
     for same_device in [false, true] {
         for tp in [2, 4] {
             for case in BenchCase::ALL {
                 match build(&case, tp, arch, same_device, policy) {
                     Ok(bs) => out.extend(bs.into_iter().map(Ok)),
-                    Err(e) => out.push(Err(format!("TP {tp} {}: {e}", case.name()))),
+                    Err(e) => out.push(Err(BenchError::Case {
+                        tp,
+                        case: case.name(),
+                        source: Box::new(e),
+                    })),
                 }
             }
         }
@@ -721,7 +792,7 @@ mod tests {
         let y = |k: &Kernel| k.buffer_by_name("y").unwrap();
         assert_eq!(data.reference[0][&y(&built[1].ir)], want[0][&y(&fused)]);
         let e = case.kernels(2).unwrap_err();
-        assert!(e.contains("written for TP 1, not 2"), "{e}");
+        assert!(e.to_string().contains("written for TP 1, not 2"), "{e}");
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! TP and batch come from the command's flags; [`Model::check`] says whether the set can be
 //! built at a TP size.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use wavefuse::ir::{GptqLayout, GroupSize, ZeroPoint};
@@ -19,30 +19,102 @@ use wavefuse_kernels::shapes::{MAX_MODEL_DIM, Model};
 /// layout is the `quantization_config` object of the file (transformers, optimum) and/or a
 /// `quantize_config.json` beside it (AutoGPTQ, GPTQModel), which must agree; the default layout
 /// (groups of 128, v1 zero points) without either.
-pub fn read(path: &Path) -> Result<Model, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-    let mut m = parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn read(path: &Path) -> Result<Model, ConfigError> {
+    let text = read_text(path)?;
+    let mut m = parse(&text).map_err(|e| e.in_file(path))?;
     let beside = path.with_file_name("quantize_config.json");
     if beside.is_file() && beside != path {
-        let q = std::fs::read_to_string(&beside)
-            .map_err(|e| format!("reading {}: {e}", beside.display()))?;
-        let obj = json(&q).map_err(|e| format!("{}: {e}", beside.display()))?;
+        let q = read_text(&beside)?;
+        let obj = json(&q).map_err(|e| e.in_file(&beside))?;
         let Value::Object(obj) = obj else {
-            return Err(format!("{}: not a JSON object", beside.display()));
+            return Err(ConfigError::NotAnObject("").in_file(&beside));
         };
-        let layout = gptq_layout(&obj).map_err(|e| format!("{}: {e}", beside.display()))?;
+        let layout = gptq_layout(&obj).map_err(|e| e.in_file(&beside))?;
         if has_quantization_config(&text) && layout != m.gptq {
-            return Err(format!(
-                "{} and the quantization_config of {} disagree on the GPTQ layout ({layout:?} vs {:?})",
-                beside.display(),
-                path.display(),
-                m.gptq
-            ));
+            return Err(ConfigError::Disagree {
+                beside,
+                config: path.to_owned(),
+                beside_layout: layout,
+                config_layout: m.gptq,
+            });
         }
         m.gptq = layout;
     }
     Ok(m)
+}
+
+fn read_text(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Why a model's `config.json` (or the `quantize_config.json` beside it) gives no model.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("reading {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// What is wrong inside the file `path`.
+    #[error("{}: {source}", path.display())]
+    In {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        source: Box<ConfigError>,
+    },
+    /// The text is not JSON, or an object gives a key twice.
+    #[error("not JSON: {0}")]
+    Json(String),
+    /// The top level is not an object (`.0` says what a config is, where it is known).
+    #[error("not a JSON object{0}")]
+    NotAnObject(&'static str),
+    /// `quantize_config.json` and the config's `quantization_config` give different layouts.
+    #[error(
+        "{} and the quantization_config of {} disagree on the GPTQ layout ({beside_layout:?} vs \
+         {config_layout:?})",
+        beside.display(),
+        config.display()
+    )]
+    Disagree {
+        /// `quantize_config.json`.
+        beside: PathBuf,
+        /// `config.json`.
+        config: PathBuf,
+        /// The layout of `quantize_config.json`.
+        beside_layout: GptqLayout,
+        /// The layout of the config's `quantization_config`.
+        config_layout: GptqLayout,
+    },
+    /// In the config's `quantization_config` object.
+    #[error("quantization_config: {0}")]
+    QuantizationConfig(Box<ConfigError>),
+    /// A field is missing, of the wrong type, out of range or unsupported (the message names it).
+    #[error("{0}")]
+    Field(String),
+}
+
+impl ConfigError {
+    /// This error, inside the file `path`.
+    fn in_file(self, path: &Path) -> ConfigError {
+        ConfigError::In {
+            path: path.to_owned(),
+            source: Box::new(self),
+        }
+    }
+}
+
+/// Where a caller still words errors as text.
+impl From<ConfigError> for String {
+    fn from(e: ConfigError) -> String {
+        e.to_string()
+    }
 }
 
 fn has_quantization_config(text: &str) -> bool {
@@ -54,22 +126,22 @@ fn has_quantization_config(text: &str) -> bool {
 
 /// A GPTQ layout from a quantisation config object (`bits`, `group_size`, `sym`, `desc_act`,
 /// `checkpoint_format`, `quant_method`); absent fields take the default layout's values.
-fn gptq_layout(q: &serde_json::Map<String, Value>) -> Result<GptqLayout, String> {
+fn gptq_layout(q: &serde_json::Map<String, Value>) -> Result<GptqLayout, ConfigError> {
     let mut l = Model::QWEN27B.gptq;
     if let Some(m) = q.get("quant_method").and_then(Value::as_str)
         && m != "gptq"
     {
-        return Err(format!(
+        return Err(ConfigError::Field(format!(
             "quant_method = \"{m}\": the kernel set's weights are GPTQ"
-        ));
+        )));
     }
     match q.get("bits") {
         None | Some(Value::Null) => {}
         Some(v) if v.as_i64() == Some(4) => {}
         Some(v) => {
-            return Err(format!(
+            return Err(ConfigError::Field(format!(
                 "bits = {v}: the kernel set's GPTQ kernels are INT4 (bits = 4)"
-            ));
+            )));
         }
     }
     match q.get("group_size") {
@@ -79,9 +151,9 @@ fn gptq_layout(q: &serde_json::Map<String, Value>) -> Result<GptqLayout, String>
                 Some(-1) => GroupSize::PerChannel,
                 Some(g @ (32 | 64 | 128)) => GroupSize::Rows(g as u32),
                 _ => {
-                    return Err(format!(
+                    return Err(ConfigError::Field(format!(
                         "group_size = {v}: use 32, 64, 128 or -1 (per channel)"
-                    ));
+                    )));
                 }
             }
         }
@@ -89,12 +161,18 @@ fn gptq_layout(q: &serde_json::Map<String, Value>) -> Result<GptqLayout, String>
     let flag = |key: &str| match q.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(v) => Err(format!("{key} = {v}, not true or false")),
+        Some(v) => Err(ConfigError::Field(format!(
+            "{key} = {v}, not true or false"
+        ))),
     };
     let v2 = match q.get("checkpoint_format").and_then(Value::as_str) {
         None | Some("gptq") => false,
         Some("gptq_v2") => true,
-        Some(f) => return Err(format!("checkpoint_format = \"{f}\": use gptq or gptq_v2")),
+        Some(f) => {
+            return Err(ConfigError::Field(format!(
+                "checkpoint_format = \"{f}\": use gptq or gptq_v2"
+            )));
+        }
     };
     l.zero = match (flag("sym")?, v2) {
         (Some(true), _) => ZeroPoint::Symmetric,
@@ -108,11 +186,11 @@ fn gptq_layout(q: &serde_json::Map<String, Value>) -> Result<GptqLayout, String>
 /// A JSON text as a value: a leading UTF-8 byte-order mark (some Windows editors write one) is
 /// skipped, and an object with a key given twice is an error naming the key (serde_json would
 /// silently keep the last).
-pub fn json(text: &str) -> Result<Value, String> {
+pub fn json(text: &str) -> Result<Value, ConfigError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     serde_json::from_str::<Strict>(text)
         .map(|s| s.0)
-        .map_err(|e| format!("not JSON: {e}"))
+        .map_err(|e| ConfigError::Json(e.to_string()))
 }
 
 /// A JSON value whose objects have distinct keys.
@@ -182,28 +260,28 @@ impl<'de> serde::de::Visitor<'de> for StrictVisitor {
 }
 
 /// The model of a `config.json` text.
-pub fn parse(text: &str) -> Result<Model, String> {
+pub fn parse(text: &str) -> Result<Model, ConfigError> {
     let root = json(text)?;
-    let top = root
-        .as_object()
-        .ok_or("not a JSON object (a Hugging Face config.json is one)")?;
+    let top = root.as_object().ok_or(ConfigError::NotAnObject(
+        " (a Hugging Face config.json is one)",
+    ))?;
     let cfg = match (top.get("hidden_size"), top.get("text_config")) {
         (None, Some(Value::Object(t))) => t,
         _ => top,
     };
-    let int = |key: &str| -> Result<Option<usize>, String> {
+    let int = |key: &str| -> Result<Option<usize>, ConfigError> {
         match cfg.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(v) => {
                 let n = v
                     .as_u64()
                     .filter(|&n| n > 0)
-                    .ok_or_else(|| format!("`{key}` is {v}, not a positive integer"))?;
+                    .ok_or_else(|| field(format!("`{key}` is {v}, not a positive integer")))?;
                 bounded(key, n).map(Some)
             }
         }
     };
-    let need = |key: &str| int(key)?.ok_or_else(|| format!("no `{key}`"));
+    let need = |key: &str| int(key)?.ok_or_else(|| field(format!("no `{key}`")));
     let hidden = need("hidden_size")?;
     let ffn = need("intermediate_size")?;
     let heads = need("num_attention_heads")?;
@@ -212,22 +290,26 @@ pub fn parse(text: &str) -> Result<Model, String> {
         Some(d) => d,
         None if hidden % heads == 0 => hidden / heads,
         None => {
-            return Err(format!(
+            return Err(field(format!(
                 "no `head_dim`, and hidden_size {hidden} is not a multiple of num_attention_heads {heads}"
-            ));
+            )));
         }
     };
     let gate = match cfg.get("attn_output_gate") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
-        Some(v) => return Err(format!("`attn_output_gate` is {v}, not true or false")),
+        Some(v) => {
+            return Err(field(format!(
+                "`attn_output_gate` is {v}, not true or false"
+            )));
+        }
     };
     let rms_eps = match cfg.get("rms_norm_eps") {
         None | Some(Value::Null) => 1e-6,
         Some(v) => v
             .as_f64()
             .filter(|e| e.is_finite() && *e > 0.0)
-            .ok_or_else(|| format!("`rms_norm_eps` is {v}, not a positive number"))?,
+            .ok_or_else(|| field(format!("`rms_norm_eps` is {v}, not a positive number")))?,
     };
     let gptq = match root
         .get("quantization_config")
@@ -235,9 +317,13 @@ pub fn parse(text: &str) -> Result<Model, String> {
     {
         None | Some(Value::Null) => Model::QWEN27B.gptq,
         Some(Value::Object(q)) => {
-            gptq_layout(q).map_err(|e| format!("quantization_config: {e}"))?
+            gptq_layout(q).map_err(|e| ConfigError::QuantizationConfig(Box::new(e)))?
         }
-        Some(v) => return Err(format!("`quantization_config` is {v}, not an object")),
+        Some(v) => {
+            return Err(field(format!(
+                "`quantization_config` is {v}, not an object"
+            )));
+        }
     };
     // Each factor is at most MAX_MODEL_DIM (2^20), so a product of three fits u64.
     let width = |what: &str, factors: &[(&str, usize)], gate: bool| {
@@ -252,10 +338,10 @@ pub fn parse(text: &str) -> Result<Model, String> {
         if gate {
             named.push("2 (attn_output_gate)".into());
         }
-        Err(format!(
+        Err(field(format!(
             "the {what} ({}) is {n}, more than {MAX_MODEL_DIM}, the largest dimension wavefuse builds kernels at",
             named.join(" × ")
-        ))
+        )))
     };
     let q_gate = width(
         "Q width",
@@ -280,14 +366,18 @@ pub fn parse(text: &str) -> Result<Model, String> {
 
 /// `n` from field `key` if it is at most [`MAX_MODEL_DIM`] (issue 39: unbounded dimensions
 /// wrapped in the products built from them).
-fn bounded(key: &str, n: u64) -> Result<usize, String> {
+fn bounded(key: &str, n: u64) -> Result<usize, ConfigError> {
     if n <= MAX_MODEL_DIM as u64 {
         Ok(n as usize)
     } else {
-        Err(format!(
+        Err(field(format!(
             "`{key}` is {n}, more than {MAX_MODEL_DIM}, the largest dimension wavefuse builds kernels at"
-        ))
+        )))
     }
+}
+
+fn field(message: String) -> ConfigError {
+    ConfigError::Field(message)
 }
 
 #[cfg(test)]
@@ -358,7 +448,9 @@ mod tests {
             (r#"{"quant_method": "awq"}"#, "quant_method = \"awq\""),
             (r#"{"sym": "yes"}"#, "sym = \"yes\""),
         ] {
-            let e = parse(&format!(r#"{{{llama}, "quantization_config": {q}}}"#)).unwrap_err();
+            let e = parse(&format!(r#"{{{llama}, "quantization_config": {q}}}"#))
+                .unwrap_err()
+                .to_string();
             assert!(
                 e.contains(says) && e.contains("quantization_config"),
                 "{q}: {e}"
@@ -379,7 +471,7 @@ mod tests {
             format!(r#"{{{llama}, "quantization_config": {{"bits": 4, "group_size": 128}}}}"#),
         )
         .unwrap();
-        let e = read(&cfg).unwrap_err();
+        let e = read(&cfg).unwrap_err().to_string();
         assert!(e.contains("disagree"), "{e}");
     }
 
@@ -397,11 +489,11 @@ mod tests {
             "\"head_dim\": 128",
             "\"head_dim\": 128, \"hidden_size\": 1024",
         );
-        let e = parse(&twice).unwrap_err();
+        let e = parse(&twice).unwrap_err().to_string();
         assert!(e.contains("duplicate key `hidden_size`"), "{e}");
         assert!(e.contains("line"), "{e}");
         let nested = r#"{"text_config": {"hidden_size": 1, "hidden_size": 2}}"#;
-        let e = parse(nested).unwrap_err();
+        let e = parse(nested).unwrap_err().to_string();
         assert!(e.contains("duplicate key `hidden_size`"), "{e}");
     }
 
@@ -424,7 +516,7 @@ mod tests {
                 "`rms_norm_eps` is \"x\"",
             ),
         ] {
-            let e = parse(text).unwrap_err();
+            let e = parse(text).unwrap_err().to_string();
             assert!(e.contains(says), "{text}: {e}");
         }
     }
@@ -450,7 +542,7 @@ mod tests {
             (cfg(8, 8, 8, 8, 1 << 21), "`head_dim` is 2097152".into()),
             (cfg(8, 8, 8, 4611686018427387903, 4), "`num_key_value_heads` is 4611686018427387903".into()),
         ] {
-            let e = parse(&text).unwrap_err();
+            let e = parse(&text).unwrap_err().to_string();
             assert!(e.contains(&says), "{text}: {e}");
         }
         // At the bound: accepted (whether a weight of 2^20 × 2^20 then fits the generated code's

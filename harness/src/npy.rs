@@ -80,12 +80,87 @@ pub struct NpyError {
     /// The file.
     pub path: PathBuf,
     /// What is wrong, and what was expected.
-    pub what: String,
+    pub what: NpyProblem,
+}
+
+/// What is wrong with a `.npy` file (or the values to write), and what was expected.
+#[derive(Debug, thiserror::Error)]
+pub enum NpyProblem {
+    /// The file could not be read.
+    #[error("cannot read: {0}")]
+    Read(std::io::Error),
+    /// The file could not be written.
+    #[error("cannot write: {0}")]
+    Write(std::io::Error),
+    /// The values to write do not fill the shape.
+    #[error("shape {shape:?} holds {len} values but {given} were given")]
+    ShapeLength {
+        /// The shape.
+        shape: Vec<usize>,
+        /// The values it holds.
+        len: usize,
+        /// The values given.
+        given: usize,
+    },
+    /// The shape's byte count overflows.
+    #[error("shape {0:?} is too large")]
+    TooLarge(Vec<usize>),
+    /// The data section is not as long as the shape says.
+    #[error(
+        "{} file{}: shape {shape:?} of {dtype} needs {want} data bytes, found {found}",
+        if found < want { "truncated" } else { "corrupt" },
+        if found < want { "" } else { " (trailing bytes)" }
+    )]
+    DataLength {
+        /// The shape.
+        shape: Vec<usize>,
+        /// The element type.
+        dtype: NpyDtype,
+        /// The bytes the shape needs.
+        want: usize,
+        /// The bytes found.
+        found: usize,
+    },
+    /// The file does not start with the magic string.
+    #[error("not a .npy file (missing the \\x93NUMPY magic string)")]
+    NoMagic,
+    /// A version 2.0/3.0 file too short for its header length.
+    #[error("truncated file: the header length is cut off")]
+    HeaderLengthCut,
+    /// A format version other than 1.0, 2.0, 3.0.
+    #[error("unsupported .npy format version {0}.{1} (1.0, 2.0, 3.0 are)")]
+    Version(u8, u8),
+    /// The file ends inside the header.
+    #[error("truncated file: the header declares {0} bytes, the file ends before")]
+    HeaderCut(usize),
+    /// The header is not UTF-8.
+    #[error("the header is not text")]
+    HeaderNotText,
+    /// The header is not the dict NumPy writes.
+    #[error("malformed header ({why}): {header}")]
+    Malformed {
+        /// What is wrong.
+        why: String,
+        /// The header text.
+        header: String,
+    },
+    /// A multi-axis array in Fortran order.
+    #[error("Fortran-order array of shape {0:?}: save a C-order copy (np.ascontiguousarray(x))")]
+    FortranOrder(Vec<usize>),
+    /// A big-endian dtype (`.0` is its descr).
+    #[error("big-endian dtype '{0}': save a little-endian copy (x.astype('<{size}'))", size = &.0[1..])]
+    BigEndian(String),
+    /// An object array.
+    #[error("object array (pickled Python objects): save a float16 or float32 array")]
+    Object,
+    /// Any other dtype.
+    #[error("dtype '{0}' is not accepted: expected float16 ('<f2') or float32 ('<f4')")]
+    Dtype(String),
 }
 
 /// Read a `.npy` file.
 pub fn read(path: &Path) -> Result<NpyArray, NpyError> {
-    let bytes = std::fs::read(path).map_err(|e| err(path, format!("cannot read: {e}")))?;
+    let bytes = std::fs::read(path).map_err(|e| err(path, NpyProblem::Read(e)))?;
     parse(&bytes).map_err(|what| err(path, what))
 }
 
@@ -94,17 +169,18 @@ pub fn read(path: &Path) -> Result<NpyArray, NpyError> {
 pub fn write_f16(path: &Path, shape: &[usize], values: &[f64]) -> Result<(), NpyError> {
     let bytes = to_bytes_f16(shape, values).map_err(|what| err(path, what))?;
     // Atomic: a failed write (a full disk) leaves any previous file as it was.
-    crate::outputs::atomic_write(path, &bytes).map_err(|e| err(path, format!("cannot write: {e}")))
+    crate::outputs::atomic_write(path, &bytes).map_err(|e| err(path, NpyProblem::Write(e)))
 }
 
 /// The bytes of an FP16 `.npy` file (version 1.0).
-pub fn to_bytes_f16(shape: &[usize], values: &[f64]) -> Result<Vec<u8>, String> {
+pub fn to_bytes_f16(shape: &[usize], values: &[f64]) -> Result<Vec<u8>, NpyProblem> {
     let len: usize = shape.iter().product();
     if len != values.len() {
-        return Err(format!(
-            "shape {shape:?} holds {len} values but {} were given",
-            values.len()
-        ));
+        return Err(NpyProblem::ShapeLength {
+            shape: shape.to_vec(),
+            len,
+            given: values.len(),
+        });
     }
     let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
     let tuple = match dims.len() {
@@ -127,7 +203,7 @@ pub fn to_bytes_f16(shape: &[usize], values: &[f64]) -> Result<Vec<u8>, String> 
     Ok(out)
 }
 
-fn err(path: &Path, what: String) -> NpyError {
+fn err(path: &Path, what: NpyProblem) -> NpyError {
     NpyError {
         path: path.to_owned(),
         what,
@@ -135,25 +211,20 @@ fn err(path: &Path, what: String) -> NpyError {
 }
 
 /// Parse the bytes of a `.npy` file.
-pub fn parse(bytes: &[u8]) -> Result<NpyArray, String> {
+pub fn parse(bytes: &[u8]) -> Result<NpyArray, NpyProblem> {
     let (header, data) = split_header(bytes)?;
     let h = Header::parse(header)?;
     let len = h.shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
     let want = len
         .and_then(|l| l.checked_mul(h.dtype.bytes()))
-        .ok_or_else(|| format!("shape {:?} is too large", h.shape))?;
+        .ok_or_else(|| NpyProblem::TooLarge(h.shape.clone()))?;
     if data.len() != want {
-        let (kind, hint) = if data.len() < want {
-            ("truncated", "")
-        } else {
-            ("corrupt", " (trailing bytes)")
-        };
-        return Err(format!(
-            "{kind} file{hint}: shape {:?} of {} needs {want} data bytes, found {}",
-            h.shape,
-            h.dtype,
-            data.len()
-        ));
+        return Err(NpyProblem::DataLength {
+            shape: h.shape,
+            dtype: h.dtype,
+            want,
+            found: data.len(),
+        });
     }
     Ok(NpyArray {
         dtype: h.dtype,
@@ -163,9 +234,9 @@ pub fn parse(bytes: &[u8]) -> Result<NpyArray, String> {
 }
 
 /// The header text and the data section.
-fn split_header(bytes: &[u8]) -> Result<(&str, &[u8]), String> {
+fn split_header(bytes: &[u8]) -> Result<(&str, &[u8]), NpyProblem> {
     if bytes.len() < 10 || &bytes[..6] != MAGIC {
-        return Err("not a .npy file (missing the \\x93NUMPY magic string)".into());
+        return Err(NpyProblem::NoMagic);
     }
     let (major, minor) = (bytes[6], bytes[7]);
     let (len, start) = match (major, minor) {
@@ -174,17 +245,13 @@ fn split_header(bytes: &[u8]) -> Result<(&str, &[u8]), String> {
             u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
             12,
         ),
-        (2 | 3, 0) => return Err("truncated file: the header length is cut off".into()),
-        _ => {
-            return Err(format!(
-                "unsupported .npy format version {major}.{minor} (1.0, 2.0, 3.0 are)"
-            ));
-        }
+        (2 | 3, 0) => return Err(NpyProblem::HeaderLengthCut),
+        _ => return Err(NpyProblem::Version(major, minor)),
     };
-    let header = bytes.get(start..start + len).ok_or_else(|| {
-        format!("truncated file: the header declares {len} bytes, the file ends before")
-    })?;
-    let header = std::str::from_utf8(header).map_err(|_| "the header is not text".to_string())?;
+    let header = bytes
+        .get(start..start + len)
+        .ok_or(NpyProblem::HeaderCut(len))?;
+    let header = std::str::from_utf8(header).map_err(|_| NpyProblem::HeaderNotText)?;
     Ok((header, &bytes[start + len..]))
 }
 
@@ -195,8 +262,11 @@ struct Header {
 }
 
 impl Header {
-    fn parse(text: &str) -> Result<Self, String> {
-        let bad = |why: &str| format!("malformed header ({why}): {}", text.trim_end());
+    fn parse(text: &str) -> Result<Self, NpyProblem> {
+        let bad = |why: &str| NpyProblem::Malformed {
+            why: why.to_owned(),
+            header: text.trim_end().to_owned(),
+        };
         let body = text
             .trim()
             .strip_prefix('{')
@@ -232,9 +302,7 @@ impl Header {
         if fortran.ok_or_else(|| bad("no 'fortran_order'"))?
             && shape.iter().filter(|&&d| d != 1).count() > 1
         {
-            return Err(format!(
-                "Fortran-order array of shape {shape:?}: save a C-order copy (np.ascontiguousarray(x))"
-            ));
+            return Err(NpyProblem::FortranOrder(shape));
         }
         Ok(Header {
             dtype: dtype(descr)?,
@@ -243,21 +311,14 @@ impl Header {
     }
 }
 
-fn dtype(descr: &str) -> Result<NpyDtype, String> {
+fn dtype(descr: &str) -> Result<NpyDtype, NpyProblem> {
     match descr {
         "<f2" => Ok(NpyDtype::F16),
         "<f4" => Ok(NpyDtype::F32),
         "<f8" => Ok(NpyDtype::F64),
-        ">f2" | ">f4" | ">f8" => Err(format!(
-            "big-endian dtype '{descr}': save a little-endian copy (x.astype('<{}'))",
-            &descr[1..]
-        )),
-        "|O" => {
-            Err("object array (pickled Python objects): save a float16 or float32 array".into())
-        }
-        other => Err(format!(
-            "dtype '{other}' is not accepted: expected float16 ('<f2') or float32 ('<f4')"
-        )),
+        ">f2" | ">f4" | ">f8" => Err(NpyProblem::BigEndian(descr.to_owned())),
+        "|O" => Err(NpyProblem::Object),
+        other => Err(NpyProblem::Dtype(other.to_owned())),
     }
 }
 
@@ -387,7 +448,7 @@ mod tests {
     fn invalid_truncated_data_says_how_many_bytes() {
         let mut b = numpy_f32();
         b.truncate(b.len() - 3);
-        let e = parse(&b).unwrap_err();
+        let e = parse(&b).unwrap_err().to_string();
         assert!(
             e.contains("truncated") && e.contains("needs 24 data bytes, found 21"),
             "{e}"
@@ -403,7 +464,7 @@ mod tests {
                 .position(|w| w == from.as_bytes())
                 .unwrap();
             b[at..at + from.len()].copy_from_slice(to.as_bytes());
-            parse(&b).unwrap_err()
+            parse(&b).unwrap_err().to_string()
         };
         assert!(swap("'<f4'", "'>f4'").contains("big-endian"));
         assert!(swap("False", "True ").contains("Fortran-order"));

@@ -139,41 +139,31 @@ fn temp_beside(path: &Path) -> PathBuf {
 /// directory exists and takes a new file, it is not a directory or a device, it has the
 /// extension `ext` (when given), and it is not — by path or through a link (same device and
 /// inode) — any input.
-pub fn check_output(output: &Path, inputs: &[&Path], ext: Option<&str>) -> Result<(), String> {
-    let shown = output.display();
+pub fn check_output(output: &Path, inputs: &[&Path], ext: Option<&str>) -> Result<(), OutputError> {
+    let bad = |problem| OutputError {
+        flag: "--output".into(),
+        path: output.to_owned(),
+        problem,
+    };
     if let Some(ext) = ext {
         if output.extension().and_then(|e| e.to_str()) != Some(ext) {
-            return Err(format!(
-                "--output {shown}: the file name must end in .{ext}"
-            ));
+            return Err(bad(OutputProblem::Extension(ext.to_owned())));
         }
     }
     match std::fs::metadata(output) {
-        Ok(m) if m.is_dir() => return Err(format!("--output {shown} is a directory")),
-        Ok(m) if !m.is_file() => {
-            return Err(format!(
-                "--output {shown} is not a regular file (a device or pipe is never replaced)"
-            ));
-        }
+        Ok(m) if m.is_dir() => return Err(bad(OutputProblem::Directory)),
+        Ok(m) if !m.is_file() => return Err(bad(OutputProblem::NotAFile)),
         Ok(m) => {
-            for input in inputs {
-                if same_file(&m, input) {
-                    return Err(format!(
-                        "--output {shown} is the input {}: it would be overwritten",
-                        input.display()
-                    ));
-                }
+            if let Some(input) = inputs.iter().find(|input| same_file(&m, input)) {
+                return Err(bad(OutputProblem::IsInput(input.to_path_buf())));
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(format!("--output {shown}: {e}")),
+        Err(e) => return Err(bad(OutputProblem::Metadata(e))),
     }
     let dir = parent(output).unwrap_or(Path::new("."));
     if !dir.is_dir() {
-        return Err(format!(
-            "--output {shown}: the directory {} does not exist",
-            dir.display()
-        ));
+        return Err(bad(OutputProblem::NoDirectory(dir.to_owned())));
     }
     // Writable: the same kind of temporary the final write uses.
     let probe = temp_beside(output);
@@ -182,11 +172,54 @@ pub fn check_output(output: &Path, inputs: &[&Path], ext: Option<&str>) -> Resul
             let _ = std::fs::remove_file(&probe);
             Ok(())
         }
-        Err(e) => Err(format!(
-            "--output {shown}: cannot create a file in {}: {e}",
-            dir.display()
-        )),
+        Err(source) => Err(bad(OutputProblem::NotWritable {
+            dir: dir.to_owned(),
+            source,
+        })),
     }
+}
+
+/// An output file (`--output`, or the report file of `flag`) that cannot be written as asked.
+#[derive(Debug, thiserror::Error)]
+#[error("{flag} {}{problem}", path.display())]
+pub struct OutputError {
+    /// The flag that named it.
+    pub flag: String,
+    /// The file.
+    pub path: PathBuf,
+    /// What is wrong.
+    pub problem: OutputProblem,
+}
+
+/// What is wrong with an output file (worded to follow `FLAG PATH`).
+#[derive(Debug, thiserror::Error)]
+pub enum OutputProblem {
+    /// The name does not have the extension the format needs.
+    #[error(": the file name must end in .{0}")]
+    Extension(String),
+    /// It is a directory.
+    #[error(" is a directory")]
+    Directory,
+    /// It is a device or a pipe.
+    #[error(" is not a regular file (a device or pipe is never replaced)")]
+    NotAFile,
+    /// It is (by path or link) one of the inputs.
+    #[error(" is the input {}: it would be overwritten", .0.display())]
+    IsInput(PathBuf),
+    /// Its metadata could not be read.
+    #[error(": {0}")]
+    Metadata(std::io::Error),
+    /// Its directory does not exist.
+    #[error(": the directory {} does not exist", .0.display())]
+    NoDirectory(PathBuf),
+    /// Its directory takes no new file.
+    #[error(": cannot create a file in {}: {source}", dir.display())]
+    NotWritable {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
 }
 
 /// Whether `input` is the file `output` (metadata of an existing output): the same device and
@@ -196,8 +229,11 @@ fn same_file(output: &std::fs::Metadata, input: &Path) -> bool {
 }
 
 /// [`check_output`] for a report file (`--json`, `--md`): writable, not a directory.
-pub fn check_report_path(flag: &str, path: &Path) -> Result<(), String> {
-    check_output(path, &[], None).map_err(|e| e.replacen("--output", flag, 1))
+pub fn check_report_path(flag: &str, path: &Path) -> Result<(), OutputError> {
+    check_output(path, &[], None).map_err(|e| OutputError {
+        flag: flag.to_owned(),
+        ..e
+    })
 }
 
 #[cfg(test)]
@@ -322,7 +358,9 @@ mod tests {
             (dir.path().join("y.txt"), "must end in .npy"),
             (dir.path().join("missing/y.npy"), "does not exist"),
         ] {
-            let err = check_output(&out, &inputs, Some("npy")).unwrap_err();
+            let err = check_output(&out, &inputs, Some("npy"))
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(why), "{}: {err}", out.display());
         }
         let sub = dir.path().join("d.npy");
@@ -330,11 +368,13 @@ mod tests {
         assert!(
             check_output(&sub, &inputs, Some("npy"))
                 .unwrap_err()
+                .to_string()
                 .contains("directory")
         );
         assert!(
             check_output(Path::new("/dev/full"), &[], None)
                 .unwrap_err()
+                .to_string()
                 .contains("not a regular file")
         );
         check_output(&dir.path().join("y.npy"), &inputs, Some("npy")).unwrap();

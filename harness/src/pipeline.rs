@@ -71,7 +71,7 @@ pub fn generate(
     let ir = match op_kernel(c) {
         Ok(Some(k)) => k,
         Ok(None) => return Err(PrepError::NotApplicable(c.shape.name().into())),
-        Err(e) => return Err(PrepError::NotApplicable(e)),
+        Err(e) => return Err(PrepError::NotApplicable(e.to_string())),
     };
     let resolved = policy
         .resolve(c, arch, &ir, placement)

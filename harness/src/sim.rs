@@ -79,18 +79,21 @@ impl SmallShapes {
 }
 
 /// The set's kernel `id` at `s`, with every feature dimension mapped by `small`.
-pub fn small_kernel(id: KernelId, s: &Shapes, small: &SmallShapes) -> Result<Kernel, String> {
+pub fn small_kernel(id: KernelId, s: &Shapes, small: &SmallShapes) -> Result<Kernel, ShrinkError> {
     shrink(&id.build(s), &small.map(s))
 }
 
 /// Rebuild `k` with every feature dimension (last axis of tensors, K and N of weights, slice
 /// bounds) replaced through `map`. Batch axes, groups and blocks are kept.
-pub fn shrink(k: &Kernel, map: &[(usize, usize)]) -> Result<Kernel, String> {
+pub fn shrink(k: &Kernel, map: &[(usize, usize)]) -> Result<Kernel, ShrinkError> {
     let dim = |d: usize, what: &dyn Fn() -> String| {
         map.iter()
             .find(|(from, _)| *from == d)
             .map(|(_, to)| *to)
-            .ok_or_else(|| format!("{}: no small size for dimension {d}", what()))
+            .ok_or_else(|| ShrinkError::NoSmallSize {
+                what: what(),
+                dim: d,
+            })
     };
     let mut b = Builder::new(k.name(), k.tp());
     for (_, d) in k.buffers() {
@@ -100,7 +103,7 @@ pub fn shrink(k: &Kernel, map: &[(usize, usize)]) -> Result<Kernel, String> {
                 let mut shape = t.shape.clone();
                 let last = shape
                     .last_mut()
-                    .ok_or_else(|| format!("{}: scalar tensor", what()))?;
+                    .ok_or_else(|| ShrinkError::Scalar(what()))?;
                 *last = dim(*last, &what)?;
                 BufferType::Tensor(Tensor {
                     dtype: t.dtype,
@@ -132,8 +135,35 @@ pub fn shrink(k: &Kernel, map: &[(usize, usize)]) -> Result<Kernel, String> {
         b.op(kind);
     }
     let small = b.finish();
-    validate(&small).map_err(|e| format!("the small `{}` is invalid: {e}", k.name()))?;
+    validate(&small).map_err(|e| ShrinkError::Invalid {
+        kernel: k.name().to_owned(),
+        source: Box::new(e),
+    })?;
     Ok(small)
+}
+
+/// Why a kernel could not be rebuilt at other feature dimensions ([`shrink`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ShrinkError {
+    /// A dimension the map has no size for.
+    #[error("{what}: no small size for dimension {dim}")]
+    NoSmallSize {
+        /// The buffer or op that has it.
+        what: String,
+        /// The dimension.
+        dim: usize,
+    },
+    /// A tensor without axes.
+    #[error("{0}: scalar tensor")]
+    Scalar(String),
+    /// The rebuilt kernel does not validate.
+    #[error("the small `{kernel}` is invalid: {source}")]
+    Invalid {
+        /// The kernel's name.
+        kernel: String,
+        /// What the validator found.
+        source: Box<wavefuse::ir::ValidationError>,
+    },
 }
 
 /// The schedule the simulator uses: the target's default with two-wave workgroups (so cross-wave
@@ -182,8 +212,8 @@ pub struct Prepared {
 #[derive(Debug, thiserror::Error)]
 pub enum PrepareError {
     /// The small kernel could not be built.
-    #[error("{0}")]
-    Shrink(String),
+    #[error(transparent)]
+    Shrink(#[from] ShrinkError),
     /// The lowering failed or does not support the kernel yet.
     #[error("lowering: {0}")]
     Lower(#[from] LowerError),
@@ -249,7 +279,7 @@ pub fn prepare_config(
         batch: c.batch,
         ..Shapes::of(c.model, c.tp)
     };
-    let ir = small_kernel(id, &shapes, small).map_err(PrepareError::Shrink)?;
+    let ir = small_kernel(id, &shapes, small)?;
     let mut schedule = small_schedule(c.arch, &ir);
     if let Some(p) = c.protocol {
         schedule = schedule.with_protocol(p);
@@ -322,7 +352,7 @@ pub fn sweep(
     first: u64,
     schedules: u64,
     progress: impl FnMut(u64, u64),
-) -> Result<Sweep, String> {
+) -> Result<Sweep, Box<SimError>> {
     sweep_replayed(p, seed, first, schedules, LAUNCHES, progress)
 }
 
@@ -337,7 +367,7 @@ pub fn sweep_replayed(
     schedules: u64,
     launches: u32,
     mut progress: impl FnMut(u64, u64),
-) -> Result<Sweep, String> {
+) -> Result<Sweep, Box<SimError>> {
     let start = Instant::now();
     let mut out = Sweep::default();
     // Before any data is built: a kernel the simulator cannot hold is not checked.
@@ -347,7 +377,7 @@ pub fn sweep_replayed(
             out.not_checked = Some(limit);
             return Ok(out);
         }
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(Box::new(e)),
         Ok(()) => {}
     }
     let mut cases: Vec<Option<Case>> = vec![None; DATA_SETS as usize];
@@ -359,7 +389,7 @@ pub fn sweep_replayed(
         let set = (i % DATA_SETS) as usize;
         if cases[set].is_none() {
             let inputs = schedule_inputs(&p.ir, seed, set as u64, launches);
-            cases[set] = Some(Case::new(&p.ir, inputs).map_err(|e| e.to_string())?);
+            cases[set] = Some(Case::new(&p.ir, inputs)?);
         }
         let case = cases[set].as_ref().expect("built");
         let opts = SimOptions {
@@ -372,7 +402,7 @@ pub fn sweep_replayed(
                 out.not_checked = Some(limit);
                 break;
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(Box::new(e)),
         };
         out.schedules += 1;
         out.steps += rep.stats.steps;

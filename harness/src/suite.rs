@@ -52,14 +52,80 @@ pub fn locate_nvrtc() -> Option<std::path::PathBuf> {
     Some(path)
 }
 
-/// The NVIDIA GPU, or the message to print when there is none.
-pub fn open_cuda() -> Result<CudaDevice, String> {
+/// The NVIDIA GPU, or why there is none (the message says what to run instead).
+pub fn open_cuda() -> Result<CudaDevice, GpuError> {
     CudaDevice::new(0).map_err(|e| match e {
-        DeviceError::NoDriver { .. } | DeviceError::NoDevice { .. } => {
-            format!("no NVIDIA GPU/driver found: {e}; run with --device cpu-ref or --device sim")
-        }
-        e => format!("opening the NVIDIA GPU: {e}"),
+        e if absent(&e) => GpuError::NoNvidia(e),
+        e => GpuError::Open {
+            vendor: "NVIDIA",
+            source: e,
+        },
     })
+}
+
+/// Why no GPU could be opened or counted.
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    /// [`open_cuda`]: no NVIDIA GPU or driver.
+    #[error("no NVIDIA GPU/driver found: {0}; run with --device cpu-ref or --device sim")]
+    NoNvidia(DeviceError),
+    /// No GPU or driver of the one runtime tried.
+    #[error("no GPU found: {0}")]
+    Absent(DeviceError),
+    /// No GPU or driver of either runtime ([`GpuRuntime::Auto`]).
+    #[error("no GPU found: {cuda}; {hip}")]
+    AbsentBoth {
+        /// What CUDA said.
+        cuda: DeviceError,
+        /// What HIP said.
+        hip: DeviceError,
+    },
+    /// A GPU is there but could not be opened.
+    #[error("opening the {vendor} GPU: {source}")]
+    Open {
+        /// `NVIDIA` or `AMD`.
+        vendor: &'static str,
+        /// Why.
+        source: DeviceError,
+    },
+    /// The GPUs could not be counted.
+    #[error("{0}")]
+    Count(DeviceError),
+}
+
+/// Where a caller still words errors as text.
+impl From<GpuError> for String {
+    fn from(e: GpuError) -> String {
+        e.to_string()
+    }
+}
+
+/// Why `ab` or `tune` timed nothing on a GPU (their reports then say why, and run without one).
+#[derive(Debug, thiserror::Error)]
+pub enum NoGpuRun {
+    /// No GPU could be opened.
+    #[error(transparent)]
+    Gpu(#[from] GpuError),
+    /// GPU 0 is not a wavefuse target.
+    #[error("{0} is not a wavefuse target (gfx906 or sm_90)")]
+    NotATarget(String),
+    /// GPU 0 is a target, but not the one asked for.
+    #[error("{0}")]
+    WrongTarget(String),
+    /// The devices or rank groups of the run could not be set up.
+    #[error(transparent)]
+    Runtime(#[from] RtError),
+    /// A device call failed while setting up.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+}
+
+/// Whether `e` says there is no GPU or driver (rather than one that failed).
+fn absent(e: &DeviceError) -> bool {
+    matches!(
+        e,
+        DeviceError::NoDriver { .. } | DeviceError::NoDevice { .. }
+    )
 }
 
 /// What one back-to-back run found.
@@ -470,40 +536,40 @@ pub trait OnGpu {
 
 /// Opens GPU 0 of `runtime` (with [`GpuRuntime::Auto`]: CUDA, else HIP when no NVIDIA GPU or
 /// driver is there) and runs `work` on it; `Err` says why no GPU could be opened.
-pub fn with_gpu<W: OnGpu>(runtime: GpuRuntime, work: W) -> Result<W::Out, String> {
-    let absent = |e: &DeviceError| {
-        matches!(
-            e,
-            DeviceError::NoDriver { .. } | DeviceError::NoDevice { .. }
-        )
-    };
+pub fn with_gpu<W: OnGpu>(runtime: GpuRuntime, work: W) -> Result<W::Out, GpuError> {
     let hip = |work: W, cuda: Option<DeviceError>| match HipDevice::new(0) {
         Ok(dev) => Ok(work.on(dev)),
         Err(hip) if absent(&hip) => Err(match cuda {
-            Some(cuda) => format!("no GPU found: {cuda}; {hip}"),
-            None => format!("no GPU found: {hip}"),
+            Some(cuda) => GpuError::AbsentBoth { cuda, hip },
+            None => GpuError::Absent(hip),
         }),
-        Err(e) => Err(format!("opening the AMD GPU: {e}")),
+        Err(e) => Err(GpuError::Open {
+            vendor: "AMD",
+            source: e,
+        }),
     };
     match runtime {
         GpuRuntime::Hip => hip(work, None),
         GpuRuntime::Cuda | GpuRuntime::Auto => match CudaDevice::new(0) {
             Ok(dev) => Ok(work.on(dev)),
             Err(cuda) if runtime == GpuRuntime::Auto && absent(&cuda) => hip(work, Some(cuda)),
-            Err(e) if absent(&e) => Err(format!("no GPU found: {e}")),
-            Err(e) => Err(format!("opening the NVIDIA GPU: {e}")),
+            Err(e) if absent(&e) => Err(GpuError::Absent(e)),
+            Err(e) => Err(GpuError::Open {
+                vendor: "NVIDIA",
+                source: e,
+            }),
         },
     }
 }
 
 /// The GPUs `runtime` sees (with [`GpuRuntime::Auto`]: NVIDIA's when there are any, else AMD's).
-pub fn gpu_count(runtime: GpuRuntime) -> Result<usize, String> {
+pub fn gpu_count(runtime: GpuRuntime) -> Result<usize, GpuError> {
     match runtime {
-        GpuRuntime::Cuda => CudaDevice::count().map_err(|e| e.to_string()),
-        GpuRuntime::Hip => HipDevice::count().map_err(|e| e.to_string()),
+        GpuRuntime::Cuda => CudaDevice::count().map_err(GpuError::Count),
+        GpuRuntime::Hip => HipDevice::count().map_err(GpuError::Count),
         GpuRuntime::Auto => match CudaDevice::count() {
             Ok(n) if n > 0 => Ok(n),
-            _ => HipDevice::count().map_err(|e| e.to_string()),
+            _ => HipDevice::count().map_err(GpuError::Count),
         },
     }
 }
@@ -555,7 +621,7 @@ fn run_suite_on<D: Device>(dev: D, o: &SuiteOptions) -> Result<Report, SuiteErro
         }
         header = header.with_devices(most);
     }
-    let open = |ordinal: usize| D::new(ordinal).map_err(|e| e.to_string());
+    let open = |ordinal: usize| D::new(ordinal);
     Ok(run_cases(o, arch, header, &Cache::from_env(), open))
 }
 
@@ -567,7 +633,7 @@ pub fn run_cases<D: Device>(
     arch: Arch,
     header: Provenance,
     cache: &Cache,
-    open: impl Fn(usize) -> Result<D, String>,
+    open: impl Fn(usize) -> Result<D, DeviceError>,
 ) -> Report {
     let start = Instant::now();
     let specs = if o.own.is_empty() {
@@ -642,7 +708,7 @@ fn run_case<D: Device>(
     c: &CaseSpec,
     p: Result<Prepared, PrepError>,
     cache: &Cache,
-    open: &dyn Fn(usize) -> Result<D, String>,
+    open: &dyn Fn(usize) -> Result<D, DeviceError>,
     o: &SuiteOptions,
     seed: u64,
 ) -> CaseResult {
@@ -676,7 +742,7 @@ fn run_case<D: Device>(
     let group = match open_group(c.tp, o.placement, open) {
         Ok(g) => g.with_skew(o.skew),
         Err(e) => {
-            r.detail = e;
+            r.detail = e.to_string();
             return r;
         }
     };
@@ -695,9 +761,9 @@ fn run_case<D: Device>(
 fn open_group<D: Device>(
     tp: u32,
     placement: SuitePlacement,
-    open: &dyn Fn(usize) -> Result<D, String>,
-) -> Result<RankGroup<D>, String> {
-    let group = match placement {
+    open: &dyn Fn(usize) -> Result<D, DeviceError>,
+) -> Result<RankGroup<D>, RtError> {
+    match placement {
         SuitePlacement::SameDevice => {
             RankGroup::on_one_device(open(0)?, tp, SameDeviceMode::Streams)
         }
@@ -705,8 +771,7 @@ fn open_group<D: Device>(
             let devices = (0..tp as usize).map(open).collect::<Result<Vec<_>, _>>()?;
             RankGroup::one_per_device(devices)
         }
-    };
-    group.map_err(|e| e.to_string())
+    }
 }
 
 fn judge(r: &mut CaseResult, x: Executed) {

@@ -80,7 +80,7 @@ fn check(path: &Path) -> Result<(), String> {
                 shapes: None,
                 peer_table: PeerTable::Shared,
             };
-            let r = sweep(&p, sim_seed, first, count, |_, _| {})?;
+            let r = sweep(&p, sim_seed, first, count, |_, _| {}).map_err(|e| e.to_string())?;
             if let Some(f) = r.findings.first() {
                 return Err(format!("{arch}: {} (interleaving {})", f.first, f.schedule));
             }

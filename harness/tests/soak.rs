@@ -340,7 +340,7 @@ fn one_config(text: &str, i: usize, t: &mut Tally) -> Result<(), String> {
     let m = match wavefuse_harness::model_config::parse(text) {
         Ok(m) => m,
         Err(e) => {
-            if e.is_empty() {
+            if e.to_string().is_empty() {
                 return Err("an empty error".into());
             }
             t.rejected += 1;

@@ -16,7 +16,9 @@ use wavefuse_harness::suite::{self, CaseSpec, GpuRuntime};
 use wavefuse_harness::{KernelId, Workload};
 
 fn parse_tp(s: &str) -> Result<u32, String> {
-    parse_shape(&format!("qwen27b-tp{s}")).map(|x| x.tp)
+    parse_shape(&format!("qwen27b-tp{s}"))
+        .map(|x| x.tp)
+        .map_err(|e| e.to_string())
 }
 
 /// The arguments of `wavefuse ab`.
@@ -266,7 +268,7 @@ fn load_manual(
     let text =
         std::fs::read_to_string(abi).map_err(|e| format!("reading {}: {e}", abi.display()))?;
     if !parametric::is_parametric(&text) {
-        return Hand::load(abi, Some(src));
+        return Ok(Hand::load(abi, Some(src))?);
     }
     let [kernel] = a.kernels.as_slice() else {
         return Err(format!(
@@ -283,7 +285,7 @@ fn load_manual(
     let arch = handwritten::arch_of(src)?;
     let g = suite::generate(&c, arch, policy, placement(a, &c))
         .map_err(|e| format!("{}: {e}", c.label()))?;
-    Hand::load_for(abi, Some(src), Some(&g.ir))
+    Ok(Hand::load_for(abi, Some(src), Some(&g.ir))?)
 }
 
 /// The placement case `c` runs at ([`run_placement`]): the GPUs are counted here (none with

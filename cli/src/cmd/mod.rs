@@ -47,7 +47,7 @@ pub fn print_cache_warnings(cache: &wavefuse_runtime::Cache) {
 
 /// `read_kernel_file`, validated; the exit code is 2 for a file that cannot be read or parsed.
 pub fn read_valid_kernel_file(path: &Path) -> Result<wavefuse::ir::Kernel, (String, ExitCode)> {
-    let kernel = read_kernel_file(path).map_err(|e| (e, ExitCode::from(2)))?;
+    let kernel = read_kernel_file(path).map_err(|e| (e.to_string(), ExitCode::from(2)))?;
     wavefuse::ir::validate(&kernel).map_err(|e| {
         (
             invalid_kernel(&path.display().to_string(), &e),

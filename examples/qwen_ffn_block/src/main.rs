@@ -93,7 +93,10 @@ fn main() -> ExitCode {
         Err("--cpu".to_owned())
     } else {
         // open_cuda's hint names `wavefuse run`'s options; this example falls back by itself.
-        suite::open_cuda().map_err(|e| e.replace("; run with --device cpu-ref or --device sim", ""))
+        suite::open_cuda().map_err(|e| match e {
+            suite::GpuError::NoNvidia(e) => format!("no NVIDIA GPU/driver found: {e}"),
+            e => e.to_string(),
+        })
     };
     match dev {
         Ok(dev) => gpu_main(&args, dev),

@@ -387,7 +387,7 @@ fn compile(cache: &Cache, job: &Job, o: &Options) -> Resources {
             if let (Some((k, batch)), Ok(u)) = (&job.model, &r.usage) {
                 // A model that could not be made (llvm-objdump missing, failing or past the
                 // timeout) is said, not dropped: its column is empty in the report (issue 39).
-                let said = |e: String| {
+                let said = |e: crate::generate::ModelError| {
                     eprintln!("warning: {}: no MI50 model: {e}", job.symbol);
                 };
                 r.modelled = match job.side {

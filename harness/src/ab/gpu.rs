@@ -188,10 +188,14 @@ struct Live<'g, D: Device> {
 
 /// Runs every case on GPU 0 of `o.runtime`. `Err` carries why there is no usable GPU (nothing
 /// ran).
-pub fn run(cases: &[CaseSpec], o: &Options, bar: &ProgressBar) -> Result<AbReport, String> {
+pub fn run(
+    cases: &[CaseSpec],
+    o: &Options,
+    bar: &ProgressBar,
+) -> Result<AbReport, suite::NoGpuRun> {
     struct Ab<'a>(&'a [CaseSpec], &'a Options, &'a ProgressBar);
     impl suite::OnGpu for Ab<'_> {
-        type Out = Result<AbReport, String>;
+        type Out = Result<AbReport, suite::NoGpuRun>;
         fn on<D: Device>(self, dev: D) -> Self::Out {
             run_on(dev, self.0, self.1, self.2)
         }
@@ -204,16 +208,13 @@ fn run_on<D: Device>(
     cases: &[CaseSpec],
     o: &Options,
     bar: &ProgressBar,
-) -> Result<AbReport, String> {
+) -> Result<AbReport, suite::NoGpuRun> {
     let start = Instant::now();
     let info = dev.info().clone();
     let Some(arch) = info.arch else {
-        return Err(format!(
-            "{} is not a wavefuse target (gfx906 or sm_90)",
-            info.name
-        ));
+        return Err(suite::NoGpuRun::NotATarget(info.name));
     };
-    let provenance = Provenance::of_device(&dev, arch, &o.commit).map_err(|e| e.to_string())?;
+    let provenance = Provenance::of_device(&dev, arch, &o.commit)?;
     let l2 = provenance.device.l2_bytes;
     let mut header = Header {
         mode: Mode::Gpu,
@@ -226,7 +227,7 @@ fn run_on<D: Device>(
         copy: Vec::new(),
     };
     let cache = Cache::from_env();
-    let visible = D::count().map_err(|e| e.to_string())?.max(1);
+    let visible = D::count()?.max(1);
     let placements: Vec<Placement> = cases.iter().map(|c| o.placement(c, visible)).collect();
     let groups = cases
         .iter()
@@ -235,15 +236,13 @@ fn run_on<D: Device>(
             // One rank per GPU where the kernel communicates and there is a GPU per rank (how
             // TP is deployed); otherwise every rank on GPU 0 (one after another when alone).
             if spread(c, p, visible) {
-                return RankGroup::per_device(c.tp).map_err(|e| e.to_string());
+                return RankGroup::per_device(c.tp).map_err(suite::NoGpuRun::from);
             }
-            let d = D::new(0).map_err(|e| e.to_string())?;
-            RankGroup::on_one_device(d, c.tp, SameDeviceMode::Streams).map_err(|e| e.to_string())
+            let d = D::new(0)?;
+            Ok(RankGroup::on_one_device(d, c.tp, SameDeviceMode::Streams)?)
         })
-        .collect::<Result<Vec<_>, String>>()?;
-    let flush = dev
-        .alloc(2 * l2 as usize, MemKind::Device)
-        .map_err(|e| e.to_string())?;
+        .collect::<Result<Vec<_>, suite::NoGpuRun>>()?;
+    let flush = dev.alloc(2 * l2 as usize, MemKind::Device)?;
     let mut live: Vec<Live<'_, D>> = Vec::with_capacity(cases.len());
     prepare_all(cases, &placements, o, arch, |i, p| {
         bar.set_message(format!("setting up {}", cases[i].label()));
@@ -309,7 +308,7 @@ fn setup<'g, D: Device>(
     let hand = match &o.choice {
         Choice::User(h) => match h.for_kernel(&p.g.ir) {
             Ok(h) => Found::Hand(Box::new(h)),
-            Err(e) => Found::Absent(e),
+            Err(e) => Found::Absent(e.to_string()),
         },
         Choice::Reference(dir) => find_reference(dir.as_deref(), &p.g.lowered, &p.g.ir),
     };
@@ -430,7 +429,7 @@ fn bind_hand<'g, D: Device>(
         v.error = Some(format!("ABI mismatch: {}", problems.join("; ")));
         return (v, None);
     }
-    let compiled = h.request().and_then(|req| {
+    let compiled = h.request().map_err(String::from).and_then(|req| {
         exec::artifact_for(cache, o.hand_compiler(arch).as_ref(), &req)
             .map_err(|e| format!("compiling: {e}"))
     });
@@ -444,7 +443,7 @@ fn bind_hand<'g, D: Device>(
     v.resources
         .push(usage_of(&artifact, &h.abi.symbol, h.workgroup_size()));
     if let Err(e) = check_loaded(group, &artifact, h) {
-        v.error = Some(e);
+        v.error = Some(e.to_string());
         return (v, None);
     }
     let k = run_once(
@@ -464,11 +463,14 @@ fn check_loaded<D: Device>(
     group: &RankGroup<D>,
     artifact: &Artifact,
     h: &Hand,
-) -> Result<(), String> {
+) -> Result<(), LoadedMismatch> {
     let kernel = group
         .device(0)
         .load(artifact, &h.abi.symbol)
-        .map_err(|e| format!("loading `{}`: {e}", h.abi.symbol))?;
+        .map_err(|source| LoadedMismatch::Load {
+            symbol: h.abi.symbol.clone(),
+            source,
+        })?;
     let sizes = match timing::param_sizes(group.device(0), &kernel) {
         Ok(s) => s,
         // An older driver cannot say; the source was already checked.
@@ -484,11 +486,32 @@ fn check_loaded<D: Device>(
         })
         .collect();
     if sizes != declared {
-        return Err(format!(
-            "ABI mismatch: the compiled kernel's parameters are {sizes:?} bytes, the ABI declares {declared:?}"
-        ));
+        return Err(LoadedMismatch::Sizes { sizes, declared });
     }
     Ok(())
+}
+
+/// A compiled hand-written kernel that does not load as its description says.
+#[derive(Debug, thiserror::Error)]
+enum LoadedMismatch {
+    /// The symbol does not load.
+    #[error("loading `{symbol}`: {source}")]
+    Load {
+        /// The symbol.
+        symbol: String,
+        /// Why.
+        source: wavefuse_runtime::DeviceError,
+    },
+    /// The parameter sizes differ.
+    #[error(
+        "ABI mismatch: the compiled kernel's parameters are {sizes:?} bytes, the ABI declares {declared:?}"
+    )]
+    Sizes {
+        /// The compiled kernel's, in bytes.
+        sizes: Vec<usize>,
+        /// The description's.
+        declared: Vec<usize>,
+    },
 }
 
 pub(crate) fn empty_version(origin: &str, symbol: &str) -> Version {

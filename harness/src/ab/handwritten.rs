@@ -210,7 +210,7 @@ impl Hand {
     /// Reads a description and its source. `source` overrides the description's `source` field
     /// (`--manual FILE`); the target comes from the description's `arch`, else the source's
     /// extension (`.cu` → sm90, `.hip` → gfx906).
-    pub fn load(abi_path: &Path, source: Option<&Path>) -> Result<Hand, String> {
+    pub fn load(abi_path: &Path, source: Option<&Path>) -> Result<Hand, HandError> {
         Hand::load_for(abi_path, source, None)
     }
 
@@ -220,50 +220,31 @@ impl Hand {
         abi_path: &Path,
         source: Option<&Path>,
         ir: Option<&Kernel>,
-    ) -> Result<Hand, String> {
-        let text = std::fs::read_to_string(abi_path)
-            .map_err(|e| format!("reading {}: {e}", abi_path.display()))?;
+    ) -> Result<Hand, HandError> {
+        let text = read(abi_path)?;
         let template = parametric::is_parametric(&text).then(|| text.clone());
         let text = match (template.is_some(), ir) {
             (false, _) => text,
-            (true, Some(ir)) => parametric::instantiate(&text, &parametric::Bindings::of(ir))
-                .map_err(|e| {
-                    format!(
-                        "{} (parametric) at the shapes of `{}`: {e}",
-                        abi_path.display(),
-                        ir.name()
-                    )
-                })?,
-            (true, None) => {
-                return Err(format!(
-                    "{} is parametric (`parametric = true`): it is instantiated for a kernel's \
-                     shapes, so it is loaded with the kernel (name the KERNEL, or give \
-                     --kernel-file)",
-                    abi_path.display()
-                ));
-            }
+            (true, Some(ir)) => instantiate(abi_path, &text, ir)?,
+            (true, None) => return Err(HandError::ParametricAlone(abi_path.to_owned())),
         };
-        let abi: HandAbi =
-            toml::from_str(&text).map_err(|e| format!("{}: {e}", abi_path.display()))?;
+        let abi = parse(abi_path, &text)?;
         let source_path = match (source, &abi.source) {
             (Some(p), _) => p.to_path_buf(),
             (None, Some(s)) => abi_path.parent().unwrap_or(Path::new(".")).join(s),
-            (None, None) => {
-                return Err(format!(
-                    "{}: no `source` field, and no source file given",
-                    abi_path.display()
-                ));
-            }
+            (None, None) => return Err(HandError::NoSource(abi_path.to_owned())),
         };
         let arch = match abi.arch.as_deref() {
             Some(name) => Arch::ALL
                 .into_iter()
                 .find(|a| a.name() == name)
-                .ok_or_else(|| format!("{}: unknown arch `{name}`", abi_path.display()))?,
+                .ok_or_else(|| HandError::UnknownArch {
+                    path: abi_path.to_owned(),
+                    name: name.to_owned(),
+                })?,
             None => arch_of(&source_path)?,
         };
-        let source = std::fs::read_to_string(&source_path)
-            .map_err(|e| format!("reading {}: {e}", source_path.display()))?;
+        let source = read(&source_path)?;
         Ok(Hand {
             abi,
             abi_path: abi_path.to_path_buf(),
@@ -277,7 +258,7 @@ impl Hand {
 
     /// This kernel at the shapes of `ir`: a parametric description instantiated again, any other
     /// as it is.
-    pub fn for_kernel(&self, ir: &Kernel) -> Result<Hand, String> {
+    pub fn for_kernel(&self, ir: &Kernel) -> Result<Hand, HandError> {
         let shape = Some(parametric::Bindings::shape_of(ir));
         let Some(template) = &self.template else {
             return Ok(Hand {
@@ -285,16 +266,8 @@ impl Hand {
                 ..self.clone()
             });
         };
-        let text =
-            parametric::instantiate(template, &parametric::Bindings::of(ir)).map_err(|e| {
-                format!(
-                    "{} (parametric) at the shapes of `{}`: {e}",
-                    self.abi_path.display(),
-                    ir.name()
-                )
-            })?;
-        let abi: HandAbi =
-            toml::from_str(&text).map_err(|e| format!("{}: {e}", self.abi_path.display()))?;
+        let text = instantiate(&self.abi_path, template, ir)?;
+        let abi = parse(&self.abi_path, &text)?;
         Ok(Hand {
             abi,
             shape,
@@ -357,14 +330,11 @@ impl Hand {
     }
 
     /// The value of one extent at the description's shape.
-    fn eval(&self, e: &Extent) -> Result<i64, String> {
+    fn eval(&self, e: &Extent) -> Result<i64, HandError> {
         match (e, &self.shape) {
             (Extent::Int(i), _) => Ok(*i),
-            (Extent::Expr(x), Some(b)) => parametric::eval_expr(x.trim_start_matches('='), b),
-            (Extent::Expr(x), None) => Err(format!(
-                "`{x}` is an expression of the op-level shape, and no kernel was given to take \
-                 the shape from"
-            )),
+            (Extent::Expr(x), Some(b)) => Ok(parametric::eval_expr(x.trim_start_matches('='), b)?),
+            (Extent::Expr(x), None) => Err(HandError::NoShape(x.clone())),
         }
     }
 
@@ -456,7 +426,7 @@ impl Hand {
     }
 
     /// The defines of `[build]`, as `(NAME, value)`.
-    pub fn defines(&self) -> Result<Vec<(String, String)>, String> {
+    pub fn defines(&self) -> Result<Vec<(String, String)>, HandError> {
         let Some(build) = &self.abi.build else {
             return Ok(Vec::new());
         };
@@ -485,11 +455,14 @@ impl Hand {
                 .collect(),
             _ => Err("[build] defines must be a table or a list".into()),
         }
-        .map_err(|e: String| format!("{}: {e}", self.abi_path.display()))
+        .map_err(|problem: String| HandError::Defines {
+            path: self.abi_path.clone(),
+            problem,
+        })
     }
 
     /// The source with the defines written at its top.
-    pub fn build_source(&self) -> Result<String, String> {
+    pub fn build_source(&self) -> Result<String, HandError> {
         let defines = self.defines()?;
         if defines.is_empty() {
             return Ok(self.source.clone());
@@ -504,7 +477,7 @@ impl Hand {
     }
 
     /// The compile request (the defines in the source; see the module docs).
-    pub fn request(&self) -> Result<CompileRequest, String> {
+    pub fn request(&self) -> Result<CompileRequest, HandError> {
         Ok(CompileRequest::new(
             &self.abi.symbol,
             self.build_source()?,
@@ -597,15 +570,118 @@ fn file_name(p: &Path) -> String {
 }
 
 /// The target of a source file from its extension.
-pub fn arch_of(path: &Path) -> Result<Arch, String> {
+pub fn arch_of(path: &Path) -> Result<Arch, HandError> {
     match path.extension().and_then(|e| e.to_str()) {
         Some("cu") => Ok(Arch::Sm90),
         Some("hip") => Ok(Arch::Gfx906),
-        _ => Err(format!(
-            "{}: cannot tell the target from the extension (.cu for sm90, .hip for gfx906); \
-             set `arch` in the ABI file",
-            path.display()
-        )),
+        _ => Err(HandError::NoArch(path.to_owned())),
+    }
+}
+
+/// The text of `path`.
+fn read(path: &Path) -> Result<String, HandError> {
+    std::fs::read_to_string(path).map_err(|source| HandError::Read {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// The parametric description `text` (read from `path`) instantiated for `ir`'s shapes.
+fn instantiate(path: &Path, text: &str, ir: &Kernel) -> Result<String, HandError> {
+    parametric::instantiate(text, &parametric::Bindings::of(ir)).map_err(|source| {
+        HandError::Instantiate {
+            path: path.to_owned(),
+            kernel: ir.name().to_owned(),
+            source,
+        }
+    })
+}
+
+/// The description `text` (read from `path`).
+fn parse(path: &Path, text: &str) -> Result<HandAbi, HandError> {
+    toml::from_str(text).map_err(|source| HandError::Toml {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Why a hand-written kernel's description or source could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum HandError {
+    /// A file could not be read.
+    #[error("reading {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The description is not valid TOML of the schema.
+    #[error("{}: {source}", path.display())]
+    Toml {
+        /// The description.
+        path: PathBuf,
+        /// What the parser said.
+        source: toml::de::Error,
+    },
+    /// A parametric description does not instantiate at a kernel's shapes.
+    #[error("{} (parametric) at the shapes of `{kernel}`: {source}", path.display())]
+    Instantiate {
+        /// The description.
+        path: PathBuf,
+        /// The kernel whose shapes it was instantiated at.
+        kernel: String,
+        /// Why.
+        source: parametric::ParametricError,
+    },
+    /// A parametric description loaded without a kernel.
+    #[error(
+        "{} is parametric (`parametric = true`): it is instantiated for a kernel's shapes, so it \
+         is loaded with the kernel (name the KERNEL, or give --kernel-file)",
+        .0.display()
+    )]
+    ParametricAlone(PathBuf),
+    /// No source named in the description or given.
+    #[error("{}: no `source` field, and no source file given", .0.display())]
+    NoSource(PathBuf),
+    /// The description's `arch` is not a target.
+    #[error("{}: unknown arch `{name}`", path.display())]
+    UnknownArch {
+        /// The description.
+        path: PathBuf,
+        /// The name it gives.
+        name: String,
+    },
+    /// Neither the description nor the source's extension says the target.
+    #[error(
+        "{}: cannot tell the target from the extension (.cu for sm90, .hip for gfx906); set \
+         `arch` in the ABI file",
+        .0.display()
+    )]
+    NoArch(PathBuf),
+    /// An expression of the op-level shape with no kernel to take the shape from.
+    #[error(
+        "`{0}` is an expression of the op-level shape, and no kernel was given to take the shape \
+         from"
+    )]
+    NoShape(String),
+    /// An expression that does not evaluate at the shape.
+    #[error(transparent)]
+    Expr(#[from] parametric::ParametricError),
+    /// The `[build]` defines are malformed.
+    #[error("{}: {problem}", path.display())]
+    Defines {
+        /// The description.
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+/// Where a caller still words errors as text.
+impl From<HandError> for String {
+    fn from(e: HandError) -> String {
+        e.to_string()
     }
 }
 

@@ -47,12 +47,8 @@ use handwritten::Hand;
 use report::{Check, Manual, Resources, Row, TimingMode, Usage, Version};
 
 /// `qwen27b-tpN` or `qwen27b-tpN-bB` (TP 1, 2, 4, 8; batch 1–64, [`MAX_BATCH`]).
-pub fn parse_shape(s: &str) -> Result<ShapeSet, String> {
-    let bad = || {
-        format!(
-            "`{s}` is not a shape set; use qwen27b-tp1|tp2|tp4|tp8, optionally -b1..-b{MAX_BATCH}"
-        )
-    };
+pub fn parse_shape(s: &str) -> Result<ShapeSet, NotAShapeSet> {
+    let bad = || NotAShapeSet(s.to_owned());
     let rest = s.strip_prefix("qwen27b-tp").ok_or_else(bad)?;
     let (tp, batch) = match rest.split_once("-b") {
         Some((tp, b)) => (tp, b.parse::<usize>().map_err(|_| bad())?),
@@ -63,6 +59,36 @@ pub fn parse_shape(s: &str) -> Result<ShapeSet, String> {
         return Err(bad());
     }
     Ok(ShapeSet { tp, batch })
+}
+
+/// A `--shapes` value that is not a shape set.
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not a shape set; use qwen27b-tp1|tp2|tp4|tp8, optionally -b1..-b{MAX_BATCH}")]
+pub struct NotAShapeSet(pub String);
+
+/// Why the shapes of a run could not be had from `--model-config`.
+#[derive(Debug, thiserror::Error)]
+pub enum ShapesError {
+    /// The config gives no model.
+    #[error(transparent)]
+    Config(#[from] crate::model_config::ConfigError),
+    /// The model cannot be split at a TP size of the run.
+    #[error("{} at TP {tp}: {problem}", path.display())]
+    Tp {
+        /// The config.
+        path: PathBuf,
+        /// The TP size.
+        tp: u32,
+        /// Which dimension does not divide, and how.
+        problem: String,
+    },
+}
+
+/// Where a caller still words errors as text.
+impl From<ShapesError> for String {
+    fn from(e: ShapesError) -> String {
+        e.to_string()
+    }
 }
 
 /// Where the hand-written side comes from.
@@ -172,7 +198,7 @@ pub fn run_on(
         Err(why) => Err(why.to_owned()),
         Ok(()) => {
             bar.set_length((cases.len() * (1 + gpu::REPEATS)) as u64);
-            gpu::run(cases, o, bar)
+            gpu::run(cases, o, bar).map_err(|e| e.to_string())
         }
     };
     gpu.unwrap_or_else(|reason| {
@@ -183,14 +209,20 @@ pub fn run_on(
 
 /// The shapes of the cases of a run: Qwen 3.5 27B's ([`ShapeKind::Model`]) without
 /// `--model-config`, else the config's dimensions, checked to divide at every TP size of the run.
-pub fn model_shapes(config: Option<&std::path::Path>, tps: &[u32]) -> Result<ShapeKind, String> {
+pub fn model_shapes(
+    config: Option<&std::path::Path>,
+    tps: &[u32],
+) -> Result<ShapeKind, ShapesError> {
     let Some(path) = config else {
         return Ok(ShapeKind::Model);
     };
     let m = crate::model_config::read(path)?;
     for &tp in tps {
-        m.check_tp(tp)
-            .map_err(|e| format!("{} at TP {tp}: {e}", path.display()))?;
+        m.check_tp(tp).map_err(|problem| ShapesError::Tp {
+            path: path.to_owned(),
+            tp,
+            problem,
+        })?;
     }
     Ok(if m == crate::shapes::Model::QWEN27B {
         ShapeKind::Model

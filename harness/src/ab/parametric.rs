@@ -117,15 +117,17 @@ pub fn is_parametric(text: &str) -> bool {
 }
 
 /// `text` instantiated with `b` (unchanged when it is not parametric), as TOML text.
-pub fn instantiate(text: &str, b: &Bindings) -> Result<String, String> {
-    let mut table: toml::Table = text.parse().map_err(|e| format!("{e}"))?;
+pub fn instantiate(text: &str, b: &Bindings) -> Result<String, ParametricError> {
+    let mut table: toml::Table = text
+        .parse()
+        .map_err(|e| ParametricError::Toml(format!("{e}")))?;
     if table.remove("parametric").and_then(|v| v.as_bool()) != Some(true) {
         return Ok(text.to_owned());
     }
     let mut out = toml::Table::new();
     for (k, v) in table {
         let repeated = matches!(&v, toml::Value::Array(a) if !a.is_empty());
-        let v = value(v, b).map_err(|e| format!("`{k}`: {e}"))?;
+        let v = value(v, b).map_err(|e| e.at(&k))?;
         // An array of tables all repeated zero times is absent at this shape (no wait sites).
         if repeated && v.as_array().is_some_and(|a| a.is_empty()) {
             continue;
@@ -137,11 +139,88 @@ pub fn instantiate(text: &str, b: &Bindings) -> Result<String, String> {
             fill_bytes(p)?;
         }
     }
-    toml::to_string(&out).map_err(|e| e.to_string())
+    toml::to_string(&out).map_err(|e| ParametricError::Toml(e.to_string()))
+}
+
+/// Why a parametric description does not instantiate.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ParametricError {
+    /// The description is not TOML, or its instantiation could not be written as TOML.
+    #[error("{0}")]
+    Toml(String),
+    /// In the value of the key `key`.
+    #[error("`{key}`: {source}")]
+    At {
+        /// The key.
+        key: String,
+        /// What went wrong in its value.
+        source: Box<ParametricError>,
+    },
+    /// A parameter's `ty` is not an ABI type.
+    #[error("parameter type: {0}")]
+    ParamType(String),
+    /// `repeat` is neither `= expr` nor an integer.
+    #[error("`repeat` must be `= expr`, not {0}")]
+    Repeat(String),
+    /// A text value with `{` and no `}`.
+    #[error("`{0}`: an unclosed `{{`")]
+    Unclosed(String),
+    /// An expression that does not evaluate.
+    #[error("`{expr}`: {problem}")]
+    Expr {
+        /// The expression.
+        expr: String,
+        /// What is wrong with it.
+        problem: ExprProblem,
+    },
+}
+
+impl ParametricError {
+    /// This error, in the value of the key `key`.
+    fn at(self, key: &str) -> ParametricError {
+        ParametricError::At {
+            key: key.to_owned(),
+            source: Box::new(self),
+        }
+    }
+}
+
+/// What is wrong with an expression.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ExprProblem {
+    /// A character outside the language.
+    #[error("unexpected character `{0}`")]
+    Character(char),
+    /// A token after a complete expression.
+    #[error("unexpected `{0}`")]
+    Trailing(String),
+    /// No expression at all.
+    #[error("empty")]
+    Empty,
+    /// An operand or argument that is not there.
+    #[error("{0}")]
+    Missing(&'static str),
+    /// A division with a remainder (or by zero).
+    #[error("{0} / {1} is not exact")]
+    Inexact(i64, i64),
+    /// A variable whose value is text.
+    #[error("`{0}` is text, not a number")]
+    Text(String),
+    /// A variable the kernel does not have.
+    #[error("unknown variable `{name}` (this kernel has: {known})")]
+    Unknown {
+        /// The variable.
+        name: String,
+        /// The kernel's variables, comma-separated.
+        known: String,
+    },
+    /// A token that is not the one the grammar needs.
+    #[error("expected `{0}`")]
+    Expected(String),
 }
 
 /// `bytes = len × size of ty` where a parameter gives `len` only.
-fn fill_bytes(p: &mut toml::Table) -> Result<(), String> {
+fn fill_bytes(p: &mut toml::Table) -> Result<(), ParametricError> {
     if p.contains_key("bytes") {
         return Ok(());
     }
@@ -151,7 +230,7 @@ fn fill_bytes(p: &mut toml::Table) -> Result<(), String> {
     let ty: AbiTy = ty
         .clone()
         .try_into()
-        .map_err(|e| format!("parameter type: {e}"))?;
+        .map_err(|e| ParametricError::ParamType(e.to_string()))?;
     p.insert(
         "bytes".into(),
         toml::Value::Integer(len * ty.bytes() as i64),
@@ -159,7 +238,7 @@ fn fill_bytes(p: &mut toml::Table) -> Result<(), String> {
     Ok(())
 }
 
-fn value(v: toml::Value, b: &Bindings) -> Result<toml::Value, String> {
+fn value(v: toml::Value, b: &Bindings) -> Result<toml::Value, ParametricError> {
     Ok(match v {
         toml::Value::String(s) => match s.strip_prefix('=') {
             Some(e) => match e
@@ -184,7 +263,7 @@ fn value(v: toml::Value, b: &Bindings) -> Result<toml::Value, String> {
                             Some(toml::Value::String(s)) if s.starts_with('=') => eval(&s[1..], b)?,
                             Some(toml::Value::Integer(n)) => n,
                             other => {
-                                return Err(format!("`repeat` must be `= expr`, not {other:?}"));
+                                return Err(ParametricError::Repeat(format!("{other:?}")));
                             }
                         };
                         for i in 0..n.max(0) {
@@ -199,7 +278,7 @@ fn value(v: toml::Value, b: &Bindings) -> Result<toml::Value, String> {
         toml::Value::Table(t) => {
             let mut out = toml::Table::new();
             for (k, v) in t {
-                out.insert(k.clone(), value(v, b).map_err(|e| format!("`{k}`: {e}"))?);
+                out.insert(k.clone(), value(v, b).map_err(|e| e.at(&k))?);
             }
             toml::Value::Table(out)
         }
@@ -208,7 +287,7 @@ fn value(v: toml::Value, b: &Bindings) -> Result<toml::Value, String> {
 }
 
 /// `{e}` in `s` replaced by the value of `e`.
-fn substitute(s: &str, b: &Bindings) -> Result<String, String> {
+fn substitute(s: &str, b: &Bindings) -> Result<String, ParametricError> {
     let mut out = String::new();
     let mut rest = s;
     while let Some(open) = rest.find('{') {
@@ -216,7 +295,7 @@ fn substitute(s: &str, b: &Bindings) -> Result<String, String> {
         let close = rest[open..]
             .find('}')
             .map(|c| open + c)
-            .ok_or_else(|| format!("`{s}`: an unclosed `{{`"))?;
+            .ok_or_else(|| ParametricError::Unclosed(s.to_owned()))?;
         let e = rest[open + 1..close].trim();
         match b.0.get(e) {
             Some(Val::Text(t)) => out.push_str(t),
@@ -229,26 +308,30 @@ fn substitute(s: &str, b: &Bindings) -> Result<String, String> {
 }
 
 /// The value of the integer expression `e` (the language of the module docs, without the `=`).
-pub fn eval_expr(e: &str, b: &Bindings) -> Result<i64, String> {
+pub fn eval_expr(e: &str, b: &Bindings) -> Result<i64, ParametricError> {
     eval(e, b)
 }
 
 /// The value of the integer expression `e`.
-fn eval(e: &str, b: &Bindings) -> Result<i64, String> {
-    let tokens = lex(e)?;
+fn eval(e: &str, b: &Bindings) -> Result<i64, ParametricError> {
+    let problem = |problem| ParametricError::Expr {
+        expr: e.to_owned(),
+        problem,
+    };
+    let tokens = lex(e).map_err(problem)?;
     let mut p = Parser {
         t: &tokens,
         at: 0,
         b,
     };
-    let v = p.sum().map_err(|m| format!("`{e}`: {m}"))?;
+    let v = p.sum().map_err(problem)?;
     if p.at != tokens.len() {
-        return Err(format!("`{e}`: unexpected `{}`", tokens[p.at]));
+        return Err(problem(ExprProblem::Trailing(tokens[p.at].clone())));
     }
-    v.ok_or_else(|| format!("`{e}`: empty"))
+    v.ok_or_else(|| problem(ExprProblem::Empty))
 }
 
-fn lex(e: &str) -> Result<Vec<String>, String> {
+fn lex(e: &str) -> Result<Vec<String>, ExprProblem> {
     let mut out = Vec::new();
     let mut chars = e.chars().peekable();
     while let Some(&c) = chars.peek() {
@@ -269,7 +352,7 @@ fn lex(e: &str) -> Result<Vec<String>, String> {
             out.push(c.to_string());
             chars.next();
         } else {
-            return Err(format!("`{e}`: unexpected character `{c}`"));
+            return Err(ExprProblem::Character(c));
         }
     }
     Ok(out)
@@ -286,31 +369,35 @@ impl Parser<'_> {
         self.t.get(self.at).map(String::as_str)
     }
 
-    fn sum(&mut self) -> Result<Option<i64>, String> {
+    fn sum(&mut self) -> Result<Option<i64>, ExprProblem> {
         let Some(mut v) = self.product()? else {
             return Ok(None);
         };
         while let Some(op @ ("+" | "-")) = self.peek() {
             let plus = op == "+";
             self.at += 1;
-            let r = self.product()?.ok_or("a term after `+`/`-`")?;
+            let r = self
+                .product()?
+                .ok_or(ExprProblem::Missing("a term after `+`/`-`"))?;
             v = if plus { v + r } else { v - r };
         }
         Ok(Some(v))
     }
 
-    fn product(&mut self) -> Result<Option<i64>, String> {
+    fn product(&mut self) -> Result<Option<i64>, ExprProblem> {
         let Some(mut v) = self.atom()? else {
             return Ok(None);
         };
         while let Some(op @ ("*" | "/")) = self.peek() {
             let times = op == "*";
             self.at += 1;
-            let r = self.atom()?.ok_or("a factor after `*`/`/`")?;
+            let r = self
+                .atom()?
+                .ok_or(ExprProblem::Missing("a factor after `*`/`/`"))?;
             v = if times {
                 v * r
             } else if r == 0 || v % r != 0 {
-                return Err(format!("{v} / {r} is not exact"));
+                return Err(ExprProblem::Inexact(v, r));
             } else {
                 v / r
             };
@@ -318,46 +405,56 @@ impl Parser<'_> {
         Ok(Some(v))
     }
 
-    fn atom(&mut self) -> Result<Option<i64>, String> {
+    fn atom(&mut self) -> Result<Option<i64>, ExprProblem> {
         let Some(tok) = self.peek().map(str::to_owned) else {
             return Ok(None);
         };
         self.at += 1;
         if tok == "(" {
-            let v = self.sum()?.ok_or("an expression in `( )`")?;
+            let v = self
+                .sum()?
+                .ok_or(ExprProblem::Missing("an expression in `( )`"))?;
             self.expect(")")?;
             return Ok(Some(v));
         }
         if tok == "-" {
-            return Ok(Some(-self.atom()?.ok_or("a factor after `-`")?));
+            return Ok(Some(
+                -self
+                    .atom()?
+                    .ok_or(ExprProblem::Missing("a factor after `-`"))?,
+            ));
         }
         if let Ok(n) = tok.parse::<i64>() {
             return Ok(Some(n));
         }
         if tok == "min" || tok == "max" {
             self.expect("(")?;
-            let a = self.sum()?.ok_or("min/max takes two arguments")?;
+            let a = self
+                .sum()?
+                .ok_or(ExprProblem::Missing("min/max takes two arguments"))?;
             self.expect(",")?;
-            let c = self.sum()?.ok_or("min/max takes two arguments")?;
+            let c = self
+                .sum()?
+                .ok_or(ExprProblem::Missing("min/max takes two arguments"))?;
             self.expect(")")?;
             return Ok(Some(if tok == "min" { a.min(c) } else { a.max(c) }));
         }
         match self.b.0.get(&tok) {
             Some(Val::Int(v)) => Ok(Some(*v)),
-            Some(Val::Text(_)) => Err(format!("`{tok}` is text, not a number")),
-            None => Err(format!(
-                "unknown variable `{tok}` (this kernel has: {})",
-                self.b.0.keys().cloned().collect::<Vec<_>>().join(", ")
-            )),
+            Some(Val::Text(_)) => Err(ExprProblem::Text(tok)),
+            None => Err(ExprProblem::Unknown {
+                name: tok,
+                known: self.b.0.keys().cloned().collect::<Vec<_>>().join(", "),
+            }),
         }
     }
 
-    fn expect(&mut self, tok: &str) -> Result<(), String> {
+    fn expect(&mut self, tok: &str) -> Result<(), ExprProblem> {
         if self.peek() == Some(tok) {
             self.at += 1;
             Ok(())
         } else {
-            Err(format!("expected `{tok}`"))
+            Err(ExprProblem::Expected(tok.to_owned()))
         }
     }
 }
@@ -382,13 +479,24 @@ mod tests {
         assert_eq!(eval("2 * (w.k + 1) - 2", &b), Ok(10240));
         assert_eq!(eval("tp * min(tp - 1, 1)", &b), Ok(4));
         assert_eq!(eval("max(tp, 8)", &b), Ok(8));
-        assert!(eval("w.n / 3", &b).unwrap_err().contains("not exact"));
+        assert!(
+            eval("w.n / 3", &b)
+                .unwrap_err()
+                .to_string()
+                .contains("not exact")
+        );
         assert!(
             eval("w.m", &b)
                 .unwrap_err()
+                .to_string()
                 .contains("unknown variable `w.m`")
         );
-        assert!(eval("eps + 1", &b).unwrap_err().contains("text"));
+        assert!(
+            eval("eps + 1", &b)
+                .unwrap_err()
+                .to_string()
+                .contains("text")
+        );
         assert!(eval("1 +", &b).is_err());
         assert!(eval("(1", &b).is_err());
     }

@@ -12,14 +12,14 @@ const MANUAL: RGBColor = RGBColor(255, 127, 14);
 const COPY: RGBColor = RGBColor(214, 39, 40);
 
 /// The chart as SVG text; `Err` when nothing was timed.
-pub fn svg(report: &AbReport) -> Result<String, String> {
+pub fn svg(report: &AbReport) -> Result<String, PlotError> {
     let rows: Vec<&Row> = report
         .rows
         .iter()
         .filter(|r| r.gbps(&r.generated).is_some())
         .collect();
     if rows.is_empty() {
-        return Err("nothing was timed".into());
+        return Err(PlotError::NothingTimed);
     }
     let copy = report.header.copy.first().map(|c| c.gbps);
     let top = rows
@@ -46,8 +46,19 @@ pub fn svg(report: &AbReport) -> Result<String, String> {
         top,
         &report.header.provenance.device.name,
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| PlotError::Draw(e.to_string()))?;
     Ok(out)
+}
+
+/// Why there is no chart.
+#[derive(Debug, thiserror::Error)]
+pub enum PlotError {
+    /// No row was timed.
+    #[error("nothing was timed")]
+    NothingTimed,
+    /// The chart could not be drawn (the plotting library's message).
+    #[error("{0}")]
+    Draw(String),
 }
 
 type DrawResult = Result<(), Box<dyn std::error::Error>>;

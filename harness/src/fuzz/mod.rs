@@ -912,7 +912,9 @@ fn simulate(
                     report.findings.push(fail(kind, message, f.schedule));
                 }
             }
-            Ok(Err(e)) => report.findings.push(fail("simulation error".into(), e, 0)),
+            Ok(Err(e)) => report
+                .findings
+                .push(fail("simulation error".into(), e.to_string(), 0)),
             Err(p) => {
                 report
                     .findings

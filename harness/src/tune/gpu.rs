@@ -42,10 +42,10 @@ pub fn run(
     o: &Settings,
     arch: Arch,
     bar: &ProgressBar,
-) -> Result<TuneReport, String> {
+) -> Result<TuneReport, suite::NoGpuRun> {
     struct Tune<'a>(&'a [Target], &'a Settings, Arch, &'a ProgressBar);
     impl suite::OnGpu for Tune<'_> {
-        type Out = Result<TuneReport, String>;
+        type Out = Result<TuneReport, suite::NoGpuRun>;
         fn on<D: Device>(self, dev: D) -> Self::Out {
             run_on(dev, self.0, self.1, self.2, self.3)
         }
@@ -59,24 +59,22 @@ fn run_on<D: Device>(
     o: &Settings,
     arch: Arch,
     bar: &ProgressBar,
-) -> Result<TuneReport, String> {
+) -> Result<TuneReport, suite::NoGpuRun> {
     let start = Instant::now();
     let info = dev.info().clone();
     if info.arch != Some(arch) {
         let is = info.arch.map_or("not a wavefuse target", |a| a.name());
         let why = format!("the GPU ({}) is {is}, the target is {arch}", info.name);
-        return Err(if arch == Arch::Gfx906 {
+        return Err(suite::NoGpuRun::WrongTarget(if arch == Arch::Gfx906 {
             format!("{why}: ranked by the static model")
         } else {
             why
-        });
+        }));
     }
-    let l2 = timing::l2_bytes(&dev).map_err(|e| e.to_string())?;
-    let flush = dev
-        .alloc(2 * l2 as usize, MemKind::Device)
-        .map_err(|e| e.to_string())?;
+    let l2 = timing::l2_bytes(&dev)?;
+    let flush = dev.alloc(2 * l2 as usize, MemKind::Device)?;
     let mut header = super::header(o, arch, Basis::Timed);
-    header.provenance = Provenance::of_device(&dev, arch, &o.commit).map_err(|e| e.to_string())?;
+    header.provenance = Provenance::of_device(&dev, arch, &o.commit)?;
     header.finalists = FINALISTS;
     header.final_repeats = FINAL_REPEATS;
     copy(&dev, &mut header);

@@ -115,7 +115,7 @@ pub fn search(
     bar: &ProgressBar,
 ) -> TuneReport {
     let timed = match no_gpu {
-        None => gpu::run(targets, o, arch, bar),
+        None => gpu::run(targets, o, arch, bar).map_err(|e| e.to_string()),
         Some(why) => Err(why.into()),
     };
     let mut report = match timed {
@@ -454,7 +454,7 @@ fn without_timing(
                 case.candidates[c.index].modelled_us = match modelled {
                     Ok(m) => m.map(|m| m.us),
                     Err(e) => {
-                        unread.get_or_insert(e);
+                        unread.get_or_insert(e.to_string());
                         None
                     }
                 };
