@@ -126,7 +126,7 @@ fn reference(id: KernelId, tp: u32, batch: usize) -> (Counted, u32, u32) {
     (
         hipcc(
             id.name(),
-            std::fs::read_to_string(&source).expect("reference source"),
+            wavefuse_harness::ab::handwritten::read_source(&source).expect("reference source"),
             &defines,
         ),
         int("grid"),

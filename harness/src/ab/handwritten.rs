@@ -49,6 +49,10 @@
 //! The defines are written at the top of the source (followed by a `#line 1` directive so the
 //! compiler's messages keep the file's own line numbers), not passed as flags: the compile cache's
 //! prebuilt-artifact key covers the source, not the flags, and two shapes must never share one.
+//! For the same reason a header the source includes by a quoted name (`#include "NAME"`, a file
+//! beside it, as the gfx906 INT4 references share `gemv_int4_loop.h`) is spliced into the text
+//! when the source is read ([`read_source`]), between `#line` directives: every compiler gets one
+//! translation unit, whatever its working directory, and a changed header is a new cache key.
 
 use std::path::{Path, PathBuf};
 
@@ -244,7 +248,7 @@ impl Hand {
                 })?,
             None => arch_of(&source_path)?,
         };
-        let source = read(&source_path)?;
+        let source = read_source(&source_path)?;
         Ok(Hand {
             abi,
             abi_path: abi_path.to_path_buf(),
@@ -576,6 +580,42 @@ pub fn arch_of(path: &Path) -> Result<Arch, HandError> {
         Some("hip") => Ok(Arch::Gfx906),
         _ => Err(HandError::NoArch(path.to_owned())),
     }
+}
+
+/// The source file at `path` as the compilers get it: every `#include "NAME"` of a file beside it
+/// spliced in where it stands, between `#line` directives (the gfx906 INT4 references share their
+/// hot loop through `gemv_int4_loop.h`). hipcc in a scratch directory, hiprtc and NVRTC then
+/// compile one translation unit, and the compile cache's key, the text, covers the header. A file
+/// without such an include is returned as it is.
+pub fn read_source(path: &Path) -> Result<String, HandError> {
+    splice_includes(path, 0)
+}
+
+/// [`read_source`] at include depth `depth` (a header may include another, up to 8 deep).
+fn splice_includes(path: &Path, depth: usize) -> Result<String, HandError> {
+    let text = read(path)?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut out = String::with_capacity(text.len());
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        let header = line
+            .trim()
+            .strip_prefix("#include")
+            .and_then(|rest| rest.trim().strip_prefix('"'))
+            .and_then(|rest| rest.split_once('"'))
+            .map(|(name, _)| dir.join(name))
+            .filter(|h| h.is_file() && depth < 8);
+        let Some(header) = header else {
+            out.push_str(line);
+            continue;
+        };
+        out.push_str(&format!("#line 1 \"{}\"\n", file_name(&header)));
+        out.push_str(&splice_includes(&header, depth + 1)?);
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(&format!("#line {} \"{}\"\n", i + 2, file_name(path)));
+    }
+    Ok(out)
 }
 
 /// The text of `path`.
@@ -1117,4 +1157,32 @@ fn abi_files(dir: &Path) -> Vec<PathBuf> {
     out.retain(|p| p.is_file() && file_name(p).ends_with(".abi.toml"));
     out.sort();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A header included by a quoted name beside the source is spliced in between `#line`
+    /// directives (the compilers keep both files' line numbers); an include of a file that is not
+    /// there, or of a system header, is left to the compiler; a source without one is unchanged.
+    #[test]
+    fn read_source_splices_a_header_beside_the_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("k.hip");
+        std::fs::write(dir.path().join("loop.h"), "int shared;").unwrap();
+        std::fs::write(
+            &src,
+            "#include <hip/hip_runtime.h>\n#include \"loop.h\"\n#include \"absent.h\"\nint k;\n",
+        )
+        .unwrap();
+        assert_eq!(
+            read_source(&src).unwrap(),
+            "#include <hip/hip_runtime.h>\n#line 1 \"loop.h\"\nint shared;\n#line 3 \"k.hip\"\n\
+             #include \"absent.h\"\nint k;\n"
+        );
+        let plain = dir.path().join("plain.cu");
+        std::fs::write(&plain, "int k;").unwrap();
+        assert_eq!(read_source(&plain).unwrap(), "int k;");
+    }
 }
