@@ -379,7 +379,7 @@ pub fn launch<A: KernelArgs>(
 /// std::fs::write(dir.path().join("scale2.cu"), &g.source.text).unwrap();
 /// std::fs::write(dir.path().join("scale2.toml"), g.abi.to_toml().unwrap()).unwrap();
 /// let hand = Hand::load(&dir.path().join("scale2.toml"), Some(&dir.path().join("scale2.cu")))
-///     .map_err(pipeline::Error::Failed)?;
+///     .map_err(|e| pipeline::Error::Failed(e.to_string()))?;
 /// let report = pipeline::ab(&kernel, hand, false)?;
 /// assert_eq!(report.failures(), 0, "{}", report.terminal());
 /// # Ok::<(), pipeline::Error>(())

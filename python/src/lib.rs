@@ -3,7 +3,7 @@
 //! Thin by design: everything here is a call into the pipeline the CLI uses. A kernel is generated
 //! by [`wavefuse_harness::suite::generate`] (the one generation step: `wavefuse emit` prints the
 //! same text), run on the CPU protocol simulator by [`wavefuse_codegen::sim::simulate_case`], or
-//! compiled through the runtime's cache ([`wavefuse_runtime::exec::artifact_for`]) and bound as a
+//! compiled through the runtime's cache ([`wavefuse_harness::pipeline::artifact`]) and bound as a
 //! [`KernelInstance`] that owns its synchronisation state and launches on the caller's streams
 //! ([`KernelInstance::launch_on_streams`]). Argument checks against the ABI and the PyTorch glue
 //! live in the Python package (`python/wavefuse/`).
@@ -30,10 +30,10 @@ use wavefuse_ir::reference::{HostData, HostTensor, PackedInt4, RankInputs};
 use wavefuse_ir::{BufferType, GptqLayout, GroupSize, Kernel, Role, WeightFormat, ZeroPoint};
 use wavefuse_kernels::set;
 use wavefuse_kernels::shapes::Model;
-use wavefuse_runtime::exec::{self, artifact_for};
+use wavefuse_runtime::exec;
 use wavefuse_runtime::{
-    Cache, CompileRequest, CudaDevice, DataParam, Device, DeviceBuffer, HipDevice, KernelInstance,
-    PeerMapping, RankGroup, SameDeviceMode,
+    Cache, CudaDevice, DataParam, Device, DeviceBuffer, HipDevice, KernelInstance, PeerMapping,
+    RankGroup, SameDeviceMode,
 };
 
 create_exception!(
