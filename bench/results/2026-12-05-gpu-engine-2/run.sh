@@ -31,7 +31,7 @@ step() { local t=$1 name=$2; shift 2
   echo "== $name (timeout $t s)"; local s=$(date +%s)
   timeout "$t" "$@" > "$R/$name.log" 2>&1; local rc=$?
   echo "$name: exit $rc in $(( $(date +%s) - s )) s" | tee -a "$OUT/summary.txt"; tail -14 "$R/$name.log"; }
-D="python3 -m wf_decoder.ab --device cuda --paths a,b,c --steps 50 --runs 3"
+D="python3 -m wf_decoder.ab --device cuda --paths a,b,c --steps 50 --runs 3 --profile 5"
 decoder_tp1() {
   step 100 llama-tp1 $D --config llama31_8b --tp 1 --batch 1,8 --out "$R/llama31_8b_tp1"
   step 100 qwen-tp1 $D --config qwen27b_dense --tp 1 --batch 1,8 --out "$R/qwen27b_dense_tp1"; }
