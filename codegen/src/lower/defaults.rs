@@ -156,6 +156,7 @@ fn target(arch: Arch, kernel: &Kernel) -> Schedule {
         x_phase_units: 0,
         min_resident_per_cu: 0,
         reduction: Reduction::Slices,
+        batch_tile: 0,
     };
     if let Some((k, block)) = q8_gemv(kernel) {
         return q8_default(arch, kernel, k, block, base);
@@ -427,6 +428,15 @@ fn floor(kernel: &Kernel, s: Schedule) -> Schedule {
     let barrier = kernel.ops().any(|(_, op)| {
         matches!(op.kind, OpKind::RmsNorm(_)) && !op.results.iter().any(|v| feeds_gemv.contains(v))
     });
+    // Past `FLOOR_UNTILED_BATCH` the rows go in tiles of `FLOOR_BATCH_TILE`, and every choice
+    // below is the one for a batch of a tile's rows (its registers, its stage).
+    let batch_tile = floor_batch_tile(kernel);
+    let rows = if batch_tile > 0 {
+        batch_tile as usize
+    } else {
+        batch_of(kernel)
+    };
+    let s = Schedule { batch_tile, ..s };
     let workgroup_size = if barrier && batch_of(kernel) > 4 {
         128
     } else {
@@ -438,7 +448,7 @@ fn floor(kernel: &Kernel, s: Schedule) -> Schedule {
     // weight instead of 1.80, memory-bound as before. At batch > 1 the batch rows' products
     // outweigh the words: 2 columns per lane cost more VALU per weight (2.59 → 2.90 at batch 2)
     // and time in the MI50 model.
-    let words = if batch_of(kernel) == 1 && widest_gemv_group(kernel) > 1 {
+    let words = if rows == 1 && widest_gemv_group(kernel) > 1 {
         2
     } else {
         4
@@ -455,14 +465,35 @@ fn floor(kernel: &Kernel, s: Schedule) -> Schedule {
         accumulators: 1,
         ..s
     };
-    let staged = batch_of(kernel) * gptq_k(kernel).unwrap_or(usize::MAX / 4) * 2;
+    let staged = rows * gptq_k(kernel).unwrap_or(usize::MAX / 4) * 2;
     if staged <= FLOOR_STAGE_BYTES || !gemv_prologue(kernel).is_empty() {
         return Schedule {
             x_in_lds: true,
             ..s
         };
     }
-    floor_split(kernel, staged, s)
+    floor_split(kernel, (staged, rows), s)
+}
+
+/// The largest batch the gfx906 floor path computes in one pass of registers: at 16 rows
+/// hipcc holds `gemv_int4` at 116 VGPRs and the fused kernel at 120-123 (occupancy 2); at 32
+/// they take 193-214 (occupancy 1) and at 64 they spill (122-158 VGPRs' worth).
+const FLOOR_UNTILED_BATCH: usize = 16;
+
+/// Batch rows per tile past [`FLOOR_UNTILED_BATCH`] ([`Schedule::batch_tile`]): the batch-8
+/// schedules' registers (84 VGPRs for `gemv_int4`, 112 for the two-weight GEMV, ≤ 110 for the
+/// fused kernel: 2-3 waves per SIMD).
+const FLOOR_BATCH_TILE: u32 = 8;
+
+/// [`Schedule::batch_tile`] of the gfx906 floor path for `kernel`: [`FLOOR_BATCH_TILE`] past
+/// [`FLOOR_UNTILED_BATCH`] rows, where no GEMV prologue writes the activations (it writes every
+/// row at once), else 0.
+fn floor_batch_tile(kernel: &Kernel) -> u32 {
+    if batch_of(kernel) > FLOOR_UNTILED_BATCH && gemv_prologue(kernel).is_empty() {
+        FLOOR_BATCH_TILE
+    } else {
+        0
+    }
 }
 
 /// The most LDS the gfx906 floor path's staged activations may take: more would cut the
@@ -480,9 +511,8 @@ const FLOOR_STAGE_BYTES: usize = 16 * 1024;
 /// VGPRs, occupancy 3 (`bench/results/2026-12-03-gfx906-fused-splitk/`). At batch > 1 the
 /// stage is filled in phases instead ([`floor_phases`]); without a fitting split or phase the
 /// activations are packed per lane.
-fn floor_split(kernel: &Kernel, staged: usize, s: Schedule) -> Schedule {
+fn floor_split(kernel: &Kernel, (staged, batch): (usize, usize), s: Schedule) -> Schedule {
     let units = common_k(kernel).map_or(0, |k| k / 8 / s.k_unit_words as usize);
-    let batch = batch_of(kernel);
     if batch > 1 {
         let paired = widest_gemv_group(kernel) > 1;
         let n = gemv_ns(kernel).max().unwrap_or(0);
