@@ -422,6 +422,9 @@ fn staging_adds_no_wave(arch: Arch, kernel: &Kernel, s: &Schedule, workgroups: u
 /// A GEMV group of two weights (gate and up) at batch 1 takes 2 packed columns per lane (8-byte
 /// loads, 16 K slices; see the body): occupancy 4 instead of 2, like the hand-written reference,
 /// which instead gives the two weights to different waves at 4 columns per lane.
+///
+/// Past batch 16 the rows go in tiles of 8 ([`Schedule::batch_tile`], [`floor_batch_tile`]) and
+/// every choice here is the one for a batch of 8 (the registers are a tile's).
 fn floor(kernel: &Kernel, s: Schedule) -> Schedule {
     // A norm in a GEMV prologue is workgroup-local (`prologue.rs`): no grid barrier.
     let feeds_gemv = gemv_prologue(kernel);
