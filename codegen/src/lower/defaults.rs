@@ -423,8 +423,8 @@ fn staging_adds_no_wave(arch: Arch, kernel: &Kernel, s: &Schedule, workgroups: u
 /// loads, 16 K slices; see the body): occupancy 4 instead of 2, like the hand-written reference,
 /// which instead gives the two weights to different waves at 4 columns per lane.
 ///
-/// Past batch 16 the rows go in tiles of 8 ([`Schedule::batch_tile`], [`floor_batch_tile`]) and
-/// every choice here is the one for a batch of 8 (the registers are a tile's).
+/// Past batch 16 the rows go in tiles of 16 ([`Schedule::batch_tile`], [`floor_batch_tile`]) and
+/// every choice here is the one for a batch of 16 (the registers are a tile's).
 fn floor(kernel: &Kernel, s: Schedule) -> Schedule {
     // A norm in a GEMV prologue is workgroup-local (`prologue.rs`): no grid barrier.
     let feeds_gemv = gemv_prologue(kernel);
@@ -483,10 +483,14 @@ fn floor(kernel: &Kernel, s: Schedule) -> Schedule {
 /// they take 193-214 (occupancy 1) and at 64 they spill (122-158 VGPRs' worth).
 const FLOOR_UNTILED_BATCH: usize = 16;
 
-/// Batch rows per tile past [`FLOOR_UNTILED_BATCH`] ([`Schedule::batch_tile`]): the batch-8
-/// schedules' registers (84 VGPRs for `gemv_int4`, 112 for the two-weight GEMV, ≤ 110 for the
-/// fused kernel: 2-3 waves per SIMD).
-const FLOOR_BATCH_TILE: u32 = 8;
+/// Batch rows per tile past [`FLOOR_UNTILED_BATCH`] ([`Schedule::batch_tile`]): the batch-16
+/// schedules' registers (hipcc: 115-123 VGPRs, 2 waves per SIMD by registers), the weights read
+/// `batch / 16` times. Tiles of 8 (84 VGPRs for `gemv_int4`, 3 waves) read them twice as often
+/// and decode each weight for half the rows: the MI50 model (`gfx906_model` `batch64_table`,
+/// `bench/results/2026-12-05-mi50-model-batch64/`) put `gemv_int4` 5120 → 17408 at 450 / 889 µs
+/// at batch 32 / 64 in tiles of 8 and 349 / 686 µs in tiles of 16; 4352 → 5120 at 145 / 280
+/// against 106 / 202.
+const FLOOR_BATCH_TILE: u32 = 16;
 
 /// [`Schedule::batch_tile`] of the gfx906 floor path for `kernel`: [`FLOOR_BATCH_TILE`] past
 /// [`FLOOR_UNTILED_BATCH`] rows, where no GEMV prologue writes the activations (it writes every
