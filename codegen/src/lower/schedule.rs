@@ -228,11 +228,11 @@ pub struct Schedule {
     #[serde(default)]
     pub reduction: Reduction,
     /// The gfx906 dot2 path at large batches: the batch rows in register tiles of this many
-    /// rows, one tile after the other (`gemv/tiles.rs`): each tile stages its rows' activations,
-    /// runs the K loop with one tile's accumulators and adds its sums to the cross-slice
-    /// reduction, so the registers are those of a batch of `batch_tile` rows (hipcc: ~84-112
-    /// VGPRs at 8, at least 2 waves per SIMD) instead of growing with the batch (214 VGPRs, one
-    /// wave per SIMD, at batch 32). The weights of the workgroup's K part are loaded and decoded
+    /// rows, one tile after the other (`gemv.rs` `gptq_rows`): each tile stages its rows'
+    /// activations, runs the K loop with one tile's accumulators and adds its sums to the
+    /// cross-slice reduction, so the registers are those of a batch of `batch_tile` rows (hipcc:
+    /// 100-123 VGPRs at 16, the default past batch 16; 84-119 at 8: at least 2 waves per SIMD)
+    /// instead of growing with the batch (214 VGPRs, one wave per SIMD, at batch 32). The weights of the workgroup's K part are loaded and decoded
     /// once per tile (`ceil(batch / batch_tile)` times; each decoded pair still feeds a dot2 per
     /// row of the tile). A last tile of `batch mod batch_tile` rows where it does not divide.
     /// 0 (or at least the batch): one tile of all rows. Not lowered on the other INT4 paths or
