@@ -7,8 +7,8 @@ use std::time::Duration;
 use wavefuse_codegen::Arch;
 use wavefuse_harness::ab::model_shapes;
 use wavefuse_harness::generate::{
-    Outcome, budgets, check_compiler, check_within, compile_source, coresident_as_compiled,
-    generate_file_kernel, modelled_mi50_image, modelled_mi50_symbol, table,
+    Outcome, SymbolLaunch, budgets, check_compiler, check_within, compile_source,
+    coresident_as_compiled, generate_file_kernel, modelled_mi50_image, modelled_mi50_symbol, table,
 };
 use wavefuse_harness::policy::{Placement, SchedulePolicy};
 use wavefuse_harness::shapes::TP_SIZES;
@@ -240,7 +240,10 @@ fn check_manual(
             &g.lowered,
             &artifact.image,
             symbol,
-            &hand.symbol_launch(),
+            &SymbolLaunch {
+                lds_bytes: r.lds_bytes(),
+                ..hand.symbol_launch()
+            },
             c.batch,
             occupancy,
             bounds,

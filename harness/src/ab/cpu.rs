@@ -405,13 +405,17 @@ fn compile(cache: &Cache, job: &Job, o: &Options) -> Resources {
                         k,
                         &a.image,
                         &job.symbol,
-                        &job.hand
-                            .clone()
-                            .unwrap_or_else(|| crate::generate::SymbolLaunch {
-                                grid: job.grid,
-                                workgroup_size: job.workgroup_size,
-                                ..Default::default()
-                            }),
+                        &crate::generate::SymbolLaunch {
+                            lds_bytes: u.lds_bytes,
+                            ..job
+                                .hand
+                                .clone()
+                                .unwrap_or_else(|| crate::generate::SymbolLaunch {
+                                    grid: job.grid,
+                                    workgroup_size: job.workgroup_size,
+                                    ..Default::default()
+                                })
+                        },
                         *batch,
                         u.occupancy,
                         &Bounds::default(),

@@ -138,6 +138,11 @@ pub struct ModelHints {
     /// a block is charged on every trip.
     #[serde(default)]
     pub branch_every: Option<Extent>,
+    /// Times the kernel reads its packed weights (`qweight`, scales, zero points) per launch: a
+    /// kernel that takes the batch rows in tiles and reads the weights once per tile
+    /// (`"(batch + 7) / 8"`). Without it, once.
+    #[serde(default)]
+    pub weight_passes: Option<Extent>,
 }
 
 /// One extent of a launch: a number or an expression of the op-level shape.
@@ -421,6 +426,7 @@ impl Hand {
             weights_per_trip: get("weight_words_per_trip", &m.weight_words_per_trip)
                 .map(|w| 8.0 * w),
             branch_period: get("branch_every", &m.branch_every),
+            weight_passes: get("weight_passes", &m.weight_passes),
         };
         if problems.is_empty() {
             Ok(facts)
@@ -447,6 +453,8 @@ impl Hand {
             scratch_bytes,
             grid_barriers: self.abi.barriers_per_launch,
             flag_rounds: self.abi.flag_rounds_per_launch,
+            // The compiler's report, where the caller has it.
+            lds_bytes: 0,
         }
     }
 

@@ -334,13 +334,19 @@ impl Parser<'_> {
         if let Ok(n) = tok.parse::<i64>() {
             return Ok(Some(n));
         }
-        if tok == "min" || tok == "max" {
+        if tok == "min" || tok == "max" || tok == "cdiv" {
             self.expect("(")?;
-            let a = self.sum()?.ok_or("min/max takes two arguments")?;
+            let a = self.sum()?.ok_or("min/max/cdiv takes two arguments")?;
             self.expect(",")?;
-            let c = self.sum()?.ok_or("min/max takes two arguments")?;
+            let c = self.sum()?.ok_or("min/max/cdiv takes two arguments")?;
             self.expect(")")?;
-            return Ok(Some(if tok == "min" { a.min(c) } else { a.max(c) }));
+            return Ok(Some(match tok.as_str() {
+                "min" => a.min(c),
+                "max" => a.max(c),
+                // The one rounded division: how many tiles of `c` cover `a`.
+                _ if c > 0 => (a + c - 1).div_euclid(c),
+                _ => return Err(format!("cdiv({a}, {c}): the divisor must be positive")),
+            }));
         }
         match self.b.0.get(&tok) {
             Some(Val::Int(v)) => Ok(Some(*v)),
@@ -382,6 +388,9 @@ mod tests {
         assert_eq!(eval("2 * (w.k + 1) - 2", &b), Ok(10240));
         assert_eq!(eval("tp * min(tp - 1, 1)", &b), Ok(4));
         assert_eq!(eval("max(tp, 8)", &b), Ok(8));
+        assert_eq!(eval("cdiv(w.n, 1000)", &b), Ok(5));
+        assert_eq!(eval("cdiv(tp, 4)", &b), Ok(1));
+        assert!(eval("cdiv(tp, 0)", &b).unwrap_err().contains("positive"));
         assert!(eval("w.n / 3", &b).unwrap_err().contains("not exact"));
         assert!(
             eval("w.m", &b)

@@ -66,6 +66,13 @@
 //
 // Batch > 1: a scheduling barrier between batch rows keeps the compiler from reading every batch
 // row's activations at once (70 VGPRs at batch 2, 120 at batch 8; no spills).
+//
+// Batch > 8 (up to 64): the rows go in tiles of TILE = 8, one after the other, each the batch-8
+// kernel above over the whole of K — its own accumulators, its rows' activations staged in its
+// phases, its own reduction and stores — so the registers stay those of batch 8 (a lane holding
+// 64 rows' sums would need 256+ VGPRs). The weights are read once per tile (NTILE times in all;
+// the ABI's [model] weight_passes). A last tile past the batch stages zeros for its missing rows
+// and does not store them.
 
 #include <hip/hip_runtime.h>
 
@@ -97,6 +104,8 @@ static __device__ __forceinline__ unsigned and_or(unsigned x, unsigned m, unsign
 constexpr unsigned K = WF_K;         // reduction length
 constexpr unsigned N = WF_N;         // output columns
 constexpr unsigned BATCH = WF_BATCH; // tokens decoded at once
+constexpr unsigned TILE = BATCH < 8 ? BATCH : 8;       // batch rows per pass (see "Batch > 8")
+constexpr unsigned NTILE = (BATCH + TILE - 1) / TILE;  // passes over the weights
 constexpr unsigned GROUP = WF_GROUP; // rows of K per scale / zero point
 constexpr unsigned ZP_ADD = WF_ZP_V1 ? 1u : 0u;
 
@@ -117,15 +126,15 @@ constexpr unsigned NROUND = (NUNIT + SLICES - 1) / SLICES;
 constexpr bool GROUP_STEP = (SLICES * UNIT) % WPG == 0; // a round advances a whole number of groups
 
 // ---- LDS: activations of a phase, [unit of the phase][batch row][row of the unit][4 pairs] ----
-constexpr unsigned UNIT_X = BATCH * UNIT * 16 + 16;  // bytes per unit, 16 of them padding
+constexpr unsigned UNIT_X = TILE * UNIT * 16 + 16;   // bytes per unit, 16 of them padding
 constexpr unsigned ROUND_X = SLICES * UNIT_X;        // bytes per round
 constexpr unsigned LDS_BYTES = ROUND_X > 12800 ? ROUND_X : 12800;
 constexpr unsigned RPP_FIT = LDS_BYTES / ROUND_X;    // rounds per phase
 constexpr unsigned RPP = RPP_FIT < NROUND ? RPP_FIT : NROUND;
 constexpr unsigned NPHASE = (NROUND + RPP - 1) / RPP;
-constexpr unsigned RED_BYTES = WAVES * BATCH * COLS * 4; // the cross-wave sums, after the last phase
+constexpr unsigned RED_BYTES = WAVES * TILE * COLS * 4; // the cross-wave sums, after the last phase
 
-static_assert(BATCH >= 1 && BATCH <= 8 && BATCH * COLS <= WG, "batch 1..8");
+static_assert(BATCH >= 1 && BATCH <= 64 && TILE * COLS <= WG, "batch 1..64");
 static_assert(K % 8 == 0 && N % 8 == 0 && GROUP % 8 == 0, "GPTQ packs 8 rows per word and 8 zero points per word");
 static_assert(WPG % UNIT == 0, "a unit never straddles two groups");
 static_assert(RED_BYTES <= LDS_BYTES && RPP >= 1, "LDS layout");
@@ -134,14 +143,15 @@ static_assert((unsigned long long)KW * N * 4 < (1ull << 32), "32-bit byte offset
 // Stage the activations of phase p: item t is (unit of the phase, batch row, row of the unit), one
 // packed row of one batch row: 8 halves x0..x7 read with one 16-byte load, written as the pairs
 // (x0, x4), (x1, x5), (x2, x6), (x3, x7). Rows past K (ragged last unit, or a unit past the last)
-// are zeros.
-static __device__ __forceinline__ void stage_x(unsigned char* lds, const f16* x, unsigned p) {
-    constexpr unsigned ITEMS = RPP * SLICES * BATCH * UNIT;
+// are zeros, and so are the rows of tile `tb` past the batch.
+static __device__ __forceinline__ void stage_x(unsigned char* lds, const f16* x, unsigned p, unsigned tb) {
+    constexpr unsigned ITEMS = RPP * SLICES * TILE * UNIT;
     for (unsigned t = threadIdx.x; t < ITEMS; t += WG) {
-        const unsigned i = t % UNIT, b = (t / UNIT) % BATCH, pu = t / (UNIT * BATCH);
+        const unsigned i = t % UNIT, b = (t / UNIT) % TILE, pu = t / (UNIT * TILE);
         const unsigned kw = (p * RPP * SLICES + pu) * UNIT + i;
+        const unsigned row = tb * TILE + b;
         u32x4 d = {0u, 0u, 0u, 0u};
-        if (kw < KW) d = *reinterpret_cast<const u32x4*>(x + b * K + kw * 8);
+        if (kw < KW && row < BATCH) d = *reinterpret_cast<const u32x4*>(x + row * K + kw * 8);
         u32x4 e;
         e.x = (d.x & 0xFFFFu) | (d.z << 16);         // (x0, x4)
         e.y = (d.x >> 16) | (d.z & 0xFFFF0000u);     // (x1, x5)
@@ -168,7 +178,7 @@ static __device__ __forceinline__ void unit(const unsigned char* lds, const unsi
                                             const f16* __restrict__ w_scales, const unsigned* __restrict__ w_qzeros,
                                             unsigned p, unsigned r, unsigned slice, unsigned nl,
                                             unsigned q_off, unsigned s_off, unsigned z_off,
-                                            float (&acc)[BATCH][QUAD]) {
+                                            float (&acc)[TILE][QUAD]) {
     const f16x2 sixteenth = {(f16)0.0625f, (f16)0.0625f};
     const unsigned magic = 0x64006400u; // (1024, 1024) in FP16
     const unsigned zshift = 4 * (nl % 8); // 0 or 16: the lane's 4 zero points in the qzeros word
@@ -220,9 +230,9 @@ static __device__ __forceinline__ void unit(const unsigned char* lds, const unsi
     }
 
     // ---- 4 rows × 4 columns × 8 weights, FP32 sums of the unit ----
-    float part[BATCH][QUAD];
+    float part[TILE][QUAD];
 #pragma unroll
-    for (unsigned b = 0; b < BATCH; ++b)
+    for (unsigned b = 0; b < TILE; ++b)
 #pragma unroll
         for (unsigned c = 0; c < QUAD; ++c) part[b][c] = 0.0f;
     const unsigned char* xu = lds + (r - p * RPP) * ROUND_X + slice * UNIT_X;
@@ -239,8 +249,8 @@ static __device__ __forceinline__ void unit(const unsigned char* lds, const unsi
             d[c][3] = __ocml_fma_2f16(as_f16x2(and_or(w8, 0x00F000F0u, magic)), sixteenth, as_f16x2(zhi[c]));
         }
 #pragma unroll
-        for (unsigned b = 0; b < BATCH; ++b) {
-            if (BATCH > 1) __builtin_amdgcn_sched_barrier(0); // one batch row's activations at a time
+        for (unsigned b = 0; b < TILE; ++b) {
+            if (TILE > 1) __builtin_amdgcn_sched_barrier(0); // one batch row's activations at a time
             // (x0, x4), (x1, x5), (x2, x6), (x3, x7): one broadcast LDS read
             const u32x4 xp = *reinterpret_cast<const u32x4*>(xu + (b * UNIT + i) * 16);
             const unsigned xv[4] = {xp.x, xp.y, xp.z, xp.w};
@@ -256,7 +266,7 @@ static __device__ __forceinline__ void unit(const unsigned char* lds, const unsi
     const f16x2 s01 = as_f16x2(sv.x), s23 = as_f16x2(sv.y);
     const float s[QUAD] = {(float)s01.x, (float)s01.y, (float)s23.x, (float)s23.y};
 #pragma unroll
-    for (unsigned b = 0; b < BATCH; ++b)
+    for (unsigned b = 0; b < TILE; ++b)
 #pragma unroll
         for (unsigned c = 0; c < QUAD; ++c) acc[b][c] = fmaf(s[c], part[b][c], acc[b][c]);
 }
@@ -265,7 +275,7 @@ static __device__ __forceinline__ void unit(const unsigned char* lds, const unsi
 // shapes, where there is no fast path).
 static __device__ __forceinline__ void phase_rounds(const unsigned char* lds, const unsigned* __restrict__ w_qweight,
                                                     const f16* __restrict__ w_scales, const unsigned* __restrict__ w_qzeros,
-                                                    unsigned p, unsigned slice, unsigned nl, float (&acc)[BATCH][QUAD]) {
+                                                    unsigned p, unsigned slice, unsigned nl, float (&acc)[TILE][QUAD]) {
     // The lane's fixed 32-bit byte offsets (round 0's unit of this slice).
     const unsigned q_off = (slice * UNIT * N + nl) * 4;
     const unsigned s_off = ((slice * UNIT) / WPG * N + nl) * 2;
@@ -287,9 +297,69 @@ static __device__ __forceinline__ void phase_rounds(const unsigned char* lds, co
 // through the general path, outside the hot loop.
 static __device__ __forceinline__ void last_round(const unsigned char* lds, const unsigned* __restrict__ w_qweight,
                                                   const f16* __restrict__ w_scales, const unsigned* __restrict__ w_qzeros,
-                                                  unsigned slice, unsigned nl, float (&acc)[BATCH][QUAD]) {
+                                                  unsigned slice, unsigned nl, float (&acc)[TILE][QUAD]) {
     if (GROUP_STEP && NFAST < NROUND)
         unit<false>(lds, w_qweight, w_scales, w_qzeros, NPHASE - 1, NROUND - 1, slice, nl, 0, 0, 0, acc);
+}
+
+// One tile of batch rows (`tb`: rows tb·TILE …): the whole kernel for its rows — accumulators,
+// phases, the last round, the reduction and the stores.
+static __device__ __forceinline__ void tile_pass(unsigned char* lds, const unsigned* __restrict__ w_qweight,
+                                                 const f16* __restrict__ w_scales, const unsigned* __restrict__ w_qzeros,
+                                                 const f16* __restrict__ x, f16* __restrict__ y, unsigned tb,
+                                                 unsigned slice, unsigned quad, unsigned nl) {
+    float acc[TILE][QUAD];
+#pragma unroll
+    for (unsigned b = 0; b < TILE; ++b)
+#pragma unroll
+        for (unsigned c = 0; c < QUAD; ++c) acc[b][c] = 0.0f;
+
+    for (unsigned p = 0; p < NPHASE; ++p) {
+        if (p > 0) {
+            // §5.8: barrier in uniform control flow: every wave has finished reading the previous
+            // phase's activations before they are overwritten.
+            __syncthreads();
+        }
+        stage_x(lds, x, p, tb);
+        // §5.8: barrier in uniform control flow: the phase's activations are in LDS for all waves.
+        __syncthreads();
+
+        phase_rounds(lds, w_qweight, w_scales, w_qzeros, p, slice, nl, acc);
+    }
+    last_round(lds, w_qweight, w_scales, w_qzeros, slice, nl, acc);
+
+    // ---- reduction over the slices: butterfly within the wave, then waves in order ----
+#pragma unroll
+    for (unsigned b = 0; b < TILE; ++b)
+#pragma unroll
+        for (unsigned c = 0; c < QUAD; ++c) {
+            float v = acc[b][c];
+#pragma unroll
+            for (unsigned m = LPS; m < WAVE; m *= 2) v += __shfl_xor(v, m);
+            acc[b][c] = v;
+        }
+    // §5.8: barrier in uniform control flow: every wave has finished reading the activations
+    // before the cross-wave sums overwrite them.
+    __syncthreads();
+    float* red = reinterpret_cast<float*>(lds); // [WAVES][TILE][COLS]
+    const unsigned wave = threadIdx.x / WAVE;
+    if (threadIdx.x % WAVE < LPS) {
+#pragma unroll
+        for (unsigned b = 0; b < TILE; ++b)
+#pragma unroll
+            for (unsigned c = 0; c < QUAD; ++c) red[(wave * TILE + b) * COLS + quad * QUAD + c] = acc[b][c];
+    }
+    // §5.8: barrier in uniform control flow: all waves' sums are in LDS.
+    __syncthreads();
+    if (threadIdx.x < TILE * COLS) {
+        const unsigned b = threadIdx.x / COLS, c = threadIdx.x % COLS, n = blockIdx.x * COLS + c;
+        const unsigned row = tb * TILE + b;
+        float v = red[b * COLS + c];
+#pragma unroll
+        for (unsigned w = 1; w < WAVES; ++w) v += red[(w * TILE + b) * COLS + c];
+        // the one FP16 rounding of the output (nearest even); rows past the batch are not stored
+        if (n < N && row < BATCH) y[row * N + n] = (f16)v;
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(WG) __attribute__((amdgpu_flat_work_group_size(WG, WG)))
@@ -309,54 +379,12 @@ gemv_int4_ref(
     // masked at the store (§5.8: no early return), and the loop has no lane-divergent branches.
     const unsigned nl = n0 < N ? n0 : N - QUAD;
 
-    float acc[BATCH][QUAD];
-#pragma unroll
-    for (unsigned b = 0; b < BATCH; ++b)
-#pragma unroll
-        for (unsigned c = 0; c < QUAD; ++c) acc[b][c] = 0.0f;
-
-    for (unsigned p = 0; p < NPHASE; ++p) {
-        if (p > 0) {
-            // §5.8: barrier in uniform control flow: every wave has finished reading the previous
-            // phase's activations before they are overwritten.
+    for (unsigned tb = 0; tb < NTILE; ++tb) {
+        if (tb > 0) {
+            // §5.8: barrier in uniform control flow: every wave has read the last tile's
+            // cross-wave sums before this tile's activations overwrite them.
             __syncthreads();
         }
-        stage_x(lds, x, p);
-        // §5.8: barrier in uniform control flow: the phase's activations are in LDS for all waves.
-        __syncthreads();
-
-        phase_rounds(lds, w_qweight, w_scales, w_qzeros, p, slice, nl, acc);
-    }
-    last_round(lds, w_qweight, w_scales, w_qzeros, slice, nl, acc);
-
-    // ---- reduction over the slices: butterfly within the wave, then waves in order ----
-#pragma unroll
-    for (unsigned b = 0; b < BATCH; ++b)
-#pragma unroll
-        for (unsigned c = 0; c < QUAD; ++c) {
-            float v = acc[b][c];
-#pragma unroll
-            for (unsigned m = LPS; m < WAVE; m *= 2) v += __shfl_xor(v, m);
-            acc[b][c] = v;
-        }
-    // §5.8: barrier in uniform control flow: every wave has finished reading the activations
-    // before the cross-wave sums overwrite them.
-    __syncthreads();
-    float* red = reinterpret_cast<float*>(lds); // [WAVES][BATCH][COLS]
-    const unsigned wave = threadIdx.x / WAVE;
-    if (threadIdx.x % WAVE < LPS) {
-#pragma unroll
-        for (unsigned b = 0; b < BATCH; ++b)
-#pragma unroll
-            for (unsigned c = 0; c < QUAD; ++c) red[(wave * BATCH + b) * COLS + quad * QUAD + c] = acc[b][c];
-    }
-    // §5.8: barrier in uniform control flow: all waves' sums are in LDS.
-    __syncthreads();
-    if (threadIdx.x < BATCH * COLS) {
-        const unsigned b = threadIdx.x / COLS, c = threadIdx.x % COLS, n = blockIdx.x * COLS + c;
-        float v = red[b * COLS + c];
-#pragma unroll
-        for (unsigned w = 1; w < WAVES; ++w) v += red[(w * BATCH + b) * COLS + c];
-        if (n < N) y[b * N + n] = (f16)v; // the one FP16 rounding of the output (nearest even)
+        tile_pass(lds, w_qweight, w_scales, w_qzeros, x, y, tb, slice, quad, nl);
     }
 }
