@@ -369,6 +369,12 @@ pub struct SymbolLaunch {
     pub grid_barriers: u32,
     /// Flag rounds per launch (counted as PCIe round trips at TP > 1).
     pub flag_rounds: u32,
+    /// Bytes this launch moves, where it is one of several (each array it takes once); `None`:
+    /// the op's data arrays once and the scratch twice.
+    pub bytes: Option<f64>,
+    /// The op's other launches (`[[launches]]`), in stream order: symbol and bytes moved. The
+    /// model adds each as a streaming launch ([`wavefuse_codegen::model::OtherLaunch`]).
+    pub other_launches: Vec<(String, f64)>,
 }
 
 /// The MI50 time model of kernel `symbol` of a compiled gfx906 code object `image` that
@@ -401,10 +407,18 @@ pub fn modelled_mi50_symbol(
         )
     })?;
     inputs.bytes += 2.0 * (launch.scratch_bytes - wavefuse_codegen::model::scratch_bytes(k));
+    if let Some(b) = launch.bytes {
+        inputs.bytes = b;
+    }
     (inputs.grid, inputs.workgroup_size) = (launch.grid, launch.workgroup_size);
     inputs.grid_barriers = launch.grid_barriers;
     inputs.flag_round_trips = if k.tp > 1 { launch.flag_rounds } else { 0 };
-    Ok(model(&inputs))
+    let others = launch
+        .other_launches
+        .iter()
+        .map(|(s, b)| wavefuse_codegen::model::OtherLaunch::streaming(s, *b))
+        .collect();
+    Ok(model(&inputs).with_launches(others))
 }
 
 /// The resource table of `check`.
