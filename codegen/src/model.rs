@@ -8,6 +8,7 @@
 //!            + grid barriers × 1.5 µs + PCIe flag round trips × 5 µs
 //! T_VALU   = (VALU per weight × weights + VALU outside the loop per wave × 64 × waves) / 6.62e12 per s
 //! latency term (only under 16 KB of loads in flight per CU) = bytes / (0.85 TB/s × in flight / 16 KB) + 5 µs
+//! an op of several launches: + Σ other launches (bytes / 0.85 TB/s + 5 µs)   (OtherLaunch)
 //! ```
 //!
 //! **What is counted: the executed path of the ABI's symbol.** The loop counted is the hottest of

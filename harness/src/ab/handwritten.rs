@@ -42,9 +42,19 @@
 //! over the variables of [`parametric::Bindings::shape_of`]: `tp`, `batch`, per buffer `W.k`,
 //! `W.n`, `W.group`, `T.rows`, `T.cols`, and with one weight the plain `k`, `n`, `group_size`.
 //!
-//! Not supported, and refused by name: several launches for one op (`[[launches]]`, a split-K
-//! then a reduce: one kernel per description; a split-K kernel reduces its partials itself) and
-//! pre-quantised inputs (`quantise`, or an activation declared `i8` where the op has FP16).
+//! Several launches for one op (`[[launches]]`, each with its `symbol`, `workgroup_size`, `grid`,
+//! `[[launches.params]]` and `[launches.model]`, in stream order: a split-K GEMV then its reduce;
+//! an activation quantiser then a W4A8 GEMV): each launch is checked as a one-kernel description
+//! (its problems prefixed `launch I \`SYMBOL\``), every op-level array must be taken by some
+//! launch, and `[[scratch]]` declares the arrays the launches share (`purpose = "scratch"`,
+//! `buffer = NAME`; a `len` given there must equal the declaration's at the shape). The runtime
+//! binds them with [`wavefuse_runtime::exec::OpKernel::chain`]; the MI50 model counts the launch
+//! with the weight loop and adds each other launch as a streaming launch.
+//!
+//! Pre-quantised inputs (`[quantise]`: `input`, `by = "host"` or `by = "kernel"` with the
+//! quantising launch's `kernel`): with the host quantising, the input's `data` parameter is `i8`
+//! (the per-token codes) and a `qscale` part carries the scales
+//! ([`wavefuse_runtime::exec::quantise_rows`]); the A/B compares at [`quantised_tolerance`].
 //!
 //! The defines are written at the top of the source (followed by a `#line 1` directive so the
 //! compiler's messages keep the file's own line numbers), not passed as flags: the compile cache's
