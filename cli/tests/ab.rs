@@ -1636,11 +1636,11 @@ fn the_w4a8_tolerance_covers_the_activation_quantisation_and_is_needed() {
         let (mut err2, mut ref2) = (0.0f64, 0.0f64);
         for col in 0..n {
             let mut acc = 0.0;
-            for row in 0..k {
+            for (row, &code) in codes.iter().enumerate() {
                 let word = p.qweight[(row / 8) * n + col] as u32;
                 let q = f64::from((word >> (4 * (row % 8))) & 15);
                 let g = row / group;
-                acc += (q - zeros[g * n + col]) * p.scales[g * n + col] * f64::from(codes[row]);
+                acc += (q - zeros[g * n + col]) * p.scales[g * n + col] * f64::from(code);
             }
             let got = acc * scales[0];
             err2 += (got - want[col]).powi(2);

@@ -293,8 +293,6 @@ pub struct Hand {
     shape: Option<parametric::Bindings>,
 }
 
-/// The parts of an op-level buffer a parameter can be bound to.
-
 impl Hand {
     /// Reads a description and its source. `source` overrides the description's `source` field
     /// (`--manual FILE`); the target comes from the description's `arch`, else the source's
