@@ -45,7 +45,7 @@
 //! Several launches for one op (`[[launches]]`, each with its `symbol`, `workgroup_size`, `grid`,
 //! `[[launches.params]]` and `[launches.model]`, in stream order: a split-K GEMV then its reduce;
 //! an activation quantiser then a W4A8 GEMV): each launch is checked as a one-kernel description
-//! (its problems prefixed `launch I \`SYMBOL\``), every op-level array must be taken by some
+//! (its problems prefixed ``launch I `SYMBOL`: ``), every op-level array must be taken by some
 //! launch, and `[[scratch]]` declares the arrays the launches share (`purpose = "scratch"`,
 //! `buffer = NAME`; a `len` given there must equal the declaration's at the shape). The runtime
 //! binds them with [`wavefuse_runtime::exec::OpKernel::chain`]; the MI50 model counts the launch
@@ -520,14 +520,15 @@ impl Hand {
         if self.abi.launches.is_empty() {
             return self.one_symbol_launch();
         }
-        let main = self.main_stage();
+        let (i, main) = self.main_stage_at();
         let mut l = main.one_symbol_launch();
         l.bytes = Some(main.stage_bytes());
         l.other_launches = self
             .stages()
             .into_iter()
-            .filter(|s| s.abi.symbol != main.abi.symbol)
-            .map(|s| (s.abi.symbol.clone(), s.stage_bytes()))
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, s)| (s.abi.symbol.clone(), s.stage_bytes()))
             .collect();
         l
     }
@@ -618,7 +619,7 @@ impl Hand {
 
     /// Every disagreement between the description, the generated kernel `generated` (same kernel,
     /// TP and shapes) and the source's signature; empty when they agree. With `[[launches]]`,
-    /// each launch's problems say which launch (`launch 2 \`splitk_reduce\`: …`).
+    /// each launch's problems say which launch (``launch 2 `splitk_reduce`: …``).
     pub fn check(&self, generated: &LoweredKernel) -> Vec<String> {
         let mut problems = check_against_generated(&self.abi, generated);
         let multi = !self.abi.launches.is_empty();
@@ -673,6 +674,11 @@ impl Hand {
     /// The launch with the weight loop (the one that takes a `qweight`), else the first: the
     /// launch the MI50 model counts a loop of.
     pub fn main_stage(&self) -> Hand {
+        self.main_stage_at().1
+    }
+
+    /// [`Hand::main_stage`] and its position among the launches.
+    fn main_stage_at(&self) -> (usize, Hand) {
         let stages = self.stages();
         let i = stages
             .iter()
@@ -683,7 +689,7 @@ impl Hand {
                     .any(|p| p.purpose == AbiPurpose::Data && p.part.as_deref() == Some("qweight"))
             })
             .unwrap_or(0);
-        stages.into_iter().nth(i).expect("one launch at least")
+        (i, stages.into_iter().nth(i).expect("one launch at least"))
     }
 
     /// The launches' symbols in order, ` + `-joined (`gemv_partial + splitk_reduce`).
@@ -969,7 +975,7 @@ fn same_bits(a: Ty, b: Ty) -> bool {
 }
 
 /// The description against the generated kernel at the same shape: with `[[launches]]`, each
-/// launch's parameters (problems prefixed `launch I \`SYMBOL\`: `), every op-level array bound
+/// launch's parameters (problems prefixed ``launch I `SYMBOL`: ``), every op-level array bound
 /// by some launch.
 pub fn check_against_generated(a: &HandAbi, g: &LoweredKernel) -> Vec<String> {
     let mut out = Vec::new();
