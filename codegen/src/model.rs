@@ -8,6 +8,7 @@
 //!            + grid barriers × 1.5 µs + PCIe flag round trips × 5 µs
 //! T_VALU   = (VALU per weight × weights + VALU outside the loop per wave × 64 × waves) / 6.62e12 per s
 //! latency term (only under 16 KB of loads in flight per CU) = bytes / (0.85 TB/s × in flight / 16 KB) + 5 µs
+//! an op of several launches: + Σ other launches (bytes / 0.85 TB/s + 5 µs)   (OtherLaunch)
 //! ```
 //!
 //! **What is counted: the executed path of the ABI's symbol.** The loop counted is the hottest of
@@ -252,17 +253,61 @@ pub struct Modelled {
     /// (every dot product issued back to back on every lane of 60 CUs at 1.725 GHz, nothing else):
     /// no kernel of these products can be faster. 0 when not known.
     pub dot_floor_us: f64,
+    /// The op's other launches, in stream order around this one (a split-K's reduce, an
+    /// activation quantiser: [`Modelled::with_launches`]); their times are in `us`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_launches: Vec<OtherLaunch>,
+}
+
+/// A further launch of one op, beside the launch with the weight loop (a hand-written split-K
+/// GEMV's reduce kernel, a W4A8 kernel's activation quantiser): no weight loop to count, so a
+/// streaming launch, `bytes / 0.85 TB/s + 5 µs` — its bytes, plus the 5 µs every launch of a
+/// stream pays back to back (the memory fit's offset: launch gap and ramp, DESIGN.md §6).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OtherLaunch {
+    /// The launch's kernel.
+    pub symbol: String,
+    /// Bytes it moves: each array it binds once.
+    pub bytes: f64,
+    /// `bytes / 0.85 TB/s + 5 µs`.
+    pub us: f64,
+}
+
+impl OtherLaunch {
+    /// A streaming launch of `symbol` moving `bytes`.
+    pub fn streaming(symbol: &str, bytes: f64) -> OtherLaunch {
+        OtherLaunch {
+            symbol: symbol.to_owned(),
+            bytes,
+            us: bytes / MI50_MEMORY_BYTES_PER_S * 1e6 + MI50_MEMORY_OFFSET_US,
+        }
+    }
 }
 
 impl Modelled {
     /// Bytes moved per modelled second, in GB/s.
     pub fn gb_per_s(&self) -> f64 {
-        self.inputs.bytes / (self.us * 1e-6) / 1e9
+        let others: f64 = self.other_launches.iter().map(|l| l.bytes).sum();
+        (self.inputs.bytes + others) / (self.us * 1e-6) / 1e9
     }
 
-    /// The time without the fused parts (the GEMV part of a fused kernel), µs.
+    /// The time without the fused parts and the other launches (the GEMV part of a fused
+    /// kernel, the GEMV launch of several), µs.
     pub fn gemv_us(&self) -> f64 {
-        self.us - self.fused_us
+        self.us - self.fused_us - self.launches_us()
+    }
+
+    /// The other launches' time, µs.
+    pub fn launches_us(&self) -> f64 {
+        self.other_launches.iter().map(|l| l.us).sum()
+    }
+
+    /// This launch and the op's `others`, launched back to back on one stream: the times add
+    /// (each other launch its bytes and its launch gap, [`OtherLaunch::streaming`]).
+    pub fn with_launches(mut self, others: Vec<OtherLaunch>) -> Modelled {
+        self.us += others.iter().map(|l| l.us).sum::<f64>();
+        self.other_launches = others;
+        self
     }
 
     /// The bound in words: `memory`, `latency`, `compute (dot issue)` (compute-bound with dot
@@ -333,6 +378,7 @@ pub fn model(inputs: &ModelInputs) -> Modelled {
         few_loads_in_flight,
         occupancy,
         dot_floor_us: inputs.dot_floor_lane_instructions / MI50_VALU_LANE_INSTRUCTIONS_PER_S * 1e6,
+        other_launches: Vec::new(),
     }
 }
 
@@ -362,6 +408,15 @@ impl fmt::Display for Modelled {
                 f,
                 " + {} grid barrier(s) x 1.5 + {} PCIe flag round trip(s) x 5",
                 i.grid_barriers, i.flag_round_trips
+            )?;
+        }
+        for l in &self.other_launches {
+            write!(
+                f,
+                " + launch `{}` ({:.2} MB / 0.85 TB/s + 5 = {:.1})",
+                l.symbol,
+                l.bytes / 1e6,
+                l.us
             )?;
         }
         write!(
