@@ -264,8 +264,10 @@ pub struct AbiParam {
     pub value: Option<String>,
 }
 
-/// The array parts a `data` parameter may name (`Purpose::Data`).
-pub const PARTS: [&str; 5] = ["data", "qweight", "scales", "qzeros", "g_idx"];
+/// The array parts a `data` parameter may name (`Purpose::Data`). `qscale` is a hand-written
+/// kernel's: the per-row (token) scales of an FP16 tensor it takes quantised to INT8 on the host
+/// (an `i8` `data` array of the same buffer; `wavefuse_runtime::exec::quantise_rows`).
+pub const PARTS: [&str; 6] = ["data", "qweight", "scales", "qzeros", "g_idx", "qscale"];
 
 impl AbiParam {
     /// What the parameter is for, as the lowered level says it.

@@ -8,6 +8,7 @@
 //!            + grid barriers × 1.5 µs + PCIe flag round trips × 5 µs
 //! T_VALU   = (VALU per weight × weights + VALU outside the loop per wave × 64 × waves) / 6.62e12 per s
 //! latency term (only under 16 KB of loads in flight per CU) = bytes / (0.85 TB/s × in flight / 16 KB) + 5 µs
+//! an op of several launches: + Σ other launches (bytes / 0.85 TB/s + 5 µs)   (OtherLaunch)
 //! ```
 //!
 //! **What is counted: the executed path of the ABI's symbol.** The loop counted is the hottest of
@@ -87,6 +88,54 @@ pub const MI50_SIMDS_PER_CU: u32 = 4;
 /// Lanes per wave on gfx906.
 pub const MI50_WAVE: u32 = 64;
 
+/// Most waves one SIMD holds on gfx906 (DESIGN.md §6: "max 10 waves per SIMD").
+pub const MI50_MAX_WAVES_PER_SIMD: u32 = 10;
+/// VGPRs per SIMD lane on gfx906: a wave of `v` VGPRs (allocated in granules of
+/// [`MI50_VGPR_GRANULE`]) leaves room for `256 / v` waves (AMD's Vega ISA manual: 256 VGPRs per
+/// wave at most, a 64 KB register file per SIMD lane group: 256 × 64 lanes × 4 bytes).
+pub const MI50_VGPRS_PER_LANE: u32 = 256;
+/// VGPR allocation granule on gfx906 (LLVM AMDGPU `getVGPRAllocGranule` for GFX9: 4).
+pub const MI50_VGPR_GRANULE: u32 = 4;
+/// LDS per CU, bytes (DESIGN.md §6: 64 KB per CU), shared by its resident workgroups.
+pub const MI50_LDS_PER_CU: u32 = 64 * 1024;
+/// LDS allocation granule on gfx906, bytes (LLVM AMDGPU: 64 dwords for GFX7+).
+pub const MI50_LDS_GRANULE: u32 = 256;
+/// Products (weight × activation pairs) one dot-product lane-instruction makes:
+/// `v_dot2_f32_f16` two, `v_dot4_i32_i8` four (DESIGN.md §6: both full rate, like every VOP3P
+/// instruction listed there).
+pub const DOT2_PRODUCTS: f64 = 2.0;
+
+/// Waves per SIMD the VGPRs of one wave leave room for on gfx906: `256 / v` with `v` rounded
+/// up to the granule of 4, at most 10 (84 VGPRs: 3; 116: 2; 214: 1).
+pub fn mi50_waves_per_simd_by_vgprs(vgprs: u32) -> u32 {
+    let v = vgprs.max(1).div_ceil(MI50_VGPR_GRANULE) * MI50_VGPR_GRANULE;
+    (MI50_VGPRS_PER_LANE / v).min(MI50_MAX_WAVES_PER_SIMD)
+}
+
+/// Waves per SIMD the LDS of one workgroup leaves room for on gfx906: the workgroups of
+/// `lds_bytes` (rounded up to 256 bytes) that fit 64 KB on one CU, times their waves, over the
+/// CU's 4 SIMDs (a workgroup's waves spread over the SIMDs), at most 10; at least 1 where one
+/// workgroup fits at all; 10 without LDS. 256 lanes with 24 KB: 2 workgroups, 8 waves, 2 per
+/// SIMD; with 48 KB: 1 per SIMD.
+pub fn mi50_waves_per_simd_by_lds(lds_bytes: u32, workgroup_size: u32) -> u32 {
+    if lds_bytes == 0 {
+        return MI50_MAX_WAVES_PER_SIMD;
+    }
+    let per_wg = lds_bytes.div_ceil(MI50_LDS_GRANULE) * MI50_LDS_GRANULE;
+    let workgroups = MI50_LDS_PER_CU / per_wg;
+    let waves = workgroups * workgroup_size.div_ceil(MI50_WAVE);
+    (waves / MI50_SIMDS_PER_CU).clamp(u32::from(workgroups > 0), MI50_MAX_WAVES_PER_SIMD)
+}
+
+/// Waves per SIMD on gfx906 from a kernel's VGPRs and LDS: the fewer of the two limits
+/// ([`mi50_waves_per_simd_by_vgprs`], [`mi50_waves_per_simd_by_lds`]). hipcc 5.2's
+/// `Occupancy [waves/SIMD]` remark counts the registers but not the LDS (it reports 2 for
+/// `gemv_int4` at batch 16 with 48 KB of LDS per 256-lane workgroup, where one workgroup, 1 wave
+/// per SIMD, fits a CU), so the model takes the fewer of hipcc's figure and the LDS limit.
+pub fn mi50_occupancy(vgprs: u32, lds_bytes: u32, workgroup_size: u32) -> u32 {
+    mi50_waves_per_simd_by_vgprs(vgprs).min(mi50_waves_per_simd_by_lds(lds_bytes, workgroup_size))
+}
+
 /// The memory latency that [`MI50_MIN_BYTES_IN_FLIGHT_PER_CU`] covers at the streaming bandwidth
 /// (Little's law: 60 CUs × 16 KB / 0.85 TB/s ≈ 1.16 µs).
 pub fn mi50_latency_us() -> f64 {
@@ -103,6 +152,9 @@ pub struct LoopFacts {
     /// Trips per execution of the blocks a forward branch inside the loop skips (a per-group
     /// reload: the group's K rows over the rows a lane advances per trip). `None`: every trip.
     pub branch_period: Option<f64>,
+    /// Times the kernel reads its packed weights (batch tiles, each reading them again).
+    /// `None`: once.
+    pub weight_passes: Option<f64>,
 }
 
 /// What the model needs, all explicit.
@@ -122,8 +174,22 @@ pub struct ModelInputs {
     pub bytes: f64,
     /// Bytes of loads one wave has in flight at most in the hot loop.
     pub bytes_in_flight_per_wave: f64,
-    /// Waves resident per SIMD at the compiled occupancy (hipcc's report).
+    /// Waves resident per SIMD at the compiled occupancy (hipcc's report; the model takes the
+    /// fewer of it and what [`ModelInputs::lds_bytes_per_workgroup`] leaves).
     pub occupancy: u32,
+    /// Static LDS per workgroup, bytes (0: not known, no limit): caps the occupancy
+    /// ([`mi50_waves_per_simd_by_lds`]), which hipcc's report does not.
+    #[serde(default)]
+    pub lds_bytes_per_workgroup: u32,
+    /// Weight × activation products the op needs (K × N × batch rows per GEMV) over the products
+    /// one dot-product lane-instruction makes (2 for `v_dot2_f32_f16`, 4 for `v_dot4_i32_i8`): the
+    /// dot-issue floor's lane-instructions (0: not known).
+    #[serde(default)]
+    pub dot_floor_lane_instructions: f64,
+    /// Of the loop's VALU, the share that is dot products (0 to 1; 0: not known): whether a
+    /// compute-bound kernel is bound by its dot issue or by the other VALU work.
+    #[serde(default)]
+    pub dot_share: f64,
     /// Workgroups of one launch.
     pub grid: u32,
     /// Lanes per workgroup.
@@ -144,7 +210,8 @@ pub struct ModelInputs {
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Bound {
-    /// `1.18 · T_VALU + 10.6 µs`.
+    /// Compute: `1.18 · T_VALU + 10.6 µs` — by the dot-product issue where dot products are at
+    /// least half the loop's VALU ([`Modelled::bound_name`]), else by the other VALU work.
     Valu,
     /// `bytes / 0.85 TB/s + 5 µs`.
     Memory,
@@ -180,17 +247,84 @@ pub struct Modelled {
     pub bytes_in_flight_per_cu: f64,
     /// Set when `bytes_in_flight_per_cu` is under 16 KB: latency-bound where the loop loads.
     pub few_loads_in_flight: bool,
+    /// Waves per SIMD the model used: the fewer of hipcc's occupancy and the LDS limit.
+    pub occupancy: u32,
+    /// The dot-issue floor, µs: [`ModelInputs::dot_floor_lane_instructions`] at the VALU peak
+    /// (every dot product issued back to back on every lane of 60 CUs at 1.725 GHz, nothing else):
+    /// no kernel of these products can be faster. 0 when not known.
+    pub dot_floor_us: f64,
+    /// The op's other launches, in stream order around this one (a split-K's reduce, an
+    /// activation quantiser: [`Modelled::with_launches`]); their times are in `us`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_launches: Vec<OtherLaunch>,
+}
+
+/// A further launch of one op, beside the launch with the weight loop (a hand-written split-K
+/// GEMV's reduce kernel, a W4A8 kernel's activation quantiser): no weight loop to count, so a
+/// streaming launch, `bytes / 0.85 TB/s + 5 µs` — its bytes, plus the 5 µs every launch of a
+/// stream pays back to back (the memory fit's offset: launch gap and ramp, DESIGN.md §6).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OtherLaunch {
+    /// The launch's kernel.
+    pub symbol: String,
+    /// Bytes it moves: each array it binds once.
+    pub bytes: f64,
+    /// `bytes / 0.85 TB/s + 5 µs`.
+    pub us: f64,
+}
+
+impl OtherLaunch {
+    /// A streaming launch of `symbol` moving `bytes`.
+    pub fn streaming(symbol: &str, bytes: f64) -> OtherLaunch {
+        OtherLaunch {
+            symbol: symbol.to_owned(),
+            bytes,
+            us: bytes / MI50_MEMORY_BYTES_PER_S * 1e6 + MI50_MEMORY_OFFSET_US,
+        }
+    }
 }
 
 impl Modelled {
     /// Bytes moved per modelled second, in GB/s.
     pub fn gb_per_s(&self) -> f64 {
-        self.inputs.bytes / (self.us * 1e-6) / 1e9
+        let others: f64 = self.other_launches.iter().map(|l| l.bytes).sum();
+        (self.inputs.bytes + others) / (self.us * 1e-6) / 1e9
     }
 
-    /// The time without the fused parts (the GEMV part of a fused kernel), µs.
+    /// The time without the fused parts and the other launches (the GEMV part of a fused
+    /// kernel, the GEMV launch of several), µs.
     pub fn gemv_us(&self) -> f64 {
-        self.us - self.fused_us
+        self.us - self.fused_us - self.launches_us()
+    }
+
+    /// The other launches' time, µs.
+    pub fn launches_us(&self) -> f64 {
+        self.other_launches.iter().map(|l| l.us).sum()
+    }
+
+    /// This launch and the op's `others`, launched back to back on one stream: the times add
+    /// (each other launch its bytes and its launch gap, [`OtherLaunch::streaming`]).
+    pub fn with_launches(mut self, others: Vec<OtherLaunch>) -> Modelled {
+        self.us += others.iter().map(|l| l.us).sum::<f64>();
+        self.other_launches = others;
+        self
+    }
+
+    /// The bound in words: `memory`, `latency`, `compute (dot issue)` (compute-bound with dot
+    /// products at least half the loop's VALU) or `compute (VALU)` (the decode, addressing and
+    /// loop work outweigh them).
+    pub fn bound_name(&self) -> &'static str {
+        match self.bound {
+            Bound::Memory => "memory",
+            Bound::Latency => "latency",
+            Bound::Valu if self.inputs.dot_share >= 0.5 => "compute (dot issue)",
+            Bound::Valu => "compute (VALU)",
+        }
+    }
+
+    /// The modelled time over the dot-issue floor (`None` where the floor is not known).
+    pub fn over_dot_floor(&self) -> Option<f64> {
+        (self.dot_floor_us > 0.0).then(|| self.gemv_us() / self.dot_floor_us)
     }
 }
 
@@ -205,7 +339,11 @@ pub fn model(inputs: &ModelInputs) -> Modelled {
     let valu_term_us = MI50_VALU_FIT_SLOPE * t_valu_us + MI50_VALU_FIT_OFFSET_US;
     let stream_us = inputs.bytes / MI50_MEMORY_BYTES_PER_S * 1e6;
     let memory_term_us = stream_us + MI50_MEMORY_OFFSET_US;
-    let resident = (inputs.occupancy * MI50_SIMDS_PER_CU) as f64;
+    let occupancy = inputs.occupancy.min(mi50_waves_per_simd_by_lds(
+        inputs.lds_bytes_per_workgroup,
+        inputs.workgroup_size,
+    ));
+    let resident = (occupancy * MI50_SIMDS_PER_CU) as f64;
     let bytes_in_flight_per_cu =
         inputs.bytes_in_flight_per_wave * resident.min(waves / MI50_CUS as f64);
     let few_loads_in_flight = bytes_in_flight_per_cu < MI50_MIN_BYTES_IN_FLIGHT_PER_CU;
@@ -238,6 +376,9 @@ pub fn model(inputs: &ModelInputs) -> Modelled {
         bound,
         bytes_in_flight_per_cu,
         few_loads_in_flight,
+        occupancy,
+        dot_floor_us: inputs.dot_floor_lane_instructions / MI50_VALU_LANE_INSTRUCTIONS_PER_S * 1e6,
+        other_launches: Vec::new(),
     }
 }
 
@@ -246,12 +387,13 @@ impl fmt::Display for Modelled {
         let i = &self.inputs;
         write!(
             f,
-            "modelled (MI50): {:.1} us ({}-bound, {:.0} GB/s) = max(1.18 x {:.1} + 10.6, {:.1} MB / 0.85 TB/s + 5",
+            "modelled (MI50): {:.1} us ({}, {:.0} GB/s) = max(1.18 x {:.1} + 10.6, {:.1} MB / 0.85 TB/s + 5",
             self.us,
-            match self.bound {
-                Bound::Valu => "VALU",
-                Bound::Memory => "memory",
-                Bound::Latency => "latency",
+            match self.bound_name() {
+                "compute (dot issue)" => "compute-bound (dot issue)",
+                "compute (VALU)" => "compute-bound (VALU)",
+                "memory" => "memory-bound",
+                _ => "latency-bound",
             },
             self.gb_per_s(),
             self.t_valu_us,
@@ -268,6 +410,15 @@ impl fmt::Display for Modelled {
                 i.grid_barriers, i.flag_round_trips
             )?;
         }
+        for l in &self.other_launches {
+            write!(
+                f,
+                " + launch `{}` ({:.2} MB / 0.85 TB/s + 5 = {:.1})",
+                l.symbol,
+                l.bytes / 1e6,
+                l.us
+            )?;
+        }
         write!(
             f,
             " us; inputs: {:.2} VALU/weight x {:.1} M weights",
@@ -282,11 +433,18 @@ impl fmt::Display for Modelled {
                 i.grid * i.workgroup_size.div_ceil(MI50_WAVE)
             )?;
         }
+        let occupancy = if self.occupancy < i.occupancy {
+            format!(
+                "occupancy {} (hipcc {}; the LDS, {} B per workgroup, allows {})",
+                self.occupancy, i.occupancy, i.lds_bytes_per_workgroup, self.occupancy
+            )
+        } else {
+            format!("occupancy {}", self.occupancy)
+        };
         write!(
             f,
-            ", {:.2} MB, occupancy {}, {} x {} lanes, {:.1} KB loads in flight per CU{}",
+            ", {:.2} MB, {occupancy}, {} x {} lanes, {:.1} KB loads in flight per CU{}",
             i.bytes / 1e6,
-            i.occupancy,
             i.grid,
             i.workgroup_size,
             self.bytes_in_flight_per_cu / 1024.0,
@@ -296,6 +454,16 @@ impl fmt::Display for Modelled {
                 ""
             }
         )?;
+        if let Some(over) = self.over_dot_floor() {
+            write!(
+                f,
+                "; dot-issue floor {:.1} us ({:.1} M dot lane-instructions at 6.62 T/s; {:.2}x it, dot products {:.0} % of the loop's VALU)",
+                self.dot_floor_us,
+                i.dot_floor_lane_instructions / 1e6,
+                over,
+                i.dot_share * 100.0
+            )?;
+        }
         if !i.counted.is_empty() {
             write!(f, "; counted: {}", i.counted)?;
         }
@@ -475,6 +643,31 @@ impl HotLoop {
         }
     }
 
+    /// Products (weight × activation pairs) one product instruction of the loop makes: 4 on the
+    /// q8 path (`v_dot4_i32_i8`), 2 on the dot2 path, else 1 (`v_fma_mix_f32`, the FMA path).
+    pub fn products_per_instruction(&self) -> f64 {
+        match (self.dot4, self.dot2) {
+            (0, 0) => 1.0,
+            (0, _) => DOT2_PRODUCTS,
+            _ => 2.0 * DOT2_PRODUCTS,
+        }
+    }
+
+    /// The share of the loop's VALU that is weight products (`v_dot2_f32_f16`, `v_dot4_i32_i8`,
+    /// `v_fma_mix_f32` on the FMA path), 0 to 1.
+    pub fn dot_share(&self) -> f64 {
+        let products = match (self.dot4, self.dot2) {
+            (0, 0) => self.fma_mix,
+            (0, d) => d,
+            (d, _) => d,
+        };
+        if self.valu == 0 {
+            0.0
+        } else {
+            products as f64 / self.valu as f64
+        }
+    }
+
     /// VALU instructions of one trip on the executed path: the blocks a branch inside the loop
     /// skips at 1/[`LoopFacts::branch_period`] (every trip where the period is not known).
     pub fn valu_per_trip(&self, facts: &LoopFacts) -> f64 {
@@ -628,7 +821,14 @@ pub fn inputs_with(
             ..
         } = &p.kind
         {
-            bytes += (*len * elem.bytes()) as f64;
+            // Batch tiles read the packed weights once per tile (`weight_passes`); a
+            // workgroup's part is long gone from the 4 MB L2 when the next tile reads it again.
+            let passes = if is_weight_part(part) {
+                f64::from(k.weight_passes.max(1))
+            } else {
+                1.0
+            };
+            bytes += passes * (*len * elem.bytes()) as f64;
             if *part == "qweight" {
                 weights += (*len * 8) as f64;
             }
@@ -638,6 +838,9 @@ pub fn inputs_with(
     (weights > 0.0).then_some(())?;
     Some(ModelInputs {
         valu_per_weight: hot.valu_per_weight_with(batch, facts)?,
+        lds_bytes_per_workgroup: u32::try_from(k.lds_bytes()).unwrap_or(u32::MAX),
+        dot_floor_lane_instructions: weights * batch as f64 / hot.products_per_instruction(),
+        dot_share: hot.dot_share(),
         weights,
         valu_outside_per_wave: hot.valu_outside_path as f64,
         other_valu_lane_instructions: 0.0,
@@ -654,6 +857,34 @@ pub fn inputs_with(
         },
         counted: hot.counted_with(batch, facts),
     })
+}
+
+/// Whether a data array's part is of the packed weights (read once per weight pass).
+fn is_weight_part(part: &str) -> bool {
+    matches!(part, "qweight" | "scales" | "qzeros")
+}
+
+/// Bytes of kernel `k`'s packed weights (`qweight`, scales, zero points), once.
+pub fn weight_bytes(k: &LoweredKernel) -> f64 {
+    k.params
+        .iter()
+        .map(|(_, p)| match &p.kind {
+            ParamKind::Array {
+                elem,
+                len,
+                purpose: Purpose::Data { part, .. },
+                ..
+            } if is_weight_part(part) => (*len * elem.bytes()) as f64,
+            _ => 0.0,
+        })
+        .sum()
+}
+
+/// `inputs` (from [`inputs_with`] over `k`'s data) for a kernel of the same data that reads the
+/// packed weights `passes` times instead of `k`'s [`LoweredKernel::weight_passes`]: a
+/// hand-written kernel with batch tiles of its own (its ABI's `[model] weight_passes`).
+pub fn with_weight_passes(inputs: &mut ModelInputs, k: &LoweredKernel, passes: f64) {
+    inputs.bytes += (passes - f64::from(k.weight_passes.max(1))) * weight_bytes(k);
 }
 
 /// Bytes of the kernel's scratch arrays (split-K partials, published partials, norm partials):
@@ -765,12 +996,110 @@ mod tests {
             bytes,
             bytes_in_flight_per_wave: 8192.0,
             occupancy: 4,
+            lds_bytes_per_workgroup: 0,
+            dot_floor_lane_instructions: 0.0,
+            dot_share: 0.0,
             grid: 272,
             workgroup_size: 256,
             grid_barriers: 0,
             flag_round_trips: 0,
             counted: String::new(),
         }
+    }
+
+    /// Occupancy by hand on gfx906 (256 VGPRs per lane, granule 4, 10 waves per SIMD; 64 KB of
+    /// LDS per CU, granule 256 B, 4 SIMDs): the batch-8/16/32 kernels' figures.
+    #[test]
+    fn occupancy_from_vgprs_and_lds_by_hand() {
+        // 256 / 84 = 3.05; 256 / 116 = 2.2; 256 / 214 = 1.2; 62 -> 64: 4; 24 -> 10.7: 10.
+        for (vgprs, waves) in [
+            (84, 3),
+            (116, 2),
+            (128, 2),
+            (129, 1),
+            (214, 1),
+            (62, 4),
+            (24, 10),
+        ] {
+            assert_eq!(mi50_waves_per_simd_by_vgprs(vgprs), waves, "{vgprs} VGPRs");
+        }
+        // 256 lanes (4 waves) with 24 KB: 2 workgroups = 8 waves = 2 per SIMD; 48 KB: 1
+        // workgroup = 4 waves = 1 per SIMD; 16 KB: 4 = 16 waves = 4; 128 lanes (2 waves) with
+        // 40960 B: 1 workgroup = 2 waves, under one per SIMD, still 1; no LDS: 10; 100 B ->
+        // 256 B: 256 workgroups, capped at 10.
+        for (lds, wg, waves) in [
+            (24576, 256, 2),
+            (49152, 256, 1),
+            (16384, 256, 4),
+            (40960, 128, 1),
+            (0, 256, 10),
+            (100, 64, 10),
+        ] {
+            assert_eq!(mi50_waves_per_simd_by_lds(lds, wg), waves, "{lds} B x {wg}");
+        }
+        // `gemv_int4` at batch 16 (116 VGPRs, 48 KB): hipcc says 2, the LDS allows 1.
+        assert_eq!(mi50_occupancy(116, 49152, 256), 1);
+        assert_eq!(mi50_occupancy(84, 16384, 256), 3);
+    }
+
+    /// The LDS caps hipcc's occupancy in the model: 8 KB loads in flight per wave at hipcc's 4
+    /// waves per SIMD are 128 KB per CU; at the 1 the LDS allows (48 KB per 256-lane workgroup)
+    /// 32 KB, and the line says why.
+    #[test]
+    fn the_lds_caps_the_occupancy_gfx906() {
+        let mut i = inputs(2.0, 5120.0 * 17408.0, 46.3e6);
+        let free = model(&i);
+        assert_eq!(
+            (free.occupancy, free.bytes_in_flight_per_cu),
+            (4, 4.0 * 4.0 * 8192.0)
+        );
+        i.lds_bytes_per_workgroup = 49152;
+        let capped = model(&i);
+        assert_eq!(
+            (capped.occupancy, capped.bytes_in_flight_per_cu),
+            (1, 4.0 * 8192.0)
+        );
+        assert!(
+            capped
+                .to_string()
+                .contains("occupancy 1 (hipcc 4; the LDS, 49152 B per workgroup, allows 1)"),
+            "{capped}"
+        );
+    }
+
+    /// The dot-issue floor by hand: `gemv_int4` 5120 → 17408 at batch 64 needs 5120 · 17408 · 64
+    /// products, 2 per `v_dot2_f32_f16`: 2.852 G lane-instructions at 60 · 64 · 1.725 G/s =
+    /// 430.6 µs. A kernel at 1.2 VALU per weight and row (76.8 per weight) with 42 % of it dot
+    /// products is compute-bound by the other VALU work, at 1.18 · 1032.9 + 10.6 = 1229.4 µs,
+    /// 2.86 times the floor; with 62.5 % (0.8 VALU per weight and row) by its dot issue.
+    #[test]
+    fn the_dot_issue_floor_and_the_compute_bound_by_hand() {
+        let w = 5120.0 * 17408.0;
+        let mut i = inputs(76.8, w, 8.0 * 46.3e6);
+        i.dot_floor_lane_instructions = w * 64.0 / 2.0;
+        i.dot_share = 0.42;
+        let m = model(&i);
+        assert!((m.dot_floor_us - 430.6).abs() < 0.1, "{}", m.dot_floor_us);
+        assert_eq!(m.bound, Bound::Valu);
+        assert_eq!(m.bound_name(), "compute (VALU)");
+        assert!((m.us - (1.18 * 76.8 * w / 6.624e12 * 1e6 + 10.6)).abs() < 1e-6);
+        assert!(
+            (m.over_dot_floor().expect("a floor") - 2.855).abs() < 0.01,
+            "{m}"
+        );
+        i.valu_per_weight = 51.2;
+        i.dot_share = 0.625;
+        let d = model(&i);
+        assert_eq!(d.bound_name(), "compute (dot issue)");
+        assert!(
+            d.to_string().contains("(compute-bound (dot issue), "),
+            "{d}"
+        );
+        assert!(d.to_string().contains("dot-issue floor 430.6 us"), "{d}");
+        // A memory-bound kernel says so whatever its dot share.
+        let mut mem = inputs(2.0, w, 46.3e6);
+        mem.dot_share = 0.9;
+        assert_eq!(model(&mem).bound_name(), "memory");
     }
 
     /// DESIGN.md §6's numbers: 8.0 VALU per weight at 5120 → 17408 is VALU-bound at ~138 µs;
@@ -909,6 +1238,7 @@ mod tests {
         let facts = LoopFacts {
             weights_per_trip: Some(8.0),
             branch_period: Some(16.0),
+            ..LoopFacts::default()
         };
         assert_eq!(h.valu_per_trip(&facts), 12.375);
         assert_eq!(h.valu_per_weight_with(1, &facts), Some(1.546875));
@@ -949,6 +1279,7 @@ mod tests {
         let facts = LoopFacts {
             weights_per_trip: Some(8.0),
             branch_period: Some(16.0),
+            ..LoopFacts::default()
         };
         assert_eq!(h.valu_per_trip(&facts), 12.375);
         // A staging loop that shares the head, its back edge before the products: the tail is
@@ -992,6 +1323,7 @@ mod tests {
         let facts = LoopFacts {
             weights_per_trip: Some(8.0),
             branch_period: None,
+            ..LoopFacts::default()
         };
         assert_eq!(h.valu_per_weight_with(1, &facts), Some(2.375));
         assert!(

@@ -356,6 +356,15 @@ pub struct SymbolLaunch {
     pub grid_barriers: u32,
     /// Flag rounds per launch (counted as PCIe round trips at TP > 1).
     pub flag_rounds: u32,
+    /// Static LDS per workgroup, bytes (the compiler's report; 0: not known), which limits the
+    /// occupancy the model takes.
+    pub lds_bytes: u32,
+    /// Bytes this launch moves, where it is one of several (each array it takes once); `None`:
+    /// the op's data arrays once and the scratch twice.
+    pub bytes: Option<f64>,
+    /// The op's other launches (`[[launches]]`), in stream order: symbol and bytes moved. The
+    /// model adds each as a streaming launch ([`wavefuse_codegen::model::OtherLaunch`]).
+    pub other_launches: Vec<(String, f64)>,
 }
 
 /// The MI50 time model of kernel `symbol` of a compiled gfx906 code object `image` that
@@ -386,10 +395,22 @@ pub fn modelled_mi50_symbol(
         }
     })?;
     inputs.bytes += 2.0 * (launch.scratch_bytes - wavefuse_codegen::model::scratch_bytes(k));
+    if let Some(b) = launch.bytes {
+        inputs.bytes = b;
+    }
+    let passes = launch.facts.weight_passes.unwrap_or(1.0);
+    wavefuse_codegen::model::with_weight_passes(&mut inputs, k, passes);
+    // The hand-written kernel's own LDS (0: not known, no limit on the occupancy).
+    inputs.lds_bytes_per_workgroup = launch.lds_bytes;
     (inputs.grid, inputs.workgroup_size) = (launch.grid, launch.workgroup_size);
     inputs.grid_barriers = launch.grid_barriers;
     inputs.flag_round_trips = if k.tp > 1 { launch.flag_rounds } else { 0 };
-    Ok(model(&inputs))
+    let others = launch
+        .other_launches
+        .iter()
+        .map(|(s, b)| wavefuse_codegen::model::OtherLaunch::streaming(s, *b))
+        .collect();
+    Ok(model(&inputs).with_launches(others))
 }
 
 /// Why a compiled kernel has no MI50 model.

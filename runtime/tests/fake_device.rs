@@ -200,6 +200,7 @@ impl Device for Fake {
         {
             self.mem.write_u32(*err, 0xB0);
         }
+        chain_kernels(&self.mem, &kernel.0, args);
         let launch = Launch {
             ordinal: self.info.ordinal,
             kernel: kernel.0.clone(),
@@ -238,6 +239,38 @@ impl Device for Fake {
     fn elapsed_ms(&self, _: &(), _: &()) -> Result<f32, DeviceError> {
         Ok(0.0)
     }
+}
+
+/// Two "kernels" of one op that run on the host memory (issue 38's several launches):
+/// `chain_first` writes `2·x` (f16 array, argument 0) to an f32 scratch array (argument 1);
+/// `chain_second` writes `scratch + 1` to the f16 output (argument 1). The second sees the
+/// first's writes only if it runs after it on the same scratch.
+fn chain_kernels(mem: &Memory, name: &str, args: &[KernelArg]) {
+    let ptr = |i: usize| match args[i] {
+        KernelArg::Ptr(p) => p,
+        _ => panic!("argument {i} is an array"),
+    };
+    let mut m = mem.bytes.lock().unwrap();
+    let (src, dst, f): (u64, u64, fn(f64) -> f64) = match name {
+        "chain_first" => (ptr(0), ptr(1), |v| 2.0 * v),
+        "chain_second" => (ptr(0), ptr(1), |v| v + 1.0),
+        _ => return,
+    };
+    let (from, to) = if name == "chain_first" {
+        (Ty::F16, Ty::F32)
+    } else {
+        (Ty::F32, Ty::F16)
+    };
+    let values = wavefuse_runtime::exec::decode(&m[&src], from);
+    let out: Vec<u8> = values
+        .iter()
+        .flat_map(|&v| match to {
+            Ty::F32 => (f(v) as f32).to_le_bytes().to_vec(),
+            _ => half::f16::from_f64(f(v)).to_bits().to_le_bytes().to_vec(),
+        })
+        .collect();
+    let dst = m.get_mut(&dst).expect("bound");
+    dst[..out.len()].copy_from_slice(&out);
 }
 
 fn artifact() -> Artifact {
@@ -965,4 +998,188 @@ fn fp16_zero_points_are_uploaded_decoded_from_the_packed_words() {
         .chain(std::iter::repeat_n(3.0, 16))
         .collect();
     assert_eq!(zeros, want);
+}
+
+/// The op-level kernel of the issue-38 tests: y = W·x, 16 × 16.
+fn gemv16() -> wavefuse_ir::Kernel {
+    wavefuse_ir::parse(
+        "kernel g(tp=1) {
+    buf0 = input w : gptq<group=8, zero=v1, scale=f16>[k=16, n=16] col_parallel(tp=1) @global index=local
+    buf1 = input x : f16[1, 16] replicated @global index=local
+    buf2 = output y : f16[1, 16] col_parallel(tp=1) @global index=local
+    v0 = load buf1
+    v1 = gemv.col buf0, v0
+    v2 = round_f16 v1
+    store v2, buf2
+}",
+    )
+    .unwrap()
+}
+
+fn array_param(
+    name: &str,
+    ty: wavefuse_codegen::abi::AbiTy,
+    part: &str,
+    buffer: &str,
+    len: u64,
+) -> wavefuse_codegen::abi::AbiParam {
+    use wavefuse_codegen::abi::{AbiKind, AbiParam, AbiPurpose};
+    AbiParam {
+        index: 0,
+        name: name.into(),
+        kind: AbiKind::Array,
+        ty,
+        purpose: AbiPurpose::Data,
+        buffer: Some(buffer.into()),
+        part: Some(part.into()),
+        len: Some(len),
+        bytes: None,
+        align: None,
+        access: None,
+        space: None,
+        memory: None,
+        init: None,
+        value: None,
+    }
+}
+
+fn x_inputs(ir: &wavefuse_ir::Kernel, x: Vec<f64>) -> Vec<wavefuse_ir::reference::RankInputs> {
+    use wavefuse_ir::reference::{HostData, HostTensor};
+    let mut inputs = std::collections::BTreeMap::new();
+    inputs.insert(
+        ir.buffer_by_name("x").unwrap(),
+        HostData::Tensor(HostTensor {
+            dtype: wavefuse_ir::ScalarType::F16,
+            shape: vec![1, x.len()],
+            data: x,
+        }),
+    );
+    vec![inputs]
+}
+
+/// Several launches for one op (issue 38): `OpKernel::chain` binds the op's arrays to the
+/// launches that take them and one shared scratch array to both, launches them in order on the
+/// rank's one stream, and the second launch reads what the first wrote.
+#[test]
+fn an_op_of_two_launches_shares_its_scratch_and_runs_in_order_on_one_stream() {
+    use wavefuse_codegen::abi::AbiTy;
+    use wavefuse_runtime::exec::{OpKernel, SharedScratch};
+    let ir = gemv16();
+    let launch = |symbol: &str, params| {
+        let mut a = abi(LoweredKernel::new(symbol, Arch::Sm90, 1, 64, 1));
+        a.params = params;
+        a
+    };
+    let first = launch(
+        "chain_first",
+        vec![
+            array_param("x", AbiTy::F16, "data", "x", 16),
+            array_param("partials", AbiTy::F32, "data", "partials", 16),
+        ],
+    );
+    let mut second = launch(
+        "chain_second",
+        vec![
+            array_param("partials", AbiTy::F32, "data", "partials", 16),
+            array_param("y", AbiTy::F16, "data", "y", 16),
+        ],
+    );
+    second.params[1].index = 1;
+    let mut first = first;
+    first.params[1].index = 1;
+    let shared = [SharedScratch {
+        name: "partials".into(),
+        elem: Ty::F32,
+        len: 16,
+    }];
+    let s = Setup::new();
+    let group = RankGroup::one_per_device(vec![s.device(0)]).unwrap();
+    let mut k = OpKernel::chain(
+        &group,
+        &ir,
+        &[first.clone(), second.clone()],
+        &artifact(),
+        &shared,
+    )
+    .unwrap();
+    assert_eq!(k.launches(), 2);
+    let x: Vec<f64> = (0..16).map(|i| f64::from(i) / 4.0).collect();
+    let out = k.run(&x_inputs(&ir, x.clone())).unwrap();
+    let y = &out[0][&ir.buffer_by_name("y").unwrap()].data;
+    let want: Vec<f64> = x.iter().map(|v| 2.0 * v + 1.0).collect();
+    assert_eq!(
+        y, &want,
+        "the reduce launch read the partials the first wrote"
+    );
+    let launches = s.take();
+    assert_eq!(
+        launches
+            .iter()
+            .map(|l| l.kernel.as_str())
+            .collect::<Vec<_>>(),
+        ["chain_first", "chain_second"]
+    );
+    assert_eq!(launches[0].stream, launches[1].stream, "one stream");
+    assert_eq!(
+        launches[0].args[1], launches[1].args[0],
+        "the same scratch array in both launches"
+    );
+
+    // An output no launch takes is refused, naming it.
+    let e = OpKernel::chain(&group, &ir, &[first], &artifact(), &shared)
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("output `y`"), "{e}");
+    // Two launches that disagree on an array's length are refused.
+    let mut short = second.clone();
+    short.params[1].len = Some(8);
+    let twice = launch(
+        "chain_first",
+        vec![
+            array_param("x", AbiTy::F16, "data", "x", 16),
+            array_param("y", AbiTy::F16, "data", "y", 16),
+        ],
+    );
+    let e = OpKernel::chain(&group, &ir, &[twice, short], &artifact(), &shared)
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("`y.data` disagree"), "{e}");
+}
+
+/// Pre-quantised activations (issue 38): an FP16 input bound to an `i8` `data` parameter is
+/// uploaded as the per-token INT8 codes of `quantise_rows` (s = max|x| / 127, q = rne(x · 127 /
+/// max|x|)), and part `qscale` as the scale.
+#[test]
+fn host_quantised_activations_are_uploaded_as_int8_codes_and_a_scale() {
+    use wavefuse_codegen::abi::AbiTy;
+    use wavefuse_runtime::exec::{OpKernel, quantise_rows};
+    let ir = gemv16();
+    let mut a = abi(LoweredKernel::new("w4a8", Arch::Sm90, 1, 64, 1));
+    a.params = vec![
+        array_param("xq", AbiTy::I8, "data", "x", 16),
+        array_param("xs", AbiTy::F32, "qscale", "x", 1),
+        array_param("y", AbiTy::F16, "data", "y", 16),
+    ];
+    for (i, p) in a.params.iter_mut().enumerate() {
+        p.index = i as u32;
+    }
+    let s = Setup::new();
+    let group = RankGroup::one_per_device(vec![s.device(0)]).unwrap();
+    let k = OpKernel::new(&group, &ir, &a, &artifact()).unwrap();
+    // max |x| = 2.5: s = 2.5 / 127, r = 127 / 2.5 = 50.8 rounded to f32 (50.79999924): 0.5 →
+    // 25.4 → 25; -2.5 → -127; 1.25 → 63.4999990 → 63 (not a tie: r is just under 50.8).
+    let mut x = vec![0.0; 16];
+    x[..4].copy_from_slice(&[0.5, -2.5, 1.25, 0.0]);
+    k.upload_inputs(&x_inputs(&ir, x.clone())).unwrap();
+    let read = |part: &str, ty: Ty| {
+        let ptr = k.array("x", part).unwrap()[0].ptr();
+        let bytes = s.mem.bytes.lock().unwrap()[&ptr].clone();
+        wavefuse_runtime::exec::decode(&bytes, ty)
+    };
+    let (codes, scale) = (read("data", Ty::I8), read("qscale", Ty::F32));
+    assert_eq!(&codes[..4], &[25.0, -127.0, 63.0, 0.0]);
+    assert_eq!(scale, [f64::from(2.5f32 / 127.0)]);
+    let (q, sc) = quantise_rows(&x, 16);
+    assert_eq!(q[..4], [25, -127, 63, 0]);
+    assert_eq!(sc, scale);
 }

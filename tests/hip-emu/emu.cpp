@@ -226,6 +226,20 @@ void emu_run(unsigned grid, unsigned n, void (*body)(void*), void* ctx) {
     }
 }
 
+void emu_run_2d(unsigned gx, unsigned gy, unsigned n, void (*body)(void*), void* ctx) {
+    check_lanes(n);
+    n_lanes = n;
+    lane_body = body;
+    lane_ctx = ctx;
+    gridDim = EmuDim{gx, gy, 1};
+    blockDim = EmuDim{n, 1, 1};
+    for (unsigned y = 0; y < gy; ++y)
+        for (unsigned x = 0; x < gx; ++x) {
+            blockIdx = EmuDim{x, y, 0};
+            run_workgroup();
+        }
+}
+
 namespace {
 void (*rank_body)(void*, unsigned);
 unsigned rank_of_process;

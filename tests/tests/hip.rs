@@ -564,3 +564,49 @@ fn int4_kernels_at_batch_32_compile_without_spills_gfx906() {
         assert!(u.lds_bytes() <= ARCH.max_static_lds_per_workgroup());
     }
 }
+
+/// Batch 32 and 64 (issue 40): the gfx906 default of every INT4 kernel of the set tiles the
+/// batch (`batch_tile = 16`, `codegen/src/lower/defaults.rs` `floor_batch_tile`), so hipcc
+/// compiles it within 128 VGPRs (at least 2 waves per SIMD; untiled, batch 32 took 193-214
+/// VGPRs at 1 wave per SIMD and batch 64 spilled), without spills. Prints registers and
+/// occupancy per kernel, TP and batch.
+#[test]
+fn int4_defaults_at_batch_32_and_64_fit_128_vgprs_gfx906() {
+    if !hipcc() {
+        return;
+    }
+    let hipcc = Hipcc::from_env();
+    let cases = [
+        (KernelId::GemvInt4, 1),
+        (KernelId::GemvInt4, 4),
+        (KernelId::GemvInt4DualSilu, 1),
+        (KernelId::GemvInt4DualSilu, 4),
+        (KernelId::GemvInt4Qkv, 4),
+        (KernelId::GemvInt4AllreduceRmsnorm, 1),
+        (KernelId::GemvInt4AllreduceRmsnorm, 4),
+    ];
+    let mut over = Vec::new();
+    for batch in [32, 64] {
+        for (id, tp) in cases {
+            let g = generate(id, ARCH, tp, batch).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(g.schedule.batch_tile, 16, "{id} tp {tp} batch {batch}");
+            let c = generate::compile_source(&hipcc, &g.source)
+                .unwrap_or_else(|e| panic!("{id} tp {tp} batch {batch}: {e}"));
+            let u = &c.usage;
+            println!(
+                "{id}@gfx906 tp{tp} batch {batch} (tiles of 16): {} VGPRs, {} spilled, occupancy {} waves per SIMD",
+                u.registers(),
+                u.spilled(),
+                u.occupancy(g.lowered.workgroup_size),
+            );
+            if u.spills() || u.registers() > 128 {
+                over.push(format!(
+                    "{id} tp {tp} batch {batch}: {} VGPRs, {} spilled",
+                    u.registers(),
+                    u.spilled()
+                ));
+            }
+        }
+    }
+    assert!(over.is_empty(), "over 128 VGPRs or spilling: {over:#?}");
+}

@@ -51,7 +51,13 @@ fn emu_dir() -> PathBuf {
 }
 
 fn reference(kernel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../kernels-gen/reference/hip/{kernel}.hip"))
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    match kernel.strip_prefix("hand_") {
+        // A user's hand-written kernel (cli/tests/handwritten, issue 38), driven by
+        // hip-emu/hand_*.cpp as its ABI file launches it.
+        Some(name) => root.join(format!("../cli/tests/handwritten/gemv_int4_{name}.hip")),
+        None => root.join(format!("../kernels-gen/reference/hip/{kernel}.hip")),
+    }
 }
 
 fn base_seed() -> u64 {
@@ -443,4 +449,30 @@ fn planted_bugs_are_reported_gfx906() {
             run.output
         );
     }
+}
+
+/// A user's hand-written kernel of the issue-38 tests at K, N (batch 1, group 128, GPTQ v1).
+fn hand(kernel: &'static str, k: u32, n: u32, extra: &[&str]) -> Case {
+    let mut c = gemv(k, n, 1, 128, true);
+    c.kernel = kernel;
+    c.defines.extend(extra.iter().map(|d| d.to_string()));
+    c
+}
+
+/// The hand-written kernels of several launches (issue 38), run as their ABI files launch them:
+/// the split-K GEMV (a 2-D grid, 8 K splits) then its reduce launch on the shared partials, and
+/// the W4A8 quantisation launch then the W4A8 GEMV — against the f64 oracle (the W4A8 kernel's
+/// codes against the host rule, its arithmetic at the FP16 tolerance, its result at the W4A8
+/// tolerance of docs/abi.md). The shapes: gemv_int4's at TP 4 with fewer columns, and an N tail.
+#[test]
+fn users_kernels_of_several_launches_match_f64_oracle_gfx906() {
+    check_all(
+        &[
+            hand("hand_splitk2", 5120, 256, &["WF_SPLITS=8"]),
+            hand("hand_splitk2", 4352, 200, &["WF_SPLITS=2"]),
+            hand("hand_w4a8", 5120, 256, &[]),
+            hand("hand_w4a8", 4352, 136, &[]),
+        ],
+        500,
+    );
 }

@@ -7,8 +7,8 @@ use std::time::Duration;
 use wavefuse_codegen::Arch;
 use wavefuse_harness::ab::model_shapes;
 use wavefuse_harness::generate::{
-    Outcome, budgets, check_within, compile_source, coresident_as_compiled, generate_file_kernel,
-    modelled_mi50_image, modelled_mi50_symbol, table,
+    Outcome, SymbolLaunch, budgets, check_within, compile_source, coresident_as_compiled,
+    generate_file_kernel, modelled_mi50_image, modelled_mi50_symbol, table,
 };
 use wavefuse_harness::pipeline::{Purpose, compiler};
 use wavefuse_harness::policy::{Placement, SchedulePolicy};
@@ -175,7 +175,6 @@ fn check_manual(
             problems.join("\n  - ")
         ));
     }
-    let launch = hand.launch().map_err(|p| p.join("; "))?;
     let compiler = compiler(arch, Purpose::CheckHand(bounds));
     let request = hand.request()?;
     let artifact = match compiler.compile(&request) {
@@ -185,68 +184,149 @@ fn check_manual(
             return Ok(ExitCode::FAILURE);
         }
     };
-    let symbol = &hand.abi.symbol;
-    let Some(r) = artifact.usage_of(symbol) else {
-        eprintln!(
-            "error: {} gave no resource report for `{symbol}`",
+    let stages = hand.stages();
+    let multi = stages.len() > 1;
+    if multi {
+        println!(
+            "wavefuse check --manual: {} launches of {} for {arch} (`{kernel}` at TP {tp}), in \
+             order on one stream, compiled with {}",
+            stages.len(),
+            src.display(),
             compiler.id()
         );
-        return Ok(ExitCode::FAILURE);
-    };
-    let occupancy = r.occupancy(launch.lanes());
-    println!(
-        "wavefuse check --manual: `{symbol}` of {} for {arch} (`{kernel}` at TP {tp}), compiled \
-         with {}\n\
-         grid {:?} x block {:?} ({} x {} lanes), {} {}, {} SGPRs, {} spills, {} bytes scratch, \
-         {} bytes LDS, occupancy {} waves per {}",
-        src.display(),
-        compiler.id(),
-        launch.grid,
-        launch.block,
-        launch.workgroups(),
-        launch.lanes(),
-        r.registers(),
-        if arch == Arch::Sm90 {
-            "registers"
+    }
+    let mut spills = false;
+    let mut main_occupancy = 0;
+    let mut main_lds = 0;
+    let main = hand.main_stage();
+    for (i, st) in stages.iter().enumerate() {
+        let launch = st.launch().map_err(|p| p.join("; "))?;
+        let symbol = &st.abi.symbol;
+        let Some(r) = artifact.usage_of(symbol) else {
+            eprintln!(
+                "error: {} gave no resource report for `{symbol}`",
+                compiler.id()
+            );
+            return Ok(ExitCode::FAILURE);
+        };
+        let occupancy = r.occupancy(launch.lanes());
+        if *symbol == main.abi.symbol {
+            main_occupancy = occupancy;
+            main_lds = r.lds_bytes();
+        }
+        let head = if multi {
+            format!("launch {} `{symbol}`:", i + 1)
         } else {
-            "VGPRs"
-        },
-        r.sgprs().map_or("-".to_owned(), |s| s.to_string()),
-        r.spilled(),
-        r.scratch_bytes(),
-        r.lds_bytes(),
-        occupancy,
-        if arch == Arch::Sm90 {
-            "SM sub-partition"
-        } else {
-            "SIMD"
-        },
-    );
-    let values: Vec<String> = hand
-        .abi
-        .params
-        .iter()
-        .zip(&launch.values)
-        .filter_map(|(p, v)| v.map(|v| format!("{} = {v}", p.name)))
-        .collect();
-    if !values.is_empty() {
-        println!("values: {}", values.join(", "));
+            format!(
+                "wavefuse check --manual: `{symbol}` of {} for {arch} (`{kernel}` at TP {tp}), \
+                 compiled with {}\n",
+                src.display(),
+                compiler.id()
+            )
+        };
+        println!(
+            "{head}{}grid {:?} x block {:?} ({} x {} lanes), {} {}, {} SGPRs, {} spills, {} bytes \
+             scratch, {} bytes LDS, occupancy {} waves per {}",
+            if multi { " " } else { "" },
+            launch.grid,
+            launch.block,
+            launch.workgroups(),
+            launch.lanes(),
+            r.registers(),
+            if arch == Arch::Sm90 {
+                "registers"
+            } else {
+                "VGPRs"
+            },
+            r.sgprs().map_or("-".to_owned(), |s| s.to_string()),
+            r.spilled(),
+            r.scratch_bytes(),
+            r.lds_bytes(),
+            occupancy,
+            if arch == Arch::Sm90 {
+                "SM sub-partition"
+            } else {
+                "SIMD"
+            },
+        );
+        let values: Vec<String> = st
+            .abi
+            .params
+            .iter()
+            .zip(&launch.values)
+            .filter_map(|(p, v)| v.map(|v| format!("{} = {v}", p.name)))
+            .collect();
+        if !values.is_empty() {
+            println!(
+                "{}values: {}",
+                if multi { "  " } else { "" },
+                values.join(", ")
+            );
+        }
+        spills |= r.spills();
+    }
+    if let Ok(shared) = hand.shared_scratch() {
+        for s in shared {
+            println!(
+                "scratch `{}`: {} x {} = {} bytes per rank, shared by the launches that take it",
+                s.name,
+                s.len,
+                s.elem.name(),
+                s.len * s.elem.bytes()
+            );
+        }
+    }
+    if let Some(q) = &hand.abi.quantise {
+        println!(
+            "quantised: `{}` to INT8 per token (s = max|x| / 127, q = clamp(rne(x * 127 / \
+             max|x|), +-127)) by {}; the A/B allows for it (docs/abi.md)",
+            q.input,
+            q.kernel
+                .as_deref()
+                .map_or("the host".to_owned(), |k| format!("launch `{k}`"))
+        );
     }
     if arch == Arch::Gfx906 {
         match modelled_mi50_symbol(
             &g.lowered,
             &artifact.image,
-            symbol,
-            &hand.symbol_launch(),
+            &main.abi.symbol,
+            &SymbolLaunch {
+                lds_bytes: main_lds,
+                ..hand.symbol_launch()
+            },
             c.batch,
-            occupancy,
+            main_occupancy,
             bounds,
         ) {
+            Ok(m) if multi => {
+                println!(
+                    "launch `{}` (the weight loop): {:.1} us modelled (MI50), {}",
+                    main.abi.symbol,
+                    m.gemv_us() + m.fused_us,
+                    m.inputs.counted
+                );
+                for l in &m.other_launches {
+                    println!(
+                        "launch `{}`: {:.1} us modelled (MI50): {:.3} MB / 0.85 TB/s + 5 us \
+                         launch gap",
+                        l.symbol,
+                        l.us,
+                        l.bytes / 1e6
+                    );
+                }
+                println!(
+                    "sum of {} launches: {:.1} us modelled (MI50) (not measured: no AMD GPU ran \
+                     it)\n{m}",
+                    stages.len(),
+                    m.us
+                );
+            }
             Ok(m) => println!("{m} (not measured: no AMD GPU ran it)"),
             Err(e) => println!("modelled (MI50): none: {e}"),
         }
     }
-    if r.spills() {
+    if spills {
         eprintln!("error: the kernel spills or uses scratch memory (a budget violation)");
         return Ok(ExitCode::FAILURE);
     }

@@ -156,6 +156,7 @@ fn target(arch: Arch, kernel: &Kernel) -> Schedule {
         x_phase_units: 0,
         min_resident_per_cu: 0,
         reduction: Reduction::Slices,
+        batch_tile: 0,
     };
     if let Some((k, block)) = q8_gemv(kernel) {
         return q8_default(arch, kernel, k, block, base);
@@ -421,12 +422,24 @@ fn staging_adds_no_wave(arch: Arch, kernel: &Kernel, s: &Schedule, workgroups: u
 /// A GEMV group of two weights (gate and up) at batch 1 takes 2 packed columns per lane (8-byte
 /// loads, 16 K slices; see the body): occupancy 4 instead of 2, like the hand-written reference,
 /// which instead gives the two weights to different waves at 4 columns per lane.
+///
+/// Past batch 16 the rows go in tiles of 16 ([`Schedule::batch_tile`], [`floor_batch_tile`]) and
+/// every choice here is the one for a batch of 16 (the registers are a tile's).
 fn floor(kernel: &Kernel, s: Schedule) -> Schedule {
     // A norm in a GEMV prologue is workgroup-local (`prologue.rs`): no grid barrier.
     let feeds_gemv = gemv_prologue(kernel);
     let barrier = kernel.ops().any(|(_, op)| {
         matches!(op.kind, OpKind::RmsNorm(_)) && !op.results.iter().any(|v| feeds_gemv.contains(v))
     });
+    // Past `FLOOR_UNTILED_BATCH` the rows go in tiles of `FLOOR_BATCH_TILE`, and every choice
+    // below is the one for a batch of a tile's rows (its registers, its stage).
+    let batch_tile = floor_batch_tile(kernel);
+    let rows = if batch_tile > 0 {
+        batch_tile as usize
+    } else {
+        batch_of(kernel)
+    };
+    let s = Schedule { batch_tile, ..s };
     let workgroup_size = if barrier && batch_of(kernel) > 4 {
         128
     } else {
@@ -438,7 +451,7 @@ fn floor(kernel: &Kernel, s: Schedule) -> Schedule {
     // weight instead of 1.80, memory-bound as before. At batch > 1 the batch rows' products
     // outweigh the words: 2 columns per lane cost more VALU per weight (2.59 → 2.90 at batch 2)
     // and time in the MI50 model.
-    let words = if batch_of(kernel) == 1 && widest_gemv_group(kernel) > 1 {
+    let words = if rows == 1 && widest_gemv_group(kernel) > 1 {
         2
     } else {
         4
@@ -455,14 +468,39 @@ fn floor(kernel: &Kernel, s: Schedule) -> Schedule {
         accumulators: 1,
         ..s
     };
-    let staged = batch_of(kernel) * gptq_k(kernel).unwrap_or(usize::MAX / 4) * 2;
+    let staged = rows * gptq_k(kernel).unwrap_or(usize::MAX / 4) * 2;
     if staged <= FLOOR_STAGE_BYTES || !gemv_prologue(kernel).is_empty() {
         return Schedule {
             x_in_lds: true,
             ..s
         };
     }
-    floor_split(kernel, staged, s)
+    floor_split(kernel, (staged, rows), s)
+}
+
+/// The largest batch the gfx906 floor path computes in one pass of registers: at 16 rows
+/// hipcc holds `gemv_int4` at 116 VGPRs and the fused kernel at 120-123 (occupancy 2); at 32
+/// they take 193-214 (occupancy 1) and at 64 they spill (122-158 VGPRs' worth).
+const FLOOR_UNTILED_BATCH: usize = 16;
+
+/// Batch rows per tile past [`FLOOR_UNTILED_BATCH`] ([`Schedule::batch_tile`]): the batch-16
+/// schedules' registers (hipcc: 115-123 VGPRs, 2 waves per SIMD by registers), the weights read
+/// `batch / 16` times. Tiles of 8 (84 VGPRs for `gemv_int4`, 3 waves) read them twice as often
+/// and decode each weight for half the rows: the MI50 model (`gfx906_model` `batch64_table`,
+/// `bench/results/2026-12-05-mi50-model-batch64/`) put `gemv_int4` 5120 → 17408 at 450 / 889 µs
+/// at batch 32 / 64 in tiles of 8 and 349 / 686 µs in tiles of 16; 4352 → 5120 at 145 / 280
+/// against 106 / 202.
+const FLOOR_BATCH_TILE: u32 = 16;
+
+/// [`Schedule::batch_tile`] of the gfx906 floor path for `kernel`: [`FLOOR_BATCH_TILE`] past
+/// [`FLOOR_UNTILED_BATCH`] rows, where no GEMV prologue writes the activations (it writes every
+/// row at once), else 0.
+fn floor_batch_tile(kernel: &Kernel) -> u32 {
+    if batch_of(kernel) > FLOOR_UNTILED_BATCH && gemv_prologue(kernel).is_empty() {
+        FLOOR_BATCH_TILE
+    } else {
+        0
+    }
 }
 
 /// The most LDS the gfx906 floor path's staged activations may take: more would cut the
@@ -480,9 +518,8 @@ const FLOOR_STAGE_BYTES: usize = 16 * 1024;
 /// VGPRs, occupancy 3 (`bench/results/2026-12-03-gfx906-fused-splitk/`). At batch > 1 the
 /// stage is filled in phases instead ([`floor_phases`]); without a fitting split or phase the
 /// activations are packed per lane.
-fn floor_split(kernel: &Kernel, staged: usize, s: Schedule) -> Schedule {
+fn floor_split(kernel: &Kernel, (staged, batch): (usize, usize), s: Schedule) -> Schedule {
     let units = common_k(kernel).map_or(0, |k| k / 8 / s.k_unit_words as usize);
-    let batch = batch_of(kernel);
     if batch > 1 {
         let paired = widest_gemv_group(kernel) > 1;
         let n = gemv_ns(kernel).max().unwrap_or(0);

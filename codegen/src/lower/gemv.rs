@@ -19,6 +19,22 @@ struct XStage {
     words: usize,
 }
 
+/// A GPTQ GEMV lane's place: its column in the row of lanes, its K slice, its first column.
+struct Lanes {
+    col_l: Reg,
+    slice: Reg,
+    n0: Reg,
+}
+
+/// The workgroup's K part: units per group, the part's units `[begin, end)`, and its phases
+/// (units per phase and the phase register) where the stage is filled in phases.
+struct KPart {
+    upg: usize,
+    begin: Expr,
+    end: Expr,
+    phase: Option<(usize, Reg)>,
+}
+
 /// The dot2 path's zero-point registers per column word: `1024 + z` in both FP16 halves, and
 /// (for [`MmaDecode::Fma`]) `−(64 + z)`.
 #[derive(Copy, Clone)]
@@ -75,7 +91,12 @@ struct Gptq {
     lanes_per_row: usize,
     slices: usize,
     accs: usize,
+    /// Batch rows this pass computes: all of them, or one tile's ([`Schedule::batch_tile`]).
+    ///
+    /// [`Schedule::batch_tile`]: super::Schedule::batch_tile
     batch: usize,
+    /// The pass's first batch row (`None`: row 0 of an untiled batch).
+    row0: Option<Expr>,
     /// The activations `[B, K]` (`None`: a prologue computes them straight into the LDS stage).
     x: Option<Base>,
     weights: Vec<Buffer>,
@@ -90,6 +111,23 @@ impl Gptq {
     /// First accumulator of (weight `mi`, batch row `bi`, column word `j`).
     fn acc(&self, mi: usize, bi: usize, j: usize) -> usize {
         ((mi * self.batch + bi) * self.v + j) * self.accs
+    }
+
+    /// The first activation of the pass's batch row `bi` (its K rows follow).
+    fn x_row(&self, bi: usize) -> Expr {
+        match &self.row0 {
+            None => u(bi * self.k),
+            Some(r0) => add(mul(r0.clone(), u(self.k)), u(bi * self.k)),
+        }
+    }
+}
+
+/// Batch row `bi` of a pass whose first row is `row0` (`None`: row 0).
+fn row_at(row0: Option<&Expr>, bi: usize) -> Expr {
+    match row0 {
+        None => u(bi),
+        Some(r0) if bi == 0 => r0.clone(),
+        Some(r0) => add(r0.clone(), u(bi)),
     }
 }
 
@@ -216,6 +254,7 @@ impl Lowering<'_> {
             slices: wg / lanes_per_row,
             accs: self.s.accumulators as usize,
             batch: self.plan.batch,
+            row0: None,
             x: self.activations(),
             weights: g.gemvs.iter().map(|&(_, w)| w).collect(),
         })
@@ -227,8 +266,9 @@ impl Lowering<'_> {
         let upg = t.words_per_group / t.unit;
         let (begin, end) = self.split_units(t.groups * upg)?;
         let phase = self.x_phase(&t, t.groups * upg / self.s.k_split.max(1) as usize)?;
+        let tile = self.batch_tile(&t)?;
         // With phases the stage holds one phase of the part and is filled inside the phase loop
-        // (below); otherwise the whole part, once, here.
+        // (below); otherwise the whole part, once, here (once per tile with batch tiles).
         let phase_reg = phase.map(|_| self.k.reg(Ty::U32, "phase"));
         if t.dot2 && self.s.x_in_lds {
             // The dot2 pairs (x_h, x_h+4) are the MMA path's B-fragment order.
@@ -237,12 +277,12 @@ impl Lowering<'_> {
                 _ => (t.k / 8 / self.s.k_split as usize, begin.clone()),
             };
             let stage = XStage {
-                lds: self.k.lds(Ty::U32, t.batch * words * 4),
+                lds: self.k.lds(Ty::U32, tile.unwrap_or(t.batch) * words * 4),
                 begin: mul(first, u(t.unit)),
                 words,
             };
-            if phase.is_none() {
-                self.stage_x(t.x.clone(), t.k, t.batch, &stage, out)?;
+            if phase.is_none() && tile.is_none() {
+                self.stage_x(t.x.clone(), t.k, (t.batch, None), &stage, out)?;
             }
             t.xs = Some(stage);
         }
@@ -254,14 +294,95 @@ impl Lowering<'_> {
             unit = t.unit,
             s = t.slices
         )));
-        let (col_l, slice, n0) = (
-            self.k.reg(Ty::U32, "lane_col"),
-            self.k.reg(Ty::U32, "slice"),
-            self.k.reg(Ty::U32, "n0"),
-        );
-        out.push(assign(col_l, rem(sp(Special::LocalId), u(t.lanes_per_row))));
-        out.push(assign(slice, div(sp(Special::LocalId), u(t.lanes_per_row))));
-        out.push(assign(n0, add(r(self.tile0), mul(r(col_l), u(t.v)))));
+        let lanes = Lanes {
+            col_l: self.k.reg(Ty::U32, "lane_col"),
+            slice: self.k.reg(Ty::U32, "slice"),
+            n0: self.k.reg(Ty::U32, "n0"),
+        };
+        out.push(assign(
+            lanes.col_l,
+            rem(sp(Special::LocalId), u(t.lanes_per_row)),
+        ));
+        out.push(assign(
+            lanes.slice,
+            div(sp(Special::LocalId), u(t.lanes_per_row)),
+        ));
+        out.push(assign(
+            lanes.n0,
+            add(r(self.tile0), mul(r(lanes.col_l), u(t.v))),
+        ));
+        let k_part = KPart {
+            upg,
+            begin,
+            end,
+            phase: phase.zip(phase_reg),
+        };
+        let Some(rows) = tile else {
+            return self.gptq_rows(&t, &lanes, &k_part, out);
+        };
+        // Batch tiles (`Schedule::batch_tile`): the full tiles in a loop, then the rest.
+        let (full, rest) = (t.batch / rows, t.batch % rows);
+        out.push(comment(format!(
+            "batch tiles (batch_tile = {rows}): rows [tile*{rows}, tile*{rows} + {rows}) of {b} per pass, each with its own accumulators over the whole K part (the weights read once per tile){}",
+            if rest > 0 {
+                format!(", then the last {rest} row(s)")
+            } else {
+                String::new()
+            },
+            b = t.batch
+        )));
+        self.k.weight_passes = (full + usize::from(rest > 0)) as u32;
+        let tile_reg = self.k.reg(Ty::U32, "batch_tile");
+        let mut body = Vec::new();
+        let tiled = Gptq {
+            batch: rows,
+            row0: Some(mul(r(tile_reg), u(rows))),
+            ..t
+        };
+        self.gptq_rows(&tiled, &lanes, &k_part, &mut body)?;
+        out.push(for_loop(tile_reg, u(0), u(full), u(1), body));
+        if rest > 0 {
+            let last = Gptq {
+                batch: rest,
+                row0: Some(u(full * rows)),
+                ..tiled
+            };
+            self.gptq_rows(&last, &lanes, &k_part, out)?;
+        }
+        Ok(())
+    }
+
+    /// Rows per batch tile of the GPTQ GEMV ([`Schedule::batch_tile`](super::Schedule::batch_tile)),
+    /// `None` for one pass over every row; refused on the paths that do not lower it.
+    fn batch_tile(&self, t: &Gptq) -> Result<Option<usize>, LowerError> {
+        let rows = self.s.batch_tile as usize;
+        if rows == 0 || rows >= t.batch {
+            return Ok(None);
+        }
+        if !t.dot2 {
+            return sched(format!(
+                "batch_tile = {rows} is lowered on the dot2 path only (int4_dot = dot2)"
+            ));
+        }
+        if t.x.is_none() {
+            return sched(format!(
+                "batch_tile = {rows}: a GEMV prologue writes every batch row's activations at once (not lowered with batch tiles)"
+            ));
+        }
+        Ok(Some(rows))
+    }
+
+    /// One pass of the GPTQ GEMV over `t.batch` rows from `t.row0`: its accumulators, the units
+    /// of the workgroup's K part (in phases, or after staging the pass's rows when it is one
+    /// tile of several), and its sums into the cross-slice reduction.
+    fn gptq_rows(
+        &mut self,
+        t: &Gptq,
+        lanes: &Lanes,
+        kp: &KPart,
+        out: &mut Vec<Stmt>,
+    ) -> Result<(), LowerError> {
+        let (col_l, slice, n0, upg) = (lanes.col_l, lanes.slice, lanes.n0, kp.upg);
         let acc = self.zeros(t.weights.len() * t.batch * t.v * t.accs, "acc", out);
 
         // One unit per iteration: unit `un` covers K-words [un·unit, un·unit + unit) of group
@@ -275,11 +396,11 @@ impl Lowering<'_> {
             unit_body.push(assign(gi, div(r(unit_reg), u(upg))));
             gi
         };
-        let (sf, zs, zhi) = self.gptq_group_constants(&t, gi, n0, &mut unit_body);
+        let (sf, zs, zhi) = self.gptq_group_constants(t, gi, n0, &mut unit_body);
         match t.scaling {
             Int4Scaling::PerWeight => {
                 let kw = self.k.reg(Ty::U32, "kword");
-                let word_body = self.gptq_word(&t, unit_reg, kw, n0, &sf, &zs, &acc);
+                let word_body = self.gptq_word(t, unit_reg, kw, n0, &sf, &zs, &acc);
                 unit_body.push(for_loop(kw, u(0), u(t.unit), u(1), word_body));
             }
             Int4Scaling::PerUnit if t.dot2 => {
@@ -287,14 +408,14 @@ impl Lowering<'_> {
                     pair: &zs,
                     hi: &zhi,
                 };
-                self.gptq_unit_dot2(&t, unit_reg, n0, &sf, zeros, &acc, &mut unit_body)
+                self.gptq_unit_dot2(t, unit_reg, n0, &sf, zeros, &acc, &mut unit_body)
             }
             Int4Scaling::PerUnit => {
-                self.gptq_unit_factored(&t, unit_reg, n0, &sf, &zs, &acc, &mut unit_body)
+                self.gptq_unit_factored(t, unit_reg, n0, &sf, &zs, &acc, &mut unit_body)
             }
         }
-        let units_loop = match (phase, phase_reg) {
-            (Some(units), Some(ph)) => for_loop(
+        let units_loop = match kp.phase {
+            Some((units, ph)) => for_loop(
                 unit_reg,
                 add(r(ph), r(slice)),
                 add(r(ph), u(units)),
@@ -303,8 +424,8 @@ impl Lowering<'_> {
             ),
             _ => for_loop(
                 unit_reg,
-                add(begin.clone(), r(slice)),
-                end.clone(),
+                add(kp.begin.clone(), r(slice)),
+                kp.end.clone(),
                 u(t.slices),
                 unit_body,
             ),
@@ -328,8 +449,8 @@ impl Lowering<'_> {
                 "per unit: a = sum q*x and X = sum x over the unit's K rows (q exact in f32), then acc = fma(s, a - z*X, acc) = acc + sum (q - z)*s*x"
             }
         }));
-        match (phase, phase_reg, &t.xs) {
-            (Some(units), Some(ph), Some(stage)) => {
+        match (kp.phase, &t.xs) {
+            (Some((units, ph)), Some(stage)) => {
                 // The part in phases of `units` units (`Schedule::x_phase_units`): each phase's
                 // activations are staged, then its units computed. Both workgroup barriers stay
                 // outside the column mask (§5.8: uniform control flow; the phase bounds are the
@@ -342,9 +463,28 @@ impl Lowering<'_> {
                     )),
                     Stmt::WorkgroupBarrier,
                 ];
-                self.stage_x(t.x.clone(), t.k, t.batch, stage, &mut body)?;
+                self.stage_x(
+                    t.x.clone(),
+                    t.k,
+                    (t.batch, t.row0.as_ref()),
+                    stage,
+                    &mut body,
+                )?;
                 when(lt(r(n0), u(t.n)), vec![units_loop], &mut body);
-                out.push(for_loop(ph, begin, end, u(units), body));
+                out.push(for_loop(
+                    ph,
+                    kp.begin.clone(),
+                    kp.end.clone(),
+                    u(units),
+                    body,
+                ));
+            }
+            (None, Some(stage)) if t.row0.is_some() => {
+                // One tile of several: its rows' activations replace the last tile's in the
+                // stage. The last tile's cross-slice sums ended with a workgroup barrier (§5.2),
+                // after all its reads of the stage: no lane overwrites what another still reads.
+                self.stage_x(t.x.clone(), t.k, (t.batch, t.row0.as_ref()), stage, out)?;
+                when(lt(r(n0), u(t.n)), vec![units_loop], out);
             }
             _ => when(lt(r(n0), u(t.n)), vec![units_loop], out),
         }
@@ -353,7 +493,14 @@ impl Lowering<'_> {
             let base = t.acc(mi, bi, 0) + j * t.accs;
             Self::sum_accs(&acc[base..base + t.accs])
         };
-        self.slice_sums_to_lds((t.weights.len(), t.batch, t.v), slice, col_l, &sum, out);
+        self.slice_sums_to_lds(
+            (t.weights.len(), t.batch, t.v),
+            t.row0.as_ref(),
+            slice,
+            col_l,
+            &sum,
+            out,
+        );
         Ok(())
     }
 
@@ -361,10 +508,11 @@ impl Lowering<'_> {
     /// row, column word)`, `v` words per lane) to `red[gemv]` at (slice, row, column), then the
     /// workgroup barrier after which they are added in slice order (§5.2: LDS is the
     /// workgroup's; §5.8: uniform control flow). [`Reduction::Serial`]: added in slice order
-    /// into one `[B][C]` array (`gemv/serial.rs`).
+    /// into one `[B][C]` array (`gemv/serial.rs`). `batch` rows from `row0` (`None`: row 0).
     pub(super) fn slice_sums_to_lds(
         &mut self,
         (gemvs, batch, v): (usize, usize, usize),
+        row0: Option<&Expr>,
         slice: Reg,
         col_l: Reg,
         sum: &dyn Fn(usize, usize, usize) -> Expr,
@@ -375,7 +523,7 @@ impl Lowering<'_> {
                 .flat_map(|mi| (0..batch).map(move |bi| (mi, bi)))
                 .map(|(mi, bi)| SliceSums {
                     gemv: mi,
-                    row: u(bi),
+                    row: row_at(row0, bi),
                     col: mul(r(col_l), u(v)),
                     values: (0..v).map(|j| sum(mi, bi, j)).collect(),
                     guard: None,
@@ -389,8 +537,10 @@ impl Lowering<'_> {
         for mi in 0..gemvs {
             for bi in 0..batch {
                 let vals = (0..v).map(|j| sum(mi, bi, j)).collect();
+                // Rows of the whole batch (a pass may be one tile of them).
+                let row = row_at(row0, bi);
                 let idx = add(
-                    mul(add(mul(r(slice), u(batch)), u(bi)), u(self.cols)),
+                    mul(add(mul(r(slice), u(self.plan.batch)), row), u(self.cols)),
                     mul(r(col_l), u(v)),
                 );
                 out.push(store(self.lds_at(self.red[mi], idx), vals));
@@ -793,7 +943,7 @@ impl Lowering<'_> {
         let xh: Vec<Reg> = (0..8).map(|_| self.k.reg(Ty::F16, "x")).collect();
         out.push(load(
             xh.clone(),
-            at(t.xb(), add(u(bi * t.k), mul(row, u(8)))),
+            at(t.xb(), add(t.x_row(bi), mul(row, u(8)))),
         ));
         for (h, &xp) in xps.iter().enumerate() {
             out.push(assign(
@@ -830,7 +980,7 @@ impl Lowering<'_> {
         &mut self,
         x: Option<Base>,
         kdim: usize,
-        batch: usize,
+        (batch, row0): (usize, Option<&Expr>),
         st: &XStage,
         out: &mut Vec<Stmt>,
     ) -> Result<(), LowerError> {
@@ -846,6 +996,12 @@ impl Lowering<'_> {
             (u(0), r(i))
         } else {
             (div(r(i), u(st.words)), rem(r(i), u(st.words)))
+        };
+        // The stage holds the pass's rows; `row0` is the first's batch row (a tile's).
+        let row = match (row0, batch) {
+            (None, _) => row,
+            (Some(r0), 1) => r0.clone(),
+            (Some(r0), _) => add(r0.clone(), row),
         };
         let src = add(mul(row, u(kdim)), mul(add(st.begin.clone(), word), u(8)));
         let mut body = vec![load(xh.clone(), at(x, src))];

@@ -227,6 +227,18 @@ pub struct Schedule {
     /// Absent in stored schedules: `slices`.
     #[serde(default)]
     pub reduction: Reduction,
+    /// The gfx906 dot2 path at large batches: the batch rows in register tiles of this many
+    /// rows, one tile after the other (`gemv.rs` `gptq_rows`): each tile stages its rows'
+    /// activations, runs the K loop with one tile's accumulators and adds its sums to the
+    /// cross-slice reduction, so the registers are those of a batch of `batch_tile` rows (hipcc:
+    /// 100-123 VGPRs at 16, the default past batch 16; 84-119 at 8: at least 2 waves per SIMD)
+    /// instead of growing with the batch (214 VGPRs, one wave per SIMD, at batch 32). The weights of the workgroup's K part are loaded and decoded
+    /// once per tile (`ceil(batch / batch_tile)` times; each decoded pair still feeds a dot2 per
+    /// row of the tile). A last tile of `batch mod batch_tile` rows where it does not divide.
+    /// 0 (or at least the batch): one tile of all rows. Not lowered on the other INT4 paths or
+    /// with a GEMV prologue. Absent in stored schedules: 0.
+    #[serde(default)]
+    pub batch_tile: u32,
 }
 
 impl Schedule {
@@ -392,7 +404,7 @@ impl Schedule {
     /// and the protocol matter; FP16 GEMVs ignore every INT4 field; each INT4 dot-product path
     /// ignores the others' fields; one rank (or no allreduce) ignores the protocol.
     pub fn ignored_fields(&self, kernel: &Kernel) -> Vec<&'static str> {
-        const INT4: [&str; 9] = [
+        const INT4: [&str; 10] = [
             "k_unit_words",
             "nibble_decode",
             "int4_scaling",
@@ -402,6 +414,7 @@ impl Schedule {
             "x_in_lds",
             "mma_decode",
             "x_phase_units",
+            "batch_tile",
         ];
         let mut out: Vec<&'static str> = match gemv_format(kernel) {
             // The q8 GEMV (`gemv/q8.rs`) tiles like the INT4 paths (columns, threads per column,
@@ -413,7 +426,13 @@ impl Schedule {
                 .collect(),
             Some(WeightFormat::F16) => INT4.to_vec(),
             Some(_) => match self.int4_dot {
-                Int4Dot::Fma => vec!["pipeline_depth", "x_in_lds", "mma_decode", "x_phase_units"],
+                Int4Dot::Fma => vec![
+                    "pipeline_depth",
+                    "x_in_lds",
+                    "mma_decode",
+                    "x_phase_units",
+                    "batch_tile",
+                ],
                 // The dot2 path stages its activations as FP16 pairs in LDS (`x_in_lds`, in
                 // phases with `x_phase_units`) and decodes nibble pairs as `mma_decode` says.
                 Int4Dot::Dot2 => vec!["nibble_decode", "int4_scaling", "pipeline_depth"],
@@ -422,9 +441,14 @@ impl Schedule {
                     "int4_scaling",
                     "accumulators",
                     "x_phase_units",
+                    "batch_tile",
                 ],
             },
         };
+        // One batch row: nothing to tile.
+        if batch_of(kernel) == 1 && !out.contains(&"batch_tile") {
+            out.push("batch_tile");
+        }
         let exchange = kernel.tp() > 1
             && kernel
                 .ops()

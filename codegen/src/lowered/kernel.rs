@@ -296,6 +296,11 @@ pub struct LoweredKernel {
     /// minimum; 0: none; the HIP writer ignores it). From
     /// [`Schedule::min_resident_per_cu`](crate::lower::Schedule::min_resident_per_cu).
     pub min_resident_per_cu: u32,
+    /// Times each workgroup reads its part of the packed weights (`qweight`, scales, zero
+    /// points): `ceil(batch / batch_tile)` with batch tiles
+    /// ([`Schedule::batch_tile`](crate::lower::Schedule::batch_tile)), else 1. The MI50 model
+    /// counts their bytes this many times (`crate::model`).
+    pub weight_passes: u32,
 }
 
 impl LoweredKernel {
@@ -311,6 +316,7 @@ impl LoweredKernel {
             byte_offsets: false,
             dependent_launch: false,
             min_resident_per_cu: 0,
+            weight_passes: 1,
             params: PrimaryMap::new(),
             regs: PrimaryMap::new(),
             lds: PrimaryMap::new(),

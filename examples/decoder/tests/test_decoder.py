@@ -429,3 +429,24 @@ def test_one_process_per_rank_matches_ranks_in_one_process(tmp_path, tiny_model)
     for path in _process_paths():
         for rank in range(2):
             assert torch.equal(torch.load(tmp_path / f"{path}-{rank}.pt"), want), (path, rank)
+
+
+def test_profile_split_by_category_and_gap():
+    from wf_decoder.ab import kernel_category, profile_split
+
+    # names as the profiler reports them (PyTorch's and wavefuse's kernels)
+    assert kernel_category("gemv_int4_allreduce_rmsnorm_tp4") == "wavefuse"
+    assert kernel_category("void pytorch_flash::flash_fwd_splitkv_kernel<...>") == "attention"
+    assert kernel_category("void at::native::_weight_int4pack_mm_kernel<256>") == "int4 GEMM (torch)"
+    assert kernel_category("triton_poi_fused_add_mul_0") == "Triton (torch.compile)"
+    assert kernel_category("ncclDevKernel_AllReduce_Sum_f16_RING_LL") == "allreduce (NCCL)"
+    assert kernel_category("Memcpy DtoD (Device -> Device)") == "copy / fill"
+    assert kernel_category("void at::native::vectorized_elementwise_kernel") == "other"
+    # two steps: 2 x (10 + 4 + 1) µs of kernels, a 20 µs step -> 15 busy, 5 gap
+    recs = [("gemv_int4", 10.0), ("flash_fwd", 4.0), ("triton_red", 1.0)] * 2
+    p = profile_split(recs, steps=2, step_us=20.0)
+    assert p["us_per_step"] == {"wavefuse": 10.0, "attention": 4.0, "Triton (torch.compile)": 1.0}
+    assert list(p["us_per_step"]) == ["wavefuse", "attention", "Triton (torch.compile)"]
+    assert p["busy_us"] == pytest.approx(15.0)
+    assert p["gap_us"] == pytest.approx(5.0)
+    assert p["kernels_per_step"] == 3

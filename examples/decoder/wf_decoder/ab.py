@@ -352,6 +352,13 @@ def _ab_one(args, cfg, sm, paths, tp, batch, device, group, dev_name, bw, skippe
             "gate": gates.get(p),
             "placement": "ranks in one process" if len(sm.ranks) == tp else "one rank per process",
         }
+        if args.profile and device.type == "cuda":
+            try:
+                row["profile"] = profile_step(
+                    runners[p], prompt.to(device), args.profile, 1e6 * batch / st["mean"]
+                )
+            except Exception as e:  # noqa: BLE001 - the timing stands; the profile says why not
+                row["profile"] = {"error": f"{type(e).__name__}: {e}"}
         rows.append(row)
         log(
             f"[{dev_name}] tp {tp} batch {batch} {p}: {st['mean']:.1f} tok/s "
@@ -366,6 +373,67 @@ def _ab_one(args, cfg, sm, paths, tp, batch, device, group, dev_name, bw, skippe
     for b in backends.values():
         b.close()
     return rows
+
+
+# Kernel names by what they do, first match wins (lower case). wavefuse's kernels carry the set's
+# names (kernels-gen/src/set.rs) or a `.wfir` kernel's; the others are PyTorch's.
+PROFILE_CATEGORIES = (
+    ("allreduce (NCCL)", ("nccl",)),
+    ("wavefuse", ("gemv_int4", "gemv_f16", "allreduce_", "wavefuse", "wf_")),
+    ("attention", ("flash", "fmha", "attention", "sdpa", "efficient_attention")),
+    ("int4 GEMM (torch)", ("int4", "tinygemm")),
+    ("GEMM (cuBLAS/CUTLASS)", ("gemm", "cutlass", "xmma", "nvjet", "cublas")),
+    ("Triton (torch.compile)", ("triton",)),
+    ("copy / fill", ("memcpy", "memset", "copy", "fill")),
+)
+
+
+def kernel_category(name: str) -> str:
+    """The profile category of a GPU kernel's name (:data:`PROFILE_CATEGORIES`), else "other"."""
+    low = name.lower()
+    for cat, keys in PROFILE_CATEGORIES:
+        if any(k in low for k in keys):
+            return cat
+    return "other"
+
+
+def profile_split(kernels: list[tuple[str, float]], steps: int, step_us: float) -> dict:
+    """Per-step device time by category from ``(name, µs)`` kernel records over ``steps`` steps,
+    and the gap: the timed step (``step_us``, from the tok/s) minus the kernels' sum, which is
+    launch and graph overhead plus idle time where the kernels ran back to back on one stream."""
+    cats: dict[str, float] = {}
+    for name, us in kernels:
+        c = kernel_category(name)
+        cats[c] = cats.get(c, 0.0) + us / steps
+    busy = sum(cats.values())
+    return {
+        "us_per_step": dict(sorted(cats.items(), key=lambda kv: -kv[1])),
+        "kernels_per_step": len(kernels) / steps,
+        "busy_us": busy,
+        "step_us": step_us,
+        "gap_us": step_us - busy,
+    }
+
+
+def profile_step(runner, prompt, steps: int, step_us: float) -> dict:
+    """``steps`` replays of the step under torch.profiler (CUDA activity): the device time of each
+    kernel, split by :func:`profile_split`. The timed runs are done; this one is not timed."""
+    from torch.profiler import ProfilerActivity, profile
+
+    runner.prefill(prompt)
+    torch.cuda.synchronize(runner.model.device)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            runner.advance()
+        torch.cuda.synchronize(runner.model.device)
+    kernels = [
+        (e.name, e.time_range.elapsed_us())
+        for e in prof.events()
+        if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA
+    ]
+    if not kernels:
+        raise RuntimeError("the profiler recorded no GPU kernel (CUPTI unavailable?)")
+    return profile_split(kernels, steps, step_us)
 
 
 def _gate_text(g) -> str:
@@ -433,6 +501,31 @@ def markdown(res: dict) -> str:
             f"{r['delta_pct']:+.1f} % | {r['bytes_per_step']['total'] / 1e6:.1f} | "
             f"{r['floor_tok_s']:.0f} | {r['pct_of_floor']:.0f} % | {_gate_text(r['gate'])} |"
         )
+    prof = [r for r in res["rows"] if r.get("profile")]
+    if prof:
+        cats = []
+        for r in prof:
+            for c in r["profile"].get("us_per_step", {}):
+                if c not in cats:
+                    cats.append(c)
+        out += [
+            "",
+            "Profile of one step (torch.profiler over the replayed graph, µs of device time per "
+            "step; gap = the timed step − the kernels' sum: launch/graph overhead and idle time):",
+            "",
+            "| TP | batch | path | step µs | " + " | ".join(cats) + " | gap µs | kernels/step |",
+            "|---:|---:|---|---:|" + "---:|" * len(cats) + "---:|---:|",
+        ]
+        for r in prof:
+            pf = r["profile"]
+            if "error" in pf:
+                out.append(f"| {r['tp']} | {r['batch']} | {r['path']} | profile failed: {pf['error']} |")
+                continue
+            cells = " | ".join(f"{pf['us_per_step'].get(c, 0.0):.1f}" for c in cats)
+            out.append(
+                f"| {r['tp']} | {r['batch']} | {r['path']} | {pf['step_us']:.1f} | {cells} | "
+                f"{pf['gap_us']:.1f} | {pf['kernels_per_step']:.0f} |"
+            )
     out += ["", "Paths (as built at the last TP size):"] + [
         f"- {b}" for b in {r["path"]: r["backend"] for r in res["rows"]}.values()
     ]
@@ -516,6 +609,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="torch.compile for torch_best (default: on CUDA)",
+    )
+    ap.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="STEPS",
+        help="after timing, profile STEPS replayed steps per path (CUDA): device time by kernel "
+        "category and the launch gap (default: off)",
     )
     ap.add_argument("--out", default="ab-results")
     args = ap.parse_args(argv)

@@ -261,8 +261,8 @@ impl<'g> Chain<'g> {
     /// Inputs of rotation set `i` for both kernels, then the link again (the rotation rebinds the
     /// second kernel's `x` to a copy of the reference `y`). Host bookkeeping only.
     fn bind_set(&mut self, i: usize) -> Result<(), RtError> {
-        self.rotation[0].bind(self.gate_up.instance(), i)?;
-        self.rotation[1].bind(self.down.instance(), i)?;
+        self.rotation[0].bind(&mut self.gate_up, i)?;
+        self.rotation[1].bind(&mut self.down, i)?;
         self.link()
     }
 

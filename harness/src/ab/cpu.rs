@@ -208,9 +208,11 @@ fn row_without_gpu(i: usize, c: &CaseSpec, o: &Options) -> (Row, Vec<Job>) {
                     row: i,
                     side: Side::Hand,
                     request,
-                    symbol: h.abi.symbol.clone(),
-                    workgroup_size: h.workgroup_size(),
-                    grid: h.launch().map_or(0, |l| l.workgroups()),
+                    // Of several launches, the one with the weight loop (its resources; the
+                    // model adds the others).
+                    symbol: h.main_stage().abi.symbol.clone(),
+                    workgroup_size: h.main_stage().workgroup_size(),
+                    grid: h.main_stage().launch().map_or(0, |l| l.workgroups()),
                     model: for_model(&generated, h.arch, c.batch),
                     hand: Some(h.symbol_launch()),
                 }),
@@ -241,13 +243,39 @@ fn hand_version(hands: &[Hand], generated: &[suite::Generated]) -> Version {
             .map(Hand::origin)
             .collect::<Vec<_>>()
             .join(" + "),
-        symbol: hands[0].abi.symbol.clone(),
+        symbol: hands[0].symbols(),
         check: Check::not_run("not run (no GPU)"),
         timing: None,
-        note: "not timed: no GPU".into(),
+        note: hand_note(&hands[0]),
         resources: Vec::new(),
         error: (!problems.is_empty()).then(|| format!("ABI mismatch: {}", problems.join("; "))),
     }
+}
+
+/// What the no-GPU row says of a hand-written kernel: not timed, and what a GPU run will do
+/// differently (several launches in order; quantised activations and the tolerance that
+/// accounts for them).
+fn hand_note(h: &Hand) -> String {
+    let mut note = "not timed: no GPU".to_owned();
+    if h.stages().len() > 1 {
+        note.push_str(&format!(
+            "; {} launches in order on one stream: {}",
+            h.stages().len(),
+            h.symbols()
+        ));
+    }
+    if let Some(q) = &h.abi.quantise {
+        note.push_str(&format!(
+            "; `{}` quantised to INT8 per token by {}: checked at the activation-quantisation \
+             tolerance (docs/abi.md)",
+            q.input,
+            match (q.by, q.kernel.as_deref()) {
+                (super::handwritten::QuantiseBy::Kernel, Some(k)) => format!("`{k}`"),
+                _ => "the host".to_owned(),
+            }
+        ));
+    }
+    note
 }
 
 /// The generated kernel at the small shapes in the simulator, lowered for each target (at
@@ -406,13 +434,17 @@ fn compile(cache: &Cache, job: &Job, o: &Options) -> Resources {
                         k,
                         &a.image,
                         &job.symbol,
-                        &job.hand
-                            .clone()
-                            .unwrap_or_else(|| crate::generate::SymbolLaunch {
-                                grid: job.grid,
-                                workgroup_size: job.workgroup_size,
-                                ..Default::default()
-                            }),
+                        &crate::generate::SymbolLaunch {
+                            lds_bytes: u.lds_bytes,
+                            ..job
+                                .hand
+                                .clone()
+                                .unwrap_or_else(|| crate::generate::SymbolLaunch {
+                                    grid: job.grid,
+                                    workgroup_size: job.workgroup_size,
+                                    ..Default::default()
+                                })
+                        },
                         *batch,
                         u.occupancy,
                         &Bounds::default(),
@@ -492,9 +524,11 @@ pub fn prebuild(cases: &[CaseSpec], o: &Options) -> Vec<Prebuilt> {
                     row: i,
                     side: Side::Hand,
                     request,
-                    symbol: h.abi.symbol.clone(),
-                    workgroup_size: h.workgroup_size(),
-                    grid: h.launch().map_or(0, |l| l.workgroups()),
+                    // Of several launches, the one with the weight loop (its resources; the
+                    // model adds the others).
+                    symbol: h.main_stage().abi.symbol.clone(),
+                    workgroup_size: h.main_stage().workgroup_size(),
+                    grid: h.main_stage().launch().map_or(0, |l| l.workgroups()),
                     model: None,
                     hand: None,
                 }),

@@ -25,10 +25,10 @@ use wavefuse::ir::reference::{RankInputs, RankOutputs};
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::abi::Abi;
 use wavefuse_codegen::lowered::DataArrayRef;
-use wavefuse_runtime::exec::{self, OpKernel};
+use wavefuse_runtime::exec::{self, OpKernel, SharedScratch};
 use wavefuse_runtime::timing::{self, GroupGraphs, GroupTimer};
 use wavefuse_runtime::{
-    Artifact, Cache, Device, Error as RtError, KernelInstance, MemKind, RankGroup, SameDeviceMode,
+    Artifact, Cache, Device, Error as RtError, MemKind, RankGroup, SameDeviceMode,
 };
 
 use super::handwritten::{Found, Hand, find_reference};
@@ -156,10 +156,10 @@ impl<D: Device> Rotation<D> {
     }
 
     /// Binds set `i` (mod the number of sets).
-    pub fn bind(&self, inst: &mut KernelInstance<'_, D>, i: usize) -> Result<(), RtError> {
+    pub fn bind(&self, k: &mut OpKernel<'_, D>, i: usize) -> Result<(), RtError> {
         for c in &self.arrays {
             let refs: Vec<_> = c.by_set[i % self.sets].iter().collect();
-            inst.bind(&c.buffer, c.part, &refs)?;
+            k.bind_input(&c.buffer, c.part, &refs)?;
         }
         Ok(())
     }
@@ -385,7 +385,15 @@ fn bind_generated<'g, D: Device>(
         &g.lowered.name,
         g.lowered.workgroup_size,
     ));
-    let k = run_once(&mut v, group, &g.ir, &g.abi, &artifact, p, o.launch);
+    let k = run_once(
+        &mut v,
+        group,
+        &g.ir,
+        Binding::one(&g.abi),
+        &artifact,
+        p,
+        o.launch,
+    );
     (v, k)
 }
 
@@ -415,7 +423,7 @@ fn bind_hand<'g, D: Device>(
     cache: &Cache,
     arch: Arch,
 ) -> (Version, Option<OpKernel<'g, D>>) {
-    let mut v = empty_version(&h.origin(), &h.abi.symbol);
+    let mut v = empty_version(&h.origin(), &h.symbols());
     if h.arch != arch {
         v.error = Some(format!(
             "{} targets {}, the GPU is {arch}",
@@ -440,21 +448,35 @@ fn bind_hand<'g, D: Device>(
             return (v, None);
         }
     };
+    let main = h.main_stage();
     v.resources
-        .push(usage_of(&artifact, &h.abi.symbol, h.workgroup_size()));
-    if let Err(e) = check_loaded(group, &artifact, h) {
-        v.error = Some(e.to_string());
-        return (v, None);
+        .push(usage_of(&artifact, &main.abi.symbol, main.workgroup_size()));
+    for st in h.stages() {
+        if let Err(e) = check_loaded(group, &artifact, &st) {
+            v.error = Some(e.to_string());
+            return (v, None);
+        }
     }
-    let k = run_once(
-        &mut v,
-        group,
-        &p.g.ir,
-        &h.launch_abi(p.g.lowered.tp),
-        &artifact,
-        p,
-        o.launch,
-    );
+    let abis = h.launch_abis(p.g.lowered.tp);
+    let shared = match h.shared_scratch() {
+        Ok(s) => s,
+        Err(e) => {
+            v.error = Some(format!("ABI mismatch: {}", e.join("; ")));
+            return (v, None);
+        }
+    };
+    let tolerance = h.tolerance(p.g.spec.kernel.tolerance().0, &p.g.ir, &p.data);
+    if let Some(t) = tolerance {
+        v.note = format!(
+            "W4A8: activations quantised to INT8 per token; tolerance rel L2 {t:.2e} (docs/abi.md)"
+        );
+    }
+    let bound = Binding {
+        abis: &abis,
+        shared: &shared,
+        tolerance,
+    };
+    let k = run_once(&mut v, group, &p.g.ir, bound, &artifact, p, o.launch);
     (v, k)
 }
 
@@ -535,23 +557,27 @@ fn run_once<'g, D: Device>(
     v: &mut Version,
     group: &'g RankGroup<D>,
     ir: &Kernel,
-    abi: &Abi,
+    bound: Binding<'_>,
     artifact: &Artifact,
     p: &Prepared,
     launch: LaunchMode,
 ) -> Option<OpKernel<'g, D>> {
+    let dependent_allowed = bound.abis.iter().all(|a| a.dependent_launch);
+    let chain = bound.abis.len() > 1;
     let mut k = check_once(
         v,
         group,
         ir,
-        abi,
+        bound,
         artifact,
         &p.data,
         &p.g.spec.kernel,
         alone(p),
     )?;
-    if launch == LaunchMode::Dependent {
-        if abi.dependent_launch {
+    if launch == LaunchMode::Dependent && chain {
+        v.note = "stream-order launches (an op of several launches)".into();
+    } else if launch == LaunchMode::Dependent {
+        if dependent_allowed {
             if let Err(e) = k.instance().set_dependent_launch(true) {
                 v.error = Some(format!("dependent launch: {e}"));
                 return None;
@@ -570,20 +596,42 @@ fn run_once<'g, D: Device>(
     Some(k)
 }
 
-/// [`run_once`] on `data`, at `kernel`'s tolerance (also `wavefuse tune`'s per-candidate
-/// check); with `alone` the ranks run one after another, each alone on the device.
+/// How a version is bound: its launches' descriptions (one, or a hand-written op's several),
+/// the scratch they share, and a tolerance other than the kernel's where the version computes
+/// something else by design (a W4A8 kernel's quantised activations).
+#[derive(Clone, Copy)]
+pub(crate) struct Binding<'a> {
+    pub abis: &'a [Abi],
+    pub shared: &'a [SharedScratch],
+    pub tolerance: Option<f64>,
+}
+
+impl<'a> Binding<'a> {
+    /// One kernel at its kernel's tolerance.
+    pub fn one(abi: &'a Abi) -> Self {
+        Binding {
+            abis: std::slice::from_ref(abi),
+            shared: &[],
+            tolerance: None,
+        }
+    }
+}
+
+/// [`run_once`] on `data`, at `kernel`'s tolerance unless `bound` gives another (also `wavefuse
+/// tune`'s per-candidate check); with `alone` the ranks run one after another, each alone on
+/// the device.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn check_once<'g, D: Device>(
     v: &mut Version,
     group: &'g RankGroup<D>,
     ir: &Kernel,
-    abi: &Abi,
+    bound: Binding<'_>,
     artifact: &Artifact,
     data: &suite::Data,
     kernel: &crate::suite::CaseKernel,
     alone: bool,
 ) -> Option<OpKernel<'g, D>> {
-    let mut k = match OpKernel::new(group, ir, abi, artifact) {
+    let mut k = match OpKernel::chain(group, ir, bound.abis, artifact, bound.shared) {
         Ok(k) => k,
         Err(e) => {
             v.error = Some(format!("binding: {e}"));
@@ -615,7 +663,7 @@ pub(crate) fn check_once<'g, D: Device>(
             return None;
         }
     };
-    let tol = kernel.tolerance().0;
+    let tol = bound.tolerance.unwrap_or(kernel.tolerance().0);
     let on = format!(
         "{}, model shapes{}",
         group.device(0).info().name,
@@ -760,23 +808,23 @@ pub(crate) fn series<D: Device>(
 ) -> Result<Vec<f64>, RtError> {
     let mut samples = Vec::with_capacity(iters);
     for i in 0..warmup + iters {
-        rot.bind(k.instance(), i)?;
+        rot.bind(k, i)?;
         if rot.flush {
             timing::fill(group.device(0), flush, (i as u8) | 1, group.stream(0))?;
         }
         let (gate, launched, stopped) = if alone {
             let gate = timer.start_alone(group)?;
-            let launched = k.instance().launch_alone(0);
+            let launched = k.launch_alone(0);
             (gate, launched, timer.stop_alone(group))
         } else {
             let gate = timer.start(group)?;
-            let launched = k.instance().launch();
+            let launched = k.launch();
             (gate, launched, timer.stop(group))
         };
         drop(gate);
         launched?;
         stopped?;
-        k.instance().wait()?;
+        k.wait()?;
         let ms = timer.elapsed_ms(group)?;
         if i >= warmup {
             samples.push(ms);
@@ -810,12 +858,12 @@ pub(crate) fn graph_series<D: Device>(
     let mut capture = |k: &mut OpKernel<'_, D>| {
         GroupGraphs::capture_ranks(group, ranks, GRAPH_CALLS as u32, || {
             for _ in 0..GRAPH_CALLS {
-                rot.bind(k.instance(), set)?;
+                rot.bind(k, set)?;
                 set += 1;
                 if alone {
-                    k.instance().launch_alone(0)?;
+                    k.launch_alone(0)?;
                 } else {
-                    k.instance().launch()?;
+                    k.launch()?;
                 }
             }
             Ok(())
@@ -836,7 +884,7 @@ pub(crate) fn graph_series<D: Device>(
             Some(b) => captured.replay_behind_fill(group, b)?,
             None => captured.replay(group)?,
         };
-        k.instance().wait()?;
+        k.wait()?;
         if g >= graphs(warmup) {
             samples.push(replay.per_call_us() * 1e-3);
         }

@@ -42,9 +42,19 @@
 //! over the variables of [`parametric::Bindings::shape_of`]: `tp`, `batch`, per buffer `W.k`,
 //! `W.n`, `W.group`, `T.rows`, `T.cols`, and with one weight the plain `k`, `n`, `group_size`.
 //!
-//! Not supported, and refused by name: several launches for one op (`[[launches]]`, a split-K
-//! then a reduce: one kernel per description; a split-K kernel reduces its partials itself) and
-//! pre-quantised inputs (`quantise`, or an activation declared `i8` where the op has FP16).
+//! Several launches for one op (`[[launches]]`, each with its `symbol`, `workgroup_size`, `grid`,
+//! `[[launches.params]]` and `[launches.model]`, in stream order: a split-K GEMV then its reduce;
+//! an activation quantiser then a W4A8 GEMV): each launch is checked as a one-kernel description
+//! (its problems prefixed ``launch I `SYMBOL`: ``), every op-level array must be taken by some
+//! launch, and `[[scratch]]` declares the arrays the launches share (`purpose = "scratch"`,
+//! `buffer = NAME`; a `len` given there must equal the declaration's at the shape). The runtime
+//! binds them with [`wavefuse_runtime::exec::OpKernel::chain`]; the MI50 model counts the launch
+//! with the weight loop and adds each other launch as a streaming launch.
+//!
+//! Pre-quantised inputs (`[quantise]`: `input`, `by = "host"` or `by = "kernel"` with the
+//! quantising launch's `kernel`): with the host quantising, the input's `data` parameter is `i8`
+//! (the per-token codes) and a `qscale` part carries the scales
+//! ([`wavefuse_runtime::exec::quantise_rows`]); the A/B compares at [`quantised_tolerance`].
 //!
 //! The defines are written at the top of the source (followed by a `#line 1` directive so the
 //! compiler's messages keep the file's own line numbers), not passed as flags: the compile cache's
@@ -62,6 +72,7 @@ use wavefuse_codegen::abi::{ABI_SCHEMA, Abi, AbiKind, AbiParam, AbiPurpose, AbiT
 use wavefuse_codegen::lowered::{LoweredKernel, Ty, peer_slot};
 use wavefuse_codegen::model::LoopFacts;
 use wavefuse_runtime::CompileRequest;
+use wavefuse_runtime::exec::SharedScratch;
 
 use super::parametric;
 use super::signature::{self, CParam, CType};
@@ -71,7 +82,8 @@ use wavefuse::ir::Kernel;
 /// the harness does not need are accepted and ignored.
 #[derive(Clone, Debug, Deserialize)]
 pub struct HandAbi {
-    /// The `extern "C"` symbol.
+    /// The `extern "C"` symbol (with `[[launches]]`: the first launch's, filled in at load).
+    #[serde(default)]
     pub symbol: String,
     /// The kernel of the set it implements.
     #[serde(default)]
@@ -86,16 +98,21 @@ pub struct HandAbi {
     #[serde(default)]
     pub tp: Option<u32>,
     /// Lanes per workgroup: a number, an expression, or `[x, y, z]`.
-    #[serde(alias = "block")]
+    #[serde(alias = "block", default)]
     pub workgroup_size: Dims,
     /// Workgroups per rank: a number, an expression, or `[x, y, z]`.
+    #[serde(default)]
     pub grid: Dims,
-    /// Several launches for one op: not supported (refused by [`Hand::check`]).
+    /// Several launches for one op, in stream order (a split-K GEMV then its reduce; an
+    /// activation quantiser then a W4A8 GEMV); empty for one kernel described at the top level.
     #[serde(default)]
-    pub launches: Option<toml::Value>,
-    /// Pre-quantised inputs with their quantisation: not supported (refused by [`Hand::check`]).
+    pub launches: Vec<LaunchDecl>,
+    /// Arrays the runtime owns that several launches share (`[[scratch]]`).
     #[serde(default)]
-    pub quantise: Option<toml::Value>,
+    pub scratch: Vec<ScratchDecl>,
+    /// An input the kernel takes quantised to INT8 (`[quantise]`).
+    #[serde(default)]
+    pub quantise: Option<Quantise>,
     /// Dynamic LDS per workgroup (the runtime launches with none).
     #[serde(default)]
     pub dynamic_lds_bytes: u64,
@@ -112,6 +129,7 @@ pub struct HandAbi {
     #[serde(default)]
     pub peer_table: Option<wavefuse_codegen::abi::PeerTable>,
     /// Parameters in argument order.
+    #[serde(default)]
     pub params: Vec<AbiParam>,
     /// How the source is built.
     #[serde(default)]
@@ -125,6 +143,70 @@ pub struct HandAbi {
     /// order.
     #[serde(default)]
     pub dependent_launch: bool,
+}
+
+/// `[[launches]]`: one launch of an op made of several, in stream order. Its fields are a
+/// one-kernel description's (`symbol`, `workgroup_size`, `grid`, `[[launches.params]]`,
+/// `[launches.model]`); the rest of the description (source, build, TP, `[[scratch]]`) is shared.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchDecl {
+    /// The `extern "C" __global__` function of the source.
+    pub symbol: String,
+    /// Lanes per workgroup.
+    #[serde(alias = "block")]
+    pub workgroup_size: Dims,
+    /// Workgroups per rank.
+    pub grid: Dims,
+    /// Parameters in argument order.
+    #[serde(default)]
+    pub params: Vec<AbiParam>,
+    /// What the MI50 model cannot read from this launch's loop.
+    #[serde(default)]
+    pub model: Option<ModelHints>,
+}
+
+/// `[[scratch]]`: an array the runtime allocates once per rank (zeroed once, never reset) and
+/// passes to every launch whose parameter names it (`purpose = "scratch"`, `buffer = NAME`): a
+/// split-K GEMV's FP32 partials that its reduce launch reads, a quantiser's INT8 codes and
+/// scales that the GEMV reads.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScratchDecl {
+    /// The name parameters give as their `buffer`.
+    pub name: String,
+    /// Element type.
+    pub ty: AbiTy,
+    /// Elements per rank: a number or an expression of the shape (`"4 * n"`).
+    pub len: Extent,
+}
+
+/// `[quantise]`: the kernel takes op-level input `input` (an FP16 activation `[batch, K]`)
+/// quantised to INT8 per token, `s = max|x| / 127`, `q = clamp(rne(x · 127 / max|x|), ±127)`
+/// ([`wavefuse_runtime::exec::quantise_rows`]); the A/B's tolerance then accounts for it
+/// ([`quantised_tolerance`]).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Quantise {
+    /// The op-level input buffer (`"x"`).
+    pub input: String,
+    /// Who quantises it.
+    pub by: QuantiseBy,
+    /// With `by = "kernel"`: the symbol of the launch that quantises it (it takes `input` and
+    /// writes the codes and scales to `[[scratch]]` arrays; it runs before the GEMV).
+    #[serde(default)]
+    pub kernel: Option<String>,
+}
+
+/// Who quantises a `[quantise]` input.
+#[derive(Copy, Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum QuantiseBy {
+    /// The runtime, when it binds: the kernel's `data` parameter of the input is `i8` (the
+    /// codes), its `qscale` parameter (`f32` or `f16`, one per token) the scales.
+    Host,
+    /// A launch of the same file (`kernel`), before the GEMV.
+    Kernel,
 }
 
 /// `[model]`: what the MI50 model ([`wavefuse_codegen::model`]) cannot read from the machine
@@ -142,6 +224,11 @@ pub struct ModelHints {
     /// a block is charged on every trip.
     #[serde(default)]
     pub branch_every: Option<Extent>,
+    /// Times the kernel reads its packed weights (`qweight`, scales, zero points) per launch: a
+    /// kernel that takes the batch rows in tiles and reads the weights once per tile
+    /// (`"(batch + 7) / 8"`). Without it, once.
+    #[serde(default)]
+    pub weight_passes: Option<Extent>,
 }
 
 /// One extent of a launch: a number or an expression of the op-level shape.
@@ -162,6 +249,13 @@ pub enum Dims {
     One(Extent),
     /// x, y, z.
     Many(Vec<Extent>),
+}
+
+impl Default for Dims {
+    /// None given: an error when evaluated ("has 0 extents").
+    fn default() -> Self {
+        Dims::Many(Vec::new())
+    }
 }
 
 /// A description's launch and values, evaluated at a shape.
@@ -207,8 +301,6 @@ pub struct Hand {
     /// instantiated for, a kernel).
     shape: Option<parametric::Bindings>,
 }
-
-/// The parts of an op-level buffer a parameter can be bound to.
 
 impl Hand {
     /// Reads a description and its source. `source` overrides the description's `source` field
@@ -395,6 +487,7 @@ impl Hand {
             weights_per_trip: get("weight_words_per_trip", &m.weight_words_per_trip)
                 .map(|w| 8.0 * w),
             branch_period: get("branch_every", &m.branch_every),
+            weight_passes: get("weight_passes", &m.weight_passes),
         };
         if problems.is_empty() {
             Ok(facts)
@@ -406,6 +499,24 @@ impl Hand {
     /// How the kernel runs at this shape, for the MI50 model of its symbol: its launch, its
     /// `[model]` facts, its own scratch bytes, grid barriers and flag rounds.
     pub fn symbol_launch(&self) -> crate::generate::SymbolLaunch {
+        if self.abi.launches.is_empty() {
+            return self.one_symbol_launch();
+        }
+        let (i, main) = self.main_stage_at();
+        let mut l = main.one_symbol_launch();
+        l.bytes = Some(main.stage_bytes());
+        l.other_launches = self
+            .stages()
+            .into_iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, s)| (s.abi.symbol.clone(), s.stage_bytes()))
+            .collect();
+        l
+    }
+
+    /// [`Hand::symbol_launch`] of one launch.
+    fn one_symbol_launch(&self) -> crate::generate::SymbolLaunch {
         let launch = self.launch().ok();
         let scratch_bytes = self
             .abi
@@ -421,6 +532,10 @@ impl Hand {
             scratch_bytes,
             grid_barriers: self.abi.barriers_per_launch,
             flag_rounds: self.abi.flag_rounds_per_launch,
+            // The compiler's report, where the caller has it.
+            lds_bytes: 0,
+            bytes: None,
+            other_launches: Vec::new(),
         }
     }
 
@@ -490,20 +605,196 @@ impl Hand {
     }
 
     /// Every disagreement between the description, the generated kernel `generated` (same kernel,
-    /// TP and shapes) and the source's signature; empty when they agree.
+    /// TP and shapes) and the source's signature; empty when they agree. With `[[launches]]`,
+    /// each launch's problems say which launch (``launch 2 `splitk_reduce`: …``).
     pub fn check(&self, generated: &LoweredKernel) -> Vec<String> {
         let mut problems = check_against_generated(&self.abi, generated);
-        if let Err(p) = self.launch() {
-            problems.extend(p);
+        let multi = !self.abi.launches.is_empty();
+        for (i, st) in self.stages().iter().enumerate() {
+            let mut p = Vec::new();
+            if let Err(e) = st.launch() {
+                p.extend(e);
+            }
+            if let Err(e) = st.loop_facts() {
+                p.extend(e);
+            }
+            match signature::parse(&self.source, &st.abi.symbol) {
+                Ok(params) => p.extend(check_signature(&st.abi.params, &params)),
+                Err(e) => p.push(format!("{}: {e}", self.source_path.display())),
+            }
+            p.extend(st.check_shared_scratch());
+            let prefix = if multi {
+                format!("launch {} `{}`: ", i + 1, st.abi.symbol)
+            } else {
+                String::new()
+            };
+            problems.extend(p.into_iter().map(|m| format!("{prefix}{m}")));
         }
-        if let Err(p) = self.loop_facts() {
-            problems.extend(p);
+        for d in &self.abi.scratch {
+            let used = stage_abis(&self.abi).iter().any(|s| {
+                s.params
+                    .iter()
+                    .any(|p| p.purpose == AbiPurpose::Scratch && p.buffer.as_ref() == Some(&d.name))
+            });
+            if !used {
+                problems.push(format!("[[scratch]] `{}` is taken by no launch", d.name));
+            }
         }
-        match signature::parse(&self.source, &self.abi.symbol) {
-            Ok(params) => problems.extend(check_signature(&self.abi.params, &params)),
-            Err(e) => problems.push(format!("{}: {e}", self.source_path.display())),
+        if let Err(e) = self.shared_scratch() {
+            problems.extend(e);
         }
         problems
+    }
+
+    /// This description's launches, each as a one-launch description (a one-kernel
+    /// description: itself).
+    pub fn stages(&self) -> Vec<Hand> {
+        stage_abis(&self.abi)
+            .into_iter()
+            .map(|abi| Hand {
+                abi,
+                ..self.clone()
+            })
+            .collect()
+    }
+
+    /// The launch with the weight loop (the one that takes a `qweight`), else the first: the
+    /// launch the MI50 model counts a loop of.
+    pub fn main_stage(&self) -> Hand {
+        self.main_stage_at().1
+    }
+
+    /// [`Hand::main_stage`] and its position among the launches.
+    fn main_stage_at(&self) -> (usize, Hand) {
+        let stages = self.stages();
+        let i = stages
+            .iter()
+            .position(|s| {
+                s.abi
+                    .params
+                    .iter()
+                    .any(|p| p.purpose == AbiPurpose::Data && p.part.as_deref() == Some("qweight"))
+            })
+            .unwrap_or(0);
+        (i, stages.into_iter().nth(i).expect("one launch at least"))
+    }
+
+    /// The launches' symbols in order, ` + `-joined (`gemv_partial + splitk_reduce`).
+    pub fn symbols(&self) -> String {
+        stage_abis(&self.abi)
+            .iter()
+            .map(|s| s.symbol.as_str())
+            .collect::<Vec<_>>()
+            .join(" + ")
+    }
+
+    /// The `[[scratch]]` arrays at this shape, as the runtime allocates them; `Err` names a
+    /// length that does not evaluate or is not positive.
+    pub fn shared_scratch(&self) -> Result<Vec<SharedScratch>, Vec<String>> {
+        let mut out = Vec::new();
+        let mut problems = Vec::new();
+        for d in &self.abi.scratch {
+            match self.eval(&d.len) {
+                Ok(n) if n >= 1 => out.push(SharedScratch {
+                    name: d.name.clone(),
+                    elem: ty(d.ty),
+                    len: n as usize,
+                }),
+                Ok(n) => problems.push(format!(
+                    "[[scratch]] `{}`: len = {n}: must be positive",
+                    d.name
+                )),
+                Err(m) => problems.push(format!("[[scratch]] `{}`: len: {m}", d.name)),
+            }
+        }
+        if problems.is_empty() {
+            Ok(out)
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// This launch's parameters that name a `[[scratch]]` array, against its declaration: the
+    /// same element type, and a `len`, where given, equal to the declared length at this shape.
+    fn check_shared_scratch(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for p in &self.abi.params {
+            let (AbiPurpose::Scratch, Some(name)) = (p.purpose, &p.buffer) else {
+                continue;
+            };
+            let Some(d) = self.abi.scratch.iter().find(|d| d.name == *name) else {
+                continue;
+            };
+            if p.ty != d.ty {
+                out.push(format!(
+                    "mistyped: parameter `{}` is {}, [[scratch]] `{name}` is {}",
+                    p.name,
+                    ty(p.ty).name(),
+                    ty(d.ty).name()
+                ));
+            }
+            if let (Some(len), Ok(n)) = (p.len, self.eval(&d.len))
+                && len as i64 != n
+            {
+                out.push(format!(
+                    "scratch size: parameter `{}` declares {len} elements, [[scratch]] `{name}` \
+                     has {n} at this shape (len = {})",
+                    p.name,
+                    match &d.len {
+                        Extent::Int(i) => i.to_string(),
+                        Extent::Expr(e) => format!("\"{e}\""),
+                    }
+                ));
+            }
+        }
+        out
+    }
+
+    /// The bytes one launch moves, from its description: each array it takes once (data, a
+    /// `[[scratch]]` array, its own scratch twice: written and read in the launch).
+    fn stage_bytes(&self) -> f64 {
+        let shared = self.shared_scratch().unwrap_or_default();
+        self.abi
+            .params
+            .iter()
+            .map(|p| {
+                let elems = match (p.purpose, &p.buffer) {
+                    (AbiPurpose::Data, _) => p.len.unwrap_or(0) as f64,
+                    (AbiPurpose::Scratch, Some(name)) => shared
+                        .iter()
+                        .find(|s| s.name == *name)
+                        .map_or(0.0, |s| s.len as f64),
+                    (AbiPurpose::Scratch, None) => 2.0 * p.len.unwrap_or(0) as f64,
+                    _ => 0.0,
+                };
+                elems * p.ty.bytes() as f64
+            })
+            .sum()
+    }
+
+    /// Every launch's description as the runtime binds it ([`Hand::launch_abi`] per launch; a
+    /// parameter naming a `[[scratch]]` array becomes a `data` parameter of that name, which
+    /// [`wavefuse_runtime::exec::OpKernel::chain`] binds to the shared array).
+    pub fn launch_abis(&self, tp: u32) -> Vec<Abi> {
+        let shared = self.shared_scratch().unwrap_or_default();
+        self.stages()
+            .iter()
+            .map(|st| {
+                let mut abi = st.launch_abi(tp);
+                for p in &mut abi.params {
+                    if let (AbiPurpose::Scratch, Some(name)) = (p.purpose, p.buffer.clone()) {
+                        p.purpose = AbiPurpose::Data;
+                        p.part = Some("data".into());
+                        p.len = shared
+                            .iter()
+                            .find(|s| s.name == name)
+                            .map(|s| s.len as u64)
+                            .or(p.len);
+                    }
+                }
+                abi
+            })
+            .collect()
     }
 
     /// The description as the runtime binds it ([`wavefuse_runtime::exec::OpKernel`] takes the
@@ -555,6 +846,24 @@ impl Hand {
             grid_dims: multi(launch.grid),
             block_dims: multi(launch.block),
         }
+    }
+
+    /// The A/B's tolerance for this kernel where it differs from the op's `base` by design: a
+    /// `[quantise]` input makes it [`quantised_tolerance`] of the inputs `data` (the worst
+    /// rank); `None` otherwise.
+    pub fn tolerance(&self, base: f64, ir: &Kernel, data: &crate::suite::Data) -> Option<f64> {
+        let q = self.abi.quantise.as_ref()?;
+        let b = ir.buffer_by_name(&q.input)?;
+        data.inputs
+            .iter()
+            .filter_map(|r| match r.get(&b) {
+                Some(wavefuse::ir::reference::HostData::Tensor(t)) => {
+                    let cols = *t.shape.last()?;
+                    Some(quantised_tolerance(base, &t.data, cols))
+                }
+                _ => None,
+            })
+            .reduce(f64::max)
     }
 
     /// `path/to/file.cu` relative to the current directory when it is below it.
@@ -637,12 +946,39 @@ fn instantiate(path: &Path, text: &str, ir: &Kernel) -> Result<String, HandError
     })
 }
 
-/// The description `text` (read from `path`).
+/// The description `text` (read from `path`); with `[[launches]]`, the top level takes the first
+/// launch's symbol, launch and parameters (what a one-kernel reader sees), and may not give its
+/// own.
 fn parse(path: &Path, text: &str) -> Result<HandAbi, HandError> {
-    toml::from_str(text).map_err(|source| HandError::Toml {
+    let mut abi: HandAbi = toml::from_str(text).map_err(|source| HandError::Toml {
         path: path.to_owned(),
         source,
-    })
+    })?;
+    let Some(first) = abi.launches.first().cloned() else {
+        return Ok(abi);
+    };
+    let given: Vec<&str> = [
+        (!abi.symbol.is_empty(), "symbol"),
+        (abi.grid != Dims::default(), "grid"),
+        (abi.workgroup_size != Dims::default(), "workgroup_size"),
+        (!abi.params.is_empty(), "[[params]]"),
+        (abi.model.is_some(), "[model]"),
+    ]
+    .into_iter()
+    .filter_map(|(g, what)| g.then_some(what))
+    .collect();
+    if !given.is_empty() {
+        return Err(HandError::TopLevelWithLaunches {
+            path: path.to_owned(),
+            given: given.join(", "),
+        });
+    }
+    abi.symbol = first.symbol;
+    abi.grid = first.grid;
+    abi.workgroup_size = first.workgroup_size;
+    abi.params = first.params;
+    abi.model = first.model;
+    Ok(abi)
 }
 
 /// Why a hand-written kernel's description or source could not be had.
@@ -663,6 +999,18 @@ pub enum HandError {
         path: PathBuf,
         /// What the parser said.
         source: toml::de::Error,
+    },
+    /// A description of several launches gives a launch's fields at its top level too.
+    #[error(
+        "{}: {given} at the top level and [[launches]]: with several launches each launch gives \
+         its own (symbol, workgroup_size, grid, [[launches.params]], [launches.model])",
+        path.display()
+    )]
+    TopLevelWithLaunches {
+        /// The description.
+        path: PathBuf,
+        /// The top-level fields given.
+        given: String,
     },
     /// A parametric description does not instantiate at a kernel's shapes.
     #[error("{} (parametric) at the shapes of `{kernel}`: {source}", path.display())]
@@ -757,7 +1105,9 @@ fn same_bits(a: Ty, b: Ty) -> bool {
     a == b || matches!((a, b), (Ty::I32, Ty::U32) | (Ty::U32, Ty::I32))
 }
 
-/// The description against the generated kernel at the same shape.
+/// The description against the generated kernel at the same shape: with `[[launches]]`, each
+/// launch's parameters (problems prefixed ``launch I `SYMBOL`: ``), every op-level array bound
+/// by some launch.
 pub fn check_against_generated(a: &HandAbi, g: &LoweredKernel) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(k) = a.kernel.as_deref().filter(|k| *k != g.name) {
@@ -772,40 +1122,41 @@ pub fn check_against_generated(a: &HandAbi, g: &LoweredKernel) -> Vec<String> {
             g.tp
         ));
     }
-    if a.symbol.is_empty()
-        || !a
-            .symbol
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_')
-    {
-        out.push(format!("symbol `{}` is not a C identifier", a.symbol));
-    }
-    if a.launches.is_some() {
-        out.push(
-            "`launches`: several launches for one op (a split-K then a reduce) are not \
-             supported; describe one kernel (a split-K kernel may reduce its partials itself, \
-             its last-arriving workgroup per output tile)"
-                .into(),
-        );
-    }
-    if a.quantise.is_some() {
-        out.push(
-            "`quantise`: pre-quantised inputs (a quantisation kernel, or quantising on the \
-             host) are not supported; the kernel must take the op's own activations"
-                .into(),
-        );
-    }
     if a.dynamic_lds_bytes > 0 {
         out.push(format!(
             "dynamic_lds_bytes = {}: the runtime launches without dynamic LDS; declare it static",
             a.dynamic_lds_bytes
         ));
     }
-    out.extend(check_indices_and_names(&a.params));
     let want = data_arrays(g);
     let mut seen: Vec<(String, String)> = Vec::new();
-    for p in &a.params {
-        out.extend(check_param(p, g, &want, &mut seen));
+    for (i, stage) in stage_abis(a).iter().enumerate() {
+        let prefix = if a.launches.is_empty() {
+            String::new()
+        } else {
+            format!("launch {} `{}`: ", i + 1, stage.symbol)
+        };
+        let mut p = Vec::new();
+        if stage.symbol.is_empty()
+            || !stage
+                .symbol
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            p.push(format!("symbol `{}` is not a C identifier", stage.symbol));
+        }
+        p.extend(check_indices_and_names(&stage.params));
+        let mut here: Vec<(String, String)> = Vec::new();
+        for param in &stage.params {
+            p.extend(check_param(param, g, &want, &mut here, a));
+        }
+        p.extend(check_sync_params(stage, g.tp));
+        out.extend(p.into_iter().map(|m| format!("{prefix}{m}")));
+        for x in here {
+            if !seen.contains(&x) {
+                seen.push(x);
+            }
+        }
     }
     for DataArray {
         buffer,
@@ -816,13 +1167,105 @@ pub fn check_against_generated(a: &HandAbi, g: &LoweredKernel) -> Vec<String> {
     {
         if !seen.iter().any(|(b, p)| b == buffer && p == part) {
             out.push(format!(
-                "missing: `{buffer}.{part}` ({}[{len}]) of `{}` is bound to no parameter",
+                "missing: `{buffer}.{part}` ({}[{len}]) of `{}` is bound to no parameter{}",
                 elem.name(),
-                g.name
+                g.name,
+                if a.launches.is_empty() {
+                    ""
+                } else {
+                    " of any launch"
+                }
             ));
         }
     }
-    out.extend(check_sync_params(a, g.tp));
+    out.extend(check_quantise(a));
+    out
+}
+
+/// One description per launch: the top level's, or each `[[launches]]` entry with the top
+/// level's other fields.
+pub fn stage_abis(a: &HandAbi) -> Vec<HandAbi> {
+    if a.launches.is_empty() {
+        return vec![a.clone()];
+    }
+    a.launches
+        .iter()
+        .map(|l| HandAbi {
+            symbol: l.symbol.clone(),
+            workgroup_size: l.workgroup_size.clone(),
+            grid: l.grid.clone(),
+            params: l.params.clone(),
+            model: l.model.clone(),
+            launches: Vec::new(),
+            ..a.clone()
+        })
+        .collect()
+}
+
+/// `[quantise]`: who quantises, and where.
+fn check_quantise(a: &HandAbi) -> Vec<String> {
+    let Some(q) = &a.quantise else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let stages = stage_abis(a);
+    let binds = |s: &HandAbi, part: &str| {
+        s.params.iter().any(|p| {
+            p.purpose == AbiPurpose::Data
+                && p.buffer.as_deref() == Some(q.input.as_str())
+                && p.part.as_deref() == Some(part)
+        })
+    };
+    match (q.by, q.kernel.as_deref()) {
+        (QuantiseBy::Host, Some(k)) => out.push(format!(
+            "[quantise] by = \"host\" names a kernel (`{k}`): the host quantises; give \
+             by = \"kernel\" for a quantisation launch"
+        )),
+        (QuantiseBy::Host, None) => {
+            if !stages.iter().any(|s| binds(s, "qscale")) {
+                out.push(format!(
+                    "[quantise] by = \"host\": no parameter takes the scales of `{0}` \
+                     (`buffer = \"{0}\"`, `part = \"qscale\"`, f32 or f16, one per token)",
+                    q.input
+                ));
+            }
+        }
+        (QuantiseBy::Kernel, None) => out.push(
+            "[quantise] by = \"kernel\" needs `kernel`: the symbol of the launch that quantises"
+                .into(),
+        ),
+        (QuantiseBy::Kernel, Some(k)) => {
+            let symbols: Vec<&str> = stages.iter().map(|s| s.symbol.as_str()).collect();
+            let gemv = stages.iter().position(|s| {
+                s.params
+                    .iter()
+                    .any(|p| p.purpose == AbiPurpose::Data && p.part.as_deref() == Some("qweight"))
+            });
+            match symbols.iter().position(|s| *s == k) {
+                None => out.push(format!(
+                    "[quantise] kernel = `{k}`: no launch has that symbol (launches: {})",
+                    symbols.join(", ")
+                )),
+                Some(i) => {
+                    if !binds(&stages[i], "data") {
+                        out.push(format!(
+                            "[quantise] kernel = `{k}` does not take `{}.data`, the input it \
+                             quantises",
+                            q.input
+                        ));
+                    }
+                    if gemv.is_some_and(|g| g < i) {
+                        out.push(format!(
+                            "[quantise] kernel = `{k}` is launch {}, after the GEMV (launch {}) \
+                             that reads what it writes",
+                            i + 1,
+                            gemv.unwrap_or(0) + 1
+                        ));
+                    }
+                }
+            }
+        }
+    }
     out
 }
 
@@ -848,6 +1291,7 @@ fn check_param(
     g: &LoweredKernel,
     want: &[DataArray],
     seen: &mut Vec<(String, String)>,
+    a: &HandAbi,
 ) -> Vec<String> {
     let mut out = Vec::new();
     if let Err(e) = p.lowered_purpose() {
@@ -874,6 +1318,26 @@ fn check_param(
                 ));
             }
             seen.push((b.clone(), part.clone()));
+            let host_quantised = a
+                .quantise
+                .as_ref()
+                .is_some_and(|q| q.by == QuantiseBy::Host && q.input == b);
+            if part == "qscale" {
+                if !host_quantised {
+                    out.push(format!(
+                        "parameter `{}` takes `{b}.qscale`, the scales of an input quantised on \
+                         the host, and the description has no `[quantise] input = \"{b}\"` with \
+                         by = \"host\"",
+                        p.name
+                    ));
+                } else if !is_array || !matches!(p.ty, AbiTy::F32 | AbiTy::F16) {
+                    out.push(format!(
+                        "parameter `{}` (`{b}.qscale`): the per-token scales are an f32 or f16 array",
+                        p.name
+                    ));
+                }
+                return out;
+            }
             match want.iter().find(|w| w.buffer == b && w.part == part) {
                 None => out.push(format!(
                     "extra: parameter `{}` is bound to `{b}.{part}`, which `{}` does not have",
@@ -890,12 +1354,21 @@ fn check_param(
                         (elem, len)
                     };
                     if p.ty == AbiTy::I8 && part == "data" && *elem != Ty::I8 {
+                        if !host_quantised {
+                            out.push(format!(
+                                "parameter `{}` (`{b}.{part}`) is i8, the op's array is {}: an \
+                                 input taken quantised needs `[quantise] input = \"{b}\"` \
+                                 (by = \"host\"; or a quantisation launch, by = \"kernel\")",
+                                p.name,
+                                elem.name()
+                            ));
+                        }
+                    } else if host_quantised && part == "data" {
                         out.push(format!(
-                            "parameter `{}` (`{b}.{part}`) is i8, the op's array is {}: \
-                             pre-quantised inputs are not supported (the kernel must take the \
-                             op's own activations)",
+                            "parameter `{}` (`{b}.data`) is {}: `[quantise] input = \"{b}\"` \
+                             by = \"host\" binds the INT8 codes (declare it i8)",
                             p.name,
-                            elem.name()
+                            ty(p.ty).name()
                         ));
                     } else if !same_bits(ty(p.ty), *elem) {
                         out.push(format!(
@@ -948,15 +1421,68 @@ fn check_param(
             }
         }
         AbiPurpose::Scratch => {
-            if !is_array || p.len.is_none_or(|l| l == 0) {
+            // A shared `[[scratch]]` array (`buffer`): its length is the declaration's
+            // (checked at the shape by `Hand::check`).
+            let shared = p.buffer.is_some();
+            if !is_array || (!shared && p.len.is_none_or(|l| l == 0)) {
                 out.push(format!(
-                    "parameter `{}` (scratch) must be an array with a positive `len`",
+                    "parameter `{}` (scratch) must be an array with a positive `len`, or name a \
+                     [[scratch]] array (`buffer`)",
                     p.name
+                ));
+            }
+            if let Some(name) = &p.buffer
+                && !a.scratch.iter().any(|d| d.name == *name)
+            {
+                out.push(format!(
+                    "parameter `{}`: scratch `{name}` is not declared ([[scratch]] has: {})",
+                    p.name,
+                    list_or_none(a.scratch.iter().map(|d| d.name.as_str()))
                 ));
             }
         }
     }
     out
+}
+
+/// The relative-L2 tolerance of an A/B whose hand-written kernel takes activation `x` (rows of
+/// `cols`, one per token) quantised to INT8 per token (`[quantise]`), against the f64 oracle of
+/// the op with FP16 activations, whose own tolerance is `base`:
+///
+/// `base + 3 · max over tokens t of  m_t / (127 · √12 · rms_t)`, `m_t = max|x_t|`.
+///
+/// Derivation: the codes round `x_k / s` to an integer, `s = m / 127`, so the error `e_k` of the
+/// dequantised activation is within `s / 2` and, rounding being uniform over codes, of variance
+/// `s² / 12`, independent of the weights. The output error `Δy = W e` then has
+/// `E‖Δy‖² = ‖W‖²_F · s² / 12 / K` per token while `‖y‖² ≈ ‖W‖²_F · rms(x)² / K` for weights
+/// uncorrelated with `x` (the workload's N(0, 0.02) weights): relative L2 ≈ `s / (√12 ·
+/// rms(x))`. The factor 3 covers the spread of that estimate over the finite sums (a 3σ
+/// margin) and the worst token sets the bound. At N(0, 1) activations with K = 5120
+/// (`m ≈ 4`): ≈ 0.0091 expected, 0.027 allowed, plus the FP16 output's `base`.
+pub fn quantised_tolerance(base: f64, x: &[f64], cols: usize) -> f64 {
+    let worst = x
+        .chunks(cols.max(1))
+        .map(|row| {
+            let m = row.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            let rms = (row.iter().map(|v| v * v).sum::<f64>() / row.len() as f64).sqrt();
+            if rms > 0.0 {
+                m / (127.0 * 12f64.sqrt() * rms)
+            } else {
+                0.0
+            }
+        })
+        .fold(0.0, f64::max);
+    base + 3.0 * worst
+}
+
+/// `a, b, c`, or `none`.
+fn list_or_none<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let v: Vec<&str> = names.collect();
+    if v.is_empty() {
+        "none".into()
+    } else {
+        v.join(", ")
+    }
 }
 
 /// Error word and peer ordering.
@@ -1111,8 +1637,9 @@ pub fn find_reference(dir: Option<&Path>, generated: &LoweredKernel, ir: &Kernel
     }
     let want = data_arrays(generated);
     let fits = |h: &Hand| {
+        let stages = stage_abis(&h.abi);
         want.iter().all(|w| {
-            h.abi.params.iter().any(|p| {
+            stages.iter().flat_map(|s| &s.params).any(|p| {
                 p.buffer.as_deref() == Some(w.buffer.as_str())
                     && p.part.as_deref() == Some(w.part)
                     && p.len == Some(w.len as u64)

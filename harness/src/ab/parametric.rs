@@ -203,6 +203,9 @@ pub enum ExprProblem {
     /// A division with a remainder (or by zero).
     #[error("{0} / {1} is not exact")]
     Inexact(i64, i64),
+    /// `cdiv` by zero or a negative number.
+    #[error("cdiv({0}, {1}): the divisor must be positive")]
+    NonPositiveDivisor(i64, i64),
     /// A variable whose value is text.
     #[error("`{0}` is text, not a number")]
     Text(String),
@@ -427,17 +430,23 @@ impl Parser<'_> {
         if let Ok(n) = tok.parse::<i64>() {
             return Ok(Some(n));
         }
-        if tok == "min" || tok == "max" {
+        if tok == "min" || tok == "max" || tok == "cdiv" {
             self.expect("(")?;
             let a = self
                 .sum()?
-                .ok_or(ExprProblem::Missing("min/max takes two arguments"))?;
+                .ok_or(ExprProblem::Missing("min/max/cdiv takes two arguments"))?;
             self.expect(",")?;
             let c = self
                 .sum()?
-                .ok_or(ExprProblem::Missing("min/max takes two arguments"))?;
+                .ok_or(ExprProblem::Missing("min/max/cdiv takes two arguments"))?;
             self.expect(")")?;
-            return Ok(Some(if tok == "min" { a.min(c) } else { a.max(c) }));
+            return Ok(Some(match tok.as_str() {
+                "min" => a.min(c),
+                "max" => a.max(c),
+                // The one rounded division: how many tiles of `c` cover `a`.
+                _ if c > 0 => (a + c - 1).div_euclid(c),
+                _ => return Err(ExprProblem::NonPositiveDivisor(a, c)),
+            }));
         }
         match self.b.0.get(&tok) {
             Some(Val::Int(v)) => Ok(Some(*v)),
@@ -479,6 +488,14 @@ mod tests {
         assert_eq!(eval("2 * (w.k + 1) - 2", &b), Ok(10240));
         assert_eq!(eval("tp * min(tp - 1, 1)", &b), Ok(4));
         assert_eq!(eval("max(tp, 8)", &b), Ok(8));
+        assert_eq!(eval("cdiv(w.n, 1000)", &b), Ok(5));
+        assert_eq!(eval("cdiv(tp, 4)", &b), Ok(1));
+        assert!(
+            eval("cdiv(tp, 0)", &b)
+                .unwrap_err()
+                .to_string()
+                .contains("positive")
+        );
         assert!(
             eval("w.n / 3", &b)
                 .unwrap_err()

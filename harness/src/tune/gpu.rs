@@ -26,7 +26,7 @@ use super::candidates::{self, Compiled, Generated};
 use super::report::{Basis, CaseReport, Header, Timing, TuneReport};
 use super::{Settings, Target};
 use crate::ab::check_of;
-use crate::ab::gpu::{COPIES, COPY_BYTES, Rotation, check_once, empty_version, series};
+use crate::ab::gpu::{Binding, COPIES, COPY_BYTES, Rotation, check_once, empty_version, series};
 use crate::provenance::Provenance;
 use crate::suite::{self, Data};
 
@@ -272,7 +272,7 @@ impl<'g, D: Device> Live<'_, 'g, D> {
             &mut v,
             self.group,
             ir,
-            &g.abi,
+            Binding::one(&g.abi),
             artifact,
             data,
             &self.t.spec.kernel,

@@ -154,6 +154,18 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
             }
         }
     }
+    // The dot2 path's batch tiles (the gfx906 default past batch 16, tiles of 16): tiles of 8
+    // (fewer registers, twice the weight passes) and one pass of every row.
+    if default.batch_tile > 0 {
+        for rows in [8, 0] {
+            if rows != default.batch_tile {
+                out.push(Schedule {
+                    batch_tile: rows,
+                    ..default.clone()
+                });
+            }
+        }
+    }
     for t in &tiles {
         out.push(t.clone());
     }
@@ -546,6 +558,9 @@ pub fn summary(s: &Schedule, family: Family) -> String {
         );
     } else if let (Family::Int4 { .. }, Int4Dot::Dot2) = (family, s.int4_dot) {
         out.push_str(&format!(" ku{} dot2", s.k_unit_words));
+        if s.batch_tile > 0 {
+            out.push_str(&format!(" bt{}", s.batch_tile));
+        }
         if s.x_phase_units > 0 {
             out.push_str(&format!(" ph{}", s.x_phase_units));
         }

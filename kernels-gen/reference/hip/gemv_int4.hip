@@ -66,6 +66,13 @@
 //
 // Batch > 1: a scheduling barrier between batch rows keeps the compiler from reading every batch
 // row's activations at once (70 VGPRs at batch 2, 120 at batch 8; no spills).
+//
+// Batch > 8 (up to 64): the rows go in tiles of TILE = 8, one after the other, each the batch-8
+// kernel above over the whole of K — its own accumulators, its rows' activations staged in its
+// phases, its own reduction and stores — so the registers stay those of batch 8 (a lane holding
+// 64 rows' sums would need 256+ VGPRs). The weights are read once per tile (NTILE times in all;
+// the ABI's [model] weight_passes). A last tile past the batch stages zeros for its missing rows
+// and does not store them.
 
 #include <hip/hip_runtime.h>
 
@@ -73,10 +80,32 @@
 #error "gemv_int4_ref needs -DWF_K -DWF_N -DWF_BATCH -DWF_GROUP -DWF_ZP_V1 (the [build] defines of its ABI file)"
 #endif
 
+typedef _Float16 f16;
+typedef _Float16 f16x2 __attribute__((ext_vector_type(2)));
+typedef unsigned u32x4 __attribute__((ext_vector_type(4)));
+typedef unsigned u32x2 __attribute__((ext_vector_type(2)));
+
+static __device__ __forceinline__ f16x2 as_f16x2(unsigned bits) { return __builtin_bit_cast(f16x2, bits); }
+
+// (x & m) | c in one v_and_or_b32. A VOP3 instruction takes no literal and one scalar operand on
+// gfx906, so the compiler left alone emits v_and_b32 + v_or_b32 with literals; here the mask is
+// the scalar operand and c lives in a VGPR (loaded once).
+static __device__ __forceinline__ unsigned and_or(unsigned x, unsigned m, unsigned c) {
+#if defined(__HIP_DEVICE_COMPILE__)
+    unsigned d;
+    asm("v_and_or_b32 %0, %1, %2, %3" : "=v"(d) : "v"(x), "s"(m), "v"(c));
+    return d;
+#else
+    return (x & m) | c;
+#endif
+}
+
 // ---- shapes (per rank) ----
 constexpr unsigned K = WF_K;         // reduction length
 constexpr unsigned N = WF_N;         // output columns
 constexpr unsigned BATCH = WF_BATCH; // tokens decoded at once
+constexpr unsigned TILE = BATCH < 8 ? BATCH : 8;       // batch rows per pass (see "Batch > 8")
+constexpr unsigned NTILE = (BATCH + TILE - 1) / TILE;  // passes over the weights
 constexpr unsigned GROUP = WF_GROUP; // rows of K per scale / zero point
 constexpr unsigned ZP_ADD = WF_ZP_V1 ? 1u : 0u;
 
@@ -96,12 +125,242 @@ constexpr bool RAGGED = KW % UNIT != 0;       // K ends inside a unit: its last 
 constexpr unsigned NROUND = (NUNIT + SLICES - 1) / SLICES;
 constexpr bool GROUP_STEP = (SLICES * UNIT) % WPG == 0; // a round advances a whole number of groups
 
-static_assert(BATCH >= 1 && BATCH <= 8 && BATCH * COLS <= WG, "batch 1..8");
-static_assert(K % 8 == 0 && N % 8 == 0 && GROUP % 8 == 0, "GPTQ packs 8 rows per word and 8 zero points per word");
+// ---- LDS: activations of a phase, [unit of the phase][batch row][row of the unit][4 pairs] ----
+constexpr unsigned UNIT_X = TILE * UNIT * 16 + 16;   // bytes per unit, 16 of them padding
+constexpr unsigned ROUND_X = SLICES * UNIT_X;        // bytes per round
+constexpr unsigned LDS_BYTES = ROUND_X > 12800 ? ROUND_X : 12800;
+constexpr unsigned RPP_FIT = LDS_BYTES / ROUND_X;    // rounds per phase
+constexpr unsigned RPP = RPP_FIT < NROUND ? RPP_FIT : NROUND;
+constexpr unsigned NPHASE = (NROUND + RPP - 1) / RPP;
+constexpr unsigned RED_BYTES = WAVES * TILE * COLS * 4; // the cross-wave sums, after the last phase
 
-// The INT4 dequantisation, dot product and activation staging the four gfx906 INT4 references
-// share (one copy; it reads the shapes and work split above).
-#include "gemv_int4_loop.h"
+static_assert(BATCH >= 1 && BATCH <= 64 && TILE * COLS <= WG, "batch 1..64");
+static_assert(K % 8 == 0 && N % 8 == 0 && GROUP % 8 == 0, "GPTQ packs 8 rows per word and 8 zero points per word");
+static_assert(WPG % UNIT == 0, "a unit never straddles two groups");
+static_assert(RED_BYTES <= LDS_BYTES && RPP >= 1, "LDS layout");
+static_assert((unsigned long long)KW * N * 4 < (1ull << 32), "32-bit byte offsets into qweight");
+
+// Stage the activations of phase p: item t is (unit of the phase, batch row, row of the unit), one
+// packed row of one batch row: 8 halves x0..x7 read with one 16-byte load, written as the pairs
+// (x0, x4), (x1, x5), (x2, x6), (x3, x7). Rows past K (ragged last unit, or a unit past the last)
+// are zeros, and so are the rows of tile `tb` past the batch.
+static __device__ __forceinline__ void stage_x(unsigned char* lds, const f16* x, unsigned p, unsigned tb) {
+    constexpr unsigned ITEMS = RPP * SLICES * TILE * UNIT;
+    for (unsigned t = threadIdx.x; t < ITEMS; t += WG) {
+        const unsigned i = t % UNIT, b = (t / UNIT) % TILE, pu = t / (UNIT * TILE);
+        const unsigned kw = (p * RPP * SLICES + pu) * UNIT + i;
+        const unsigned row = tb * TILE + b;
+        u32x4 d = {0u, 0u, 0u, 0u};
+        if (kw < KW && row < BATCH) d = *reinterpret_cast<const u32x4*>(x + row * K + kw * 8);
+        u32x4 e;
+        e.x = (d.x & 0xFFFFu) | (d.z << 16);         // (x0, x4)
+        e.y = (d.x >> 16) | (d.z & 0xFFFF0000u);     // (x1, x5)
+        e.z = (d.y & 0xFFFFu) | (d.w << 16);         // (x2, x6)
+        e.w = (d.y >> 16) | (d.w & 0xFFFF0000u);     // (x3, x7)
+        *reinterpret_cast<u32x4*>(lds + pu * UNIT_X + (b * UNIT + i) * 16) = e;
+    }
+}
+
+// Rounds whose units all lie inside K, in whole groups per round: the hot loop's fast path.
+// The round (at most one) past them holds the ragged last unit or units past the last, and takes
+// the general path.
+constexpr unsigned NFAST = GROUP_STEP ? (RAGGED ? NUNIT - 1 : NUNIT) / SLICES : 0;
+
+// One unit of the hot loop: unit u = r·SLICES + slice of round r (in phase p) for one lane (the
+// column quad at `nl`) of one weight, accumulated into acc. FAST: the unit lies inside K and the
+// round starts on a group boundary, so every offset is the lane's fixed part (q_off, s_off,
+// z_off) plus a uniform part. Otherwise (general shapes; at most the last round at the Qwen
+// shapes' TP splits) the offsets are computed per lane, and loads past K are clamped to valid
+// addresses: rows past K re-read the last row, a unit past the last re-reads the last unit. Their
+// activations are staged as zeros, so they add exact zeros ((q − z)·0 with q − z finite).
+template <bool FAST>
+static __device__ __forceinline__ void unit(const unsigned char* lds, const unsigned* __restrict__ w_qweight,
+                                            const f16* __restrict__ w_scales, const unsigned* __restrict__ w_qzeros,
+                                            unsigned p, unsigned r, unsigned slice, unsigned nl,
+                                            unsigned q_off, unsigned s_off, unsigned z_off,
+                                            float (&acc)[TILE][QUAD]) {
+    const f16x2 sixteenth = {(f16)0.0625f, (f16)0.0625f};
+    const unsigned magic = 0x64006400u; // (1024, 1024) in FP16
+    const unsigned zshift = 4 * (nl % 8); // 0 or 16: the lane's 4 zero points in the qzeros word
+
+    // ---- loads of the unit: all issued before any is used, the zero point first (it is
+    // needed first) ----
+    const unsigned u = r * SLICES + slice;
+    u32x4 q[UNIT];
+    u32x2 sv;
+    unsigned zw;
+    if (FAST) {
+        // the kernel argument (scalar) + a 32-bit byte offset: the round's part uniform, the
+        // lane's part fixed, one 32-bit add per load. readfirstlane keeps the round's part
+        // scalar; without it the compiler makes every address a 64-bit vector induction
+        // variable (two VALU per load).
+        constexpr unsigned GPR = GROUP_STEP ? SLICES * UNIT / WPG : 0; // groups per round
+        const unsigned rz = __builtin_amdgcn_readfirstlane(r * (GPR * (N / 8) * 4));
+        const unsigned rs = __builtin_amdgcn_readfirstlane(r * (GPR * N * 2));
+        const unsigned rq = __builtin_amdgcn_readfirstlane(r * (SLICES * UNIT * N * 4));
+        zw = *reinterpret_cast<const unsigned*>(reinterpret_cast<const char*>(w_qzeros) + (rz + z_off));
+        sv = *reinterpret_cast<const u32x2*>(reinterpret_cast<const char*>(w_scales) + (rs + s_off));
+#pragma unroll
+        for (unsigned i = 0; i < UNIT; ++i)
+            q[i] = *reinterpret_cast<const u32x4*>(reinterpret_cast<const char*>(w_qweight) + (rq + i * N * 4 + q_off));
+    } else {
+        const unsigned uu = u < NUNIT ? u : NUNIT - 1;
+        const unsigned g = uu * UNIT / WPG;
+        zw = *reinterpret_cast<const unsigned*>(reinterpret_cast<const char*>(w_qzeros) + (g * (N / 8) + nl / 8) * 4);
+        sv = *reinterpret_cast<const u32x2*>(reinterpret_cast<const char*>(w_scales) + (g * N + nl) * 2);
+#pragma unroll
+        for (unsigned i = 0; i < UNIT; ++i) {
+            const unsigned kw = uu * UNIT + i < KW ? uu * UNIT + i : KW - 1;
+            q[i] = *reinterpret_cast<const u32x4*>(reinterpret_cast<const char*>(w_qweight) + (kw * N + nl) * 4);
+        }
+    }
+
+    // Keep every load of the unit above this point: left alone, the scheduler sinks each load
+    // to its use to save registers, and the wave then has one or two in flight.
+    __builtin_amdgcn_sched_barrier(0);
+
+    // ---- zero points of the lane's 4 columns, as FP16 pairs ----
+    unsigned zlo[QUAD], zhi[QUAD];
+    const unsigned zs = zw >> zshift;
+#pragma unroll
+    for (unsigned c = 0; c < QUAD; ++c) {
+        const unsigned z = ((zs >> (4 * c)) & 0xFu) + ZP_ADD;  // 0 … 16
+        zlo[c] = (0x6400u + z) * 0x00010001u;        // (1024 + z, 1024 + z)
+        zhi[c] = (0xD400u + 16u * z) * 0x00010001u;  // (−(64 + z), −(64 + z))
+    }
+
+    // ---- 4 rows × 4 columns × 8 weights, FP32 sums of the unit ----
+    float part[TILE][QUAD];
+#pragma unroll
+    for (unsigned b = 0; b < TILE; ++b)
+#pragma unroll
+        for (unsigned c = 0; c < QUAD; ++c) part[b][c] = 0.0f;
+    const unsigned char* xu = lds + (r - p * RPP) * ROUND_X + slice * UNIT_X;
+#pragma unroll
+    for (unsigned i = 0; i < UNIT; ++i) {
+        const unsigned w4[QUAD] = {q[i].x, q[i].y, q[i].z, q[i].w};
+        f16x2 d[QUAD][4]; // (q_j − z, q_{j+4} − z), j = 0..3, per column
+#pragma unroll
+        for (unsigned c = 0; c < QUAD; ++c) {
+            const unsigned w = w4[c], w8 = w >> 8;
+            d[c][0] = as_f16x2(and_or(w, 0x000F000Fu, magic)) - as_f16x2(zlo[c]);
+            d[c][1] = __ocml_fma_2f16(as_f16x2(and_or(w, 0x00F000F0u, magic)), sixteenth, as_f16x2(zhi[c]));
+            d[c][2] = as_f16x2(and_or(w8, 0x000F000Fu, magic)) - as_f16x2(zlo[c]);
+            d[c][3] = __ocml_fma_2f16(as_f16x2(and_or(w8, 0x00F000F0u, magic)), sixteenth, as_f16x2(zhi[c]));
+        }
+#pragma unroll
+        for (unsigned b = 0; b < TILE; ++b) {
+            if (TILE > 1) __builtin_amdgcn_sched_barrier(0); // one batch row's activations at a time
+            // (x0, x4), (x1, x5), (x2, x6), (x3, x7): one broadcast LDS read
+            const u32x4 xp = *reinterpret_cast<const u32x4*>(xu + (b * UNIT + i) * 16);
+            const unsigned xv[4] = {xp.x, xp.y, xp.z, xp.w};
+#pragma unroll
+            for (unsigned j = 0; j < 4; ++j)
+#pragma unroll
+                for (unsigned c = 0; c < QUAD; ++c)
+                    part[b][c] = __builtin_amdgcn_fdot2(d[c][j], as_f16x2(xv[j]), part[b][c], false);
+        }
+    }
+
+    // ---- the group's scale, once per unit and column ----
+    const f16x2 s01 = as_f16x2(sv.x), s23 = as_f16x2(sv.y);
+    const float s[QUAD] = {(float)s01.x, (float)s01.y, (float)s23.x, (float)s23.y};
+#pragma unroll
+    for (unsigned b = 0; b < TILE; ++b)
+#pragma unroll
+        for (unsigned c = 0; c < QUAD; ++c) acc[b][c] = fmaf(s[c], part[b][c], acc[b][c]);
+}
+
+// The fast rounds of phase p for one lane: the hot loop (all rounds of the phase for general
+// shapes, where there is no fast path).
+static __device__ __forceinline__ void phase_rounds(const unsigned char* lds, const unsigned* __restrict__ w_qweight,
+                                                    const f16* __restrict__ w_scales, const unsigned* __restrict__ w_qzeros,
+                                                    unsigned p, unsigned slice, unsigned nl, float (&acc)[TILE][QUAD]) {
+    // The lane's fixed 32-bit byte offsets (round 0's unit of this slice).
+    const unsigned q_off = (slice * UNIT * N + nl) * 4;
+    const unsigned s_off = ((slice * UNIT) / WPG * N + nl) * 2;
+    const unsigned z_off = ((slice * UNIT) / WPG * (N / 8) + nl / 8) * 4;
+    const unsigned r_begin = p * RPP, r_end = (p + 1) * RPP < NROUND ? (p + 1) * RPP : NROUND;
+    if (GROUP_STEP) {
+        const unsigned f_end = r_end < NFAST ? r_end : NFAST;
+#pragma nounroll
+        for (unsigned r = r_begin; r < f_end; ++r)
+            unit<true>(lds, w_qweight, w_scales, w_qzeros, p, r, slice, nl, q_off, s_off, z_off, acc);
+    } else {
+#pragma nounroll
+        for (unsigned r = r_begin; r < r_end; ++r)
+            unit<false>(lds, w_qweight, w_scales, w_qzeros, p, r, slice, nl, q_off, s_off, z_off, acc);
+    }
+}
+
+// After the last phase (its activations still in LDS): the round past the fast ones, if any,
+// through the general path, outside the hot loop.
+static __device__ __forceinline__ void last_round(const unsigned char* lds, const unsigned* __restrict__ w_qweight,
+                                                  const f16* __restrict__ w_scales, const unsigned* __restrict__ w_qzeros,
+                                                  unsigned slice, unsigned nl, float (&acc)[TILE][QUAD]) {
+    if (GROUP_STEP && NFAST < NROUND)
+        unit<false>(lds, w_qweight, w_scales, w_qzeros, NPHASE - 1, NROUND - 1, slice, nl, 0, 0, 0, acc);
+}
+
+// One tile of batch rows (`tb`: rows tb·TILE …): the whole kernel for its rows — accumulators,
+// phases, the last round, the reduction and the stores.
+static __device__ __forceinline__ void tile_pass(unsigned char* lds, const unsigned* __restrict__ w_qweight,
+                                                 const f16* __restrict__ w_scales, const unsigned* __restrict__ w_qzeros,
+                                                 const f16* __restrict__ x, f16* __restrict__ y, unsigned tb,
+                                                 unsigned slice, unsigned quad, unsigned nl) {
+    float acc[TILE][QUAD];
+#pragma unroll
+    for (unsigned b = 0; b < TILE; ++b)
+#pragma unroll
+        for (unsigned c = 0; c < QUAD; ++c) acc[b][c] = 0.0f;
+
+    for (unsigned p = 0; p < NPHASE; ++p) {
+        if (p > 0) {
+            // §5.8: barrier in uniform control flow: every wave has finished reading the previous
+            // phase's activations before they are overwritten.
+            __syncthreads();
+        }
+        stage_x(lds, x, p, tb);
+        // §5.8: barrier in uniform control flow: the phase's activations are in LDS for all waves.
+        __syncthreads();
+
+        phase_rounds(lds, w_qweight, w_scales, w_qzeros, p, slice, nl, acc);
+    }
+    last_round(lds, w_qweight, w_scales, w_qzeros, slice, nl, acc);
+
+    // ---- reduction over the slices: butterfly within the wave, then waves in order ----
+#pragma unroll
+    for (unsigned b = 0; b < TILE; ++b)
+#pragma unroll
+        for (unsigned c = 0; c < QUAD; ++c) {
+            float v = acc[b][c];
+#pragma unroll
+            for (unsigned m = LPS; m < WAVE; m *= 2) v += __shfl_xor(v, m);
+            acc[b][c] = v;
+        }
+    // §5.8: barrier in uniform control flow: every wave has finished reading the activations
+    // before the cross-wave sums overwrite them.
+    __syncthreads();
+    float* red = reinterpret_cast<float*>(lds); // [WAVES][TILE][COLS]
+    const unsigned wave = threadIdx.x / WAVE;
+    if (threadIdx.x % WAVE < LPS) {
+#pragma unroll
+        for (unsigned b = 0; b < TILE; ++b)
+#pragma unroll
+            for (unsigned c = 0; c < QUAD; ++c) red[(wave * TILE + b) * COLS + quad * QUAD + c] = acc[b][c];
+    }
+    // §5.8: barrier in uniform control flow: all waves' sums are in LDS.
+    __syncthreads();
+    if (threadIdx.x < TILE * COLS) {
+        const unsigned b = threadIdx.x / COLS, c = threadIdx.x % COLS, n = blockIdx.x * COLS + c;
+        const unsigned row = tb * TILE + b;
+        float v = red[b * COLS + c];
+#pragma unroll
+        for (unsigned w = 1; w < WAVES; ++w) v += red[(w * TILE + b) * COLS + c];
+        // the one FP16 rounding of the output (nearest even); rows past the batch are not stored
+        if (n < N && row < BATCH) y[row * N + n] = (f16)v;
+    }
+}
 
 extern "C" __global__ void __launch_bounds__(WG) __attribute__((amdgpu_flat_work_group_size(WG, WG)))
 gemv_int4_ref(
@@ -120,54 +379,12 @@ gemv_int4_ref(
     // masked at the store (§5.8: no early return), and the loop has no lane-divergent branches.
     const unsigned nl = n0 < N ? n0 : N - QUAD;
 
-    float acc[BATCH][QUAD];
-#pragma unroll
-    for (unsigned b = 0; b < BATCH; ++b)
-#pragma unroll
-        for (unsigned c = 0; c < QUAD; ++c) acc[b][c] = 0.0f;
-
-    for (unsigned p = 0; p < NPHASE; ++p) {
-        if (p > 0) {
-            // §5.8: barrier in uniform control flow: every wave has finished reading the previous
-            // phase's activations before they are overwritten.
+    for (unsigned tb = 0; tb < NTILE; ++tb) {
+        if (tb > 0) {
+            // §5.8: barrier in uniform control flow: every wave has read the last tile's
+            // cross-wave sums before this tile's activations overwrite them.
             __syncthreads();
         }
-        stage_x(lds, x, p);
-        // §5.8: barrier in uniform control flow: the phase's activations are in LDS for all waves.
-        __syncthreads();
-
-        phase_rounds(lds, w_qweight, w_scales, w_qzeros, p, slice, nl, acc);
-    }
-    last_round(lds, w_qweight, w_scales, w_qzeros, slice, nl, acc);
-
-    // ---- reduction over the slices: butterfly within the wave, then waves in order ----
-#pragma unroll
-    for (unsigned b = 0; b < BATCH; ++b)
-#pragma unroll
-        for (unsigned c = 0; c < QUAD; ++c) {
-            float v = acc[b][c];
-#pragma unroll
-            for (unsigned m = LPS; m < WAVE; m *= 2) v += __shfl_xor(v, m);
-            acc[b][c] = v;
-        }
-    // §5.8: barrier in uniform control flow: every wave has finished reading the activations
-    // before the cross-wave sums overwrite them.
-    __syncthreads();
-    float* red = reinterpret_cast<float*>(lds); // [WAVES][BATCH][COLS]
-    const unsigned wave = threadIdx.x / WAVE;
-    if (threadIdx.x % WAVE < LPS) {
-#pragma unroll
-        for (unsigned b = 0; b < BATCH; ++b)
-#pragma unroll
-            for (unsigned c = 0; c < QUAD; ++c) red[(wave * BATCH + b) * COLS + quad * QUAD + c] = acc[b][c];
-    }
-    // §5.8: barrier in uniform control flow: all waves' sums are in LDS.
-    __syncthreads();
-    if (threadIdx.x < BATCH * COLS) {
-        const unsigned b = threadIdx.x / COLS, c = threadIdx.x % COLS, n = blockIdx.x * COLS + c;
-        float v = red[b * COLS + c];
-#pragma unroll
-        for (unsigned w = 1; w < WAVES; ++w) v += red[(w * BATCH + b) * COLS + c];
-        if (n < N) y[b * N + n] = (f16)v; // the one FP16 rounding of the output (nearest even)
+        tile_pass(lds, w_qweight, w_scales, w_qzeros, x, y, tb, slice, quad, nl);
     }
 }

@@ -1,6 +1,6 @@
-// gemv_int4_loop.h: the INT4 hot loop the gfx906 INT4 references share — gemv_int4,
+// gemv_int4_loop.h: the INT4 hot loop the gfx906 INT4 references share —
 // gemv_int4_dual_silu, gemv_int4_qkv and the K-shard GEMV of gemv_int4_allreduce_rmsnorm (one copy,
-// included by each; DESIGN.md §2 and the header comment of gemv_int4.hip explain it).
+// included by each; gemv_int4.hip keeps its own, batch-tiled to 64; DESIGN.md §2 and the header comment of gemv_int4.hip explain it).
 //
 // Included after the includer's shape and work-split constants, which it reads:
 //   shapes      K, N, BATCH, GROUP, ZP_ADD

@@ -22,6 +22,14 @@
 //!   the weight's convention ([`wavefuse_ir::ZeroPoint::decode`]: v1 adds 1, v2 does not), so
 //!   `(q − z)·s` is the same number either way ([`encode_zeros`]).
 //!
+//! - an FP16 tensor bound to an `i8` `data` parameter is quantised on the host, per row (token)
+//!   ([`quantise_rows`]: `s = max|x| / 127`, `q = clamp(rne(x · 127 / max|x|), ±127)`, the rule of
+//!   the IR's `quantize_int8.rne`), and part `qscale` of the same buffer gets the rows' scales;
+//! - several launches make one op ([`OpKernel::chain`]: a split-K GEMV then its reduce, an
+//!   activation quantiser then a W4A8 GEMV): each op-level array is allocated once and bound to
+//!   every launch that takes it, the shared scratch arrays ([`SharedScratch`]) likewise, and the
+//!   launches go in order on each rank's stream.
+//!
 //! [`compare`](mod@compare) holds the error metrics; [`artifacts`] compiles through the cache
 //! and falls back to prebuilt artifacts where no compiler is installed.
 
@@ -54,7 +62,23 @@ struct DataArray<B> {
     output: Option<(ScalarType, Vec<usize>)>,
     /// For floating-point `qzeros`: the convention the packed zeros decode under.
     zeros: Option<ZeroPoint>,
+    /// For an FP16 tensor bound as `i8` codes or as `qscale`: the row length to quantise by.
+    quantised: Option<usize>,
     per_rank: Vec<B>,
+}
+
+/// An array of a hand-written op's that the runtime owns and several of its launches share (a
+/// split-K's FP32 partials, written by the GEMV launch and read by the reduce; quantised
+/// activations): allocated once per rank, zeroed once. A launch's parameter takes it as a `data`
+/// parameter of buffer `name`, part `data`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SharedScratch {
+    /// The name the launches' parameters give as their `buffer`.
+    pub name: String,
+    /// Element type.
+    pub elem: Ty,
+    /// Elements per rank.
+    pub len: usize,
 }
 
 /// An op-level kernel bound to a rank group: device arrays for its inputs and outputs, and the
@@ -62,7 +86,11 @@ struct DataArray<B> {
 pub struct OpKernel<'g, D: Device> {
     group: &'g RankGroup<D>,
     inst: KernelInstance<'g, D>,
+    /// The op's further launches, in stream order after `inst` ([`OpKernel::chain`]).
+    rest: Vec<KernelInstance<'g, D>>,
     arrays: Vec<DataArray<D::Buffer>>,
+    /// The launches' shared scratch, per rank: owned here, the launches hold its addresses.
+    _shared: Vec<Vec<D::Buffer>>,
     synchronises: bool,
 }
 
@@ -76,118 +104,163 @@ impl<'g, D: Device> OpKernel<'g, D> {
         abi: &Abi,
         artifact: &Artifact,
     ) -> Result<Self> {
-        let err = |message: String| Error::Binding {
-            kernel: abi.symbol.clone(),
-            message,
-        };
-        if ir.tp() != abi.tp {
-            return Err(err(format!(
-                "built for TP {}, the op-level kernel has TP {}",
-                abi.tp,
-                ir.tp()
-            )));
-        }
-        let mut inst = KernelInstance::new(group, abi, artifact)?;
-        let params = abi
-            .param_data()
-            .map_err(|m| err(format!("its ABI description: {m}")))?;
-        let mut arrays: Vec<DataArray<D::Buffer>> = Vec::new();
-        for p in &params {
-            let (elem, len, buffer, part) = match &p.kind {
-                ParamKind::Array {
-                    elem,
-                    len,
-                    purpose: Purpose::Data { buffer, part },
-                    ..
-                }
-                | ParamKind::PeerArrays {
-                    elem,
-                    len,
-                    purpose: Purpose::Data { buffer, part },
-                    ..
-                } => (*elem, *len, buffer, *part),
-                ParamKind::Scalar {
-                    purpose: Purpose::Data { buffer, .. },
-                    ..
-                } => {
-                    return Err(err(format!(
-                        "scalar parameter `{}` is bound to buffer `{buffer}`: not supported",
-                        p.name
-                    )));
-                }
-                _ => continue,
-            };
-            // Several parameters may share one array (KernelInstance::bind binds them all).
-            if let Some(a) = arrays.iter().find(|a| a.name == *buffer && a.part == part) {
-                if (a.elem, a.len) != (elem, len) {
-                    return Err(err(format!(
-                        "parameters for `{buffer}.{part}` disagree on type or length"
-                    )));
-                }
-                continue;
-            }
-            let b = ir
-                .buffer_by_name(buffer)
-                .ok_or_else(|| err(format!("parameter `{}`: no buffer `{buffer}`", p.name)))?;
-            let decl = ir.buffer(b).expect("found by name");
-            let output = match decl.role {
-                Role::Input => None,
-                Role::Output => {
-                    let BufferType::Tensor(t) = decl.local_type() else {
-                        return Err(err(format!("output `{buffer}` is not a tensor")));
-                    };
-                    if part != "data" || t.len() != len {
-                        return Err(err(format!(
-                            "parameter `{}` ({part}, {len} elements) does not match output \
-                             `{buffer}` ({} elements)",
-                            p.name,
-                            t.len()
-                        )));
-                    }
-                    Some((t.dtype, t.shape.clone()))
-                }
-            };
-            let zeros = match (part, elem, decl.local_type()) {
-                ("qzeros", Ty::F16 | Ty::F32, BufferType::Weight(w)) => match w.format {
-                    WeightFormat::Gptq(l) => Some(l.zero),
-                    _ => {
-                        return Err(err(format!(
-                            "parameter `{}`: {} zero points of `{buffer}` are supported for \
-                             GPTQ weights only (bind the packed u32 qzeros)",
-                            p.name,
-                            elem.name()
-                        )));
-                    }
-                },
-                _ => None,
-            };
-            let per_rank = group.alloc_per_rank(elem.bytes() * len, MemKind::Device)?;
-            inst.bind(buffer, part, &per_rank.iter().collect::<Vec<_>>())?;
-            arrays.push(DataArray {
-                buffer: b,
-                name: buffer.clone(),
-                part,
-                elem,
-                len,
-                output,
-                zeros,
-                per_rank,
+        Self::chain(group, ir, std::slice::from_ref(abi), artifact, &[])
+    }
+
+    /// Several launches that together compute op-level kernel `ir` (a hand-written split-K GEMV
+    /// then its reduce kernel; an activation quantiser then a W4A8 GEMV), each described by its
+    /// own ABI, all kernels of `artifact`: every op-level array is allocated once and bound to
+    /// each launch that takes it, every `shared` scratch array too (zeroed once), and
+    /// [`OpKernel::run`] launches them in order on each rank's stream. Every output must be a
+    /// parameter of some launch; a `Data` parameter names an op-level buffer or a `shared` array.
+    pub fn chain(
+        group: &'g RankGroup<D>,
+        ir: &Kernel,
+        abis: &[Abi],
+        artifact: &Artifact,
+        shared: &[SharedScratch],
+    ) -> Result<Self> {
+        let Some(first) = abis.first() else {
+            return Err(Error::Binding {
+                kernel: ir.name().to_owned(),
+                message: "no launch to bind".into(),
             });
+        };
+        let mut insts = Vec::with_capacity(abis.len());
+        for abi in abis {
+            if ir.tp() != abi.tp {
+                return Err(binding(
+                    abi,
+                    format!(
+                        "built for TP {}, the op-level kernel has TP {}",
+                        abi.tp,
+                        ir.tp()
+                    ),
+                ));
+            }
+            insts.push(KernelInstance::new(group, abi, artifact)?);
+        }
+        let mut shared_bufs = Vec::with_capacity(shared.len());
+        for s in shared {
+            let per_rank = group.alloc_per_rank(s.elem.bytes() * s.len, MemKind::Device)?;
+            for (r, b) in per_rank.iter().enumerate() {
+                group.device(r as u32).zero(b)?;
+            }
+            for (abi, inst) in abis.iter().zip(&mut insts) {
+                if takes(abi, &s.name, "data")? {
+                    inst.bind(&s.name, "data", &per_rank.iter().collect::<Vec<_>>())?;
+                }
+            }
+            shared_bufs.push(per_rank);
+        }
+        let mut arrays: Vec<DataArray<D::Buffer>> = Vec::new();
+        for (abi, i) in abis.iter().zip(0..) {
+            let params = abi
+                .param_data()
+                .map_err(|m| binding(abi, format!("its ABI description: {m}")))?;
+            for p in &params {
+                let Some((elem, len, buffer, part)) = data_param(abi, p)? else {
+                    continue;
+                };
+                if shared.iter().any(|s| s.name == *buffer) {
+                    continue;
+                }
+                if let Some(a) = arrays.iter().find(|a| a.name == *buffer && a.part == part) {
+                    if (a.elem, a.len) != (elem, len) {
+                        return Err(binding(
+                            abi,
+                            format!(
+                                "parameters for `{buffer}.{part}` disagree on type or length                                  ({} [{len}] here, {} [{}] before)",
+                                elem.name(),
+                                a.elem.name(),
+                                a.len
+                            ),
+                        ));
+                    }
+                    continue;
+                }
+                let a = DataArray::alloc(group, ir, abi, &p.name, buffer, part, elem, len)?;
+                arrays.push(a);
+                // Bind to this launch and every other that takes it.
+                let a = arrays.last().expect("pushed");
+                let refs: Vec<&D::Buffer> = a.per_rank.iter().collect();
+                for (other, inst) in abis.iter().zip(&mut insts).skip(i) {
+                    if takes(other, buffer, part)? {
+                        inst.bind(buffer, part, &refs)?;
+                    }
+                }
+            }
         }
         for b in ir.outputs() {
             if !arrays.iter().any(|a| a.buffer == b) {
                 let name = &ir.buffer(b).expect("own buffer").name;
-                return Err(err(format!(
-                    "output `{name}` has no parameter in the lowered kernel"
-                )));
+                return Err(binding(
+                    first,
+                    format!("output `{name}` has no parameter in the lowered kernel"),
+                ));
             }
         }
+        let synchronises = abis.iter().any(Abi::synchronises);
+        let mut insts = insts.into_iter();
         Ok(OpKernel {
             group,
-            inst,
+            inst: insts.next().expect("one launch at least"),
+            rest: insts.collect(),
             arrays,
-            synchronises: abi.synchronises(),
+            _shared: shared_bufs,
+            synchronises,
         })
+    }
+
+    /// The number of launches of one run (1, or the launches of a [`OpKernel::chain`]).
+    pub fn launches(&self) -> usize {
+        1 + self.rest.len()
+    }
+
+    /// Binds `per_rank` as array `part` of op-level buffer `buffer` in every launch that takes
+    /// it (a rotation of input sets); `Err` when none does.
+    pub fn bind_input(&mut self, buffer: &str, part: &str, per_rank: &[&D::Buffer]) -> Result<()> {
+        let mut bound = false;
+        let mut first_err = None;
+        for inst in std::iter::once(&mut self.inst).chain(self.rest.iter_mut()) {
+            match inst.bind(buffer, part, per_rank) {
+                Ok(()) => bound = true,
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        match (bound, first_err) {
+            (true, _) | (false, None) => Ok(()),
+            (false, Some(e)) => Err(e),
+        }
+    }
+
+    /// Enqueues one run: every launch in order on every rank; returns the first launch's epoch.
+    pub fn launch(&mut self) -> Result<u32> {
+        let epoch = self.inst.launch()?;
+        for inst in &mut self.rest {
+            inst.launch()?;
+        }
+        Ok(epoch)
+    }
+
+    /// Enqueues one run of rank `rank` alone: every launch in order on its stream.
+    pub fn launch_alone(&mut self, rank: u32) -> Result<u32> {
+        let epoch = self.inst.launch_alone(rank)?;
+        for inst in &mut self.rest {
+            inst.launch_alone(rank)?;
+        }
+        Ok(epoch)
+    }
+
+    /// Waits for every rank and checks every launch's error words.
+    pub fn wait(&mut self) -> Result<()> {
+        self.inst.wait()?;
+        for inst in &mut self.rest {
+            inst.wait()?;
+        }
+        Ok(())
     }
 
     /// Whether the kernel has a grid barrier or cross-rank flags (so co-residency matters and
@@ -196,7 +269,8 @@ impl<'g, D: Device> OpKernel<'g, D> {
         self.synchronises
     }
 
-    /// The kernel instance (launch, wait, epochs, error words).
+    /// The kernel instance (launch, wait, epochs, error words); of a [`OpKernel::chain`], the
+    /// first launch's ([`OpKernel::launch`] and [`OpKernel::wait`] run them all).
     pub fn instance(&mut self) -> &mut KernelInstance<'g, D> {
         &mut self.inst
     }
@@ -225,8 +299,11 @@ impl<'g, D: Device> OpKernel<'g, D> {
                 let data = inputs[r]
                     .get(&a.buffer)
                     .ok_or_else(|| self.err(format!("rank {r}: no data for input `{}`", a.name)))?;
-                let bytes = match (a.zeros, data) {
-                    (Some(z), HostData::Int4(p)) => encode_zeros(&p.qzeros, z, a.elem, a.len),
+                let bytes = match (a.zeros, a.quantised, data) {
+                    (Some(z), _, HostData::Int4(p)) => encode_zeros(&p.qzeros, z, a.elem, a.len),
+                    (_, Some(cols), HostData::Tensor(t)) => {
+                        encode_quantised(&t.data, cols, a.part, a.elem, a.len)
+                    }
                     _ => encode(data, a.part, a.elem, a.len),
                 }
                 .map_err(|m| self.err(format!("rank {r}, `{}.{}`: {m}", a.name, a.part)))?;
@@ -275,7 +352,8 @@ impl<'g, D: Device> OpKernel<'g, D> {
     pub fn run(&mut self, inputs: &[RankInputs]) -> Result<Vec<RankOutputs>> {
         self.upload_inputs(inputs)?;
         self.poison_outputs()?;
-        self.inst.run()?;
+        self.launch()?;
+        self.wait()?;
         self.read_outputs()
     }
 
@@ -286,8 +364,8 @@ impl<'g, D: Device> OpKernel<'g, D> {
         self.upload_inputs(inputs)?;
         self.poison_outputs()?;
         for r in 0..self.group.tp() {
-            self.inst.launch_alone(r)?;
-            self.inst.wait()?;
+            self.launch_alone(r)?;
+            self.wait()?;
         }
         self.read_outputs()
     }
@@ -298,6 +376,185 @@ impl<'g, D: Device> OpKernel<'g, D> {
             message,
         }
     }
+}
+
+fn binding(abi: &Abi, message: String) -> Error {
+    Error::Binding {
+        kernel: abi.symbol.clone(),
+        message,
+    }
+}
+
+/// Whether a launch has a `Data` parameter for `buffer.part`.
+fn takes(abi: &Abi, buffer: &str, part: &str) -> Result<bool> {
+    let params = abi
+        .param_data()
+        .map_err(|m| binding(abi, format!("its ABI description: {m}")))?;
+    Ok(params.iter().any(|p| {
+        matches!(&p.kind,
+            ParamKind::Array { purpose: Purpose::Data { buffer: b, part: q }, .. }
+            | ParamKind::PeerArrays { purpose: Purpose::Data { buffer: b, part: q }, .. }
+            if b == buffer && *q == part)
+    }))
+}
+
+/// A `Data` array parameter's element type, length, buffer and part (None for other purposes).
+fn data_param<'p>(
+    abi: &Abi,
+    p: &'p wavefuse_codegen::lowered::ParamData,
+) -> Result<Option<(Ty, usize, &'p String, &'static str)>> {
+    Ok(match &p.kind {
+        ParamKind::Array {
+            elem,
+            len,
+            purpose: Purpose::Data { buffer, part },
+            ..
+        }
+        | ParamKind::PeerArrays {
+            elem,
+            len,
+            purpose: Purpose::Data { buffer, part },
+            ..
+        } => Some((*elem, *len, buffer, *part)),
+        ParamKind::Scalar {
+            purpose: Purpose::Data { buffer, .. },
+            ..
+        } => {
+            return Err(binding(
+                abi,
+                format!(
+                    "scalar parameter `{}` is bound to buffer `{buffer}`: not supported",
+                    p.name
+                ),
+            ));
+        }
+        _ => None,
+    })
+}
+
+impl<B> DataArray<B> {
+    /// One array per rank for `buffer.part` of `ir`, checked against the buffer's declaration.
+    #[allow(clippy::too_many_arguments)]
+    fn alloc<D: Device<Buffer = B>>(
+        group: &RankGroup<D>,
+        ir: &Kernel,
+        abi: &Abi,
+        param: &str,
+        buffer: &str,
+        part: &'static str,
+        elem: Ty,
+        len: usize,
+    ) -> Result<Self> {
+        let err = |m: String| binding(abi, m);
+        let b = ir
+            .buffer_by_name(buffer)
+            .ok_or_else(|| err(format!("parameter `{param}`: no buffer `{buffer}`")))?;
+        let decl = ir.buffer(b).expect("found by name");
+        let output = match decl.role {
+            Role::Input => None,
+            Role::Output => {
+                let BufferType::Tensor(t) = decl.local_type() else {
+                    return Err(err(format!("output `{buffer}` is not a tensor")));
+                };
+                if part != "data" || t.len() != len {
+                    return Err(err(format!(
+                        "parameter `{param}` ({part}, {len} elements) does not match output \
+                         `{buffer}` ({} elements)",
+                        t.len()
+                    )));
+                }
+                Some((t.dtype, t.shape.clone()))
+            }
+        };
+        let zeros = match (part, elem, decl.local_type()) {
+            ("qzeros", Ty::F16 | Ty::F32, BufferType::Weight(w)) => match w.format {
+                WeightFormat::Gptq(l) => Some(l.zero),
+                _ => {
+                    return Err(err(format!(
+                        "parameter `{param}`: {} zero points of `{buffer}` are supported for \
+                         GPTQ weights only (bind the packed u32 qzeros)",
+                        elem.name()
+                    )));
+                }
+            },
+            _ => None,
+        };
+        // An FP16 tensor taken as INT8 codes, or its per-row scales: quantised on the host.
+        let quantised = match (part, elem, decl.local_type(), &output) {
+            ("data", Ty::I8, BufferType::Tensor(t), None)
+            | ("qscale", _, BufferType::Tensor(t), None)
+                if t.dtype != ScalarType::I8 =>
+            {
+                Some(*t.shape.last().unwrap_or(&1))
+            }
+            ("qscale", _, _, _) => {
+                return Err(err(format!(
+                    "parameter `{param}`: `qscale` is the per-row scale of an input tensor \
+                     quantised on the host; `{buffer}` is not one"
+                )));
+            }
+            _ => None,
+        };
+        let per_rank = group.alloc_per_rank(elem.bytes() * len, MemKind::Device)?;
+        Ok(DataArray {
+            buffer: b,
+            name: buffer.to_owned(),
+            part,
+            elem,
+            len,
+            output,
+            zeros,
+            quantised,
+            per_rank,
+        })
+    }
+}
+
+/// Rows of `cols` values quantised to INT8 per row (a token of an activation `[batch, K]`), the
+/// rule of the IR's `quantize_int8.rne` with clamp 127 over a whole row
+/// ([`wavefuse_ir::reference::quant::q8_rne_quantize`]): `m = max|x|`, `s = m / 127`, `r = 127 / m`
+/// (f32 divisions; 0 where m = 0), `q = clamp(rne(x · r), −127, 127)`. Returns the codes and the
+/// per-row scales `s`; `q · s` approximates `x` within `s / 2` per element.
+pub fn quantise_rows(x: &[f64], cols: usize) -> (Vec<i8>, Vec<f64>) {
+    let mut codes = Vec::with_capacity(x.len());
+    let mut scales = Vec::with_capacity(x.len() / cols.max(1));
+    for row in x.chunks(cols.max(1)) {
+        let (q, s) = wavefuse_ir::reference::quant::q8_rne_quantize(row, 127);
+        codes.extend(q.iter().map(|&c| c as i8));
+        scales.push(s);
+    }
+    (codes, scales)
+}
+
+/// The device bytes of a tensor quantised on the host ([`quantise_rows`], rows of `cols`): its
+/// INT8 codes for part `data`, its per-row scales (as `elem`) for part `qscale`.
+pub fn encode_quantised(
+    x: &[f64],
+    cols: usize,
+    part: &str,
+    elem: Ty,
+    len: usize,
+) -> Result<Vec<u8>, String> {
+    let (codes, scales) = quantise_rows(x, cols);
+    let out: Vec<u8> = match part {
+        "data" => codes.iter().map(|&c| c as u8).collect(),
+        "qscale" => {
+            if !matches!(elem, Ty::F32 | Ty::F16) {
+                return Err(format!("scales as {} are not supported", elem.name()));
+            }
+            let mut out = Vec::new();
+            push_values(&scales, elem, &mut out);
+            out
+        }
+        _ => return Err(format!("a quantised tensor has no `{part}` array")),
+    };
+    if out.len() != elem.bytes() * len {
+        return Err(format!(
+            "the kernel takes {len} elements, the quantised data has {}",
+            out.len() / elem.bytes()
+        ));
+    }
+    Ok(out)
 }
 
 /// The device bytes of array `part` of `data`, as `len` elements of type `elem`.

@@ -36,7 +36,7 @@ constexpr unsigned warpSize = EMU_WAVE;
 struct EmuDim {
     unsigned x = 0, y = 0, z = 0;
 };
-// Set by the scheduler whenever it switches to a lane; one-dimensional launches only.
+// Set by the scheduler whenever it switches to a lane; x and y of a workgroup (emu_launch_2d).
 extern EmuDim threadIdx, blockIdx, blockDim, gridDim;
 
 // ---- synchronisation points (../emu.cpp) ----
@@ -128,6 +128,16 @@ inline emu_f16x2 __ocml_fma_2f16(emu_f16x2 a, emu_f16x2 b, emu_f16x2 c) {
 // v_and_or_b32: the kernels give it inline assembly only under __HIP_DEVICE_COMPILE__ (never
 // defined here) and use their own (x & m) | c otherwise.
 
+// v_dot4_i32_i8 (Vega ISA): D.i32 = Σ_i S0.i8[i] · S1.i8[i] + S2.i32, the bytes signed, the sum
+// wrapping in 32 bits. The clamp bit is not used by the kernels.
+inline int emu_sdot4(int a, int b, int c, bool clamp) {
+    if (clamp) emu_die("v_dot4_i32_i8 with clamp: not emulated\n");
+    uint32_t s = (uint32_t)c;
+    for (int i = 0; i < 4; ++i) s += (uint32_t)((int)(int8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i)));
+    return (int)s;
+}
+#define __builtin_amdgcn_sdot4(a, b, c, clamp) emu_sdot4((a), (b), (c), (clamp))
+
 // ---- atomics: the GCC builtins, which order memory for the host (x86: TSO); the HIP scope
 // argument has no host meaning ----
 #define __HIP_MEMORY_SCOPE_WORKGROUP 0
@@ -142,6 +152,8 @@ inline emu_f16x2 __ocml_fma_2f16(emu_f16x2 a, emu_f16x2 b, emu_f16x2 c) {
 // grid workgroups of `lanes` lanes, one workgroup after the other in this process; body(ctx) is
 // every lane's code. The kernels here need no two workgroups resident at once.
 void emu_run(unsigned grid, unsigned lanes, void (*body)(void*), void* ctx);
+// A 2-D grid, gx × gy workgroups (blockIdx.y the slower index), one after the other.
+void emu_run_2d(unsigned gx, unsigned gy, unsigned lanes, void (*body)(void*), void* ctx);
 // ranks × grid workgroups all resident at once, each in its own process (its own LDS), for
 // kernels with grid barriers and peer flags; body(ctx, rank) is every lane's code. Buffers the
 // processes share must come from emu_alloc.
@@ -161,6 +173,10 @@ template <class F> void emu_launch(unsigned grid, unsigned lanes, const F& f) {
     grid -= 1;
 #endif
     emu_run(grid, lanes, [](void* c) { (*static_cast<const F*>(c))(); }, const_cast<F*>(&f));
+}
+
+template <class F> void emu_launch_2d(unsigned gx, unsigned gy, unsigned lanes, const F& f) {
+    emu_run_2d(gx, gy, lanes, [](void* c) { (*static_cast<const F*>(c))(); }, const_cast<F*>(&f));
 }
 
 template <class F> void emu_launch_ranks(unsigned ranks, unsigned grid, unsigned lanes, const F& f) {

@@ -164,7 +164,7 @@ impl Lowering<'_> {
                 begin: mul(begin.clone(), u(unit)),
                 words,
             };
-            self.stage_x(x.clone(), kdim, batch, &stage, out)?;
+            self.stage_x(x.clone(), kdim, (batch, None), &stage, out)?;
             Some(stage)
         } else {
             None

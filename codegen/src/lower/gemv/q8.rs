@@ -205,7 +205,14 @@ impl Lowering<'_> {
         when(lt(r(n0), u(t.n)), vec![groups_loop], out);
 
         let sum = |mi: usize, bi: usize, j: usize| r(acc[(mi * t.batch + bi) * t.v + j]);
-        self.slice_sums_to_lds((t.weights.len(), t.batch, t.v), slice, col_l, &sum, out);
+        self.slice_sums_to_lds(
+            (t.weights.len(), t.batch, t.v),
+            None,
+            slice,
+            col_l,
+            &sum,
+            out,
+        );
         Ok(())
     }
 

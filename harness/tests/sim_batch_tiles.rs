@@ -1,0 +1,161 @@
+//! Batch tiles on the gfx906 dot2 path (`Schedule::batch_tile`, `codegen/src/lower/gemv.rs`
+//! `gptq_rows`): every GPTQ kernel of the set at small shapes, the rows in tiles of 8 — batch 20:
+//! two tiles in the tile loop and a last one of 4 — with the whole K part staged per tile,
+//! staged in phases, packed per lane and split over K, clean in the protocol simulator over
+//! seeded schedules against the f64 reference; and the gfx906 defaults past batch 16 tiled.
+
+use wavefuse_codegen::Arch;
+use wavefuse_codegen::ir::{BufferType, OpKind};
+use wavefuse_codegen::lower::{Int4Dot, MmaDecode, Schedule, lower};
+use wavefuse_codegen::sim::PeerTable;
+use wavefuse_harness::sim::{Prepared, SmallShapes, small_kernel, small_schedule, summary, sweep};
+use wavefuse_kernels::{KernelId, Shapes};
+
+const SEED: u64 = 0xB7_11E;
+/// Schedules per combination: each of 20 rows runs in the simulator (the fused kernel's four
+/// combinations take about a minute on 2 cores).
+const SCHEDULES: u64 = 2;
+
+/// K = 512 (or 1024 / TP for the fused kernel): 16 units of 4 K-words or more, so a phase of
+/// the K slices' units is smaller than the part.
+const SMALL: SmallShapes = SmallShapes {
+    hidden: 512,
+    ffn: 1024,
+    ..SmallShapes::DEFAULT
+};
+
+/// `id` at [`SMALL`], batch `batch` in tiles of 8 on the dot2 path: 8 lanes × 4 packed columns
+/// per K row, two-wave workgroups, `parts` K parts, staged or packed per lane, in four phases.
+fn tiled(
+    id: KernelId,
+    tp: u32,
+    batch: usize,
+    parts: u32,
+    x_in_lds: bool,
+    phased: bool,
+) -> Prepared {
+    let arch = Arch::Gfx906;
+    let shapes = Shapes {
+        batch,
+        ..Shapes::qwen27b(tp)
+    };
+    let ir = small_kernel(id, &shapes, &SMALL).expect("small kernel");
+    let small = small_schedule(arch, &ir);
+    let slices = small.workgroup_size / 8;
+    let k = ir.ops().find_map(|(_, op)| match &op.kind {
+        OpKind::Gemv(g) => match &ir.buffer(g.weight)?.ty {
+            BufferType::Weight(w) => Some(w.k as u32),
+            _ => None,
+        },
+        _ => None,
+    });
+    let part_units = k.expect("a GPTQ GEMV") / 8 / 4 / parts;
+    let s = Schedule {
+        int4_dot: Int4Dot::Dot2,
+        mma_decode: MmaDecode::Fma,
+        x_in_lds,
+        byte_offsets: true,
+        words_per_iteration: 4,
+        columns_per_workgroup: 32,
+        threads_per_column: slices,
+        k_unit_words: 4,
+        accumulators: 1,
+        k_split: parts,
+        x_phase_units: if phased { part_units / 4 } else { 0 },
+        batch_tile: 8,
+        ..small
+    };
+    let lowered = lower(&ir, arch, &s).unwrap_or_else(|e| panic!("{id} batch {batch}: {e}"));
+    let text = lowered.to_string();
+    assert!(
+        text.contains("batch tiles (batch_tile = 8)"),
+        "{id}: not tiled:\n{text}"
+    );
+    Prepared {
+        ir,
+        lowered,
+        shapes: Some(shapes),
+        peer_table: PeerTable::Shared,
+    }
+}
+
+fn run(id: KernelId, tp: u32) {
+    let batch = 20;
+    for (parts, x_in_lds, phased) in [
+        (1, true, false),
+        (1, true, true),
+        (1, false, false),
+        (2, true, false),
+    ] {
+        let p = tiled(id, tp, batch, parts, x_in_lds, phased);
+        let r = sweep(&p, SEED, 0, SCHEDULES, |_, _| {}).expect("simulates");
+        let text = summary(&p, &r);
+        eprintln!(
+            "{id}@gfx906 tp {tp} batch {batch} in tiles of 8, k_split {parts} x_in_lds {x_in_lds} phased {phased}: {}",
+            text.lines().next().unwrap_or("")
+        );
+        assert!(r.findings.is_empty() && r.failing == 0, "{text}");
+    }
+}
+
+#[test]
+fn batch_tiles_of_gemv_int4_match_the_reference_gfx906() {
+    run(KernelId::GemvInt4, 1);
+}
+
+#[test]
+fn batch_tiles_of_the_two_weight_gemv_match_the_reference_gfx906() {
+    run(KernelId::GemvInt4DualSilu, 1);
+}
+
+#[test]
+fn batch_tiles_of_gemv_int4_qkv_match_the_reference_gfx906() {
+    run(KernelId::GemvInt4Qkv, 1);
+}
+
+#[test]
+fn batch_tiles_of_the_fused_kernel_match_the_reference_gfx906() {
+    run(KernelId::GemvInt4AllreduceRmsnorm, 2);
+}
+
+/// The gfx906 default tiles the batch past 16 rows (16 per tile) and not at 16 or below; sm_90
+/// (the tensor-core path) never.
+#[test]
+fn the_gfx906_default_tiles_the_batch_past_16_gfx906() {
+    for id in [
+        KernelId::GemvInt4,
+        KernelId::GemvInt4DualSilu,
+        KernelId::GemvInt4Qkv,
+        KernelId::GemvInt4AllreduceRmsnorm,
+    ] {
+        for (batch, tile) in [(8, 0), (16, 0), (17, 16), (32, 16), (64, 16)] {
+            let ir = id.build(&Shapes {
+                batch,
+                ..Shapes::qwen27b(4)
+            });
+            let s = Schedule::default_for(Arch::Gfx906, &ir);
+            assert_eq!(s.batch_tile, tile, "{id} batch {batch}: {s:?}");
+            let cuda = Schedule::default_for(Arch::Sm90, &ir);
+            assert_eq!(cuda.batch_tile, 0, "{id}@sm90 batch {batch}");
+        }
+    }
+}
+
+/// An override that tiles a path without tiles is refused with the reason.
+#[test]
+fn invalid_batch_tile_on_the_fma_path_is_refused_gfx906() {
+    let ir = KernelId::GemvInt4.build(&Shapes {
+        batch: 16,
+        ..Shapes::qwen27b(4)
+    });
+    let s = Schedule::default_for(Arch::Gfx906, &ir)
+        .with_overrides("int4_dot=fma,x_in_lds=false,x_phase_units=0,batch_tile=8")
+        .expect("parses");
+    let e = lower(&ir, Arch::Gfx906, &s)
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        e.contains("batch_tile = 8 is lowered on the dot2 path only"),
+        "{e}"
+    );
+}
