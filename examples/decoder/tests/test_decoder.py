@@ -450,3 +450,29 @@ def test_profile_split_by_category_and_gap():
     assert p["busy_us"] == pytest.approx(15.0)
     assert p["gap_us"] == pytest.approx(5.0)
     assert p["kernels_per_step"] == 3
+
+
+def test_f32_logits_names_how_close_each_path_is(tmp_path, fake_wavefuse):
+    from wf_decoder import ab
+
+    rc = ab.main(
+        "--config tiny --paths a,c --tp 1 --batch 2 --steps 2 --runs 1 --warmup-steps 1 "
+        f"--device cpu --f32-logits --out {tmp_path}".split()
+    )
+    res = json.loads((tmp_path / "ab.json").read_text())
+    md = (tmp_path / "ab.md").read_text()
+    assert rc == 0, md
+    for r in res["rows"]:
+        f = r["gate"]["f32"]
+        # FP16 / BF16 paths against float32 arithmetic on the same weights: close, not exact
+        assert 0.999 < f["cos_min"] < 1.0 and 0.9 <= f["top1_agree"] <= 1.0, f
+    assert "vs FP32 reference: cos min" in md
+
+
+def test_f32_agreement_by_hand():
+    from wf_decoder.ab import f32_agreement
+
+    f = [torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])]
+    g = [torch.tensor([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0]])]  # 2nd sequence: orthogonal, other top-1
+    a = f32_agreement(f, g)
+    assert a["cos_min"] == pytest.approx(0.0) and a["top1_agree"] == pytest.approx(0.5)

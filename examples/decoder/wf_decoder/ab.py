@@ -188,6 +188,45 @@ def gate(ref_tokens, ref_logits, tokens, logits, tie_tol: float) -> dict:
     return res
 
 
+def f32_agreement(f32_logits, logits) -> dict:
+    """How close one path's teacher-forced logits are to the FP32 reference's: the lowest per-step
+    cosine, and the share of (step, sequence) whose greedy token is the reference's."""
+    agree = [
+        (f.argmax(-1) == g.argmax(-1)).double().mean().item()
+        for f, g in zip(f32_logits, logits, strict=True)
+    ]
+    return {
+        "cos_min": min(_cos(f, g) for f, g in zip(f32_logits, logits, strict=True)),
+        "top1_agree": sum(agree) / len(agree),
+    }
+
+
+def f32_logits_check(sm, device, group, batch, max_seq, prompt, ref, logits) -> dict:
+    """Every path's logits (``logits``: path → per-step logits, teacher-forced on (a)'s tokens)
+    against the FP32 reference of the dequantised weights (``torch_f32``), forced on the same
+    tokens: which path is closer to exact arithmetic when they disagree with each other. The
+    reference holds the weights in float32 (4× the FP16 bytes); where it does not fit, every
+    path's entry says so instead."""
+    model = None
+    try:
+        model = Decoder(sm, make_backend("torch_f32", device, group), batch=batch, max_seq=max_seq)
+        f32 = generate(
+            StepRunner(model, graph=False),
+            prompt.to(device),
+            len(ref.logits),
+            keep_logits=True,
+            force=ref.tokens.to(device),
+        )
+    except torch.OutOfMemoryError as e:
+        why = f"the FP32 reference does not fit: {str(e).splitlines()[0]}"
+        return {p: {"error": why} for p in logits}
+    finally:
+        model = None
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return {p: f32_agreement(f32.logits, lg) for p, lg in logits.items()}
+
+
 def hidden_states(model: Decoder, prompt, force) -> list[torch.Tensor]:
     """Each layer's residual stream at every position (eager), float32 on the CPU."""
     seq = torch.cat([prompt, force], 1).to(model.device)
@@ -306,6 +345,7 @@ def _ab_one(args, cfg, sm, paths, tp, batch, device, group, dev_name, bw, skippe
     a = live[0]
     ref = generate(runners[a], prompt.to(device), args.check_steps, keep_logits=True)
     gates = {}
+    logits = {a: ref.logits}
     for p in live[1:]:
         g = generate(
             runners[p],
@@ -315,6 +355,10 @@ def _ab_one(args, cfg, sm, paths, tp, batch, device, group, dev_name, bw, skippe
             force=ref.tokens.to(device),
         )
         gates[p] = gate(ref.tokens, ref.logits, g.tokens, g.logits, args.tie_tol)
+        logits[p] = g.logits
+    if args.f32_logits:
+        for p, f in f32_logits_check(sm, device, group, batch, max_seq, prompt, ref, logits).items():
+            gates.setdefault(p, {"pass": True})["f32"] = f
     if cfg.num_hidden_layers <= 2:
         ref32 = Decoder(sm, make_backend("torch_f32", device, group), batch=batch, max_seq=max_seq)
         h_ref = hidden_states(ref32, prompt, ref.tokens)
@@ -452,6 +496,13 @@ def _gate_text(g) -> str:
         parts.append(f"cos min {g['cos_min']:.5f}")
     if "hidden_rel_err" in g:
         parts.append(f"hidden vs f32 {g['hidden_rel_err']:.2e}")
+    if "f32" in g:
+        f = g["f32"]
+        parts.append(
+            f"FP32 reference: {f['error']}"
+            if "error" in f
+            else f"vs FP32 reference: cos min {f['cos_min']:.5f}, top-1 {100 * f['top1_agree']:.1f} %"
+        )
     return ("PASS: " if g["pass"] else "FAIL: ") + ", ".join(parts)
 
 
@@ -609,6 +660,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="torch.compile for torch_best (default: on CUDA)",
+    )
+    ap.add_argument(
+        "--f32-logits",
+        action="store_true",
+        help="also compare every path's teacher-forced logits, (a)'s too, with an FP32 reference "
+        "of the dequantised weights (informational: says which path is closer to exact)",
     )
     ap.add_argument(
         "--profile",
