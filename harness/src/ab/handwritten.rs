@@ -97,6 +97,10 @@ pub struct HandAbi {
     /// Ranks in the TP group.
     #[serde(default)]
     pub tp: Option<u32>,
+    /// The largest batch the kernel supports (its source's limit); a project reference above it
+    /// is reported absent with this reason, not compiled into an error. None: any batch.
+    #[serde(default)]
+    pub max_batch: Option<u32>,
     /// Lanes per workgroup: a number, an expression, or `[x, y, z]`.
     #[serde(alias = "block", default)]
     pub workgroup_size: Dims,
@@ -1634,6 +1638,17 @@ pub fn find_reference(dir: Option<&Path>, generated: &LoweredKernel, ir: &Kernel
     }
     if let Some(e) = unreadable.first().filter(|_| candidates.is_empty()) {
         return Found::Absent(format!("hand-written version unreadable: {e}"));
+    }
+    let batch = parametric::Bindings::of(ir).int("batch").unwrap_or(1);
+    let limits: Vec<u32> = candidates.iter().filter_map(|h| h.abi.max_batch).collect();
+    candidates.retain(|h| h.abi.max_batch.is_none_or(|m| batch <= i64::from(m)));
+    if candidates.is_empty()
+        && let Some(m) = limits.iter().max()
+    {
+        return Found::Absent(format!(
+            "no hand-written version at batch {batch} (the reference covers batch 1-{m}: its \
+             `max_batch`)"
+        ));
     }
     let want = data_arrays(generated);
     let fits = |h: &Hand| {

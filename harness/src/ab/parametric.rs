@@ -38,6 +38,14 @@ enum Val {
 pub struct Bindings(BTreeMap<String, Val>);
 
 impl Bindings {
+    /// The integer variable `name` (`batch`, `tp`, `w.k`, …), if bound.
+    pub fn int(&self, name: &str) -> Option<i64> {
+        match self.0.get(name) {
+            Some(Val::Int(v)) => Some(*v),
+            _ => None,
+        }
+    }
+
     /// The shapes of `ir` as one rank sees them (see the module docs for the names).
     pub fn of(ir: &Kernel) -> Bindings {
         let mut b = BTreeMap::new();
