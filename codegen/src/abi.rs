@@ -13,9 +13,11 @@
 //!   number in [`AbiParam::value`].
 //!
 //! Synchronisation state: `counter` and `flags` arrays are zeroed once when allocated and never
-//! reset (DESIGN.md §5.4). A generated kernel keeps its epoch on the device, in the two-word
-//! `epoch_state` counter array (per workgroup, the launches it completed): the same launch with the
-//! same arguments may be captured in a graph and replayed any number of times. A hand-written
+//! reset (DESIGN.md §5.4). A generated kernel counts nothing the host passes: its split-K arrivals
+//! and grid barriers are weighted tickets on those counters (`lowered/ticket.rs`), and a kernel
+//! with flags keeps its epoch on the device, in the `epoch_state` counter array (per workgroup,
+//! the launches it completed): the same launch with the same arguments may be captured in a graph
+//! and replayed any number of times. A hand-written
 //! kernel may instead take an `epoch` scalar that the launcher sets to 1 for the first launch on
 //! the state and grows by one per launch (correct for one replay of a captured launch only). The `error_word` is zero before a launch; afterwards a nonzero value is the
 //! code of the wait site in [`Abi::wait_sites`] that timed out (§5.10). A kernel with

@@ -93,11 +93,30 @@ fn expansion_counts_barriers_and_adds_epoch_and_error_word() {
         Stmt::GridBarrier { .. } | Stmt::PublishFlag { .. } | Stmt::WaitFlag { .. }
     )));
     let text = k.to_string();
-    // Barrier 1 of 2 per launch over 4 workgroups waits for ((epoch − 1)·2 + 2)·num_wgs.
-    assert!(
-        text.contains(&format!("(((({epoch} - 1u32) * 2u32) + 2u32) * num_wgs)")),
-        "{text}"
-    );
+    // A grid barrier needs no epoch (§5.4, weighted tickets): each workgroup's elected lane
+    // takes a ticket (4 workgroups, a power of two: every weight is 1) and waits for the end of
+    // its round, the next multiple of 4 (!3 = 4294967292).
+    let tickets: Vec<_> = all
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Atomic {
+                dst: Some(t),
+                op: AtomicOp::Add,
+                value: Some(v),
+                ..
+            } if *v == Expr::u32(1) => Some(*t),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tickets.len(), 2, "{text}");
+    for t in tickets {
+        assert!(
+            text.contains(&format!(
+                "wait_ge arg0[0u32], (({t} & 4294967292u32) + 4u32) acquire agent"
+            )),
+            "{text}"
+        );
+    }
     // The flag value is (epoch − 1)·1 + 1, released at system scope by lane 0 only.
     assert!(
         text.contains(&format!(
@@ -268,4 +287,19 @@ fn per_lane_flag_waits_poll_in_parallel_then_one_barrier() {
             .is_some_and(|s| matches!(s, Stmt::WorkgroupBarrier)),
         "{text}"
     );
+}
+
+/// Over a grid that is not a power of two, workgroup 0's arrival weighs Q − G + 1 (G = 3, Q = 4:
+/// 2) so that each barrier's round still advances the counter by Q.
+#[test]
+fn grid_barrier_arrivals_are_weighted_to_a_power_of_two() {
+    let mut k = kernel_with_sync();
+    k.grid = 3;
+    expand_sync(&mut k);
+    let text = k.to_string();
+    assert!(
+        text.contains("((wg_id == 0u32) ? 2u32 : 1u32) release agent"),
+        "{text}"
+    );
+    assert!(text.contains("& 4294967292u32) + 4u32) acquire agent"), "{text}");
 }

@@ -152,19 +152,6 @@ fn rmsnorm_lowered(bugs: RmsBugs) -> LoweredKernel {
             ],
         ),
     ];
-    if bugs.counter_reset {
-        let last = bin(BinOp::And, eq(wg(), u(0)), eq(lid(), u(0)));
-        rest.push(if_(
-            last,
-            vec![atomic(
-                AtomicOp::Store,
-                at(counter, u(0)),
-                Some(u(0)),
-                Ordering::Relaxed,
-                Scope::Agent,
-            )],
-        ));
-    }
     k.body = vec![assign(i, add(mul(wg(), u(WG)), lid()))];
     if bugs.early_return {
         // `if (i >= F) return;` — the tail lanes skip every barrier that follows.
@@ -176,7 +163,48 @@ fn rmsnorm_lowered(bugs: RmsBugs) -> LoweredKernel {
     if bugs.every_lane_arrives {
         k.body = unelect(std::mem::take(&mut k.body));
     }
+    if bugs.counter_reset {
+        k.body = reset_after_arrival(std::mem::take(&mut k.body), counter);
+    }
     k
+}
+
+/// Workgroup 0's elected lane stores 0 to the barrier's counter right after its own arrival
+/// (the hand-written "reset for the next use" while others still arrive and wait).
+fn reset_after_arrival(body: Block, counter: Param) -> Block {
+    let mut out = Vec::new();
+    for s in body {
+        match s {
+            Stmt::If {
+                cond,
+                then_body,
+                else_body,
+            } => out.push(Stmt::If {
+                cond,
+                then_body: reset_after_arrival(then_body, counter),
+                else_body: reset_after_arrival(else_body, counter),
+            }),
+            s @ Stmt::Atomic {
+                op: AtomicOp::Add,
+                why: Invariant::OneArrivalPerWorkgroup,
+                ..
+            } => {
+                out.push(s);
+                out.push(if_(
+                    eq(wg(), u(0)),
+                    vec![atomic(
+                        AtomicOp::Store,
+                        at(counter, u(0)),
+                        Some(u(0)),
+                        Ordering::Relaxed,
+                        Scope::Agent,
+                    )],
+                ));
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// Hoist the grid barrier's elected arrival out of its `if local_id == 0`: every lane arrives.
@@ -444,8 +472,8 @@ fn mutation_peer_read_without_waiting_for_the_flag_is_caught() {
     );
 }
 
-/// §5.4: the counter reset to 0 at the end of the kernel: a workgroup still waiting misses its
-/// generation, and the next launch's target is never reached.
+/// §5.4: the counter reset to 0 by workgroup 0 right after its arrival: the round's end is never
+/// reached (or reached and lost while others still wait).
 #[test]
 fn mutation_counter_reset_inside_the_kernel_is_caught() {
     let bugs = RmsBugs {

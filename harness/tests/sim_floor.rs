@@ -16,7 +16,7 @@ mod support;
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::ir::{BufferType, OpKind, Ordering};
 use wavefuse_codegen::lower::{AllreduceProtocol, Int4Dot, MmaDecode, Schedule, lower};
-use wavefuse_codegen::lowered::{Expr, Stmt};
+use wavefuse_codegen::lowered::{BinOp, Expr, Stmt};
 use wavefuse_codegen::sim::{FindingKind, PeerTable};
 use wavefuse_harness::sim::{Prepared, SmallShapes, small_kernel, small_schedule, summary, sweep};
 use wavefuse_kernels::{KernelId, Shapes};
@@ -660,8 +660,20 @@ fn fused_split_k_arrival_without_acquire_is_caught_gfx906() {
     );
 }
 
-/// §5.4: the counter is never reset, so launch `e` is finished by the arrival that reads
-/// `e · P − 1`. A verdict that assumes a counter reset to zero every launch (`old == P − 1`)
+/// The first register an expression reads.
+fn first_reg(e: &Expr) -> Option<wavefuse_codegen::lowered::Reg> {
+    match e {
+        Expr::Reg(r) => Some(*r),
+        Expr::Bin(_, a, b) => first_reg(a).or_else(|| first_reg(b)),
+        Expr::Un(_, a) => first_reg(a),
+        Expr::Select(c, a, b) => first_reg(c).or_else(|| first_reg(a)).or_else(|| first_reg(b)),
+        _ => None,
+    }
+}
+
+/// §5.4: the counter is never reset, so launch `e`'s round of weighted tickets starts where
+/// launch `e − 1`'s ended (`lowered/ticket.rs`). A verdict that assumes a counter reset to zero
+/// every launch (`old == P − 1`)
 /// finishes only the first launch: later launches never exchange, normalise or write, and
 /// their poisoned outputs (or the peers' flag waits) give it away.
 #[test]
@@ -686,11 +698,11 @@ fn fused_split_k_verdict_assuming_a_reset_counter_is_caught_gfx906() {
                         let Expr::Select(c, a, b) = &values[0] else {
                             unreachable!()
                         };
-                        let Expr::Bin(op, old, _) = c.as_ref() else {
-                            panic!("the verdict compares the arrival with its target")
+                        let Some(old) = first_reg(c) else {
+                            panic!("the verdict reads the arrival's ticket")
                         };
                         in_arrival = true;
-                        let c = Expr::bin(*op, old.as_ref().clone(), Expr::u32(parts - 1));
+                        let c = Expr::bin(BinOp::Eq, Expr::Reg(old), Expr::u32(parts - 1));
                         Stmt::Store {
                             mem,
                             values: vec![Expr::Select(Box::new(c), a.clone(), b.clone())],
@@ -726,9 +738,16 @@ fn fused_split_k_verdict_assuming_a_reset_counter_is_caught_gfx906() {
 fn fused_split_k_arrival_by_every_lane_is_caught_gfx906() {
     let mut f = |s: Stmt| match s {
         Stmt::If { then_body, .. }
-            if then_body
-                .iter()
-                .any(|t| matches!(t, Stmt::Atomic { dst: Some(_), .. })) =>
+            if then_body.iter().any(|t| {
+                matches!(
+                    t,
+                    Stmt::Atomic {
+                        dst: Some(_),
+                        ordering: Ordering::AcqRel,
+                        ..
+                    }
+                )
+            }) =>
         {
             then_body
         }

@@ -1,21 +1,31 @@
-//! Replay (DESIGN.md §5.4, §10): every kernel of the set whose synchronisation counts epochs — a
-//! grid barrier, cross-rank flags, a split-K arrival — is simulated as a captured graph is
-//! replayed: the same launch, with the same arguments, many times in a row on the same state,
-//! ranks skewed against each other (a rank may start its next replay while a peer is still in the
-//! previous one). The epoch lives on the device (`epoch_state`), so nothing the host passes changes
-//! between replays; each replay's outputs are checked against the f64 oracle of its own inputs.
-//! Then two mutants of the device-side advance, each of which the simulator must report: one that
-//! freezes it (lane 0 of every workgroup adds 0 to its `epoch_state` word): from the second replay
-//! on, every barrier and flag of the launch is already "passed"; and one that drops the workgroup
-//! barrier before it: lane 0 advances the word while a lagging lane of its workgroup has yet to
-//! load this launch's epoch from it, so that lane runs one epoch ahead of its workgroup.
+//! Replay (DESIGN.md §5.4, §10): every kernel of the set that synchronises — a grid barrier,
+//! cross-rank flags, a split-K arrival — is simulated as a captured graph is replayed: the same
+//! launch, with the same arguments, many times in a row on the same state, ranks skewed against
+//! each other (a rank may start its next replay while a peer is still in the previous one).
+//! Nothing the host passes changes between replays: split-K arrivals and grid barriers count
+//! weighted tickets on never-reset counters (`codegen/src/lowered/ticket.rs`), flags count the
+//! epoch that lives on the device (`epoch_state`); each replay's outputs are checked against the
+//! f64 oracle of its own inputs. Then the mutants the simulator must report:
+//! - the ticket without its weights (every arrival adds 1): where a round is not a power of two
+//!   its boundaries drift from the second replay on, and a split-K tile picks the wrong last
+//!   arriver or a grid barrier opens early or never;
+//! - a device epoch whose advance is frozen (lane 0 of every workgroup adds 0 to its
+//!   `epoch_state` word): from the second replay on, every flag of the launch is already
+//!   "passed";
+//! - an advance without the workgroup barrier before it: lane 0 advances the word while a
+//!   lagging lane of its workgroup has yet to load this launch's epoch from it, so that lane
+//!   runs one epoch ahead of its workgroup (refused by the validator).
 
 mod support;
 
 use support::rewrite;
 
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::lowered::{AtomicOp, Base, Expr, Invariant, Stmt};
+use wavefuse_codegen::lower::{Schedule, lower};
+use wavefuse_codegen::lowered::{AtomicOp, Base, Expr, Invariant, ParamKind, Purpose, Stmt};
+use wavefuse_codegen::sim::PeerTable;
+use wavefuse_harness::Shapes;
+use wavefuse_harness::sim::{small_kernel, small_schedule};
 use wavefuse_harness::KernelId;
 use wavefuse_harness::sim::{
     Config, Prepared, SmallShapes, prepare_config, summary, sweep_replayed,
@@ -27,7 +37,24 @@ const SEED: u64 = 0x8E_91A7;
 const REPLAYS: u32 = 6;
 const SCHEDULES: u64 = 4;
 
-/// The set's kernels at `tp` whose lowering for `arch` keeps a device epoch.
+/// Whether the lowered kernel synchronises across workgroups or ranks: a counter (split-K
+/// arrivals, grid barriers, the device epoch) or flags.
+fn synchronises(p: &Prepared) -> bool {
+    p.lowered.params.values().any(|d| {
+        matches!(
+            &d.kind,
+            ParamKind::Array {
+                purpose: Purpose::Counter | Purpose::Flags,
+                ..
+            } | ParamKind::PeerArrays {
+                purpose: Purpose::Flags,
+                ..
+            }
+        )
+    })
+}
+
+/// The set's kernels at `tp` whose lowering for `arch` synchronises.
 fn replayable(tp: u32, arch: Arch, batch: usize) -> Vec<(KernelId, Prepared)> {
     KernelId::ALL
         .into_iter()
@@ -41,7 +68,7 @@ fn replayable(tp: u32, arch: Arch, batch: usize) -> Vec<(KernelId, Prepared)> {
                 Err(e) if e.is_unsupported() => return None,
                 Err(e) => panic!("{id}@{arch} tp{tp}: {e}"),
             };
-            p.lowered.epoch_state.is_some().then_some((id, p))
+            synchronises(&p).then_some((id, p))
         })
         .collect()
 }
@@ -215,6 +242,125 @@ fn an_advance_without_its_workgroup_barrier_is_refused_both_targets() {
                     .iter()
                     .any(|s| matches!(s, Stmt::WorkgroupBarrier)),
                 "{id}@{arch} tp{tp}: a top-level workgroup barrier after the entry load"
+            );
+        }
+    }
+}
+
+/// `id` at small shapes with its K split into `parts` (tiles · parts workgroups): K = 384 (three
+/// GPTQ groups, 12 units of 4 words) for the GEMVs on the hidden size and the fused kernel's FFN
+/// shard.
+fn split_into(id: KernelId, arch: Arch, tp: u32, parts: u32) -> Prepared {
+    let shapes = Shapes {
+        batch: 1,
+        ..Shapes::qwen27b(tp)
+    };
+    let small = SmallShapes {
+        hidden: 384,
+        ffn: 384,
+        ..SmallShapes::DEFAULT
+    };
+    let ir = small_kernel(id, &shapes, &small).expect("small kernel");
+    let s = Schedule {
+        k_split: parts,
+        k_unit_words: 4,
+        x_in_lds: true,
+        ..small_schedule(arch, &ir)
+    };
+    let lowered = lower(&ir, arch, &s).unwrap_or_else(|e| panic!("{id}@{arch}: {e}"));
+    Prepared {
+        ir,
+        lowered,
+        shapes: Some(shapes),
+        peer_table: PeerTable::Shared,
+    }
+}
+
+/// The weighted tickets' round arithmetic frozen at the first launch — the ticket scheme's
+/// frozen epoch: a split-K verdict `((old + w) & (Q − 1)) == 0` becomes `old + w == Q`, a grid
+/// barrier's target `(ticket & !(Q − 1)) + Q` becomes `Q`. Returns how many were frozen.
+fn freeze_the_rounds(p: &mut Prepared) -> usize {
+    use wavefuse_codegen::lowered::BinOp;
+    fn verdict(e: Expr, frozen: &mut usize) -> Expr {
+        match e {
+            Expr::Bin(BinOp::Eq, a, b) if *b == Expr::u32(0) => match *a {
+                Expr::Bin(BinOp::And, x, m) => match *m {
+                    Expr::Int(mask, ty) => {
+                        *frozen += 1;
+                        Expr::bin(BinOp::Eq, *x, Expr::Int(mask + 1, ty))
+                    }
+                    m => Expr::bin(BinOp::Eq, Expr::bin(BinOp::And, *x, m), *b),
+                },
+                a => Expr::bin(BinOp::Eq, a, *b),
+            },
+            Expr::Select(c, a, b) => Expr::Select(Box::new(verdict(*c, frozen)), a, b),
+            e => e,
+        }
+    }
+    let mut frozen = 0;
+    let body = std::mem::take(&mut p.lowered.body);
+    p.lowered.body = rewrite(body, &mut |s| match s {
+        // The split-K verdict, stored by the elected lane right after its arrival.
+        Stmt::Store { mem, values } if matches!(values.as_slice(), [Expr::Select(..)]) => {
+            let values = values.into_iter().map(|v| verdict(v, &mut frozen)).collect();
+            vec![Stmt::Store { mem, values }]
+        }
+        Stmt::WaitGe {
+            mem,
+            target: Expr::Bin(BinOp::Add, start, q),
+            ordering,
+            scope,
+            budget,
+            error,
+            code,
+            why,
+        } if matches!(*start, Expr::Bin(BinOp::And, ..)) => {
+            frozen += 1;
+            vec![Stmt::WaitGe {
+                mem,
+                target: *q,
+                ordering,
+                scope,
+                budget,
+                error,
+                code,
+                why,
+            }]
+        }
+        s => vec![s],
+    });
+    frozen
+}
+
+/// §5.4 by weighted tickets: a split-K round of 3 parts (Q = 4) and, in the fused kernel at
+/// TP 1, its grid barrier, are clean replayed; with the round arithmetic frozen at the first
+/// launch the second replay goes wrong — while one launch alone passes, which is why the test
+/// replays.
+#[test]
+fn frozen_ticket_rounds_are_caught_on_replay_both_targets() {
+    for arch in Arch::ALL {
+        for id in [KernelId::GemvInt4, KernelId::GemvInt4AllreduceRmsnorm] {
+            let mut p = split_into(id, arch, 1, 3);
+            let clean =
+                sweep_replayed(&p, SEED, 0, SCHEDULES, REPLAYS, |_, _| {}).expect("simulates");
+            let (tol, _) = tolerance(id);
+            assert!(
+                clean.findings.is_empty() && clean.failing == 0 && clean.max_rel_l2 <= tol,
+                "{id}@{arch}: {}",
+                summary(&p, &clean)
+            );
+            let want = if id == KernelId::GemvInt4 { 1 } else { 2 };
+            assert_eq!(freeze_the_rounds(&mut p), want, "{id}@{arch}: verdicts and barriers");
+            let once = sweep_replayed(&p, SEED, 0, SCHEDULES, 1, |_, _| {}).expect("simulates");
+            assert_eq!(once.failing, 0, "{id}@{arch}: one launch: {}", summary(&p, &once));
+            let s =
+                sweep_replayed(&p, SEED, 0, SCHEDULES, REPLAYS, |_, _| {}).expect("simulates");
+            assert_eq!(
+                s.failing,
+                SCHEDULES,
+                "{id}@{arch}: frozen rounds caught on only {} of {SCHEDULES} schedules:\n{}",
+                s.failing,
+                summary(&p, &s)
             );
         }
     }

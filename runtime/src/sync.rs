@@ -3,9 +3,11 @@
 //!
 //! A [`KernelInstance`] allocates, per rank, every array the kernel's parameters say the runtime
 //! provides — grid-barrier counters, cross-rank flags, the error word, scratch — zero-filled once
-//! (DESIGN.md §5.4: nothing is ever reset inside a kernel). A generated kernel keeps its epoch on
-//! the device (its `epoch_state` counter array, allocated and zeroed here like any counter), so
-//! one launch captured in a graph may be replayed any number of times
+//! (DESIGN.md §5.4: nothing is ever reset inside a kernel). A generated kernel counts nothing the
+//! host passes: split-K arrivals and grid barriers are weighted tickets on the zeroed counters,
+//! and a kernel with flags keeps its epoch on the device (its `epoch_state` counter array,
+//! allocated and zeroed here like any counter), so one launch captured in a graph may be replayed
+//! any number of times
 //! ([`KernelInstance::replay_safe`]). A hand-written kernel whose ABI has an `epoch` scalar gets
 //! `epoch` = 1, 2, 3, … on successive launches ([`Epochs`], which the instance also counts for
 //! every kernel to keep ranks launched alone in step); the epoch arithmetic is wrap-safe, so the

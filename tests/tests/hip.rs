@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::abi::Abi;
+use wavefuse_codegen::ir::Ordering;
 use wavefuse_codegen::lowered::{AtomicOp, Invariant, Stmt};
 use wavefuse_codegen::model::HotLoop;
 use wavefuse_harness::generate::{self, CheckRow, Generated, Outcome, generate};
@@ -311,15 +312,24 @@ fn machine_code(r: &CheckRow) -> Option<()> {
             );
         }
     }
-    // The split-K arrival (acq_rel, DESIGN.md §5.1, §5.2) returns the old count (glc); its
-    // acquire half is an L1 invalidate before the last arriver reads the parts' partials.
-    for &a in adds.iter().filter(|&&a| ins[a].contains(" glc")) {
-        let next = &ins[a + 1..(a + 4).min(ins.len())];
-        assert!(
-            next.iter().any(|n| n.starts_with("buffer_wbinvl1_vol")),
-            "{name}: acq_rel arrival without an L1 invalidate"
-        );
-    }
+    // The split-K arrival (acq_rel, DESIGN.md §5.1, §5.2) returns its ticket (glc); its
+    // acquire half is an L1 invalidate before the last arriver reads the parts' partials. (A
+    // grid barrier's arrival returns its ticket too, but is release only: its acquire is the
+    // wait's, checked below.)
+    let acq_rel = count_acq_rel_arrivals(&generated.lowered.body);
+    let invalidated = adds
+        .iter()
+        .filter(|&&a| ins[a].contains(" glc"))
+        .filter(|&&a| {
+            ins[a + 1..(a + 4).min(ins.len())]
+                .iter()
+                .any(|n| n.starts_with("buffer_wbinvl1_vol"))
+        })
+        .count();
+    assert!(
+        invalidated >= acq_rel,
+        "{name}: {acq_rel} acq_rel arrivals, {invalidated} followed by an L1 invalidate"
+    );
     let mut acquires = 0;
     for (i, l) in ins.iter().enumerate() {
         if l.starts_with("global_load_dword ") && l.contains(" glc") {
@@ -358,6 +368,28 @@ fn machine_code(r: &CheckRow) -> Option<()> {
 
 /// Elected adds in the lowered body that cite `why`: grid-barrier and split-K arrivals (§5.1),
 /// the device epoch's advance (§5.4); each is issued by lane 0 alone.
+/// The split-K arrivals: elected adds with acq_rel ordering.
+fn count_acq_rel_arrivals(block: &[Stmt]) -> usize {
+    block
+        .iter()
+        .map(|s| match s {
+            Stmt::Atomic {
+                op: AtomicOp::Add,
+                ordering: Ordering::AcqRel,
+                why: Invariant::OneArrivalPerWorkgroup,
+                ..
+            } => 1,
+            Stmt::For { body, .. } => count_acq_rel_arrivals(body),
+            Stmt::If {
+                then_body,
+                else_body,
+                ..
+            } => count_acq_rel_arrivals(then_body) + count_acq_rel_arrivals(else_body),
+            _ => 0,
+        })
+        .sum()
+}
+
 fn count_arrivals(block: &[Stmt], why: Invariant) -> usize {
     block
         .iter()

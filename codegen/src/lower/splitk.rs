@@ -13,13 +13,15 @@
 //!    LDS cannot reach other workgroups, §5.2). Every element is written by exactly one
 //!    workgroup before the same launch reads it, so the scratch needs no initialisation (§5.11);
 //! 2. passes a workgroup barrier (every lane's partials are written), then one elected lane adds
-//!    1 to `splitk_counter[tile]` with acq_rel ordering at agent scope: the release half
+//!    its weight (step 3) to `splitk_counter[tile]` with acq_rel ordering at agent scope: the release half
 //!    publishes the workgroup's partials (cumulatively, through the barrier), the acquire half
 //!    makes every earlier arrival's partials visible to the last arriver (an RMW continues the
 //!    release sequence). One arrival per workgroup, by an elected lane after a barrier (§5.1);
-//! 3. never resets the counter (§5.4): the host passes epoch 1 for the first launch on a zeroed
-//!    counter and one more per launch, so launch `e` takes the counter from `(e−1)·P` to `e·P`
-//!    and the arrival that reads `e·P − 1` is the launch's last. The elected lane stores that
+//! 3. never resets the counter (§5.4) and needs no epoch: the arrivals are weighted tickets
+//!    (`lowered/ticket.rs`): part 0 adds `Q − P + 1`, the others 1, `Q` the power of two at or
+//!    above `P`, so every launch takes the counter from one multiple of `Q` to the next and the
+//!    arrival whose returned value plus its weight is a multiple of `Q` is the launch's last —
+//!    replayed any number of times, across the 2³² wrap. The elected lane stores that
 //!    verdict in LDS; a second workgroup barrier hands the verdict, and what the elected lane
 //!    acquired, to every lane of the workgroup;
 //! 4. if it is the last arriver, adds the P parts in part order (deterministic: the sum does not
@@ -50,7 +52,7 @@
 use wavefuse_ir::{Ordering, Scope, WeightFormat};
 
 use crate::lowered::{
-    AtomicOp, Base, Expr, Invariant, Lds, Param, Purpose, Reg, Special, Stmt, Ty,
+    AtomicOp, Base, Expr, Invariant, Lds, Param, Purpose, Reg, Special, Stmt, Ty, ticket,
 };
 
 use super::LowerError;
@@ -198,25 +200,31 @@ impl Lowering<'_> {
         ));
         out.push(Stmt::WorkgroupBarrier);
         let old = self.k.reg(Ty::U32, "arrived");
-        let epoch = self.k.epoch_value();
         let tile = self.tile.clone();
+        // §5.4 without an epoch (lowered/ticket.rs): K part 0 weighs Q − P + 1, the others 1, so
+        // each launch takes the never-reset counter from one multiple of Q to the next.
+        let arrivals = parts as u32;
+        let weight = ticket::weight(arrivals, eq(r(part), u(0)));
         let arrive = Stmt::Atomic {
             dst: Some(old),
             op: AtomicOp::Add,
             mem: at(Base::Param(counter), tile),
-            value: Some(u(1)),
+            value: Some(weight.clone()),
             ordering: Ordering::AcqRel,
             scope: Scope::Agent,
             why: Invariant::OneArrivalPerWorkgroup,
         };
-        // §5.4: launch e takes the never-reset counter from (e − 1)·P to e·P.
-        let last_arrival = sub(mul(epoch, u(parts)), u(1));
         let verdict_store = store(
             self.lds_at(verdict, u(0)),
-            vec![sel(eq(r(old), last_arrival), u(1), u(0))],
+            vec![sel(
+                ticket::completes_round(old, weight, arrivals),
+                u(1),
+                u(0),
+            )],
         );
         out.push(comment(format!(
-            "the arrival that reads epoch*{parts} - 1 is this launch's last for the tile (§5.4: the counter is never reset)"
+            "the arrival that completes a round of {} on the counter is this launch's last for the tile (§5.4: weighted tickets, the counter is never reset)",
+            ticket::round_len(arrivals)
         )));
         out.push(Stmt::If {
             cond: eq(sp(Special::LocalId), u(0)),

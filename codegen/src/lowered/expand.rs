@@ -1,25 +1,29 @@
 //! Expansion of grid barriers and cross-rank flags into primitives.
 //!
-//! Epoch arithmetic (DESIGN.md §5.4): `epoch` is 1 for the first launch on a set of zeroed
-//! counters and flags and grows by one per launch; nothing is ever reset by a kernel. The epoch
-//! lives on the device: the `epoch_state` counter array holds one word per workgroup, the launches
-//! that workgroup completed. Every lane loads its workgroup's word + 1 at entry (a plain load: the
-//! word was last written by this workgroup in the previous launch, before the kernel boundary),
-//! and after a workgroup barrier at exit lane 0 adds 1 to it (relaxed: nobody else reads it in
-//! this launch). Every workgroup runs once per launch, so all hold the same epoch; the same launch
-//! with the same arguments, replayed (a captured CUDA/HIP graph), counts on by itself, with no
-//! cross-workgroup traffic and no wait. A kernel built with the hand-written ABI's host-passed
-//! `epoch` scalar keeps that instead.
-//! - Grid barrier `i` of `B` per launch, over `G` workgroups, waits for the counter to reach
-//!   `((epoch − 1)·B + i + 1)·G`: every workgroup adds 1 per barrier, so after launch e's barrier i
-//!   the counter holds exactly that.
-//! - Flag round `j` of `R` per launch publishes the value `(epoch − 1)·R + j + 1`.
+//! Grid barriers count weighted tickets ([`ticket`], DESIGN.md §5.4): each workgroup's elected
+//! lane adds its weight to the barrier's counter and waits until the counter reaches the end of
+//! its ticket's round. The counter is never reset and needs no epoch, so the same launch,
+//! replayed, is correct (split-K arrivals count the same way, `lower/splitk.rs`).
+//!
+//! Cross-rank flags do need an epoch: a rank cannot tell from a peer's flag alone which launch
+//! published it. `epoch` is 1 for the first launch on zeroed flags and grows by one per launch;
+//! nothing is ever reset by a kernel. The epoch lives on the device: the `epoch_state` counter
+//! array holds one word per workgroup, the launches that workgroup completed. Every lane loads
+//! its workgroup's word + 1 at entry (a plain load: the word was last written by this workgroup
+//! in the previous launch, before the kernel boundary), and after a workgroup barrier at exit
+//! lane 0 adds 1 to it (relaxed: nobody else reads it in this launch). Every workgroup runs once
+//! per launch, so all hold the same epoch; the same launch with the same arguments, replayed (a
+//! captured CUDA/HIP graph), counts on by itself, with no cross-workgroup traffic and no wait. A
+//! kernel built with the hand-written ABI's host-passed `epoch` scalar keeps that instead.
+//! Flag round `j` of `R` per launch publishes the value `(epoch − 1)·R + j + 1`.
 //!
 //! Comparisons are wrap-safe (`(i32)(value − target) >= 0`), so counters may wrap at 2³².
 
 use wavefuse_ir::{Ordering, Scope};
 
-use super::{AtomicOp, BinOp, Block, Expr, Invariant, LoweredKernel, MemRef, Special, Stmt};
+use super::{
+    AtomicOp, BinOp, Block, Expr, Invariant, LoweredKernel, MemRef, Special, Stmt, ticket,
+};
 
 /// Spin budget of a wait, in atomic loads (≈ seconds on a real GPU before the error is reported).
 pub const SPIN_BUDGET: u32 = 1 << 26;
@@ -199,21 +203,24 @@ impl Expander<'_> {
     }
 
     fn grid_barrier(&mut self, counter: MemRef, index: u32, out: &mut Block) {
-        let per_launch = Expr::u32(self.k.barriers_per_launch);
-        let epoch = self.epoch();
-        // ((epoch − 1)·B + index + 1)·G
-        let generation = Expr::add(Expr::mul(sub1(epoch), per_launch), Expr::u32(index + 1));
-        let target = Expr::mul(generation, Expr::Special(Special::NumWorkgroups));
+        // A weighted ticket (lowered/ticket.rs, §5.4): the round of this barrier ends on the
+        // next multiple of Q after the ticket, whichever launch this is — no epoch needed.
+        let arrivals = self.k.grid;
+        let ticket = self.k.reg(super::Ty::U32, "ticket");
+        let first = Expr::bin(BinOp::Eq, Expr::Special(Special::WorkgroupId), Expr::u32(0));
+        let weight = ticket::weight(arrivals, first);
+        let target = ticket::round_end(ticket, arrivals);
         let (error, code) = (self.error(), self.code());
         out.push(Stmt::Comment(format!(
-            "grid barrier {index}: every lane of this workgroup is done with its writes"
+            "grid barrier {index}: every lane of this workgroup is done with its writes; one weighted arrival per workgroup, a round of {arrivals} advances the counter by {} (§5.4: no reset, no epoch)",
+            ticket::round_len(arrivals)
         )));
         out.push(Stmt::WorkgroupBarrier);
         let arrive = Stmt::Atomic {
-            dst: None,
+            dst: Some(ticket),
             op: AtomicOp::Add,
             mem: counter.clone(),
-            value: Some(Expr::u32(1)),
+            value: Some(weight),
             ordering: Ordering::Release,
             scope: Scope::Agent,
             why: Invariant::OneArrivalPerWorkgroup,

@@ -35,6 +35,7 @@ mod expr;
 mod kernel;
 pub(crate) mod print;
 mod stmt;
+pub mod ticket;
 pub mod validate;
 
 pub use entities::{Lds, Param, Reg};

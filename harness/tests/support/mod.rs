@@ -37,8 +37,9 @@ pub fn rewrite(block: Block, f: &mut dyn FnMut(Stmt) -> Vec<Stmt>) -> Block {
     out
 }
 
-/// A rewrite giving the split-K arrival (the one `Add` atomic whose old value is used) `ordering`
-/// instead of its acq_rel: the mutants of §5.1/§5.2 the split-K tests plant.
+/// A rewrite giving the split-K arrival (the acq_rel `Add` atomic whose old value is used; a grid
+/// barrier's arrival is release) `ordering` instead of its acq_rel: the mutants of §5.1/§5.2 the
+/// split-K tests plant.
 #[allow(dead_code)] // not every test crate that includes this module mutates the arrival
 pub fn arrival_ordered(ordering: Ordering) -> impl FnMut(Stmt) -> Vec<Stmt> {
     move |s| match s {
@@ -49,7 +50,7 @@ pub fn arrival_ordered(ordering: Ordering) -> impl FnMut(Stmt) -> Vec<Stmt> {
             value,
             scope,
             why,
-            ..
+            ordering: Ordering::AcqRel,
         } => vec![Stmt::Atomic {
             dst: Some(d),
             op: AtomicOp::Add,
