@@ -1,5 +1,6 @@
 //! The hand-written gfx906 INT4 references (kernels-gen/reference/hip: `gemv_int4`,
-//! `gemv_int4_qkv`, `gemv_int4_dual_silu`, `gemv_int4_allreduce_rmsnorm`) run in the host
+//! `gemv_int4_qkv`, `gemv_int4_dual_silu`, `gemv_int4_allreduce_rmsnorm`) and the sm_90
+//! `gemv_int4` (kernels-gen/reference/cuda, through the CUDA shim hip-emu/cuda/) run in the host
 //! emulation of tests/hip-emu and match an f64 oracle computed from DESIGN.md §2 on fresh random
 //! inputs. No AMD GPU is needed: the real `.hip` sources are compiled by a host clang++ against a
 //! shim `hip/hip_runtime.h`, and every lane runs as written. tests/hip-emu/README.md says what
@@ -13,7 +14,8 @@
 //! their rounds and phases, but fewer columns (columns are independent but for the tail tile;
 //! the fused kernel needs a process per workgroup and rank) — and add the odd ones: K ending
 //! inside a unit and inside a group, N tails, groups 32, 64 and per-channel (G = K, including an
-//! odd number of packed rows per group), GPTQ v1 and v2 zero points, batch 1 to 8, and the fused
+//! odd number of packed rows per group), GPTQ v1 and v2 zero points, batch 1 to 8 (`gemv_int4`:
+//! 1 to 64, whole tiles of 8 and a short last one), and the fused
 //! kernel at TP 1, 2 and 4 over two launches, one of them across the 2^32 wrap of the epoch.
 //! Seeds differ per case; `WAVEFUSE_EMU_SEED` moves them all (a failure prints its seed).
 //!
@@ -439,10 +441,19 @@ fn planted_bugs_are_reported_sm90() {
     let cut = &source[start..end];
     assert!(cut.contains("__syncthreads();"), "{cut}");
     let mutant_path = emu.dir.path().join("gemv_int4_no_tile_barrier.cu");
-    std::fs::write(&mutant_path, format!("{}{}", &source[..start], &source[end..])).expect("write");
+    std::fs::write(
+        &mutant_path,
+        format!("{}{}", &source[..start], &source[end..]),
+    )
+    .expect("write");
     let mut mutant = cuda(gemv(1000, 40, 20, 128, false));
-    mutant.defines.push("WF_EMU_MUTANT_NO_TILE_BARRIER=1".to_owned());
-    let run = emu.run(&emu.build_from(&mutant, None, &mutant_path), &mutant.args(seed));
+    mutant
+        .defines
+        .push("WF_EMU_MUTANT_NO_TILE_BARRIER=1".to_owned());
+    let run = emu.run(
+        &emu.build_from(&mutant, None, &mutant_path),
+        &mutant.args(seed),
+    );
     print!("no tile barrier: {}", run.output);
     assert!(
         run.code == Some(1) && run.output.contains("MISMATCH"),

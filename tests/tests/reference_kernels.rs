@@ -727,8 +727,12 @@ fn the_reference_is_found_for_every_generated_kernel_at_every_shape() {
                     let found = find_reference(Some(&reference_dir()), &g.lowered, &g.ir);
                     if batch > max_batch {
                         match found {
-                            Found::Absent(why) => assert!(why.contains("max_batch"), "{label}: {why}"),
-                            Found::Hand(_) => panic!("{label}: found past its max_batch {max_batch}"),
+                            Found::Absent(why) => {
+                                assert!(why.contains("max_batch"), "{label}: {why}")
+                            }
+                            Found::Hand(_) => {
+                                panic!("{label}: found past its max_batch {max_batch}")
+                            }
                         }
                         continue;
                     }
