@@ -156,6 +156,39 @@ fn the_gfx906_default_tiles_the_batch_past_16_gfx906() {
     }
 }
 
+/// The gfx906 default past batch 16 (tiles of 16) at the small shapes, TP 2, where the tiles do
+/// not divide the batch — 33 = 16 + 16 + 1, 50 = 3 · 16 + 2 — clean in the simulator over seeded
+/// schedules against the f64 reference (FP16 outputs: relative L2 ≤ 1e-3, `sim::tolerance`), on
+/// fresh random inputs: `gemv_int4` and the fused GEMV + allreduce + RMSNorm kernel
+/// (`sim_batch.rs` runs every kernel at 16, 32 and 64, whole tiles).
+#[test]
+fn the_gfx906_default_with_a_short_last_tile_matches_the_reference_gfx906() {
+    use wavefuse_harness::sim::{Config, prepare_config};
+    for id in [KernelId::GemvInt4, KernelId::GemvInt4AllreduceRmsnorm] {
+        for batch in [33, 50] {
+            let c = Config {
+                batch,
+                ..Config::new(2, Arch::Gfx906)
+            };
+            let p = prepare_config(id, &c, &SmallShapes::DEFAULT)
+                .unwrap_or_else(|e| panic!("{id} batch {batch}: {e}"));
+            let text = p.lowered.to_string();
+            assert!(
+                text.contains("batch tiles (batch_tile = 16)")
+                    && text.contains(&format!("then the last {} row(s)", batch % 16)),
+                "{id} batch {batch}: not in tiles of 16 with a short last one"
+            );
+            let r = sweep(&p, SEED, 0, SCHEDULES, |_, _| {}).expect("simulates");
+            let text = summary(&p, &r);
+            eprintln!(
+                "{id}@gfx906 tp 2 batch {batch} (default, tiles of 16): {}",
+                text.lines().next().unwrap_or("")
+            );
+            assert!(r.findings.is_empty() && r.failing == 0, "{text}");
+        }
+    }
+}
+
 /// An override that tiles a path without tiles is refused with the reason.
 #[test]
 fn invalid_batch_tile_on_the_fma_path_is_refused_gfx906() {
