@@ -1,6 +1,7 @@
 //! The hand-written gfx906 INT4 references (kernels-gen/reference/hip: `gemv_int4`,
 //! `gemv_int4_qkv`, `gemv_int4_dual_silu`, `gemv_int4_allreduce_rmsnorm`) and the sm_90
-//! `gemv_int4` (kernels-gen/reference/cuda, through the CUDA shim hip-emu/cuda/) run in the host
+//! `gemv_int4` and `gemv_int4_qkv` (kernels-gen/reference/cuda, through the CUDA shim
+//! hip-emu/cuda/) run in the host
 //! emulation of tests/hip-emu and match an f64 oracle computed from DESIGN.md §2 on fresh random
 //! inputs. No AMD GPU is needed: the real `.hip` sources are compiled by a host clang++ against a
 //! shim `hip/hip_runtime.h`, and every lane runs as written. tests/hip-emu/README.md says what
@@ -378,6 +379,7 @@ fn gemv_int4_at_batch_9_to_64_matches_f64_oracle_gfx906() {
 fn cuda(mut c: Case) -> Case {
     c.kernel = match c.kernel {
         "gemv_int4" => "cuda_gemv_int4",
+        "gemv_int4_qkv" => "cuda_gemv_int4_qkv",
         other => panic!("no sm_90 driver for {other}"),
     };
     c
@@ -406,6 +408,23 @@ fn gemv_int4_matches_f64_oracle_sm90() {
             cuda(gemv(1000, 72, 64, 128, false)),
         ],
         600,
+    );
+}
+
+/// The sm_90 `gemv_int4_qkv` reference (three outputs by column range) against the same f64
+/// oracle: Qwen's q + gate and k / v at TP 8 whole at batch 1, column ranges that cut tiles (q
+/// ending inside tile 1, v in a tail tile), batch 3 and 8 in one pass, 20 and 64 in tiles of 8.
+#[test]
+fn gemv_int4_qkv_matches_f64_oracle_sm90() {
+    check_all(
+        &[
+            cuda(qkv(5120, 1536, 256, 1, 128, true)),
+            cuda(qkv(1000, 48, 16, 3, 128, false)),
+            cuda(qkv(1536, 40, 24, 8, 64, true)),
+            cuda(qkv(1000, 48, 16, 20, 128, true)),
+            cuda(qkv(1536, 40, 24, 64, 64, false)),
+        ],
+        650,
     );
 }
 
