@@ -214,8 +214,9 @@ fn a_missing_hand_written_version_is_said_not_faked() {
 }
 
 /// A parametric `--abi` (here the reference's own, as a user would write one) is instantiated
-/// at every case's shapes: the hand-written side is compiled at TP 1 and at TP 4 batch 8 with
-/// that shape's defines (its static LDS grows 8×), and a description without its KERNEL named,
+/// at every case's shapes: the hand-written side is compiled at TP 1 and at TP 4 batch 8 and 64
+/// with that shape's defines (its static LDS grows 8× to batch 8, then stays: past 8 the rows go
+/// in tiles of 8 that reuse it), and a description without its KERNEL named,
 /// or for another kernel, is refused before anything runs.
 #[test]
 fn a_parametric_manual_abi_is_instantiated_at_every_shape() {
@@ -228,7 +229,7 @@ fn a_parametric_manual_abi_is_instantiated_at_every_shape() {
         v.extend(
             [
                 "--shapes",
-                "qwen27b-tp1,qwen27b-tp4-b8",
+                "qwen27b-tp1,qwen27b-tp4-b8,qwen27b-tp4-b64",
                 "--manual",
                 src.to_str().unwrap(),
                 "--abi",
@@ -252,7 +253,7 @@ fn a_parametric_manual_abi_is_instantiated_at_every_shape() {
     assert!(o.status.success(), "{out}\n{err}");
     let j = read_json(&json);
     let rows = j["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 2, "{out}");
+    assert_eq!(rows.len(), 3, "{out}");
     let lds: Vec<u64> = rows
         .iter()
         .map(|r| {
@@ -261,7 +262,7 @@ fn a_parametric_manual_abi_is_instantiated_at_every_shape() {
             sm90["usage"]["lds_bytes"].as_u64().unwrap()
         })
         .collect();
-    assert_eq!(lds, [1024, 8192], "{out}");
+    assert_eq!(lds, [1024, 8192, 8192], "{out}");
     let o = run(None);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).1.contains("name the one KERNEL"), "{}", text(&o).1);

@@ -242,6 +242,36 @@ fn gptq_symmetric_odd_n_and_batch() {
     }
 }
 
+/// Batch 16, 32 and 64 (issue 40): the f64 oracle's GPTQ GEMV against the naive product row by
+/// row, each output rounded once to f32 (relative L2 ≤ 1e-7: the f32 rounding of the outputs,
+/// 2^-24 relative, with room), for v1 and v2 zero points, groups 32, 128 and per channel.
+#[test]
+fn gptq_at_batch_16_32_64_matches_naive() {
+    for (i, batch) in [16, 32, 64].into_iter().enumerate() {
+        check_gptq(
+            40 + i as u64,
+            128,
+            24,
+            batch,
+            GptqLayout::new(GroupSize::Rows(32), ZeroPoint::V1),
+        );
+        check_gptq(
+            50 + i as u64,
+            256,
+            16,
+            batch,
+            GptqLayout::new(GroupSize::Rows(128), ZeroPoint::V2),
+        );
+        check_gptq(
+            60 + i as u64,
+            40,
+            8,
+            batch,
+            GptqLayout::new(GroupSize::PerChannel, ZeroPoint::V2),
+        );
+    }
+}
+
 #[test]
 fn gptq_per_channel_partial_group_shapes() {
     // K = 40 is not a multiple of any power-of-two group: per-channel is the legal choice.

@@ -1,5 +1,7 @@
 //! The hand-written gfx906 INT4 references (kernels-gen/reference/hip: `gemv_int4`,
-//! `gemv_int4_qkv`, `gemv_int4_dual_silu`, `gemv_int4_allreduce_rmsnorm`) run in the host
+//! `gemv_int4_qkv`, `gemv_int4_dual_silu`, `gemv_int4_allreduce_rmsnorm`) and the sm_90
+//! `gemv_int4` and `gemv_int4_qkv` (kernels-gen/reference/cuda, through the CUDA shim
+//! hip-emu/cuda/) run in the host
 //! emulation of tests/hip-emu and match an f64 oracle computed from DESIGN.md §2 on fresh random
 //! inputs. No AMD GPU is needed: the real `.hip` sources are compiled by a host clang++ against a
 //! shim `hip/hip_runtime.h`, and every lane runs as written. tests/hip-emu/README.md says what
@@ -13,7 +15,8 @@
 //! their rounds and phases, but fewer columns (columns are independent but for the tail tile;
 //! the fused kernel needs a process per workgroup and rank) — and add the odd ones: K ending
 //! inside a unit and inside a group, N tails, groups 32, 64 and per-channel (G = K, including an
-//! odd number of packed rows per group), GPTQ v1 and v2 zero points, batch 1 to 8, and the fused
+//! odd number of packed rows per group), GPTQ v1 and v2 zero points, batch 1 to 8 (`gemv_int4`:
+//! 1 to 64, whole tiles of 8 and a short last one), and the fused
 //! kernel at TP 1, 2 and 4 over two launches, one of them across the 2^32 wrap of the epoch.
 //! Seeds differ per case; `WAVEFUSE_EMU_SEED` moves them all (a failure prints its seed).
 //!
@@ -52,10 +55,14 @@ fn emu_dir() -> PathBuf {
 
 fn reference(kernel: &str) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    match kernel.strip_prefix("hand_") {
+    if let Some(name) = kernel.strip_prefix("hand_") {
         // A user's hand-written kernel (cli/tests/handwritten, issue 38), driven by
         // hip-emu/hand_*.cpp as its ABI file launches it.
-        Some(name) => root.join(format!("../cli/tests/handwritten/gemv_int4_{name}.hip")),
+        return root.join(format!("../cli/tests/handwritten/gemv_int4_{name}.hip"));
+    }
+    match kernel.strip_prefix("cuda_") {
+        // An sm_90 reference, driven by hip-emu/cuda_*.cpp through the shim hip-emu/cuda/.
+        Some(name) => root.join(format!("../kernels-gen/reference/cuda/{name}.cu")),
         None => root.join(format!("../kernels-gen/reference/hip/{kernel}.hip")),
     }
 }
@@ -143,6 +150,11 @@ impl Emu {
     /// Builds `kernel`'s driver with the case's defines and any planted bug; panics with the
     /// compiler's output when it fails.
     fn build(&self, case: &Case, plant: Option<&str>) -> PathBuf {
+        self.build_from(case, plant, &reference(case.kernel))
+    }
+
+    /// [`Emu::build`] with the kernel's source read from `source` (a mutated copy).
+    fn build_from(&self, case: &Case, plant: Option<&str>, source: &Path) -> PathBuf {
         let exe = self
             .dir
             .path()
@@ -154,10 +166,7 @@ impl Emu {
             .with_extension(plant.unwrap_or("clean"));
         let o = Command::new(&self.cxx)
             .args(Self::flags())
-            .arg(format!(
-                "-DWF_EMU_KERNEL=\"{}\"",
-                reference(case.kernel).display()
-            ))
+            .arg(format!("-DWF_EMU_KERNEL=\"{}\"", source.display()))
             .arg(format!("-DWF_SPIN_BUDGET={SPIN_BUDGET}"))
             .args(case.defines.iter().map(|d| format!("-D{d}")))
             .args(plant.map(|p| format!("-D{p}")))
@@ -344,6 +353,132 @@ fn gemv_int4_matches_f64_oracle_gfx906() {
             gemv(136, 8, 7, 136, true),
         ],
         0,
+    );
+}
+
+/// Batch 9 to 64 (issue 40): the rows in tiles of 8, each a pass over all of K with its own
+/// staging, reduction and stores — a whole number of tiles (16, 32, 64) and a last short tile (20:
+/// 8 + 8 + 4, 33: four tiles and one row) — at a ragged K with an N tail, a Qwen K over several
+/// phases, groups 32 and per-channel, v1 and v2 zero points.
+#[test]
+fn gemv_int4_at_batch_9_to_64_matches_f64_oracle_gfx906() {
+    check_all(
+        &[
+            gemv(1000, 72, 16, 128, false),
+            gemv(1000, 40, 20, 128, true),
+            gemv(1024, 64, 32, 32, false),
+            gemv(1280, 40, 33, 1280, true),
+            gemv(5120, 32, 64, 128, true),
+            gemv(1000, 72, 64, 128, false),
+        ],
+        50,
+    );
+}
+
+/// An sm_90 reference run in the same emulation ([`gemv_int4_matches_f64_oracle_sm90`]).
+fn cuda(mut c: Case) -> Case {
+    c.kernel = match c.kernel {
+        "gemv_int4" => "cuda_gemv_int4",
+        "gemv_int4_qkv" => "cuda_gemv_int4_qkv",
+        other => panic!("no sm_90 driver for {other}"),
+    };
+    c
+}
+
+/// The sm_90 `gemv_int4` reference (kernels-gen/reference/cuda/gemv_int4.cu, through the shim
+/// hip-emu/cuda/) against the same f64 oracle at the same tolerance: Qwen reduction lengths
+/// (5120 over 40 chunks of 16 packed rows, 17408 over 136), ragged K (a short last chunk) with an
+/// N tail, groups 32 and 64 (a chunk of 4 and 8 packed rows), v1 and v2 zero points; batch 1 to
+/// 8 in one pass, and batch 9 to 64 in tiles of 8 (16, 32 and 64 whole tiles; 20 and 33 with a
+/// last pass of 4 rows and of 1).
+#[test]
+fn gemv_int4_matches_f64_oracle_sm90() {
+    check_all(
+        &[
+            cuda(gemv(5120, 136, 1, 128, true)),
+            cuda(gemv(17408, 64, 2, 128, true)),
+            cuda(gemv(1000, 40, 3, 128, false)),
+            cuda(gemv(1024, 64, 5, 32, false)),
+            cuda(gemv(1536, 72, 8, 64, true)),
+            cuda(gemv(1000, 72, 16, 128, true)),
+            cuda(gemv(1000, 40, 20, 128, false)),
+            cuda(gemv(1024, 64, 32, 32, true)),
+            cuda(gemv(1536, 40, 33, 64, false)),
+            cuda(gemv(5120, 32, 64, 128, true)),
+            cuda(gemv(1000, 72, 64, 128, false)),
+        ],
+        600,
+    );
+}
+
+/// The sm_90 `gemv_int4_qkv` reference (three outputs by column range) against the same f64
+/// oracle: Qwen's q + gate and k / v at TP 8 whole at batch 1, column ranges that cut tiles (q
+/// ending inside tile 1, v in a tail tile), batch 3 and 8 in one pass, 20 and 64 in tiles of 8.
+#[test]
+fn gemv_int4_qkv_matches_f64_oracle_sm90() {
+    check_all(
+        &[
+            cuda(qkv(5120, 1536, 256, 1, 128, true)),
+            cuda(qkv(1000, 48, 16, 3, 128, false)),
+            cuda(qkv(1536, 40, 24, 8, 64, true)),
+            cuda(qkv(1000, 48, 16, 20, 128, true)),
+            cuda(qkv(1536, 40, 24, 64, 64, false)),
+        ],
+        650,
+    );
+}
+
+/// The sm_90 `gemv_int4` with the barrier between batch tiles removed (a copy of the source
+/// without it): the slices of tile t + 1 store their sums into the LDS that warp 0 is still
+/// adding for tile t (DESIGN.md §5.2), which the emulation's shuffled lane order turns into wrong
+/// outputs — reported as a mismatch, at a shape the clean source passes
+/// ([`gemv_int4_matches_f64_oracle_sm90`]). Its ZP-flip plant is a mismatch too.
+#[test]
+fn planted_bugs_are_reported_sm90() {
+    let Some(emu) = Emu::new() else {
+        return;
+    };
+    let seed = base_seed().wrapping_add(700);
+    let case = cuda(gemv(1000, 40, 20, 128, false));
+    let clean = emu.run(&emu.build(&case, None), &case.args(seed));
+    assert_eq!(clean.code, Some(0), "clean build:\n{}", clean.output);
+    let flip = emu.run(
+        &emu.build(&case, Some("WF_EMU_PLANT_ZP_FLIP")),
+        &case.args(seed),
+    );
+    assert!(
+        flip.code == Some(1) && flip.output.contains("MISMATCH"),
+        "ZP flip: exit {:?}:\n{}",
+        flip.code,
+        flip.output
+    );
+
+    let source = std::fs::read_to_string(reference(case.kernel)).expect("the source");
+    let barrier = "    if (row0 > 0) {\n";
+    let start = source.find(barrier).expect("the barrier between tiles");
+    let end = start + source[start..].find("\n    }\n").expect("its block") + "\n    }\n".len();
+    let cut = &source[start..end];
+    assert!(cut.contains("__syncthreads();"), "{cut}");
+    let mutant_path = emu.dir.path().join("gemv_int4_no_tile_barrier.cu");
+    std::fs::write(
+        &mutant_path,
+        format!("{}{}", &source[..start], &source[end..]),
+    )
+    .expect("write");
+    let mut mutant = cuda(gemv(1000, 40, 20, 128, false));
+    mutant
+        .defines
+        .push("WF_EMU_MUTANT_NO_TILE_BARRIER=1".to_owned());
+    let run = emu.run(
+        &emu.build_from(&mutant, None, &mutant_path),
+        &mutant.args(seed),
+    );
+    print!("no tile barrier: {}", run.output);
+    assert!(
+        run.code == Some(1) && run.output.contains("MISMATCH"),
+        "without the tile barrier: expected exit 1 and a mismatch, got exit {:?}:\n{}",
+        run.code,
+        run.output
     );
 }
 

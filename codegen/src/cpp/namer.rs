@@ -202,6 +202,17 @@ pub fn identifier(name: &str) -> String {
     s
 }
 
+/// `stem`, cured of a reserved prefix, with `_` appended until it is no keyword and not in
+/// `used`. `_` + `_` is `__`, a reserved prefix no appending frees (a fuzzed kernel `_` with an
+/// output `_` never left the loop), so the cure is applied again after each `_`.
+fn free_name(stem: String, used: &HashSet<String>) -> String {
+    let mut name = unprefixed(stem);
+    while is_reserved(&name) || used.contains(&name) {
+        name = unprefixed(name + "_");
+    }
+    name
+}
+
 /// The names of one kernel's entities.
 #[derive(Clone, Debug)]
 pub struct Names {
@@ -218,10 +229,7 @@ impl Names {
     pub fn new(k: &LoweredKernel) -> Names {
         let mut used = HashSet::new();
         let mut claim = |stem: String| {
-            let mut name = unprefixed(stem);
-            while is_reserved(&name) || used.contains(&name) {
-                name.push('_');
-            }
+            let name = free_name(stem, &used);
             used.insert(name.clone());
             name
         };
@@ -289,5 +297,17 @@ mod tests {
             assert!(!is_reserved(&symbol(stem)), "{stem}");
         }
         assert_eq!(symbol("__global__"), "v__global__");
+    }
+
+    /// Two entities named `_` (found by `wavefuse fuzz`: a kernel `_` with an output `_`): the
+    /// second becomes `__` once an `_` is appended, a reserved prefix, which is cured too.
+    #[test]
+    fn a_clash_that_appends_into_a_reserved_prefix_ends() {
+        let mut used = HashSet::new();
+        for want in ["_", "v__", "v___"] {
+            let name = free_name("_".to_owned(), &used);
+            assert_eq!(name, want);
+            used.insert(name);
+        }
     }
 }

@@ -10,7 +10,7 @@
 //! rules (DESIGN.md §2, §5.6, §5.7), so every kernel validates; one that does not is a generator
 //! bug, which [`super::fuzz`] counts separately.
 //!
-//! Shapes are small (features ≤ 160, K ≤ 256, batch ≤ 64, mostly ≤ 8) so that one simulated run takes
+//! Shapes are small (features ≤ 160, ≤ 64 past batch 16; K ≤ 256; batch ≤ 64, mostly ≤ 8) so that one simulated run takes
 //! milliseconds, and include odd widths, tails shorter than a tile, per-channel groups and
 //! symmetric GPTQ weights with N not a multiple of 8 (which the IR allows and the lowering
 //! refuses).
@@ -100,7 +100,9 @@ impl Gen {
         let tp = [1, 1, 2, 2, 4, 4, 8][rng.random_range(0..7)];
         // Batch 1–64: mostly the decode batches 1–8, one in nine past 8 (speculative
         // verification and batched serving, issue #40), where a kernel's LDS may outgrow the
-        // workgroup and the lowering refuses it (a refusal, not a finding).
+        // workgroup and the lowering refuses it (a refusal, not a finding), and where the dot2
+        // path goes in batch tiles (`schedules.rs`). Past batch 16 the features are fewer
+        // (`Gen::features`), so that a simulated run costs about what one at batch 8 does.
         let batch = match [1, 1, 1, 2, 3, 4, 5, 8, 0][rng.random_range(0..9)] {
             0 => rng.random_range(9..=64),
             b => b,
@@ -399,11 +401,13 @@ impl Gen {
         }
     }
 
+    /// Features of a value: up to 160, or up to 64 past batch 16 (each batch row is simulated).
     fn features(&mut self) -> usize {
+        let (any, tiles) = if self.batch > 16 { (64, 2) } else { (160, 4) };
         if self.chance(0.5) {
-            self.rng.random_range(1..=160)
+            self.rng.random_range(1..=any)
         } else {
-            32 * self.rng.random_range(1..=4)
+            32 * self.rng.random_range(1..=tiles)
         }
     }
 

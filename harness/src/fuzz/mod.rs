@@ -209,6 +209,9 @@ pub struct TargetCounts {
     pub ok: u64,
     /// Simulations run.
     pub simulations: u64,
+    /// Of those, lowerings with the batch rows in tiles (`Schedule::batch_tile`: the lowered
+    /// kernel reads its weights more than once, `weight_passes > 1`).
+    pub batch_tiled: u64,
 }
 
 /// What a run did and found.
@@ -311,8 +314,8 @@ impl FuzzReport {
         for (t, c) in &self.targets {
             let _ = writeln!(
                 out,
-                "  {t}: {} kernels lowered with the default schedule, {} with some schedule; {} of {} lowerings ok; {} simulations",
-                c.default_lowered, c.lowered, c.ok, c.attempts, c.simulations
+                "  {t}: {} kernels lowered with the default schedule, {} with some schedule; {} of {} lowerings ok; {} simulations ({} in batch tiles)",
+                c.default_lowered, c.lowered, c.ok, c.attempts, c.simulations, c.batch_tiled
             );
         }
         let _ = writeln!(
@@ -377,6 +380,7 @@ impl FuzzReport {
             mine.attempts += c.attempts;
             mine.ok += c.ok;
             mine.simulations += c.simulations;
+            mine.batch_tiled += c.batch_tiled;
         }
         self.refused_everywhere += r.refused_everywhere;
         for (key, row) in r.refused {
@@ -878,6 +882,7 @@ fn simulate(
     lowered.truncate(config.simulations);
     let sim_seed = seed >> 16;
     for l in lowered {
+        let tiled = l.kernel.weight_passes > 1;
         let p = Prepared {
             ir: k.clone(),
             lowered: l.kernel,
@@ -886,6 +891,7 @@ fn simulate(
         };
         let counts = report.targets.entry(l.arch.to_string()).or_default();
         counts.simulations += 1;
+        counts.batch_tiled += u64::from(tiled);
         set_stage(l.arch, &l.spec);
         let got = catch_unwind(AssertUnwindSafe(|| {
             sweep(&p, sim_seed, 0, config.interleavings, |_, _| {})

@@ -156,7 +156,7 @@ pub fn random_schedule(arch: Arch, k: &Kernel, rng: &mut ChaCha8Rng) -> Schedule
             if mma && rng.random_bool(0.5) {
                 return mma_schedule(rng, base, kdim, group_words);
             }
-            int4_schedule(arch, rng, base, kdim, n, group_words)
+            int4_schedule(arch, rng, base, (kdim, n, batch(k)), group_words)
         }
         WeightFormat::Awq(_) => base,
     }
@@ -185,14 +185,34 @@ fn k_split(rng: &mut ChaCha8Rng, kdim: usize, unit: u32) -> u32 {
     }
 }
 
+/// Rows per batch tile (`Schedule::batch_tile`) of the dot2 path, one time in two past batch 1
+/// (three in four past batch 8, where the gfx906 default tiles too):
+/// a power of two below the batch (the tiles the defaults and the tuner use) or any count below
+/// it (a last, shorter tile of any size; tiles of one row); else 0, one pass over every row. The
+/// other INT4 paths refuse tiles, so they get none.
+fn batch_tile(rng: &mut ChaCha8Rng, dot2: bool, batch: usize) -> u32 {
+    if !dot2 || batch < 2 || rng.random_bool(if batch > 8 { 0.25 } else { 0.5 }) {
+        return 0;
+    }
+    let below = batch as u32 - 1;
+    let powers: Vec<u32> = [1, 2, 4, 8, 16, 32]
+        .into_iter()
+        .filter(|t| *t <= below)
+        .collect();
+    if rng.random_bool(0.5) {
+        pick(rng, &powers)
+    } else {
+        rng.random_range(1..=below)
+    }
+}
+
 /// The GPTQ FMA or (gfx906) dot2 tiling: `lanes_per_row` lanes × `v` words per K row,
-/// `workgroup / lanes_per_row` K slices.
+/// `workgroup / lanes_per_row` K slices; on the dot2 path the batch rows in tiles, at times.
 fn int4_schedule(
     arch: Arch,
     rng: &mut ChaCha8Rng,
     base: Schedule,
-    kdim: usize,
-    n: usize,
+    (kdim, n, batch): (usize, usize, usize),
     group_words: u32,
 ) -> Schedule {
     let wave = arch.wave_size();
@@ -237,6 +257,7 @@ fn int4_schedule(
         byte_offsets: rng.random_bool(0.5),
         stream_weights: rng.random_bool(0.3),
         pipeline_depth: 1,
+        batch_tile: batch_tile(rng, dot2, batch),
         ..base
     }
 }
@@ -260,6 +281,7 @@ fn mma_schedule(rng: &mut ChaCha8Rng, base: Schedule, kdim: usize, group_words: 
         x_phase_units: 0,
         stream_weights: rng.random_bool(0.5),
         byte_offsets: rng.random_bool(0.3),
+        batch_tile: 0,
         ..base
     }
 }

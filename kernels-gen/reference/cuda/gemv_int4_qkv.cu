@@ -28,8 +28,15 @@
 // 5-bit integer times an 11-bit mantissa). The scale multiplies the chunk's sum once:
 // Σ_k (q − z)·s·x = s · Σ_k (q − z)·x, equal up to FP32 rounding order.
 //
+// Batch > 8 (up to 64): as gemv_int4.cu, the rows go in tiles of TILE = 8, each a pass over all
+// of K with its own accumulators, reduction and stores (the registers and LDS of batch 8; the
+// weights read once per tile, the ABI's [model] weight_passes), a last pass compiled for the
+// BATCH % TILE rows left, and a barrier before a tile's slices overwrite the reduction's LDS
+// that the previous tile's sums were read from (§5.2).
+//
 // No CUDA header is needed (NVRTC compiles it as is): FP16 values are kept as their 16 bits and
-// converted with one PTX instruction each.
+// converted with one PTX instruction each (a host compiler, which the host emulation of
+// tests/hip-emu uses, takes the plain C++ conversion instead).
 
 #if !defined(WF_K) || !defined(WF_NQ) || !defined(WF_NKV) || !defined(WF_BATCH) || !defined(WF_GROUP) || !defined(WF_ZP_V1)
 #error "gemv_int4_qkv_ref needs -DWF_K -DWF_NQ -DWF_NKV -DWF_BATCH -DWF_GROUP -DWF_ZP_V1 (the [build] defines of its ABI file)"
@@ -38,15 +45,23 @@
 typedef unsigned short f16; // an FP16 value, as its bits
 
 static __device__ __forceinline__ float f16_to_f32(f16 h) {
+#if defined(__CUDA_ARCH__)
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
     return f;
+#else
+    return (float)__builtin_bit_cast(_Float16, h);
+#endif
 }
 
 static __device__ __forceinline__ f16 f32_to_f16(float f) { // round to nearest even
+#if defined(__CUDA_ARCH__)
     f16 h;
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
     return h;
+#else
+    return __builtin_bit_cast(f16, (_Float16)f);
+#endif
 }
 
 // ---- shapes (per rank) ----
@@ -55,6 +70,9 @@ constexpr unsigned NQ = WF_NQ;       // columns of q (query + output gate)
 constexpr unsigned NKV = WF_NKV;     // columns of k, and of v
 constexpr unsigned N = NQ + 2 * NKV; // columns of the fused weight
 constexpr unsigned BATCH = WF_BATCH; // tokens decoded at once
+constexpr unsigned TILE = BATCH < 8 ? BATCH : 8;      // batch rows per pass (see "Batch > 8")
+constexpr unsigned FULL = BATCH / TILE;               // passes of TILE rows
+constexpr unsigned REST = BATCH % TILE;               // rows of the last, shorter pass (0: none)
 constexpr unsigned GROUP = WF_GROUP; // rows of K per scale / zero point
 constexpr unsigned ZP_ADD = WF_ZP_V1 ? 1u : 0u;
 
@@ -68,7 +86,7 @@ constexpr unsigned CHUNK = WPG < 16 ? WPG : 16; // packed K-rows fetched at once
 constexpr unsigned NCHUNK = (KW + CHUNK - 1) / CHUNK;
 constexpr bool RAGGED = KW % CHUNK != 0;      // K ends inside a group: the last chunk is short
 
-static_assert(BATCH >= 1 && BATCH <= 8, "batch 1..8");
+static_assert(BATCH >= 1 && BATCH <= 64, "batch 1..64");
 static_assert(K % 8 == 0 && NQ % 8 == 0 && NKV % 8 == 0 && GROUP % 8 == 0, "GPTQ packs 8 rows per word and 8 zero points per word");
 static_assert(WPG <= 16 || WPG % 16 == 0, "a chunk never straddles two groups");
 
@@ -94,11 +112,13 @@ static __device__ __forceinline__ void fetch(Chunk& ch, const unsigned* __restri
     }
 }
 
+// Rows row0 … row0 + ROWS − 1 of x: the chunk's products added to their accumulators.
+template <unsigned ROWS>
 static __device__ __forceinline__ void consume(const Chunk& ch, const f16* __restrict__ x,
-                                               unsigned c, float (&acc)[BATCH]) {
-    float part[BATCH][2]; // two independent FMA chains per batch row
+                                               unsigned c, unsigned row0, float (&acc)[ROWS]) {
+    float part[ROWS][2]; // two independent FMA chains per batch row
 #pragma unroll
-    for (unsigned b = 0; b < BATCH; ++b) part[b][0] = part[b][1] = 0.0f;
+    for (unsigned b = 0; b < ROWS; ++b) part[b][0] = part[b][1] = 0.0f;
 #pragma unroll
     for (unsigned i = 0; i < CHUNK; ++i) {
         const unsigned kw = c * CHUNK + i;
@@ -108,9 +128,9 @@ static __device__ __forceinline__ void consume(const Chunk& ch, const f16* __res
         for (unsigned j = 0; j < 8; ++j)
             d[j] = __uint_as_float(0x4B000000u | ((ch.q[i] >> (4 * j)) & 0xFu)) - ch.zf;
 #pragma unroll
-        for (unsigned b = 0; b < BATCH; ++b) {
+        for (unsigned b = 0; b < ROWS; ++b) {
             // the 8 activations of this packed row: one 16-byte load, the same address in every lane
-            const uint4 xv = *reinterpret_cast<const uint4*>(x + b * K + kw * 8);
+            const uint4 xv = *reinterpret_cast<const uint4*>(x + (row0 + b) * K + kw * 8);
             const unsigned xw[4] = {xv.x, xv.y, xv.z, xv.w};
 #pragma unroll
             for (unsigned j = 0; j < 8; ++j) {
@@ -120,7 +140,67 @@ static __device__ __forceinline__ void consume(const Chunk& ch, const f16* __res
         }
     }
 #pragma unroll
-    for (unsigned b = 0; b < BATCH; ++b) acc[b] = fmaf(ch.s, part[b][0] + part[b][1], acc[b]);
+    for (unsigned b = 0; b < ROWS; ++b) acc[b] = fmaf(ch.s, part[b][0] + part[b][1], acc[b]);
+}
+
+// One pass over the weights for rows row0 … row0 + ROWS − 1 (ROWS ≤ TILE): the lane's column
+// over its K-slice, then the slices' sums met in LDS and stored into q, k or v.
+template <unsigned ROWS>
+static __device__ __forceinline__ void tile_pass(float (&red)[SLICES][TILE][COLS],
+                                                 const unsigned* __restrict__ w_qkv_qweight,
+                                                 const f16* __restrict__ w_qkv_scales,
+                                                 const unsigned* __restrict__ w_qkv_qzeros,
+                                                 const f16* __restrict__ x, f16* __restrict__ q,
+                                                 f16* __restrict__ k, f16* __restrict__ v, unsigned row0) {
+    const unsigned lane_col = threadIdx.x % COLS;
+    const unsigned slice = threadIdx.x / COLS; // the warp: uniform across its lanes
+    const unsigned col = blockIdx.x * COLS + lane_col;
+
+    float acc[ROWS];
+#pragma unroll
+    for (unsigned b = 0; b < ROWS; ++b) acc[b] = 0.0f;
+
+    // Columns past N are masked, not returned from: every lane reaches the barriers below (§5.8).
+    if (col < N && slice < NCHUNK) {
+        unsigned c = slice;
+        Chunk cur;
+        fetch(cur, w_qkv_qweight, w_qkv_scales, w_qkv_qzeros, c, col);
+        for (;;) {
+            const unsigned next = c + SLICES;
+            Chunk nxt;
+            if (next < NCHUNK) fetch(nxt, w_qkv_qweight, w_qkv_scales, w_qkv_qzeros, next, col); // in flight while `cur` is used
+            consume<ROWS>(cur, x, c, row0, acc);
+            if (next >= NCHUNK) break;
+            cur = nxt;
+            c = next;
+        }
+    }
+
+    if (row0 > 0) {
+        // §5.2 (LDS reuse across tiles) and §5.8 (uniform control flow: row0 is the workgroup's):
+        // the previous tile's sums have all been read before this tile's overwrite them.
+        __syncthreads();
+    }
+#pragma unroll
+    for (unsigned b = 0; b < ROWS; ++b) red[slice][b][lane_col] = acc[b];
+    // §5.8: workgroup barrier in uniform control flow (tails were masked above)
+    __syncthreads();
+
+    // Lane t < COLS finishes column t of the tile for every row of the pass: slices added in order.
+    if (threadIdx.x < COLS) {
+        const unsigned n = blockIdx.x * COLS + threadIdx.x;
+#pragma unroll
+        for (unsigned b = 0; b < ROWS; ++b) {
+            const unsigned row = row0 + b;
+            float sum = red[0][b][threadIdx.x];
+#pragma unroll
+            for (unsigned s = 1; s < SLICES; ++s) sum += red[s][b][threadIdx.x];
+            // the one FP16 rounding of each output; the column range picks the output
+            if (n < NQ) q[row * NQ + n] = f32_to_f16(sum);
+            else if (n < NQ + NKV) k[row * NKV + (n - NQ)] = f32_to_f16(sum);
+            else if (n < N) v[row * NKV + (n - NQ - NKV)] = f32_to_f16(sum);
+        }
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(WG)
@@ -133,49 +213,11 @@ gemv_int4_qkv_ref(
     f16* __restrict__ k,                        // f16 [BATCH, NKV]
     f16* __restrict__ v)                        // f16 [BATCH, NKV]
 {
-    __shared__ float red[SLICES][BATCH][COLS]; // per-slice column sums
+    __shared__ float red[SLICES][TILE][COLS]; // per-slice column sums of one tile
 
-    const unsigned lane_col = threadIdx.x % COLS;
-    const unsigned slice = threadIdx.x / COLS; // the warp: uniform across its lanes
-    const unsigned col = blockIdx.x * COLS + lane_col;
-
-    float acc[BATCH];
-#pragma unroll
-    for (unsigned b = 0; b < BATCH; ++b) acc[b] = 0.0f;
-
-    // Columns past N are masked, not returned from: every lane reaches the barrier below (§5.8).
-    if (col < N && slice < NCHUNK) {
-        unsigned c = slice;
-        Chunk cur;
-        fetch(cur, w_qkv_qweight, w_qkv_scales, w_qkv_qzeros, c, col);
-        for (;;) {
-            const unsigned next = c + SLICES;
-            Chunk nxt;
-            if (next < NCHUNK) fetch(nxt, w_qkv_qweight, w_qkv_scales, w_qkv_qzeros, next, col); // in flight while `cur` is used
-            consume(cur, x, c, acc);
-            if (next >= NCHUNK) break;
-            cur = nxt;
-            c = next;
-        }
-    }
-
-#pragma unroll
-    for (unsigned b = 0; b < BATCH; ++b) red[slice][b][lane_col] = acc[b];
-    // §5.8: workgroup barrier in uniform control flow (tails were masked above)
-    __syncthreads();
-
-    // Lane t < COLS finishes column t of the tile for every batch row: slices added in order.
-    if (threadIdx.x < COLS) {
-        const unsigned n = blockIdx.x * COLS + threadIdx.x;
-#pragma unroll
-        for (unsigned b = 0; b < BATCH; ++b) {
-            float sum = red[0][b][threadIdx.x];
-#pragma unroll
-            for (unsigned s = 1; s < SLICES; ++s) sum += red[s][b][threadIdx.x];
-            // the one FP16 rounding of each output; the column range picks the output
-            if (n < NQ) q[b * NQ + n] = f32_to_f16(sum);
-            else if (n < NQ + NKV) k[b * NKV + (n - NQ)] = f32_to_f16(sum);
-            else if (n < N) v[b * NKV + (n - NQ - NKV)] = f32_to_f16(sum);
-        }
-    }
+#pragma unroll 1
+    for (unsigned t = 0; t < FULL; ++t)
+        tile_pass<TILE>(red, w_qkv_qweight, w_qkv_scales, w_qkv_qzeros, x, q, k, v, t * TILE);
+    if (REST > 0)
+        tile_pass<(REST > 0 ? REST : 1)>(red, w_qkv_qweight, w_qkv_scales, w_qkv_qzeros, x, q, k, v, FULL * TILE);
 }
