@@ -36,10 +36,10 @@ pub use hip::HipDialect;
 pub use level::Level;
 pub use memory::vector_words;
 pub use namer::{Names, identifier, symbol};
-pub use ty::expr_ty;
+pub use ty::{elem_ty, expr_ty};
 pub use writer::Writer;
 
-use crate::lowered::LoweredKernel;
+use crate::lowered::{KernelInfo, LoweredKernel};
 use crate::target::{Arch, Vendor};
 
 /// Why a kernel could not be written.
@@ -81,11 +81,19 @@ pub fn language(arch: Arch) -> Language {
     }
 }
 
-/// Write `k` in its target's dialect.
+/// Write `k` in its target's dialect, with facts derived from `k` ([`KernelInfo::derive`]): for a
+/// kernel that may not have been through the validator (the writer then reports what it cannot
+/// write instead of panicking). [`emit_with`] takes the validator's facts.
 pub fn emit(k: &LoweredKernel) -> Result<Source, Error> {
+    emit_with(k, &KernelInfo::derive(k))
+}
+
+/// Write `k` in its target's dialect, reading the facts `info` that
+/// [`validate`](crate::lowered::validate::validate) returned for it.
+pub fn emit_with(k: &LoweredKernel, info: &KernelInfo) -> Result<Source, Error> {
     let text = match k.arch.vendor() {
-        Vendor::Amd => Writer::new(k, HipDialect).write()?,
-        Vendor::Nvidia => Writer::new(k, CudaDialect).write()?,
+        Vendor::Amd => Writer::new(k, info, HipDialect).write()?,
+        Vendor::Nvidia => Writer::new(k, info, CudaDialect).write()?,
     };
     Ok(Source {
         symbol: symbol(&k.name),
