@@ -3,26 +3,12 @@
 //! A run of `n` consecutive elements is read or written with 32-bit words when it fills 1, 2 or
 //! 4k words: one `unsigned`, one `uint2`, or `k` `uint4`s. The element index is then assumed to be
 //! a multiple of `n` and the array aligned to the access width; the ABI description records the
-//! alignment per parameter (see [`vector_words`]).
+//! alignment per parameter (see [`vector_words`](crate::back::vector_words)).
 
 use crate::lowered::{Access, Base, Expr, MemRef, ParamKind, Purpose, Reg, Ty};
 
 use super::{Dialect, Error, Level, Writer, elem_ty, expr_ty};
-
-/// How a run of `n` elements of `elem` is accessed: the number of 32-bit words per vector access
-/// (1, 2 or 4) and how many such accesses, or `None` for element-wise access.
-pub fn vector_words(elem: Ty, n: usize) -> Option<(usize, usize)> {
-    let bytes = elem.bytes() * n;
-    if n < 2 || elem == Ty::Bool || bytes % 4 != 0 {
-        return None;
-    }
-    match bytes / 4 {
-        1 => Some((1, 1)),
-        2 => Some((2, 1)),
-        w if w % 4 == 0 => Some((4, w / 4)),
-        _ => None,
-    }
-}
+use crate::back::vector_words;
 
 const LANES: [&str; 4] = ["x", "y", "z", "w"];
 

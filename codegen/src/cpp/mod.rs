@@ -23,19 +23,18 @@ mod expr;
 mod hip;
 mod level;
 mod memory;
-mod namer;
 mod sync;
 mod ty;
 mod writer;
 
 pub use cuda::CudaDialect;
 pub use dialect::{
-    Atomics, Builtins, Dialect, Fp16, KernelAttrs, Language, Prelude, Rmw, WaveOps, special_1d,
+    Atomics, Builtins, Dialect, Fp16, KernelAttrs, Prelude, Rmw, WaveOps, special_1d,
 };
 pub use hip::HipDialect;
 pub use level::Level;
-pub use memory::vector_words;
-pub use namer::{Names, identifier, symbol};
+// Shared with the other back ends (`crate::back`); re-exported where users have found them.
+pub use crate::back::{Language, Names, identifier, language, symbol, vector_words};
 pub use ty::{elem_ty, expr_ty};
 pub use writer::Writer;
 
@@ -70,14 +69,6 @@ impl Source {
     /// `<symbol>.hip` or `<symbol>.cu`.
     pub fn file_name(&self) -> String {
         format!("{}.{}", self.symbol, self.language.extension())
-    }
-}
-
-/// The language a target is written in.
-pub fn language(arch: Arch) -> Language {
-    match arch.vendor() {
-        Vendor::Amd => Language::Hip,
-        Vendor::Nvidia => Language::Cuda,
     }
 }
 

@@ -3,7 +3,7 @@
 //! through its NVPTX target into sm_90 PTX.
 //!
 //! # The module it builds
-//! - One kernel function named like the C++ kernel ([`crate::cpp::symbol`]), its parameters in ABI
+//! - One kernel function named like the C++ kernel ([`crate::back::symbol`]), its parameters in ABI
 //!   order: arrays and peer tables as `ptr addrspace(1)` (`noalias`, and `readonly` for inputs,
 //!   where no atomic touches them, as the C++ `__restrict__`), scalars by value. LDS arrays are
 //!   `addrspace(3)` globals. AMDGPU: calling convention `amdgpu_kernel`,
@@ -128,7 +128,7 @@ fn target_machine(arch: Arch) -> Result<TargetMachine, Error> {
 fn build<'c>(cx: &'c Context, k: &LoweredKernel, tm: &TargetMachine) -> Result<Module<'c>, Error> {
     let flavor = Flavor::of(k.arch);
     check_launch(k)?;
-    let symbol = crate::cpp::symbol(&k.name);
+    let symbol = crate::back::symbol(&k.name);
     // The validator's facts (types, atomically accessed parameters), derived without its checks:
     // this back end reports what it cannot build instead of assuming a validated kernel.
     let info = KernelInfo::derive(k);
@@ -319,7 +319,7 @@ pub fn compile(k: &LoweredKernel, with_asm: bool) -> Result<Compiled, Error> {
     let t3 = Instant::now();
     let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
     Ok(Compiled {
-        symbol: crate::cpp::symbol(&k.name),
+        symbol: crate::back::symbol(&k.name),
         arch: k.arch,
         ir,
         image,

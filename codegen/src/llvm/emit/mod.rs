@@ -22,7 +22,7 @@ use wavefuse_ir::{Ordering, Scope};
 
 use super::helpers::{AtomTy, HTy, Library, order_name, scope_name};
 use super::{Error, Flavor};
-use crate::cpp::vector_words;
+use crate::back::{Names, vector_words};
 use crate::lowered::{
     Access, AtomicOp, Base, BinOp, Block, Expr, Invariant, KernelInfo, LoweredKernel, MemRef,
     ParamKind, ReduceKind, Reg, Special, Stmt, Ty, UnOp,
@@ -110,7 +110,7 @@ impl<'c, 'k> Emitter<'c, 'k> {
     /// Emit the kernel function (signature attributes, LDS, registers, body).
     pub fn kernel(&mut self) -> Result<(), Error> {
         let k = self.k;
-        let names = crate::cpp::Names::new(k);
+        let names = Names::new(k);
         for (i, (p, d)) in k.params.iter().enumerate() {
             let v = self
                 .f
