@@ -38,7 +38,7 @@ pub use crate::back::{Language, Names, identifier, language, symbol, vector_word
 pub use ty::{elem_ty, expr_ty};
 pub use writer::Writer;
 
-use crate::lowered::{KernelInfo, LoweredKernel};
+use crate::lowered::{LoweredInfo, LoweredKernel};
 use crate::target::{Arch, Vendor};
 
 /// Why a kernel could not be written.
@@ -72,16 +72,16 @@ impl Source {
     }
 }
 
-/// Write `k` in its target's dialect, with facts derived from `k` ([`KernelInfo::derive`]): for a
+/// Write `k` in its target's dialect, with facts derived from `k` ([`LoweredInfo::derive`]): for a
 /// kernel that may not have been through the validator (the writer then reports what it cannot
 /// write instead of panicking). [`emit_with`] takes the validator's facts.
 pub fn emit(k: &LoweredKernel) -> Result<Source, Error> {
-    emit_with(k, &KernelInfo::derive(k))
+    emit_with(k, &LoweredInfo::derive(k))
 }
 
 /// Write `k` in its target's dialect, reading the facts `info` that
 /// [`validate`](crate::lowered::validate::validate) returned for it.
-pub fn emit_with(k: &LoweredKernel, info: &KernelInfo) -> Result<Source, Error> {
+pub fn emit_with(k: &LoweredKernel, info: &LoweredInfo) -> Result<Source, Error> {
     let text = match k.arch.vendor() {
         Vendor::Amd => Writer::new(k, info, HipDialect).write()?,
         Vendor::Nvidia => Writer::new(k, info, CudaDialect).write()?,

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use cranelift_entity::SecondaryMap;
 
 use crate::lowered::{
-    Access, Base, Block, Expr, KernelInfo, LoweredKernel, MemRef, Param, ParamKind, Purpose,
+    Access, Base, Block, Expr, LoweredInfo, LoweredKernel, MemRef, Param, ParamKind, Purpose,
     ReduceKind, Reg, Stmt, Ty,
 };
 
@@ -16,7 +16,7 @@ use super::{Dialect, Error, Level, Names, expr_ty};
 pub struct Writer<'k, D> {
     pub(super) k: &'k LoweredKernel,
     /// The validator's facts about `k` (types, atomically accessed parameters).
-    pub(super) info: &'k KernelInfo,
+    pub(super) info: &'k LoweredInfo,
     pub(super) d: D,
     pub(super) names: Names,
     /// Helper functions used by the body, by name (printed in this order).
@@ -29,8 +29,8 @@ pub struct Writer<'k, D> {
 
 impl<'k, D: Dialect> Writer<'k, D> {
     /// A writer for `k`, whose facts are `info` ([`validate`](crate::lowered::validate::validate)'s
-    /// result, or [`KernelInfo::derive`]).
-    pub fn new(k: &'k LoweredKernel, info: &'k KernelInfo, d: D) -> Self {
+    /// result, or [`LoweredInfo::derive`]).
+    pub fn new(k: &'k LoweredKernel, info: &'k LoweredInfo, d: D) -> Self {
         Writer {
             k,
             info,

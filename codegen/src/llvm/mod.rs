@@ -43,7 +43,7 @@ use inkwell::targets::{
 pub use audit::{AuditError, SyncSite, audit};
 pub use report::parse_amd_asm;
 
-use crate::lowered::{KernelInfo, LoweredKernel};
+use crate::lowered::{LoweredInfo, LoweredKernel};
 use crate::target::Arch;
 
 /// Why a kernel could not be turned into LLVM IR or machine code.
@@ -131,7 +131,7 @@ fn build<'c>(cx: &'c Context, k: &LoweredKernel, tm: &TargetMachine) -> Result<M
     let symbol = crate::back::symbol(&k.name);
     // The validator's facts (types, atomically accessed parameters), derived without its checks:
     // this back end reports what it cannot build instead of assuming a validated kernel.
-    let info = KernelInfo::derive(k);
+    let info = LoweredInfo::derive(k);
     let mut e = emit::Emitter::new(cx, k, &info, flavor, &symbol)?;
     let triple = tm.get_triple();
     let dl = tm.get_target_data().get_data_layout();

@@ -2,14 +2,14 @@
 //! `ModuleInfo`): every register's type and uniformity, the type of every scalar parameter and
 //! the element type of every array, and which parameters an atomic or a wait touches.
 //!
-//! [`validate`](super::validate::validate) returns a [`KernelInfo`] for a kernel it accepts: the
+//! [`validate`](super::validate::validate) returns a [`LoweredInfo`] for a kernel it accepts: the
 //! C++ writer and the LLVM back end read it instead of working the facts out again.
-//! [`KernelInfo::derive`] builds the same tables without checking anything, for a back end handed a
+//! [`LoweredInfo::derive`] builds the same tables without checking anything, for a back end handed a
 //! kernel that has not been through the validator (the writers' own refusals are tested on such
 //! kernels).
 //!
 //! Expressions of the lowered level are trees inside statements, with no identity of their own,
-//! so a fact about an expression ([`KernelInfo::expr_ty`], [`KernelInfo::expr_uniformity`]) is
+//! so a fact about an expression ([`LoweredInfo::expr_ty`], [`LoweredInfo::expr_uniformity`]) is
 //! answered from the tables by its operators without checking them: on a validated kernel it is
 //! the type the validator checked.
 
@@ -45,7 +45,7 @@ pub struct RegInfo {
 
 /// The validator's facts about one lowered kernel. See the module docs.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct KernelInfo {
+pub struct LoweredInfo {
     regs: SecondaryMap<Reg, Option<RegInfo>>,
     /// A scalar parameter's type; `None` for arrays.
     scalars: SecondaryMap<Param, Option<Ty>>,
@@ -55,17 +55,17 @@ pub struct KernelInfo {
     atomic: HashSet<Param>,
 }
 
-impl KernelInfo {
+impl LoweredInfo {
     /// The facts of `k`, derived without checking it (what [`validate`](super::validate::validate)
     /// returns when `k` is valid). Never fails: facts about entities `k` does not define are
     /// absent.
-    pub fn derive(k: &LoweredKernel) -> KernelInfo {
-        KernelInfo::with_uniformity(k, &uniformity(k))
+    pub fn derive(k: &LoweredKernel) -> LoweredInfo {
+        LoweredInfo::with_uniformity(k, &uniformity(k))
     }
 
     /// The tables of `k` with the register uniformity `uni` (the validator's fixed point).
     pub(super) fn with_uniformity(k: &LoweredKernel, uni: &SecondaryMap<Reg, Uniformity>) -> Self {
-        let mut info = KernelInfo::default();
+        let mut info = LoweredInfo::default();
         for (r, d) in k.regs.iter() {
             info.regs[r] = Some(RegInfo {
                 ty: d.ty,
@@ -287,5 +287,208 @@ fn atomic_bases(block: &Block, out: &mut HashSet<Param>) {
             }
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use wavefuse_ir::{MemorySpace, Ordering, Scope};
+
+    use super::*;
+    use crate::lowered::{Access, AtomicOp, BinOp, Invariant, Purpose, ReduceKind};
+    use crate::target::Arch;
+
+    fn array(elem: Ty, access: Access) -> ParamKind {
+        ParamKind::Array {
+            elem,
+            len: 1024,
+            space: MemorySpace::Global,
+            access,
+            purpose: Purpose::Scratch,
+        }
+    }
+
+    fn at(base: Base, index: Expr) -> MemRef {
+        MemRef { base, index }
+    }
+
+    /// A kernel with one register of each uniformity, and the facts derived from it.
+    struct Small {
+        k: LoweredKernel,
+        x: Param,
+        n: Param,
+        sums: Param,
+        lds: Lds,
+        /// `local_id`: divergent.
+        lane: Reg,
+        /// `wave_id`: per wave.
+        wave: Reg,
+        /// `x[wg_id]`: uniform.
+        row: Reg,
+        /// A constant assigned under `if local_id == 0`: divergent through control flow.
+        masked: Reg,
+        /// A wave sum: per wave.
+        sum: Reg,
+        /// A loop variable over uniform bounds: uniform.
+        i: Reg,
+        /// An atomic's result: divergent.
+        old: Reg,
+    }
+
+    fn small() -> Small {
+        let mut k = LoweredKernel::new("small", Arch::Gfx906, 1, 256, 4);
+        let x = k.param("x", array(Ty::F32, Access::Read));
+        let n = k.param(
+            "n",
+            ParamKind::Scalar {
+                ty: Ty::U32,
+                purpose: Purpose::Scratch,
+            },
+        );
+        let sums = k.param("sums", array(Ty::F32, Access::ReadWrite));
+        let lds = k.lds(Ty::F32, 4);
+        let (lane, wave, row) = (
+            k.reg(Ty::U32, "lane"),
+            k.reg(Ty::U32, "wave"),
+            k.reg(Ty::F32, "row"),
+        );
+        let (masked, sum, i, old) = (
+            k.reg(Ty::F32, "masked"),
+            k.reg(Ty::F32, "sum"),
+            k.reg(Ty::U32, "i"),
+            k.reg(Ty::F32, "old"),
+        );
+        let lane0 = Expr::bin(BinOp::Eq, Expr::Special(Special::LocalId), Expr::u32(0));
+        k.body = vec![
+            Stmt::Assign {
+                dst: lane,
+                value: Expr::Special(Special::LocalId),
+            },
+            Stmt::Assign {
+                dst: wave,
+                value: Expr::Special(Special::WaveId),
+            },
+            Stmt::Load {
+                dst: vec![row],
+                mem: at(Base::Param(x), Expr::Special(Special::WorkgroupId)),
+            },
+            Stmt::If {
+                cond: lane0,
+                then_body: vec![Stmt::Assign {
+                    dst: masked,
+                    value: Expr::f32(1.0),
+                }],
+                else_body: vec![],
+            },
+            Stmt::WaveReduce {
+                dst: sum,
+                op: ReduceKind::Sum,
+                value: Expr::Reg(row),
+            },
+            Stmt::For {
+                var: i,
+                start: Expr::u32(0),
+                end: Expr::Param(n),
+                step: Expr::u32(1),
+                body: vec![Stmt::Atomic {
+                    dst: Some(old),
+                    op: AtomicOp::Add,
+                    mem: at(Base::Param(sums), Expr::Reg(i)),
+                    value: Some(Expr::Reg(row)),
+                    ordering: Ordering::Relaxed,
+                    scope: Scope::Agent,
+                    why: Invariant::ScratchInitialised,
+                }],
+            },
+        ];
+        Small {
+            k,
+            x,
+            n,
+            sums,
+            lds,
+            lane,
+            wave,
+            row,
+            masked,
+            sum,
+            i,
+            old,
+        }
+    }
+
+    #[test]
+    fn registers_get_their_declared_type_and_the_join_of_their_assignments_uniformity() {
+        let s = small();
+        let info = LoweredInfo::derive(&s.k);
+        let want = [
+            (s.lane, Ty::U32, Uniformity::Divergent),
+            (s.wave, Ty::U32, Uniformity::Wave),
+            (s.row, Ty::F32, Uniformity::Uniform),
+            (s.masked, Ty::F32, Uniformity::Divergent),
+            (s.sum, Ty::F32, Uniformity::Wave),
+            (s.i, Ty::U32, Uniformity::Uniform),
+            (s.old, Ty::F32, Uniformity::Divergent),
+        ];
+        for (r, ty, uniformity) in want {
+            assert_eq!(info.reg(r), Some(RegInfo { ty, uniformity }), "{r}");
+        }
+        let mut other = s.k.clone();
+        let undefined = other.reg(Ty::U32, "undefined");
+        assert_eq!(info.reg(undefined), None);
+        assert_eq!(info.reg_uniformity(undefined), Uniformity::Divergent);
+    }
+
+    #[test]
+    fn expression_facts_come_from_the_tables() {
+        let s = small();
+        let info = LoweredInfo::derive(&s.k);
+        let lt = Expr::bin(BinOp::Lt, Expr::Reg(s.i), Expr::Param(s.n));
+        assert_eq!(info.expr_ty(&lt), Some(Ty::Bool));
+        assert_eq!(info.expr_uniformity(&lt), Uniformity::Uniform);
+        let mixed = Expr::add(Expr::Reg(s.wave), Expr::Reg(s.lane));
+        assert_eq!(info.expr_ty(&mixed), Some(Ty::U32));
+        assert_eq!(info.expr_uniformity(&mixed), Uniformity::Divergent);
+        let cast = Expr::cast(Ty::F16, Expr::Reg(s.sum));
+        assert_eq!(
+            (info.expr_ty(&cast), info.expr_uniformity(&cast)),
+            (Some(Ty::F16), Uniformity::Wave)
+        );
+        assert_eq!(info.scalar_ty(s.n), Some(Ty::U32));
+        assert_eq!(
+            info.expr_ty(&Expr::Param(s.x)),
+            None,
+            "an array is no scalar"
+        );
+        assert_eq!(
+            info.elem(&at(Base::Lds(s.lds), Expr::u32(0))),
+            Some(Ty::F32)
+        );
+        assert_eq!(info.elem(&at(Base::Param(s.n), Expr::u32(0))), None);
+    }
+
+    #[test]
+    fn only_parameters_an_atomic_touches_are_atomic() {
+        let s = small();
+        let info = LoweredInfo::derive(&s.k);
+        assert!(info.is_atomic(s.sums));
+        assert!(!info.is_atomic(s.x) && !info.is_atomic(s.n));
+        assert_eq!(info.atomic_params().len(), 1);
+    }
+
+    /// The validator returns the facts [`LoweredInfo::derive`] gives (what `cpp::emit` reads), and
+    /// nothing when it rejects the kernel.
+    #[test]
+    fn the_validator_returns_the_derived_facts() {
+        let s = small();
+        let info = crate::lowered::validate::validate(&s.k).expect("valid");
+        assert_eq!(info, LoweredInfo::derive(&s.k));
+        let mut bad = s.k.clone();
+        bad.body.push(Stmt::If {
+            cond: Expr::bin(BinOp::Eq, Expr::Reg(s.lane), Expr::u32(1)),
+            then_body: vec![Stmt::WorkgroupBarrier],
+            else_body: vec![],
+        });
+        assert!(crate::lowered::validate::validate(&bad).is_err());
     }
 }

@@ -40,7 +40,7 @@ pub mod validate;
 
 pub use entities::{Lds, Param, Reg};
 pub use expr::{BinOp, Expr, Special, UnOp};
-pub use info::{KernelInfo, RegInfo, Uniformity};
+pub use info::{LoweredInfo, RegInfo, Uniformity};
 pub use kernel::{
     Access, CoResidency, DataArrayRef, LdsData, LoweredKernel, NotCoResident, Occupancy, ParamData,
     ParamKind, Purpose, RegData, peer_slot,

@@ -18,7 +18,7 @@
 //!   read (§5.7), vector accesses fit their arrays and constant indices (and constant peer ranks)
 //!   are in bounds.
 //!
-//! On success it returns the facts it derived ([`KernelInfo`]: types, uniformity, atomically
+//! On success it returns the facts it derived ([`LoweredInfo`]: types, uniformity, atomically
 //! accessed parameters), which the back ends read instead of deriving them again.
 
 use std::fmt;
@@ -29,7 +29,7 @@ use wavefuse_ir::{MemorySpace, Ordering};
 
 use crate::target::Arch;
 
-use super::info::{self, KernelInfo, Uniformity as Uni, uniformity};
+use super::info::{self, LoweredInfo, Uniformity as Uni, uniformity};
 use super::{
     Access, AtomicOp, Base, BinOp, Expr, Lds, LoweredKernel, MemRef, Param, ParamKind, Purpose,
     ReduceKind, Reg, Special, Stmt, Ty, UnOp,
@@ -271,8 +271,8 @@ pub enum LoweredError {
 }
 
 /// Validate a lowered kernel (see the module docs for the rules) and return what was learnt of
-/// it: the facts the back ends read ([`KernelInfo`]).
-pub fn validate(k: &LoweredKernel) -> Result<KernelInfo, LoweredError> {
+/// it: the facts the back ends read ([`LoweredInfo`]).
+pub fn validate(k: &LoweredKernel) -> Result<LoweredInfo, LoweredError> {
     check_shape(k)?;
     check_params(k)?;
     let bytes = k.lds_bytes();
@@ -290,7 +290,7 @@ pub fn validate(k: &LoweredKernel) -> Result<KernelInfo, LoweredError> {
         path: StmtPath::default(),
     };
     cx.block(&k.body, Uni::Uniform, &Nest::default(), Step::Body)?;
-    Ok(KernelInfo::with_uniformity(k, &cx.uni))
+    Ok(LoweredInfo::with_uniformity(k, &cx.uni))
 }
 
 fn check_shape(k: &LoweredKernel) -> Result<(), LoweredError> {

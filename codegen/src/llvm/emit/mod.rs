@@ -24,7 +24,7 @@ use super::helpers::{AtomTy, HTy, Library, order_name, scope_name};
 use super::{Error, Flavor};
 use crate::back::{Names, vector_words};
 use crate::lowered::{
-    Access, AtomicOp, Base, BinOp, Block, Expr, Invariant, KernelInfo, LoweredKernel, MemRef,
+    Access, AtomicOp, Base, BinOp, Block, Expr, Invariant, LoweredInfo, LoweredKernel, MemRef,
     ParamKind, ReduceKind, Reg, Special, Stmt, Ty, UnOp,
 };
 
@@ -54,7 +54,7 @@ pub(super) struct Emitter<'c, 'k> {
     b: Builder<'c>,
     k: &'k LoweredKernel,
     /// The validator's facts about `k`.
-    info: &'k KernelInfo,
+    info: &'k LoweredInfo,
     f: FunctionValue<'c>,
     regs: Vec<PointerValue<'c>>,
     params: Vec<BasicValueEnum<'c>>,
@@ -69,7 +69,7 @@ impl<'c, 'k> Emitter<'c, 'k> {
     pub fn new(
         cx: &'c Context,
         k: &'k LoweredKernel,
-        info: &'k KernelInfo,
+        info: &'k LoweredInfo,
         flavor: Flavor,
         symbol: &str,
     ) -> Result<Self, Error> {
