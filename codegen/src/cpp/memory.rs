@@ -69,7 +69,8 @@ impl<D: Dialect> Writer<'_, D> {
         Ok(format!("{}[{}]", self.base(m)?, self.expr(&index)?))
     }
 
-    /// With [`LoweredKernel::byte_offsets`](crate::lowered::LoweredKernel::byte_offsets): `&base[index + i]` as the byte pointer
+    /// With [`LoweredKernel::byte_offsets`](crate::lowered::LoweredKernel::byte_offsets):
+    /// `&base[index + i]` as the byte pointer
     /// `reinterpret_cast<const char*>(base) + (index + i) * bytes`, where `base` is an array
     /// parameter of this rank whose bytes fit in 32 bits (so the offset, computed in `unsigned`,
     /// cannot wrap); otherwise `None`.
