@@ -13,8 +13,6 @@
 //! answered from the tables by its operators without checking them: on a validated kernel it is
 //! the type the validator checked.
 
-use std::collections::HashSet;
-
 use cranelift_entity::SecondaryMap;
 
 use super::{
@@ -52,7 +50,8 @@ pub struct LoweredInfo {
     /// An array or peer-arrays parameter's element type; `None` for scalars.
     arrays: SecondaryMap<Param, Option<Ty>>,
     lds: SecondaryMap<Lds, Option<Ty>>,
-    atomic: HashSet<Param>,
+    /// Whether an atomic or a bounded wait touches the parameter.
+    atomic: SecondaryMap<Param, bool>,
 }
 
 impl LoweredInfo {
@@ -106,12 +105,7 @@ impl LoweredInfo {
     /// Whether an atomic or a bounded wait touches parameter `p` (the writers neither mark it
     /// `const` / `readonly` nor promise it is not aliased).
     pub fn is_atomic(&self, p: Param) -> bool {
-        self.atomic.contains(&p)
-    }
-
-    /// The parameters an atomic or a bounded wait touches.
-    pub fn atomic_params(&self) -> &HashSet<Param> {
-        &self.atomic
+        self.atomic.get(p).copied().unwrap_or(false)
     }
 
     /// The element type of the array `m` addresses (`None`: its base is not an array of the
@@ -267,14 +261,19 @@ fn base_param(m: &MemRef) -> Option<Param> {
     }
 }
 
-/// Parameters some atomic or wait touches.
-fn atomic_bases(block: &Block, out: &mut HashSet<Param>) {
+/// Marks in `out` the parameters some atomic or wait of `block` touches.
+fn atomic_bases(block: &Block, out: &mut SecondaryMap<Param, bool>) {
+    fn mark(m: &MemRef, out: &mut SecondaryMap<Param, bool>) {
+        if let Some(p) = base_param(m) {
+            out[p] = true;
+        }
+    }
     for s in block {
         match s {
-            Stmt::Atomic { mem, .. } => out.extend(base_param(mem)),
+            Stmt::Atomic { mem, .. } => mark(mem, out),
             Stmt::WaitGe { mem, error, .. } => {
-                out.extend(base_param(mem));
-                out.extend(base_param(error));
+                mark(mem, out);
+                mark(error, out);
             }
             Stmt::For { body, .. } => atomic_bases(body, out),
             Stmt::If {
@@ -473,7 +472,6 @@ mod tests {
         let info = LoweredInfo::derive(&s.k);
         assert!(info.is_atomic(s.sums));
         assert!(!info.is_atomic(s.x) && !info.is_atomic(s.n));
-        assert_eq!(info.atomic_params().len(), 1);
     }
 
     /// The validator returns the facts [`LoweredInfo::derive`] gives (what `cpp::emit` reads), and
