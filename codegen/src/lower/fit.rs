@@ -177,12 +177,15 @@ pub enum FitError {
     Lower(#[from] LowerError),
 }
 
+/// One lowering's result: the kernel and the lowered validator's facts about it.
+type Lowered = Result<(LoweredKernel, LoweredInfo), LowerError>;
+
 /// The lowerings of one fit, by schedule: a schedule tried twice (the default's prologue rule,
 /// then the fit from the same schedule) is lowered once.
 pub(super) struct Trials<'k> {
     kernel: &'k Kernel,
     arch: Arch,
-    done: Vec<(Schedule, Result<(LoweredKernel, LoweredInfo), LowerError>)>,
+    done: Vec<(Schedule, Lowered)>,
 }
 
 impl<'k> Trials<'k> {
