@@ -97,7 +97,7 @@ pub fn generate(
     inputs: &ScheduleInputs,
 ) -> Result<Generated, CompileError> {
     let fitted = fit(kernel, arch, inputs)?;
-    let source = cpp::emit(&fitted.lowered)?;
+    let source = cpp::emit_with(&fitted.lowered, &fitted.info)?;
     let abi = Abi::from_kernel(&fitted.lowered);
     Ok(Generated {
         schedule: fitted.schedule,

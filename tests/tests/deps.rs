@@ -505,3 +505,49 @@ fn the_circle_finder_finds_circles() {
         [vec!["crate", "a"], vec!["super", "d", "e"]]
     );
 }
+
+/// Codegen's modules that must not reach into the C++ writer: what the back ends share (the ABI
+/// description, the namer, the vector access rule) lives in `codegen/src/back/`, so the LLVM back
+/// end and the C library depend on it, not on `cpp`'s internals.
+const NOT_IMPORTING_CPP: [&str; 3] = ["codegen/src/llvm", "codegen/src/back", "codegen/src/clib"];
+
+/// The `cpp::…` paths `text`'s code names (comments aside), one line each.
+fn cpp_paths(text: &str) -> Vec<String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with("//"))
+        .filter(|l| paths(l).iter().any(|p| p.contains(&"cpp")))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_cpp_path_scanner_finds_imports() {
+    assert_eq!(
+        cpp_paths(
+            "use crate::cpp::{self, vector_words};\n// crate::cpp::symbol\nlet x = crate::cpp::symbol(n);\nuse crate::back::symbol;"
+        ),
+        [
+            "use crate::cpp::{self, vector_words};",
+            "let x = crate::cpp::symbol(n);"
+        ]
+    );
+}
+
+#[test]
+fn the_llvm_back_end_and_the_shared_back_modules_do_not_import_cpp() {
+    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let mut bad = Vec::new();
+    for dir in NOT_IMPORTING_CPP {
+        let mut files = Vec::new();
+        rust_files(&root.join(dir), &mut files);
+        assert!(!files.is_empty(), "{dir} has no sources");
+        for f in files {
+            let text = std::fs::read_to_string(&f).expect("readable source");
+            for line in cpp_paths(&text) {
+                bad.push(format!("{}: {line}", f.display()));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "imports of the C++ writer: {bad:#?}");
+}

@@ -513,7 +513,7 @@ fn write_results(out: &Path, rows: &[Row]) {
     let mut md = String::new();
     md.push_str("# gfx906 INT4 kernels: modelled (MI50) times, generated (old and new default) and hand-written\n\n");
     md.push_str("**Every time here is modelled (MI50), not measured**: no AMD GPU ran anything. The model \
-        (`codegen/src/model.rs`, constants and sources from DESIGN.md §6) is \
+        (`codegen/src/model/`, constants and sources from DESIGN.md §6) is \
         `max(1.18 × T_VALU + 10.6 µs, bytes / 0.85 TB/s + 5 µs, latency term) + grid barriers × 1.5 µs + PCIe flag round trips × 5 µs`, \
         `T_VALU = (VALU/weight × weights + VALU outside the loop per wave × 64 × waves) / 6.62e12 per s` (docs/model.md), \
         where VALU/weight is counted in hipcc 5.2's machine code of the kernel's hot loop (`llvm-objdump --mcpu=gfx906`, \

@@ -507,7 +507,7 @@ modelled (MI50): none for {} kernel(s); the first: {first}",
     if !modelled.is_empty() {
         println!(
             "\nINT4 kernels, modelled (MI50, not measured: no AMD GPU ran them; \
-             codegen/src/model.rs gives the model and its sources):"
+             codegen/src/model/ gives the model and its sources):"
         );
         for line in modelled {
             println!("{line}");

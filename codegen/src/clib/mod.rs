@@ -17,7 +17,7 @@ mod host;
 mod launcher;
 
 use crate::abi::{Abi, AbiKind, AbiParam, AbiPurpose, Memory};
-use crate::cpp;
+use crate::back;
 use crate::target::Arch;
 
 pub use host::Host;
@@ -344,7 +344,7 @@ fn param<'a>(abi: &Abi, host: Host, p: &'a AbiParam) -> Result<Param<'a>, CLibEr
     Ok(Param {
         abi: p,
         role,
-        field: cpp::identifier(&p.name),
+        field: back::identifier(&p.name),
     })
 }
 

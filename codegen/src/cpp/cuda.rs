@@ -4,7 +4,8 @@
 
 use wavefuse_ir::{Ordering, Scope};
 
-use super::dialect::{Atomics, Builtins, Fp16, KernelAttrs, Language, Prelude, Rmw, WaveOps};
+use super::dialect::{Atomics, Builtins, Fp16, KernelAttrs, Prelude, Rmw, WaveOps};
+use crate::back::Language;
 
 /// CUDA C++ for NVIDIA GPUs, compiled by nvcc or NVRTC.
 #[derive(Copy, Clone, Debug, Default)]

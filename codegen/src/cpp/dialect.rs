@@ -5,34 +5,8 @@
 
 use wavefuse_ir::{Ordering, Scope};
 
+use crate::back::Language;
 use crate::lowered::{Special, Ty};
-
-/// The source language of a dialect.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Language {
-    /// HIP C++ (hipcc / hiprtc), for AMD GPUs.
-    Hip,
-    /// CUDA C++ (nvcc / NVRTC), for NVIDIA GPUs.
-    Cuda,
-}
-
-impl Language {
-    /// File extension of a generated source.
-    pub fn extension(self) -> &'static str {
-        match self {
-            Language::Hip => "hip",
-            Language::Cuda => "cu",
-        }
-    }
-
-    /// Name in comments and the ABI description.
-    pub fn name(self) -> &'static str {
-        match self {
-            Language::Hip => "hip",
-            Language::Cuda => "cuda",
-        }
-    }
-}
 
 /// Read-modify-write atomics the writer emits.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]

@@ -52,7 +52,7 @@ impl<D: Dialect> Writer<'_, D> {
             Expr::Float(v, t) => self.float(*v, *t)?,
             Expr::Reg(r) => Cx::primary(self.names.reg(*r).to_owned()),
             Expr::Param(p) => {
-                expr_ty(self.k, e)?; // a scalar parameter
+                expr_ty(self.info, e)?; // a scalar parameter
                 Cx::primary(self.names.param(*p).to_owned())
             }
             Expr::Special(s) => Cx::new(self.d.special(*s, self.k.wave_size()), Prec::Unary),
@@ -176,7 +176,7 @@ impl<D: Dialect> Writer<'_, D> {
     }
 
     fn binary(&self, op: BinOp, a: &Expr, b: &Expr) -> Result<Cx, Error> {
-        let ty = expr_ty(self.k, a)?;
+        let ty = expr_ty(self.info, a)?;
         // `(x & c1) | c2` on 32 bits (the INT4 decode's nibble-pair insertion): one instruction
         // where the dialect has a three-input bitwise op, where C++ would give the compiler two
         // constants it encodes as two instructions (ptxas: two LOP3s with one immediate each).
@@ -236,7 +236,7 @@ impl<D: Dialect> Writer<'_, D> {
     }
 
     fn unary(&self, op: UnOp, a: &Expr) -> Result<Cx, Error> {
-        let ty = expr_ty(self.k, a)?;
+        let ty = expr_ty(self.info, a)?;
         let x = self.ex(a)?;
         let unsupported =
             || Error::Unsupported(format!("{}: {op:?} on {}", self.k.arch, ty.name()));
@@ -258,7 +258,7 @@ impl<D: Dialect> Writer<'_, D> {
 
     /// A reinterpretation of 32 bits: the `__*_as_*` intrinsics both HIP and CUDA provide.
     fn bitcast(&self, to: Ty, a: &Expr) -> Result<Cx, Error> {
-        let from = expr_ty(self.k, a)?;
+        let from = expr_ty(self.info, a)?;
         let x = self.ex(a)?;
         let f = match (from, to) {
             _ if from == to => return Ok(x),
@@ -284,7 +284,7 @@ impl<D: Dialect> Writer<'_, D> {
     }
 
     fn cast(&self, to: Ty, a: &Expr) -> Result<Cx, Error> {
-        let from = expr_ty(self.k, a)?;
+        let from = expr_ty(self.info, a)?;
         let x = self.ex(a)?;
         if from == to {
             return Ok(x);

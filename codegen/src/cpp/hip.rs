@@ -3,9 +3,8 @@
 
 use wavefuse_ir::{Ordering, Scope};
 
-use super::dialect::{
-    Atomics, Builtins, Fp16, KernelAttrs, Language, Prelude, Rmw, WaveOps, special_1d,
-};
+use super::dialect::{Atomics, Builtins, Fp16, KernelAttrs, Prelude, Rmw, WaveOps, special_1d};
+use crate::back::Language;
 use crate::lowered::Special;
 
 /// HIP C++ for AMD GPUs, compiled by hipcc (clang) or hiprtc.

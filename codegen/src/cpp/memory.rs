@@ -3,41 +3,12 @@
 //! A run of `n` consecutive elements is read or written with 32-bit words when it fills 1, 2 or
 //! 4k words: one `unsigned`, one `uint2`, or `k` `uint4`s. The element index is then assumed to be
 //! a multiple of `n` and the array aligned to the access width; the ABI description records the
-//! alignment per parameter (see [`vector_words`]).
+//! alignment per parameter (see [`vector_words`](crate::back::vector_words)).
 
-use crate::lowered::{Access, Base, Expr, LoweredKernel, MemRef, ParamKind, Purpose, Reg, Ty};
+use crate::lowered::{Access, Base, Expr, MemRef, ParamKind, Purpose, Reg, Ty};
 
-use super::{Dialect, Error, Level, Writer, expr_ty};
-
-/// How a run of `n` elements of `elem` is accessed: the number of 32-bit words per vector access
-/// (1, 2 or 4) and how many such accesses, or `None` for element-wise access.
-pub fn vector_words(elem: Ty, n: usize) -> Option<(usize, usize)> {
-    let bytes = elem.bytes() * n;
-    if n < 2 || elem == Ty::Bool || bytes % 4 != 0 {
-        return None;
-    }
-    match bytes / 4 {
-        1 => Some((1, 1)),
-        2 => Some((2, 1)),
-        w if w % 4 == 0 => Some((4, w / 4)),
-        _ => None,
-    }
-}
-
-/// The element type of the array `m` addresses.
-pub fn elem_ty(k: &LoweredKernel, m: &MemRef) -> Result<Ty, Error> {
-    match &m.base {
-        Base::Param(p) | Base::Peer { param: p, .. } => match k.params.get(*p).map(|d| &d.kind) {
-            Some(ParamKind::Array { elem, .. } | ParamKind::PeerArrays { elem, .. }) => Ok(*elem),
-            _ => Err(Error::Malformed(format!("{p} is not an array parameter"))),
-        },
-        Base::Lds(l) => k
-            .lds
-            .get(*l)
-            .map(|d| d.elem)
-            .ok_or_else(|| Error::Malformed(format!("{l} is not declared"))),
-    }
-}
+use super::{Dialect, Error, Level, Writer, elem_ty, expr_ty};
+use crate::back::vector_words;
 
 const LANES: [&str; 4] = ["x", "y", "z", "w"];
 
@@ -98,7 +69,8 @@ impl<D: Dialect> Writer<'_, D> {
         Ok(format!("{}[{}]", self.base(m)?, self.expr(&index)?))
     }
 
-    /// With [`LoweredKernel::byte_offsets`]: `&base[index + i]` as the byte pointer
+    /// With [`LoweredKernel::byte_offsets`](crate::lowered::LoweredKernel::byte_offsets):
+    /// `&base[index + i]` as the byte pointer
     /// `reinterpret_cast<const char*>(base) + (index + i) * bytes`, where `base` is an array
     /// parameter of this rank whose bytes fit in 32 bits (so the offset, computed in `unsigned`,
     /// cannot wrap); otherwise `None`.
@@ -137,7 +109,7 @@ impl<D: Dialect> Writer<'_, D> {
     }
 
     pub(super) fn load(&mut self, dst: &[Reg], m: &MemRef, lvl: Level) -> Result<(), Error> {
-        let elem = elem_ty(self.k, m)?;
+        let elem = elem_ty(self.info, m)?;
         for r in dst {
             let t = self.k.regs[*r].ty;
             if t != elem {
@@ -214,9 +186,9 @@ impl<D: Dialect> Writer<'_, D> {
     }
 
     pub(super) fn store(&mut self, m: &MemRef, values: &[Expr], lvl: Level) -> Result<(), Error> {
-        let elem = elem_ty(self.k, m)?;
+        let elem = elem_ty(self.info, m)?;
         for v in values {
-            let t = expr_ty(self.k, v)?;
+            let t = expr_ty(self.info, v)?;
             if t != elem {
                 return Err(Error::Malformed(format!(
                     "a {} value stored into a {} array",

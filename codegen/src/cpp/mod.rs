@@ -23,23 +23,22 @@ mod expr;
 mod hip;
 mod level;
 mod memory;
-mod namer;
 mod sync;
 mod ty;
 mod writer;
 
 pub use cuda::CudaDialect;
 pub use dialect::{
-    Atomics, Builtins, Dialect, Fp16, KernelAttrs, Language, Prelude, Rmw, WaveOps, special_1d,
+    Atomics, Builtins, Dialect, Fp16, KernelAttrs, Prelude, Rmw, WaveOps, special_1d,
 };
 pub use hip::HipDialect;
 pub use level::Level;
-pub use memory::vector_words;
-pub use namer::{Names, identifier, symbol};
-pub use ty::expr_ty;
+// Shared with the other back ends (`crate::back`); re-exported where users have found them.
+pub use crate::back::{Language, Names, identifier, language, symbol, vector_words};
+pub use ty::{elem_ty, expr_ty};
 pub use writer::Writer;
 
-use crate::lowered::LoweredKernel;
+use crate::lowered::{LoweredInfo, LoweredKernel};
 use crate::target::{Arch, Vendor};
 
 /// Why a kernel could not be written.
@@ -73,19 +72,19 @@ impl Source {
     }
 }
 
-/// The language a target is written in.
-pub fn language(arch: Arch) -> Language {
-    match arch.vendor() {
-        Vendor::Amd => Language::Hip,
-        Vendor::Nvidia => Language::Cuda,
-    }
+/// Write `k` in its target's dialect, with facts derived from `k` ([`LoweredInfo::derive`]): for a
+/// kernel that may not have been through the validator (the writer then reports what it cannot
+/// write instead of panicking). [`emit_with`] takes the validator's facts.
+pub fn emit(k: &LoweredKernel) -> Result<Source, Error> {
+    emit_with(k, &LoweredInfo::derive(k))
 }
 
-/// Write `k` in its target's dialect.
-pub fn emit(k: &LoweredKernel) -> Result<Source, Error> {
+/// Write `k` in its target's dialect, reading the facts `info` that
+/// [`validate`](crate::lowered::validate::validate) returned for it.
+pub fn emit_with(k: &LoweredKernel, info: &LoweredInfo) -> Result<Source, Error> {
     let text = match k.arch.vendor() {
-        Vendor::Amd => Writer::new(k, HipDialect).write()?,
-        Vendor::Nvidia => Writer::new(k, CudaDialect).write()?,
+        Vendor::Amd => Writer::new(k, info, HipDialect).write()?,
+        Vendor::Nvidia => Writer::new(k, info, CudaDialect).write()?,
     };
     Ok(Source {
         symbol: symbol(&k.name),

@@ -5,8 +5,7 @@ use wavefuse_ir::{Ordering, Scope};
 
 use crate::lowered::{AtomicOp, Expr, Invariant, MemRef, Reg, Stmt, Ty};
 
-use super::memory::elem_ty;
-use super::{Dialect, Error, Level, Rmw, Writer, expr_ty};
+use super::{Dialect, Error, Level, Rmw, Writer, elem_ty, expr_ty};
 
 fn invariant_comment(why: Invariant) -> String {
     format!("// §5.{}: {}", why.number(), why.summary())
@@ -31,7 +30,7 @@ impl<D: Dialect> Writer<'_, D> {
         why: Invariant,
         lvl: Level,
     ) -> Result<(), Error> {
-        let elem = elem_ty(self.k, mem)?;
+        let elem = elem_ty(self.info, mem)?;
         let ptr = format!("&{}", self.element(mem)?);
         let operand = |w: &Self| -> Result<String, Error> {
             let v = value
@@ -122,7 +121,7 @@ impl<D: Dialect> Writer<'_, D> {
             return Err(Error::Malformed("not a wait".into()));
         };
         check_load_order(*ordering)?;
-        if elem_ty(self.k, mem)? != Ty::U32 || elem_ty(self.k, error)? != Ty::U32 {
+        if elem_ty(self.info, mem)? != Ty::U32 || elem_ty(self.info, error)? != Ty::U32 {
             return Err(Error::Malformed(
                 "a wait polls a u32 counter and writes a u32 error word".into(),
             ));
@@ -168,7 +167,7 @@ impl<D: Dialect> Writer<'_, D> {
     }
 
     fn check_ty(&self, e: &Expr, want: Ty) -> Result<(), Error> {
-        let got = expr_ty(self.k, e)?;
+        let got = expr_ty(self.info, e)?;
         if got == want {
             Ok(())
         } else {

@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 use cranelift_entity::SecondaryMap;
 
 use crate::lowered::{
-    Access, Base, Block, Expr, LoweredKernel, MemRef, Param, ParamKind, Purpose, ReduceKind, Reg,
-    Stmt, Ty,
+    Access, Base, Block, Expr, LoweredInfo, LoweredKernel, MemRef, Param, ParamKind, Purpose,
+    ReduceKind, Reg, Stmt, Ty,
 };
 
 use super::{Dialect, Error, Level, Names, expr_ty};
@@ -15,12 +15,12 @@ use super::{Dialect, Error, Level, Names, expr_ty};
 /// Writes one lowered kernel in dialect `D`.
 pub struct Writer<'k, D> {
     pub(super) k: &'k LoweredKernel,
+    /// The validator's facts about `k` (types, atomically accessed parameters).
+    pub(super) info: &'k LoweredInfo,
     pub(super) d: D,
     pub(super) names: Names,
     /// Helper functions used by the body, by name (printed in this order).
     pub(super) helpers: std::cell::RefCell<BTreeMap<String, String>>,
-    /// Parameters accessed atomically: never `const`, never `__restrict__`.
-    atomic_params: HashSet<Param>,
     /// Induction variables declared in their `for` header (defined and used only there).
     loop_local: HashSet<Reg>,
     /// The body being written.
@@ -28,16 +28,15 @@ pub struct Writer<'k, D> {
 }
 
 impl<'k, D: Dialect> Writer<'k, D> {
-    /// A writer for `k`.
-    pub fn new(k: &'k LoweredKernel, d: D) -> Self {
-        let mut atomic_params = HashSet::new();
-        atomic_bases(&k.body, &mut atomic_params);
+    /// A writer for `k`, whose facts are `info` ([`validate`](crate::lowered::validate::validate)'s
+    /// result, or [`LoweredInfo::derive`]).
+    pub fn new(k: &'k LoweredKernel, info: &'k LoweredInfo, d: D) -> Self {
         Writer {
             k,
+            info,
             d,
             names: Names::new(k),
             helpers: Default::default(),
-            atomic_params,
             loop_local: loop_local_regs(&k.body),
             out: String::new(),
         }
@@ -165,7 +164,8 @@ impl<'k, D: Dialect> Writer<'k, D> {
     /// `const T* __restrict__ name`, `T* const* __restrict__ name` or `const T name`.
     fn param_decl(&self, p: Param) -> Result<String, Error> {
         let name = self.names.param(p);
-        let atomic = self.atomic_params.contains(&p);
+        // Parameters accessed atomically: never `const`, never `__restrict__`.
+        let atomic = self.info.is_atomic(p);
         Ok(match &self.k.params[p].kind {
             ParamKind::Array { elem, access, .. } => {
                 let c = if *access == Access::Read && !atomic {
@@ -356,7 +356,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
 
     /// `value` must have `dst`'s type: C++ would otherwise convert silently.
     pub(super) fn check_reg_ty(&self, dst: Reg, value: &Expr) -> Result<(), Error> {
-        let (want, got) = (self.k.regs[dst].ty, expr_ty(self.k, value)?);
+        let (want, got) = (self.k.regs[dst].ty, expr_ty(self.info, value)?);
         if want == got {
             Ok(())
         } else {
@@ -526,36 +526,6 @@ pub(super) fn access_name(a: Access) -> &'static str {
         Access::Read => "read",
         Access::Write => "write",
         Access::ReadWrite => "read_write",
-    }
-}
-
-fn base_param(m: &MemRef) -> Option<Param> {
-    match &m.base {
-        Base::Param(p) | Base::Peer { param: p, .. } => Some(*p),
-        Base::Lds(_) => None,
-    }
-}
-
-/// Parameters some atomic or wait touches.
-fn atomic_bases(block: &Block, out: &mut HashSet<Param>) {
-    for s in block {
-        match s {
-            Stmt::Atomic { mem, .. } => out.extend(base_param(mem)),
-            Stmt::WaitGe { mem, error, .. } => {
-                out.extend(base_param(mem));
-                out.extend(base_param(error));
-            }
-            Stmt::For { body, .. } => atomic_bases(body, out),
-            Stmt::If {
-                then_body,
-                else_body,
-                ..
-            } => {
-                atomic_bases(then_body, out);
-                atomic_bases(else_body, out);
-            }
-            _ => {}
-        }
     }
 }
 

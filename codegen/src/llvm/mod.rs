@@ -3,7 +3,7 @@
 //! through its NVPTX target into sm_90 PTX.
 //!
 //! # The module it builds
-//! - One kernel function named like the C++ kernel ([`crate::cpp::symbol`]), its parameters in ABI
+//! - One kernel function named like the C++ kernel ([`crate::back::symbol`]), its parameters in ABI
 //!   order: arrays and peer tables as `ptr addrspace(1)` (`noalias`, and `readonly` for inputs,
 //!   where no atomic touches them, as the C++ `__restrict__`), scalars by value. LDS arrays are
 //!   `addrspace(3)` globals. AMDGPU: calling convention `amdgpu_kernel`,
@@ -29,7 +29,6 @@ mod emit;
 mod helpers;
 mod report;
 
-use std::collections::HashSet;
 use std::time::Instant;
 
 use inkwell::OptimizationLevel;
@@ -44,7 +43,7 @@ use inkwell::targets::{
 pub use audit::{AuditError, SyncSite, audit};
 pub use report::parse_amd_asm;
 
-use crate::lowered::{Base, Block, LoweredKernel, MemRef, Param, Stmt};
+use crate::lowered::{LoweredInfo, LoweredKernel};
 use crate::target::Arch;
 
 /// Why a kernel could not be turned into LLVM IR or machine code.
@@ -129,15 +128,16 @@ fn target_machine(arch: Arch) -> Result<TargetMachine, Error> {
 fn build<'c>(cx: &'c Context, k: &LoweredKernel, tm: &TargetMachine) -> Result<Module<'c>, Error> {
     let flavor = Flavor::of(k.arch);
     check_launch(k)?;
-    let symbol = crate::cpp::symbol(&k.name);
-    let mut e = emit::Emitter::new(cx, k, flavor, &symbol)?;
+    let symbol = crate::back::symbol(&k.name);
+    // The validator's facts (types, atomically accessed parameters), derived without its checks:
+    // this back end reports what it cannot build instead of assuming a validated kernel.
+    let info = LoweredInfo::derive(k);
+    let mut e = emit::Emitter::new(cx, k, &info, flavor, &symbol)?;
     let triple = tm.get_triple();
     let dl = tm.get_target_data().get_data_layout();
     e.m.set_triple(&triple);
     e.m.set_data_layout(&dl);
-    let mut atomic = HashSet::new();
-    atomic_bases(&k.body, &mut atomic);
-    e.kernel(&atomic)?;
+    e.kernel()?;
     kernel_attributes(cx, &e.m, k, flavor, &symbol)?;
     let lib_text = e.lib.text(
         triple.as_str().to_str().unwrap_or_default(),
@@ -319,7 +319,7 @@ pub fn compile(k: &LoweredKernel, with_asm: bool) -> Result<Compiled, Error> {
     let t3 = Instant::now();
     let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
     Ok(Compiled {
-        symbol: crate::cpp::symbol(&k.name),
+        symbol: crate::back::symbol(&k.name),
         arch: k.arch,
         ir,
         image,
@@ -328,34 +328,4 @@ pub fn compile(k: &LoweredKernel, with_asm: bool) -> Result<Compiled, Error> {
         opt_ms: ms(t1, t_opt),
         codegen_ms: ms(t2, t3),
     })
-}
-
-fn base_param(m: &MemRef) -> Option<Param> {
-    match &m.base {
-        Base::Param(p) | Base::Peer { param: p, .. } => Some(*p),
-        Base::Lds(_) => None,
-    }
-}
-
-/// Parameters some atomic or wait touches (never `noalias`/`readonly`).
-fn atomic_bases(block: &Block, out: &mut HashSet<Param>) {
-    for s in block {
-        match s {
-            Stmt::Atomic { mem, .. } => out.extend(base_param(mem)),
-            Stmt::WaitGe { mem, error, .. } => {
-                out.extend(base_param(mem));
-                out.extend(base_param(error));
-            }
-            Stmt::For { body, .. } => atomic_bases(body, out),
-            Stmt::If {
-                then_body,
-                else_body,
-                ..
-            } => {
-                atomic_bases(then_body, out);
-                atomic_bases(else_body, out);
-            }
-            _ => {}
-        }
-    }
 }

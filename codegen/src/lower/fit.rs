@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use wavefuse_ir::Kernel;
 
 use super::schedule::assumed_waves_per_simd;
-use super::{Int4Dot, LowerError, Schedule, defaults, has_gemv_prologue, lower_any_grid};
-use crate::lowered::{LoweredKernel, Occupancy};
+use super::{Int4Dot, LowerError, Schedule, defaults, has_gemv_prologue, lower_validated};
+use crate::lowered::{LoweredInfo, LoweredKernel, Occupancy};
 use crate::target::Arch;
 
 /// A co-residency requirement: all `workgroups` of a rank's grid must be resident at once (the
@@ -143,6 +143,8 @@ pub struct Fitted {
     pub schedule: Schedule,
     /// The lowered kernel (the fit's own: not lowered again).
     pub lowered: LoweredKernel,
+    /// The lowered validator's facts about `lowered`, for the back ends.
+    pub info: LoweredInfo,
     /// How the schedule was found.
     pub report: FitReport,
 }
@@ -175,12 +177,15 @@ pub enum FitError {
     Lower(#[from] LowerError),
 }
 
+/// One lowering's result: the kernel and the lowered validator's facts about it.
+type Lowered = Result<(LoweredKernel, LoweredInfo), LowerError>;
+
 /// The lowerings of one fit, by schedule: a schedule tried twice (the default's prologue rule,
 /// then the fit from the same schedule) is lowered once.
 pub(super) struct Trials<'k> {
     kernel: &'k Kernel,
     arch: Arch,
-    done: Vec<(Schedule, Result<LoweredKernel, LowerError>)>,
+    done: Vec<(Schedule, Lowered)>,
 }
 
 impl<'k> Trials<'k> {
@@ -192,14 +197,27 @@ impl<'k> Trials<'k> {
         }
     }
 
-    /// `kernel` lowered with `s` ([`lower_any_grid`]: no co-residency refusal), once per `s`.
+    /// `kernel` lowered with `s` ([`lower_any_grid`](super::lower_any_grid): no co-residency
+    /// refusal), once per `s`.
     pub(super) fn lower(&mut self, s: &Schedule) -> Result<LoweredKernel, LowerError> {
         if let Some((_, r)) = self.done.iter().find(|(d, _)| d == s) {
-            return r.clone();
+            return r.clone().map(|(k, _)| k);
         }
-        let r = lower_any_grid(self.kernel, self.arch, s);
+        let r = lower_validated(self.kernel, self.arch, s);
         self.done.push((s.clone(), r.clone()));
-        r
+        r.map(|(k, _)| k)
+    }
+
+    /// The validator's facts about `k`, the kernel these trials lowered with `s` (kept from its
+    /// lowering; derived again only if `s` was never lowered here, which [`fit`] never does).
+    fn info(&self, s: &Schedule, k: &LoweredKernel) -> LoweredInfo {
+        self.done
+            .iter()
+            .find_map(|(d, r)| match r {
+                Ok((_, info)) if d == s => Some(info.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| LoweredInfo::derive(k))
     }
 
     pub(super) fn kernel(&self) -> &'k Kernel {
@@ -234,6 +252,7 @@ pub fn fit(kernel: &Kernel, arch: Arch, inputs: &ScheduleInputs) -> Result<Fitte
                 .map_err(LowerError::from)?;
             return Ok(Fitted {
                 schedule: s.clone(),
+                info: t.info(s, &k),
                 lowered: k,
                 report: FitReport {
                     origin: Origin::Exact,
@@ -286,6 +305,7 @@ pub fn fit(kernel: &Kernel, arch: Arch, inputs: &ScheduleInputs) -> Result<Fitte
     }
     let (k, s) = fit_in(&mut t, s, rpd)?;
     Ok(Fitted {
+        info: t.info(&s, &k),
         schedule: s,
         lowered: k,
         report: FitReport {

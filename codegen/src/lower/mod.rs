@@ -168,7 +168,7 @@ use wavefuse_ir::{Kernel, ValidationError};
 
 use crate::lowered::expand::expand_sync;
 use crate::lowered::validate::{LoweredError, validate};
-use crate::lowered::{LoweredKernel, NotCoResident, Occupancy};
+use crate::lowered::{LoweredInfo, LoweredKernel, NotCoResident, Occupancy};
 use crate::target::Arch;
 
 /// Why a kernel could not be lowered.
@@ -279,10 +279,20 @@ pub fn lower_any_grid(
     arch: Arch,
     schedule: &Schedule,
 ) -> Result<LoweredKernel, LowerError> {
+    lower_validated(kernel, arch, schedule).map(|(k, _)| k)
+}
+
+/// [`lower_any_grid`] with the lowered validator's facts about the kernel, which the back ends
+/// read ([`crate::cpp::emit_with`]).
+pub(crate) fn lower_validated(
+    kernel: &Kernel,
+    arch: Arch,
+    schedule: &Schedule,
+) -> Result<(LoweredKernel, LoweredInfo), LowerError> {
     let mut k = lower_structured(kernel, arch, schedule)?;
     expand_sync(&mut k);
-    validate(&k)?;
-    Ok(k)
+    let info = validate(&k)?;
+    Ok((k, info))
 }
 
 /// Every lowering made on this thread, for tests that count them (feature `lowering-log`): the

@@ -32,6 +32,7 @@
 mod entities;
 pub mod expand;
 mod expr;
+mod info;
 mod kernel;
 pub(crate) mod print;
 mod stmt;
@@ -40,6 +41,7 @@ pub mod validate;
 
 pub use entities::{Lds, Param, Reg};
 pub use expr::{BinOp, Expr, Special, UnOp};
+pub use info::{LoweredInfo, RegInfo, Uniformity};
 pub use kernel::{
     Access, CoResidency, DataArrayRef, LdsData, LoweredKernel, NotCoResident, Occupancy, ParamData,
     ParamKind, Purpose, RegData, peer_slot,

@@ -17,6 +17,9 @@
 //!   total fits one workgroup, read-only parameters are never written and write-only ones never
 //!   read (§5.7), vector accesses fit their arrays and constant indices (and constant peer ranks)
 //!   are in bounds.
+//!
+//! On success it returns the facts it derived ([`LoweredInfo`]: types, uniformity, atomically
+//! accessed parameters), which the back ends read instead of deriving them again.
 
 use std::fmt;
 
@@ -26,6 +29,7 @@ use wavefuse_ir::{MemorySpace, Ordering};
 
 use crate::target::Arch;
 
+use super::info::{self, LoweredInfo, Uniformity as Uni, uniformity};
 use super::{
     Access, AtomicOp, Base, BinOp, Expr, Lds, LoweredKernel, MemRef, Param, ParamKind, Purpose,
     ReduceKind, Reg, Special, Stmt, Ty, UnOp,
@@ -266,8 +270,9 @@ pub enum LoweredError {
     Shape(String),
 }
 
-/// Validate a lowered kernel. See the module docs for the rules.
-pub fn validate(k: &LoweredKernel) -> Result<(), LoweredError> {
+/// Validate a lowered kernel (see the module docs for the rules) and return what was learnt of
+/// it: the facts the back ends read ([`LoweredInfo`]).
+pub fn validate(k: &LoweredKernel) -> Result<LoweredInfo, LoweredError> {
     check_shape(k)?;
     check_params(k)?;
     let bytes = k.lds_bytes();
@@ -284,7 +289,8 @@ pub fn validate(k: &LoweredKernel) -> Result<(), LoweredError> {
         uni,
         path: StmtPath::default(),
     };
-    cx.block(&k.body, Uni::Uniform, &Nest::default(), Step::Body)
+    cx.block(&k.body, Uni::Uniform, &Nest::default(), Step::Body)?;
+    Ok(LoweredInfo::with_uniformity(k, &cx.uni))
 }
 
 fn check_shape(k: &LoweredKernel) -> Result<(), LoweredError> {
@@ -552,120 +558,8 @@ fn un_ty(op: UnOp, t: Ty) -> Result<Ty, TypeError> {
     }
 }
 
-/// How far a value or a control-flow context may differ between lanes.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
-enum Uni {
-    /// The same for every lane of the workgroup.
-    #[default]
-    Uniform,
-    /// The same for every lane of a wave.
-    Wave,
-    /// May differ between lanes of a wave.
-    Divergent,
-}
-
 fn expr_uni(e: &Expr, regs: &SecondaryMap<Reg, Uni>) -> Uni {
-    match e {
-        Expr::Int(..) | Expr::Float(..) | Expr::Param(_) => Uni::Uniform,
-        Expr::Special(Special::LocalId | Special::LaneId) => Uni::Divergent,
-        Expr::Special(Special::WaveId) => Uni::Wave,
-        Expr::Special(Special::WorkgroupId | Special::NumWorkgroups) => Uni::Uniform,
-        Expr::Reg(r) => regs[*r],
-        Expr::Bin(_, a, b) => expr_uni(a, regs).max(expr_uni(b, regs)),
-        Expr::Un(_, a) | Expr::Cast(_, a) | Expr::Bitcast(_, a) => expr_uni(a, regs),
-        Expr::PackHalf2(a, b) | Expr::SubHalf2(a, b) => expr_uni(a, regs).max(expr_uni(b, regs)),
-        Expr::FmaHalf2(a, b, c) | Expr::Dot2F16(a, b, c) | Expr::Dot4I8(a, b, c) => {
-            expr_uni(a, regs)
-                .max(expr_uni(b, regs))
-                .max(expr_uni(c, regs))
-        }
-        Expr::Select(c, a, b) => expr_uni(c, regs)
-            .max(expr_uni(a, regs))
-            .max(expr_uni(b, regs)),
-        Expr::Bfe { value, offset, .. } => expr_uni(value, regs).max(expr_uni(offset, regs)),
-        Expr::Fma(a, b, c) => expr_uni(a, regs)
-            .max(expr_uni(b, regs))
-            .max(expr_uni(c, regs)),
-    }
-}
-
-fn mem_uni(m: &MemRef, regs: &SecondaryMap<Reg, Uni>) -> Uni {
-    let base = match &m.base {
-        Base::Peer { rank, .. } => expr_uni(rank, regs),
-        Base::Param(_) | Base::Lds(_) => Uni::Uniform,
-    };
-    base.max(expr_uni(&m.index, regs))
-}
-
-/// Every register's uniformity: the join over all its assignments of the assigned value's and
-/// the enclosing control flow's uniformity, iterated to a fixed point.
-fn uniformity(k: &LoweredKernel) -> SecondaryMap<Reg, Uni> {
-    let mut regs = SecondaryMap::with_capacity(k.regs.len());
-    loop {
-        let mut changed = false;
-        uni_block(&k.body, Uni::Uniform, &mut regs, &mut changed);
-        if !changed {
-            return regs;
-        }
-    }
-}
-
-fn raise(regs: &mut SecondaryMap<Reg, Uni>, r: Reg, u: Uni, changed: &mut bool) {
-    if regs[r] < u {
-        regs[r] = u;
-        *changed = true;
-    }
-}
-
-fn uni_block(block: &[Stmt], ctx: Uni, regs: &mut SecondaryMap<Reg, Uni>, changed: &mut bool) {
-    for s in block {
-        match s {
-            Stmt::Assign { dst, value } => {
-                let u = ctx.max(expr_uni(value, regs));
-                raise(regs, *dst, u, changed);
-            }
-            Stmt::Load { dst, mem } => {
-                let u = ctx.max(mem_uni(mem, regs));
-                for &d in dst {
-                    raise(regs, d, u, changed);
-                }
-            }
-            Stmt::Atomic { dst: Some(d), .. } => raise(regs, *d, Uni::Divergent, changed),
-            Stmt::WaveReduce { dst, .. } => raise(regs, *dst, ctx.max(Uni::Wave), changed),
-            Stmt::MmaF16 { acc, .. } => {
-                // Each lane receives its own part of the result.
-                for &d in acc {
-                    raise(regs, d, Uni::Divergent, changed);
-                }
-            }
-            Stmt::For {
-                var,
-                start,
-                end,
-                step,
-                body,
-            } => {
-                let bounds = [start, end, step]
-                    .iter()
-                    .map(|e| expr_uni(e, regs))
-                    .max()
-                    .unwrap_or_default();
-                let inner = ctx.max(bounds);
-                raise(regs, *var, inner, changed);
-                uni_block(body, inner, regs, changed);
-            }
-            Stmt::If {
-                cond,
-                then_body,
-                else_body,
-            } => {
-                let inner = ctx.max(expr_uni(cond, regs));
-                uni_block(then_body, inner, regs, changed);
-                uni_block(else_body, inner, regs, changed);
-            }
-            _ => {}
-        }
-    }
+    info::expr_uni(e, &|r| regs[r])
 }
 
 /// What encloses a statement, for the election rule.

@@ -799,7 +799,7 @@ impl AbReport {
         }) {
             let _ = writeln!(
                 out,
-                "modelled (MI50): the time model's prediction from hipcc's code (codegen/src/model.rs), \
+                "modelled (MI50): the time model's prediction from hipcc's code (codegen/src/model/), \
                  not measured: no AMD GPU ran it"
             );
         }

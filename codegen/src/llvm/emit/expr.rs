@@ -21,12 +21,12 @@ impl<'c> Emitter<'c, '_> {
             Expr::Int(v, t) => self.constant_int(*v, *t)?,
             Expr::Float(v, t) => self.constant_float(*v, *t)?,
             Expr::Reg(r) => self.get(*r)?,
-            Expr::Param(p) => match self.k.params.get(*p).map(|d| &d.kind) {
-                Some(ParamKind::Scalar { ty, .. }) => V {
+            Expr::Param(p) => match self.info.scalar_ty(*p) {
+                Some(ty) => V {
                     v: self.params[p.as_u32() as usize],
-                    ty: *ty,
+                    ty,
                 },
-                _ => return Err(malformed(format!("{p} is not a scalar parameter"))),
+                None => return Err(malformed(format!("{p} is not a scalar parameter"))),
             },
             Expr::Special(s) => self.special(*s)?,
             Expr::Bin(op, a, b) => {

@@ -3,23 +3,16 @@
 use super::*;
 
 impl<'c> Emitter<'c, '_> {
+    /// The element type of the array `m` addresses, from the validator's facts.
     pub(super) fn elem_ty(&self, m: &MemRef) -> Result<Ty, Error> {
-        match &m.base {
-            Base::Param(p) | Base::Peer { param: p, .. } => {
-                match self.k.params.get(*p).map(|d| &d.kind) {
-                    Some(ParamKind::Array { elem, .. } | ParamKind::PeerArrays { elem, .. }) => {
-                        Ok(*elem)
-                    }
-                    _ => Err(malformed(format!("{p} is not an array parameter"))),
+        self.info.elem(m).ok_or_else(|| {
+            malformed(match &m.base {
+                Base::Param(p) | Base::Peer { param: p, .. } => {
+                    format!("{p} is not an array parameter")
                 }
-            }
-            Base::Lds(l) => self
-                .k
-                .lds
-                .get(*l)
-                .map(|d| d.elem)
-                .ok_or_else(|| malformed(format!("{l} is not declared"))),
-        }
+                Base::Lds(l) => format!("{l} is not declared"),
+            })
+        })
     }
 
     /// Pointer to element `index + offset` of the array `m` addresses.

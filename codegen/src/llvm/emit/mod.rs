@@ -22,10 +22,10 @@ use wavefuse_ir::{Ordering, Scope};
 
 use super::helpers::{AtomTy, HTy, Library, order_name, scope_name};
 use super::{Error, Flavor};
-use crate::cpp::vector_words;
+use crate::back::{Names, vector_words};
 use crate::lowered::{
-    Access, AtomicOp, Base, BinOp, Block, Expr, Invariant, LoweredKernel, MemRef, Param, ParamKind,
-    ReduceKind, Reg, Special, Stmt, Ty, UnOp,
+    Access, AtomicOp, Base, BinOp, Block, Expr, Invariant, LoweredInfo, LoweredKernel, MemRef,
+    ParamKind, ReduceKind, Reg, Special, Stmt, Ty, UnOp,
 };
 
 mod control;
@@ -53,6 +53,8 @@ pub(super) struct Emitter<'c, 'k> {
     pub m: Module<'c>,
     b: Builder<'c>,
     k: &'k LoweredKernel,
+    /// The validator's facts about `k`.
+    info: &'k LoweredInfo,
     f: FunctionValue<'c>,
     regs: Vec<PointerValue<'c>>,
     params: Vec<BasicValueEnum<'c>>,
@@ -67,6 +69,7 @@ impl<'c, 'k> Emitter<'c, 'k> {
     pub fn new(
         cx: &'c Context,
         k: &'k LoweredKernel,
+        info: &'k LoweredInfo,
         flavor: Flavor,
         symbol: &str,
     ) -> Result<Self, Error> {
@@ -87,6 +90,7 @@ impl<'c, 'k> Emitter<'c, 'k> {
             m,
             b,
             k,
+            info,
             f,
             regs: Vec::new(),
             params: Vec::new(),
@@ -104,12 +108,9 @@ impl<'c, 'k> Emitter<'c, 'k> {
     }
 
     /// Emit the kernel function (signature attributes, LDS, registers, body).
-    pub fn kernel(
-        &mut self,
-        atomic_params: &std::collections::HashSet<Param>,
-    ) -> Result<(), Error> {
+    pub fn kernel(&mut self) -> Result<(), Error> {
         let k = self.k;
-        let names = crate::cpp::Names::new(k);
+        let names = Names::new(k);
         for (i, (p, d)) in k.params.iter().enumerate() {
             let v = self
                 .f
@@ -117,7 +118,7 @@ impl<'c, 'k> Emitter<'c, 'k> {
                 .ok_or_else(|| malformed("parameter count"))?;
             v.set_name(names.param(p));
             if let ParamKind::Array { access, .. } = &d.kind {
-                if !atomic_params.contains(&p) {
+                if !self.info.is_atomic(p) {
                     // As the C++ `__restrict__` (and `const` for inputs): no other parameter
                     // aliases it within the launch.
                     self.attr(i as u32, "noalias");

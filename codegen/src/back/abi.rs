@@ -28,7 +28,7 @@ use cranelift_entity::EntityRef;
 use serde::{Deserialize, Serialize};
 use wavefuse_ir::{MemorySpace, Scope};
 
-use crate::cpp::{self, vector_words};
+use super::vector_words;
 pub use crate::lower::CoResidency;
 use crate::lowered::{
     Access, Base, Block, LoweredKernel, MemRef, ParamData, ParamKind, Purpose, Stmt, Ty, peer_slot,
@@ -366,8 +366,8 @@ pub struct WaitSite {
 impl Abi {
     /// The ABI description of `k`.
     pub fn from_kernel(k: &LoweredKernel) -> Abi {
-        let symbol = cpp::symbol(&k.name);
-        let language = cpp::language(k.arch);
+        let symbol = super::symbol(&k.name);
+        let language = super::language(k.arch);
         let mut align = vec![0u64; k.params.len()];
         vector_alignment(k, &k.body, &mut align);
         let params = k

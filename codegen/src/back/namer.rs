@@ -1,6 +1,7 @@
-//! The one namer of the C++ writer: every identifier of the generated code comes from an entity's
-//! index (and, for parameters, its ABI name), never from a global counter, so output is
-//! deterministic and stable under unrelated changes.
+//! The one namer of the back ends: every identifier of the generated code (the C++ writer's, and
+//! the LLVM back end's kernel and parameter names) comes from an entity's index (and, for
+//! parameters, its ABI name), never from a global counter, so output is deterministic and stable
+//! under unrelated changes.
 
 use std::collections::HashSet;
 
