@@ -301,5 +301,8 @@ fn grid_barrier_arrivals_are_weighted_to_a_power_of_two() {
         text.contains("((wg_id == 0u32) ? 2u32 : 1u32) release agent"),
         "{text}"
     );
-    assert!(text.contains("& 4294967292u32) + 4u32) acquire agent"), "{text}");
+    assert!(
+        text.contains("& 4294967292u32) + 4u32) acquire agent"),
+        "{text}"
+    );
 }

@@ -95,7 +95,7 @@ fn rmsnorm_lowered(bugs: RmsBugs) -> LoweredKernel {
         }
     };
     let in_range = lt(r(i), u(F as u32));
-    let mut rest = vec![
+    let rest = vec![
         assign(xf, f(0.0)),
         if_(
             in_range.clone(),

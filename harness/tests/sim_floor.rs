@@ -666,7 +666,9 @@ fn first_reg(e: &Expr) -> Option<wavefuse_codegen::lowered::Reg> {
         Expr::Reg(r) => Some(*r),
         Expr::Bin(_, a, b) => first_reg(a).or_else(|| first_reg(b)),
         Expr::Un(_, a) => first_reg(a),
-        Expr::Select(c, a, b) => first_reg(c).or_else(|| first_reg(a)).or_else(|| first_reg(b)),
+        Expr::Select(c, a, b) => first_reg(c)
+            .or_else(|| first_reg(a))
+            .or_else(|| first_reg(b)),
         _ => None,
     }
 }

@@ -24,12 +24,12 @@ use wavefuse_codegen::Arch;
 use wavefuse_codegen::lower::{Schedule, lower};
 use wavefuse_codegen::lowered::{AtomicOp, Base, Expr, Invariant, ParamKind, Purpose, Stmt};
 use wavefuse_codegen::sim::PeerTable;
-use wavefuse_harness::Shapes;
-use wavefuse_harness::sim::{small_kernel, small_schedule};
 use wavefuse_harness::KernelId;
+use wavefuse_harness::Shapes;
 use wavefuse_harness::sim::{
     Config, Prepared, SmallShapes, prepare_config, summary, sweep_replayed,
 };
+use wavefuse_harness::sim::{small_kernel, small_schedule};
 use wavefuse_harness::suite::tolerance;
 
 const SEED: u64 = 0x8E_91A7;
@@ -302,7 +302,10 @@ fn freeze_the_rounds(p: &mut Prepared) -> usize {
     p.lowered.body = rewrite(body, &mut |s| match s {
         // The split-K verdict, stored by the elected lane right after its arrival.
         Stmt::Store { mem, values } if matches!(values.as_slice(), [Expr::Select(..)]) => {
-            let values = values.into_iter().map(|v| verdict(v, &mut frozen)).collect();
+            let values = values
+                .into_iter()
+                .map(|v| verdict(v, &mut frozen))
+                .collect();
             vec![Stmt::Store { mem, values }]
         }
         Stmt::WaitGe {
@@ -350,11 +353,19 @@ fn frozen_ticket_rounds_are_caught_on_replay_both_targets() {
                 summary(&p, &clean)
             );
             let want = if id == KernelId::GemvInt4 { 1 } else { 2 };
-            assert_eq!(freeze_the_rounds(&mut p), want, "{id}@{arch}: verdicts and barriers");
+            assert_eq!(
+                freeze_the_rounds(&mut p),
+                want,
+                "{id}@{arch}: verdicts and barriers"
+            );
             let once = sweep_replayed(&p, SEED, 0, SCHEDULES, 1, |_, _| {}).expect("simulates");
-            assert_eq!(once.failing, 0, "{id}@{arch}: one launch: {}", summary(&p, &once));
-            let s =
-                sweep_replayed(&p, SEED, 0, SCHEDULES, REPLAYS, |_, _| {}).expect("simulates");
+            assert_eq!(
+                once.failing,
+                0,
+                "{id}@{arch}: one launch: {}",
+                summary(&p, &once)
+            );
+            let s = sweep_replayed(&p, SEED, 0, SCHEDULES, REPLAYS, |_, _| {}).expect("simulates");
             assert_eq!(
                 s.failing,
                 SCHEDULES,

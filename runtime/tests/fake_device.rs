@@ -989,7 +989,8 @@ fn fp16_zero_points_are_uploaded_decoded_from_the_packed_words() {
     let mut inputs = std::collections::BTreeMap::new();
     inputs.insert(ir.buffer_by_name("w").unwrap(), w);
     inputs.insert(ir.buffer_by_name("x").unwrap(), x);
-    k.upload_inputs(&[inputs]).unwrap();
+    let inputs = [inputs];
+    k.upload_inputs(&inputs).unwrap();
     let buf = k.array("w", "qzeros").unwrap()[0].ptr();
     let bytes = s.mem.bytes.lock().unwrap()[&buf].clone();
     let zeros = wavefuse_runtime::exec::decode(&bytes, Ty::F16);
@@ -998,6 +999,16 @@ fn fp16_zero_points_are_uploaded_decoded_from_the_packed_words() {
         .chain(std::iter::repeat_n(3.0, 16))
         .collect();
     assert_eq!(zeros, want);
+    // The bytes a timing rotation binds are the same (`ab`'s input sets are built from
+    // `encoded_inputs`; built from the packed words instead, the H200 run of 2026-12-06 bound 16
+    // bytes per 4 words where this kernel reads 64 and stopped: "`w.qzeros` ... has 87040 bytes,
+    // the kernel reads 348160").
+    let encoded = k.encoded_inputs(&inputs).unwrap();
+    let z = encoded
+        .iter()
+        .find(|e| e.buffer == "w" && e.part == "qzeros")
+        .expect("qzeros is an input array");
+    assert_eq!(z.per_rank, vec![bytes]);
 }
 
 /// The op-level kernel of the issue-38 tests: y = W·x, 16 × 16.

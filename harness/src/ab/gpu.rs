@@ -6,7 +6,8 @@
 //!    versions compiled (through the cache), bound to their own arrays on a rank group of `tp`
 //!    ranks on the one device, launched once on the workload's inputs with the outputs poisoned,
 //!    and compared with the reference. A hand-written kernel is checked against its description
-//!    first, and the loaded kernel's parameter sizes against it too. Then the rotation sets: `k`
+//!    first, and the loaded kernel's parameter sizes against it too. Then each version's rotation
+//!    sets, encoded as its own parameters take them (FP16 zero points, quantised activations): `k`
 //!    copies of every input array of every rank, the same data uploaded k times, `k` such that
 //!    the sets total ≥ 4 × L2 (at most [`MAX_SETS`]; below 4 × L2 at that cap, L2 is also flushed
 //!    before every launch by writing a 2 × L2 buffer, outside the timed window).
@@ -25,7 +26,7 @@ use wavefuse::ir::reference::{RankInputs, RankOutputs};
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::abi::Abi;
 use wavefuse_codegen::lowered::DataArrayRef;
-use wavefuse_runtime::exec::{self, OpKernel, SharedScratch};
+use wavefuse_runtime::exec::{self, EncodedInput, OpKernel, SharedScratch};
 use wavefuse_runtime::timing::{self, GroupGraphs, GroupTimer};
 use wavefuse_runtime::{
     Artifact, Cache, Device, Error as RtError, MemKind, RankGroup, SameDeviceMode,
@@ -84,7 +85,7 @@ impl<D: Device> Rotation<D> {
             kernel: g.symbol.clone(),
             message: format!("its ABI description: {m}"),
         })?;
-        let mut encoded = Vec::new();
+        let mut encoded: Vec<EncodedInput> = Vec::new();
         for p in &params {
             let Some(DataArrayRef {
                 elem,
@@ -101,9 +102,7 @@ impl<D: Device> Rotation<D> {
             if ir
                 .buffer(b)
                 .is_some_and(|d| d.role != wavefuse::ir::Role::Input)
-                || encoded
-                    .iter()
-                    .any(|(x, y, _): &(String, &str, _)| x == buffer && *y == part)
+                || encoded.iter().any(|e| e.buffer == buffer && e.part == part)
             {
                 continue;
             }
@@ -115,20 +114,50 @@ impl<D: Device> Rotation<D> {
                     kernel: g.symbol.clone(),
                     message: m,
                 })?;
-            encoded.push((buffer.to_owned(), part, per_rank));
+            encoded.push(EncodedInput {
+                buffer: buffer.to_owned(),
+                part,
+                per_rank,
+            });
         }
-        let timed = if alone { 1 } else { inputs.len() };
+        Self::from_encoded(group, encoded, inputs.len(), l2, alone)
+    }
+
+    /// Sets of `k`'s own input arrays, encoded as its parameters take them
+    /// ([`OpKernel::encoded_inputs`]: FP16 zero points, host-quantised activations), so that
+    /// every version is timed on the bytes it was checked on; sized as [`Rotation::new`].
+    pub fn for_kernel(
+        group: &RankGroup<D>,
+        k: &OpKernel<'_, D>,
+        inputs: &[RankInputs],
+        l2: u64,
+        alone: bool,
+    ) -> Result<Rotation<D>, RtError> {
+        Self::from_encoded(group, k.encoded_inputs(inputs)?, inputs.len(), l2, alone)
+    }
+
+    /// `encoded` uploaded `sets` times, enough for the timed ranks' sets (rank 0's alone with
+    /// `alone`, all `ranks` otherwise) to total `4 × l2` bytes, at most [`MAX_SETS`].
+    fn from_encoded(
+        group: &RankGroup<D>,
+        encoded: Vec<EncodedInput>,
+        ranks: usize,
+        l2: u64,
+        alone: bool,
+    ) -> Result<Rotation<D>, RtError> {
+        let timed = if alone { 1 } else { ranks };
         let set_bytes: u64 = encoded
             .iter()
-            .flat_map(|(_, _, r)| r.iter().take(timed).map(|b| b.len() as u64))
+            .flat_map(|e| e.per_rank.iter().take(timed).map(|b| b.len() as u64))
             .sum();
         let target = 4 * l2;
         let sets = (target.div_ceil(set_bytes.max(1)) as usize).clamp(2, MAX_SETS);
         let mut arrays = Vec::new();
-        for (buffer, part, per_rank) in encoded {
+        for e in encoded {
             let mut by_set = Vec::with_capacity(sets);
             for _ in 0..sets {
-                let bufs = per_rank
+                let bufs = e
+                    .per_rank
                     .iter()
                     .enumerate()
                     .map(|(r, bytes)| {
@@ -141,8 +170,8 @@ impl<D: Device> Rotation<D> {
                 by_set.push(bufs);
             }
             arrays.push(Copies {
-                buffer,
-                part,
+                buffer: e.buffer,
+                part: e.part,
                 by_set,
             });
         }
@@ -170,6 +199,10 @@ struct Side<'g, D: Device> {
     version: Version,
     kernel: Option<OpKernel<'g, D>>,
     repeats: Vec<Stats>,
+    /// Its own input sets, encoded as its parameters take them.
+    rotation: Option<Rotation<D>>,
+    /// Its tolerance where it differs from the kernel's (a W4A8 version's quantisation).
+    tolerance: Option<f64>,
 }
 
 /// One row on the device.
@@ -180,7 +213,6 @@ struct Live<'g, D: Device> {
     ir: Option<Kernel>,
     reference: Vec<RankOutputs>,
     sides: Vec<Side<'g, D>>,
-    rotation: Option<Rotation<D>>,
     timer: Option<GroupTimer<D>>,
     /// Rank 0 timed alone.
     alone: bool,
@@ -304,6 +336,8 @@ fn setup<'g, D: Device>(
         version: g_version,
         kernel: g_kernel,
         repeats: Vec::new(),
+        rotation: None,
+        tolerance: None,
     });
     let hand = match &o.choice {
         Choice::User(h) => match h.for_kernel(&p.g.ir) {
@@ -315,29 +349,26 @@ fn setup<'g, D: Device>(
     match hand {
         Found::Absent(why) => row.manual = Manual::Absent(why),
         Found::Hand(h) => {
-            let (v, k) = bind_hand(group, &p, &h, o, cache, arch);
+            let (v, k, tolerance) = bind_hand(group, &p, &h, o, cache, arch);
             sides.push(Side {
                 version: v,
                 kernel: k,
                 repeats: Vec::new(),
+                rotation: None,
+                tolerance,
             });
         }
     }
-    let any = sides.iter().any(|s| s.kernel.is_some());
-    let rotation = if any {
-        match Rotation::new(group, &p.g.abi, &p.g.ir, &p.data.inputs, l2, alone(&p)) {
-            Ok(r) => Some(r),
+    for s in &mut sides {
+        let Some(k) = &s.kernel else { continue };
+        match Rotation::for_kernel(group, k, &p.data.inputs, l2, alone(&p)) {
+            Ok(r) => s.rotation = Some(r),
             Err(e) => {
-                for s in &mut sides {
-                    s.kernel = None;
-                    s.version.note = format!("not timed: input sets: {e}");
-                }
-                None
+                s.kernel = None;
+                s.version.note = format!("not timed: input sets: {e}");
             }
         }
-    } else {
-        None
-    };
+    }
     let timer = match GroupTimer::new(group) {
         Ok(t) => Some(t),
         Err(e) => {
@@ -358,7 +389,6 @@ fn setup<'g, D: Device>(
         ir: Some(p.g.ir),
         reference: p.data.reference,
         sides,
-        rotation,
         timer,
     }
 }
@@ -422,7 +452,7 @@ fn bind_hand<'g, D: Device>(
     o: &Options,
     cache: &Cache,
     arch: Arch,
-) -> (Version, Option<OpKernel<'g, D>>) {
+) -> (Version, Option<OpKernel<'g, D>>, Option<f64>) {
     let mut v = empty_version(&h.origin(), &h.symbols());
     if h.arch != arch {
         v.error = Some(format!(
@@ -430,12 +460,12 @@ fn bind_hand<'g, D: Device>(
             h.origin(),
             h.arch
         ));
-        return (v, None);
+        return (v, None, None);
     }
     let problems = h.check(&p.g.lowered);
     if !problems.is_empty() {
         v.error = Some(format!("ABI mismatch: {}", problems.join("; ")));
-        return (v, None);
+        return (v, None, None);
     }
     let compiled = h.request().map_err(String::from).and_then(|req| {
         exec::artifact_for(cache, o.hand_compiler(arch).as_ref(), &req)
@@ -445,7 +475,7 @@ fn bind_hand<'g, D: Device>(
         Ok((a, _)) => a,
         Err(e) => {
             v.error = Some(e);
-            return (v, None);
+            return (v, None, None);
         }
     };
     let main = h.main_stage();
@@ -454,7 +484,7 @@ fn bind_hand<'g, D: Device>(
     for st in h.stages() {
         if let Err(e) = check_loaded(group, &artifact, &st) {
             v.error = Some(e.to_string());
-            return (v, None);
+            return (v, None, None);
         }
     }
     let abis = h.launch_abis(p.g.lowered.tp);
@@ -462,7 +492,7 @@ fn bind_hand<'g, D: Device>(
         Ok(s) => s,
         Err(e) => {
             v.error = Some(format!("ABI mismatch: {}", e.join("; ")));
-            return (v, None);
+            return (v, None, None);
         }
     };
     let tolerance = h.tolerance(p.g.spec.kernel.tolerance().0, &p.g.ir, &p.data);
@@ -477,7 +507,7 @@ fn bind_hand<'g, D: Device>(
         tolerance,
     };
     let k = run_once(&mut v, group, &p.g.ir, bound, &artifact, p, o.launch);
-    (v, k)
+    (v, k, tolerance)
 }
 
 /// The loaded kernel's parameter sizes against the description.
@@ -693,7 +723,6 @@ impl<'g, D: Device> Live<'g, D> {
             ir: None,
             reference: Vec::new(),
             sides: Vec::new(),
-            rotation: None,
             timer: None,
         }
     }
@@ -709,19 +738,18 @@ impl<'g, D: Device> Live<'g, D> {
             ir: None,
             reference: Vec::new(),
             sides: Vec::new(),
-            rotation: None,
             timer: None,
         }
     }
 
     /// One repeat: a timed series of every live version.
     fn time(&mut self, o: &Options, flush: &D::Buffer) {
-        let (Some(rot), Some(timer)) = (&self.rotation, &self.timer) else {
+        let Some(timer) = &self.timer else {
             return;
         };
         let group = self.group;
         for side in &mut self.sides {
-            let Some(k) = side.kernel.as_mut() else {
+            let (Some(k), Some(rot)) = (side.kernel.as_mut(), &side.rotation) else {
                 continue;
             };
             let timed = match o.timing {
@@ -752,8 +780,9 @@ impl<'g, D: Device> Live<'g, D> {
         let tol = self.row.tolerance;
         let mut versions = Vec::new();
         for mut side in std::mem::take(&mut self.sides) {
-            if let (Some(k), Some(ir), Some(rot)) = (&side.kernel, &self.ir, &self.rotation) {
+            if let (Some(k), Some(ir), Some(rot)) = (&side.kernel, &self.ir, &side.rotation) {
                 let launches = side.repeats.iter().map(|s| s.samples).sum::<usize>();
+                let tol = side.tolerance.unwrap_or(tol);
                 match k.read_outputs() {
                     Ok(out) => {
                         let after = check_of("", &exec::compare(ir, &out, &self.reference), tol);

@@ -67,6 +67,17 @@ struct DataArray<B> {
     per_rank: Vec<B>,
 }
 
+/// One input array of an op, encoded for the device ([`OpKernel::encoded_inputs`]).
+#[derive(Clone, Debug)]
+pub struct EncodedInput {
+    /// The op-level buffer's name.
+    pub buffer: String,
+    /// Its array (`data`, `qweight`, `scales`, `qzeros`, `g_idx`, `qscale`).
+    pub part: &'static str,
+    /// The bytes per rank.
+    pub per_rank: Vec<Vec<u8>>,
+}
+
 /// An array of a hand-written op's that the runtime owns and several of its launches share (a
 /// split-K's FP32 partials, written by the GEMV launch and read by the reduce; quantised
 /// activations): allocated once per rank, zeroed once. A launch's parameter takes it as a `data`
@@ -285,8 +296,11 @@ impl<'g, D: Device> OpKernel<'g, D> {
         Some(a.per_rank.iter().collect())
     }
 
-    /// Writes every rank's inputs (`inputs[r]` for rank r) into the device arrays.
-    pub fn upload_inputs(&self, inputs: &[RankInputs]) -> Result<()> {
+    /// Every input array's device bytes for every rank (`inputs[r]` for rank r), encoded as this
+    /// kernel's parameters take them — FP16/FP32 zero points decoded from the packed words,
+    /// host-quantised activations — exactly what [`OpKernel::upload_inputs`] writes: the input
+    /// sets a timing rotation binds ([`OpKernel::bind_input`]) must be these bytes.
+    pub fn encoded_inputs(&self, inputs: &[RankInputs]) -> Result<Vec<EncodedInput>> {
         let tp = self.group.tp() as usize;
         if inputs.len() != tp {
             return Err(self.err(format!(
@@ -294,9 +308,11 @@ impl<'g, D: Device> OpKernel<'g, D> {
                 inputs.len()
             )));
         }
+        let mut out = Vec::new();
         for a in self.arrays.iter().filter(|a| a.output.is_none()) {
-            for (r, buf) in a.per_rank.iter().enumerate() {
-                let data = inputs[r]
+            let mut per_rank = Vec::with_capacity(tp);
+            for (r, input) in inputs.iter().enumerate() {
+                let data = input
                     .get(&a.buffer)
                     .ok_or_else(|| self.err(format!("rank {r}: no data for input `{}`", a.name)))?;
                 let bytes = match (a.zeros, a.quantised, data) {
@@ -307,7 +323,23 @@ impl<'g, D: Device> OpKernel<'g, D> {
                     _ => encode(data, a.part, a.elem, a.len),
                 }
                 .map_err(|m| self.err(format!("rank {r}, `{}.{}`: {m}", a.name, a.part)))?;
-                self.group.device(r as u32).upload(buf, 0, &bytes)?;
+                per_rank.push(bytes);
+            }
+            out.push(EncodedInput {
+                buffer: a.name.clone(),
+                part: a.part,
+                per_rank,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Writes every rank's inputs (`inputs[r]` for rank r) into the device arrays.
+    pub fn upload_inputs(&self, inputs: &[RankInputs]) -> Result<()> {
+        let arrays = self.arrays.iter().filter(|a| a.output.is_none());
+        for (a, e) in arrays.zip(self.encoded_inputs(inputs)?) {
+            for (r, (buf, bytes)) in a.per_rank.iter().zip(&e.per_rank).enumerate() {
+                self.group.device(r as u32).upload(buf, 0, bytes)?;
             }
         }
         Ok(())
