@@ -49,6 +49,14 @@ kernels() {
   cost 5
   step 90 replay python3 bench/python/graph_replay.py --replays 10000 --json "$OUT/replay.json"
   sanitize memcheck; sanitize synccheck; }
+twins() {
+  # Issue 38: the CUDA twins of the hand-written kernels in the styles users write, A/B on the GPU.
+  for k in gemv_int4_fp16z gemv_int4_splitk gemv_int4_splitk2 gemv_int4_w4a8; do
+    shapes=qwen27b-tp1,qwen27b-tp4; [ $k = gemv_int4_fp16z ] && shapes=qwen27b-tp4
+    step 40 "twin-$k" carry/wavefuse ab gemv_int4 --shapes $shapes --manual cli/tests/handwritten/$k.cu \
+      --abi cli/tests/handwritten/$k.cu.abi.toml --timing graphs --iters 100 --json "$R/twin-$k.json" --md "$R/twin-$k.md"
+  done
+  for f in "$R"/twin-*.md; do [ -f "$f" ] && { echo "# $(basename "$f" .md)"; cat "$f"; echo; }; done > "$OUT/twins.md"; }
 engine() {
   step 200 llama-f32 python3 -m wf_decoder.ab --device cuda --paths a,b,c --steps 50 --runs 3 --profile 5 \
     --f32-logits --config llama31_8b --tp 1 --batch 1,8 --out "$R/llama31_8b_tp1"
@@ -74,5 +82,6 @@ case "$PART" in
   kernels) kernels ;;
   engine) engine ;;
   all) all ;;
+  twins) twins; (cd python && step 60 pytest python3 -m pytest -q -rs tests/test_gpu.py -k "not ipc"); cp "$R/pytest.log" "$OUT/pytest.txt" ;;
 esac
 tar -C "$R" -czf "$OUT/all-$PART.tgz" .
