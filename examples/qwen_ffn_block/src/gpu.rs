@@ -19,10 +19,9 @@
 //! - [`LAYERS`] blocks back to back in one window (the FFN stream of one token), each block on
 //!   the next copy of the weights, so no block finds its weights in L2.
 //!
-//! Not a CUDA graph: the generated kernels take the epoch of their flags and barriers as a
-//! by-value argument (DESIGN.md §5.4: 1, 2, 3, … per launch), so a captured graph would replay
-//! stale epochs and the flag waits would pass on the previous launch's flags. The gate gives the
-//! same thing a graph is used for here — launches running back to back without host gaps.
+//! Not a CUDA graph (the kernels would replay correctly in one: their synchronisation counts on
+//! the device, DESIGN.md §5.4): the gate gives the same thing a graph is used for here —
+//! launches running back to back without host gaps.
 
 use std::time::Instant;
 

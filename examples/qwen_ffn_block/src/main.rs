@@ -284,8 +284,7 @@ fn markdown(r: &gpu::GpuReport, torch: Option<&TorchBlock>) -> String {
         out,
         "Per rank: gemv_int4_dual_silu 5120 → 2 × 4352, then gemv_int4_allreduce_rmsnorm 4352 → \
          5120 (+ allreduce over the 4 ranks, residual, RMSNorm). Event timing behind a gate \
-         (device time, no host enqueue in the window; not a CUDA graph: the kernels take their \
-         epoch by value). Weights rotate over copies ≥ 4 × L2.\n"
+         (device time, no host enqueue in the window; not a CUDA graph). Weights rotate over copies ≥ 4 × L2.\n"
     );
     let _ = writeln!(
         out,
