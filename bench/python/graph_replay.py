@@ -1,10 +1,11 @@
 """Every kernel of the set and one .wfir kernel as PyTorch ops (the `wavefuse` package) inside
 ONE captured CUDA graph, replayed many times as an engine replays its decode step; then fresh
 inputs, one more replay, every output against the float64 reference and every error word read.
-Also each kernel's per-call time inside a graph (CUDA events), to hold against
-`wavefuse ab --timing graphs` for the same kernel and shapes (the binding should add nothing).
+Also each kernel's per-call time inside a graph, timed as `wavefuse ab --timing graphs` times it
+(`per_call_us`), and with `--ab BINARY` that ab's time of the same kernel at the same shapes in
+the same call (the binding should add nothing).
 
-    python3 bench/python/graph_replay.py --replays 10000 --json $OUT/replay.json
+    python3 bench/python/graph_replay.py --replays 10000 --json $OUT/replay.json [--ab carry/wavefuse]
 
 Needs the package importable (pip install ./python, or the built extension copied into
 python/wavefuse/) and a GPU. Kernels of the set at the model's shapes (Qwen 3.5 27B): the GEMVs at
@@ -14,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -65,36 +68,78 @@ def nbytes(v):
     return sum(t.numel() * t.element_size() for t in (v if isinstance(v, list) else [v]))
 
 
-def per_call_us(k, index, calls=20, reps=50):
-    """Median time per call of `calls` launches captured in one graph, each on the next of input
-    sets totalling at least 4 × L2 (as `wavefuse ab --timing graphs` rotates them), so weights
-    come from memory, not L2: the number to hold against `ab --timing graphs`."""
+GRAPH_CALLS = 20  # harness/src/ab/report.rs GRAPH_CALLS: launches per captured graph
+MAX_SETS = 64  # harness/src/ab/gpu.rs MAX_SETS
+
+
+def per_call_us(k, index, samples=25):
+    """The op's time per call inside a CUDA graph, timed as `wavefuse ab --timing graphs` times a
+    kernel (harness/src/ab/gpu.rs `graph_series`, runtime/src/timing.rs `GroupGraphs::replay`):
+    one graph of GRAPH_CALLS calls, call c on input set c mod S, where S input sets total at least
+    4 x L2 (at least 2, at most MAX_SETS; as ab, a graph uses its first GRAPH_CALLS sets); the
+    graph replayed behind a gate (here a sleep kernel on the stream: the host has enqueued the
+    start event, the graph and the end event before the device reaches them, so host launch time
+    is not counted); one warm-up replay, then `samples` replays; the median per call."""
     l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
     first = {n: to_cuda(v) for n, v in make(k, 1000 + index)[0].items()}
     per_set = max(1, sum(nbytes(v) for v in first.values()))
+    want = min(max(2, -(-4 * l2 // per_set)), MAX_SETS, GRAPH_CALLS)
     sets = [first]
-    while len(sets) < calls and len(sets) * per_set < 4 * l2:
+    while len(sets) < want:
         sets.append({n: to_cuda(v) for n, v in make(k, 1000 + index + len(sets))[0].items()})
     for st in sets:
         k(**st)
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        for c in range(calls):
+        for c in range(GRAPH_CALLS):
             k(**sets[c % len(sets)])
     g.replay()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []
-    for _ in range(reps):
+    for _ in range(samples):
+        torch.cuda._sleep(1_000_000)  # the gate: ~0.5 ms of device time ahead of the record
         start.record()
         g.replay()
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end) * 1000 / calls)
+        times.append(start.elapsed_time(end) * 1000 / GRAPH_CALLS)
     times.sort()
     del sets
     return times[len(times) // 2], len(times)
+
+
+def ab_per_call_us(binary, k, iters):
+    """`wavefuse ab --timing graphs` of the same kernel at the same shapes (the GEMVs at
+    qwen27b-tp1, the communicating kernels at qwen27b-tp<k.tp> with every rank on this GPU, the
+    .wfir kernel with --kernel-file): the generated version's median per call over both
+    repeats, its dimensions and its input sets."""
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "ab.json"
+        cmd = [binary, "ab", "--timing", "graphs", "--iters", str(iters), "--json", str(out)]
+        if k.name == "silu_gemv":
+            cmd += ["--kernel-file", str(WFIR)]
+        else:
+            cmd += [k.name, "--shapes", f"qwen27b-tp{k.tp}"]
+            if k.tp > 1:
+                cmd += ["--placement", "same-device"]
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        if not out.exists():
+            return dict(error=f"exit {run.returncode}: {run.stderr.strip()[-400:]}", command=" ".join(cmd))
+        row = json.loads(out.read_text())["rows"][0]
+    gen = row["generated"]
+    t = gen.get("timing") or {}
+    meds = sorted(r["median_us"] for r in t.get("repeats", []))
+    return dict(
+        command=" ".join(cmd),
+        dims=row.get("dims"),
+        us=sum(meds) / len(meds) if meds else None,
+        repeats_us=meds,
+        input_sets=t.get("input_sets"),
+        error=gen.get("error"),
+        check_pass=(gen.get("check") or {}).get("pass"),
+    )
 
 
 def main():
@@ -102,6 +147,10 @@ def main():
     ap.add_argument("--replays", type=int, default=10000)
     ap.add_argument("--tp", type=int, default=4)
     ap.add_argument("--json", type=str, default=None)
+    ap.add_argument("--ab", type=str, default=None, metavar="BINARY",
+                    help="also time each kernel with this wavefuse binary's `ab --timing graphs`, same call")
+    ap.add_argument("--ab-iters", type=int, default=500, help="ab's --iters (20 calls per graph)")
+    ap.add_argument("--samples", type=int, default=25, help="graph replays timed per kernel")
     a = ap.parse_args()
 
     kernels = [wavefuse.kernel(n, device="cuda") for n in GEMVS]
@@ -152,9 +201,14 @@ def main():
                 epoch_on_host="epoch_param" in k.abi_toml,
                 rel_l2_last_replay=worst(out, want),
                 error_word=err,
-                per_call_us_in_graph=per_call_us(k, i)[0],
+                dims=[list(x.shape) for x in k.abi],
+                per_call_us_in_graph=per_call_us(k, i, a.samples)[0],
             )
         )
+        if a.ab:
+            rows[-1]["ab"] = ab_per_call_us(a.ab, k, a.ab_iters)
+            ab_us = rows[-1]["ab"].get("us")
+            rows[-1]["op_over_ab"] = rows[-1]["per_call_us_in_graph"] / ab_us if ab_us else None
     report = dict(
         device=torch.cuda.get_device_name(),
         torch=torch.__version__,
@@ -163,12 +217,17 @@ def main():
         kernels=rows,
     )
     print(f"{report['device']}: one graph of {len(kernels)} kernels, {a.replays} replays in {wall:.2f} s, then fresh inputs")
-    print(f"{'kernel':32} {'tp':>3} {'sync':>5} {'rel L2 (last)':>14} {'us/call':>9}  error word")
+    print(f"{'kernel':32} {'tp':>3} {'sync':>5} {'rel L2 (last)':>14} {'us/call':>9} {'ab us':>8} {'op/ab':>6}  error word")
     for r in rows:
+        ab = r.get("ab") or {}
+        ab_us = f"{ab['us']:8.2f}" if ab.get("us") else f"{'-':>8}"
+        ratio = f"{r['op_over_ab']:6.3f}" if r.get("op_over_ab") else f"{'-':>6}"
         print(
             f"{r['kernel']:32} {r['tp']:>3} {str(r['synchronises']):>5} {r['rel_l2_last_replay']:>14.2e} "
-            f"{r['per_call_us_in_graph']:>9.2f}  {r['error_word'] or 'clean'}"
+            f"{r['per_call_us_in_graph']:>9.2f} {ab_us} {ratio}  {r['error_word'] or 'clean'}"
         )
+        if ab.get("error"):
+            print(f"    ab: {ab['error']}")
     if a.json:
         Path(a.json).write_text(json.dumps(report, indent=2))
     bad = [r for r in rows if r["error_word"] or not r["rel_l2_last_replay"] < (1e-2 if r["kernel"] == "allreduce_int8" else 3e-3)]

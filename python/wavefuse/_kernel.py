@@ -256,8 +256,8 @@ class Kernel:
     TP > 1). With `out={"y": y}` it writes into the given tensors and returns them.
 
     A call checks every argument against the ABI (raising `ArgumentError`), then enqueues one
-    launch on PyTorch's current stream (`torch.cuda.current_stream()`; ranks sharing a GPU fork
-    onto side streams and join back) with the tensors' data pointers: no allocation but the
+    launch on PyTorch's current stream (`torch.cuda.current_stream()`; when ranks share a GPU,
+    rank 0 launches there and ranks 1.. fork onto side streams and join back) with the tensors' data pointers: no allocation but the
     outputs', no compile, no host synchronisation. Launch failures on the device are reported by
     `check()`.
     """
@@ -300,9 +300,10 @@ class Kernel:
             torch_devs = [torch.device(d) for d in devices]
             self._torch_devices = torch_devs
             same = len(set(devices)) == 1
-            # Ranks sharing a GPU wait for each other inside the kernel: each gets its own stream,
-            # forked from and joined back into the current stream at every call.
-            self._side = [torch.cuda.Stream(device=d) for d in torch_devs] if same and self._n > 1 else None
+            # Ranks sharing a GPU wait for each other inside the kernel, so they must run
+            # concurrently: rank 0 launches on the current stream, ranks 1.. each on a side stream
+            # forked from it and joined back into it at every call (the fewest edges in a graph).
+            self._side = [torch.cuda.Stream(device=d) for d in torch_devs[1:]] if same and self._n > 1 else None
         else:
             self._torch_devices = [torch.device("cpu")] * self._n
             self._side = None
@@ -599,7 +600,7 @@ class Kernel:
             cur = torch.cuda.current_stream(self._torch_devices[0])
             for s in self._side:
                 s.wait_stream(cur)
-            self._native.launch(ptrs, [s.cuda_stream for s in self._side])
+            self._native.launch(ptrs, [cur.cuda_stream] + [s.cuda_stream for s in self._side])
             for s in self._side:
                 cur.wait_stream(s)
 

@@ -476,3 +476,37 @@ def test_f32_agreement_by_hand():
     g = [torch.tensor([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0]])]  # 2nd sequence: orthogonal, other top-1
     a = f32_agreement(f, g)
     assert a["cos_min"] == pytest.approx(0.0) and a["top1_agree"] == pytest.approx(0.5)
+
+
+def test_gate_against_the_f32_model(tmp_path, fake_wavefuse):
+    """--gate-ref f32: every path teacher-forced on the FP32 model's own greedy tokens; (a) is
+    reported against it, not gated; (b), (c) gated, with their cosine vs (a) beside it."""
+    from wf_decoder import ab
+
+    rc = ab.main(
+        "--config tiny --paths a,b,c --tp 1 --batch 2 --steps 2 --runs 1 --warmup-steps 1 "
+        f"--device cpu --gate-ref f32 --out {tmp_path}".split()
+    )
+    res = json.loads((tmp_path / "ab.json").read_text())
+    md = (tmp_path / "ab.md").read_text()
+    assert rc == 0, md
+    a, b, c = res["rows"]
+    assert a["gate"]["baseline"] and a["gate"]["reference"] == "f32"
+    for r in (b, c):
+        g = r["gate"]
+        assert g["reference"] == "f32" and g["pass"] and not g.get("baseline"), g
+        # FP16 paths against float32 arithmetic on the same weights: close, not exact
+        assert 0.999 < g["cos_min"] < 1.0 and 0.999 < g["vs_a_cos_min"] <= 1.0, g
+    assert "baseline, not gated" in md and "cos min vs FP32" in md
+
+
+def test_gate_reference_choice():
+    from types import SimpleNamespace
+
+    from wf_decoder.ab import gate_passes, gate_reference
+
+    bf16, fp16 = SimpleNamespace(act=torch.bfloat16), SimpleNamespace(act=torch.float16)
+    assert gate_reference("auto", bf16) == "f32" and gate_reference("auto", fp16) == "a"
+    assert gate_reference("a", bf16) == "a" and gate_reference("f32", fp16) == "f32"
+    assert gate_passes(None) and gate_passes({"pass": False, "baseline": True})
+    assert not gate_passes({"pass": False}) and gate_passes({"pass": True})
