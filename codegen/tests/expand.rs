@@ -93,26 +93,20 @@ fn expansion_counts_barriers_and_adds_epoch_and_error_word() {
         Stmt::GridBarrier { .. } | Stmt::PublishFlag { .. } | Stmt::WaitFlag { .. }
     )));
     let text = k.to_string();
-    // A grid barrier needs no epoch (§5.4, weighted tickets): each workgroup's elected lane
-    // takes a ticket (4 workgroups, a power of two: every weight is 1) and waits for the end of
-    // its round, the next multiple of 4 (!3 = 4294967292).
-    let tickets: Vec<_> = all
+    // A kernel with flags has the epoch anyway, so its grid barriers (§5.4, weighted rounds of
+    // Q = 4: 4 workgroups, every weight 1) arrive without a returned ticket and wait for the
+    // round's end from the epoch: barrier i of 2 in launch e ends at ((e − 1)·2 + i + 1)·4.
+    let arrivals = all
         .iter()
-        .filter_map(|s| match s {
-            Stmt::Atomic {
-                dst: Some(t),
-                op: AtomicOp::Add,
-                value: Some(v),
-                ..
-            } if *v == Expr::u32(1) => Some(*t),
-            _ => None,
+        .filter(|s| {
+            matches!(s, Stmt::Atomic { dst: None, op: AtomicOp::Add, value: Some(v), ordering: Ordering::Release, .. } if *v == Expr::u32(1))
         })
-        .collect();
-    assert_eq!(tickets.len(), 2, "{text}");
-    for t in tickets {
+        .count();
+    assert_eq!(arrivals, 2, "{text}");
+    for i in 1..=2 {
         assert!(
             text.contains(&format!(
-                "wait_ge arg0[0u32], (({t} & 4294967292u32) + 4u32) acquire agent"
+                "wait_ge arg0[0u32], (((({epoch} - 1u32) * 2u32) + {i}u32) * 4u32) acquire agent"
             )),
             "{text}"
         );
@@ -293,7 +287,7 @@ fn per_lane_flag_waits_poll_in_parallel_then_one_barrier() {
 /// 2) so that each barrier's round still advances the counter by Q.
 #[test]
 fn grid_barrier_arrivals_are_weighted_to_a_power_of_two() {
-    let mut k = kernel_with_sync();
+    let mut k = barriers_only();
     k.grid = 3;
     expand_sync(&mut k);
     let text = k.to_string();
@@ -305,4 +299,45 @@ fn grid_barrier_arrivals_are_weighted_to_a_power_of_two() {
         text.contains("& 4294967292u32) + 4u32) acquire agent"),
         "{text}"
     );
+}
+
+/// The kernel's grid barriers without its flags.
+fn barriers_only() -> LoweredKernel {
+    let mut k = kernel_with_sync();
+    k.body.retain(|s| matches!(s, Stmt::GridBarrier { .. }));
+    k
+}
+
+/// Without flags a kernel has no epoch (§5.4): each workgroup's elected lane takes a ticket and
+/// waits for the end of its round, the next multiple of Q = 4 after it (!3 = 4294967292); no
+/// epoch state, no entry load.
+#[test]
+fn grid_barriers_without_flags_count_tickets_and_keep_no_epoch() {
+    let mut k = barriers_only();
+    expand_sync(&mut k);
+    assert!(k.epoch_state.is_none() && k.epoch_reg.is_none() && k.epoch.is_none());
+    let mut all = Vec::new();
+    flatten(&k.body, &mut all);
+    let text = k.to_string();
+    let tickets: Vec<_> = all
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Atomic {
+                dst: Some(t),
+                op: AtomicOp::Add,
+                value: Some(v),
+                ..
+            } if *v == Expr::u32(1) => Some(*t),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tickets.len(), 2, "{text}");
+    for t in tickets {
+        assert!(
+            text.contains(&format!(
+                "wait_ge arg0[0u32], (({t} & 4294967292u32) + 4u32) acquire agent"
+            )),
+            "{text}"
+        );
+    }
 }

@@ -195,27 +195,39 @@ impl<D: Device> GroupGraphs<D> {
         result.map(|()| GroupGraphs { graphs, calls })
     }
 
-    /// [`GroupGraphs::replay`] without host-function gates: each stream is first kept busy by a
-    /// fill of `busy` (a buffer on the ranks' one device, larger than L2: also an L2 flush), and
-    /// the start event, the graph and the end event are enqueued behind it while it runs. For
-    /// graphs of programmatic dependent launches ([`crate::LaunchSpec::dependent`]), so that no
-    /// host function sits in front of them; the ranks' streams are not released together as by
-    /// the gates, so a multi-rank window holds their skew. Every rank's graph must be on
-    /// `busy`'s device.
+    /// [`GroupGraphs::replay`] behind a gate on the device instead of host functions: rank 0's
+    /// stream is kept busy by two fills of `busy` (a buffer on rank 0's device, larger than L2:
+    /// also an L2 flush) and records an event behind them that every other rank's stream waits
+    /// for; each stream's start event, graph and end event are enqueued while the fills run.
+    /// So the ranks are released by one event, with no host enqueue skew between them, and each
+    /// graph's work is already submitted when the device reaches it. Behind a host-function gate
+    /// the driver resolves the dependents of the host function itself, which puts its submission
+    /// of the graph inside the window (the window of a graph of 20 small launches read ~7 µs
+    /// longer behind the host gate on the H100, bench/results/2026-12-06-gpu-binding), and
+    /// graphs of programmatic dependent launches ([`crate::LaunchSpec::dependent`]) were seen held
+    /// behind a host function until its timeout (driver 580, runtime/tests/gpu.rs).
     pub fn replay_behind_fill(&self, group: &RankGroup<D>, busy: &D::Buffer) -> Result<Replay> {
-        for r in 0..self.graphs.len() as u32 {
-            if group.device(r).info().ordinal != busy.ordinal() {
-                return Err(crate::DeviceError::Unsupported(format!(
-                    "rank {r} is not on the device of the fill buffer"
-                ))
-                .into());
-            }
+        if self.graphs.is_empty() {
+            return Err(crate::DeviceError::Unsupported("no graph to replay".into()).into());
         }
-        self.replay_after(group, |dev, s| {
-            // Twice: ~80 µs of device work for a 2 × L2 buffer on the H200, well beyond the few
-            // µs the host takes to enqueue the record, the graph and the record.
-            dev.fill_async(busy, 0x5a, s)?;
-            dev.fill_async(busy, 0xa5, s)?;
+        let dev0 = group.device(0);
+        if dev0.info().ordinal != busy.ordinal() {
+            return Err(crate::DeviceError::Unsupported(
+                "rank 0 is not on the device of the fill buffer".into(),
+            )
+            .into());
+        }
+        let go = dev0.new_event()?;
+        self.replay_after(group, |dev, s, r| {
+            if r == 0 {
+                // Twice: ~80 µs of device work for a 2 × L2 buffer on the H200, well beyond the
+                // host's time to enqueue every rank's wait, records and graph.
+                dev.fill_async(busy, 0x5a, s)?;
+                dev.fill_async(busy, 0xa5, s)?;
+                dev.record(&go, s)?;
+            } else {
+                dev.wait_event(s, &go)?;
+            }
             Ok(None)
         })
     }
@@ -224,15 +236,16 @@ impl<D: Device> GroupGraphs<D> {
     /// the end. A graph of kernels whose epoch lives on the device
     /// ([`crate::KernelInstance::replay_safe`]) may be replayed any number of times.
     pub fn replay(&self, group: &RankGroup<D>) -> Result<Replay> {
-        self.replay_after(group, |dev, s| Ok(Some(Gate::hold(dev, s)?)))
+        self.replay_after(group, |dev, s, _| Ok(Some(Gate::hold(dev, s)?)))
     }
 
-    /// Uploads every graph, then per rank enqueues `front` (a gate it returns is held until every
-    /// rank is enqueued), the start event, the graph and the end event; the windows.
+    /// Uploads every graph, then per rank (in rank order) enqueues `front` (a gate it returns is
+    /// held until every rank is enqueued), the start event, the graph and the end event; the
+    /// windows.
     fn replay_after(
         &self,
         group: &RankGroup<D>,
-        front: impl Fn(&D, &D::Stream) -> Result<Option<Gate>>,
+        front: impl Fn(&D, &D::Stream, u32) -> Result<Option<Gate>>,
     ) -> Result<Replay> {
         let tp = self.graphs.len() as u32;
         let starts = (0..tp)
@@ -248,7 +261,7 @@ impl<D: Device> GroupGraphs<D> {
         let mut gates = Vec::with_capacity(tp as usize);
         for r in 0..tp {
             let (dev, s) = (group.device(r), group.stream(r));
-            gates.extend(front(dev, s)?);
+            gates.extend(front(dev, s, r)?);
             dev.record(&starts[r as usize], s)?;
             dev.launch_graph(&self.graphs[r as usize])?;
             dev.record(&ends[r as usize], s)?;

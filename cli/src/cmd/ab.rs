@@ -102,7 +102,7 @@ pub struct AbArgs {
     /// `stream` (default): every launch in plain stream order; `dependent` (needs `--timing
     /// graphs`): a kernel whose ABI allows it (every generated sm_90 kernel without a grid
     /// barrier or flags) is launched as a programmatic dependent of the previous launch of its
-    /// stream, and every graph of the run is replayed behind a fill instead of the host gate.
+    /// stream.
     /// Measured slower than stream order on the H200.
     #[arg(long, value_enum, default_value_t = LaunchMode::Stream)]
     pub launch: LaunchMode,

@@ -3,7 +3,9 @@
 //! Grid barriers count weighted tickets ([`ticket`], DESIGN.md §5.4): each workgroup's elected
 //! lane adds its weight to the barrier's counter and waits until the counter reaches the end of
 //! its ticket's round. The counter is never reset and needs no epoch, so the same launch,
-//! replayed, is correct (split-K arrivals count the same way, `lower/splitk.rs`).
+//! replayed, is correct (split-K arrivals count the same way, `lower/splitk.rs`). A kernel with
+//! flags has the epoch anyway: its barriers wait for the round's end computed from the epoch,
+//! `((epoch − 1)·B + i + 1)·Q` for barrier `i` of `B`, and arrive without a returned ticket.
 //!
 //! Cross-rank flags do need an epoch: a rank cannot tell from a peer's flag alone which launch
 //! published it. `epoch` is 1 for the first launch on zeroed flags and grows by one per launch;
@@ -203,21 +205,36 @@ impl Expander<'_> {
     }
 
     fn grid_barrier(&mut self, counter: MemRef, index: u32, out: &mut Block) {
-        // A weighted ticket (lowered/ticket.rs, §5.4): the round of this barrier ends on the
-        // next multiple of Q after the ticket, whichever launch this is — no epoch needed.
+        // A weighted ticket (lowered/ticket.rs, §5.4): a round of this barrier advances the
+        // counter by exactly Q, whichever launch this is. Without flags the kernel has no epoch:
+        // the round ends on the next multiple of Q after the arrival's returned ticket. With
+        // flags it has the epoch anyway, and launch e's barrier i ends at ((e − 1)·B + i + 1)·Q
+        // (B barriers per launch, counter and epoch both zero on fresh state, every launch
+        // advancing the counter by B·Q even when a wait times out, §5.11): the arrival returns
+        // nothing and the first poll goes out at once (no round trip for the ticket).
         let arrivals = self.k.grid;
-        let ticket = self.k.reg(super::Ty::U32, "ticket");
+        let q = ticket::round_len(arrivals);
         let first = Expr::bin(BinOp::Eq, Expr::Special(Special::WorkgroupId), Expr::u32(0));
         let weight = ticket::weight(arrivals, first);
-        let target = ticket::round_end(ticket, arrivals);
+        let (ticket, target, how) = if self.k.flag_rounds_per_launch > 0 {
+            let rounds = Expr::add(
+                Expr::mul(sub1(self.epoch()), Expr::u32(self.k.barriers_per_launch)),
+                Expr::u32(index + 1),
+            );
+            let target = Expr::mul(rounds, Expr::u32(q));
+            (None, target, "the round's end from the epoch")
+        } else {
+            let ticket = self.k.reg(super::Ty::U32, "ticket");
+            let target = ticket::round_end(ticket, arrivals);
+            (Some(ticket), target, "no reset, no epoch")
+        };
         let (error, code) = (self.error(), self.code());
         out.push(Stmt::Comment(format!(
-            "grid barrier {index}: every lane of this workgroup is done with its writes; one weighted arrival per workgroup, a round of {arrivals} advances the counter by {} (§5.4: no reset, no epoch)",
-            ticket::round_len(arrivals)
+            "grid barrier {index}: every lane of this workgroup is done with its writes; one weighted arrival per workgroup, a round of {arrivals} advances the counter by {q} (§5.4: {how})"
         )));
         out.push(Stmt::WorkgroupBarrier);
         let arrive = Stmt::Atomic {
-            dst: Some(ticket),
+            dst: ticket,
             op: AtomicOp::Add,
             mem: counter.clone(),
             value: Some(weight),

@@ -757,11 +757,9 @@ impl<'g, D: Device> Live<'g, D> {
                     series(group, k, rot, timer, flush, o.warmup, o.iters, self.alone)
                 }
                 TimingMode::Graphs => {
-                    // Graphs of dependent launches are not launched behind a host-function
-                    // gate (see `replay_behind_fill`); every version of such a run is gated
-                    // the same way, so the stream-launched ones are its control.
-                    let busy = (o.launch == LaunchMode::Dependent).then_some(flush);
-                    graph_series(group, k, rot, o.warmup, o.iters, self.alone, busy)
+                    // Behind a gate on the device (`replay_behind_fill`): no host function in
+                    // front of a graph, every rank released by one event.
+                    graph_series(group, k, rot, o.warmup, o.iters, self.alone, flush)
                 }
             };
             match timed {
@@ -868,9 +866,10 @@ pub(crate) fn series<D: Device>(
 /// kernel whose epoch lives on the device ([`wavefuse_runtime::KernelInstance::replay_safe`]);
 /// a hand-written kernel with a host-passed epoch gets a fresh graph per replay (its epochs are
 /// fixed at capture, DESIGN.md §5.4). `warmup` and `iters` launches rounded up to whole graphs. A sample is one replay's slowest-rank window over its
-/// launches, in ms per call; the error words are checked after every replay. With `busy`, each
-/// replay waits behind a fill of that buffer instead of a host gate
-/// ([`GroupGraphs::replay_behind_fill`]).
+/// launches, in ms per call; the error words are checked after every replay. Each replay waits
+/// behind a fill of `busy` on rank 0's stream, every other rank's stream behind an event after
+/// it ([`GroupGraphs::replay_behind_fill`]): what a replay's window holds is the device's work,
+/// not the host's submission of the graph nor the skew of enqueuing rank after rank.
 pub(crate) fn graph_series<D: Device>(
     group: &RankGroup<D>,
     k: &mut OpKernel<'_, D>,
@@ -878,7 +877,7 @@ pub(crate) fn graph_series<D: Device>(
     warmup: usize,
     iters: usize,
     alone: bool,
-    busy: Option<&D::Buffer>,
+    busy: &D::Buffer,
 ) -> Result<Vec<f64>, RtError> {
     let graphs = |n: usize| n.div_ceil(GRAPH_CALLS);
     let ranks = if alone { 1 } else { group.tp() };
@@ -909,10 +908,7 @@ pub(crate) fn graph_series<D: Device>(
                 &fresh
             }
         };
-        let replay = match busy {
-            Some(b) => captured.replay_behind_fill(group, b)?,
-            None => captured.replay(group)?,
-        };
+        let replay = captured.replay_behind_fill(group, busy)?;
         k.wait()?;
         if g >= graphs(warmup) {
             samples.push(replay.per_call_us() * 1e-3);

@@ -55,7 +55,7 @@ pub enum TimingMode {
     #[default]
     Events,
     /// CUDA graphs of 20 back-to-back launches (of every timed rank, each on the next input
-    /// set), replayed once each behind a gate: a sample is one replay's window over its
+    /// set), replayed once each behind a gate on the device: a sample is one replay's window over its
     /// launches — the time per call of a decode step captured in a graph, launch gaps included
     /// and launch starts overlapped.
     Graphs,
@@ -519,7 +519,9 @@ impl AbReport {
                     ),
                     TimingMode::Graphs => format!(
                         "CUDA graphs of {GRAPH_CALLS} back-to-back launches of the timed ranks, \
-                         each replayed once behind a gate, a sample = its window / \
+                         each replayed once behind a gate on the device (a fill of 2 × L2 on \
+                         rank 0's stream; the other ranks' streams wait on its end), a sample = \
+                         its window / \
                          {GRAPH_CALLS}; {} warm-up + {} timed launches per series (L2 is not \
                          flushed inside a graph)",
                         h.warmup, h.iters
@@ -529,9 +531,7 @@ impl AbReport {
                     LaunchMode::Stream => how,
                     LaunchMode::Dependent => format!(
                         "{how}; launched as programmatic dependents of the previous launch in \
-                         the stream where the kernel's ABI allows it (else in stream order), each \
-                         graph behind a fill of a 2 × L2 buffer instead of the gate (every \
-                         version alike)"
+                         the stream where the kernel's ABI allows it (else in stream order)"
                     ),
                 };
                 out.push(format!(
