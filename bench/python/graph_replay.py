@@ -24,7 +24,9 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "python"), str(ROOT / "python" / "tests")]
+# The tests' cases first; the package from PYTHONPATH where given (another build of it), else here.
+sys.path.insert(0, str(ROOT / "python" / "tests"))
+sys.path.append(str(ROOT / "python"))
 
 import cases  # noqa: E402
 import wavefuse  # noqa: E402
@@ -151,11 +153,19 @@ def main():
                     help="also time each kernel with this wavefuse binary's `ab --timing graphs`, same call")
     ap.add_argument("--ab-iters", type=int, default=500, help="ab's --iters (20 calls per graph)")
     ap.add_argument("--samples", type=int, default=25, help="graph replays timed per kernel")
+    ap.add_argument("--only", type=str, default=None, metavar="NAMES",
+                    help="comma-separated kernels of the list below (default: all of them)")
     a = ap.parse_args()
 
-    kernels = [wavefuse.kernel(n, device="cuda") for n in GEMVS]
-    kernels += [wavefuse.kernel(n, device="cuda", tp=a.tp) for n in COMMUNICATING]
-    kernels.append(wavefuse.kernel(WFIR, device="cuda"))
+    only = None if a.only is None else set(a.only.split(","))
+    unknown = (only or set()) - set(GEMVS + COMMUNICATING + ["silu_gemv"])
+    if unknown:
+        ap.error(f"--only: no kernel {sorted(unknown)} here; these: {GEMVS + COMMUNICATING + ['silu_gemv']}")
+    want = lambda n: only is None or n in only  # noqa: E731
+    kernels = [wavefuse.kernel(n, device="cuda") for n in GEMVS if want(n)]
+    kernels += [wavefuse.kernel(n, device="cuda", tp=a.tp) for n in COMMUNICATING if want(n)]
+    if want("silu_gemv"):
+        kernels.append(wavefuse.kernel(WFIR, device="cuda"))
     statics, outs = [], []
     for i, k in enumerate(kernels):
         ins, _ = make(k, 100 + i)
@@ -212,6 +222,7 @@ def main():
     report = dict(
         device=torch.cuda.get_device_name(),
         torch=torch.__version__,
+        package=str(Path(wavefuse.__file__).resolve().parent),
         replays=a.replays + 1,
         replay_wall_s=wall,
         kernels=rows,
