@@ -28,8 +28,13 @@
 use std::sync::mpsc::{Sender, channel};
 use std::time::Duration;
 
+use wavefuse_codegen::Arch;
+use wavefuse_codegen::target::Vendor;
+
+use crate::compile::{Artifact, CompileRequest};
 use crate::device::{Device, DeviceBuffer};
 use crate::error::Result;
+use crate::launch::{KernelArg, LaunchSpec};
 use crate::rank::RankGroup;
 
 /// How long a gate holds its stream at most: a backstop for a host that never releases it (it
@@ -47,6 +52,78 @@ impl Gate {
         let (release, receiver) = channel::<()>();
         dev.hold_stream(stream, receiver, GATE_TIMEOUT)?;
         Ok(Gate { _release: release })
+    }
+}
+
+/// The spin kernel's symbol ([`spin_request`]).
+pub const SPIN_SYMBOL: &str = "wavefuse_spin";
+
+/// CUDA: hold the stream for `ns` nanoseconds of the global timer, sleeping between reads; no
+/// memory is touched.
+const SPIN_CUDA: &str = r#"extern "C" __global__ void wavefuse_spin(unsigned long long ns) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        __nanosleep(1000);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < ns);
+}
+"#;
+
+/// HIP: hold the stream for `cycles` shader clock cycles, sleeping between reads; no memory is
+/// touched.
+const SPIN_HIP: &str = r#"#include <hip/hip_runtime.h>
+extern "C" __global__ void wavefuse_spin(unsigned long long cycles) {
+    unsigned long long start = clock64();
+    while (clock64() - start < cycles) {
+        __builtin_amdgcn_s_sleep(8);
+    }
+}
+"#;
+
+/// The source of the spin kernel for `arch`: the gate on the device of
+/// [`GroupGraphs::replay_behind_spin`].
+pub fn spin_request(arch: Arch) -> CompileRequest {
+    let src = match arch.vendor() {
+        Vendor::Nvidia => SPIN_CUDA,
+        Vendor::Amd => SPIN_HIP,
+    };
+    CompileRequest::new(SPIN_SYMBOL, src, arch)
+}
+
+/// One block that keeps a stream busy without touching memory (no L2 traffic, unlike a fill),
+/// for 0.5 ms on CUDA (its global timer) or 10⁶ shader cycles on HIP (0.5–1 ms): longer than
+/// the host takes to enqueue every rank's wait, events and graph behind it.
+pub struct Spin<D: Device> {
+    kernel: D::Kernel,
+    amount: u64,
+}
+
+impl<D: Device> Spin<D> {
+    /// Loads the compiled [`spin_request`] on `dev`.
+    pub fn load(dev: &D, artifact: &Artifact) -> Result<Spin<D>> {
+        let amount = match artifact.arch.vendor() {
+            Vendor::Nvidia => 500_000,
+            Vendor::Amd => 1_000_000,
+        };
+        Ok(Spin {
+            kernel: dev.load(artifact, SPIN_SYMBOL)?,
+            amount,
+        })
+    }
+
+    /// Enqueues the spin on `stream` of `dev` (the device it was loaded on).
+    pub fn enqueue(&self, dev: &D, stream: &D::Stream) -> Result<()> {
+        // SAFETY: `wavefuse_spin` takes one 64-bit scalar and touches no memory.
+        unsafe {
+            crate::launch::launch(
+                dev,
+                &self.kernel,
+                &LaunchSpec::linear(1, 32),
+                &[KernelArg::U64(self.amount)],
+                stream,
+            )
+        }
     }
 }
 
@@ -196,34 +273,25 @@ impl<D: Device> GroupGraphs<D> {
     }
 
     /// [`GroupGraphs::replay`] behind a gate on the device instead of host functions: rank 0's
-    /// stream is kept busy by two fills of `busy` (a buffer on rank 0's device, larger than L2:
-    /// also an L2 flush) and records an event behind them that every other rank's stream waits
-    /// for; each stream's start event, graph and end event are enqueued while the fills run.
-    /// So the ranks are released by one event, with no host enqueue skew between them, and each
-    /// graph's work is already submitted when the device reaches it. Behind a host-function gate
-    /// the driver resolves the dependents of the host function itself, which puts its submission
-    /// of the graph inside the window (the window of a graph of 20 small launches read ~7 µs
-    /// longer behind the host gate on the H100, bench/results/2026-12-06-gpu-binding), and
-    /// graphs of programmatic dependent launches ([`crate::LaunchSpec::dependent`]) were seen held
-    /// behind a host function until its timeout (driver 580, runtime/tests/gpu.rs).
-    pub fn replay_behind_fill(&self, group: &RankGroup<D>, busy: &D::Buffer) -> Result<Replay> {
-        if self.graphs.is_empty() {
-            return Err(crate::DeviceError::Unsupported("no graph to replay".into()).into());
-        }
+    /// stream runs `spin` (loaded on rank 0's device) and records an event behind it that every
+    /// other rank's stream waits for; each stream's start event, graph and end event are
+    /// enqueued while it spins. So the ranks are released by one event, with no host enqueue
+    /// skew between them, and each graph's work is already submitted when the device reaches
+    /// it; the spin touches no memory, so the graph starts on an L2 that holds no one's dirty
+    /// lines. Behind a host-function gate the driver resolves the host function's dependents
+    /// itself, which puts its submission of the graph inside the window (a graph of 20 launches
+    /// of a 5 µs kernel read ~7 µs longer on the H100, bench/results/2026-12-06-gpu-binding),
+    /// and graphs of programmatic dependent launches ([`crate::LaunchSpec::dependent`]) were
+    /// seen held behind a host function until its timeout (driver 580, runtime/tests/gpu.rs).
+    /// (Behind a 2 × L2 fill instead of the spin, tried first, the same graphs read 1–22 %
+    /// longer than behind the host gate, in two calls on H100s whose op timings agreed to
+    /// 0.5 %: presumably the fill's dirty lines written back while the graph runs.)
+    pub fn replay_behind_spin(&self, group: &RankGroup<D>, spin: &Spin<D>) -> Result<Replay> {
         let dev0 = group.device(0);
-        if dev0.info().ordinal != busy.ordinal() {
-            return Err(crate::DeviceError::Unsupported(
-                "rank 0 is not on the device of the fill buffer".into(),
-            )
-            .into());
-        }
         let go = dev0.new_event()?;
         self.replay_after(group, |dev, s, r| {
             if r == 0 {
-                // Twice: ~80 µs of device work for a 2 × L2 buffer on the H200, well beyond the
-                // host's time to enqueue every rank's wait, records and graph.
-                dev.fill_async(busy, 0x5a, s)?;
-                dev.fill_async(busy, 0xa5, s)?;
+                spin.enqueue(dev, s)?;
                 dev.record(&go, s)?;
             } else {
                 dev.wait_event(s, &go)?;

@@ -551,9 +551,10 @@ fn a_dependent_launch_waits_for_its_producer_only_with_the_prologue_sm90() {
 /// What the timing code relies on: a launch enqueued behind a host-function gate returns to the
 /// host at once. Plain launches do (asserted). The host time of a dependent launch behind the
 /// gate is printed, not asserted: driver 580 on the H200 was seen to hold graphs of dependent
-/// launches there until the gate's timeout, which is why `ab --launch dependent` times its graphs
-/// behind a fill instead ([`wavefuse_runtime::timing::GroupGraphs::replay_behind_fill`]); behind a
-/// fill a dependent launch returns at once (asserted).
+/// launches there until the gate's timeout, one reason `ab --timing graphs` replays its graphs
+/// behind a kernel on the device instead
+/// ([`wavefuse_runtime::timing::GroupGraphs::replay_behind_spin`]); behind device work (here a
+/// fill) a dependent launch returns at once (asserted).
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn launches_behind_a_held_or_busy_stream_return_at_once_sm90() {

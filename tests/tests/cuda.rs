@@ -257,3 +257,16 @@ fn nvcc_compiles_the_mma_gemm_at_batch_9_to_64_sm90() {
         }
     }
 }
+
+/// The gate kernel `ab --timing graphs` replays behind (`timing::spin_request`: it reads the
+/// global timer and sleeps, with no pointer parameter) compiles with nvcc for sm_90.
+#[test]
+fn the_graph_timing_spin_kernel_compiles_for_sm90() {
+    if !nvcc() {
+        return;
+    }
+    let req = wavefuse_runtime::timing::spin_request(Arch::Sm90);
+    Nvcc::from_env()
+        .compile(&req)
+        .unwrap_or_else(|e| panic!("{e}"));
+}

@@ -642,3 +642,27 @@ fn int4_defaults_at_batch_32_and_64_fit_128_vgprs_gfx906() {
     }
     assert!(over.is_empty(), "over 128 VGPRs or spilling: {over:#?}");
 }
+
+/// The gate kernel `ab --timing graphs` replays behind (`timing::spin_request`) compiles with
+/// hipcc for gfx906 and touches no memory: no global or flat load/store in its code.
+#[test]
+fn the_graph_timing_spin_kernel_compiles_and_touches_no_memory_gfx906() {
+    if !hipcc() || !llvm_objdump() {
+        return;
+    }
+    let req = wavefuse_runtime::timing::spin_request(ARCH);
+    let a = Hipcc::from_env()
+        .compile(&req)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let text = disasm(&a.image);
+    assert!(text.contains("s_sleep"), "{text}");
+    for op in [
+        "global_load",
+        "global_store",
+        "flat_load",
+        "flat_store",
+        "buffer_",
+    ] {
+        assert!(!text.contains(op), "{op} in the spin kernel:\n{text}");
+    }
+}

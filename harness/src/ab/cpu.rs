@@ -477,7 +477,8 @@ fn compile(cache: &Cache, job: &Job, o: &Options) -> Resources {
 pub struct Prebuilt {
     /// The case's label.
     pub case: String,
-    /// `generated` or `hand-written` (`error`: the case did not generate).
+    /// `generated` or `hand-written` (`error`: the case did not generate; `spin kernel`: the
+    /// gate graph timing replays behind).
     pub side: &'static str,
     /// Compiled into the cache, or why not.
     pub result: Result<(), String>,
@@ -551,5 +552,16 @@ pub fn prebuild(cases: &[CaseSpec], o: &Options) -> Vec<Prebuilt> {
             result: r.usage.map(|_| ()),
         });
     }
+    // The gate kernel `--timing graphs` replays behind (`timing::spin_request`).
+    let spin = exec::artifact_for(
+        &Cache::from_env(),
+        pipeline::compiler(Arch::Sm90, Purpose::Run).as_ref(),
+        &wavefuse_runtime::timing::spin_request(Arch::Sm90),
+    );
+    out.push(Prebuilt {
+        case: "graph timing's gate".into(),
+        side: "spin kernel",
+        result: spin.map(|_| ()).map_err(|e| e.to_string()),
+    });
     out
 }

@@ -275,6 +275,18 @@ fn run_on<D: Device>(
         })
         .collect::<Result<Vec<_>, suite::NoGpuRun>>()?;
     let flush = dev.alloc(2 * l2 as usize, MemKind::Device)?;
+    // The gate on the device that every graph replay waits behind (`graph_series`).
+    let spin = match o.timing {
+        TimingMode::Graphs => Some(
+            exec::artifact_for(
+                &cache,
+                pipeline::compiler(arch, pipeline::Purpose::Run).as_ref(),
+                &timing::spin_request(arch),
+            )
+            .map(|(a, _)| a)?,
+        ),
+        TimingMode::Events => None,
+    };
     let mut live: Vec<Live<'_, D>> = Vec::with_capacity(cases.len());
     prepare_all(cases, &placements, o, arch, |i, p| {
         bar.set_message(format!("setting up {}", cases[i].label()));
@@ -302,7 +314,7 @@ fn run_on<D: Device>(
         }
         for l in &mut live {
             bar.set_message(format!("repeat {}: timing {}", rep + 1, l.row.label()));
-            l.time(o, &flush);
+            l.time(o, &flush, spin.as_ref());
             bar.inc(1);
         }
     }
@@ -743,7 +755,7 @@ impl<'g, D: Device> Live<'g, D> {
     }
 
     /// One repeat: a timed series of every live version.
-    fn time(&mut self, o: &Options, flush: &D::Buffer) {
+    fn time(&mut self, o: &Options, flush: &D::Buffer, spin: Option<&Artifact>) {
         let Some(timer) = &self.timer else {
             return;
         };
@@ -756,11 +768,12 @@ impl<'g, D: Device> Live<'g, D> {
                 TimingMode::Events => {
                     series(group, k, rot, timer, flush, o.warmup, o.iters, self.alone)
                 }
-                TimingMode::Graphs => {
-                    // Behind a gate on the device (`replay_behind_fill`): no host function in
-                    // front of a graph, every rank released by one event.
-                    graph_series(group, k, rot, o.warmup, o.iters, self.alone, flush)
-                }
+                TimingMode::Graphs => match spin {
+                    Some(spin) => graph_series(group, k, rot, o.warmup, o.iters, self.alone, spin),
+                    None => Err(RtError::Device(wavefuse_runtime::DeviceError::Unsupported(
+                        "graph timing without its spin kernel".into(),
+                    ))),
+                },
             };
             match timed {
                 Ok(samples) => side.repeats.push(Stats::from_ms(&samples)),
@@ -867,9 +880,10 @@ pub(crate) fn series<D: Device>(
 /// a hand-written kernel with a host-passed epoch gets a fresh graph per replay (its epochs are
 /// fixed at capture, DESIGN.md §5.4). `warmup` and `iters` launches rounded up to whole graphs. A sample is one replay's slowest-rank window over its
 /// launches, in ms per call; the error words are checked after every replay. Each replay waits
-/// behind a fill of `busy` on rank 0's stream, every other rank's stream behind an event after
-/// it ([`GroupGraphs::replay_behind_fill`]): what a replay's window holds is the device's work,
-/// not the host's submission of the graph nor the skew of enqueuing rank after rank.
+/// behind the spin kernel (`spin`, compiled [`timing::spin_request`]) on rank 0's stream, every
+/// other rank's stream behind an event after it ([`GroupGraphs::replay_behind_spin`]): what a
+/// replay's window holds is the device's work, not the host's submission of the graph nor the
+/// skew of enqueuing rank after rank.
 pub(crate) fn graph_series<D: Device>(
     group: &RankGroup<D>,
     k: &mut OpKernel<'_, D>,
@@ -877,8 +891,9 @@ pub(crate) fn graph_series<D: Device>(
     warmup: usize,
     iters: usize,
     alone: bool,
-    busy: &D::Buffer,
+    spin: &Artifact,
 ) -> Result<Vec<f64>, RtError> {
+    let spin = timing::Spin::load(group.device(0), spin)?;
     let graphs = |n: usize| n.div_ceil(GRAPH_CALLS);
     let ranks = if alone { 1 } else { group.tp() };
     let mut samples = Vec::with_capacity(graphs(iters));
@@ -908,7 +923,7 @@ pub(crate) fn graph_series<D: Device>(
                 &fresh
             }
         };
-        let replay = captured.replay_behind_fill(group, busy)?;
+        let replay = captured.replay_behind_spin(group, &spin)?;
         k.wait()?;
         if g >= graphs(warmup) {
             samples.push(replay.per_call_us() * 1e-3);

@@ -519,8 +519,9 @@ impl AbReport {
                     ),
                     TimingMode::Graphs => format!(
                         "CUDA graphs of {GRAPH_CALLS} back-to-back launches of the timed ranks, \
-                         each replayed once behind a gate on the device (a fill of 2 × L2 on \
-                         rank 0's stream; the other ranks' streams wait on its end), a sample = \
+                         each replayed once behind a gate on the device (a kernel sleeping \
+                         0.5 ms on rank 0's stream; the other ranks' streams wait on its end), a \
+                         sample = \
                          its window / \
                          {GRAPH_CALLS}; {} warm-up + {} timed launches per series (L2 is not \
                          flushed inside a graph)",
