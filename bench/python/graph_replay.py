@@ -74,14 +74,29 @@ GRAPH_CALLS = 20  # harness/src/ab/report.rs GRAPH_CALLS: launches per captured 
 MAX_SETS = 64  # harness/src/ab/gpu.rs MAX_SETS
 
 
-def per_call_us(k, index, samples=25):
+class _NoWait:
+    """A side stream whose waits are dropped (the `--rank-streams` diagnostic)."""
+
+    def __init__(self, s):
+        self.s, self.cuda_stream = s, s.cuda_stream
+
+    def wait_stream(self, other):
+        pass
+
+
+def per_call_us(k, index, samples=25, rank_streams=False):
     """The op's time per call inside a CUDA graph, timed as `wavefuse ab --timing graphs` times a
     kernel (harness/src/ab/gpu.rs `graph_series`, runtime/src/timing.rs `GroupGraphs::replay`):
     one graph of GRAPH_CALLS calls, call c on input set c mod S, where S input sets total at least
     4 x L2 (at least 2, at most MAX_SETS; as ab, a graph uses its first GRAPH_CALLS sets); the
     graph replayed behind a gate (here a sleep kernel on the stream: the host has enqueued the
     start event, the graph and the end event before the device reaches them, so host launch time
-    is not counted); one warm-up replay, then `samples` replays; the median per call."""
+    is not counted); one warm-up replay, then `samples` replays; the median per call.
+
+    `rank_streams` (a diagnostic, not the binding as users call it): for ranks sharing a GPU, the
+    op's side streams are forked from the current stream once before the calls and joined once
+    after them, not at every call — each rank's launches back to back on its own stream, as
+    `ab` captures them."""
     l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
     first = {n: to_cuda(v) for n, v in make(k, 1000 + index)[0].items()}
     per_set = max(1, sum(nbytes(v) for v in first.values()))
@@ -93,9 +108,21 @@ def per_call_us(k, index, samples=25):
         k(**st)
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
+    side = getattr(k, "_side", None) if rank_streams else None
     with torch.cuda.graph(g):
-        for c in range(GRAPH_CALLS):
-            k(**sets[c % len(sets)])
+        cur = torch.cuda.current_stream()
+        if side:
+            for st in side:
+                st.wait_stream(cur)
+            k._side = [_NoWait(st) for st in side]
+        try:
+            for c in range(GRAPH_CALLS):
+                k(**sets[c % len(sets)])
+        finally:
+            if side:
+                k._side = side
+                for st in side:
+                    cur.wait_stream(st)
     g.replay()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -153,6 +180,9 @@ def main():
                     help="also time each kernel with this wavefuse binary's `ab --timing graphs`, same call")
     ap.add_argument("--ab-iters", type=int, default=500, help="ab's --iters (20 calls per graph)")
     ap.add_argument("--samples", type=int, default=25, help="graph replays timed per kernel")
+    ap.add_argument("--rank-streams", action="store_true",
+                    help="also time TP > 1 kernels with each rank's calls back to back on its own "
+                    "stream (forked and joined once per graph, as ab captures them; a diagnostic)")
     ap.add_argument("--only", type=str, default=None, metavar="NAMES",
                     help="comma-separated kernels of the list below (default: all of them)")
     a = ap.parse_args()
@@ -215,6 +245,8 @@ def main():
                 per_call_us_in_graph=per_call_us(k, i, a.samples)[0],
             )
         )
+        if a.rank_streams and k.tp > 1:
+            rows[-1]["per_call_us_rank_streams"] = per_call_us(k, i, a.samples, rank_streams=True)[0]
         if a.ab:
             rows[-1]["ab"] = ab_per_call_us(a.ab, k, a.ab_iters)
             ab_us = rows[-1]["ab"].get("us")
@@ -239,6 +271,8 @@ def main():
         )
         if ab.get("error"):
             print(f"    ab: {ab['error']}")
+        if "per_call_us_rank_streams" in r:
+            print(f"    each rank on its own stream for the whole graph: {r['per_call_us_rank_streams']:.2f} us/call")
     if a.json:
         Path(a.json).write_text(json.dumps(report, indent=2))
     bad = [r for r in rows if r["error_word"] or not r["rel_l2_last_replay"] < (1e-2 if r["kernel"] == "allreduce_int8" else 3e-3)]

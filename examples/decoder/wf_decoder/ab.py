@@ -65,10 +65,13 @@ def device_name(device: torch.device) -> str:
 
 
 def provenance(device: torch.device, argv: list[str]) -> dict:
-    """Device, torch, CUDA/HIP, date, git commit and command line of this run."""
+    """Device, torch, CUDA/HIP, date, commit and command line of this run. The commit is
+    ``$WAVEFUSE_COMMIT`` where set (what a run script says its build is: a copy of the tree on a
+    GPU machine may carry a stale ``.git``), else the repository's git HEAD."""
+    commit = os.environ.get("WAVEFUSE_COMMIT", "").strip()
     repo = Path(__file__).resolve().parents[3]
     try:
-        commit = subprocess.run(
+        commit = commit or subprocess.run(
             ["git", "-C", str(repo), "rev-parse", "--short=12", "HEAD"],
             capture_output=True,
             text=True,
