@@ -74,16 +74,6 @@ GRAPH_CALLS = 20  # harness/src/ab/report.rs GRAPH_CALLS: launches per captured 
 MAX_SETS = 64  # harness/src/ab/gpu.rs MAX_SETS
 
 
-class _NoWait:
-    """A side stream whose waits are dropped (the `--rank-streams` diagnostic)."""
-
-    def __init__(self, s):
-        self.s, self.cuda_stream = s, s.cuda_stream
-
-    def wait_stream(self, other):
-        pass
-
-
 def per_call_us(k, index, samples=25, rank_streams=False):
     """The op's time per call inside a CUDA graph, timed as `wavefuse ab --timing graphs` times a
     kernel (harness/src/ab/gpu.rs `graph_series`, runtime/src/timing.rs `GroupGraphs::replay`):
@@ -111,18 +101,19 @@ def per_call_us(k, index, samples=25, rank_streams=False):
     side = getattr(k, "_side", None) if rank_streams else None
     with torch.cuda.graph(g):
         cur = torch.cuda.current_stream()
+        wait = torch.cuda.Stream.wait_stream
         if side:
             for st in side:
                 st.wait_stream(cur)
-            k._side = [_NoWait(st) for st in side]
+            # the op's per-call fork and join dropped (a diagnostic: only the op runs meanwhile)
+            torch.cuda.Stream.wait_stream = lambda self, other: None
         try:
             for c in range(GRAPH_CALLS):
                 k(**sets[c % len(sets)])
         finally:
-            if side:
-                k._side = side
-                for st in side:
-                    cur.wait_stream(st)
+            torch.cuda.Stream.wait_stream = wait
+            for st in side or []:
+                cur.wait_stream(st)
     g.replay()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
