@@ -366,6 +366,21 @@ pub fn sweep_replayed(
     first: u64,
     schedules: u64,
     launches: u32,
+    progress: impl FnMut(u64, u64),
+) -> Result<Sweep, Box<SimError>> {
+    sweep_replayed_from(p, seed, first, schedules, launches, &[], progress)
+}
+
+/// [`sweep_replayed`] from the synchronisation state `preset` ([`SimOptions::preset`]: array
+/// parameters by name and the value each element holds before the first launch) instead of
+/// zeroed state.
+pub fn sweep_replayed_from(
+    p: &Prepared,
+    seed: u64,
+    first: u64,
+    schedules: u64,
+    launches: u32,
+    preset: &[(String, u32)],
     mut progress: impl FnMut(u64, u64),
 ) -> Result<Sweep, Box<SimError>> {
     let start = Instant::now();
@@ -394,6 +409,7 @@ pub fn sweep_replayed(
         let case = cases[set].as_ref().expect("built");
         let opts = SimOptions {
             peer_table: p.peer_table,
+            preset: preset.to_vec(),
             ..SimOptions::sweep(seed, i)
         };
         let rep = match simulate_case(&p.lowered, &p.ir, case, &opts) {

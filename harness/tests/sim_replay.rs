@@ -27,7 +27,7 @@ use wavefuse_codegen::sim::PeerTable;
 use wavefuse_harness::KernelId;
 use wavefuse_harness::Shapes;
 use wavefuse_harness::sim::{
-    Config, Prepared, SmallShapes, prepare_config, summary, sweep_replayed,
+    Config, Prepared, SmallShapes, prepare_config, summary, sweep_replayed, sweep_replayed_from,
 };
 use wavefuse_harness::sim::{small_kernel, small_schedule};
 use wavefuse_harness::suite::tolerance;
@@ -375,4 +375,80 @@ fn frozen_ticket_rounds_are_caught_on_replay_both_targets() {
             );
         }
     }
+}
+
+/// The state `e0` earlier launches leave a kernel with flags (DESIGN.md §5.4): every
+/// `epoch_state` word `e0`, the grid barrier's counter `e0·B·Q` (B barriers of rounds of Q per
+/// launch), every flag `e0·R` (R flag rounds per launch); the split-K tickets keep zero (any
+/// multiple of their round is a round's start). With `consistent` false only the epoch words are
+/// set: a history the counters do not share.
+fn state_after(p: &Prepared, e0: u32, consistent: bool) -> Vec<(String, u32)> {
+    let k = &p.lowered;
+    let mut out = vec![("epoch_state".to_owned(), e0)];
+    if !consistent {
+        return out;
+    }
+    let per_launch = k.barriers_per_launch * wavefuse_codegen::lowered::ticket::round_len(k.grid);
+    if k.barriers_per_launch > 0 {
+        out.push(("grid_counter".into(), e0.wrapping_mul(per_launch)));
+    }
+    for d in k.params.values() {
+        if matches!(
+            &d.kind,
+            ParamKind::PeerArrays {
+                purpose: Purpose::Flags,
+                ..
+            }
+        ) {
+            out.push((d.name.clone(), e0.wrapping_mul(k.flag_rounds_per_launch)));
+        }
+    }
+    out
+}
+
+/// Counters across the 2³² wrap: each kernel with flags, replayed from the state a long history
+/// leaves ([`state_after`]) — once where the grid barrier's counter wraps during the replays, once
+/// where the epoch itself (and with it every flag value) wraps — is clean and matches the oracle:
+/// the barrier's round end `((e − 1)·B + i + 1)·Q`, the flag values and the wrap-safe waits agree
+/// modulo 2³². The same replays from epoch words without the counters' history (a state no
+/// history leaves) are caught: the test can fail.
+#[test]
+fn replays_across_the_counters_wrap_are_clean_both_targets() {
+    let mut seen = 0;
+    for arch in Arch::ALL {
+        for (tp, batch) in [(2, 1), (4, 2)] {
+            for (id, p) in replayable(tp, arch, batch) {
+                let k = &p.lowered;
+                if k.flag_rounds_per_launch == 0 {
+                    continue;
+                }
+                let per_launch = (k.barriers_per_launch
+                    * wavefuse_codegen::lowered::ticket::round_len(k.grid))
+                .max(1);
+                let (tol, _) = tolerance(id);
+                // The counter wraps during the replays; then the epoch itself wraps.
+                for e0 in [u32::MAX / per_launch - 2, u32::MAX - 2] {
+                    let preset = state_after(&p, e0, true);
+                    let s =
+                        sweep_replayed_from(&p, SEED, 0, SCHEDULES, REPLAYS, &preset, |_, _| {})
+                            .expect("simulates");
+                    assert!(
+                        s.findings.is_empty() && s.failing == 0 && s.max_rel_l2 <= tol,
+                        "{id}@{arch} tp{tp} from {preset:?}: {}",
+                        summary(&p, &s)
+                    );
+                }
+                let bad = state_after(&p, u32::MAX - 2, false);
+                let s = sweep_replayed_from(&p, SEED, 0, SCHEDULES, REPLAYS, &bad, |_, _| {})
+                    .expect("simulates");
+                assert!(
+                    s.failing > 0,
+                    "{id}@{arch} tp{tp}: epoch words without the counters' history not caught: {}",
+                    summary(&p, &s)
+                );
+                seen += 1;
+            }
+        }
+    }
+    assert!(seen >= 8, "{seen} kernels with flags simulated");
 }

@@ -288,7 +288,7 @@ impl<'a> Engine<'a> {
             waves_per_wg,
             lanes_total,
             nregs,
-            mem: Memory::new(k, table),
+            mem: Memory::new(k, table, &opts.preset),
             lanes: vec![lane; lanes_total as usize],
             regs: vec![0; lanes_total as usize * nregs],
             wgs: vec![Group::default(); slots_wg],

@@ -58,8 +58,13 @@ pub(super) struct Memory {
 }
 
 impl Memory {
-    /// Allocate every array zeroed (stamped as written before everything), LDS uninitialised.
-    pub(super) fn new(k: &LoweredKernel, peer_table: Vec<Vec<u32>>) -> Self {
+    /// Allocate every array zeroed, or holding `preset`'s value where its name is there
+    /// ([`super::SimOptions::preset`]), stamped as written before everything; LDS uninitialised.
+    pub(super) fn new(
+        k: &LoweredKernel,
+        peer_table: Vec<Vec<u32>>,
+        preset: &[(String, u32)],
+    ) -> Self {
         let mut arrays = Vec::new();
         let mut param_arrays = Vec::with_capacity(k.params.len());
         for (p, d) in k.params.iter() {
@@ -79,7 +84,11 @@ impl Memory {
             for r in 0..k.tp {
                 per_rank.push(arrays.len());
                 let name = format!("{p} `{}` of rank {r}", d.name);
-                arrays.push(Array::new(name, elem, len, access == Access::Read, r));
+                let mut a = Array::new(name, elem, len, access == Access::Read, r);
+                if let Some((_, v)) = preset.iter().find(|(n, _)| *n == d.name) {
+                    a.vals.fill(*v);
+                }
+                arrays.push(a);
             }
             param_arrays.push(per_rank);
         }

@@ -306,6 +306,10 @@ pub struct SimOptions {
     pub resident_workgroups: Option<u32>,
     /// The epoch of the first launch (1 on fresh counters).
     pub first_epoch: u32,
+    /// Before each rank's first launch, every element of that rank's array parameter of this
+    /// name holds this value (else zero): synchronisation state as a history of launches would
+    /// have left it, e.g. counters just short of the 2³² wrap (harness/tests/sim_replay.rs).
+    pub preset: Vec<(String, u32)>,
 }
 
 impl SimOptions {
@@ -321,6 +325,7 @@ impl SimOptions {
             memory_budget: DEFAULT_MEMORY_BUDGET,
             resident_workgroups: None,
             first_epoch: 1,
+            preset: Vec::new(),
         }
     }
 
