@@ -292,8 +292,8 @@ fn mgpu_bench_refuses_what_cannot_run() {
     assert!(!json.exists());
 }
 
-/// `ab --prebuild` compiles both sides of every case for sm_90 into the cache (no GPU needed)
-/// and says how many, one line per source.
+/// `ab --prebuild` compiles both sides of every case for sm_90 into the cache (no GPU needed),
+/// and the spin kernel graph timing replays behind, and says how many, one line per source.
 #[test]
 fn ab_prebuild_fills_the_cache_with_both_sides() {
     use wavefuse_runtime::compile::{Compiler, Nvrtc};
@@ -310,7 +310,8 @@ fn ab_prebuild_fills_the_cache_with_both_sides() {
     let err = stderr(&o);
     assert!(err.contains("generated     ok"), "{err}");
     assert!(err.contains("hand-written  ok"), "{err}");
-    assert!(err.contains("2 sources for sm90"), "{err}");
+    assert!(err.contains("spin kernel   ok"), "{err}");
+    assert!(err.contains("3 sources for sm90"), "{err}");
     assert!(
         std::fs::read_dir(cache.path()).unwrap().next().is_some(),
         "nothing written into the cache"
