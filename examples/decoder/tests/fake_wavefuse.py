@@ -45,11 +45,22 @@ def _norm(r, w, eps):
 
 
 closed: list = []  # the names of the kernels closed, in order
+schedules: list = []  # the schedule= of every kernel built, in order
 
 
-def kernel(name: str, tp: int, batch: int, device: str | None = None, devices=None, **shape):
+def kernel(
+    name: str,
+    tp: int,
+    batch: int,
+    device: str | None = None,
+    devices=None,
+    schedule: str = "default",
+    **shape,
+):
     """The kernel ``name`` built for these shapes, as a callable of its inputs by name."""
     assert set(shape) == SHAPES[name], f"{name}: shape parameters {sorted(shape)}"
+    assert schedule in ("default", "tuned"), schedule
+    schedules.append(schedule)
     assert (device is None) != (devices is None), "device= at TP 1, devices= above"
     assert devices is None or len(devices) == tp
     calls.append(name)

@@ -303,6 +303,38 @@ def test_wavefuse_paths_real_package(tp):
         assert torch.equal(got.tokens, ref.tokens), path
 
 
+def test_dump_ir_writes_each_kernel_as_wfir_that_builds_the_same_kernel(tmp_path):
+    """``--dump-ir``: the fused path's kernels, as built from shape parameters, written as `.wfir`
+    text that the package builds back into a kernel of the same IR (what `wavefuse tune
+    --kernel-file` tunes and ``schedule="tuned"`` then finds by that IR)."""
+    if importlib.util.find_spec("wavefuse") is None:
+        pytest.skip("skipped: wavefuse package not installed")
+    import wavefuse
+
+    sm = shard_model(ck.RandomSource(load_config("tiny"), 0), 1)
+    backend = make_backend("c", dump_ir=tmp_path)
+    generate(StepRunner(Decoder(sm, backend, batch=1, max_seq=6)), PROMPT[:1], 2)
+    files = sorted(tmp_path.glob("*.wfir"))
+    names = {f.name.split("-tp")[0] for f in files}
+    assert names == {"gemv_int4_qkv", "gemv_int4_dual_silu", "gemv_int4_allreduce_rmsnorm"}, files
+    for f in files:
+        back = wavefuse.kernel(str(f), device="sim")
+        assert back.ir == f.read_text(), f.name
+    backend.close()
+
+
+def test_schedule_reaches_every_wavefuse_kernel(tmp_path, fake_wavefuse):
+    from wf_decoder import ab
+
+    fake_wavefuse.schedules.clear()
+    rc = ab.main(
+        "--config tiny --paths a,c --tp 1 --batch 1 --steps 1 --runs 1 --warmup-steps 1 "
+        f"--device cpu --schedule tuned --out {tmp_path}".split()
+    )
+    assert rc == 0
+    assert fake_wavefuse.schedules and set(fake_wavefuse.schedules) == {"tuned"}
+
+
 def test_wavefuse_absent_is_a_clear_import_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "wavefuse", None)
     with pytest.raises(ImportError, match="skipped: wavefuse package not installed"):

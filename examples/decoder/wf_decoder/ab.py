@@ -335,6 +335,7 @@ def run_ab(args, device, group=None, rank: int = 0, world: int = 1, log=print) -
             "prompt_len": args.prompt_len,
             "tie_tol": args.tie_tol,
             "gate_ref": args.gate_ref,
+            "schedule": args.schedule,
             "cosine_min": COSINE_MIN,
             "hidden_tol": args.hidden_tol,
             "graphs": device.type == "cuda" and not args.no_graph,
@@ -352,7 +353,14 @@ def _ab_one(args, cfg, sm, paths, tp, batch, device, group, dev_name, bw, skippe
     models, runners, describe, backends = {}, {}, {}, {}
     for p in paths:
         try:
-            backend = make_backend(p, device, group, compile=args.compile)
+            backend = make_backend(
+                p,
+                device,
+                group,
+                compile=args.compile,
+                schedule=args.schedule,
+                dump_ir=args.dump_ir,
+            )
         except (ImportError, NotImplementedError) as e:
             if p not in skipped:
                 skipped[p] = str(e).splitlines()[0]
@@ -725,6 +733,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="torch.compile for torch_best (default: on CUDA)",
+    )
+    ap.add_argument(
+        "--schedule",
+        choices=["default", "tuned"],
+        default="default",
+        help="the wavefuse paths' schedules: the target's default, or the tuned-schedule store's "
+        "entry per kernel where there is one (docs/python.md)",
+    )
+    ap.add_argument(
+        "--dump-ir",
+        default=None,
+        metavar="DIR",
+        help="write each wavefuse kernel's .wfir into DIR as it is built (to tune them: `wavefuse "
+        "tune --kernel-file`)",
     )
     ap.add_argument(
         "--gate-ref",

@@ -20,9 +20,18 @@ def canonical(name: str) -> str:
     return full
 
 
-def make_backend(name: str, device="cpu", group=None, compile: bool | None = None) -> Backend:
+def make_backend(
+    name: str,
+    device="cpu",
+    group=None,
+    compile: bool | None = None,
+    schedule: str = "default",
+    dump_ir=None,
+) -> Backend:
     """A backend for path ``name`` on ``device`` (ImportError for a wavefuse path without the
-    package); ``compile`` applies to torch_best (default: on CUDA only)."""
+    package); ``compile`` applies to torch_best (default: on CUDA only); ``schedule``
+    (``"default"`` | ``"tuned"``) and ``dump_ir`` (a folder: each kernel's ``.wfir`` written there
+    when it is built) to the wavefuse paths."""
     name = canonical(name)
     if name == "torch_best":
         from .torch_best import TorchBestBackend
@@ -35,7 +44,7 @@ def make_backend(name: str, device="cpu", group=None, compile: bool | None = Non
     from .wavefuse_backend import WavefuseFusedBackend, WavefuseUnfusedBackend
 
     cls = WavefuseFusedBackend if name == "wavefuse_fused" else WavefuseUnfusedBackend
-    return cls(device, group)
+    return cls(device, group, schedule=schedule, dump_ir=dump_ir)
 
 
 __all__ = ["Backend", "PATHS", "canonical", "make_backend"]

@@ -91,10 +91,15 @@ class WavefuseUnfusedBackend(Backend):
     name = "wavefuse_unfused"
     dtype = torch.float16
 
-    def __init__(self, device="cpu", group=None):
+    def __init__(self, device="cpu", group=None, schedule: str = "default", dump_ir=None):
         super().__init__(device, group)
         self.wf = import_wavefuse()
         self._kernels: dict[tuple, Any] = {}
+        # "tuned": each kernel's entry in the tuned-schedule store where there is one (a kernel
+        # built from shape parameters is keyed by its IR: tune it with `wavefuse tune
+        # --kernel-file` on the files `dump_ir` writes).
+        self.schedule = schedule
+        self._dump_ir = dump_ir
         # On the CPU the package's simulator device runs the same kernels (docs/python.md).
         self._dev = "sim" if self.device.type == "cpu" else str(self.device)
         self._wf_group = None
@@ -138,7 +143,16 @@ class WavefuseUnfusedBackend(Backend):
                 place = {"group": self._wf_group, "device": self._dev}
             else:
                 place = {"devices": [self._dev] * tp}
-            self._kernels[key] = self.wf.kernel(name, tp=tp, batch=batch, **place, **shape)
+            k = self.wf.kernel(name, tp=tp, batch=batch, schedule=self.schedule, **place, **shape)
+            self._kernels[key] = k
+            if self._dump_ir is not None:
+                import hashlib
+                from pathlib import Path
+
+                d = Path(self._dump_ir)
+                d.mkdir(parents=True, exist_ok=True)
+                tag = hashlib.sha256(k.ir.encode()).hexdigest()[:10]
+                (d / f"{name}-tp{tp}-b{batch}-{tag}.wfir").write_text(k.ir)
         return self._kernels[key]
 
     @staticmethod
