@@ -209,7 +209,8 @@ pub struct Row {
     pub tp: u32,
     /// Per sample: one call's time (µs), the slowest rank's graph window over the calls.
     pub per_call_us: Vec<f64>,
-    /// Per sample: every rank's window (ms), for the spread between GPUs.
+    /// Per sample: every rank's window (ms), for the spread between GPUs (one window where the
+    /// ranks share a GPU: they are one graph, `GroupGraphs`).
     pub rank_ms: Vec<Vec<f64>>,
     /// Calls per graph.
     pub calls: u32,
@@ -595,8 +596,9 @@ impl BenchReport {
         self.header.json_with(json!({
             "schema": "wavefuse-mgpu-bench/2",
             "placement": self.placement(),
-            "timing": "a graph (CUDA or HIP) of `calls` back-to-back calls per rank (its own stream), ranks \
-                       released together; per call = slowest rank's window / calls",
+            "timing": "a graph (CUDA or HIP) of `calls` back-to-back calls per rank (its own stream; ranks \
+                       sharing a GPU: branches of one graph), ranks released together; per call = slowest \
+                       rank's window / calls",
             "calls_per_graph": self.options.calls,
             "samples": self.options.samples,
             "seed": self.options.seed,

@@ -22,6 +22,8 @@
 //! stream (on that rank's device), then replays all ranks' graphs once behind one gate per stream,
 //! released together, with a start and end event on every rank's own stream: one call's time is
 //! the slowest rank's window divided by the launches in it (per-call time = max over ranks).
+//! Ranks sharing one device are captured as one graph instead (each rank's launches a branch
+//! on its own stream), replayed with one window.
 //! A captured launch holds its epoch as a fixed argument, so a graph may be replayed only once
 //! (DESIGN.md §5.4: epochs never repeat): [`GroupGraphs::replay`] consumes it.
 
@@ -242,9 +244,13 @@ impl<D: Device> GroupGraphs<D> {
         calls: u32,
         body: impl FnOnce() -> Result<()>,
     ) -> Result<GroupGraphs<D>> {
+        let ranks = ranks.min(group.tp());
+        if ranks > 1 && matches!(group.placement(), crate::rank::Placement::SameDevice(_)) {
+            return GroupGraphs::capture_one_graph(group, ranks, calls, body);
+        }
         let mut begun = 0;
         let mut result = Ok(());
-        for r in 0..ranks.min(group.tp()) {
+        for r in 0..ranks {
             match group.device(r).begin_capture(group.stream(r)) {
                 Ok(()) => begun += 1,
                 Err(e) => {
@@ -270,6 +276,65 @@ impl<D: Device> GroupGraphs<D> {
             }
         }
         result.map(|()| GroupGraphs { graphs, calls })
+    }
+
+    /// Ranks sharing a device: one graph for all of them, captured on rank 0's stream, which
+    /// the other ranks' streams join (they wait on an event of it) before `body` and rank 0's
+    /// stream joins back after it. Each rank's launches stay on its own stream, back to back,
+    /// as branches of the one graph; the replay's one window runs from the release to the end
+    /// of the last rank. (Graphs captured per rank and launched on four streams of one H100
+    /// read ~1.6 µs a call more than the same launches in one graph timed from PyTorch,
+    /// bench/results/2026-12-06-gpu-binding.)
+    fn capture_one_graph(
+        group: &RankGroup<D>,
+        ranks: u32,
+        calls: u32,
+        body: impl FnOnce() -> Result<()>,
+    ) -> Result<GroupGraphs<D>> {
+        let (dev, lead) = (group.device(0), group.stream(0));
+        let fork = dev.new_event()?;
+        let joins = (1..ranks)
+            .map(|_| dev.new_event())
+            .collect::<Result<Vec<_>, _>>()?;
+        dev.begin_capture(lead)?;
+        let mut result = (|| -> Result<()> {
+            dev.record(&fork, lead)?;
+            for r in 1..ranks {
+                group.device(r).wait_event(group.stream(r), &fork)?;
+            }
+            Ok(())
+        })();
+        if result.is_ok() {
+            group.set_capturing(true);
+            result = body();
+            group.set_capturing(false);
+        }
+        // Every joined stream rejoins the lead before the capture ends, even after a failure
+        // (a capture with an unjoined stream cannot end).
+        for r in 1..ranks {
+            let j = &joins[r as usize - 1];
+            let joined = group
+                .device(r)
+                .record(j, group.stream(r))
+                .and_then(|()| dev.wait_event(lead, j));
+            result = result.and(joined.map_err(Into::into));
+        }
+        let graph = match dev.end_capture(lead) {
+            Ok(Some(g)) => Some(g),
+            Ok(None) => {
+                let e = crate::DeviceError::Unsupported("an empty graph".into());
+                result = result.and(Err(e.into()));
+                None
+            }
+            Err(e) => {
+                result = result.and(Err(e.into()));
+                None
+            }
+        };
+        result.map(|()| GroupGraphs {
+            graphs: graph.into_iter().collect(),
+            calls,
+        })
     }
 
     /// [`GroupGraphs::replay`] behind a gate on the device instead of host functions: rank 0's
