@@ -275,17 +275,17 @@ fn run_on<D: Device>(
         })
         .collect::<Result<Vec<_>, suite::NoGpuRun>>()?;
     let flush = dev.alloc(2 * l2 as usize, MemKind::Device)?;
-    // The gate on the device that every graph replay waits behind (`graph_series`).
-    let spin = match o.timing {
-        TimingMode::Graphs => Some(
-            exec::artifact_for(
-                &cache,
-                pipeline::compiler(arch, pipeline::Purpose::Run).as_ref(),
-                &timing::spin_request(arch),
-            )
-            .map(|(a, _)| a)?,
-        ),
-        TimingMode::Events => None,
+    // The gate on the device that every graph replay waits behind (`graph_series`); where it
+    // does not compile, graph timing fails per version with the reason, not the run.
+    let spin: Result<Artifact, String> = match o.timing {
+        TimingMode::Graphs => exec::artifact_for(
+            &cache,
+            pipeline::compiler(arch, pipeline::Purpose::Run).as_ref(),
+            &timing::spin_request(arch),
+        )
+        .map(|(a, _)| a)
+        .map_err(|e| e.to_string()),
+        TimingMode::Events => Err("event timing has no spin kernel".into()),
     };
     let mut live: Vec<Live<'_, D>> = Vec::with_capacity(cases.len());
     prepare_all(cases, &placements, o, arch, |i, p| {
@@ -755,7 +755,7 @@ impl<'g, D: Device> Live<'g, D> {
     }
 
     /// One repeat: a timed series of every live version.
-    fn time(&mut self, o: &Options, flush: &D::Buffer, spin: Option<&Artifact>) {
+    fn time(&mut self, o: &Options, flush: &D::Buffer, spin: Result<&Artifact, &String>) {
         let Some(timer) = &self.timer else {
             return;
         };
@@ -769,9 +769,9 @@ impl<'g, D: Device> Live<'g, D> {
                     series(group, k, rot, timer, flush, o.warmup, o.iters, self.alone)
                 }
                 TimingMode::Graphs => match spin {
-                    Some(spin) => graph_series(group, k, rot, o.warmup, o.iters, self.alone, spin),
-                    None => Err(RtError::Device(wavefuse_runtime::DeviceError::Unsupported(
-                        "graph timing without its spin kernel".into(),
+                    Ok(spin) => graph_series(group, k, rot, o.warmup, o.iters, self.alone, spin),
+                    Err(why) => Err(RtError::Device(wavefuse_runtime::DeviceError::Unsupported(
+                        format!("graph timing's gate (the spin kernel) did not compile: {why}"),
                     ))),
                 },
             };
