@@ -387,18 +387,22 @@ pub fn modelled_mi50_symbol(
     }
     let hot = HotLoop::from_disassembly_of(&disasm, symbol)
         .ok_or_else(|| ModelError::NoLoop(symbol.to_owned()))?;
-    let mut inputs = inputs_with(k, &hot, batch, occupancy, &launch.facts).ok_or_else(|| {
-        ModelError::NoWeights {
+    // The hand-written kernel's passes choose its loop (the K loop inside its batch tiles).
+    let passes = launch.facts.weight_passes.unwrap_or(1.0);
+    let facts = LoopFacts {
+        weight_passes: Some(passes),
+        ..launch.facts
+    };
+    let mut inputs =
+        inputs_with(k, &hot, batch, occupancy, &facts).ok_or_else(|| ModelError::NoWeights {
             symbol: symbol.to_owned(),
             counted: hot.counted().to_string(),
             kernel: k.name.clone(),
-        }
-    })?;
+        })?;
     inputs.bytes += 2.0 * (launch.scratch_bytes - wavefuse_codegen::model::scratch_bytes(k));
     if let Some(b) = launch.bytes {
         inputs.bytes = b;
     }
-    let passes = launch.facts.weight_passes.unwrap_or(1.0);
     wavefuse_codegen::model::with_weight_passes(&mut inputs, k, passes);
     // The hand-written kernel's own LDS (0: not known, no limit on the occupancy).
     inputs.lds_bytes_per_workgroup = launch.lds_bytes;

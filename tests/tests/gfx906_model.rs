@@ -24,7 +24,8 @@ use wavefuse_codegen::cpp;
 use wavefuse_codegen::lower::{Schedule, lower};
 use wavefuse_codegen::lowered::LoweredKernel;
 use wavefuse_codegen::model::{
-    Bound, HotLoop, ModelInputs, Modelled, inputs_for, model, scratch_bytes, with_weight_passes,
+    Bound, HotLoop, LoopFacts, ModelInputs, Modelled, inputs_for, inputs_with, model,
+    scratch_bytes, with_weight_passes,
 };
 use wavefuse_kernels::shapes::TP_SIZES;
 use wavefuse_kernels::{KernelId, Shapes};
@@ -182,6 +183,8 @@ fn model_of_a_kernel_with_a_fixed_hot_loop_gfx906() {
         valu_per_weight: vpw,
         weights,
         valu_outside_per_wave: 0.0,
+        valu_per_pass_per_wave: 0.0,
+        weight_passes: 1.0,
         other_valu_lane_instructions: 0.0,
         bytes: 46.3e6,
         bytes_in_flight_per_wave: 0.0,
@@ -233,6 +236,53 @@ fn model_inputs_of_the_generated_gemv_int4_at_5120_to_17408_gfx906() {
     assert_eq!(old.inputs.valu_per_weight, 8.0);
     assert_eq!(old.bound, Bound::Valu);
     assert!((old.us - 137.7).abs() < 0.5, "{old}");
+}
+
+/// Batch 32 on the floor path (TP 4's 5120 → 4352): the rows in two tiles of 16, two weight
+/// passes. The counted loop is the K loop inside the tile loop, not the tile loop (as many
+/// products, a longer range), and the tile loop's own VALU — a tile's setup, cross-slice sums
+/// and stores — count once per pass and wave, not on every K trip.
+#[test]
+fn batch_tiles_count_the_k_loop_and_the_tile_loop_once_per_pass_gfx906() {
+    if !tools() {
+        return;
+    }
+    let (lowered, c) = generated(KernelId::GemvInt4, 4, 32, "");
+    assert_eq!(lowered.weight_passes, 2);
+    let tiles = &c.hot;
+    let k_loop = tiles.for_passes(2.0);
+    let (first, last) = k_loop.enclosing.expect("a tile loop around the K loop");
+    assert_eq!(
+        (first, last),
+        (tiles.first, tiles.last),
+        "{}",
+        k_loop.counted()
+    );
+    assert!(first < k_loop.first && k_loop.last <= last);
+    assert_eq!(k_loop.dot2, tiles.dot2, "every product in the K loop");
+    assert!(k_loop.valu < tiles.valu && k_loop.valu_enclosing_path > 0);
+    let i = inputs_for(&lowered, tiles, 32, c.occupancy).expect("inputs");
+    assert_eq!(
+        (i.weight_passes, i.valu_per_pass_per_wave),
+        (2.0, k_loop.valu_enclosing_path as f64)
+    );
+    assert_eq!(
+        i.valu_outside_per_wave,
+        (k_loop.valu_outside_path + k_loop.valu_enclosing_path) as f64
+    );
+    assert_eq!(
+        i.valu_per_weight,
+        k_loop.valu_per_weight(32).expect("products")
+    );
+    // The K loop of a tile of 16 rows: its products are 16 rows' (2 per `v_dot2_f32_f16`),
+    // counted over the batch's 32: each weight decoded and multiplied once per pass.
+    let m = model(&i);
+    println!("gemv_int4 5120 -> 4352 b32: {m}");
+    assert!(
+        m.to_string()
+            .contains(&format!("per weight pass x 2) x {} waves", i.grid * 4)),
+        "{m}"
+    );
 }
 
 /// One row of the table.
@@ -675,16 +725,21 @@ fn batch64_row(k: usize, n: usize, batch: usize) -> Batch64Row {
             int(&abi["static_lds_bytes"]),
             "{k} -> {n} b{batch}: the reference's LDS against its ABI"
         );
-        let mut ri = inputs_for(&g.lowered, &ref_c.hot, batch, ref_c.occupancy)
+        // Its passes (tiles of 8 past batch 8) choose its loop, as `check --manual` does.
+        let passes = abi
+            .get("model")
+            .and_then(|m| m.get("weight_passes"))
+            .map_or(1.0, |p| f64::from(int(p)));
+        let facts = LoopFacts {
+            weight_passes: Some(passes),
+            ..LoopFacts::default()
+        };
+        let mut ri = inputs_with(&g.lowered, &ref_c.hot, batch, ref_c.occupancy, &facts)
             .ok_or_else(|| format!("no products in the hottest loop ({})", ref_c.hot.counted()))?;
         ri.grid = int(&abi["grid"]);
         ri.workgroup_size = int(&abi["workgroup_size"]);
         ri.lds_bytes_per_workgroup = ref_c.lds;
         ri.bytes -= 2.0 * scratch_bytes(&g.lowered);
-        let passes = abi
-            .get("model")
-            .and_then(|m| m.get("weight_passes"))
-            .map_or(1.0, |p| f64::from(int(p)));
         with_weight_passes(&mut ri, &g.lowered, passes);
         Ok((ref_c.vgprs, model(&ri)))
     });
@@ -704,8 +759,8 @@ fn batch64_row(k: usize, n: usize, batch: usize) -> Batch64Row {
 /// read `ceil(batch / 16)` times past batch 16 (its batch tiles). With `WAVEFUSE_MODEL_OUT=DIR` writes
 /// `DIR/table.md` and `DIR/model.json` (`WAVEFUSE_MODEL_BATCHES`, `WAVEFUSE_MODEL_SHAPES` restrict
 /// it; `WAVEFUSE_MODEL_OVERRIDES` gives the generated side schedule overrides) (the committed run:
-/// `bench/results/2026-12-05-mi50-model-batch64/`):
-/// `WAVEFUSE_MODEL_OUT=bench/results/2026-12-05-mi50-model-batch64 cargo test -p wavefuse-tests --test gfx906_model -- --ignored --nocapture batch64_table`.
+/// `bench/results/2026-12-06-mi50-model-tile-loop/`):
+/// `WAVEFUSE_MODEL_OUT=bench/results/2026-12-06-mi50-model-tile-loop cargo test -p wavefuse-tests --test gfx906_model -- --ignored --nocapture batch64_table`.
 #[test]
 #[ignore = "issue 40's modelled table: 140 hipcc compiles (minutes)"]
 fn batch64_table_of_gemv_int4_gfx906() {

@@ -487,9 +487,9 @@ const FLOOR_UNTILED_BATCH: usize = 16;
 /// schedules' registers (hipcc: 115-123 VGPRs, 2 waves per SIMD by registers), the weights read
 /// `batch / 16` times. Tiles of 8 (84 VGPRs for `gemv_int4`, 3 waves) read them twice as often
 /// and decode each weight for half the rows: the MI50 model (`gfx906_model` `batch64_table`,
-/// `bench/results/2026-12-05-mi50-model-batch64/`) put `gemv_int4` 5120 → 17408 at 450 / 889 µs
-/// at batch 32 / 64 in tiles of 8 and 349 / 686 µs in tiles of 16; 4352 → 5120 at 145 / 280
-/// against 106 / 202.
+/// `bench/results/2026-12-06-mi50-model-tile-loop/`, the K loop counted inside the tile loop)
+/// puts `gemv_int4` 5120 → 17408 at 368.3 / 725.5 µs at batch 32 / 64 in tiles of 8 and
+/// 321.5 / 631.6 µs in tiles of 16; 4352 → 5120 at 102.8 / 194.8 against 92.5 / 174.1.
 const FLOOR_BATCH_TILE: u32 = 16;
 
 /// [`Schedule::batch_tile`] of the gfx906 floor path for `kernel`: [`FLOOR_BATCH_TILE`] past

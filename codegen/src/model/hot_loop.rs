@@ -35,15 +35,43 @@ pub struct HotLoop {
     /// the loop skips, unless that block holds the loop (a guard such as `if (n < N)`); other
     /// loops' bodies once.
     pub valu_outside_path: usize,
+    /// The loop around the counted one that holds no products of its own, counted as a loop of
+    /// weight passes (batch tiles), as `(first, last)` addresses; `None` without one. Set on
+    /// [`HotLoop::inner`] only.
+    pub enclosing: Option<(u64, u64)>,
+    /// Of [`HotLoop::valu_outside_path`], the ones inside [`HotLoop::enclosing`]: run once per
+    /// trip of that loop — once per weight pass ([`ModelInputs::weight_passes`]).
+    ///
+    /// [`ModelInputs::weight_passes`]: super::ModelInputs::weight_passes
+    pub valu_enclosing_path: usize,
+    /// The innermost loop of as many products inside this one, with this one's nearest loop
+    /// around it as [`HotLoop::enclosing`]: what a kernel of several weight passes counts
+    /// ([`HotLoop::for_passes`]). `None` where no loop of as many products is nested inside.
+    pub inner: Option<Box<HotLoop>>,
 }
 
 impl HotLoop {
     /// The hot loop of a disassembly (`llvm-objdump -d --mcpu=gfx906`): of the ranges from a
     /// backward branch's target to the branch, the one with the most products
     /// (`v_dot2_f32_f16`, `v_fma_mix_f32`), then the longest — so a long spin loop (a peer-flag
-    /// wait) is not taken for the GEMV's. `None` without a backward branch.
+    /// wait) is not taken for the GEMV's. Where a loop of as many products is nested inside it,
+    /// that one is [`HotLoop::inner`] ([`HotLoop::for_passes`]). `None` without a backward
+    /// branch.
     pub fn from_disassembly(disasm: &str) -> Option<HotLoop> {
         HotLoop::of_instructions(&instructions_with_targets(disasm))
+    }
+
+    /// The loop a kernel that reads its weights `passes` times counts: past one pass, the
+    /// innermost loop of the products ([`HotLoop::inner`]), its loop around it a loop of passes
+    /// (batch tiles: each trip stages, multiplies and reduces one tile of rows, so the tile
+    /// loop's own work runs once per pass, not once per K trip); else this loop — a loop around
+    /// the innermost one may then be a K loop around a word loop, whose own work (a unit's
+    /// scale load and fold) runs on every trip.
+    pub fn for_passes(&self, passes: f64) -> &HotLoop {
+        match &self.inner {
+            Some(inner) if passes > 1.0 => inner,
+            _ => self,
+        }
     }
 
     /// [`HotLoop::from_disassembly`] within the code of kernel `symbol` only (a code object may
@@ -64,6 +92,9 @@ impl HotLoop {
         }
         let mut hot = HotLoop::of_instructions(&instructions_with_targets(&text))?;
         hot.symbol = Some(symbol.to_owned());
+        if let Some(inner) = &mut hot.inner {
+            inner.symbol = Some(symbol.to_owned());
+        }
         Some(hot)
     }
 
@@ -116,6 +147,12 @@ impl HotLoop {
                 "; {} VALU outside the loop on every wave's path, counted once per wave",
                 self.valu_outside_path
             ));
+            if let Some((first, last)) = self.enclosing {
+                s.push_str(&format!(
+                    " ({} of them in the loop {first:#x}..{last:#x} around it, once per weight pass)",
+                    self.valu_enclosing_path
+                ));
+            }
             if self.valu_outside > self.valu_outside_path {
                 s.push_str(&format!(
                     ", {} in blocks a branch may skip, not counted",
@@ -127,7 +164,21 @@ impl HotLoop {
     }
 
     fn of_instructions(ins: &[(u64, String, Option<u64>)]) -> Option<HotLoop> {
-        let (start, end) = hottest_loop(ins)?;
+        let hot = hottest_loops(ins)?;
+        let mut outer = HotLoop::of_range(ins, hot.longest, None);
+        if hot.innermost != hot.longest {
+            outer.inner = Some(Box::new(HotLoop::of_range(ins, hot.innermost, hot.around)));
+        }
+        Some(outer)
+    }
+
+    /// The counts of the loop `(start, end)` (instruction indices) of `ins`, with `around` the
+    /// loop around it whose own VALU count once per weight pass.
+    fn of_range(
+        ins: &[(u64, String, Option<u64>)],
+        (start, end): (usize, usize),
+        around: Option<(usize, usize)>,
+    ) -> HotLoop {
         let body = &ins[start..=end];
         let (first, last) = (body[0].0, body[body.len() - 1].0);
         let skippable = skipped_within(body, first, last);
@@ -139,12 +190,12 @@ impl HotLoop {
         let outside_skipped = skipped_outside(ins, (start, end));
         let is_valu_outside = |i: usize| (i < start || i > end) && ins[i].1.starts_with("v_");
         let valu_outside = (0..ins.len()).filter(|&i| is_valu_outside(i)).count();
-        let valu_outside_path = (0..ins.len())
-            .filter(|&i| is_valu_outside(i) && !outside_skipped[i])
-            .count();
+        let on_path = |i: &usize| is_valu_outside(*i) && !outside_skipped[*i];
+        let valu_outside_path = (0..ins.len()).filter(on_path).count();
+        let valu_enclosing_path = around.map_or(0, |(s, e)| (s..=e).filter(on_path).count());
         let mnemonics: Vec<String> = body.iter().map(|(_, m, _)| m.clone()).collect();
         let count = |p: &str| mnemonics.iter().filter(|m| m.starts_with(p)).count();
-        Some(HotLoop {
+        HotLoop {
             valu: count("v_"),
             dot2: count("v_dot2_f32_f16"),
             fma_mix: count("v_fma_mix_f32"),
@@ -159,7 +210,10 @@ impl HotLoop {
             skippable_valu,
             valu_outside,
             valu_outside_path,
-        })
+            enclosing: around.map(|(s, e)| (ins[s].0, ins[e].0)),
+            valu_enclosing_path,
+            inner: None,
+        }
     }
 
     /// Weights one lane handles per loop iteration at `batch` rows, from the products: four per
@@ -236,12 +290,24 @@ fn trim(x: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_owned()
 }
 
-/// The loop with the most products, then the most instructions: `(first, last)` indices of the
-/// range from a backward branch's target to the branch.
-fn hottest_loop(ins: &[(u64, String, Option<u64>)]) -> Option<(usize, usize)> {
+/// The loops of [`hottest_loops`] (instruction indices `(first, last)` of the range from a
+/// backward branch's target to the branch).
+struct HotLoops {
+    /// The loop with the most products, then the most instructions (the first of equals).
+    longest: (usize, usize),
+    /// Of the loops with as many products, the innermost: none of them inside it with a later
+    /// head (two back edges to one head are one loop: the longer range, item 3's reload tail).
+    /// [`HotLoops::longest`] where nothing of as many products is nested inside it.
+    innermost: (usize, usize),
+    /// The nearest loop of as many products around [`HotLoops::innermost`] (the latest head,
+    /// then the longest), if any.
+    around: Option<(usize, usize)>,
+}
+
+fn hottest_loops(ins: &[(u64, String, Option<u64>)]) -> Option<HotLoops> {
     let products =
-        |b: &[(u64, String, Option<u64>)]| b.iter().filter(|(_, m, _)| is_product(m)).count();
-    let mut best: Option<(usize, usize)> = None;
+        |(s, e): (usize, usize)| ins[s..=e].iter().filter(|(_, m, _)| is_product(m)).count();
+    let mut loops = Vec::new();
     for (i, (addr, m, target)) in ins.iter().enumerate() {
         // A loop closes with a backward conditional branch, or with an unconditional one
         // (`s_branch`) where the exit test is at the top.
@@ -251,12 +317,29 @@ fn hottest_loop(ins: &[(u64, String, Option<u64>)]) -> Option<(usize, usize)> {
             continue;
         };
         let start = ins.iter().position(|(a, _, _)| *a >= t).unwrap_or(i);
-        let key = |(s, e): (usize, usize)| (products(&ins[s..=e]), e - s);
-        if best.is_none_or(|b| key((start, i)) > key(b)) {
-            best = Some((start, i));
-        }
+        loops.push((start, i));
     }
-    best
+    let most = loops.iter().map(|&l| products(l)).max()?;
+    let hot: Vec<(usize, usize)> = loops.into_iter().filter(|&l| products(l) == most).collect();
+    // The first of the longest, as `max_by_key` takes the last of equals.
+    let longest = *hot.iter().rev().max_by_key(|&&(s, e)| e - s)?;
+    // `a` around `b`: `b`'s head later, `b` inside `a`.
+    let around = |a: (usize, usize), b: (usize, usize)| a.0 < b.0 && b.1 <= a.1;
+    let innermost = *hot
+        .iter()
+        .rev()
+        .filter(|&&a| !hot.iter().any(|&b| around(a, b)))
+        .max_by_key(|&&(s, e)| e - s)?;
+    let nearest = hot
+        .iter()
+        .filter(|&&a| around(a, innermost))
+        .max_by_key(|&&(s, e)| (s, e))
+        .copied();
+    Some(HotLoops {
+        longest,
+        innermost,
+        around: nearest,
+    })
 }
 
 /// Which instructions of a loop body (`first`..=`last`) a branch inside it jumps over on most

@@ -52,13 +52,22 @@ pub fn inputs_with(
     }
     bytes += 2.0 * scratch_bytes(k);
     (weights > 0.0).then_some(())?;
+    // Past one pass (batch tiles) the K loop inside the tile loop is counted, and the tile
+    // loop's own work once per pass: the ABI's passes for a hand-written kernel, else `k`'s.
+    let passes = facts
+        .weight_passes
+        .unwrap_or_else(|| f64::from(k.weight_passes.max(1)));
+    let hot = hot.for_passes(passes);
+    let per_pass = hot.valu_enclosing_path as f64;
     Some(ModelInputs {
         valu_per_weight: hot.valu_per_weight_with(batch, facts)?,
         lds_bytes_per_workgroup: u32::try_from(k.lds_bytes()).unwrap_or(u32::MAX),
         dot_floor_lane_instructions: weights * batch as f64 / hot.products_per_instruction(),
         dot_share: hot.dot_share(),
         weights,
-        valu_outside_per_wave: hot.valu_outside_path as f64,
+        valu_outside_per_wave: hot.valu_outside_path as f64 + (passes - 1.0) * per_pass,
+        valu_per_pass_per_wave: per_pass,
+        weight_passes: passes,
         other_valu_lane_instructions: 0.0,
         bytes,
         bytes_in_flight_per_wave: (hot.bytes_in_flight_per_lane * MI50_WAVE) as f64,
@@ -98,9 +107,13 @@ pub fn weight_bytes(k: &LoweredKernel) -> f64 {
 
 /// `inputs` (from [`inputs_with`] over `k`'s data) for a kernel of the same data that reads the
 /// packed weights `passes` times instead of `k`'s [`LoweredKernel::weight_passes`]: a
-/// hand-written kernel with batch tiles of its own (its ABI's `[model] weight_passes`).
+/// hand-written kernel with batch tiles of its own (its ABI's `[model] weight_passes`). The
+/// bytes and the loop around the counted one (its VALU per pass) follow the passes.
 pub fn with_weight_passes(inputs: &mut ModelInputs, k: &LoweredKernel, passes: f64) {
+    let more = passes - inputs.weight_passes;
     inputs.bytes += (passes - f64::from(k.weight_passes.max(1))) * weight_bytes(k);
+    inputs.valu_outside_per_wave += more * inputs.valu_per_pass_per_wave;
+    inputs.weight_passes = passes;
 }
 
 /// Bytes of the kernel's scratch arrays (split-K partials, published partials, norm partials):

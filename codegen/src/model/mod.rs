@@ -171,9 +171,17 @@ pub struct ModelInputs {
     pub valu_per_weight: f64,
     /// Weights the kernel multiplies (K × N per GEMV; every one handled by one lane once).
     pub weights: f64,
-    /// VALU instructions outside the loop that every wave runs once (the straight-line path).
+    /// VALU instructions outside the loop that every wave runs (the straight-line path once,
+    /// the loop around the counted one once per weight pass: [`ModelInputs::valu_per_pass_per_wave`]).
     #[serde(default)]
     pub valu_outside_per_wave: f64,
+    /// Of [`ModelInputs::valu_outside_per_wave`], what one pass of the loop around the counted
+    /// loop runs per wave ([`HotLoop::valu_enclosing_path`]: a batch tile's setup, cross-slice
+    /// reduction and stores), counted [`ModelInputs::weight_passes`] times (0: no such loop).
+    #[serde(default)]
+    pub valu_per_pass_per_wave: f64,
+    /// Times the kernel reads its packed weights (batch tiles; 1 without).
+    pub weight_passes: f64,
     /// Further VALU lane-instructions, where known (else 0).
     pub other_valu_lane_instructions: f64,
     /// Bytes the kernel must move (weights, scales, zero points, activations, outputs).
@@ -432,10 +440,17 @@ impl fmt::Display for Modelled {
             i.weights / 1e6
         )?;
         if i.valu_outside_per_wave > 0.0 {
+            write!(f, " + {:.0} VALU outside the loop", i.valu_outside_per_wave)?;
+            if i.valu_per_pass_per_wave > 0.0 && i.weight_passes > 1.0 {
+                write!(
+                    f,
+                    " ({:.0} per weight pass x {})",
+                    i.valu_per_pass_per_wave, i.weight_passes
+                )?;
+            }
             write!(
                 f,
-                " + {:.0} VALU outside the loop x {} waves",
-                i.valu_outside_per_wave,
+                " x {} waves",
                 i.grid * i.workgroup_size.div_ceil(MI50_WAVE)
             )?;
         }

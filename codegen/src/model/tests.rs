@@ -6,6 +6,8 @@ fn inputs(valu_per_weight: f64, weights: f64, bytes: f64) -> ModelInputs {
         valu_per_weight,
         weights,
         valu_outside_per_wave: 0.0,
+        valu_per_pass_per_wave: 0.0,
+        weight_passes: 1.0,
         other_valu_lane_instructions: 0.0,
         bytes,
         bytes_in_flight_per_wave: 8192.0,
@@ -309,6 +311,73 @@ fn a_reload_after_the_inner_back_edge_costs_its_share_of_the_trips() {
     assert_eq!(
         (h.first, h.last, h.valu, h.skippable_valu),
         (0x1000, 0x101c, 5, 0)
+    );
+}
+
+/// Batch tiles: a loop over the tiles around the K loop, the K loop holding every product
+/// (and a staging loop of its own). With several weight passes the K loop is counted, not the
+/// tile loop around it (the longer range with as many products): hand count, per K trip, 1
+/// (head) + 1 (staging) + 8 `v_dot2_f32_f16` + 2 decode = 12 VALU for 2 · 8 / 4 = 4 weights
+/// at batch 4: 3 per weight, where counting the tile loop as the loop charged its 3 + 4 VALU
+/// (setup, reduction) on every K trip: 19 / 4 = 4.75. Those 7 run once per tile: per wave 2
+/// before the tiles + 7 per pass.
+#[test]
+fn the_k_loop_inside_batch_tiles_is_counted_and_the_tiles_once_per_pass() {
+    let mut l: Vec<(&str, Option<u64>)> = vec![
+        ("v_mov_b32_e32 v1, 0", None), // 0x1000: before the tiles
+        ("v_mov_b32_e32 v2, 0", None),
+    ];
+    l.extend([("v_mov_b32_e32 v3, 0", None); 3]); // 0x1008: the tile loop, its setup
+    l.extend([
+        ("v_add_u32_e32 v4, 16, v4", None),      // 0x1014: the K loop
+        ("ds_write_b32 v1, v2", None),           // 0x1018: staging
+        ("v_add_u32_e32 v1, 4, v1", None),       // 0x101c
+        ("s_cbranch_execz 65533", Some(0x1018)), // 0x1020: the staging loop
+    ]);
+    l.extend([("v_dot2_f32_f16 v5, v6, v7, v5", None); 8]); // 0x1024..0x1040
+    l.extend([("v_and_or_b32 v6, v8, 15, v9", None); 2]); // 0x1044, 0x1048
+    l.push(("s_branch 65524", Some(0x1014))); // 0x104c: the K loop's back edge
+    l.extend([("v_add_f32_e32 v5, v5, v10", None); 4]); // 0x1050: the tile's reduction
+    l.extend([
+        ("global_store_short v[0:1], v5, off", None), // 0x1060
+        ("s_cbranch_scc0 65517", Some(0x1008)),       // 0x1064: the tile loop's back edge
+        ("s_endpgm", None),
+    ]);
+    let tiles = HotLoop::from_disassembly_of(&kernel(&l), "k").expect("a loop");
+    // One pass: the longest loop of the products, as a K loop around a word loop would be.
+    assert_eq!(tiles.for_passes(1.0), &tiles);
+    assert_eq!((tiles.first, tiles.last, tiles.valu), (0x1008, 0x1064, 19));
+    assert_eq!(tiles.valu_per_weight(4), Some(4.75));
+    // Four passes: the K loop.
+    let h = tiles.for_passes(4.0);
+    assert_eq!((h.first, h.last), (0x1014, 0x104c), "{}", h.counted());
+    assert_eq!(h.symbol.as_deref(), Some("k"));
+    assert_eq!((h.valu, h.dot2), (12, 8));
+    assert_eq!(h.valu_per_weight(4), Some(3.0));
+    assert_eq!(h.enclosing, Some((0x1008, 0x1064)));
+    assert_eq!((h.valu_outside_path, h.valu_enclosing_path), (9, 7));
+    assert!(
+        h.counted_with(4, &LoopFacts::default()).ends_with(
+            "; 9 VALU outside the loop on every wave's path, counted once per wave \
+             (7 of them in the loop 0x1008..0x1064 around it, once per weight pass)"
+        ),
+        "{}",
+        h.counted_with(4, &LoopFacts::default())
+    );
+    // Four tiles: 2 + 4 × 7 = 30 VALU per wave outside the loop, said with its passes.
+    let mut i = inputs(3.0, 1e6, 1e6);
+    (i.grid, i.workgroup_size) = (34, 128);
+    (
+        i.valu_outside_per_wave,
+        i.valu_per_pass_per_wave,
+        i.weight_passes,
+    ) = (30.0, 7.0, 4.0);
+    let m = model(&i);
+    assert_eq!(m.valu_lane_instructions, 3e6 + 30.0 * 64.0 * 68.0);
+    assert!(
+        m.to_string()
+            .contains("+ 30 VALU outside the loop (7 per weight pass x 4) x 68 waves"),
+        "{m}"
     );
 }
 
