@@ -156,12 +156,14 @@ fn fits_up_to(message: &str) -> usize {
 
 /// A schedule asked for that cannot fit stays a refusal naming the LDS limit: the cross-slice
 /// sums of every slice (`reduction = slices`) at batch 32 and 64, where the default reduces
-/// serially, through the policy as `emit` takes an override (`WAVEFUSE_SCHEDULE`).
+/// serially, through the policy as `emit` takes an override (`WAVEFUSE_SCHEDULE`). (On gfx906
+/// the two-weight GEMV: `gemv_int4`'s tiles of 32 rows at one column per lane fit the slices'
+/// sums, 48 KB; its default reduces serially for the occupancy, not the limit.)
 #[test]
 fn an_override_whose_lds_does_not_fit_is_refused_with_the_reason() {
     for (arch, id, batch) in [
-        (Arch::Gfx906, KernelId::GemvInt4, 32),
-        (Arch::Gfx906, KernelId::GemvInt4, 64),
+        (Arch::Gfx906, KernelId::GemvInt4DualSilu, 32),
+        (Arch::Gfx906, KernelId::GemvInt4DualSilu, 64),
         // sm_90's `gemv_int4` takes batch 64 as the tensor-core GEMM (no cross-slice reduction
         // to choose); the two-weight GEMV past batch 32 is on the FMA path.
         (Arch::Sm90, KernelId::GemvInt4DualSilu, 64),

@@ -133,17 +133,18 @@ fn batch_tiles_of_the_fused_kernel_match_the_reference_gfx906() {
     run(KernelId::GemvInt4AllreduceRmsnorm, 2);
 }
 
-/// The gfx906 default tiles the batch past 16 rows (16 per tile) and not at 16 or below; sm_90
-/// (the tensor-core path) never.
+/// The gfx906 default tiles the batch past 16 rows and not at 16 or below: a GEMV alone (one
+/// weight, no allreduce or norm) 32 rows per tile, the two-weight GEMV and the fused kernel 16;
+/// sm_90 (the tensor-core path) never.
 #[test]
 fn the_gfx906_default_tiles_the_batch_past_16_gfx906() {
-    for id in [
-        KernelId::GemvInt4,
-        KernelId::GemvInt4DualSilu,
-        KernelId::GemvInt4Qkv,
-        KernelId::GemvInt4AllreduceRmsnorm,
+    for (id, rows) in [
+        (KernelId::GemvInt4, 32),
+        (KernelId::GemvInt4DualSilu, 16),
+        (KernelId::GemvInt4Qkv, 32),
+        (KernelId::GemvInt4AllreduceRmsnorm, 16),
     ] {
-        for (batch, tile) in [(8, 0), (16, 0), (17, 16), (32, 16), (64, 16)] {
+        for (batch, tile) in [(8, 0), (16, 0), (17, rows), (32, rows), (64, rows)] {
             let ir = id.build(&Shapes {
                 batch,
                 ..Shapes::qwen27b(4)
@@ -156,15 +157,19 @@ fn the_gfx906_default_tiles_the_batch_past_16_gfx906() {
     }
 }
 
-/// The gfx906 default past batch 16 (tiles of 16) at the small shapes, TP 2, where the tiles do
-/// not divide the batch — 33 = 16 + 16 + 1, 50 = 3 · 16 + 2 — clean in the simulator over seeded
-/// schedules against the f64 reference (FP16 outputs: relative L2 ≤ 1e-3, `sim::tolerance`), on
-/// fresh random inputs: `gemv_int4` and the fused GEMV + allreduce + RMSNorm kernel
-/// (`sim_batch.rs` runs every kernel at 16, 32 and 64, whole tiles).
+/// The gfx906 default past batch 16 at the small shapes, TP 2, where the tiles do not divide
+/// the batch — `gemv_int4` in tiles of 32: 33 = 32 + 1, 50 = 32 + 18; the fused GEMV +
+/// allreduce + RMSNorm kernel in tiles of 16: 33 = 16 + 16 + 1, 50 = 3 · 16 + 2 — clean in the
+/// simulator over seeded schedules against the f64 reference (FP16 outputs: relative L2 ≤ 1e-3,
+/// `sim::tolerance`), on fresh random inputs (`sim_batch.rs` runs every kernel at 16, 32 and
+/// 64, whole tiles).
 #[test]
 fn the_gfx906_default_with_a_short_last_tile_matches_the_reference_gfx906() {
     use wavefuse_harness::sim::{Config, prepare_config};
-    for id in [KernelId::GemvInt4, KernelId::GemvInt4AllreduceRmsnorm] {
+    for (id, tile) in [
+        (KernelId::GemvInt4, 32),
+        (KernelId::GemvInt4AllreduceRmsnorm, 16),
+    ] {
         for batch in [33, 50] {
             let c = Config {
                 batch,
@@ -174,14 +179,14 @@ fn the_gfx906_default_with_a_short_last_tile_matches_the_reference_gfx906() {
                 .unwrap_or_else(|e| panic!("{id} batch {batch}: {e}"));
             let text = p.lowered.to_string();
             assert!(
-                text.contains("batch tiles (batch_tile = 16)")
-                    && text.contains(&format!("then the last {} row(s)", batch % 16)),
-                "{id} batch {batch}: not in tiles of 16 with a short last one"
+                text.contains(&format!("batch tiles (batch_tile = {tile})"))
+                    && text.contains(&format!("then the last {} row(s)", batch % tile)),
+                "{id} batch {batch}: not in tiles of {tile} with a short last one"
             );
             let r = sweep(&p, SEED, 0, SCHEDULES, |_, _| {}).expect("simulates");
             let text = summary(&p, &r);
             eprintln!(
-                "{id}@gfx906 tp 2 batch {batch} (default, tiles of 16): {}",
+                "{id}@gfx906 tp 2 batch {batch} (default, tiles of {tile}): {}",
                 text.lines().next().unwrap_or("")
             );
             assert!(r.findings.is_empty() && r.failing == 0, "{text}");

@@ -238,7 +238,7 @@ fn model_inputs_of_the_generated_gemv_int4_at_5120_to_17408_gfx906() {
     assert!((old.us - 137.7).abs() < 0.5, "{old}");
 }
 
-/// Batch 32 on the floor path (TP 4's 5120 → 4352): the rows in two tiles of 16, two weight
+/// Batch 64 on the floor path (TP 4's 5120 → 4352): the rows in two tiles of 32, two weight
 /// passes. The counted loop is the K loop inside the tile loop, not the tile loop (as many
 /// products, a longer range), and the tile loop's own VALU — a tile's setup, cross-slice sums
 /// and stores — count once per pass and wave, not on every K trip.
@@ -247,7 +247,7 @@ fn batch_tiles_count_the_k_loop_and_the_tile_loop_once_per_pass_gfx906() {
     if !tools() {
         return;
     }
-    let (lowered, c) = generated(KernelId::GemvInt4, 4, 32, "");
+    let (lowered, c) = generated(KernelId::GemvInt4, 4, 64, "");
     assert_eq!(lowered.weight_passes, 2);
     let tiles = &c.hot;
     let k_loop = tiles.for_passes(2.0);
@@ -261,7 +261,7 @@ fn batch_tiles_count_the_k_loop_and_the_tile_loop_once_per_pass_gfx906() {
     assert!(first < k_loop.first && k_loop.last <= last);
     assert_eq!(k_loop.dot2, tiles.dot2, "every product in the K loop");
     assert!(k_loop.valu < tiles.valu && k_loop.valu_enclosing_path > 0);
-    let i = inputs_for(&lowered, tiles, 32, c.occupancy).expect("inputs");
+    let i = inputs_for(&lowered, tiles, 64, c.occupancy).expect("inputs");
     assert_eq!(
         (i.weight_passes, i.valu_per_pass_per_wave),
         (2.0, k_loop.valu_enclosing_path as f64)
@@ -272,12 +272,12 @@ fn batch_tiles_count_the_k_loop_and_the_tile_loop_once_per_pass_gfx906() {
     );
     assert_eq!(
         i.valu_per_weight,
-        k_loop.valu_per_weight(32).expect("products")
+        k_loop.valu_per_weight(64).expect("products")
     );
-    // The K loop of a tile of 16 rows: its products are 16 rows' (2 per `v_dot2_f32_f16`),
-    // counted over the batch's 32: each weight decoded and multiplied once per pass.
+    // The K loop of a tile of 32 rows: its products are 32 rows' (2 per `v_dot2_f32_f16`),
+    // counted over the batch's 64: each weight decoded and multiplied once per pass.
     let m = model(&i);
-    println!("gemv_int4 5120 -> 4352 b32: {m}");
+    println!("gemv_int4 5120 -> 4352 b64: {m}");
     assert!(
         m.to_string()
             .contains(&format!("per weight pass x 2) x {} waves", i.grid * 4)),
@@ -646,7 +646,7 @@ const BATCH64_SHAPES: [(usize, usize); 5] = [
 /// The batches of issue 40's table.
 const BATCH64_BATCHES: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
 
-/// One row of issue 40's table: the generated default (in batch tiles of 16 past 16 rows) and the
+/// One row of issue 40's table: the generated default (in batch tiles of 32 past 16 rows) and the
 /// hand-written reference (in tiles of 8 past 8) at one shape and batch.
 struct Batch64Row {
     k: usize,
@@ -756,7 +756,7 @@ fn batch64_row(k: usize, n: usize, batch: usize) -> Batch64Row {
 /// five shapes, batch 1 to 64 (70 rows, 140 hipcc compiles on parallel threads: minutes on 2
 /// cores), every time "modelled (MI50)" with its inputs. Asserts what the lowering promises:
 /// the generated default within 128 VGPRs and without spills at every row, and its weight bytes
-/// read `ceil(batch / 16)` times past batch 16 (its batch tiles). With `WAVEFUSE_MODEL_OUT=DIR` writes
+/// read `ceil(batch / 32)` times past batch 16 (its batch tiles). With `WAVEFUSE_MODEL_OUT=DIR` writes
 /// `DIR/table.md` and `DIR/model.json` (`WAVEFUSE_MODEL_BATCHES`, `WAVEFUSE_MODEL_SHAPES` restrict
 /// it; `WAVEFUSE_MODEL_OVERRIDES` gives the generated side schedule overrides) (the committed run:
 /// `bench/results/2026-12-06-mi50-model-tile-loop/`):
@@ -836,8 +836,9 @@ fn batch64_table_of_gemv_int4_gfx906() {
             problems.push(format!("{} -> {} b{}: {gv} VGPRs", r.k, r.n, r.batch));
         }
         if std::env::var_os("WAVEFUSE_MODEL_OVERRIDES").is_none() {
+            // `gemv_int4` (a GEMV alone) tiles past 16 rows in tiles of 32.
             let passes = if r.batch > 16 {
-                r.batch.div_ceil(16)
+                r.batch.div_ceil(32)
             } else {
                 1
             };

@@ -423,8 +423,8 @@ fn staging_adds_no_wave(arch: Arch, kernel: &Kernel, s: &Schedule, workgroups: u
 /// loads, 16 K slices; see the body): occupancy 4 instead of 2, like the hand-written reference,
 /// which instead gives the two weights to different waves at 4 columns per lane.
 ///
-/// Past batch 16 the rows go in tiles of 16 ([`Schedule::batch_tile`], [`floor_batch_tile`]) and
-/// every choice here is the one for a batch of 16 (the registers are a tile's).
+/// Past batch 16 the rows go in tiles of 32 or 16 ([`Schedule::batch_tile`], [`floor_batch_tile`])
+/// and every choice here is the one for a batch of a tile's rows (the registers are a tile's).
 fn floor(kernel: &Kernel, s: Schedule) -> Schedule {
     // A norm in a GEMV prologue is workgroup-local (`prologue.rs`): no grid barrier.
     let feeds_gemv = gemv_prologue(kernel);
@@ -483,23 +483,42 @@ fn floor(kernel: &Kernel, s: Schedule) -> Schedule {
 /// they take 193-214 (occupancy 1) and at 64 they spill (122-158 VGPRs' worth).
 const FLOOR_UNTILED_BATCH: usize = 16;
 
-/// Batch rows per tile past [`FLOOR_UNTILED_BATCH`] ([`Schedule::batch_tile`]): the batch-16
-/// schedules' registers (hipcc: 115-123 VGPRs, 2 waves per SIMD by registers), the weights read
-/// `batch / 16` times. Tiles of 8 (84 VGPRs for `gemv_int4`, 3 waves) read them twice as often
-/// and decode each weight for half the rows: the MI50 model (`gfx906_model` `batch64_table`,
+/// Batch rows per tile past [`FLOOR_UNTILED_BATCH`] ([`Schedule::batch_tile`]) of a kernel with
+/// a grid barrier, flags or two weights: the batch-16 schedules' registers (hipcc: 115-123
+/// VGPRs, 2 waves per SIMD by registers), the weights read `batch / 16` times. Tiles of 8 (84
+/// VGPRs for `gemv_int4`, 3 waves) read them twice as often and decode each weight for half
+/// the rows: the MI50 model (`gfx906_model` `batch64_table`,
 /// `bench/results/2026-12-06-mi50-model-tile-loop/`, the K loop counted inside the tile loop)
 /// puts `gemv_int4` 5120 → 17408 at 368.3 / 725.5 µs at batch 32 / 64 in tiles of 8 and
 /// 321.5 / 631.6 µs in tiles of 16; 4352 → 5120 at 102.8 / 194.8 against 92.5 / 174.1.
 const FLOOR_BATCH_TILE: u32 = 16;
 
-/// [`Schedule::batch_tile`] of the gfx906 floor path for `kernel`: [`FLOOR_BATCH_TILE`] past
-/// [`FLOOR_UNTILED_BATCH`] rows, where no GEMV prologue writes the activations (it writes every
-/// row at once), else 0.
+/// Batch rows per tile of a GEMV alone (one weight, no allreduce or norm: nothing that must be
+/// co-resident): [`FLOOR_BATCH_TILE_GEMV`] rows with one packed column per lane
+/// ([`floor_phases`]), so each decoded pair feeds twice the rows for the same accumulators
+/// (hipcc: 99 VGPRs, 2 waves per SIMD; the dot products 88 % of the K loop's VALU where tiles
+/// of 16 at 2 columns per lane have 82 %). The MI50 model
+/// (`bench/results/2026-12-06-mi50-model-tile32/`): `gemv_int4` 5120 → 17408 at batch 32 / 64
+/// 302.1 / 594.0 µs against 321.5 / 631.6 in tiles of 16, 4352 → 5120 83.5 / 156.6 against
+/// 92.5 / 174.1. The fused kernel at 32 rows does not fit its LDS beside a co-resident grid,
+/// the two-weight GEMV takes 211 VGPRs (occupancy 1): both keep tiles of 16.
+const FLOOR_BATCH_TILE_GEMV: u32 = 32;
+
+/// [`Schedule::batch_tile`] of the gfx906 floor path for `kernel`: past [`FLOOR_UNTILED_BATCH`]
+/// rows [`FLOOR_BATCH_TILE_GEMV`] for a GEMV alone, else [`FLOOR_BATCH_TILE`], where no GEMV
+/// prologue writes the activations (it writes every row at once); else 0.
 fn floor_batch_tile(kernel: &Kernel) -> u32 {
-    if batch_of(kernel) > FLOOR_UNTILED_BATCH && gemv_prologue(kernel).is_empty() {
-        FLOOR_BATCH_TILE
+    if batch_of(kernel) <= FLOOR_UNTILED_BATCH || !gemv_prologue(kernel).is_empty() {
+        return 0;
+    }
+    let alone = widest_gemv_group(kernel) == 1
+        && !kernel
+            .ops()
+            .any(|(_, op)| matches!(op.kind, OpKind::AllReduce(..) | OpKind::RmsNorm(..)));
+    if alone {
+        FLOOR_BATCH_TILE_GEMV
     } else {
-        0
+        FLOOR_BATCH_TILE
     }
 }
 
@@ -597,6 +616,8 @@ fn floor_phases(
         (2, true) => &[(2, 32)],
         (3 | 4, false) => &[(4, 64), (2, 64)],
         (_, true) if batch > 4 => &[(1, 64)],
+        // A tile of a GEMV alone past 16 rows (`FLOOR_BATCH_TILE_GEMV`): one column per lane.
+        (_, false) if batch > FLOOR_UNTILED_BATCH => &[(1, 64), (2, 64)],
         _ => &[(2, 64)],
     };
     let unit_sizes: &[u32] = if batch > 4 && group_words % 8 == 0 {
@@ -624,6 +645,15 @@ fn floor_phases(
             })
     })?;
     let lanes_per_row = columns / words;
+    // A GEMV alone past 16 rows: the slices' sums (32 rows × 64 columns × 4 slices, 32 KB
+    // beside the 16 KB stage) would leave one workgroup per CU; added in slice order into one
+    // array they take 8 KB, and hipcc's 99 VGPRs keep 2 waves per SIMD (the MI50 model's time
+    // is the same either way: compute-bound; `bench/results/2026-12-06-mi50-model-tile32/`).
+    let reduction = if batch > FLOOR_UNTILED_BATCH && !paired {
+        Reduction::Serial
+    } else {
+        s.reduction
+    };
     Some(Schedule {
         workgroup_size: lanes_per_row * slices,
         columns_per_workgroup: columns,
@@ -633,6 +663,7 @@ fn floor_phases(
         x_in_lds: true,
         x_phase_units: slices,
         k_split: 1,
+        reduction,
         ..s
     })
 }
