@@ -46,6 +46,28 @@ def test_gemv_int4(zero_point):
     assert rel_l2(y, want) < TOL
 
 
+@pytest.mark.parametrize("target", ["gfx906", "sm90"])
+@pytest.mark.parametrize("batch", [20, 36])
+def test_gemv_int4_past_batch_16(target, batch):
+    """Speculative decoding and batched serving (issue 40): past 16 rows gfx906 takes the rows in
+    tiles (32 per tile: 36 = 32 + a short tile of 4), sm_90 the tensor-core path; both against the
+    float64 reference on fresh random inputs."""
+    k = wavefuse.kernel("gemv_int4", device="sim", target=target, batch=batch, hidden=256, n=64, group_size=128)
+    g = gen(10 + batch)
+    qw, s, z = random_gptq(256, 64, 128, g)
+    x = activations((batch, 256), g)
+    y = k(x=x, w_qweight=qw, w_scales=s, w_qzeros=z)
+    clean(k)
+    want = f16(x.to(F64) @ dequant_gptq(qw, s, z))
+    assert y.shape == (batch, 64)
+    assert rel_l2(y, want) < TOL
+    # What ran is what the source says: the tiles (a last one of 4 rows), or the tensor cores.
+    if target == "sm90":
+        assert "mma.sync" in k.source
+    elif batch > 32:
+        assert "batch tiles (batch_tile = 32)" in k.source and "then the last 4 row(s)" in k.source
+
+
 def test_gemv_f16():
     k = wavefuse.kernel("gemv_f16", device="sim", hidden=128, n=48)
     g = gen(2)

@@ -303,6 +303,26 @@ def test_wavefuse_paths_real_package(tp):
         assert torch.equal(got.tokens, ref.tokens), path
 
 
+def test_wavefuse_paths_past_batch_16():
+    """Batch 17 (speculative verification, batched serving; issue 40): the wavefuse paths on the
+    real package's simulator device (gfx906 lowering: past 16 rows the kernels take the rows in
+    batch tiles) give the float32 reference's greedy tokens for 17 random prompts."""
+    if importlib.util.find_spec("wavefuse") is None:
+        pytest.skip("skipped: wavefuse package not installed")
+    prompt = torch.randint(0, 500, (17, 4), generator=torch.Generator().manual_seed(17))
+
+    def run(path):
+        sm = shard_model(ck.RandomSource(load_config("tiny"), 0).load(), 1)
+        model = Decoder(sm, make_backend(path), batch=17, max_seq=prompt.shape[1] + 3)
+        return generate(StepRunner(model), prompt, 3)
+
+    ref = run("torch_f32")
+    for path in ("wavefuse_unfused", "wavefuse_fused"):
+        got = run(path)
+        assert got.tokens.shape == (17, 3), path
+        assert torch.equal(got.tokens, ref.tokens), path
+
+
 def test_dump_ir_writes_each_kernel_as_wfir_that_builds_the_same_kernel(tmp_path):
     """``--dump-ir``: the fused path's kernels, as built from shape parameters, written as `.wfir`
     text that the package builds back into a kernel of the same IR (what `wavefuse tune
