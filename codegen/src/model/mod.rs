@@ -148,6 +148,10 @@ pub fn mi50_latency_us() -> f64 {
     MI50_CUS as f64 * MI50_MIN_BYTES_IN_FLIGHT_PER_CU / MI50_MEMORY_BYTES_PER_S * 1e6
 }
 
+/// The busiest CU's share of an uneven grid over the mean from which a compute-bound line says so
+/// ([`Modelled::uneven_grid`]): 68 workgroups on 60 CUs (1.76×) are, 272 (1.10×) are not.
+pub const MI50_UNEVEN_GRID: f64 = 1.2;
+
 /// What the machine code does not show about the counted loop: from the ABI (a hand-written
 /// kernel's `[model]` table). Default: nothing known.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -261,6 +265,11 @@ pub struct Modelled {
     pub bytes_in_flight_per_cu: f64,
     /// Set when `bytes_in_flight_per_cu` is under 16 KB: latency-bound where the loop loads.
     pub few_loads_in_flight: bool,
+    /// The busiest CU's workgroups over the mean (`ceil(grid / 60) / (grid / 60)`; 1 when the
+    /// grid divides): how far an uneven grid's tail may stretch a compute-bound time. Not in
+    /// `us` — the VALU term spreads the work over 60 CUs evenly — and said where ≥ 1.2 and
+    /// compute-bound ([`Modelled::uneven_grid`]).
+    pub grid_tail: f64,
     /// Waves per SIMD the model used: the fewer of hipcc's occupancy and the LDS limit.
     pub occupancy: u32,
     /// The dot-issue floor, µs: [`ModelInputs::dot_floor_lane_instructions`] at the VALU peak
@@ -336,6 +345,12 @@ impl Modelled {
         }
     }
 
+    /// Whether the time is compute-bound on a grid whose busiest CU runs at least 1.2× the mean
+    /// workgroups ([`Modelled::grid_tail`]): the line says the model does not count that tail.
+    pub fn uneven_grid(&self) -> bool {
+        self.bound == Bound::Valu && self.grid_tail >= MI50_UNEVEN_GRID
+    }
+
     /// The modelled time over the dot-issue floor (`None` where the floor is not known).
     pub fn over_dot_floor(&self) -> Option<f64> {
         (self.dot_floor_us > 0.0).then(|| self.gemv_us() / self.dot_floor_us)
@@ -376,6 +391,12 @@ pub fn model(inputs: &ModelInputs) -> Modelled {
     .fold((f64::NEG_INFINITY, Bound::Valu), |best, t| {
         if t.0 > best.0 { t } else { best }
     });
+    let per_cu = f64::from(inputs.grid) / MI50_CUS as f64;
+    let grid_tail = if per_cu > 0.0 {
+        per_cu.ceil() / per_cu
+    } else {
+        1.0
+    };
     let fused_us = inputs.grid_barriers as f64 * MI50_GRID_BARRIER_US
         + inputs.flag_round_trips as f64 * MI50_FLAG_ROUND_TRIP_US;
     Modelled {
@@ -390,6 +411,7 @@ pub fn model(inputs: &ModelInputs) -> Modelled {
         bound,
         bytes_in_flight_per_cu,
         few_loads_in_flight,
+        grid_tail,
         occupancy,
         dot_floor_us: inputs.dot_floor_lane_instructions / MI50_VALU_LANE_INSTRUCTIONS_PER_S * 1e6,
         other_launches: Vec::new(),
@@ -475,6 +497,16 @@ impl fmt::Display for Modelled {
                 ""
             }
         )?;
+        if self.uneven_grid() {
+            let per_cu = f64::from(i.grid) / MI50_CUS as f64;
+            write!(
+                f,
+                " (UNEVEN GRID: {} workgroups on {MI50_CUS} CUs, the busiest runs {:.0} = {:.2}x the mean; a tail the compute term does not count)",
+                i.grid,
+                per_cu.ceil(),
+                self.grid_tail
+            )?;
+        }
         if let Some(over) = self.over_dot_floor() {
             write!(
                 f,

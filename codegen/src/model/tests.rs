@@ -533,3 +533,37 @@ fn in_flight_follows_vmcnt() {
     ];
     assert_eq!(in_flight(&body), 36);
 }
+
+/// An uneven grid, by hand: 68 workgroups on 60 CUs leave 8 CUs two and the rest one — the
+/// busiest 2 / (68 / 60) = 1.765× the mean; 272 on 60: 5 / 4.533 = 1.103×, under the 1.2 the
+/// line speaks from; 120: 1. Said on a compute-bound line only, never added to the time.
+#[test]
+fn an_uneven_grid_of_a_compute_bound_kernel_is_said_not_counted() {
+    let mut i = inputs(40.0, 22.3e6, 24.4e6);
+    i.grid = 68;
+    let m = model(&i);
+    assert_eq!(m.bound, Bound::Valu);
+    assert!((m.grid_tail - 2.0 / (68.0 / 60.0)).abs() < 1e-12);
+    assert!(m.uneven_grid());
+    let even = model(&ModelInputs {
+        grid: 120,
+        ..i.clone()
+    });
+    assert_eq!(even.grid_tail, 1.0);
+    assert_eq!(m.us, even.us, "the tail is said, not counted");
+    assert!(
+        m.to_string().contains(
+            "(UNEVEN GRID: 68 workgroups on 60 CUs, the busiest runs 2 = 1.76x the mean; \
+             a tail the compute term does not count)"
+        ),
+        "{m}"
+    );
+    i.grid = 272;
+    assert!(!model(&i).uneven_grid());
+    // Memory-bound at 68 workgroups: the bandwidth is shared, nothing said.
+    let mut mem = inputs(1.0, 22.3e6, 24.4e6);
+    mem.grid = 68;
+    let mm = model(&mem);
+    assert_eq!(mm.bound, Bound::Memory);
+    assert!(!mm.uneven_grid() && !mm.to_string().contains("UNEVEN"));
+}
