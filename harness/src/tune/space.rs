@@ -155,10 +155,10 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
         }
     }
     // The dot2 path's batch tiles (the gfx906 default past batch 16, tiles of 32 for a GEMV
-    // alone and 16 otherwise): tiles of 8 (fewer registers, more weight passes) and one pass of
-    // every row.
+    // alone and 16 otherwise): tiles of 8 and 16 (fewer registers, more weight passes) and one
+    // pass of every row.
     if default.batch_tile > 0 {
-        for rows in [8, 0] {
+        for rows in [8, 16, 0] {
             if rows != default.batch_tile {
                 out.push(Schedule {
                     batch_tile: rows,
