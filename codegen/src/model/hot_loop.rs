@@ -325,10 +325,13 @@ fn hottest_loops(ins: &[(u64, String, Option<u64>)]) -> Option<HotLoops> {
     let longest = *hot.iter().rev().max_by_key(|&&(s, e)| e - s)?;
     // `a` around `b`: `b`'s head later, `b` inside `a`.
     let around = |a: (usize, usize), b: (usize, usize)| a.0 < b.0 && b.1 <= a.1;
+    // Within the longest loop only: a disjoint loop of as many products elsewhere is not its
+    // inner loop.
+    let within = |a: (usize, usize)| longest.0 <= a.0 && a.1 <= longest.1;
     let innermost = *hot
         .iter()
         .rev()
-        .filter(|&&a| !hot.iter().any(|&b| around(a, b)))
+        .filter(|&&a| within(a) && !hot.iter().any(|&b| around(a, b)))
         .max_by_key(|&&(s, e)| e - s)?;
     let nearest = hot
         .iter()

@@ -364,6 +364,24 @@ fn the_k_loop_inside_batch_tiles_is_counted_and_the_tiles_once_per_pass() {
         "{}",
         h.counted_with(4, &LoopFacts::default())
     );
+    // A disjoint loop of as many products after the tiles (a second copy of the K loop) is not
+    // the tile loop's inner loop.
+    let mut two = l.clone();
+    two.pop(); // s_endpgm
+    let at = 0x1000 + 4 * two.len() as u64;
+    // Longer than the K loop (20 instructions against 15), shorter than the tile loop (25).
+    two.extend([("v_mov_b32_e32 v9, v8", None); 11]);
+    two.extend([("v_dot2_f32_f16 v5, v6, v7, v5", None); 8]);
+    two.push(("s_cbranch_scc0 65516", Some(at)));
+    two.push(("s_endpgm", None));
+    let t2 = HotLoop::from_disassembly_of(&kernel(&two), "k").expect("a loop");
+    assert_eq!((t2.first, t2.last), (0x1008, 0x1064), "{}", t2.counted());
+    assert_eq!(
+        t2.for_passes(4.0).first,
+        0x1014,
+        "{}",
+        t2.for_passes(4.0).counted()
+    );
     // Four tiles: 2 + 4 × 7 = 30 VALU per wave outside the loop, said with its passes.
     let mut i = inputs(3.0, 1e6, 1e6);
     (i.grid, i.workgroup_size) = (34, 128);
