@@ -12,7 +12,7 @@ mod support;
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::ir::ScalarType;
 use wavefuse_codegen::lower::{Int4Dot, LowerError, Schedule, lower};
-use wavefuse_codegen::lowered::{Block, Reg, Stmt};
+use wavefuse_codegen::lowered::{Block, Expr, Reg, Stmt};
 use wavefuse_codegen::sim::{FindingKind, PeerTable, tolerance};
 use wavefuse_harness::sim::{Prepared, SmallShapes, small_kernel, small_schedule, summary, sweep};
 use wavefuse_kernels::{KernelId, Shapes};
@@ -244,4 +244,78 @@ fn mma_past_its_limits_is_refused_with_the_limit_sm90() {
             Ok(_) => panic!("{id} batch {batch}: lowered"),
         }
     }
+}
+
+/// The scale on the decoded weights (`mma_scale = weight`): each A register is `(q − z)·s`
+/// rounded once to FP16 by an `fma.f16x2` and the MMAs accumulate into the totals, with no unit
+/// sums. Against the f64 reference on fresh random inputs (random FP16 scales, so the rounding
+/// is real) at the FP16 outputs' tolerance, staged and unstaged, pipelined, at every batch; the
+/// fused kernel (allreduce and norm epilogue); and two weights up to batch 64, which only this
+/// form holds (128 accumulators per lane, the unit sums' 256 are refused).
+#[test]
+fn mma_scale_on_the_weights_matches_the_reference_sm90() {
+    let tol = tolerance(ScalarType::F16);
+    let force =
+        "int4_dot=mma,words_per_iteration=4,k_unit_words=4,reduction=slices,mma_scale=weight";
+    let cases: [(KernelId, u32, &[usize], &[&str]); 3] = [
+        (
+            KernelId::GemvInt4,
+            1,
+            &BATCHES,
+            &[
+                "mma_scale=weight",
+                "mma_scale=weight,x_in_lds=false,k_unit_words=4,pipeline_depth=2",
+            ],
+        ),
+        (
+            KernelId::GemvInt4AllreduceRmsnorm,
+            2,
+            &[16, 64],
+            &["mma_scale=weight"],
+        ),
+        (KernelId::GemvInt4DualSilu, 1, &[9, 40, 64], &[force]),
+    ];
+    for (id, tp, batches, specs) in cases {
+        for &batch in batches {
+            for spec in specs {
+                let p = prepare(id, tp, batch, spec)
+                    .unwrap_or_else(|e| panic!("{id} tp {tp} batch {batch} `{spec}`: {e}"));
+                let mut scalings = 0;
+                support::rewrite(p.lowered.body.clone(), &mut |s| {
+                    if let Stmt::Assign {
+                        value: Expr::FmaHalf2(_, _, c),
+                        ..
+                    } = &s
+                    {
+                        scalings += usize::from(**c == Expr::u32(0));
+                    }
+                    vec![s]
+                });
+                assert!(scalings > 0, "{id} {batch} `{spec}`: no FP16 scaling");
+                let r = sweep(&p, SEED ^ 0x5CA1E ^ batch as u64, 0, SCHEDULES, |_, _| {})
+                    .expect("simulates");
+                let text = summary(&p, &r);
+                eprintln!(
+                    "{id} tp {tp} batch {batch} `{spec}`: {}",
+                    text.lines().next().unwrap_or("")
+                );
+                assert!(r.not_checked.is_none(), "{text}");
+                assert!(r.findings.is_empty() && r.failing == 0, "{text}");
+                assert!(r.max_rel_l2 <= tol, "{text}");
+            }
+        }
+    }
+}
+
+/// With the scale on the weights, an A register left unscaled (the `fma.f16x2` by the scale
+/// replaced by its input) is caught as a mismatch: the scale is applied nowhere else.
+#[test]
+fn mma_weight_left_unscaled_is_caught_sm90() {
+    caught_as_mismatch(mutant("mma_scale=weight", &mut |s| match s {
+        Stmt::Assign {
+            dst,
+            value: Expr::FmaHalf2(a, _, c),
+        } if *c == Expr::u32(0) => vec![Stmt::Assign { dst, value: *a }],
+        s => vec![s],
+    }));
 }

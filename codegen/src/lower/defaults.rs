@@ -15,8 +15,8 @@ use super::schedule::{
     gptq_k, q8_gemv, widest_gemv_group,
 };
 use super::{
-    AllreduceProtocol, Int4Dot, Int4Scaling, MmaDecode, NibbleDecode, Reduction, Schedule,
-    has_gemv_prologue,
+    AllreduceProtocol, Int4Dot, Int4Scaling, MmaDecode, MmaScale, NibbleDecode, Reduction,
+    Schedule, has_gemv_prologue,
 };
 use crate::target::Arch;
 
@@ -149,6 +149,7 @@ fn target(arch: Arch, kernel: &Kernel) -> Schedule {
         stream_weights: false,
         x_in_lds: false,
         mma_decode: MmaDecode::Shift,
+        mma_scale: MmaScale::Unit,
         byte_offsets: false,
         max_grid: 0,
         materialise_prologue: false,
@@ -196,7 +197,10 @@ fn target(arch: Arch, kernel: &Kernel) -> Schedule {
                 .into_iter()
                 .find(|u| *u <= max_unit && group_words % u == 0);
             match unit {
-                Some(unit) if arch.has_fp16_mma() && mma_takes(batch, gemv_count(kernel)) => {
+                Some(unit)
+                    if arch.has_fp16_mma()
+                        && mma_takes(batch, gemv_count(kernel), MmaScale::Unit) =>
+                {
                     let mma = Schedule {
                         int4_dot: Int4Dot::Mma,
                         words_per_iteration: 4,

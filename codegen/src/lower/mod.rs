@@ -159,8 +159,8 @@ pub use fit::{
 pub use limits::{MAX_INDEXED_ELEMENTS, MAX_OP_DEPTH};
 pub use schedule::{
     AllreduceProtocol, Int4Dot, Int4Scaling, MAX_ACCUMULATORS, MAX_COLUMNS_PER_LANE, MAX_K_SPLIT,
-    MAX_K_UNIT_WORDS, MAX_PIPELINE_DEPTH, MmaDecode, NibbleDecode, Reduction, Schedule,
-    assumed_waves_per_simd, prologue_input_bytes,
+    MAX_K_UNIT_WORDS, MAX_PIPELINE_DEPTH, MmaDecode, MmaScale, NibbleDecode, Reduction, Schedule,
+    assumed_waves_per_simd, batch_of, prologue_input_bytes,
 };
 
 use thiserror::Error;

@@ -76,6 +76,25 @@ pub enum MmaDecode {
     Fma,
 }
 
+/// Tensor-core INT4: where a group's scale `s` is applied.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MmaScale {
+    /// To the f32 sums of each work unit: the unit's MMAs accumulate the exact `(q − z)·x` into
+    /// unit sums, then `total = fma(s, unit sum, total)`. Exact up to the f32 accumulation; per
+    /// lane 8 unit sums and 8 totals per weight and N tile of 8 batch rows (128 f32 registers at
+    /// batch 64).
+    #[default]
+    Unit,
+    /// To the decoded weights, in FP16: one `fma.f16x2` per A register makes `(q − z)·s`
+    /// (rounded once to FP16: 2⁻¹¹ relative per weight, a few 1e-4 in L2 over a dot product;
+    /// Marlin's dequantisation rounds the same way), and the MMAs accumulate straight into the
+    /// totals: half the f32 registers and no per-unit FMAs, which past batch 8 (several N tiles)
+    /// is what limits the tile. A scale below FP16's normal range (6.1e-5) would lose bits:
+    /// GPTQ scales are far above it.
+    Weight,
+}
+
 /// How the K slices of a workgroup add their partial sums (the cross-slice reduction in LDS).
 /// Both add them in slice order, `((0 + p0) + p1) + …`, so the results are bit-identical.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -175,6 +194,10 @@ pub struct Schedule {
     /// FP16 `q − z` pairs. Absent in stored schedules: `shift`.
     #[serde(default)]
     pub mma_decode: MmaDecode,
+    /// Tensor-core INT4: where the group scale is applied ([`MmaScale`]). Absent in stored
+    /// schedules: `unit`.
+    #[serde(default)]
+    pub mma_scale: MmaScale,
     /// Loads from array parameters address the base pointer plus a 32-bit byte offset
     /// (see [`LoweredKernel::byte_offsets`](crate::lowered::LoweredKernel::byte_offsets)).
     /// Absent in stored schedules: false.
@@ -404,7 +427,7 @@ impl Schedule {
     /// and the protocol matter; FP16 GEMVs ignore every INT4 field; each INT4 dot-product path
     /// ignores the others' fields; one rank (or no allreduce) ignores the protocol.
     pub fn ignored_fields(&self, kernel: &Kernel) -> Vec<&'static str> {
-        const INT4: [&str; 10] = [
+        const INT4: [&str; 11] = [
             "k_unit_words",
             "nibble_decode",
             "int4_scaling",
@@ -413,6 +436,7 @@ impl Schedule {
             "stream_weights",
             "x_in_lds",
             "mma_decode",
+            "mma_scale",
             "x_phase_units",
             "batch_tile",
         ];
@@ -430,12 +454,18 @@ impl Schedule {
                     "pipeline_depth",
                     "x_in_lds",
                     "mma_decode",
+                    "mma_scale",
                     "x_phase_units",
                     "batch_tile",
                 ],
                 // The dot2 path stages its activations as FP16 pairs in LDS (`x_in_lds`, in
                 // phases with `x_phase_units`) and decodes nibble pairs as `mma_decode` says.
-                Int4Dot::Dot2 => vec!["nibble_decode", "int4_scaling", "pipeline_depth"],
+                Int4Dot::Dot2 => vec![
+                    "nibble_decode",
+                    "int4_scaling",
+                    "pipeline_depth",
+                    "mma_scale",
+                ],
                 Int4Dot::Mma => vec![
                     "nibble_decode",
                     "int4_scaling",
@@ -601,7 +631,8 @@ pub fn assumed_waves_per_simd(kernel: &Kernel, arch: Arch) -> u32 {
 }
 
 /// Batch rows of the kernel's activations (1 when it has none).
-pub(super) fn batch_of(kernel: &Kernel) -> usize {
+/// The batch rows of `kernel`: the rows of its first 2-D tensor (1 without one).
+pub fn batch_of(kernel: &Kernel) -> usize {
     kernel
         .buffers()
         .find_map(|(_, d)| match &d.ty {

@@ -10,7 +10,7 @@ use wavefuse::ir::ops::{Compression, OpKind};
 use wavefuse::ir::{BufferType, Kernel, WeightFormat};
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::lower::{
-    AllreduceProtocol, Int4Dot, Int4Scaling, MmaDecode, NibbleDecode, Schedule,
+    AllreduceProtocol, Int4Dot, Int4Scaling, MmaDecode, MmaScale, NibbleDecode, Schedule,
 };
 
 /// One schedule to lower a kernel with.
@@ -277,6 +277,7 @@ fn mma_schedule(rng: &mut ChaCha8Rng, base: Schedule, kdim: usize, group_words: 
         k_split: k_split(rng, kdim, k_unit_words),
         pipeline_depth: pick(rng, &[1, 2]),
         mma_decode: pick(rng, &[MmaDecode::Shift, MmaDecode::Fma]),
+        mma_scale: pick(rng, &[MmaScale::Unit, MmaScale::Weight]),
         x_in_lds: rng.random_bool(0.5),
         x_phase_units: 0,
         stream_weights: rng.random_bool(0.5),

@@ -24,7 +24,9 @@ use std::collections::HashSet;
 use wavefuse::ir::ops::Compression;
 use wavefuse::ir::{BufferType, Kernel, OpKind, WeightFormat};
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::lower::{AllreduceProtocol, Int4Dot, Int4Scaling, NibbleDecode, Schedule};
+use wavefuse_codegen::lower::{
+    AllreduceProtocol, Int4Dot, Int4Scaling, MmaScale, NibbleDecode, Schedule, batch_of,
+};
 
 /// Workgroup sizes tried.
 pub const WORKGROUP_SIZES: [u32; 3] = [128, 256, 512];
@@ -185,6 +187,22 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
             for k_split in K_SPLITS.into_iter().filter(|p| units % *p as usize == 0) {
                 out.push(Schedule {
                     k_split,
+                    ..t.clone()
+                });
+            }
+        }
+    }
+    // Past batch 8 (several N tiles of the MMA): the scale on the decoded weights, which halves
+    // the f32 registers (`MmaScale::Weight`), on the default and each tensor-core tile, at
+    // every work unit.
+    if let (Family::Int4 { group_words, .. }, Int4Dot::Mma, true) =
+        (family, default.int4_dot, batch_of(kernel) > 8)
+    {
+        for t in std::iter::once(&default).chain(&mma) {
+            for k_unit_words in MMA_K_UNITS.into_iter().filter(|k| group_words % k == 0) {
+                out.push(Schedule {
+                    mma_scale: MmaScale::Weight,
+                    k_unit_words,
                     ..t.clone()
                 });
             }
@@ -557,6 +575,9 @@ pub fn summary(s: &Schedule, family: Family) -> String {
             s.k_unit_words,
             s.pipeline_depth
         );
+        if s.mma_scale == MmaScale::Weight {
+            out.push_str(" sw");
+        }
     } else if let (Family::Int4 { .. }, Int4Dot::Dot2) = (family, s.int4_dot) {
         out.push_str(&format!(" ku{} dot2", s.k_unit_words));
         if s.batch_tile > 0 {

@@ -8,7 +8,7 @@ use crate::lowered::{Base, BinOp, Expr, Reg, Special, Stmt, Ty};
 use super::super::LowerError;
 use super::super::build::*;
 use super::super::lowering::{BufParams, Lowering};
-use super::super::schedule::MmaDecode;
+use super::super::schedule::{MmaDecode, MmaScale};
 use super::{XStage, sched};
 
 /// The tensor-core tiling of one GPTQ GEMV kernel (see `gemv_gptq_mma`).
@@ -59,7 +59,7 @@ impl Lowering<'_> {
     /// the A fragment is decoded once per unit and feeds every tile's MMA, so the decode (the
     /// ALU work per weight) does not grow with the batch; each tile has its own B fragments, unit
     /// sums and totals (D column `2t + i % 2` is batch row `8j + 2t + i % 2`). The f32
-    /// accumulators, `2 · 8 · weights · tiles` per lane, bound the batch ([`mma_takes`]).
+    /// accumulators, `8 · weights · tiles` totals per lane and as many unit sums with the scale per unit, bound the batch ([`mma_takes`]).
     pub(super) fn gemv_gptq_mma(
         &mut self,
         l: GptqLayout,
@@ -115,7 +115,7 @@ impl Lowering<'_> {
         let weights: Vec<Buffer> = g.gemvs.iter().map(|&(_, w)| w).collect();
         let m = weights.len();
         let ntiles = batch.div_ceil(8);
-        let accumulators = mma_accumulators(m, batch);
+        let accumulators = mma_accumulators(m, batch, self.s.mma_scale);
         if accumulators > MMA_MAX_ACCUMULATORS {
             return sched(format!(
                 "INT4 mma at batch {batch} with {m} weights keeps {accumulators} f32 accumulators per lane \
@@ -126,6 +126,12 @@ impl Lowering<'_> {
         }
         self.reduction_arrays(kwarps);
         let (upg, steps) = (wpg / unit, unit / 4);
+        let scaled = match self.s.mma_scale {
+            MmaScale::Unit => "mma.m16n8k16 with f32 accumulation, the scale per unit in f32",
+            MmaScale::Weight => {
+                "times the scale in FP16 (one fma.f16x2, rounded once), mma.m16n8k16 with f32 accumulation straight into the totals"
+            }
+        };
         let xs_from = if self.s.x_in_lds {
             "takes batch row g's 8 activations there from LDS"
         } else {
@@ -134,8 +140,7 @@ impl Lowering<'_> {
         out.push(comment(format!(
             "GPTQ INT4 GEMV on the tensor cores: warp w covers 32 columns (column warp w % {cw}) and K slice w / {cw} of {kwarps}, \
              units of {unit} K-words round robin; lane quad g = lane / 4 loads 4 packed columns n0..n0+3 at K-word 4*step + lane % 4 \
-             (16 bytes) and {xs_from}; q - z exact in FP16 (0x6400 | q is 1024 + q), mma.m16n8k16 with f32 \
-             accumulation, the scale per unit in f32"
+             (16 bytes) and {xs_from}; q - z exact in FP16 (0x6400 | q is 1024 + q), {scaled}"
         )));
         if ntiles > 1 {
             out.push(comment(format!(
@@ -393,11 +398,25 @@ impl Lowering<'_> {
     fn mma_compute(&mut self, t: &MmaTiling, b: &MmaBuf, unit: Reg, totals: &[Reg]) -> Vec<Stmt> {
         let mut out = vec![];
         let m = t.weights.len();
+        // MmaScale::Weight: column j's scale in both halves (an A register holds two K rows of
+        // one column), for the fma.f16x2 that scales the decoded pairs; Unit: the f32 scale.
+        let on_weights = self.s.mma_scale == MmaScale::Weight;
         let (mut sf, mut zp) = (vec![], vec![]);
         for mi in 0..m {
             for j in 0..4 {
-                let s32 = self.k.reg(Ty::F32, "scale");
-                out.push(assign(s32, cast(Ty::F32, r(b.scales[mi][j]))));
+                let h = r(b.scales[mi][j]);
+                let s32 = if on_weights {
+                    let pair = self.k.reg(Ty::U32, "scale_pair");
+                    out.push(assign(
+                        pair,
+                        Expr::PackHalf2(Box::new(h.clone()), Box::new(h)),
+                    ));
+                    pair
+                } else {
+                    let s32 = self.k.reg(Ty::F32, "scale");
+                    out.push(assign(s32, cast(Ty::F32, h)));
+                    s32
+                };
                 let z = match t.l.zero {
                     ZeroPoint::Symmetric => u(8),
                     _ if self.bufs_have_no_zeros(&t.weights[mi]) => u(8),
@@ -429,8 +448,13 @@ impl Lowering<'_> {
             }
         }
         let nt = t.ntiles;
-        // unit_acc[(mi · ntiles + j) · 8 + 4p + i], as `totals`.
-        let unit_acc: Vec<Reg> = self.zeros(m * 8 * nt, "unit_acc", &mut out);
+        // unit_acc[(mi · ntiles + j) · 8 + 4p + i], as `totals`; with the scale on the weights
+        // the MMAs accumulate into the totals themselves.
+        let unit_acc: Vec<Reg> = if on_weights {
+            totals.to_vec()
+        } else {
+            self.zeros(m * 8 * nt, "unit_acc", &mut out)
+        };
         for st in 0..t.steps {
             // B fragments of every N tile: (x[2h], x[2h+4]) and (x[2h+1], x[2h+5]).
             let bfrags: Vec<Vec<Reg>> = (0..nt)
@@ -481,7 +505,22 @@ impl Lowering<'_> {
                                 )
                             };
                             out.push(assign(ar, dec));
-                            a.push(ar);
+                            if on_weights {
+                                // (q − z)·s, rounded once to FP16 (MmaScale::Weight).
+                                let scaled = self.k.reg(Ty::U32, "afrag_s");
+                                let s2 = sf[mi * 4 + 2 * p + cwi];
+                                out.push(assign(
+                                    scaled,
+                                    Expr::FmaHalf2(
+                                        Box::new(r(ar)),
+                                        Box::new(r(s2)),
+                                        Box::new(Expr::u32(0)),
+                                    ),
+                                ));
+                                a.push(scaled);
+                            } else {
+                                a.push(ar);
+                            }
                         }
                         // The A fragment, decoded once, feeds every N tile's MMA.
                         for (j, bfrag) in bfrags.iter().enumerate() {
@@ -495,6 +534,9 @@ impl Lowering<'_> {
                     }
                 }
             }
+        }
+        if on_weights {
+            return out;
         }
         // Scale per unit: D slots 0, 1 are column n0 + 2p, slots 2, 3 column n0 + 2p + 1.
         for mi in 0..m {
@@ -548,16 +590,21 @@ pub(in crate::lower) const MMA_MAX_BATCH: usize = 64;
 /// beyond it ptxas must spill (the packed words, fragments and addresses need the rest).
 pub(in crate::lower) const MMA_MAX_ACCUMULATORS: usize = 128;
 
-/// The f32 accumulators per lane of the tensor-core GEMV of `weights` weights at `batch`.
-fn mma_accumulators(weights: usize, batch: usize) -> usize {
-    2 * 8 * weights * batch.div_ceil(8)
+/// The f32 accumulators per lane of the tensor-core GEMV of `weights` weights at `batch`: 8 per
+/// weight and N tile of totals, as many unit sums with the scale per unit.
+fn mma_accumulators(weights: usize, batch: usize, scale: MmaScale) -> usize {
+    let per = match scale {
+        MmaScale::Unit => 2,
+        MmaScale::Weight => 1,
+    };
+    per * 8 * weights * batch.div_ceil(8)
 }
 
 /// Whether the tensor-core GEMV takes `batch` rows with `weights` weights (the limits
 /// [`MMA_MAX_BATCH`] and [`MMA_MAX_ACCUMULATORS`] `gemv_gptq_mma` refuses past): the default
 /// schedule's GEMV → GEMM switch.
-pub(in crate::lower) fn mma_takes(batch: usize, weights: usize) -> bool {
-    batch <= MMA_MAX_BATCH && mma_accumulators(weights, batch) <= MMA_MAX_ACCUMULATORS
+pub(in crate::lower) fn mma_takes(batch: usize, weights: usize, scale: MmaScale) -> bool {
+    batch <= MMA_MAX_BATCH && mma_accumulators(weights, batch, scale) <= MMA_MAX_ACCUMULATORS
 }
 
 /// Batch row `8j + quad`: lane quad `quad`'s B column of N tile `j`.
