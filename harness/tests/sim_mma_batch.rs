@@ -11,7 +11,7 @@ mod support;
 
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::ir::ScalarType;
-use wavefuse_codegen::lower::{Int4Dot, LowerError, Schedule, lower};
+use wavefuse_codegen::lower::{Int4Dot, LowerError, MmaScale, Schedule, lower};
 use wavefuse_codegen::lowered::{Block, Expr, Reg, Stmt};
 use wavefuse_codegen::sim::{FindingKind, PeerTable, tolerance};
 use wavefuse_harness::sim::{Prepared, SmallShapes, small_kernel, small_schedule, summary, sweep};
@@ -69,7 +69,8 @@ fn mmas(body: &Block) -> Vec<([Reg; 4], [Reg; 2])> {
 }
 
 /// The kernels that use the INT4 GEMV, at the TP they run here, and the batches each takes on
-/// the tensor cores (two weights keep twice the accumulators: up to batch 32).
+/// the tensor cores with the scale per unit (two weights keep twice the accumulators: up to batch 32;
+/// past it the default scales the weights instead, `mma_scale_on_the_weights_matches_the_reference_sm90`).
 fn cases() -> Vec<(KernelId, u32, Vec<usize>)> {
     let upto = |b: usize| BATCHES.iter().copied().filter(|&x| x <= b).collect();
     vec![
@@ -212,11 +213,12 @@ fn mma_staging_past_the_lds_is_refused_with_the_limit_sm90() {
 }
 
 /// Past what the tensor-core path holds, an override is refused with the limit: batch 65 (8 N
-/// tiles), two weights at batch 64 (256 accumulators per lane); and the default schedule does not
-/// pick it there.
+/// tiles), two weights at batch 40 and 64 with the scale per unit (160 and 256 accumulators per
+/// lane). The default does not pick the path at batch 65; for two weights past batch 32 it picks
+/// it with the scale on the weights (half the accumulators), which lowers.
 #[test]
 fn mma_past_its_limits_is_refused_with_the_limit_sm90() {
-    let force = "int4_dot=mma,words_per_iteration=4,k_unit_words=4,reduction=slices";
+    let force = "int4_dot=mma,words_per_iteration=4,k_unit_words=4,reduction=slices,mma_scale=unit";
     for (id, batch, needle) in [
         (KernelId::GemvInt4, 65, "batch <= 64 (not 65"),
         (
@@ -236,7 +238,16 @@ fn mma_past_its_limits_is_refused_with_the_limit_sm90() {
         };
         let ir = small_kernel(id, &shapes, &SMALL).expect("small kernel");
         let default = small_schedule(ARCH, &ir);
-        assert_ne!(default.int4_dot, Int4Dot::Mma, "{id} batch {batch}");
+        if batch > 64 {
+            assert_ne!(default.int4_dot, Int4Dot::Mma, "{id} batch {batch}");
+        } else {
+            assert_eq!(
+                (default.int4_dot, default.mma_scale),
+                (Int4Dot::Mma, MmaScale::Weight),
+                "{id} batch {batch}"
+            );
+            lower(&ir, ARCH, &default).expect("the default lowers");
+        }
         let s = default.with_overrides(force).expect("parses");
         match lower(&ir, ARCH, &s) {
             Err(LowerError::Schedule(m)) => assert!(m.contains(needle), "{m}"),

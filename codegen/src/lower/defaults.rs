@@ -196,11 +196,14 @@ fn target(arch: Arch, kernel: &Kernel) -> Schedule {
             let unit = [16, 8, 4]
                 .into_iter()
                 .find(|u| *u <= max_unit && group_words % u == 0);
-            match unit {
-                Some(unit)
-                    if arch.has_fp16_mma()
-                        && mma_takes(batch, gemv_count(kernel), MmaScale::Unit) =>
-                {
+            // The scale per unit (exact) where its accumulators fit; else, past what that holds
+            // (two weights past batch 32), the scale on the decoded weights, which needs half
+            // of them, rather than the FMA path (`MmaScale::Weight`: 2⁻¹¹ per weight).
+            let scale = [MmaScale::Unit, MmaScale::Weight]
+                .into_iter()
+                .find(|&sc| mma_takes(batch, gemv_count(kernel), sc));
+            match (unit, scale) {
+                (Some(unit), Some(mma_scale)) if arch.has_fp16_mma() => {
                     let mma = Schedule {
                         int4_dot: Int4Dot::Mma,
                         words_per_iteration: 4,
@@ -208,6 +211,7 @@ fn target(arch: Arch, kernel: &Kernel) -> Schedule {
                         threads_per_column: workgroup_size / 32,
                         k_unit_words: mma_unit(unit),
                         stream_weights: true,
+                        mma_scale,
                         ..fma
                     };
                     mma_split(arch, kernel, mma)

@@ -6,7 +6,7 @@
 //! order, what costs least: the sums' slices (the serial reduction: `slices − 1` more workgroup
 //! barriers, once per kernel, bit-identical results), then the staging (each lane packs its
 //! activations from global memory in the hot loop), then the width of its tile (more, smaller
-//! workgroups: for the INT4 GEMVs fewer words per lane). The first schedule that lowers is the default; it is
+//! workgroups: for the INT4 GEMVs fewer words per lane, on the tensor-core path fewer K warps). The first schedule that lowers is the default; it is
 //! a field of the schedule like any other, so what `emit` prints and a tuner or an override
 //! chooses is what runs. A schedule that lowers is never changed here: every kernel that lowered
 //! with the default before (all of them up to batch 8) keeps its code.
@@ -56,6 +56,14 @@ pub(super) fn fit_lds(t: &mut Trials<'_>, s: Schedule) -> Schedule {
         while next.words_per_iteration > 1 && next.columns_per_workgroup > 1 {
             next.columns_per_workgroup /= 2;
             next.words_per_iteration /= 2;
+            tries.push(next.clone());
+        }
+    } else if reads("int4_dot") && next.int4_dot == Int4Dot::Mma {
+        // The tensor-core path: half the K warps, the same columns (the sums halve: two
+        // weights at batch 64 keep 64 KiB of them with 4 K warps, 32 KiB with 2).
+        while next.threads_per_column > 1 {
+            next.threads_per_column /= 2;
+            next.workgroup_size /= 2;
             tries.push(next.clone());
         }
     }
