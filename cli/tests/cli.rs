@@ -64,27 +64,44 @@ fn emit_batch_changes_shapes() {
 }
 
 /// Above batch 8 the limit is the lowering's: the default lowers the INT4 GEMVs at batch 16 and
-/// 64 on both targets — on sm_90 `gemv_int4` as the tensor-core GEMM (issue 40), elsewhere at 64
-/// with the serial cross-slice reduction (`reduction = serial`, which the code says); a schedule
-/// asked for whose LDS does not fit one workgroup (every slice's sums, `reduction = slices`, at
-/// batch 64) is refused with the kernel, the batch, the limit and the largest batch that fits, as
-/// every lowering refusal is (exit 1).
+/// 64 on both targets — on sm_90 as the tensor-core GEMM (issue 40; two weights at 64 with the
+/// scale on the FP16 weights, which the code says), on gfx906 at 64 with the serial cross-slice
+/// reduction (`reduction = serial`, which the code says); a schedule asked for whose LDS does not
+/// fit one workgroup (every slice's sums, or 4 K warps' on the tensor cores, at batch 64) is
+/// refused with the kernel, the batch, the limit and the largest batch that fits, as every
+/// lowering refusal is (exit 1).
 #[test]
 fn emit_batch_above_8_lowers_or_is_refused_with_the_reason() {
     let o = wavefuse(&["emit", "gemv_int4", "--target", "sm90", "--batch", "64"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    for (target, refused) in [("gfx906", "gemv_int4"), ("sm90", "gemv_int4_dual_silu")] {
+    // gfx906: the serial reduction fits the sums (an override of every slice's sums does not);
+    // sm_90: the two-weight GEMV on the tensor cores with the scale on the FP16 weights and 2 K
+    // warps (4 K warps' sums do not fit).
+    for (target, refused, says, spec) in [
+        (
+            "gfx906",
+            "gemv_int4",
+            "(reduction = serial)",
+            "reduction=slices",
+        ),
+        (
+            "sm90",
+            "gemv_int4_dual_silu",
+            "times the scale in FP16",
+            "threads_per_column=4,workgroup_size=128",
+        ),
+    ] {
         let o = wavefuse(&["emit", "gemv_int4", "--target", target, "--batch", "16"]);
         assert!(o.status.success(), "{target}: {}", stderr(&o));
         let o = wavefuse(&["emit", refused, "--target", target, "--batch", "64"]);
         assert!(o.status.success(), "{target}: {}", stderr(&o));
         assert!(
-            stdout(&o).contains("(reduction = serial)"),
-            "{target}: no serial reduction"
+            stdout(&o).contains(says),
+            "{target}: `{says}` not in the code"
         );
         let o = Command::new(env!("CARGO_BIN_EXE_wavefuse"))
             .args(["emit", refused, "--target", target, "--batch", "64"])
-            .env("WAVEFUSE_SCHEDULE", "reduction=slices")
+            .env("WAVEFUSE_SCHEDULE", spec)
             .output()
             .expect("runs");
         assert_eq!(o.status.code(), Some(1), "{target}: {}", stderr(&o));

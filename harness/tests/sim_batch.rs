@@ -9,7 +9,7 @@
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::ir::Kernel;
 use wavefuse_codegen::ir::reference::RankInputs;
-use wavefuse_codegen::lower::{LowerError, Reduction, lower};
+use wavefuse_codegen::lower::{Int4Dot, LowerError, MmaScale, Reduction, lower};
 use wavefuse_codegen::lowered::Stmt;
 use wavefuse_codegen::sim::PeerTable;
 use wavefuse_harness::generate::{generate, generate_at};
@@ -154,28 +154,39 @@ fn fits_up_to(message: &str) -> usize {
     digits.parse().expect("a batch")
 }
 
-/// A schedule asked for that cannot fit stays a refusal naming the LDS limit: the cross-slice
-/// sums of every slice (`reduction = slices`) at batch 32 and 64, where the default reduces
-/// serially, through the policy as `emit` takes an override (`WAVEFUSE_SCHEDULE`). (On gfx906
-/// the two-weight GEMV: `gemv_int4`'s tiles of 32 rows at one column per lane fit the slices'
-/// sums, 48 KB; its default reduces serially for the occupancy, not the limit.)
+/// A schedule asked for that cannot fit stays a refusal naming the LDS limit, through the policy
+/// as `emit` takes an override (`WAVEFUSE_SCHEDULE`): on gfx906 the cross-slice sums of every
+/// slice (`reduction = slices`) at batch 32 and 64, where the default reduces serially (the
+/// two-weight GEMV: `gemv_int4`'s tiles of 32 rows at one column per lane fit the slices' sums,
+/// 48 KB; its default reduces serially for the occupancy, not the limit); on sm_90 the
+/// two-weight GEMV at batch 64 on the tensor cores with 4 K warps (64 KiB of sums), where the
+/// default halves them (`lds_fit.rs`; the tensor-core path has no serial reduction).
 #[test]
 fn an_override_whose_lds_does_not_fit_is_refused_with_the_reason() {
-    for (arch, id, batch) in [
-        (Arch::Gfx906, KernelId::GemvInt4DualSilu, 32),
-        (Arch::Gfx906, KernelId::GemvInt4DualSilu, 64),
-        // sm_90's `gemv_int4` takes batch 64 as the tensor-core GEMM (no cross-slice reduction
-        // to choose); the two-weight GEMV past batch 32 is on the FMA path.
-        (Arch::Sm90, KernelId::GemvInt4DualSilu, 64),
+    let slices = "reduction=slices";
+    let warps = "threads_per_column=4,workgroup_size=128";
+    for (arch, id, batch, spec) in [
+        (Arch::Gfx906, KernelId::GemvInt4DualSilu, 32, slices),
+        (Arch::Gfx906, KernelId::GemvInt4DualSilu, 64, slices),
+        (Arch::Sm90, KernelId::GemvInt4DualSilu, 64, warps),
     ] {
         let default = generate(id, arch, 1, batch).expect("the default lowers");
-        assert_eq!(default.schedule.reduction, Reduction::Serial, "{id}@{arch}");
+        if arch == Arch::Sm90 {
+            let s = &default.schedule;
+            assert_eq!(
+                (s.int4_dot, s.mma_scale, s.threads_per_column),
+                (Int4Dot::Mma, MmaScale::Weight, 2),
+                "{id}@{arch}"
+            );
+        } else {
+            assert_eq!(default.schedule.reduction, Reduction::Serial, "{id}@{arch}");
+        }
         let policy = SchedulePolicy::new(
             None,
             vec![Override {
                 origin: "WAVEFUSE_SCHEDULE".into(),
                 arch: None,
-                spec: "reduction=slices".into(),
+                spec: spec.into(),
             }],
         );
         let c = (1, batch, ShapeKind::Model);

@@ -6,7 +6,7 @@
 //! the co-residency fit ([`super::fit()`]).
 
 use wavefuse_ir::ops::Compression;
-use wavefuse_ir::{BufferType, Kernel, OpKind, WeightFormat};
+use wavefuse_ir::{BufferType, Kernel, OpKind, ScalarType, WeightFormat};
 
 use super::fit::{Trials, fits_coresident};
 use super::gemv::mma_takes;
@@ -198,9 +198,12 @@ fn target(arch: Arch, kernel: &Kernel) -> Schedule {
                 .find(|u| *u <= max_unit && group_words % u == 0);
             // The scale per unit (exact) where its accumulators fit; else, past what that holds
             // (two weights past batch 32), the scale on the decoded weights, which needs half
-            // of them, rather than the FMA path (`MmaScale::Weight`: 2⁻¹¹ per weight).
+            // of them, rather than the FMA path (`MmaScale::Weight`: 2⁻¹¹ per weight) — only
+            // where every output is FP16, whose rounding (and tolerance) it stays within; an
+            // FP32 output is held to f32 accuracy.
             let scale = [MmaScale::Unit, MmaScale::Weight]
                 .into_iter()
+                .filter(|&sc| sc == MmaScale::Unit || fp16_outputs(kernel))
                 .find(|&sc| mma_takes(batch, gemv_count(kernel), sc));
             match (unit, scale) {
                 (Some(unit), Some(mma_scale)) if arch.has_fp16_mma() => {
@@ -780,5 +783,15 @@ fn int8_block(kernel: &Kernel) -> Option<usize> {
             Compression::None => None,
         },
         _ => None,
+    })
+}
+
+/// Whether every output of `kernel` is an FP16 tensor.
+fn fp16_outputs(kernel: &Kernel) -> bool {
+    kernel.outputs().all(|b| {
+        matches!(
+            kernel.buffer(b).map(|d| &d.ty),
+            Some(BufferType::Tensor(t)) if t.dtype == ScalarType::F16
+        )
     })
 }
