@@ -292,13 +292,13 @@ def test_cuda_graph_replay_equals_eager(tiny_model):
 
 @pytest.mark.parametrize("tp", [1, 2])
 def test_wavefuse_paths_real_package(tp):
-    """The three paths on the real package's kernels (its simulator device on the CPU: every lane
+    """The paths on the real package's kernels (its simulator device on the CPU: every lane
     of the generated kernels executed, the TP ranks' allreduce through their flags) agree with
     the float32 reference on greedy tokens."""
     if importlib.util.find_spec("wavefuse") is None:
         pytest.skip("skipped: wavefuse package not installed")
     ref = greedy(ck.RandomSource(load_config("tiny"), 0).load(), "torch_f32", tp=tp, steps=8)
-    for path in ("torch_best", "wavefuse_unfused", "wavefuse_fused"):
+    for path in ("torch_best", "wavefuse_unfused", "wavefuse_fused", "wavefuse_fused_prenorm"):
         got = greedy(ck.RandomSource(load_config("tiny"), 0).load(), path, tp=tp, steps=8)
         assert torch.equal(got.tokens, ref.tokens), path
 
@@ -502,6 +502,11 @@ def test_profile_split_by_category_and_gap():
     assert p["busy_us"] == pytest.approx(15.0)
     assert p["gap_us"] == pytest.approx(5.0)
     assert p["kernels_per_step"] == 3
+    assert [(t["name"], t["us_per_step"], t["per_step"]) for t in p["top_kernels"]] == [
+        ("gemv_int4", 10.0, 1.0),
+        ("flash_fwd", 4.0, 1.0),
+        ("triton_red", 1.0, 1.0),
+    ]
 
 
 def test_f32_logits_names_how_close_each_path_is(tmp_path, fake_wavefuse):

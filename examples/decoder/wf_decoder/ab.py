@@ -499,12 +499,22 @@ def profile_split(kernels: list[tuple[str, float]], steps: int, step_us: float) 
     and the gap: the timed step (``step_us``, from the tok/s) minus the kernels' sum, which is
     launch and graph overhead plus idle time where the kernels ran back to back on one stream."""
     cats: dict[str, float] = {}
+    by_name: dict[str, list[float]] = {}
     for name, us in kernels:
         c = kernel_category(name)
         cats[c] = cats.get(c, 0.0) + us / steps
+        t = by_name.setdefault(name, [0.0, 0.0])
+        t[0] += us / steps
+        t[1] += 1 / steps
     busy = sum(cats.values())
+    top = sorted(by_name.items(), key=lambda kv: -kv[1][0])[:20]
     return {
         "us_per_step": dict(sorted(cats.items(), key=lambda kv: -kv[1])),
+        # The 20 kernels (by name) with the most device time: µs and launches per step.
+        "top_kernels": [
+            {"name": n[:160], "category": kernel_category(n), "us_per_step": t, "per_step": c}
+            for n, (t, c) in top
+        ],
         "kernels_per_step": len(kernels) / steps,
         "busy_us": busy,
         "step_us": step_us,

@@ -5,8 +5,14 @@ from __future__ import annotations
 
 from .base import Backend
 
-ALIASES = {"a": "torch_best", "b": "wavefuse_unfused", "c": "wavefuse_fused", "ref": "torch_f32"}
-PATHS = ("torch_best", "wavefuse_unfused", "wavefuse_fused", "torch_f32")
+ALIASES = {
+    "a": "torch_best",
+    "b": "wavefuse_unfused",
+    "c": "wavefuse_fused",
+    "c2": "wavefuse_fused_prenorm",
+    "ref": "torch_f32",
+}
+PATHS = ("torch_best", "wavefuse_unfused", "wavefuse_fused", "wavefuse_fused_prenorm", "torch_f32")
 
 
 def canonical(name: str) -> str:
@@ -41,9 +47,16 @@ def make_backend(
         from .torch_f32 import TorchF32Backend
 
         return TorchF32Backend(device, group)
-    from .wavefuse_backend import WavefuseFusedBackend, WavefuseUnfusedBackend
+    from .wavefuse_backend import (
+        WavefuseFusedBackend,
+        WavefusePrenormBackend,
+        WavefuseUnfusedBackend,
+    )
 
-    cls = WavefuseFusedBackend if name == "wavefuse_fused" else WavefuseUnfusedBackend
+    cls = {
+        "wavefuse_fused": WavefuseFusedBackend,
+        "wavefuse_fused_prenorm": WavefusePrenormBackend,
+    }.get(name, WavefuseUnfusedBackend)
     return cls(device, group, schedule=schedule, dump_ir=dump_ir)
 
 

@@ -250,3 +250,191 @@ class WavefuseFusedBackend(WavefuseUnfusedBackend):
             f"{self.name}: wavefuse gemv_int4_qkv, gemv_int4_dual_silu, "
             f"gemv_int4_allreduce_rmsnorm (O and down)"
         )
+
+
+class PendingNorm:
+    """``rmsnorm(x, w, eps)`` not computed yet: what :class:`WavefusePrenormBackend` hands the
+    decoder as a "normed" activation. Only that backend's consumers take it — ``qkv`` and
+    ``gate_up_silu`` apply the norm inside their GEMV kernel (each workgroup computes the row's
+    1/rms from ``x``), ``lm_head`` applies it first. ``shape`` is the activation's."""
+
+    __slots__ = ("x", "w", "eps")
+
+    def __init__(self, x: torch.Tensor, w: torch.Tensor, eps: float):
+        self.x, self.w, self.eps = x, w, eps
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.x.shape
+
+
+def _gptq_decl(name: str, w: GptqWeight, k: int, n: int, dist: str) -> str:
+    return (
+        f"input {name} : gptq<group={w.group_size}, zero={w.zero_point}, scale=f16>"
+        f"[k={k}, n={n}] {dist} @global index=local"
+    )
+
+
+def _eps(eps: float) -> str:
+    return repr(float(eps))
+
+
+def qkv_norm_ir(batch: int, w: GptqWeight, nq: int, nkv: int, eps: float) -> str:
+    """``.wfir`` of the pre-norm fused into the QKV GEMV: q | k | v = rmsnorm(x, norm_w) · W_qkv,
+    the norm's activation rounded to FP16 (as the unfused norm's output), one rounding per
+    output."""
+    h = w.k
+    return f"""kernel wf_qkv_norm(tp=1) {{
+    buf0 = input x : f16[{batch}, {h}] replicated @global index=local
+    buf1 = input norm_w : f16[{h}] replicated @global index=local
+    buf2 = {_gptq_decl("w_qkv", w, h, nq + 2 * nkv, "replicated")}
+    buf3 = output q : f16[{batch}, {nq}] replicated @global index=local
+    buf4 = output k : f16[{batch}, {nkv}] replicated @global index=local
+    buf5 = output v : f16[{batch}, {nkv}] replicated @global index=local
+    v0 = load buf0
+    v1 = load buf1
+    v2 = rmsnorm v0, v1, eps={_eps(eps)}
+    v3 = round_f16 v2
+    v4 = gemv.rep buf2, v3
+    v5 = slice v4, start=0, len={nq}
+    v6 = round_f16 v5
+    store v6, buf3
+    v7 = slice v4, start={nq}, len={nkv}
+    v8 = round_f16 v7
+    store v8, buf4
+    v9 = slice v4, start={nq + nkv}, len={nkv}
+    v10 = round_f16 v9
+    store v10, buf5
+}}
+"""
+
+
+def gate_up_norm_ir(batch: int, wg: GptqWeight, eps: float) -> str:
+    """``.wfir`` of the post-attention norm fused into gate/up and SiLU·mul: y =
+    silu(rmsnorm(x)·W_gate) · (rmsnorm(x)·W_up), one rounding at the end."""
+    h, n = wg.k, wg.n
+    return f"""kernel wf_gate_up_norm(tp=1) {{
+    buf0 = input x : f16[{batch}, {h}] replicated @global index=local
+    buf1 = input norm_w : f16[{h}] replicated @global index=local
+    buf2 = {_gptq_decl("w_gate", wg, h, n, "replicated")}
+    buf3 = {_gptq_decl("w_up", wg, h, n, "replicated")}
+    buf4 = output y : f16[{batch}, {n}] replicated @global index=local
+    v0 = load buf0
+    v1 = load buf1
+    v2 = rmsnorm v0, v1, eps={_eps(eps)}
+    v3 = round_f16 v2
+    v4 = gemv.rep buf2, v3
+    v5 = gemv.rep buf3, v3
+    v6 = silu v4
+    v7 = mul v6, v5
+    v8 = round_f16 v7
+    store v8, buf4
+}}
+"""
+
+
+def row_residual_ir(batch: int, w: GptqWeight, hidden: int, tp: int) -> str:
+    """``.wfir`` of a row-parallel GEMV with the allreduce (at TP > 1) and the residual add, no
+    norm: r' = round(Σ_ranks round(x·W) + r). Its outputs are per row, so no workgroup waits for
+    another at TP 1 (split-K's arrivals only): the kernel may start as a programmatic dependent."""
+    k = w.k
+    if tp == 1:
+        return f"""kernel wf_row_residual(tp=1) {{
+    buf0 = {_gptq_decl("w", w, k, hidden, "replicated")}
+    buf1 = input x : f16[{batch}, {k}] replicated @global index=local
+    buf2 = input residual : f16[{batch}, {hidden}] replicated @global index=local
+    buf3 = output residual_out : f16[{batch}, {hidden}] replicated @global index=local
+    v0 = load buf1
+    v1 = gemv.rep buf0, v0
+    v2 = round_f16 v1
+    v3 = load buf2
+    v4 = add v2, v3
+    v5 = round_f16 v4
+    store v5, buf3
+}}
+"""
+    return f"""kernel wf_row_residual(tp={tp}) {{
+    buf0 = {_gptq_decl("w", w, k, hidden, f"row_parallel(tp={tp})")}
+    buf1 = input x : f16[{batch}, {k}] col_parallel(tp={tp}) @global index=local
+    buf2 = input residual : f16[{batch}, {hidden}] replicated @global index=local
+    buf3 = output residual_out : f16[{batch}, {hidden}] replicated @global index=local
+    v0 = load buf1
+    v1 = gemv.row buf0, v0
+    v2 = round_f16 v1
+    v3 = allreduce v2, tp={tp}
+    v4 = load buf2
+    v5 = add v3, v4
+    v6 = round_f16 v5
+    store v6, buf3
+}}
+"""
+
+
+class WavefusePrenormBackend(WavefuseFusedBackend):
+    """Path (c) with the norms moved to their consumers: each RMSNorm is fused into the GEMV
+    that reads it (the input norm into QKV, the post-attention norm into gate/up, each
+    workgroup computing the row's 1/rms), and O and down end with the allreduce and the
+    residual add only. No kernel of a layer then has a grid barrier (at TP 1 none waits for
+    another workgroup), so each may be launched as a programmatic dependent of the one before
+    (DESIGN.md §5.7). The kernels are ``.wfir`` text built from the weights' shapes
+    (:func:`qkv_norm_ir`, :func:`gate_up_norm_ir`, :func:`row_residual_ir`)."""
+
+    name = "wavefuse_fused_prenorm"
+
+    def _ir_kernel(self, text: str, tp: int):
+        key = ("ir", text)
+        if key not in self._kernels:
+            if tp == 1:
+                place = {"device": self._dev}
+            elif self._wf_group is not None:
+                place = {"group": self._wf_group, "device": self._dev}
+            else:
+                place = {"devices": [self._dev] * tp}
+            self._kernels[key] = self.wf.kernel(text, schedule=self.schedule, **place)
+            if self._dump_ir is not None:
+                import hashlib
+                from pathlib import Path
+
+                d = Path(self._dump_ir)
+                d.mkdir(parents=True, exist_ok=True)
+                tag = hashlib.sha256(text.encode()).hexdigest()[:10]
+                head = text.split("(", 1)[0].split()[-1]
+                (d / f"{head}-tp{tp}-{tag}.wfir").write_text(text)
+        return self._kernels[key]
+
+    def rmsnorm(self, x, w, eps):
+        return PendingNorm(x, w, eps)
+
+    def qkv(self, x, wqkv):
+        if not isinstance(x, PendingNorm):
+            return super().qkv(x, wqkv)
+        w, nq, nkv = wqkv
+        k = self._ir_kernel(qkv_norm_ir(x.x.shape[0], w, nq, nkv, x.eps), 1)
+        return tuple(_outputs(k(**_gptq_args("w_qkv", [w]), x=x.x, norm_w=x.w)))
+
+    def gate_up_silu(self, x, wgu):
+        if not isinstance(x, PendingNorm):
+            return super().gate_up_silu(x, wgu)
+        wg, wu = wgu
+        k = self._ir_kernel(gate_up_norm_ir(x.x.shape[0], wg, x.eps), 1)
+        args = {**_gptq_args("w_gate", [wg]), **_gptq_args("w_up", [wu])}
+        return _outputs(k(**args, x=x.x, norm_w=x.w))[0]
+
+    def linear_row_allreduce_rmsnorm(self, xs, ws, residual, norm_w, eps):
+        xs, ws = list(xs), list(ws)
+        tp = self._row_tp(len(xs))
+        k = self._ir_kernel(row_residual_ir(residual.shape[0], ws[0], residual.shape[1], tp), tp)
+        r = _outputs(k(**_gptq_args("w", ws), x=_ranked(xs), residual=self._rep(residual, tp)))[0]
+        r = _rank0(r)
+        return r, PendingNorm(r, norm_w, eps)
+
+    def lm_head(self, x, shards):
+        if isinstance(x, PendingNorm):
+            x = WavefuseUnfusedBackend.rmsnorm(self, x.x, x.w, x.eps)
+        return super().lm_head(x, shards)
+
+    def describe(self) -> str:
+        return (
+            f"{self.name}: .wfir kernels — RMSNorm fused into QKV and into gate/up + SiLU·mul; "
+            f"O and down with the allreduce and residual add, no norm"
+        )
