@@ -328,32 +328,10 @@ fn dispatch(cli: Cli) -> ExitCode {
     }
 }
 
-/// The environment variables of explicit schedule overrides (`field=value,...`, see
-/// `Schedule::with_overrides`): `$WAVEFUSE_SCHEDULE` for every target, then
-/// `$WAVEFUSE_SCHEDULE_GFX906` / `_SM90` for one. Read here, at the edge, into the policy.
-const SCHEDULE_ENV: &str = "WAVEFUSE_SCHEDULE";
-
-/// The overrides the environment asks for, in the order they apply.
+/// The environment's schedule overrides (`$WAVEFUSE_SCHEDULE`, `_GFX906`, `_SM90`), read here,
+/// at the edge, into the policy ([`Override::from_env`]).
 fn env_overrides() -> Vec<Override> {
-    let mut out = Vec::new();
-    let vars = [(SCHEDULE_ENV.to_owned(), None)]
-        .into_iter()
-        .chain(Arch::ALL.into_iter().map(|a| {
-            (
-                format!("{SCHEDULE_ENV}_{}", a.to_string().to_uppercase()),
-                Some(a),
-            )
-        }));
-    for (var, arch) in vars {
-        if let Some(spec) = std::env::var_os(&var).filter(|v| !v.is_empty()) {
-            out.push(Override {
-                origin: format!("${var}"),
-                arch,
-                spec: spec.to_string_lossy().into_owned(),
-            });
-        }
-    }
-    out
+    Override::from_env()
 }
 
 /// The default policy with the environment's overrides (the commands without `--schedule`).

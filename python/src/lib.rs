@@ -22,7 +22,7 @@ use wavefuse_codegen::Arch;
 use wavefuse_codegen::abi::{AbiPurpose, AbiTy};
 use wavefuse_codegen::lowered::Ty;
 use wavefuse_codegen::sim::{Case, SimOptions, simulate_case};
-use wavefuse_harness::policy::{Placement, SchedulePolicy};
+use wavefuse_harness::policy::{Override, Placement, SchedulePolicy};
 use wavefuse_harness::suite::{self, CaseSpec, ShapeKind, UserKernel};
 use wavefuse_harness::tune::select::{ScheduleChoice, detect_device, tuned_for};
 use wavefuse_harness::{KernelId, Shapes};
@@ -420,6 +420,13 @@ impl Generated {
         self.g.abi.synchronises()
     }
 
+    /// Whether the kernel opens with the wait for the previous kernel of its stream, so it may be
+    /// launched as a programmatic dependent of it (the ABI's `dependent_launch`; CUDA only).
+    #[getter]
+    fn dependent_launch(&self) -> bool {
+        self.g.abi.dependent_launch
+    }
+
     /// The array arguments a caller binds, in ABI order: dicts with `name`, `buffer`, `part`,
     /// `role` (`input`/`output`), `dtype` (a torch dtype name), `abi_type`, `shape` (per rank),
     /// `align` (bytes) and `numel`.
@@ -656,7 +663,9 @@ fn generate(
         }
     };
     let tuned = tuned_for(choice, None, detect_device(arch)).map_err(gen_err)?;
-    let policy = SchedulePolicy::new(tuned, Vec::new());
+    // The environment's overrides (`$WAVEFUSE_SCHEDULE_SM90=field=value,...`), as the CLI reads
+    // them: the same kernel under the same environment from either.
+    let policy = SchedulePolicy::new(tuned, Override::from_env());
     let placement = match placement {
         "per_device" => Placement::PerDevice,
         // One rank: the same kernel either way; say per-device, as `wavefuse emit` does.
@@ -790,6 +799,7 @@ fn bind<D: Device + 'static>(
     ordinals: &[usize],
     cache: &Cache,
     local: Option<u32>,
+    dependent: bool,
 ) -> Result<Box<dyn Launcher>, String>
 where
     KernelInstance<'static, D>: Send + Sync,
@@ -827,7 +837,11 @@ where
     // SAFETY: the group is boxed and owned by the same `Bound`, which drops the instance first
     // and never moves or replaces the box while the instance lives.
     let group_ref: &'static RankGroup<D> = unsafe { &*(group.as_ref() as *const RankGroup<D>) };
-    let inst = KernelInstance::new(group_ref, &g.abi, &artifact).map_err(|e| e.to_string())?;
+    let mut inst = KernelInstance::new(group_ref, &g.abi, &artifact).map_err(|e| e.to_string())?;
+    // §5.7 across launches: only a kernel whose ABI says it waits for its stream predecessor.
+    if dependent && g.abi.dependent_launch {
+        inst.set_dependent_launch(true).map_err(|e| e.to_string())?;
+    }
     match local {
         // The other ranks run in other processes: only this rank's grid must fit.
         Some(me) => inst.check_coresidency_alone(me),
@@ -871,8 +885,13 @@ impl GpuKernel {
     /// With `local_rank`, this process drives that rank alone of a group of one process per
     /// rank (`ordinals`: this process's device, repeated): exchange `ipc_exports()` with the other
     /// processes and pass them all to `import_peers` before the first launch.
+    ///
+    /// With `dependent`, each launch is a programmatic dependent of the previous kernel of its
+    /// stream where the kernel's ABI allows it (it opens with the wait for that kernel); other
+    /// kernels stay in plain stream order.
     #[new]
-    #[pyo3(signature = (generated, ordinals, runtime="cuda", cache_dir=None, local_rank=None))]
+    #[pyo3(signature = (generated, ordinals, runtime="cuda", cache_dir=None, local_rank=None,
+        dependent=false))]
     fn new(
         py: Python<'_>,
         generated: &Generated,
@@ -880,6 +899,7 @@ impl GpuKernel {
         runtime: &str,
         cache_dir: Option<String>,
         local_rank: Option<u32>,
+        dependent: bool,
     ) -> PyResult<GpuKernel> {
         let cache = match cache_dir {
             Some(d) => Cache::at(d),
@@ -888,8 +908,8 @@ impl GpuKernel {
         let g = &generated.g;
         let inner = py
             .detach(|| match runtime {
-                "cuda" => bind::<CudaDevice>(g, &ordinals, &cache, local_rank),
-                "hip" => bind::<HipDevice>(g, &ordinals, &cache, local_rank),
+                "cuda" => bind::<CudaDevice>(g, &ordinals, &cache, local_rank, dependent),
+                "hip" => bind::<HipDevice>(g, &ordinals, &cache, local_rank, dependent),
                 other => Err(format!("unknown runtime {other:?}")),
             })
             .map_err(dev_err)?;

@@ -60,6 +60,8 @@ class Kernel:
     @property
     def synchronises(self) -> bool: ...
     @property
+    def dependent_launch(self) -> bool: ...
+    @property
     def op(self) -> Any:
         """`torch.ops.wavefuse.<name>_<n>.default`: functional, returns new outputs."""
     @property
@@ -101,6 +103,7 @@ def kernel(
     schedule: str = "default",
     cache_dir: Optional[str] = None,
     group: Optional[Group] = None,
+    launch: str = "stream",
     **shape: Any,
 ) -> Kernel:
     """Generates, compiles and binds a kernel; returns a callable registered as a custom op."""

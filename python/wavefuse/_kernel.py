@@ -146,6 +146,7 @@ def kernel(
     schedule: str = "default",
     cache_dir: Optional[str] = None,
     group: Optional["Group"] = None,
+    launch: str = "stream",
     **shape: Any,
 ) -> "Kernel":
     """Generates, compiles and binds a kernel; returns a callable `Kernel` registered as a
@@ -170,6 +171,12 @@ def kernel(
             this kernel, shape and device when there is one).
         cache_dir: the compile cache (default: the runtime's, `$WAVEFUSE_CACHE_DIR` or the user
             cache directory).
+        launch: `"stream"` (default: plain stream order) or `"dependent"`: on CUDA GPUs each
+            call is launched as a programmatic dependent of the previous kernel of the stream
+            where the kernel allows it (`Kernel.dependent_launch`: it opens with the wait for
+            that kernel), so its start overlaps that kernel's end — in a captured graph too.
+            Kernels whose workgroups wait for each other (grid barriers, flags) stay in stream
+            order. Ignored on the simulator and on ROCm (HIP has no such launch).
         group: a `wavefuse.Group` (`group_from_process_group`): one process per rank; the
             kernel is built for the group's size and a call takes this process's rank's tensors.
         **shape: per-rank sizes of a set kernel: `hidden`, `n`, `k`, `nq`, `nkv`, `group_size`
@@ -181,9 +188,12 @@ def kernel(
         GenerateError: the kernel cannot be generated as asked.
         DeviceError: no such device, or the compile / load / co-residency check failed.
     """
+    if launch not in ("stream", "dependent"):
+        raise GenerateError(f"launch={launch!r}: use 'stream' or 'dependent'")
     if group is not None:
         return _group_kernel(group, source, tp=tp, batch=batch, target=target, device=device,
                              devices=devices, config=config, schedule=schedule, cache_dir=cache_dir,
+                             launch=launch,
                              **shape)
     kind, text = _source_kind(source)
     if kind == "set":
@@ -240,6 +250,7 @@ def kernel(
                     [int(d.split(":")[1]) for d in devs],
                     runtime="hip" if _rocm() else "cuda",
                     cache_dir=cache_dir,
+                    dependent=launch == "dependent",
                 )
         except _native.DeviceError as e:
             raise DeviceError(str(e)) from None
@@ -373,6 +384,13 @@ class Kernel:
     def synchronises(self) -> bool:
         """Whether the kernel has a grid barrier or cross-rank flags."""
         return self._gen.synchronises
+
+    @property
+    def dependent_launch(self) -> bool:
+        """Whether the kernel opens with the wait for the previous kernel of its stream, so
+        `launch="dependent"` launches it as a programmatic dependent of that kernel (sm_90
+        kernels whose workgroups do not wait for each other)."""
+        return self._gen.dependent_launch
 
     @property
     def op(self) -> Any:
@@ -775,7 +793,8 @@ def _keep_current_device() -> Any:
 
 
 def _group_gpu_kernel(group: "Group", source: Any, dev: str, *, batch: Optional[int], target: Optional[str],
-                      config: Any, schedule: str, cache_dir: Optional[str], **shape: Any) -> "Kernel":
+                      config: Any, schedule: str, cache_dir: Optional[str], launch: str = "stream",
+                      **shape: Any) -> "Kernel":
     """One rank per process on GPUs: this process builds the group's kernel for its rank, exports
     the IPC handles of its peer arrays (flags, payloads), gathers every rank's through the process
     group and maps them (DESIGN.md §10). Collective: every step's success is agreed on by all
@@ -804,7 +823,7 @@ def _group_gpu_kernel(group: "Group", source: Any, dev: str, *, batch: Optional[
         with _keep_current_device():
             native = _native.GpuKernel(gen, [int(dev.split(":")[1])] * group.size,
                                        runtime="hip" if _rocm() else "cuda", cache_dir=cache_dir,
-                                       local_rank=group.rank)
+                                       local_rank=group.rank, dependent=launch == "dependent")
             exports = [(i, bytes(h)) for i, h in native.ipc_exports()]
     except _native.DeviceError as e:
         err = str(e)

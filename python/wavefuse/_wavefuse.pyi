@@ -33,6 +33,9 @@ class Generated:
     @property
     def synchronises(self) -> bool:
         """Whether the kernel has a grid barrier or cross-rank flags."""
+    @property
+    def dependent_launch(self) -> bool:
+        """Whether the kernel opens with the wait for its stream predecessor (CUDA)."""
     def args(self) -> List[Dict[str, object]]:
         """The array arguments in ABI order: name, buffer, part, role, dtype, abi_type, shape,
         align, numel."""
@@ -74,6 +77,7 @@ class GpuKernel:
         runtime: str = "cuda",
         cache_dir: Optional[str] = None,
         local_rank: Optional[int] = None,
+        dependent: bool = False,
     ) -> None: ...
     def ipc_exports(self) -> List[Tuple[int, bytes]]:
         """This process's rank's IPC handles of its peer arrays."""

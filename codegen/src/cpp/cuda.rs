@@ -62,6 +62,18 @@ impl KernelAttrs for CudaDialect {
              asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n",
         ))
     }
+
+    fn stream_wait_then_signal(&self) -> Option<&'static str> {
+        Some(Self::STREAM_WAIT_THEN_SIGNAL)
+    }
+}
+
+impl CudaDialect {
+    /// [`Dialect::stream_wait_then_signal`]'s text.
+    const STREAM_WAIT_THEN_SIGNAL: &'static str = "// §5.7 across launches: the L2 prefetches above read no value; nothing is read or written before the previous kernel of this stream has completed.\n\
+         asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n\
+         // Stream order (docs/synchronisation.md): the next kernel of the stream may be scheduled now; its workgroups that find a free slot prefetch their weights while this one runs.\n\
+         asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n";
 }
 
 impl Builtins for CudaDialect {

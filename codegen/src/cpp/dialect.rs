@@ -64,6 +64,13 @@ pub trait KernelAttrs {
     fn stream_order(&self) -> Option<(&'static str, &'static str)> {
         None
     }
+
+    /// [`Stmt::StreamWait`](crate::lowered::Stmt::StreamWait): the wait for the previous kernel
+    /// of the stream, then at once the signal that the next one may be scheduled. `None` where
+    /// the target has no such launch.
+    fn stream_wait_then_signal(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// Hardware indices, the workgroup barrier, and the pause inside a spin loop.

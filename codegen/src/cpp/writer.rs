@@ -200,7 +200,10 @@ impl<'k, D: Dialect> Writer<'k, D> {
     /// the first ones (before any declaration initialises or any memory is touched) and the last
     /// ones (after every statement of the body: generated kernels never return early, §5.8).
     fn stream_order(&self) -> Result<(String, String), Error> {
-        if !self.k.stream_order_prologue() {
+        // With a `Stmt::StreamWait` in the body, the wait and the signal are there.
+        if !self.k.stream_order_prologue()
+            || self.k.body.iter().any(|s| matches!(s, Stmt::StreamWait))
+        {
             return Ok((String::new(), String::new()));
         }
         let Some((open, close)) = self.d.stream_order() else {
@@ -344,6 +347,18 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 Ok(())
             }
             Stmt::PrefetchL2 { mem } => self.prefetch_l2(mem, lvl),
+            Stmt::StreamWait => {
+                let Some(text) = self.d.stream_wait_then_signal() else {
+                    return Err(Error::Unsupported(format!(
+                        "{}: no programmatic dependent launch",
+                        self.k.arch
+                    )));
+                };
+                for l in text.lines() {
+                    self.line(lvl, l);
+                }
+                Ok(())
+            }
         }
     }
 
@@ -635,8 +650,11 @@ fn count_block(block: &Block, n: &mut SecondaryMap<Reg, u32>) {
                 count_mem(flag, n);
                 count_expr(cond, n);
             }
-            Stmt::WorkgroupBarrier | Stmt::Fence { .. } | Stmt::Comment(_) | Stmt::SchedBarrier => {
-            }
+            Stmt::WorkgroupBarrier
+            | Stmt::Fence { .. }
+            | Stmt::Comment(_)
+            | Stmt::SchedBarrier
+            | Stmt::StreamWait => {}
         }
     }
 }

@@ -154,6 +154,7 @@ fn target(arch: Arch, kernel: &Kernel) -> Schedule {
         max_grid: 0,
         materialise_prologue: false,
         prefetch_next_stage: false,
+        prefetch_before_wait: false,
         x_phase_units: 0,
         min_resident_per_cu: 0,
         reduction: Reduction::Slices,

@@ -162,6 +162,7 @@ pub use schedule::{
     MAX_K_UNIT_WORDS, MAX_PIPELINE_DEPTH, MmaDecode, MmaScale, NibbleDecode, Reduction, Schedule,
     assumed_waves_per_simd, batch_of, prologue_input_bytes,
 };
+pub use stages::PREFETCH_BEFORE_WAIT_BYTES;
 
 use thiserror::Error;
 use wavefuse_ir::{Kernel, ValidationError};
@@ -246,6 +247,10 @@ pub fn lower_structured(
         }
         _ => stages::lower_stages(kernel, &stages, arch, schedule)?,
     };
+    let mut k = k;
+    if schedule.prefetch_before_wait && arch.has_l2_prefetch() && k.stream_order_prologue() {
+        stages::prefetch_before_wait(&mut k);
+    }
     limits::check_lowered_arrays(&k)?;
     validate(&k)?;
     Ok(k)

@@ -228,6 +228,22 @@ pub struct Schedule {
     /// false.
     #[serde(default)]
     pub prefetch_next_stage: bool,
+    /// sm_90, a kernel that opens with the stream-order prologue
+    /// ([`LoweredKernel::stream_order_prologue`](crate::lowered::LoweredKernel::stream_order_prologue):
+    /// its workgroups do not wait for each other): before `griddepcontrol.wait` every workgroup
+    /// asks the L2 cache for its share of the kernel's packed GEMV weights
+    /// ([`Stmt::PrefetchL2`](crate::lowered::Stmt::PrefetchL2) over the `qweight`, `scales`
+    /// and `qzeros` arrays, split evenly over the grid's lanes, at most
+    /// [`PREFETCH_BEFORE_WAIT_BYTES`](crate::lower::PREFETCH_BEFORE_WAIT_BYTES)), and it lets
+    /// its stream successor be scheduled right after that wait instead of at its end. Launched
+    /// as a programmatic dependent, a kernel's workgroups that find a free SM slot while their
+    /// predecessor streams its own weights fetch theirs meanwhile: a hint that reads no value
+    /// and orders nothing (no invariant of §5 rests on it; the wait still comes before any
+    /// access that reads a value). Launched in stream order it only reads ahead. gfx906 has
+    /// neither instruction: no effect there; nor on a kernel without the prologue. Absent in
+    /// stored schedules: false.
+    #[serde(default)]
+    pub prefetch_before_wait: bool,
     /// The gfx906 dot2 path with `x_in_lds`: the workgroup's K part of the activations is staged
     /// in phases of this many units (`batch · units · k_unit_words · 16` bytes of LDS), each
     /// behind two workgroup barriers, instead of at once — so a part whose activations exceed
@@ -501,9 +517,16 @@ impl Schedule {
             out.push("x_phase_units");
         }
         let stages = super::stages::stage_kernels(kernel, self.materialise_prologue);
-        if stages.is_ok_and(|s| s.len() < 2) {
+        let single = stages.is_ok_and(|s| s.len() < 2);
+        if single {
             out.push("max_grid");
             out.push("prefetch_next_stage");
+        }
+        // The stream-order prologue: one stage, no exchange (a kernel that waits across
+        // workgroups has none), packed weights to prefetch.
+        if !single || exchange || !matches!(gemv_format(kernel), Some(f) if f != WeightFormat::F16)
+        {
+            out.push("prefetch_before_wait");
         }
         out
     }

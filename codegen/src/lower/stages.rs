@@ -464,7 +464,7 @@ pub(super) fn lower_stages(
     let mut ahead: Vec<Vec<Stmt>> = parts
         .iter()
         .skip(1)
-        .map(|next| prefetch(&mut k, &next.weights, grid, s.workgroup_size as usize))
+        .map(|next| prefetch(&mut k, &next.weights, grid, s.workgroup_size as usize, 1.0))
         .collect();
     ahead.push(Vec::new());
     k.body = parts
@@ -479,28 +479,76 @@ pub(super) fn lower_stages(
 /// Bytes of one L2 line (sm_90: 128-byte lines, requested in 32-byte sectors).
 const L2_LINE: usize = 128;
 
-/// [`Stmt::PrefetchL2`] of every line of `arrays`, the lines split evenly over the `grid ·
-/// workgroup` lanes (lane `g` of the grid takes lines `g, g + grid · workgroup, …`): a hint that
-/// reads no value and orders nothing, so it needs no synchronisation and no invariant of §5
-/// (DESIGN.md). Emitted in front of a grid barrier, by every workgroup, outside any guard or
-/// stage loop: the next stage's weights do not depend on the barrier, so their DRAM reads can
-/// overlap the wait for the slowest workgroup of the stage before.
-fn prefetch(k: &mut LoweredKernel, arrays: &[Param], grid: usize, workgroup: usize) -> Vec<Stmt> {
+/// Most bytes of its packed weights a kernel asks the L2 cache for before its stream-order wait
+/// ([`Schedule::prefetch_before_wait`](crate::lower::Schedule::prefetch_before_wait)): half of
+/// an H100's 50 MB L2, so the lines fetched ahead are not evicted by the predecessor's own
+/// stream before they are read. Larger weights: the first lines of each array, in this share.
+pub const PREFETCH_BEFORE_WAIT_BYTES: usize = 24 << 20;
+
+/// With [`Schedule::prefetch_before_wait`](crate::lower::Schedule::prefetch_before_wait), on a
+/// kernel with the stream-order prologue: the L2 prefetch of its packed GEMV weights (at most
+/// [`PREFETCH_BEFORE_WAIT_BYTES`]) and then the [`Stmt::StreamWait`], in front of its body.
+pub(super) fn prefetch_before_wait(k: &mut LoweredKernel) {
+    let arrays: Vec<Param> = k
+        .params
+        .iter()
+        .filter(|(_, d)| {
+            matches!(d.kind, ParamKind::Array { .. })
+                && d.data_array()
+                    .is_some_and(|a| matches!(a.part, "qweight" | "scales" | "qzeros"))
+        })
+        .map(|(p, _)| p)
+        .collect();
+    let bytes: usize = arrays
+        .iter()
+        .filter_map(|&p| k.params[p].data_array().map(|a| a.len * a.elem.bytes()))
+        .sum();
+    if bytes == 0 {
+        return;
+    }
+    let share = (PREFETCH_BEFORE_WAIT_BYTES as f64 / bytes as f64).min(1.0);
+    let (grid, workgroup) = (k.grid as usize, k.workgroup_size as usize);
+    let mut head = prefetch(k, &arrays, grid, workgroup, share);
+    head.push(Stmt::StreamWait);
+    k.body.splice(0..0, head);
+}
+
+/// [`Stmt::PrefetchL2`] of the first `share` of the lines of each of `arrays` (1.0: every
+/// line), the lines split evenly over the `grid · workgroup` lanes (lane `g` of the grid takes
+/// lines `g, g + grid · workgroup, …`): a hint that reads no value and orders nothing, so it
+/// needs no synchronisation and no invariant of §5 (DESIGN.md). Emitted by every workgroup,
+/// outside any guard or stage loop: in front of a grid barrier for the next stage's weights,
+/// which do not depend on the barrier, so their DRAM reads can overlap the wait for the slowest
+/// workgroup of the stage before; and in front of the stream-order wait
+/// ([`prefetch_before_wait`]).
+fn prefetch(
+    k: &mut LoweredKernel,
+    arrays: &[Param],
+    grid: usize,
+    workgroup: usize,
+    share: f64,
+) -> Vec<Stmt> {
     let mut out = Vec::new();
     for &p in arrays {
         let ParamKind::Array { elem, len, .. } = k.params[p].kind else {
             continue;
         };
         let per_line = (L2_LINE / elem.bytes()).max(1);
-        let lines = len.div_ceil(per_line);
+        let all = len.div_ceil(per_line);
+        let lines = ((all as f64 * share).ceil() as usize).clamp(1, all);
         let line = k.reg(Ty::U32, "line");
         let lane = add(
             mul(sp(Special::WorkgroupId), u(workgroup)),
             sp(Special::LocalId),
         );
         let name = k.params[p].name.clone();
+        let what = if share < 1.0 {
+            format!("the first {lines} of the {all} lines")
+        } else {
+            format!("{lines} lines")
+        };
         out.push(comment(format!(
-            "the next GEMV stage's `{name}` into L2 before the barrier ({lines} lines of {L2_LINE} bytes over the grid's lanes; a hint: no value, no ordering)"
+            "`{name}` into L2 ahead of its reads ({what} of {L2_LINE} bytes over the grid's lanes; a hint: no value, no ordering)"
         )));
         out.push(for_loop(
             line,

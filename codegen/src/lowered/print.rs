@@ -231,6 +231,7 @@ fn stmts(out: &mut String, block: &[Stmt], depth: usize) {
             ),
             Stmt::Comment(c) => format!("// {c}"),
             Stmt::SchedBarrier => "sched_barrier".to_owned(),
+            Stmt::StreamWait => "stream_wait".to_owned(),
         };
         let _ = writeln!(out, "{pad}{line}");
     }

@@ -169,6 +169,14 @@ pub enum Stmt {
         /// An element of the line.
         mem: MemRef,
     },
+    /// Where a kernel with [`Schedule::prefetch_before_wait`](crate::lower::Schedule::prefetch_before_wait)
+    /// waits for its stream predecessor and then lets its own successor be scheduled (sm_90:
+    /// `griddepcontrol.wait; griddepcontrol.launch_dependents;`), instead of the writer's
+    /// default prologue (the wait first, the signal last). §5.7 across launches: nothing before
+    /// it reads or writes a value — the validator admits it once, at the top level of the body,
+    /// after L2 prefetches only (and the loops and index arithmetic around them). The simulator,
+    /// the HIP writer and the LLVM back end have no stream predecessor to wait for: nothing.
+    StreamWait,
     /// `for (var = start; var < end; var += step) body` (u32).
     For {
         /// Induction register.

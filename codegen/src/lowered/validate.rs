@@ -268,6 +268,11 @@ pub enum LoweredError {
     /// A launch shape the target cannot run.
     #[error("launch shape: {0}")]
     Shape(String),
+    /// A [`Stmt::StreamWait`] out of place: more than one, below the top level, in a kernel
+    /// without the stream-order prologue, or after a statement that is not an L2 prefetch
+    /// (§5.7 across launches: nothing may read or write a value before the wait).
+    #[error("stream wait: {0}")]
+    StreamWait(String),
 }
 
 /// Validate a lowered kernel (see the module docs for the rules) and return what was learnt of
@@ -275,6 +280,7 @@ pub enum LoweredError {
 pub fn validate(k: &LoweredKernel) -> Result<LoweredInfo, LoweredError> {
     check_shape(k)?;
     check_params(k)?;
+    check_stream_wait(k)?;
     let bytes = k.lds_bytes();
     if bytes > k.arch.max_lds_per_workgroup() as usize {
         return Err(LoweredError::LdsTooLarge {
@@ -291,6 +297,56 @@ pub fn validate(k: &LoweredKernel) -> Result<LoweredInfo, LoweredError> {
     };
     cx.block(&k.body, Uni::Uniform, &Nest::default(), Step::Body)?;
     Ok(LoweredInfo::with_uniformity(k, &cx.uni))
+}
+
+/// [`Stmt::StreamWait`]: at most once, at the top level, in a kernel with the stream-order
+/// prologue, after hints only: L2 prefetches, the loops that run them and their index
+/// arithmetic (register assignments), comments.
+fn check_stream_wait(k: &LoweredKernel) -> Result<(), LoweredError> {
+    fn count(block: &[Stmt]) -> usize {
+        block
+            .iter()
+            .map(|s| match s {
+                Stmt::StreamWait => 1,
+                Stmt::For { body, .. } => count(body),
+                Stmt::If {
+                    then_body,
+                    else_body,
+                    ..
+                } => count(then_body) + count(else_body),
+                _ => 0,
+            })
+            .sum()
+    }
+    fn hint_only(s: &Stmt) -> bool {
+        match s {
+            Stmt::PrefetchL2 { .. } | Stmt::Assign { .. } | Stmt::Comment(_) => true,
+            Stmt::For { body, .. } => body.iter().all(hint_only),
+            _ => false,
+        }
+    }
+    let bad = |what: &str| Err(LoweredError::StreamWait(what.to_owned()));
+    let total = count(&k.body);
+    if total == 0 {
+        return Ok(());
+    }
+    if total > 1 {
+        return bad(&format!("{total} in one kernel (at most one)"));
+    }
+    if !k.stream_order_prologue() {
+        return bad(
+            "in a kernel without the stream-order prologue (its workgroups wait for each other, or the target has no dependent launch)",
+        );
+    }
+    let Some(at) = k.body.iter().position(|s| matches!(s, Stmt::StreamWait)) else {
+        return bad("below the top level of the body");
+    };
+    if let Some(i) = k.body[..at].iter().position(|s| !hint_only(s)) {
+        return bad(&format!(
+            "statement {i} before it is not an L2 prefetch (a value read or written before the wait for the stream predecessor)"
+        ));
+    }
+    Ok(())
 }
 
 fn check_shape(k: &LoweredKernel) -> Result<(), LoweredError> {
@@ -623,7 +679,7 @@ impl Checker<'_> {
             self.stmt(s, ctx, nest, after_barrier)?;
             self.path.0.pop();
             match s {
-                Stmt::Comment(_) | Stmt::SchedBarrier => {}
+                Stmt::Comment(_) | Stmt::SchedBarrier | Stmt::StreamWait => {}
                 Stmt::WorkgroupBarrier => after_barrier = true,
                 _ => after_barrier = false,
             }
@@ -827,7 +883,7 @@ impl Checker<'_> {
                 ordering,
                 ..
             } => self.atomic(*dst, *op, mem, value.as_ref(), *ordering, nest),
-            Stmt::Fence { .. } | Stmt::Comment(_) | Stmt::SchedBarrier => Ok(()),
+            Stmt::Fence { .. } | Stmt::Comment(_) | Stmt::SchedBarrier | Stmt::StreamWait => Ok(()),
             Stmt::WaitGe {
                 mem,
                 target,

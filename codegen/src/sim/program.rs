@@ -431,7 +431,7 @@ impl Compiler<'_> {
             | Stmt::WaitFlagPerLane { .. } => {
                 return Err(SimError::NotExpanded(text));
             }
-            Stmt::Comment(_) | Stmt::SchedBarrier => {}
+            Stmt::Comment(_) | Stmt::SchedBarrier | Stmt::StreamWait => {}
             // A cache hint: no value, no access, nothing to order (the validator checked it
             // addresses an element of one of the rank's arrays).
             Stmt::PrefetchL2 { mem } => {
@@ -815,6 +815,7 @@ pub(super) fn show_stmt(s: &Stmt) -> String {
         ),
         Stmt::Comment(c) => format!("// {c}"),
         Stmt::SchedBarrier => "sched_barrier".into(),
+        Stmt::StreamWait => "stream_wait".into(),
         Stmt::PrefetchL2 { mem } => format!("prefetch.l2 {}", show_mem(mem)),
     }
 }

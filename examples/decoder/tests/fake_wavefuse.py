@@ -55,11 +55,13 @@ def kernel(
     device: str | None = None,
     devices=None,
     schedule: str = "default",
+    launch: str = "stream",
     **shape,
 ):
     """The kernel ``name`` built for these shapes, as a callable of its inputs by name."""
     assert set(shape) == SHAPES[name], f"{name}: shape parameters {sorted(shape)}"
     assert schedule in ("default", "tuned"), schedule
+    assert launch in ("stream", "dependent"), launch
     schedules.append(schedule)
     assert (device is None) != (devices is None), "device= at TP 1, devices= above"
     assert devices is None or len(devices) == tp

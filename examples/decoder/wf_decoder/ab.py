@@ -360,6 +360,7 @@ def _ab_one(args, cfg, sm, paths, tp, batch, device, group, dev_name, bw, skippe
                 compile=args.compile,
                 schedule=args.schedule,
                 dump_ir=args.dump_ir,
+                launch=args.launch,
             )
         except (ImportError, NotImplementedError) as e:
             if p not in skipped:
@@ -750,6 +751,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default="default",
         help="the wavefuse paths' schedules: the target's default, or the tuned-schedule store's "
         "entry per kernel where there is one (docs/python.md)",
+    )
+    ap.add_argument(
+        "--launch",
+        choices=["stream", "dependent"],
+        default="stream",
+        help="the wavefuse paths' launches: plain stream order, or each kernel that allows it as "
+        "a programmatic dependent of the previous kernel (wavefuse.kernel(launch=...), "
+        "docs/python.md)",
     )
     ap.add_argument(
         "--dump-ir",

@@ -226,7 +226,9 @@ impl<'c, 'k> Emitter<'c, 'k> {
                 "grid barrier or flag not expanded; run lowered::expand::expand_sync first",
             )),
             // A cache hint with no AMDGPU instruction (gfx906 has no prefetch): nothing.
-            Stmt::Comment(_) | Stmt::SchedBarrier | Stmt::PrefetchL2 { .. } => Ok(()),
+            Stmt::Comment(_) | Stmt::SchedBarrier | Stmt::StreamWait | Stmt::PrefetchL2 { .. } => {
+                Ok(())
+            }
         }
     }
 

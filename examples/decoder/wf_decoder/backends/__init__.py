@@ -33,11 +33,12 @@ def make_backend(
     compile: bool | None = None,
     schedule: str = "default",
     dump_ir=None,
+    launch: str = "stream",
 ) -> Backend:
     """A backend for path ``name`` on ``device`` (ImportError for a wavefuse path without the
     package); ``compile`` applies to torch_best (default: on CUDA only); ``schedule``
-    (``"default"`` | ``"tuned"``) and ``dump_ir`` (a folder: each kernel's ``.wfir`` written there
-    when it is built) to the wavefuse paths."""
+    (``"default"`` | ``"tuned"``), ``dump_ir`` (a folder: each kernel's ``.wfir`` written there
+    when it is built) and ``launch`` (``"stream"`` | ``"dependent"``) to the wavefuse paths."""
     name = canonical(name)
     if name == "torch_best":
         from .torch_best import TorchBestBackend
@@ -57,7 +58,7 @@ def make_backend(
         "wavefuse_fused": WavefuseFusedBackend,
         "wavefuse_fused_prenorm": WavefusePrenormBackend,
     }.get(name, WavefuseUnfusedBackend)
-    return cls(device, group, schedule=schedule, dump_ir=dump_ir)
+    return cls(device, group, schedule=schedule, dump_ir=dump_ir, launch=launch)
 
 
 __all__ = ["Backend", "PATHS", "canonical", "make_backend"]

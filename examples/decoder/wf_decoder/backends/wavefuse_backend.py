@@ -91,8 +91,13 @@ class WavefuseUnfusedBackend(Backend):
     name = "wavefuse_unfused"
     dtype = torch.float16
 
-    def __init__(self, device="cpu", group=None, schedule: str = "default", dump_ir=None):
+    def __init__(
+        self, device="cpu", group=None, schedule: str = "default", dump_ir=None, launch="stream"
+    ):
         super().__init__(device, group)
+        # "dependent": each kernel that opens with the wait for its stream predecessor is launched
+        # as a programmatic dependent of it (wavefuse.kernel(launch=...)).
+        self.launch = launch
         self.wf = import_wavefuse()
         self._kernels: dict[tuple, Any] = {}
         # "tuned": each kernel's entry in the tuned-schedule store where there is one (a kernel
@@ -143,7 +148,9 @@ class WavefuseUnfusedBackend(Backend):
                 place = {"group": self._wf_group, "device": self._dev}
             else:
                 place = {"devices": [self._dev] * tp}
-            k = self.wf.kernel(name, tp=tp, batch=batch, schedule=self.schedule, **place, **shape)
+            k = self.wf.kernel(
+                name, tp=tp, batch=batch, schedule=self.schedule, launch=self.launch, **place, **shape
+            )
             self._kernels[key] = k
             if self._dump_ir is not None:
                 import hashlib
@@ -390,7 +397,9 @@ class WavefusePrenormBackend(WavefuseFusedBackend):
                 place = {"group": self._wf_group, "device": self._dev}
             else:
                 place = {"devices": [self._dev] * tp}
-            self._kernels[key] = self.wf.kernel(text, schedule=self.schedule, **place)
+            self._kernels[key] = self.wf.kernel(
+                text, schedule=self.schedule, launch=self.launch, **place
+            )
             if self._dump_ir is not None:
                 import hashlib
                 from pathlib import Path
