@@ -247,10 +247,6 @@ pub fn lower_structured(
         }
         _ => stages::lower_stages(kernel, &stages, arch, schedule)?,
     };
-    let mut k = k;
-    if schedule.prefetch_before_wait && arch.has_l2_prefetch() && k.stream_order_prologue() {
-        stages::prefetch_before_wait(&mut k);
-    }
     limits::check_lowered_arrays(&k)?;
     validate(&k)?;
     Ok(k)
@@ -296,6 +292,11 @@ pub(crate) fn lower_validated(
 ) -> Result<(LoweredKernel, LoweredInfo), LowerError> {
     let mut k = lower_structured(kernel, arch, schedule)?;
     expand_sync(&mut k);
+    // After the expansion: whether the kernel's workgroups wait for each other (its grid
+    // barriers' co-residency) is known only then.
+    if schedule.prefetch_before_wait && arch.has_l2_prefetch() && k.stream_order_prologue() {
+        stages::prefetch_before_wait(&mut k);
+    }
     let info = validate(&k)?;
     Ok((k, info))
 }
