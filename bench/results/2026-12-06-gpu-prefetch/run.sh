@@ -9,7 +9,7 @@
 #   dependent+pf      dependent launches, the weights' L2 prefetch before the wait, the signal after it
 #   stream+pf         stream order with the prefetch (read-ahead only)
 # Usage, repository root, carry/ holding the binary, COMMIT and the extension:
-#   bash bench/results/2026-12-06-gpu-prefetch/run.sh
+#   [VARIANTS="stream dependent-pf"] bash bench/results/2026-12-06-gpu-prefetch/run.sh
 source bench/device-prelude.sh
 T0=$(date +%s)
 el() { echo $(($(date +%s) - T0)); }
@@ -27,9 +27,14 @@ run() { # name, env spec, args...
   grep -E "^\| [0-9]+ \| [0-9]+ \| (torch|wave)" "$R/$n/ab.md" | cut -c1-200 | tee -a "$OUT/summary.txt"
   tail -2 "$R/$n.log" >> "$OUT/summary.txt"
 }
-run stream "" --launch stream
-run dependent "" --launch dependent
-run dependent-pf "prefetch_before_wait=true" --launch dependent
-run stream-pf "prefetch_before_wait=true" --launch stream
+# VARIANTS (default: all four) names which processes run, in order.
+for v in ${VARIANTS:-stream dependent dependent-pf stream-pf}; do
+  case $v in
+    stream) run stream "" --launch stream ;;
+    dependent) run dependent "" --launch dependent ;;
+    dependent-pf) run dependent-pf "prefetch_before_wait=true" --launch dependent ;;
+    stream-pf) run stream-pf "prefetch_before_wait=true" --launch stream ;;
+  esac
+done
 tar -C "$R" -czf "$OUT/all.tgz" .
 cp -r "$OUT"/. "$FINAL"/
