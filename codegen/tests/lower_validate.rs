@@ -756,3 +756,101 @@ fn invalid_mma_in_a_64_lane_wave() {
         }
     ));
 }
+
+/// `Stmt::StreamWait` (`Schedule::prefetch_before_wait`): accepted once, at the top level, after
+/// L2 prefetches, in an sm_90 kernel whose workgroups do not wait for each other. Refused after a
+/// load (a value read before the wait for the stream predecessor: §5.7 across launches), twice,
+/// inside a loop, and in a kernel without the stream-order prologue (gfx906, or a grid barrier's
+/// co-residency).
+#[test]
+fn invalid_stream_wait_out_of_place() {
+    let kernel = |body: Vec<Stmt>, dependent: bool| {
+        let mut k = LoweredKernel::new("k", Arch::Sm90, 1, 128, 4);
+        k.dependent_launch = dependent;
+        let w = array(
+            &mut k,
+            "w_qweight",
+            Ty::U32,
+            1024,
+            Access::Read,
+            Purpose::Data {
+                buffer: "w".into(),
+                part: "qweight",
+            },
+        );
+        let y = array(&mut k, "y", Ty::U32, 512, Access::Write, data("y"));
+        let v = k.reg(Ty::U32, "v");
+        let line = k.reg(Ty::U32, "line");
+        let prefetch = Stmt::For {
+            var: line,
+            start: local_id(),
+            end: Expr::u32(32),
+            step: Expr::u32(128),
+            body: vec![Stmt::PrefetchL2 {
+                mem: at(w, Expr::bin(BinOp::Mul, Expr::Reg(line), Expr::u32(32))),
+            }],
+        };
+        let load = Stmt::Load {
+            dst: vec![v],
+            mem: at(w, local_id()),
+        };
+        let store = Stmt::Store {
+            mem: at(y, local_id()),
+            values: vec![Expr::Reg(v)],
+        };
+        (k, body_of(body, prefetch, load, store))
+    };
+    // Which statements, in order: p = the prefetch loop, w = the wait, l = a load, s = a store.
+    fn body_of(order: Vec<Stmt>, p: Stmt, l: Stmt, s: Stmt) -> Vec<Stmt> {
+        order
+            .into_iter()
+            .map(|st| match st {
+                Stmt::Comment(c) if c == "p" => p.clone(),
+                Stmt::Comment(c) if c == "l" => l.clone(),
+                Stmt::Comment(c) if c == "s" => s.clone(),
+                other => other,
+            })
+            .collect()
+    }
+    let c = |s: &str| Stmt::Comment(s.into());
+    let check = |order: Vec<Stmt>, dependent: bool| {
+        let (mut k, body) = kernel(order, dependent);
+        k.body = body;
+        validate(&k)
+    };
+    // Accepted: prefetches, the wait, then the work.
+    check(vec![c("p"), Stmt::StreamWait, c("l"), c("s")], true).unwrap();
+    // A load before the wait.
+    let e = check(vec![c("p"), c("l"), Stmt::StreamWait, c("s")], true);
+    assert!(
+        matches!(&e, Err(LoweredError::StreamWait(m)) if m.contains("not an L2 prefetch")),
+        "{e:?}"
+    );
+    // Twice.
+    let e = check(vec![Stmt::StreamWait, c("l"), Stmt::StreamWait, c("s")], true);
+    assert!(
+        matches!(&e, Err(LoweredError::StreamWait(m)) if m.contains("2 in one kernel")),
+        "{e:?}"
+    );
+    // Inside a loop.
+    let (mut k, body) = kernel(vec![c("l"), c("s")], true);
+    let r = k.reg(Ty::U32, "i");
+    k.body = vec![Stmt::For {
+        var: r,
+        start: Expr::u32(0),
+        end: Expr::u32(1),
+        step: Expr::u32(1),
+        body: [vec![Stmt::StreamWait], body].concat(),
+    }];
+    let e = validate(&k);
+    assert!(
+        matches!(&e, Err(LoweredError::StreamWait(m)) if m.contains("below the top level")),
+        "{e:?}"
+    );
+    // Without the stream-order prologue (a target without dependent launches).
+    let e = check(vec![c("p"), Stmt::StreamWait, c("l"), c("s")], false);
+    assert!(
+        matches!(&e, Err(LoweredError::StreamWait(m)) if m.contains("without the stream-order prologue")),
+        "{e:?}"
+    );
+}

@@ -106,6 +106,7 @@ def test_gpu_tensor_for_the_simulator(gemv, args):
         (lambda: wavefuse.kernel("gemv_int4", device="sim", bogus=3), "bogus"),
         (lambda: wavefuse.kernel("gemv_int4", device="tpu"), "device='tpu'"),
         (lambda: wavefuse.kernel("gemv_int4", device="sim", schedule="fast"), "schedule"),
+        (lambda: wavefuse.kernel("gemv_int4", device="sim", launch="eager"), "launch='eager'"),
         (lambda: wavefuse.kernel("kernel k(tp=1) {\n oops\n}", device="sim"), "<text>"),
     ],
 )

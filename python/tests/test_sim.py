@@ -224,6 +224,28 @@ def test_model_shapes_by_default():
     assert shapes["x"] == (1, 17408 // 4) and shapes["residual_out"] == (1, 5120)
 
 
+def test_schedule_overrides_from_the_environment(monkeypatch):
+    """`$WAVEFUSE_SCHEDULE_SM90` reaches the package's kernels as it reaches the CLI's:
+    `prefetch_before_wait` puts the weights' L2 prefetch before the stream-order wait of the
+    CUDA source; without it the wait opens the kernel. `launch="dependent"` is accepted (the
+    simulator has no stream predecessor), and the kernel says whether it may be so launched."""
+    shape = dict(device="sim", target="sm90", hidden=128, n=64)
+    monkeypatch.delenv("WAVEFUSE_SCHEDULE", raising=False)
+    monkeypatch.delenv("WAVEFUSE_SCHEDULE_SM90", raising=False)
+    plain = wavefuse.kernel("gemv_int4", **shape)
+    assert plain.dependent_launch
+    assert "prefetch.global.L2" not in plain.source
+    monkeypatch.setenv("WAVEFUSE_SCHEDULE_SM90", "prefetch_before_wait=true")
+    k = wavefuse.kernel("gemv_int4", launch="dependent", **shape)
+    s = k.source
+    assert s.index("prefetch.global.L2") < s.index("griddepcontrol.wait") < s.index(
+        "griddepcontrol.launch_dependents"
+    )
+    # A kernel whose workgroups wait for each other (the RMSNorm's grid barrier) has neither.
+    norm = wavefuse.kernel("allreduce_residual_rmsnorm", device="sim", target="sm90", tp=2, hidden=128)
+    assert not norm.dependent_launch and "griddepcontrol" not in norm.source
+
+
 def test_schedule_tuned_is_accepted():
     k = wavefuse.kernel("gemv_int4", device="sim", hidden=128, n=64, schedule="tuned")
     assert k.name == "gemv_int4"

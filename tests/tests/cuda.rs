@@ -206,6 +206,99 @@ fn sm90_kernels_without_cross_workgroup_waits_wait_for_their_stream_predecessor_
     }
 }
 
+/// `prefetch_before_wait` (issue 37): on every sm_90 kernel of the set with the stream-order
+/// prologue, what comes before `griddepcontrol.wait` is L2 prefetches of the kernel's own packed
+/// weights only (no load, store or atomic: §5.7 across launches), the signal to the successor
+/// follows the wait at once and does not close the kernel; the prefetches cover the `qweight`
+/// (the kernel's weights, at most `PREFETCH_BEFORE_WAIT_BYTES`). A kernel with a grid barrier or
+/// flags keeps no prologue and gets no prefetch; gfx906 has neither (the field has no effect).
+/// The validator's refusals of a misplaced wait are in codegen's unit tests.
+#[test]
+fn prefetch_before_wait_puts_only_l2_prefetches_before_the_stream_wait_sm90() {
+    use wavefuse_harness::policy::{Override, Placement, SchedulePolicy};
+    let policy = SchedulePolicy::new(
+        None,
+        vec![Override {
+            origin: "test".into(),
+            arch: None,
+            spec: "prefetch_before_wait=true".into(),
+        }],
+    );
+    let (mut with, mut without) = (0, 0);
+    for id in KernelId::ALL {
+        for tp in [1, 4] {
+            let name = format!("{id}@tp{tp}");
+            let g = generate::generate_with(id, ARCH, tp, 1, &policy, Placement::PerDevice)
+                .expect("generates");
+            let text = &g.source.text;
+            if !g.lowered.stream_order_prologue() {
+                assert!(!text.contains("griddepcontrol"), "{name}");
+                assert!(!text.contains("prefetch.global.L2"), "{name}");
+                without += 1;
+                continue;
+            }
+            let packed = g.lowered.params.values().any(|p| {
+                p.data_array()
+                    .is_some_and(|a| matches!(a.part, "qweight" | "scales" | "qzeros"))
+            });
+            let body = &text[text.find("\n{\n").expect("a body") + 3..];
+            let code: Vec<&str> = body
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with("//"))
+                .collect();
+            let wait = code
+                .iter()
+                .position(|l| l.contains("griddepcontrol.wait"))
+                .unwrap_or_else(|| panic!("{name}: no wait"));
+            assert_eq!(text.matches("griddepcontrol.wait").count(), 1, "{name}");
+            if !packed {
+                // Nothing to prefetch: the default prologue, the wait first and the signal last.
+                assert_eq!(wait, 0, "{name}");
+                assert!(!text.contains("prefetch.global.L2"), "{name}");
+                continue;
+            }
+            with += 1;
+            assert!(
+                code[wait + 1].contains("griddepcontrol.launch_dependents"),
+                "{name}: the signal does not follow the wait"
+            );
+            assert_eq!(
+                text.matches("griddepcontrol.launch_dependents").count(),
+                1,
+                "{name}"
+            );
+            let before = &code[..wait];
+            assert!(
+                before.iter().any(|l| l.contains("prefetch.global.L2")
+                    && l.contains("qweight")),
+                "{name}: no prefetch of the weights before the wait"
+            );
+            for l in before {
+                // The writer's declarations: LDS arrays and registers set to their type's zero.
+                let declaration = l.starts_with("alignas(16) __shared__")
+                    || [" = 0;", " = 0u;", " = 0.0f;", " = false;", " = {};"]
+                        .iter()
+                        .any(|z| l.ends_with(z));
+                let hint = l.starts_with("for (unsigned line_")
+                    || l.starts_with("asm volatile(\"prefetch.global.L2")
+                    || *l == "}";
+                assert!(
+                    declaration || hint,
+                    "{name}: `{l}` before the wait for the stream predecessor"
+                );
+            }
+        }
+    }
+    // The INT4 GEMVs at TP 1 and 4; the exchanging kernels and a grid-barrier TP 1 kernel have none.
+    assert!(with >= 6 && without >= 4, "{with} with, {without} without");
+    for id in KernelId::ALL {
+        let g = generate::generate_with(id, Arch::Gfx906, 1, 1, &policy, Placement::PerDevice)
+            .expect("generates");
+        assert!(!g.source.text.contains("griddepcontrol"), "{id}@gfx906");
+    }
+}
+
 /// The GEMV → GEMM switch (issue #40 item 2): past batch 8 the default schedule keeps the
 /// tensor-core INT4 GEMV, the batch as `ceil(batch / 8)` N tiles. nvcc compiles `gemv_int4` at
 /// 5120 → 17408 (TP 1) at batch 9 to 64, and the fused kernels at batch 16, with the resource

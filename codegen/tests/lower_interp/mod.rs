@@ -570,6 +570,7 @@ impl<'k> Machine<'k> {
             | Stmt::Fence { .. }
             | Stmt::Comment(_)
             | Stmt::SchedBarrier
+            | Stmt::StreamWait
             | Stmt::PrefetchL2 { .. } => {}
             Stmt::Atomic {
                 dst,
