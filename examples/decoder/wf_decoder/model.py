@@ -117,11 +117,26 @@ def rope_qkv(q, k, v, cos, sin, heads: int, kv_heads: int, head_dim: int, dtype:
     )
 
 
+def rope_qkv_cache(
+    q, k, v, k_cache, v_cache, pos, cos, sin, heads: int, kv_heads: int, head_dim: int
+) -> torch.Tensor:
+    """:func:`rope_qkv`, then K and V written into the caches [B, kv_heads, max_seq, head_dim]
+    at position ``pos`` (a 0-d int64 tensor): the rotated Q [B, heads, head_dim] is returned.
+    Under torch.compile the rotation, the casts and both cache writes are one fused kernel that
+    writes the caches in place (the glue every path shares)."""
+    q, k, v = rope_qkv(q, k, v, cos, sin, heads, kv_heads, head_dim, k_cache.dtype)
+    k_cache.index_copy_(2, pos.view(1), k.unsqueeze(2))
+    v_cache.index_copy_(2, pos.view(1), v.unsqueeze(2))
+    return q
+
+
 class Decoder:
     """The decoder of one path: a :class:`ShardedModel` with its weights converted by ``backend``,
     a static KV cache for ``batch`` sequences of up to ``max_seq`` positions. ``compile_glue``
     (default: on CUDA) fuses the RoPE of Q and K and the casts into the cache's dtype with
-    torch.compile: glue every path runs the same way, kept from costing ~6 launches a layer."""
+    torch.compile, with the KV cache writes: glue every path runs the same way, kept from costing
+    ~6 launches a layer; the attention mask is made once per step, additive in the cache's dtype
+    (SDPA would convert a boolean one in every layer)."""
 
     def __init__(
         self,
@@ -164,7 +179,9 @@ class Decoder:
         if compile_glue is None:
             compile_glue = dev.type == "cuda"
         self._rope = (
-            torch.compile(rope_qkv, fullgraph=True, dynamic=False) if compile_glue else rope_qkv
+            torch.compile(rope_qkv_cache, fullgraph=True, dynamic=False)
+            if compile_glue
+            else rope_qkv_cache
         )
 
     def reset(self) -> None:
@@ -176,11 +193,9 @@ class Decoder:
         cfg, b, B = self.cfg, self.backend, x.shape[0]
         hd = cfg.head_dim
         kc, vc = self.k_cache[i][r], self.v_cache[i][r]
-        q, k, v = self._rope(
-            *b.qkv(x, self.layers[i][r]["qkv"]), cos, sin, self.nq, self.nkv, hd, kc.dtype
+        q = self._rope(
+            *b.qkv(x, self.layers[i][r]["qkv"]), kc, vc, pos, cos, sin, self.nq, self.nkv, hd
         )
-        kc.index_copy_(2, pos.view(1), k.unsqueeze(2))
-        vc.index_copy_(2, pos.view(1), v.unsqueeze(2))
         o = F.scaled_dot_product_attention(
             q.unsqueeze(2), kc, vc, attn_mask=mask, enable_gqa=self.nq != self.nkv
         )
@@ -195,7 +210,10 @@ class Decoder:
         b, eps = self.backend, self.cfg.rms_norm_eps
         cos = self.cos.index_select(0, pos.view(1))
         sin = self.sin.index_select(0, pos.view(1))
-        mask = (self.positions <= pos).view(1, 1, 1, -1)
+        # Additive, in the attention's dtype: 0 up to `pos`, -inf after (SDPA turns a boolean mask
+        # into this itself, in every layer).
+        dt = self.k_cache[0].dtype
+        mask = torch.where(self.positions > pos, float("-inf"), 0.0).to(dt).view(1, 1, 1, -1)
         residual = F.embedding(tokens, self.embed)
         normed = b.rmsnorm(residual, self.norms[0][0], eps)
         ranks = range(len(self.sm.ranks))
