@@ -8,6 +8,7 @@
 #   dependent         programmatic dependent launches, nothing before the wait
 #   dependent+pf      dependent launches, the weights' L2 prefetch before the wait, the signal after it
 #   stream+pf         stream order with the prefetch (read-ahead only)
+#   old-glue          the decoder before its glue change (carry/old/), stream order
 # Usage, repository root, carry/ holding the binary, COMMIT and the extension:
 #   [VARIANTS="stream dependent-pf"] bash bench/results/2026-12-06-gpu-prefetch/run.sh
 source bench/device-prelude.sh
@@ -31,6 +32,9 @@ run() { # name, env spec, args...
 for v in ${VARIANTS:-stream dependent dependent-pf stream-pf}; do
   case $v in
     stream) run stream "" --launch stream ;;
+    # The decoder of ef16eab (before the glue change: RoPE, then two index_copy_, a boolean mask),
+    # copied into carry/old/: the glue's control, the same kernels.
+    old-glue) PYTHONPATH=$PWD/python:$PWD/carry/old/examples/decoder run old-glue "" --launch stream ;;
     dependent) run dependent "" --launch dependent ;;
     dependent-pf) run dependent-pf "prefetch_before_wait=true" --launch dependent ;;
     stream-pf) run stream-pf "prefetch_before_wait=true" --launch stream ;;
