@@ -827,7 +827,10 @@ fn invalid_stream_wait_out_of_place() {
         "{e:?}"
     );
     // Twice.
-    let e = check(vec![Stmt::StreamWait, c("l"), Stmt::StreamWait, c("s")], true);
+    let e = check(
+        vec![Stmt::StreamWait, c("l"), Stmt::StreamWait, c("s")],
+        true,
+    );
     assert!(
         matches!(&e, Err(LoweredError::StreamWait(m)) if m.contains("2 in one kernel")),
         "{e:?}"

@@ -270,8 +270,9 @@ fn prefetch_before_wait_puts_only_l2_prefetches_before_the_stream_wait_sm90() {
             );
             let before = &code[..wait];
             assert!(
-                before.iter().any(|l| l.contains("prefetch.global.L2")
-                    && l.contains("qweight")),
+                before
+                    .iter()
+                    .any(|l| l.contains("prefetch.global.L2") && l.contains("qweight")),
                 "{name}: no prefetch of the weights before the wait"
             );
             for l in before {
