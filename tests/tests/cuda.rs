@@ -300,6 +300,60 @@ fn prefetch_before_wait_puts_only_l2_prefetches_before_the_stream_wait_sm90() {
     }
 }
 
+/// A row-parallel GEMV with the allreduce and the residual add and no RMSNorm (the decoder's
+/// `wf_row_residual`, a user's `.wfir`): flags but no grid barrier. Its ranks' workgroups wait for
+/// each other's flags, so all ranks' grids must be resident at once where they share a device, as
+/// the runtime requires of every launch that synchronises (§5.9). The fit once counted grid
+/// barriers only and left it at 4 × 512 workgroups on one H100 (1188 fit: the binding refused
+/// it, 2026-12-06-gpu-prenorm); now the same-device placement shrinks it to fit, and one rank per
+/// device keeps the default grid.
+#[test]
+fn a_flags_only_gemv_kernel_is_fitted_for_ranks_on_one_device() {
+    use wavefuse_codegen::lowered::Occupancy;
+    use wavefuse_harness::policy::{Placement, SchedulePolicy};
+    let text = "kernel wf_row_residual(tp=4) {
+    buf0 = input w : gptq<group=128, zero=v1, scale=f16>[k=1024, n=4096] row_parallel(tp=4) @global index=local
+    buf1 = input x : f16[1, 1024] col_parallel(tp=4) @global index=local
+    buf2 = input residual : f16[1, 4096] replicated @global index=local
+    buf3 = output residual_out : f16[1, 4096] replicated @global index=local
+    v0 = load buf1
+    v1 = gemv.row buf0, v0
+    v2 = round_f16 v1
+    v3 = allreduce v2, tp=4
+    v4 = load buf2
+    v5 = add v3, v4
+    v6 = round_f16 v5
+    store v6, buf3
+}
+";
+    let ir = wavefuse::ir::parse_named(text, "wf_row_residual.wfir").expect("parses");
+    let path = std::path::Path::new("wf_row_residual.wfir");
+    for arch in [Arch::Sm90, Arch::Gfx906] {
+        let gen = |placement| {
+            generate::generate_file_kernel(path, &ir, arch, &SchedulePolicy::default(), placement)
+                .unwrap_or_else(|e| panic!("{arch}: {e}"))
+        };
+        let (alone, shared) = (gen(Placement::PerDevice), gen(Placement::SameDevice));
+        for (g, ranks) in [(&alone, 1), (&shared, 4)] {
+            let k = &g.lowered;
+            assert!(k.coresidency.is_none() && k.waits_across_workgroups(), "{arch}");
+            assert!(g.abi.synchronises(), "{arch}");
+            k.coresident(ranks, Occupancy::HardwareMax)
+                .unwrap_or_else(|e| panic!("{arch}, {ranks} ranks per device: {e}"));
+        }
+        // Four ranks on one H100: the default grid does not fit, the fitted one is smaller.
+        if arch == Arch::Sm90 {
+            assert!(shared.lowered.grid < alone.lowered.grid, "{arch}");
+            assert!(
+                alone.lowered.coresident(4, Occupancy::HardwareMax).is_err(),
+                "{arch}: the default grid ({}) would fit 4 ranks on one device already; \
+                 the test no longer tells the fit's shrinking apart",
+                alone.lowered.grid
+            );
+        }
+    }
+}
+
 /// The GEMV → GEMM switch (issue #40 item 2): past batch 8 the default schedule keeps the
 /// tensor-core INT4 GEMV, the batch as `ceil(batch / 8)` N tiles. nvcc compiles `gemv_int4` at
 /// 5120 → 17408 (TP 1) at batch 9 to 64, and the fused kernels at batch 16, with the resource

@@ -399,26 +399,31 @@ impl LoweredKernel {
     }
 
     /// Whether the grids of `ranks_per_device` ranks of this kernel fit on one device at once
-    /// at `occupancy` (always, for a kernel without a grid barrier): the compile-time half of
-    /// the co-residency rule (DESIGN.md §5.9), from [`Arch::resident_workgroups_per_cu`]; the
-    /// runtime asks the driver before launch.
+    /// at `occupancy` (always, for a kernel whose workgroups do not wait for each other or for
+    /// other ranks): the compile-time half of the co-residency rule (DESIGN.md §5.9), from
+    /// [`Arch::resident_workgroups_per_cu`]; the runtime asks the driver before launch. A kernel
+    /// with flags and no grid barrier needs it too — its workgroups wait for other ranks', which
+    /// on one device wait for SM slots its own may hold — as the runtime requires of every
+    /// launch whose ABI synchronises.
     pub fn coresident(
         &self,
         ranks_per_device: u32,
         occupancy: Occupancy,
     ) -> Result<(), NotCoResident> {
-        let Some(c) = &self.coresidency else {
-            return Ok(());
+        let workgroups = match &self.coresidency {
+            Some(c) => c.workgroups,
+            None if self.waits_across_workgroups() => self.grid,
+            None => return Ok(()),
         };
         let (per_cu, cus) = self.resident_per_cu(occupancy);
         let lds = u32::try_from(self.lds_bytes()).unwrap_or(u32::MAX);
-        if u64::from(ranks_per_device) * u64::from(c.workgroups) <= u64::from(cus * per_cu) {
+        if u64::from(ranks_per_device) * u64::from(workgroups) <= u64::from(cus * per_cu) {
             return Ok(());
         }
         Err(NotCoResident {
             kernel: self.name.clone(),
             arch: self.arch,
-            workgroups: c.workgroups,
+            workgroups,
             ranks_per_device,
             workgroup_size: self.workgroup_size,
             lds_bytes: lds,
