@@ -329,9 +329,9 @@ fn dispatch(cli: Cli) -> ExitCode {
 }
 
 /// The environment's schedule overrides (`$WAVEFUSE_SCHEDULE`, `_GFX906`, `_SM90`), read here,
-/// at the edge, into the policy ([`Override::from_env`]).
+/// at the edge, into the policy ([`Override::from_vars`]).
 fn env_overrides() -> Vec<Override> {
-    Override::from_env()
+    Override::from_vars(|v| std::env::var_os(v))
 }
 
 /// The default policy with the environment's overrides (the commands without `--schedule`).

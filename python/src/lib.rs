@@ -665,7 +665,7 @@ fn generate(
     let tuned = tuned_for(choice, None, detect_device(arch)).map_err(gen_err)?;
     // The environment's overrides (`$WAVEFUSE_SCHEDULE_SM90=field=value,...`), as the CLI reads
     // them: the same kernel under the same environment from either.
-    let policy = SchedulePolicy::new(tuned, Override::from_env());
+    let policy = SchedulePolicy::new(tuned, Override::from_vars(|v| std::env::var_os(v)));
     let placement = match placement {
         "per_device" => Placement::PerDevice,
         // One rank: the same kernel either way; say per-device, as `wavefuse emit` does.
