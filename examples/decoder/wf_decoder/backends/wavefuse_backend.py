@@ -139,18 +139,20 @@ class WavefuseUnfusedBackend(Backend):
         """A replicated input: this process's tensor, or the same tensor for every rank held."""
         return t if self._wf_group is not None else _replicated(t, tp)
 
-    def _kernel(self, name: str, tp: int, batch: int, **shape):
-        key = (name, tp, batch, tuple(sorted(shape.items())))
+    def _place(self, tp: int) -> dict:
+        """Where a kernel of ``tp`` ranks runs: this device, the process group, or every rank on
+        this device."""
+        if tp == 1:
+            return {"device": self._dev}
+        if self._wf_group is not None:
+            return {"group": self._wf_group, "device": self._dev}
+        return {"devices": [self._dev] * tp}
+
+    def _built(self, key, label: str, build):
+        """The kernel under ``key``, built once with ``build()``; its ``.wfir`` written as
+        ``<label>-<hash>.wfir`` into ``dump_ir`` when given."""
         if key not in self._kernels:
-            if tp == 1:
-                place = {"device": self._dev}
-            elif self._wf_group is not None:
-                place = {"group": self._wf_group, "device": self._dev}
-            else:
-                place = {"devices": [self._dev] * tp}
-            k = self.wf.kernel(
-                name, tp=tp, batch=batch, schedule=self.schedule, launch=self.launch, **place, **shape
-            )
+            k = build()
             self._kernels[key] = k
             if self._dump_ir is not None:
                 import hashlib
@@ -159,8 +161,23 @@ class WavefuseUnfusedBackend(Backend):
                 d = Path(self._dump_ir)
                 d.mkdir(parents=True, exist_ok=True)
                 tag = hashlib.sha256(k.ir.encode()).hexdigest()[:10]
-                (d / f"{name}-tp{tp}-b{batch}-{tag}.wfir").write_text(k.ir)
+                (d / f"{label}-{tag}.wfir").write_text(k.ir)
         return self._kernels[key]
+
+    def _kernel(self, name: str, tp: int, batch: int, **shape):
+        return self._built(
+            (name, tp, batch, tuple(sorted(shape.items()))),
+            f"{name}-tp{tp}-b{batch}",
+            lambda: self.wf.kernel(
+                name,
+                tp=tp,
+                batch=batch,
+                schedule=self.schedule,
+                launch=self.launch,
+                **self._place(tp),
+                **shape,
+            ),
+        )
 
     @staticmethod
     def _quant(w: GptqWeight) -> dict:
@@ -389,27 +406,14 @@ class WavefusePrenormBackend(WavefuseFusedBackend):
     name = "wavefuse_fused_prenorm"
 
     def _ir_kernel(self, text: str, tp: int):
-        key = ("ir", text)
-        if key not in self._kernels:
-            if tp == 1:
-                place = {"device": self._dev}
-            elif self._wf_group is not None:
-                place = {"group": self._wf_group, "device": self._dev}
-            else:
-                place = {"devices": [self._dev] * tp}
-            self._kernels[key] = self.wf.kernel(
-                text, schedule=self.schedule, launch=self.launch, **place
-            )
-            if self._dump_ir is not None:
-                import hashlib
-                from pathlib import Path
-
-                d = Path(self._dump_ir)
-                d.mkdir(parents=True, exist_ok=True)
-                tag = hashlib.sha256(text.encode()).hexdigest()[:10]
-                head = text.split("(", 1)[0].split()[-1]
-                (d / f"{head}-tp{tp}-{tag}.wfir").write_text(text)
-        return self._kernels[key]
+        head = text.split("(", 1)[0].split()[-1]
+        return self._built(
+            ("ir", text),
+            f"{head}-tp{tp}",
+            lambda: self.wf.kernel(
+                text, schedule=self.schedule, launch=self.launch, **self._place(tp)
+            ),
+        )
 
     def rmsnorm(self, x, w, eps):
         return PendingNorm(x, w, eps)
