@@ -593,8 +593,8 @@ pub fn fits_coresident_for(
 /// [`fits_coresident`] at most `waves` waves per SIMD (what the compiler is assumed to give the
 /// kernel: [`assumed_waves_per_simd`]).
 fn fits_at(k: &LoweredKernel, arch: Arch, ranks_per_device: u32, waves: u32) -> bool {
-    // A grid barrier, or flags: the runtime requires every such launch co-resident (§5.9).
-    !k.waits_across_workgroups()
+    // A grid barrier, or flags where ranks share the device (§5.9; `LoweredKernel::coresident`).
+    (k.coresidency.is_none() && (ranks_per_device == 1 || !k.waits_across_workgroups()))
         || ranks_per_device * k.grid
             <= arch.compute_units()
                 * resident_per_cu(k.workgroup_size)

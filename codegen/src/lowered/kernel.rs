@@ -402,9 +402,11 @@ impl LoweredKernel {
     /// at `occupancy` (always, for a kernel whose workgroups do not wait for each other or for
     /// other ranks): the compile-time half of the co-residency rule (DESIGN.md §5.9), from
     /// [`Arch::resident_workgroups_per_cu`]; the runtime asks the driver before launch. A kernel
-    /// with flags and no grid barrier needs it too — its workgroups wait for other ranks', which
-    /// on one device wait for SM slots its own may hold — as the runtime requires of every
-    /// launch whose ABI synchronises.
+    /// with flags and no grid barrier needs it too where several ranks share the device — its
+    /// workgroups wait for other ranks', which there wait for slots its own may hold. With one
+    /// rank per device a rank's flag waits are on other devices' workgroups, and this check
+    /// leaves such a kernel alone (the runtime, stricter, asks it of every launch whose ABI
+    /// synchronises).
     pub fn coresident(
         &self,
         ranks_per_device: u32,
@@ -412,7 +414,7 @@ impl LoweredKernel {
     ) -> Result<(), NotCoResident> {
         let workgroups = match &self.coresidency {
             Some(c) => c.workgroups,
-            None if self.waits_across_workgroups() => self.grid,
+            None if ranks_per_device > 1 && self.waits_across_workgroups() => self.grid,
             None => return Ok(()),
         };
         let (per_cu, cus) = self.resident_per_cu(occupancy);
