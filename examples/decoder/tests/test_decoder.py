@@ -557,6 +557,37 @@ def test_gate_against_the_f32_model(tmp_path, fake_wavefuse):
     assert "baseline, not gated" in md and "cos min vs FP32" in md
 
 
+def test_f32_reference_dequantises_per_call_where_its_weights_do_not_fit(monkeypatch, tiny_model):
+    """The FP32 reference with its weights dequantised per call (``lazy``) gives the same logits
+    as with them dequantised once; and where the float32 weights do not fit (an out-of-memory
+    error while they are prepared: Qwen 3.5 27B's 108 GB on an 80 GB card), ``f32_reference``
+    falls back to it instead of giving the gate up."""
+    from wf_decoder import ab
+    from wf_decoder.backends.torch_f32 import TorchF32Backend
+
+    sm = shard_model(tiny_model, 1)
+    prompt = torch.tensor([[3, 5, 7], [11, 13, 17]])
+    dense, why = ab.f32_reference(sm, torch.device("cpu"), None, 2, 8, prompt, 3)
+    assert why is None
+    real = TorchF32Backend.prepare
+
+    def no_room(self, w):
+        if not self.lazy:
+            raise torch.OutOfMemoryError("CUDA out of memory (test)")
+        return real(self, w)
+
+    monkeypatch.setattr(TorchF32Backend, "prepare", no_room)
+    lazy, why = ab.f32_reference(sm, torch.device("cpu"), None, 2, 8, prompt, 3)
+    assert why is None
+    assert torch.equal(lazy.tokens, dense.tokens)
+    assert all(torch.equal(a, b) for a, b in zip(lazy.logits, dense.logits, strict=True))
+    monkeypatch.setattr(
+        TorchF32Backend, "prepare", lambda self, w: (_ for _ in ()).throw(torch.OutOfMemoryError("x"))
+    )
+    none, why = ab.f32_reference(sm, torch.device("cpu"), None, 2, 8, prompt, 3)
+    assert none is None and "does not fit" in why
+
+
 def test_gate_reference_choice():
     from types import SimpleNamespace
 

@@ -210,35 +210,41 @@ def f32_agreement(f32_logits, logits) -> dict:
 def f32_reference(sm, device, group, batch, max_seq, prompt, steps, force=None):
     """The FP32 model of the dequantised weights (``torch_f32``, eager) decoding ``steps`` steps
     after ``prompt``: greedily on its own tokens, or teacher-forced on ``force``; its tokens and
-    logits. None, and why, where it does not fit on the device (it holds the weights in float32,
-    4× their FP16 bytes)."""
-    model = None
-    try:
-        model = Decoder(sm, make_backend("torch_f32", device, group), batch=batch, max_seq=max_seq)
-        return (
-            generate(
-                StepRunner(model, graph=False),
-                prompt.to(device),
-                steps,
-                keep_logits=True,
-                force=None if force is None else force.to(device),
-            ),
-            None,
-        )
-    except torch.OutOfMemoryError as e:
-        return None, f"the FP32 reference does not fit: {str(e).splitlines()[0]}"
-    finally:
+    logits. Where its float32 weights (4× their FP16 bytes) do not fit on the device, the same
+    model with the weights dequantised per call (``torch_f32`` lazy: the same values, slower);
+    None, and why, where that does not fit either."""
+    why = None
+    for lazy in (False, True):
         model = None
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
+        try:
+            model = Decoder(
+                sm, make_backend("torch_f32", device, group, lazy=lazy), batch=batch, max_seq=max_seq
+            )
+            return (
+                generate(
+                    StepRunner(model, graph=False),
+                    prompt.to(device),
+                    steps,
+                    keep_logits=True,
+                    force=None if force is None else force.to(device),
+                ),
+                None,
+            )
+        except torch.OutOfMemoryError as e:
+            why = f"the FP32 reference does not fit: {str(e).splitlines()[0]}"
+        finally:
+            model = None
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+    return None, why
 
 
 def f32_logits_check(sm, device, group, batch, max_seq, prompt, ref, logits) -> dict:
     """Every path's logits (``logits``: path → per-step logits, teacher-forced on (a)'s tokens)
     against the FP32 reference of the dequantised weights (``torch_f32``), forced on the same
     tokens: which path is closer to exact arithmetic when they disagree with each other. The
-    reference holds the weights in float32 (4× the FP16 bytes); where it does not fit, every
-    path's entry says so instead."""
+    reference holds the weights in float32 (4× the FP16 bytes) or dequantises them per call
+    (:func:`f32_reference`); where neither fits, every path's entry says so instead."""
     f32, why = f32_reference(sm, device, group, batch, max_seq, prompt, len(ref.logits), ref.tokens)
     if f32 is None:
         return {p: {"error": why} for p in logits}
@@ -774,7 +780,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="what paths (b), (c) are gated against: (a)'s tokens and logits, or the FP32 model "
         "of the dequantised weights (decoding its own greedy tokens; (a) is then reported "
         "against it, not gated). auto: f32 where (a) computes in bfloat16 (tinygemm on CUDA), "
-        "else a; where the FP32 model does not fit, (a)",
+        "else a; where the FP32 model does not fit even with its weights dequantised per call, (a)",
     )
     ap.add_argument(
         "--f32-logits",

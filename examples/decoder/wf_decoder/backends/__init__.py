@@ -34,11 +34,14 @@ def make_backend(
     schedule: str = "default",
     dump_ir=None,
     launch: str = "stream",
+    lazy: bool = False,
 ) -> Backend:
     """A backend for path ``name`` on ``device`` (ImportError for a wavefuse path without the
     package); ``compile`` applies to torch_best (default: on CUDA only); ``schedule``
     (``"default"`` | ``"tuned"``), ``dump_ir`` (a folder: each kernel's ``.wfir`` written there
-    when it is built) and ``launch`` (``"stream"`` | ``"dependent"``) to the wavefuse paths."""
+    when it is built) and ``launch`` (``"stream"`` | ``"dependent"``) to the wavefuse paths;
+    ``lazy`` to torch_f32 (the weights dequantised per call: a reference that fits where the
+    float32 weights would not)."""
     name = canonical(name)
     if name == "torch_best":
         from .torch_best import TorchBestBackend
@@ -47,7 +50,7 @@ def make_backend(
     if name == "torch_f32":
         from .torch_f32 import TorchF32Backend
 
-        return TorchF32Backend(device, group)
+        return TorchF32Backend(device, group, lazy=lazy)
     from .wavefuse_backend import (
         WavefuseFusedBackend,
         WavefusePrenormBackend,
