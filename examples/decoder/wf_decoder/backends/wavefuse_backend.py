@@ -443,7 +443,7 @@ class WavefusePrenormBackend(WavefuseFusedBackend):
 
     def lm_head(self, x, shards):
         if isinstance(x, PendingNorm):
-            x = WavefuseUnfusedBackend.rmsnorm(self, x.x, x.w, x.eps)
+            x = Backend.rmsnorm(self, x.x, x.w, x.eps)  # the final norm, in PyTorch
         return super().lm_head(x, shards)
 
     def describe(self) -> str:
