@@ -171,12 +171,14 @@ pub enum Occupancy {
     },
 }
 
-/// The grids of a kernel with a grid barrier do not all fit on one device at once (DESIGN.md
-/// §5.9): launched, it would wait forever at the barrier, so it is refused before.
+/// The grids of a kernel whose workgroups wait for each other (a grid barrier, or flags of ranks
+/// sharing the device) do not all fit on one device at once (DESIGN.md §5.9): launched, it would
+/// wait forever, so it is refused before.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "{kernel}: {} workgroups of {workgroup_size} lanes must be resident at once (the kernel has a \
-     grid barrier), but {arch} holds at most {} ({cus} {} x {per_cu}) at {}",
+    "{kernel}: {} workgroups of {workgroup_size} lanes must be resident at once (its workgroups \
+     wait for each other: a grid barrier, or flags of ranks sharing the device), but {arch} holds \
+     at most {} ({cus} {} x {per_cu}) at {}",
     counted(*ranks_per_device, *workgroups),
     cus * per_cu,
     if *arch == Arch::Gfx906 { "CUs" } else { "SMs" },
