@@ -97,8 +97,14 @@ pub fn generate(
     inputs: &ScheduleInputs,
 ) -> Result<Generated, CompileError> {
     let fitted = fit(kernel, arch, inputs)?;
-    let source = cpp::emit_with(&fitted.lowered, &fitted.info)?;
-    let abi = Abi::from_kernel(&fitted.lowered);
+    // Ranks sharing a device launch as one grid through the ranks entry (one launch, no fork
+    // and join of streams per call): written only where the placement has them.
+    let ranks_entry = inputs.ranks_per_device > 1 && fitted.lowered.tp > 1;
+    let source = cpp::emit_entries(&fitted.lowered, &fitted.info, ranks_entry)?;
+    let mut abi = Abi::from_kernel(&fitted.lowered);
+    if ranks_entry {
+        abi.ranks_symbol = Some(cpp::ranks_symbol(&abi.symbol));
+    }
     Ok(Generated {
         schedule: fitted.schedule,
         fit: fitted.report,

@@ -307,9 +307,10 @@ fn run(p: &suite::Prepared, a: &Artifact) -> Result<Worst, RowError> {
     let dev = suite::open_cuda()?;
     let group = RankGroup::on_one_device(dev, p.g.lowered.tp, SameDeviceMode::Streams)?;
     // The ABI is the C++ writer's; the LLVM back end's PTX has no stream-order prologue, so it
-    // must never be launched as a programmatic dependent.
+    // must never be launched as a programmatic dependent; it has no ranks entry either.
     let abi = wavefuse_codegen::abi::Abi {
         dependent_launch: false,
+        ranks_symbol: None,
         ..p.g.abi.clone()
     };
     let mut k = OpKernel::new(&group, &p.g.ir, &abi, a)?;

@@ -553,7 +553,7 @@ fn run_bench_on<D: Device>(dev0: D, o: &BenchOptions) -> Result<BenchReport, Ben
     for &tp in &o.tps {
         let group = if o.same_device {
             let d = D::new(0)?;
-            RankGroup::on_one_device(d, tp, SameDeviceMode::Streams)?
+            RankGroup::on_one_device(d, tp, SameDeviceMode::FusedGrid)?
         } else {
             if let Err(e) = per_device_ordinals(tp, visible) {
                 eprintln!("TP {tp}: {e}");

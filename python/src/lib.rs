@@ -713,6 +713,9 @@ impl<D: Device + 'static> Drop for BoundKernel<D> {
 /// What the Python side calls on a bound kernel, whatever the vendor.
 trait Launcher: Send + Sync {
     fn data(&self) -> &[DataParam];
+    /// Whether a launch of all ranks is one launch of the kernel's ranks entry on `streams[0]`
+    /// ([`KernelInstance::launches_ranks_entry`]).
+    fn ranks_entry(&self) -> bool;
     /// # Safety
     /// As [`KernelInstance::launch_on_streams`].
     unsafe fn launch(
@@ -739,6 +742,10 @@ where
         &self.data
     }
 
+    fn ranks_entry(&self) -> bool {
+        self.local.is_none() && self.inst.launches_ranks_entry()
+    }
+
     unsafe fn launch(
         &mut self,
         ptrs: &[Vec<u64>],
@@ -756,6 +763,11 @@ where
         }
         for (d, p) in self.data.iter().zip(ptrs) {
             self.inst.bind_addresses(&d.buffer, d.part, p)?;
+        }
+        if self.inst.launches_ranks_entry() {
+            // Ranks sharing the device: one grid of them all on the first stream.
+            // SAFETY: the caller vouches for the addresses and the stream.
+            return unsafe { self.inst.launch_ranks_on_stream(streams[0]) };
         }
         // SAFETY: the caller vouches for the addresses and streams.
         unsafe { self.inst.launch_on_streams(streams) }
@@ -811,7 +823,7 @@ where
     let same = ordinals.iter().all(|&o| o == ordinals[0]);
     let group = if same {
         let d = D::new(ordinals[0]).map_err(|e| e.to_string())?;
-        RankGroup::on_one_device(d, tp, SameDeviceMode::Streams)
+        RankGroup::on_one_device(d, tp, SameDeviceMode::FusedGrid)
     } else {
         let mut devs = Vec::new();
         for (r, &o) in ordinals.iter().enumerate() {
@@ -942,6 +954,12 @@ impl GpuKernel {
     ) -> PyResult<()> {
         let inner = self.inner()?;
         py.detach(|| inner.import_peers(&exports)).map_err(dev_err)
+    }
+
+    /// Whether `launch` launches every rank as one grid on `streams[0]` (ranks sharing one GPU,
+    /// through the kernel's ranks entry): no side streams are needed.
+    fn ranks_entry(&mut self) -> PyResult<bool> {
+        Ok(self.inner()?.ranks_entry())
     }
 
     /// `(buffer, part)` of every array argument, in the order `launch` takes their addresses.

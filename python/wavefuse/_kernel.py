@@ -268,7 +268,9 @@ class Kernel:
 
     A call checks every argument against the ABI (raising `ArgumentError`), then enqueues one
     launch on PyTorch's current stream (`torch.cuda.current_stream()`; when ranks share a GPU,
-    rank 0 launches there and ranks 1.. fork onto side streams and join back) with the tensors' data pointers: no allocation but the
+    one launch of all their workgroups through the kernel's ranks entry, or, for a kernel
+    without one, rank 0 there and ranks 1.. on side streams forked from it and joined back) with
+    the tensors' data pointers: no allocation but the
     outputs', no compile, no host synchronisation. Launch failures on the device are reported by
     `check()`.
     """
@@ -312,9 +314,12 @@ class Kernel:
             self._torch_devices = torch_devs
             same = len(set(devices)) == 1
             # Ranks sharing a GPU wait for each other inside the kernel, so they must run
-            # concurrently: rank 0 launches on the current stream, ranks 1.. each on a side stream
-            # forked from it and joined back into it at every call (the fewest edges in a graph).
-            self._side = [torch.cuda.Stream(device=d) for d in torch_devs[1:]] if same and self._n > 1 else None
+            # concurrently: a kernel generated for them has a ranks entry that launches them all
+            # as one grid on the current stream; otherwise (a hand-written kernel) rank 0
+            # launches on the current stream, ranks 1.. each on a side stream forked from it and
+            # joined back into it at every call (the fewest edges in a graph).
+            forked = same and self._n > 1 and not native.ranks_entry()
+            self._side = [torch.cuda.Stream(device=d) for d in torch_devs[1:]] if forked else None
         else:
             self._torch_devices = [torch.device("cpu")] * self._n
             self._side = None

@@ -85,6 +85,9 @@ class GpuKernel:
         """Maps every rank's exports and points this rank's peer tables at them."""
     def error_words(self) -> Optional[List[int]]:
         """Every rank's error word's device address."""
+    def ranks_entry(self) -> bool:
+        """Whether `launch` launches every rank as one grid on `streams[0]` (ranks sharing one
+        GPU, through the kernel's ranks entry)."""
     def data_params(self) -> List[Tuple[str, str]]:
         """`(buffer, part)` of every array argument, in `launch`'s order."""
     def launch(self, ptrs: List[List[int]], streams: List[int]) -> int:

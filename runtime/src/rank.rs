@@ -18,12 +18,15 @@
 //!     can be stuck behind a waiter. The programming model does not promise concurrency across
 //!     streams, so the bounded waits (DESIGN.md §5.10) remain the backstop: a scheduler that
 //!     serialised the launches would produce [`crate::Error::BarrierTimeout`], never a hang.
-//!   - [`SameDeviceMode::FusedGrid`]: one launch whose grid is `tp × grid`, cooperative where the
-//!     driver offers it, so co-residency of all ranks is guaranteed by the driver. The kernel must
-//!     then derive its rank from the workgroup id: `rank = blockIdx.x / grid`, workgroup
-//!     `blockIdx.x % grid`, and take every per-rank array parameter as a device table of `tp`
-//!     pointers indexed by rank (a peer table is already rank-independent and is passed once);
-//!     the `rank` scalar is not passed. The C++ writer does not emit that ABI yet.
+//!   - [`SameDeviceMode::FusedGrid`]: a kernel with a *ranks entry*
+//!     ([`Abi::ranks_symbol`](wavefuse_codegen::abi::Abi::ranks_symbol), which the C++ writer
+//!     emits for a kernel generated with its ranks on one device) launches all ranks as one grid
+//!     of `tp × grid` workgroups, cooperative where the driver offers it (so co-residency of all
+//!     ranks is the driver's guarantee): no fork and join of streams per launch. The entry
+//!     derives the rank from the workgroup id (`rank = blockIdx.x / grid`, workgroup
+//!     `blockIdx.x % grid`) and takes each per-rank array parameter `tp` times by value, in
+//!     rank order; peer tables and the other scalars once; no `rank` scalar. A kernel without
+//!     one (a hand-written kernel) launches as in `Streams`.
 //!
 //! # One rank per device
 //! [`RankGroup::per_device`] opens devices `0..tp` (refusing, with the count it sees, when fewer
@@ -66,7 +69,8 @@ pub const MAX_CONCURRENT_RANKS: u32 = 8;
 pub enum SameDeviceMode {
     /// One launch per rank on its own stream, after checking that all ranks' workgroups fit.
     Streams,
-    /// One launch of `tp × grid` workgroups; the kernel derives the rank from the workgroup id.
+    /// One launch of `tp × grid` workgroups through the kernel's ranks entry, which derives the
+    /// rank from the workgroup id; as `Streams` for a kernel without one.
     FusedGrid,
 }
 
@@ -395,15 +399,16 @@ impl<D: Device> RankGroup<D> {
     ) -> Result<()> {
         self.check_per_rank(kernels.len())?;
         self.check_per_rank(args.len())?;
+        if matches!(self.placement, Placement::SameDevice(_)) && self.tp() > MAX_CONCURRENT_RANKS {
+            return Err(Error::RankGroup(format!(
+                "{} ranks on one device exceed the {MAX_CONCURRENT_RANKS} concurrent hardware \
+                 queues, and `{}` has no ranks entry to launch them as one grid",
+                self.tp(),
+                kernels[0].name()
+            )));
+        }
         match self.placement {
-            Placement::SameDevice(SameDeviceMode::FusedGrid) => {
-                return Err(Error::RankGroup(
-                    "a FusedGrid group launches with launch_fused".into(),
-                ));
-            }
-            Placement::SameDevice(SameDeviceMode::Streams)
-                if spec.coresidency == CoResidency::Required =>
-            {
+            Placement::SameDevice(_) if spec.coresidency == CoResidency::Required => {
                 let d = &self.devices[0];
                 let cap = Capacity::of(d.as_ref(), &kernels[0], spec)?;
                 cap.check(kernels[0].name(), spec.workgroups() * u64::from(self.tp()))?;
@@ -438,8 +443,7 @@ impl<D: Device> RankGroup<D> {
     }
 
     /// Launches rank `rank`'s `kernel` with `args` on its stream, alone: the co-residency rule
-    /// applies to its grid only (the other ranks do not run). Not for a
-    /// [`SameDeviceMode::FusedGrid`] group, and no skew (one rank has no one to be skewed
+    /// applies to its grid only (the other ranks do not run). No skew (one rank has no one to be skewed
     /// against).
     ///
     /// # Safety
@@ -451,11 +455,6 @@ impl<D: Device> RankGroup<D> {
         spec: &LaunchSpec,
         args: &[KernelArg],
     ) -> Result<()> {
-        if self.placement == Placement::SameDevice(SameDeviceMode::FusedGrid) {
-            return Err(Error::RankGroup(
-                "a FusedGrid group launches with launch_fused".into(),
-            ));
-        }
         let r = rank as usize;
         if r >= self.devices.len() {
             return Err(Error::RankGroup(format!(
@@ -490,11 +489,11 @@ impl<D: Device> RankGroup<D> {
         Ok(())
     }
 
-    /// Launches a [`SameDeviceMode::FusedGrid`] group: one launch of `tp × spec.grid[0]`
+    /// Launches a [`SameDeviceMode::FusedGrid`] group's ranks entry: one launch of `tp × spec.grid[0]`
     /// workgroups on rank 0's stream, with the co-residency rule applied to the whole grid.
     ///
     /// # Safety
-    /// As [`Device::launch_raw`]; `args` follow the fused-grid ABI described in the module docs.
+    /// As [`Device::launch_raw`]; `args` follow the ranks entry's ABI described in the module docs.
     pub unsafe fn launch_fused(
         &self,
         kernel: &D::Kernel,
@@ -510,17 +509,18 @@ impl<D: Device> RankGroup<D> {
         fused.grid[0] = spec.grid[0]
             .checked_mul(self.tp())
             .ok_or_else(|| Error::RankGroup("grid overflows".into()))?;
+        let d = self.devices[0].as_ref();
+        if self.capturing() && fused.coresidency == CoResidency::Required {
+            // A graph holds plain launches: the capacity covers every rank's workgroups.
+            Capacity::of(d, kernel, &fused)?.check(kernel.name(), fused.workgroups())?;
+            // SAFETY: the caller upholds the argument contract; the whole grid fits the
+            // device's co-resident capacity (checked above, §5.9).
+            return unsafe { d.launch_raw(kernel, &fused, args, &self.streams[0], false) }
+                .map_err(Into::into);
+        }
         // SAFETY: the caller upholds the argument contract; `launch` applies the co-residency rule
         // to all ranks' workgroups at once.
-        unsafe {
-            launch::launch(
-                self.devices[0].as_ref(),
-                kernel,
-                &fused,
-                args,
-                &self.streams[0],
-            )
-        }
+        unsafe { launch::launch(d, kernel, &fused, args, &self.streams[0]) }
     }
 
     /// Waits for every rank's work.

@@ -104,8 +104,9 @@ pub struct KernelInstance<'g, D: Device> {
     /// The ABI allows a programmatic dependent launch ([`KernelInstance::set_dependent_launch`]).
     dependent_allowed: bool,
     peer_abi: PeerTableAbi,
-    /// Fused-grid arguments and the by-rank tables they point at, built on first fused launch.
-    fused: Option<(Vec<FusedArg>, Vec<D::Buffer>)>,
+    /// The kernel's ranks entry ([`Abi::ranks_symbol`]) on a [`SameDeviceMode::FusedGrid`]
+    /// group: every launch of all ranks is one launch of it.
+    ranks_kernel: Option<D::Kernel>,
     epochs: Epochs,
     /// Per-rank epochs once a rank has been launched alone ([`KernelInstance::launch_alone`]):
     /// rank r's counters have then seen `alone[r]` launches, and the next launch of every rank
@@ -174,6 +175,14 @@ impl<'g, D: Device> KernelInstance<'g, D> {
             },
             dependent: false,
         };
+        // Ranks sharing a device on a fused-grid group launch as one grid where the kernel has
+        // a ranks entry (one device: rank 0's module serves them all).
+        let ranks_kernel = match (&abi.ranks_symbol, group.placement()) {
+            (Some(sym), Placement::SameDevice(SameDeviceMode::FusedGrid)) if group.tp() > 1 => {
+                Some(group.load(artifact, sym)?.swap_remove(0))
+            }
+            _ => None,
+        };
         let mut inst = KernelInstance {
             group,
             name: abi.symbol.clone(),
@@ -183,7 +192,7 @@ impl<'g, D: Device> KernelInstance<'g, D> {
             spec,
             dependent_allowed: abi.dependent_launch,
             peer_abi: PeerTableAbi::DeviceTable,
-            fused: None,
+            ranks_kernel,
             epochs: Epochs::new(),
             alone: None,
             poisoned: false,
@@ -285,7 +294,6 @@ impl<'g, D: Device> KernelInstance<'g, D> {
                 self.bindings[i] = Binding::Data(Some(ptrs));
             }
         }
-        self.fused = None;
         if found {
             Ok(())
         } else {
@@ -306,7 +314,6 @@ impl<'g, D: Device> KernelInstance<'g, D> {
             Binding::Scalar(slot) => *slot = Some(value),
             _ => return Err(self.err(format!("`{name}` is not a caller-provided scalar"))),
         }
-        self.fused = None;
         Ok(())
     }
 
@@ -374,7 +381,7 @@ impl<'g, D: Device> KernelInstance<'g, D> {
         }
         let epoch = self.epochs.next();
         let result = match self.group.placement() {
-            Placement::SameDevice(SameDeviceMode::FusedGrid) => self.launch_fused(epoch),
+            _ if self.ranks_kernel.is_some() => self.launch_fused(epoch),
             _ => {
                 let args = (0..self.group.tp())
                     .map(|r| self.args(r, epoch))
@@ -453,49 +460,42 @@ impl<'g, D: Device> KernelInstance<'g, D> {
             .any(|b| matches!(b, Binding::Peer { .. }))
     }
 
-    /// The fused-grid launch (see [`crate::rank`]): per-rank arrays become tables by rank, the
-    /// rank scalar is dropped, peer tables and the epoch are passed once.
-    fn launch_fused(&mut self, epoch: u32) -> Result<()> {
-        if self.fused.is_none() {
-            self.fused = Some(self.fused_args()?);
-        }
-        let (template, _) = self.fused.as_ref().expect("built above");
-        let args: Vec<KernelArg> = template
-            .iter()
-            .map(|a| match a {
-                FusedArg::Fixed(v) => v.clone(),
-                FusedArg::Epoch => KernelArg::U32(epoch),
-            })
-            .collect();
-        // SAFETY: the arguments follow the fused-grid ABI built from the kernel's parameter list.
-        unsafe { self.group.launch_fused(&self.kernels[0], &self.spec, &args) }
+    /// Whether launches of all ranks go through the kernel's ranks entry, one launch of
+    /// `tp × grid` workgroups ([`SameDeviceMode::FusedGrid`], a kernel whose ABI has
+    /// [`Abi::ranks_symbol`]).
+    pub fn launches_ranks_entry(&self) -> bool {
+        self.ranks_kernel.is_some()
     }
 
-    fn fused_args(&self) -> Result<(Vec<FusedArg>, Vec<D::Buffer>)> {
-        let tp = self.group.tp();
-        let mut args = Vec::new();
-        let mut tables = Vec::new();
-        for (i, b) in self.bindings.iter().enumerate() {
-            match b {
-                Binding::Rank => continue,
-                Binding::Epoch => args.push(FusedArg::Epoch),
-                Binding::Scalar(_) | Binding::Peer { .. } => {
-                    args.push(FusedArg::Fixed(self.args(0, 0)?[i].clone()))
-                }
-                Binding::Owned(_) | Binding::Data(_) => {
-                    let by_rank: Vec<u64> = (0..tp)
-                        .map(|r| match self.args(r, 0)?[i] {
-                            KernelArg::Ptr(p) => Ok(p),
-                            _ => unreachable!("arrays are pointers"),
-                        })
-                        .collect::<Result<_>>()?;
-                    let table = self.group.upload_table(&by_rank)?.swap_remove(0);
-                    args.push(FusedArg::Fixed(KernelArg::Ptr(table.ptr())));
-                    tables.push(table);
+    /// The arguments of the ranks entry ([`Abi::ranks_symbol`]): each array parameter once per
+    /// rank in rank order, no rank scalar, the rest (peer tables, scalars) once.
+    pub(crate) fn ranks_args(&self, epoch: u32) -> Result<Vec<KernelArg>> {
+        let per_rank = (0..self.group.tp())
+            .map(|r| self.args(r, epoch))
+            .collect::<Result<Vec<_>>>()?;
+        let mut out = Vec::new();
+        for (i, p) in self.params.iter().enumerate() {
+            match &p.kind {
+                ParamKind::Array { .. } => out.extend(per_rank.iter().map(|a| a[i].clone())),
+                ParamKind::Scalar {
+                    purpose: Purpose::Rank,
+                    ..
+                } => {}
+                ParamKind::PeerArrays { .. } | ParamKind::Scalar { .. } => {
+                    out.push(per_rank[0][i].clone())
                 }
             }
         }
-        Ok((args, tables))
+        Ok(out)
+    }
+
+    /// The fused-grid launch (see [`crate::rank`]) through the ranks entry.
+    fn launch_fused(&mut self, epoch: u32) -> Result<()> {
+        let args = self.ranks_args(epoch)?;
+        let kernel = self.ranks_kernel.as_ref().expect("checked by the caller");
+        // SAFETY: the arguments follow the ranks entry's ABI, built from the kernel's parameter
+        // list as `args` builds each rank's.
+        unsafe { self.group.launch_fused(kernel, &self.spec, &args) }
     }
 
     /// Waits for every rank, then checks every rank's error word.
@@ -569,12 +569,6 @@ impl<'g, D: Device> KernelInstance<'g, D> {
     fn err(&self, message: String) -> Error {
         binding_err(&self.name, message)
     }
-}
-
-/// One argument of a fused-grid launch: fixed, or the launch's epoch.
-enum FusedArg {
-    Fixed(KernelArg),
-    Epoch,
 }
 
 /// A rank whose device owns `buf` (any: same-device ranks share the device).

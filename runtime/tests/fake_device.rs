@@ -605,38 +605,62 @@ fn one_per_device_refuses_a_grid_beyond_one_device() {
 }
 
 #[test]
-fn fused_grid_passes_tables_by_rank_and_no_rank() {
+fn fused_grid_launches_the_ranks_entry_with_each_rank_s_arrays_by_value_and_no_rank() {
     let s = Setup::new();
     let group = RankGroup::on_one_device(s.device(0), 2, SameDeviceMode::FusedGrid).unwrap();
-    let mut inst = KernelInstance::new(&group, &abi(kernel("fused", 2, 3)), &artifact()).unwrap();
+    let mut a = abi(kernel("fused", 2, 3));
+    a.ranks_symbol = Some("fused_ranks".into());
+    let mut inst = KernelInstance::new(&group, &a, &artifact()).unwrap();
+    assert!(inst.launches_ranks_entry());
     let (xs, ys) = bind_data(&mut inst, &group);
     inst.run().unwrap();
     inst.run().unwrap();
     let launches = s.take();
     assert_eq!(launches.len(), 2, "one launch for all ranks");
     let l = &launches[1];
+    assert_eq!(l.kernel, "fused_ranks");
     assert_eq!((l.spec.grid, l.cooperative), ([6, 1, 1], true));
-    assert_eq!(l.args.len(), 7, "the rank scalar is not passed");
-    let table = |i: usize| match l.args[i] {
-        KernelArg::Ptr(p) => s.mem.read_u64s(p, 2),
-        ref a => panic!("{a:?}"),
+    let ptr = |i: usize| match l.args[i] {
+        KernelArg::Ptr(p) => p,
+        ref a => panic!("argument {i}: {a:?}"),
     };
-    assert_eq!(table(0), [xs[0].ptr(), xs[1].ptr()]);
-    assert_eq!(table(4), [ys[0].ptr(), ys[1].ptr()]);
+    // x by rank, the two peer tables once, counter by rank, y by rank, the epoch (no rank),
+    // the error word by rank.
+    assert_eq!(l.args.len(), 11, "{:?}", l.args);
+    assert_eq!([ptr(0), ptr(1)], [xs[0].ptr(), xs[1].ptr()]);
+    let own = |name: &str, r: u32| inst.owned(name, r).unwrap().ptr();
+    assert_eq!([ptr(4), ptr(5)], [own("counter", 0), own("counter", 1)]);
+    assert_eq!([ptr(6), ptr(7)], [ys[0].ptr(), ys[1].ptr()]);
+    assert_eq!(l.args[8], KernelArg::U32(2), "epoch");
     assert_eq!(
-        table(2),
-        [
-            inst.owned("flags", 0).unwrap().ptr(),
-            inst.owned("flags", 1).unwrap().ptr()
-        ]
+        [ptr(9), ptr(10)],
+        [own("error_word", 0), own("error_word", 1)]
     );
-    assert_eq!(l.args[5], KernelArg::U32(2), "epoch");
+    // The peer tables hold every rank's array in its slot, as each rank's own table does.
     assert_eq!(
-        table(6),
-        [
-            inst.owned("error_word", 0).unwrap().ptr(),
-            inst.owned("error_word", 1).unwrap().ptr()
-        ]
+        s.mem.read_u64s(ptr(3), 2),
+        [own("flags", 0), own("flags", 1)]
+    );
+}
+
+#[test]
+fn fused_grid_launches_a_kernel_without_ranks_entry_per_rank() {
+    let s = Setup::new();
+    let group = RankGroup::on_one_device(s.device(0), 2, SameDeviceMode::FusedGrid).unwrap();
+    let mut inst = KernelInstance::new(&group, &abi(kernel("k", 2, 3)), &artifact()).unwrap();
+    assert!(!inst.launches_ranks_entry());
+    let _d = bind_data(&mut inst, &group);
+    inst.run().unwrap();
+    let launches = s.take();
+    assert_eq!(launches.len(), 2, "one launch per rank");
+    assert!(
+        launches
+            .iter()
+            .all(|l| l.kernel == "k" && l.spec.grid == [3, 1, 1])
+    );
+    assert_ne!(
+        launches[0].stream, launches[1].stream,
+        "each rank on its own stream"
     );
 }
 

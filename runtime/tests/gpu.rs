@@ -59,13 +59,14 @@ extern "C" __global__ void __launch_bounds__(32) handshake(
     handshake_body(flags, mailbox, out, rank, epoch, skip_epoch, error_word);
 }
 
-// The fused-grid ABI: rank = blockIdx.x / grid (grid = 1 here), per-rank arrays as tables by rank,
-// no rank parameter.
-extern "C" __global__ void __launch_bounds__(32) handshake_fused(
-    unsigned* const* flags, unsigned* const* mailbox, unsigned* const* out, unsigned epoch,
-    unsigned skip_epoch, unsigned* const* error_word) {
+// The ranks entry of `handshake` (Abi::ranks_symbol): rank = blockIdx.x / grid (grid = 1 here),
+// each per-rank array once per rank by value, the peer tables and scalars once, no rank parameter.
+extern "C" __global__ void __launch_bounds__(32) handshake_ranks(
+    unsigned* const* flags, unsigned* const* mailbox, unsigned* out0, unsigned* out1,
+    unsigned epoch, unsigned skip_epoch, unsigned* error_word0, unsigned* error_word1) {
     unsigned rank = blockIdx.x;
-    handshake_body(flags, mailbox, out[rank], rank, epoch, skip_epoch, error_word[rank]);
+    handshake_body(flags, mailbox, rank ? out1 : out0, rank, epoch, skip_epoch,
+                   rank ? error_word1 : error_word0);
 }
 
 // A grid barrier over all workgroups of one launch (one arrival per workgroup, bounded wait).
@@ -269,18 +270,16 @@ fn handshake_kernel(name: &str, launches: usize) -> LoweredKernel {
 
 /// Runs `launches` handshakes back to back on a two-rank group on one device, then checks that
 /// every rank saw every one of the peer's payloads, in order.
-fn handshake_on_one_device(mode: SameDeviceMode, kernel: &str) {
+fn handshake_on_one_device(mode: SameDeviceMode, ranks_entry: Option<&str>) {
     let Some(dev) = gpu() else { return };
     let artifact = compile();
     let launches = 1000usize;
     let group = RankGroup::on_one_device(dev, 2, mode).unwrap();
     let outs = group.alloc_per_rank(4 * launches, MemKind::Device).unwrap();
-    let mut inst = KernelInstance::new(
-        &group,
-        &Abi::from_kernel(&handshake_kernel(kernel, launches)),
-        &artifact,
-    )
-    .unwrap();
+    let mut abi = Abi::from_kernel(&handshake_kernel("handshake", launches));
+    abi.ranks_symbol = ranks_entry.map(str::to_owned);
+    let mut inst = KernelInstance::new(&group, &abi, &artifact).unwrap();
+    assert_eq!(inst.launches_ranks_entry(), ranks_entry.is_some());
     inst.bind("out", "data", &[&outs[0], &outs[1]]).unwrap();
     inst.bind_scalar("skip_epoch", KernelArg::U32(0)).unwrap();
     for e in 1..=launches as u32 {
@@ -310,13 +309,13 @@ fn handshake_on_one_device(mode: SameDeviceMode, kernel: &str) {
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn two_ranks_one_device_streams_handshake_1000_sm90() {
-    handshake_on_one_device(SameDeviceMode::Streams, "handshake");
+    handshake_on_one_device(SameDeviceMode::Streams, None);
 }
 
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn two_ranks_one_device_fused_grid_handshake_1000_sm90() {
-    handshake_on_one_device(SameDeviceMode::FusedGrid, "handshake_fused");
+    handshake_on_one_device(SameDeviceMode::FusedGrid, Some("handshake_ranks"));
 }
 
 #[test]
@@ -453,7 +452,7 @@ fn gpu_test_kernels_compile_sm90() {
         return println!("skipped: {e}");
     }
     let artifact = compile();
-    for k in ["scale", "handshake", "handshake_fused", "grid_barrier"] {
+    for k in ["scale", "handshake", "handshake_ranks", "grid_barrier"] {
         let usage = artifact
             .usage_of(k)
             .unwrap_or_else(|| panic!("no report for {k}:\n{}", artifact.log));

@@ -811,7 +811,7 @@ fn checkpoint_on<D: Device>(
         let group = wavefuse_runtime::RankGroup::on_one_device(
             dev,
             lowered.tp,
-            wavefuse_runtime::SameDeviceMode::Streams,
+            wavefuse_runtime::SameDeviceMode::FusedGrid,
         )?;
         let mut k = exec::OpKernel::new(&group, ir, abi, &artifact)?;
         k.run(inputs)

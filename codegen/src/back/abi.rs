@@ -79,6 +79,15 @@ pub struct Abi {
     /// Name of the rank scalar, when the kernel takes one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rank_param: Option<String>,
+    /// The *ranks entry*, where the source has one (a kernel generated for ranks sharing one
+    /// device): the same kernel for all `tp` ranks in one launch of `tp × grid` workgroups,
+    /// workgroup `b` running workgroup `b mod grid` of rank `b / grid`. Its arguments are
+    /// [`Abi::params`] in order, with each `array` passed `tp` times (rank 0's to rank `tp − 1`'s),
+    /// the rank scalar left out, and peer tables and the other scalars passed once. All
+    /// `tp × grid` workgroups must then be resident at once where the kernel has
+    /// [`Abi::coresidency`] or flags (§5.9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks_symbol: Option<String>,
     /// Set when all workgroups must be resident at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coresidency: Option<CoResidency>,
@@ -414,6 +423,7 @@ impl Abi {
             epoch_param: name_of(k.epoch),
             error_word_param: name_of(k.error_word),
             rank_param,
+            ranks_symbol: None,
             coresidency: k.coresidency.clone(),
             peer_table: has_peers.then(|| PeerTable {
                 entries: k.tp,

@@ -1,8 +1,9 @@
 //! Expressions: literals, operators, conversions, with the fewest parentheses that keep C++
 //! precedence unambiguous (every nested binary operation is parenthesised).
 
-use crate::lowered::{BinOp, Expr, Ty, UnOp};
+use crate::lowered::{BinOp, Expr, Special, Ty, UnOp};
 
+use super::writer::WF_WG;
 use super::{Dialect, Error, Writer, expr_ty};
 
 /// How tightly a printed expression binds.
@@ -54,6 +55,10 @@ impl<D: Dialect> Writer<'_, D> {
             Expr::Param(p) => {
                 expr_ty(self.info, e)?; // a scalar parameter
                 Cx::primary(self.names.param(*p).to_owned())
+            }
+            Expr::Special(Special::WorkgroupId) if self.ranks_entry => Cx::primary(WF_WG.into()),
+            Expr::Special(Special::NumWorkgroups) if self.ranks_entry => {
+                Cx::primary(format!("{}u", self.k.grid))
             }
             Expr::Special(s) => Cx::new(self.d.special(*s, self.k.wave_size()), Prec::Unary),
             Expr::Bin(op, a, b) => self.binary(*op, a, b)?,

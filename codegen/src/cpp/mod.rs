@@ -36,7 +36,7 @@ pub use level::Level;
 // Shared with the other back ends (`crate::back`); re-exported where users have found them.
 pub use crate::back::{Language, Names, identifier, language, symbol, vector_words};
 pub use ty::{elem_ty, expr_ty};
-pub use writer::Writer;
+pub use writer::{Writer, ranks_symbol};
 
 use crate::lowered::{LoweredInfo, LoweredKernel};
 use crate::target::{Arch, Vendor};
@@ -82,9 +82,24 @@ pub fn emit(k: &LoweredKernel) -> Result<Source, Error> {
 /// Write `k` in its target's dialect, reading the facts `info` that
 /// [`validate`](crate::lowered::validate::validate) returned for it.
 pub fn emit_with(k: &LoweredKernel, info: &LoweredInfo) -> Result<Source, Error> {
+    emit_entries(k, info, false)
+}
+
+/// [`emit_with`], and with `ranks_entry` (and TP > 1) the kernel's ranks entry too
+/// ([`Writer::with_ranks_entry`]): what [`generate`](crate::generate) writes for a kernel placed
+/// with several ranks on one device.
+pub fn emit_entries(
+    k: &LoweredKernel,
+    info: &LoweredInfo,
+    ranks_entry: bool,
+) -> Result<Source, Error> {
     let text = match k.arch.vendor() {
-        Vendor::Amd => Writer::new(k, info, HipDialect).write()?,
-        Vendor::Nvidia => Writer::new(k, info, CudaDialect).write()?,
+        Vendor::Amd => Writer::new(k, info, HipDialect)
+            .with_ranks_entry(ranks_entry)
+            .write()?,
+        Vendor::Nvidia => Writer::new(k, info, CudaDialect)
+            .with_ranks_entry(ranks_entry)
+            .write()?,
     };
     Ok(Source {
         symbol: symbol(&k.name),

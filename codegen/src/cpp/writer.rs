@@ -25,6 +25,26 @@ pub struct Writer<'k, D> {
     loop_local: HashSet<Reg>,
     /// The body being written.
     pub(super) out: String,
+    /// Writing the ranks entry ([`Writer::with_ranks_entry`]): the workgroup is `wf_wg`, the
+    /// grid the kernel's own.
+    pub(super) ranks_entry: bool,
+    /// Whether the file also holds the ranks entry.
+    want_ranks_entry: bool,
+}
+
+/// The workgroup within its rank's grid, in the ranks entry.
+pub(super) const WF_WG: &str = "wf_wg";
+/// The rank a workgroup of the ranks entry runs for.
+const WF_RANK: &str = "wf_rank";
+
+/// The symbol of `symbol`'s ranks entry ([`Writer::with_ranks_entry`]).
+pub fn ranks_symbol(symbol: &str) -> String {
+    format!("{symbol}_ranks")
+}
+
+/// The identifier of rank `r`'s copy of the per-rank array parameter `name` in the ranks entry.
+fn rank_param(name: &str, r: u32) -> String {
+    format!("wf_r{r}_{name}")
 }
 
 impl<'k, D: Dialect> Writer<'k, D> {
@@ -39,7 +59,22 @@ impl<'k, D: Dialect> Writer<'k, D> {
             helpers: Default::default(),
             loop_local: loop_local_regs(&k.body),
             out: String::new(),
+            ranks_entry: false,
+            want_ranks_entry: false,
         }
+    }
+
+    /// The file also holds the kernel's *ranks entry*, `<symbol>_ranks` ([`ranks_symbol`]): the
+    /// same body for the ranks of a TP group that share one device, launched once as a grid of
+    /// `tp × grid` workgroups (the runtime's fused-grid launch): workgroup `b` runs workgroup
+    /// `b mod grid` of rank `b / grid`. Each per-rank array parameter is passed `tp` times, in
+    /// rank order (`wf_r<r>_<name>`), the rank scalar is not passed (it is `b / grid`), and peer
+    /// tables and the other scalars are passed once, in ABI order: see
+    /// [`Abi::ranks_symbol`](crate::abi::Abi::ranks_symbol). One launch instead of one per rank
+    /// on its own stream: no fork and join of streams per call.
+    pub fn with_ranks_entry(mut self, on: bool) -> Self {
+        self.want_ranks_entry = on && self.k.tp > 1;
+        self
     }
 
     /// The whole source file.
@@ -72,7 +107,104 @@ impl<'k, D: Dialect> Writer<'k, D> {
         f.push_str(&body);
         f.push_str(&close);
         f.push_str("}\n");
+        if self.want_ranks_entry {
+            self.ranks_entry = true;
+            self.block(&k.body, Level::TOP.next())?;
+            let body = std::mem::take(&mut self.out);
+            f.push('\n');
+            self.ranks_signature(&mut f)?;
+            f.push_str("{\n");
+            f.push_str(&open);
+            self.ranks_prologue(&mut f)?;
+            self.declarations(&mut f)?;
+            f.push_str(&body);
+            f.push_str(&close);
+            f.push_str("}\n");
+        }
         Ok(f)
+    }
+
+    /// Whether parameter `p` is passed once per rank in the ranks entry (an array of the
+    /// executing rank's), once (a peer table, a scalar), or not at all (the rank).
+    fn ranks_copies(&self, p: Param) -> u32 {
+        match &self.k.params[p].kind {
+            ParamKind::Array { .. } => self.k.tp,
+            ParamKind::Scalar {
+                purpose: Purpose::Rank,
+                ..
+            } => 0,
+            ParamKind::PeerArrays { .. } | ParamKind::Scalar { .. } => 1,
+        }
+    }
+
+    /// The ranks entry's signature ([`Writer::with_ranks_entry`]).
+    fn ranks_signature(&self, f: &mut String) -> Result<(), Error> {
+        let _ = writeln!(
+            f,
+            "// The ranks entry: all {tp} ranks sharing one device in one launch of {tp} x {grid} \
+             workgroups\n// (workgroup b runs workgroup b % {grid} of rank b / {grid}); each \
+             per-rank array once per rank, in rank order.",
+            tp = self.k.tp,
+            grid = self.k.grid
+        );
+        let attrs = self
+            .d
+            .launch_attributes(self.k.workgroup_size, self.k.min_resident_per_cu);
+        let _ = writeln!(f, "extern \"C\" __global__ void {attrs}");
+        let _ = write!(f, "{}(", ranks_symbol(&self.names.symbol));
+        let mut decls = Vec::new();
+        for p in self.k.params.keys() {
+            let decl = self.param_decl(p)?;
+            let name = self.names.param(p);
+            match self.ranks_copies(p) {
+                0 => {}
+                1 => decls.push(decl),
+                n => {
+                    // `decl` ends with the name: each rank's copy is renamed.
+                    let stem = &decl[..decl.len() - name.len()];
+                    decls.extend((0..n).map(|r| format!("{stem}{}", rank_param(name, r))));
+                }
+            }
+        }
+        if decls.is_empty() {
+            f.push_str(")\n");
+        }
+        let n = decls.len();
+        for (i, d) in decls.iter().enumerate() {
+            let sep = if i + 1 == n { ")\n" } else { "," };
+            let _ = write!(f, "\n    {d}{sep}");
+        }
+        Ok(())
+    }
+
+    /// The ranks entry's first statements: the rank and the workgroup within its grid, the rank
+    /// scalar, and each per-rank array parameter as the executing rank's copy.
+    fn ranks_prologue(&self, f: &mut String) -> Result<(), Error> {
+        let lvl = Level::TOP.next();
+        let grid = self.k.grid;
+        let _ = writeln!(f, "{lvl}const unsigned {WF_RANK} = blockIdx.x / {grid}u;");
+        let _ = writeln!(
+            f,
+            "{lvl}const unsigned {WF_WG} = blockIdx.x - {WF_RANK} * {grid}u;"
+        );
+        for p in self.k.params.keys() {
+            let name = self.names.param(p);
+            match self.ranks_copies(p) {
+                0 => {
+                    let _ = writeln!(f, "{lvl}{} = {WF_RANK};", self.param_decl(p)?);
+                }
+                1 => {}
+                n => {
+                    // A chain of selects on a uniform value: no indexing of the parameter space.
+                    let mut pick = rank_param(name, n - 1);
+                    for r in (0..n - 1).rev() {
+                        pick = format!("{WF_RANK} == {r}u ? {} : ({pick})", rank_param(name, r));
+                    }
+                    let _ = writeln!(f, "{lvl}{} = {pick};", self.param_decl(p)?);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Launch shapes the dialect and the writer can express.

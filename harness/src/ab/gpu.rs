@@ -271,7 +271,11 @@ fn run_on<D: Device>(
                 return RankGroup::per_device(c.tp).map_err(suite::NoGpuRun::from);
             }
             let d = D::new(0)?;
-            Ok(RankGroup::on_one_device(d, c.tp, SameDeviceMode::Streams)?)
+            Ok(RankGroup::on_one_device(
+                d,
+                c.tp,
+                SameDeviceMode::FusedGrid,
+            )?)
         })
         .collect::<Result<Vec<_>, suite::NoGpuRun>>()?;
     let flush = dev.alloc(2 * l2 as usize, MemKind::Device)?;

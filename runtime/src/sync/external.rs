@@ -9,7 +9,7 @@ use super::{Binding, KernelInstance};
 use crate::device::{Device, DeviceBuffer, PeerMapping};
 use crate::error::Result;
 use crate::launch::{Capacity, CoResidency};
-use crate::rank::{Placement, SameDeviceMode};
+use crate::rank::Placement;
 
 /// One array a caller binds per launch: part `part` of op-level buffer `buffer`, `len` elements of
 /// `elem_bytes` bytes each, whose base address must be a multiple of `align` bytes.
@@ -81,7 +81,6 @@ impl<D: Device> KernelInstance<'_, D> {
                 _ => {}
             }
         }
-        self.fused = None;
         if found {
             Ok(())
         } else {
@@ -94,15 +93,9 @@ impl<D: Device> KernelInstance<'_, D> {
     /// Refuses, now rather than at a launch, a kernel with a grid barrier or cross-rank flags
     /// whose ranks' grids cannot all be resident on their device at once (DESIGN.md §5.9):
     /// launches on a caller's stream are plain launches, so the capacity must hold for every
-    /// rank sharing a device. Also refuses a fused-grid group, which launches all ranks as one
-    /// grid.
+    /// rank sharing a device (one grid of them all, through the ranks entry, or one grid per
+    /// rank).
     pub fn check_coresidency(&self) -> Result<()> {
-        if let Placement::SameDevice(SameDeviceMode::FusedGrid) = self.group.placement() {
-            return Err(self.err(
-                "a FusedGrid group cannot launch on caller streams; use SameDeviceMode::Streams"
-                    .into(),
-            ));
-        }
         if self.spec.coresidency != CoResidency::Required {
             return Ok(());
         }
@@ -110,6 +103,10 @@ impl<D: Device> KernelInstance<'_, D> {
             Placement::SameDevice(_) => u64::from(self.group.tp()),
             _ => 1,
         };
+        if let Some(k) = &self.ranks_kernel {
+            let cap = Capacity::of(self.group.device(0), k, &self.spec)?;
+            return cap.check(&self.name, self.spec.workgroups() * sharing);
+        }
         for r in 0..self.group.tp() {
             let d = self.group.device(r);
             let cap = Capacity::of(d, &self.kernels[r as usize], &self.spec)?;
@@ -185,7 +182,6 @@ impl<D: Device> KernelInstance<'_, D> {
             }
             self.set_peer_table(i, table)?;
         }
-        self.fused = None;
         Ok(maps)
     }
 
@@ -265,6 +261,44 @@ impl<D: Device> KernelInstance<'_, D> {
                 self.poisoned = true;
                 return Err(e.into());
             }
+        }
+        Ok(epoch)
+    }
+
+    /// Enqueues one launch of all ranks through the kernel's ranks entry
+    /// ([`KernelInstance::launches_ranks_entry`]: ranks sharing a device, one grid of
+    /// `tp × grid` workgroups) on the caller's stream `stream`, with the addresses bound last;
+    /// returns its epoch. No fork and join of streams: the ranks' workgroups run concurrently
+    /// within the one launch (co-residency: [`KernelInstance::check_coresidency`], once first).
+    ///
+    /// # Safety
+    /// As [`KernelInstance::launch_on_streams`]; `stream` a live stream of the group's device.
+    pub unsafe fn launch_ranks_on_stream(&mut self, stream: u64) -> Result<u32> {
+        if self.ranks_kernel.is_none() {
+            return Err(self.err(
+                "no ranks entry: the kernel was not generated for ranks on one device, or the \
+                 group is not a fused-grid group"
+                    .into(),
+            ));
+        }
+        if self.alone.is_some() || self.poisoned {
+            self.reset()?;
+        }
+        let epoch = self.epochs.next();
+        let args = self.ranks_args(epoch)?;
+        let mut spec = self.spec.clone();
+        spec.grid[0] *= self.group.tp();
+        let kernel = self.ranks_kernel.as_ref().expect("checked above");
+        // SAFETY: the arguments follow the ranks entry's ABI (`ranks_args`); the caller vouches
+        // for the addresses and the stream; co-residency was checked by `check_coresidency`.
+        let launched = unsafe {
+            self.group
+                .device(0)
+                .launch_on_raw_stream(kernel, &spec, &args, stream)
+        };
+        if let Err(e) = launched {
+            self.poisoned = true;
+            return Err(e.into());
         }
         Ok(epoch)
     }

@@ -855,6 +855,7 @@ impl Hand {
             epoch_param: named(AbiPurpose::Epoch),
             error_word_param: named(AbiPurpose::ErrorWord),
             rank_param: named(AbiPurpose::Rank),
+            ranks_symbol: None,
             coresidency: a.coresidency.clone(),
             peer_table: a.peer_table.clone(),
             params,
