@@ -432,3 +432,44 @@ fn the_graph_timing_spin_kernel_compiles_for_sm90() {
         .compile(&req)
         .unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// With two units in flight (`pipeline_depth = 2`) and the activations staged in LDS, the tensor-
+/// core GEMV issues its first unit's weight loads before the staging and its workgroup barrier
+/// (they read no LDS), so their DRAM latency overlaps the staging's; with one unit in flight the
+/// loads stay inside the loop, after the barrier. The values are the simulator's to check
+/// (`harness/tests/sim_mma_batch.rs` runs `pipeline_depth=2` against the reference).
+#[test]
+fn pipelined_mma_gemv_issues_its_first_weight_loads_before_the_staging_barrier_sm90() {
+    use wavefuse_codegen::lower::Schedule;
+    let text = "kernel o_proj(tp=1) {
+    buf0 = input w : gptq<group=128, zero=sym, scale=f16>[k=4096, n=4096] col_parallel(tp=1) @global index=local
+    buf1 = input x : f16[1, 4096] replicated @global index=local
+    buf2 = output y : f16[1, 4096] col_parallel(tp=1) @global index=local
+    v0 = load buf1
+    v1 = gemv.col buf0, v0
+    v2 = round_f16 v1
+    store v2, buf2
+}
+";
+    let ir = wavefuse::ir::parse_named(text, "o_proj.wfir").expect("parses");
+    let order = |spec: &str| {
+        let s = Schedule::default_for(ARCH, &ir)
+            .with_overrides(spec)
+            .expect("a valid override");
+        assert!(s.x_in_lds, "{spec}: the default stages the activations");
+        let g = wavefuse_codegen::compile(&ir, ARCH, &s).unwrap_or_else(|e| panic!("{spec}: {e}"));
+        let src = &g.source.text;
+        let body = &src[src.find("\n{\n").expect("a body")..];
+        let load = body.find("&w_qweight[").expect("a weight load");
+        let barrier = body.find("__syncthreads()").expect("the staging barrier");
+        load < barrier
+    };
+    assert!(
+        order("pipeline_depth=2"),
+        "depth 2: first loads before the barrier"
+    );
+    assert!(
+        !order("pipeline_depth=1"),
+        "depth 1: loads after the barrier"
+    );
+}

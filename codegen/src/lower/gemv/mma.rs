@@ -161,6 +161,9 @@ impl Lowering<'_> {
         // totals[(mi · ntiles + j) · 8 + 4p + i]: D fragment slot i of column pair p, N tile j.
         let totals = self.zeros(m * 8 * ntiles, "acc", out);
         let (begin, units) = self.split_units(kdim / group * upg)?;
+        // The activations' staging; with two units in flight the first unit's weight loads
+        // (which read no LDS) are issued before it, so their latency overlaps the staging's.
+        let mut staging = vec![];
         let xs = if self.s.x_in_lds {
             let words = kdim / 8 / self.s.k_split as usize;
             let lds = self.k.lds(Ty::U32, batch * words * 4);
@@ -169,7 +172,7 @@ impl Lowering<'_> {
                 begin: mul(begin.clone(), u(unit)),
                 words,
             };
-            self.stage_x(x.clone(), kdim, (batch, None), &stage, out)?;
+            self.stage_x(x.clone(), kdim, (batch, None), &stage, &mut staging)?;
             Some(stage)
         } else {
             None
@@ -193,6 +196,7 @@ impl Lowering<'_> {
         let un_reg = self.k.reg(Ty::U32, if upg == 1 { "group" } else { "unit" });
         match self.s.pipeline_depth {
             1 => {
+                out.append(&mut staging);
                 let buf = self.mma_buffers(&t);
                 let mut body = self.mma_loads(&t, &buf, un_reg);
                 body.extend(self.mma_compute(&t, &buf, un_reg, &totals));
@@ -203,15 +207,18 @@ impl Lowering<'_> {
                 // Software pipelining: unit u + kwarps's loads are in flight while unit u
                 // computes. Every condition is warp-uniform (kwarp is), so the MMAs under them
                 // run with the whole warp.
-                out.push(comment(
-                    "pipelined: the next unit's loads are issued before this unit's MMAs",
-                ));
+                out.push(comment(if t.xs.is_some() {
+                    "pipelined: the next unit's loads are issued before this unit's MMAs, the first unit's before the activations' staging"
+                } else {
+                    "pipelined: the next unit's loads are issued before this unit's MMAs"
+                }));
                 let (b0, b1) = (self.mma_buffers(&t), self.mma_buffers(&t));
                 let u1 = self.k.reg(Ty::U32, "next_unit");
                 let u2 = self.k.reg(Ty::U32, "after_next");
                 out.push(assign(u1, add(begin.clone(), r(kwarp))));
                 let first = self.mma_loads(&t, &b0, u1);
                 when(lt(r(u1), units.clone()), first, out);
+                out.append(&mut staging);
                 let mut body = vec![assign(u1, add(r(un_reg), u(kwarps)))];
                 let next = self.mma_loads(&t, &b1, u1);
                 when(lt(r(u1), units.clone()), next, &mut body);
