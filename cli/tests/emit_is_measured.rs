@@ -105,7 +105,7 @@ fn emit_snapshot_and_measured_sources_are_identical() {
                             arch,
                             &[measured.schedule.clone()],
                             1,
-                            measured.ir.tp(),
+                            placement.ranks_per_device(tp),
                         );
                         assert_eq!(
                             space.kept.first().map(|g| &g.source.text),

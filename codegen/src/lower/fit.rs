@@ -115,10 +115,16 @@ impl ScheduleInputs {
 
     /// Exactly `schedule` ([`ScheduleSource::Exact`]).
     pub fn exact(schedule: Schedule) -> ScheduleInputs {
+        ScheduleInputs::exact_placed(schedule, 1)
+    }
+
+    /// [`ScheduleInputs::exact`] for a kernel whose `ranks_per_device` ranks share each device
+    /// (what its source holds: with several, the ranks entry too, as the pipeline writes it).
+    pub fn exact_placed(schedule: Schedule, ranks_per_device: u32) -> ScheduleInputs {
         ScheduleInputs {
             source: ScheduleSource::Exact(schedule),
             overrides: Vec::new(),
-            ranks_per_device: 1,
+            ranks_per_device,
         }
     }
 }

@@ -9,7 +9,7 @@ use std::time::Instant;
 use wavefuse::ir::Kernel;
 use wavefuse_codegen::Arch;
 use wavefuse_codegen::lower::fit::fits_coresident_for;
-use wavefuse_codegen::lower::{LowerError, Schedule};
+use wavefuse_codegen::lower::{LowerError, Schedule, ScheduleInputs};
 use wavefuse_runtime::compile::CompileError;
 use wavefuse_runtime::exec::{self, ArtifactSource};
 use wavefuse_runtime::{Artifact, Cache, Error as RtError, ResourceUsage};
@@ -82,7 +82,14 @@ pub fn build_after(
         let g = match baseline.take() {
             Some(g) => Ok(g),
             None => match rest.next() {
-                Some(s) => wavefuse_codegen::compile(ir, arch, s).map_err(|e| (s, e)),
+                // Exactly `s`, written for the placement the candidates are timed at (ranks on
+                // one device: with the ranks entry, as the pipeline writes the baseline).
+                Some(s) => wavefuse_codegen::generate(
+                    ir,
+                    arch,
+                    &ScheduleInputs::exact_placed(s.clone(), ranks_per_device),
+                )
+                .map_err(|e| (s, e)),
                 None => break,
             },
         };

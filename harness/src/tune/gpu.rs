@@ -135,7 +135,7 @@ fn search<D: Device>(
         Err(report) => return *report,
     };
     let group = match D::new(0).map_err(|e| e.to_string()).and_then(|d| {
-        RankGroup::on_one_device(d, t.spec.tp, SameDeviceMode::Streams).map_err(|e| e.to_string())
+        RankGroup::on_one_device(d, t.spec.tp, SameDeviceMode::FusedGrid).map_err(|e| e.to_string())
     }) {
         Ok(g) => g,
         Err(e) => {
