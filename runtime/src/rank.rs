@@ -23,11 +23,10 @@
 //!     emits for a kernel generated with its ranks on one device) launches all ranks as one grid
 //!     of `tp × grid` workgroups, cooperative where the driver offers it (so co-residency of all
 //!     ranks is the driver's guarantee): no fork and join of streams per launch. The entry
-//!     derives the rank from the workgroup id (`rank = blockIdx.x % tp`, workgroup
-//!     `blockIdx.x / tp`: every rank's workgroups are dispatched together) and takes each
-//!     per-rank array parameter `tp` times by value, in rank order; peer tables and the other
-//!     scalars once; no `rank` scalar. A kernel without one (a hand-written kernel) launches as
-//!     in `Streams`.
+//!     derives the rank from the workgroup id (`rank = blockIdx.x / grid`, workgroup
+//!     `blockIdx.x % grid`) and takes each per-rank array parameter `tp` times by value, in
+//!     rank order; peer tables and the other scalars once; no `rank` scalar. A kernel without
+//!     one (a hand-written kernel) launches as in `Streams`.
 //!
 //! # One rank per device
 //! [`RankGroup::per_device`] opens devices `0..tp` (refusing, with the count it sees, when fewer

@@ -59,7 +59,7 @@ extern "C" __global__ void __launch_bounds__(32) handshake(
     handshake_body(flags, mailbox, out, rank, epoch, skip_epoch, error_word);
 }
 
-// The ranks entry of `handshake` (Abi::ranks_symbol): rank = blockIdx.x % tp (grid = 1 here),
+// The ranks entry of `handshake` (Abi::ranks_symbol): rank = blockIdx.x / grid (grid = 1 here),
 // each per-rank array once per rank by value, the peer tables and scalars once, no rank parameter.
 extern "C" __global__ void __launch_bounds__(32) handshake_ranks(
     unsigned* const* flags, unsigned* const* mailbox, unsigned* out0, unsigned* out1,

@@ -81,7 +81,7 @@ pub struct Abi {
     pub rank_param: Option<String>,
     /// The *ranks entry*, where the source has one (a kernel generated for ranks sharing one
     /// device): the same kernel for all `tp` ranks in one launch of `tp × grid` workgroups,
-    /// workgroup `b` running workgroup `b / tp` of rank `b mod tp`. Its arguments are
+    /// workgroup `b` running workgroup `b mod grid` of rank `b / grid`. Its arguments are
     /// [`Abi::params`] in order, with each `array` passed `tp` times (rank 0's to rank `tp − 1`'s),
     /// the rank scalar left out, and peer tables and the other scalars passed once. All
     /// `tp × grid` workgroups must then be resident at once where the kernel has

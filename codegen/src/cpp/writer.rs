@@ -67,8 +67,8 @@ impl<'k, D: Dialect> Writer<'k, D> {
     /// The file also holds the kernel's *ranks entry*, `<symbol>_ranks` ([`ranks_symbol`]): the
     /// same body for the ranks of a TP group that share one device, launched once as a grid of
     /// `tp × grid` workgroups (the runtime's fused-grid launch): workgroup `b` runs workgroup
-    /// `b / tp` of rank `b mod tp` (ranks interleaved, so all start together). Each per-rank array parameter is passed `tp` times, in
-    /// rank order (`wf_r<r>_<name>`), the rank scalar is not passed (it is `b mod tp`), and peer
+    /// `b mod grid` of rank `b / grid`. Each per-rank array parameter is passed `tp` times, in
+    /// rank order (`wf_r<r>_<name>`), the rank scalar is not passed (it is `b / grid`), and peer
     /// tables and the other scalars are passed once, in ABI order: see
     /// [`Abi::ranks_symbol`](crate::abi::Abi::ranks_symbol). One launch instead of one per rank
     /// on its own stream: no fork and join of streams per call.
@@ -142,7 +142,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
         let _ = writeln!(
             f,
             "// The ranks entry: all {tp} ranks sharing one device in one launch of {tp} x {grid} \
-             workgroups\n// (workgroup b runs workgroup b / {tp} of rank b % {tp}); each \
+             workgroups\n// (workgroup b runs workgroup b % {grid} of rank b / {grid}); each \
              per-rank array once per rank, in rank order.",
             tp = self.k.tp,
             grid = self.k.grid
@@ -181,12 +181,12 @@ impl<'k, D: Dialect> Writer<'k, D> {
     /// scalar, and each per-rank array parameter as the executing rank's copy.
     fn ranks_prologue(&self, f: &mut String) -> Result<(), Error> {
         let lvl = Level::TOP.next();
-        let tp = self.k.tp;
-        // Ranks interleaved: the block scheduler dispatches in index order, so every rank's
-        // workgroups start together (as the ranks' own launches on their own streams did) and no
-        // rank waits at its flags for a rank whose workgroups were dispatched last.
-        let _ = writeln!(f, "{lvl}const unsigned {WF_RANK} = blockIdx.x % {tp}u;");
-        let _ = writeln!(f, "{lvl}const unsigned {WF_WG} = blockIdx.x / {tp}u;");
+        let grid = self.k.grid;
+        let _ = writeln!(f, "{lvl}const unsigned {WF_RANK} = blockIdx.x / {grid}u;");
+        let _ = writeln!(
+            f,
+            "{lvl}const unsigned {WF_WG} = blockIdx.x - {WF_RANK} * {grid}u;"
+        );
         for p in self.k.params.keys() {
             let name = self.names.param(p);
             match self.ranks_copies(p) {
