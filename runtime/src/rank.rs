@@ -443,8 +443,8 @@ impl<D: Device> RankGroup<D> {
     }
 
     /// Launches rank `rank`'s `kernel` with `args` on its stream, alone: the co-residency rule
-    /// applies to its grid only (the other ranks do not run). No skew (one rank has no one to be skewed
-    /// against).
+    /// applies to its grid only (the other ranks do not run). No skew (one rank has no one to be
+    /// skewed against).
     ///
     /// # Safety
     /// As [`Device::launch_raw`].
@@ -489,8 +489,9 @@ impl<D: Device> RankGroup<D> {
         Ok(())
     }
 
-    /// Launches a [`SameDeviceMode::FusedGrid`] group's ranks entry: one launch of `tp × spec.grid[0]`
-    /// workgroups on rank 0's stream, with the co-residency rule applied to the whole grid.
+    /// Launches a [`SameDeviceMode::FusedGrid`] group's ranks entry: one launch of
+    /// `tp × spec.grid[0]` workgroups on rank 0's stream, with the co-residency rule applied to
+    /// the whole grid.
     ///
     /// # Safety
     /// As [`Device::launch_raw`]; `args` follow the ranks entry's ABI described in the module docs.

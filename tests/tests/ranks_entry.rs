@@ -77,6 +77,13 @@ fn check(arch: Arch, compile: bool) {
                 expected_params(&shared.abi),
                 "{name}: the ranks entry's parameters and the ABI's rule disagree"
             );
+            // The body reads its workgroup and grid from the prologue (`wf_wg`, the rank's own
+            // grid as a constant): the launch's block index appears only there, its grid size
+            // nowhere (a grid barrier counting `gridDim.x` would wait for `tp` ranks' arrivals).
+            let body =
+                &shared.source.text[shared.source.text.find(&format!("\n{entry}(")).unwrap()..];
+            assert_eq!(body.matches("blockIdx.x").count(), 2, "{name}: {body}");
+            assert!(!body.contains("gridDim.x"), "{name}");
             // The per-rank entry is the kernel `alone`'s signature would have: unchanged.
             assert_eq!(
                 declared_params(&shared.source.text, &shared.abi.symbol),

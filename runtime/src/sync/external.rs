@@ -287,7 +287,9 @@ impl<D: Device> KernelInstance<'_, D> {
         let epoch = self.epochs.next();
         let args = self.ranks_args(epoch)?;
         let mut spec = self.spec.clone();
-        spec.grid[0] *= self.group.tp();
+        spec.grid[0] = spec.grid[0]
+            .checked_mul(self.group.tp())
+            .ok_or_else(|| self.err("the ranks' grid overflows".into()))?;
         let kernel = self.ranks_kernel.as_ref().expect("checked above");
         // SAFETY: the arguments follow the ranks entry's ABI (`ranks_args`); the caller vouches
         // for the addresses and the stream; co-residency was checked by `check_coresidency`.
