@@ -224,7 +224,7 @@ fn phased_stage_without_either_workgroup_barrier_is_caught_gfx906() {
     for which in ["before the overwrite", "after the stage"] {
         let mut p = floor_phased(KernelId::GemvInt4, 1, 3, 1, true, true);
         let mut removed = false;
-        p.lowered.body = without_phase_barrier(
+        p.lowered.body = support::without_phase_barrier(
             std::mem::take(&mut p.lowered.body),
             which == "after the stage",
             &mut removed,
@@ -241,45 +241,6 @@ fn phased_stage_without_either_workgroup_barrier_is_caught_gfx906() {
             "the phase barrier {which} removed, not caught:\n{text}"
         );
     }
-}
-
-/// `body` with the first (or, with `second`, the second) workgroup barrier of the first loop
-/// that holds two of them directly (the phase loop) removed (`support::rewrite` visits loops
-/// after their bodies, so the innermost such loop is the one).
-fn without_phase_barrier(body: Vec<Stmt>, second: bool, removed: &mut bool) -> Vec<Stmt> {
-    support::rewrite(body, &mut |s| match s {
-        Stmt::For {
-            var,
-            start,
-            end,
-            step,
-            body,
-        } if !*removed
-            && body
-                .iter()
-                .filter(|t| matches!(t, Stmt::WorkgroupBarrier))
-                .count()
-                == 2 =>
-        {
-            *removed = true;
-            let mut seen = 0;
-            let body = body
-                .into_iter()
-                .filter(|t| {
-                    seen += usize::from(matches!(t, Stmt::WorkgroupBarrier));
-                    !matches!(t, Stmt::WorkgroupBarrier) || seen != 1 + usize::from(second)
-                })
-                .collect();
-            vec![Stmt::For {
-                var,
-                start,
-                end,
-                step,
-                body,
-            }]
-        }
-        other => vec![other],
-    })
 }
 
 // The gfx906 default from batch 5 (`codegen/src/lower/schedule.rs` `floor_phases`): 2 packed

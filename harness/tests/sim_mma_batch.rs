@@ -29,6 +29,9 @@ const SMALL: SmallShapes = SmallShapes {
 /// Schedules per case: each with its own random inputs.
 const SCHEDULES: u64 = 2;
 const SEED: u64 = 0x6E6D;
+/// Seeded schedules a synchronisation mutant is swept over (a race needs an interleaving that
+/// shows it; two are not always enough).
+const MUTANT_SCHEDULES: u64 = 16;
 
 /// The forms of the tensor-core path run at every batch (overrides of the simulator's schedule,
 /// which is the default one scaled to 64-lane workgroups): as chosen (activations staged in
@@ -333,4 +336,108 @@ fn mma_weight_left_unscaled_is_caught_sm90() {
         } if *c == Expr::u32(0) => vec![Stmt::Assign { dst, value: *a }],
         s => vec![s],
     }));
+}
+
+/// The activations staged in phases on the tensor cores (`x_phase_units`, issue 40: a part whose
+/// activations outgrow the LDS is staged a phase at a time, and a wide tile's column warps share
+/// them): each phase's K rows staged behind its two workgroup barriers, each K warp's first unit
+/// of the phase loaded before them. One unit per K warp per phase, two per K warp (the loop after
+/// the first), and a wide tile (two column warps, one K warp) — at batch 16 and 64, the scale per
+/// unit and on the weights, and the fused kernel (its epilogue after the phases) — against the
+/// f64 reference on fresh random inputs at the FP16 outputs' tolerance.
+#[test]
+fn mma_phased_stage_matches_the_reference_sm90() {
+    let tol = tolerance(ScalarType::F16);
+    let phased = [
+        "k_unit_words=4,k_split=1,x_in_lds=true,x_phase_units=2",
+        "k_unit_words=4,k_split=1,x_in_lds=true,x_phase_units=4",
+        "k_unit_words=4,k_split=2,columns_per_workgroup=64,threads_per_column=1,x_in_lds=true,x_phase_units=1",
+        "k_unit_words=4,k_split=1,x_in_lds=true,x_phase_units=2,mma_scale=weight",
+    ];
+    let cases: [(KernelId, u32, &[usize]); 3] = [
+        (KernelId::GemvInt4, 1, &[16, 64]),
+        (KernelId::GemvInt4AllreduceRmsnorm, 2, &[16]),
+        (KernelId::GemvInt4DualSilu, 1, &[16]),
+    ];
+    for (id, tp, batches) in cases {
+        for &batch in batches {
+            for spec in phased {
+                let p = prepare(id, tp, batch, spec)
+                    .unwrap_or_else(|e| panic!("{id} tp {tp} batch {batch} `{spec}`: {e}"));
+                let mut removed = false;
+                support::without_phase_barrier(p.lowered.body.clone(), false, &mut removed);
+                assert!(
+                    removed,
+                    "{id} {batch} `{spec}`: no phase loop\n{}",
+                    p.lowered
+                );
+                clean_sweep(
+                    &p,
+                    SEED ^ 0x9A5E ^ batch as u64,
+                    &format!("{id} tp {tp} batch {batch} `{spec}`"),
+                    tol,
+                );
+            }
+        }
+    }
+}
+
+/// §5.2 with the phased stage: every lane writes the phase's activations and every lane reads
+/// them, so the phase needs both workgroup barriers — before the overwrite (the last phase's
+/// reads done) and after the stage (its writes done). Either removed is caught by the simulator.
+#[test]
+fn mma_phased_stage_without_either_workgroup_barrier_is_caught_sm90() {
+    for second in [false, true] {
+        let mut p = prepare(
+            KernelId::GemvInt4,
+            1,
+            16,
+            "k_unit_words=4,k_split=1,x_in_lds=true,x_phase_units=2",
+        )
+        .expect("lowers");
+        let mut removed = false;
+        p.lowered.body = support::without_phase_barrier(
+            std::mem::take(&mut p.lowered.body),
+            second,
+            &mut removed,
+        );
+        assert!(removed, "no phase loop with two barriers");
+        let r = sweep(&p, SEED, 0, MUTANT_SCHEDULES, |_, _| {}).expect("simulates");
+        let text = summary(&p, &r);
+        assert!(
+            !r.findings.is_empty() || r.failing > 0,
+            "phase barrier {} removed, not caught:\n{text}",
+            if second {
+                "after the stage"
+            } else {
+                "before the overwrite"
+            }
+        );
+    }
+}
+
+/// A phase that does not divide the K part, or is not a multiple of the K warps, is refused
+/// naming both numbers; phases with two units in flight (pipeline depth 2) are refused.
+#[test]
+fn mma_phase_out_of_shape_is_refused_sm90() {
+    for (spec, needle) in [
+        (
+            "k_unit_words=4,k_split=1,x_in_lds=true,x_phase_units=3",
+            "x_phase_units = 3 must divide the K part's 8 units and be a multiple of the 2 K warps",
+        ),
+        (
+            "k_unit_words=4,k_split=1,x_in_lds=true,x_phase_units=1",
+            "x_phase_units = 1 must divide the K part's 8 units and be a multiple of the 2 K warps",
+        ),
+        (
+            "k_unit_words=4,k_split=1,x_in_lds=true,x_phase_units=2,pipeline_depth=2",
+            "x_phase_units = 2 needs pipeline_depth = 1 (not 2)",
+        ),
+    ] {
+        match prepare(KernelId::GemvInt4, 1, 16, spec) {
+            Err(LowerError::Schedule(m)) => assert!(m.contains(needle), "{spec}: {m}"),
+            Err(e) => panic!("{spec}: {e}"),
+            Ok(_) => panic!("{spec}: lowered"),
+        }
+    }
 }

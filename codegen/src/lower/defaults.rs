@@ -346,7 +346,12 @@ fn stage_and_sums_fit(arch: Arch, kernel: &Kernel, s: &Schedule) -> bool {
     let (Some(k), batch) = (gptq_k(kernel), batch_of(kernel)) else {
         return false;
     };
-    let staged = batch * k * 2 / s.k_split.max(1) as usize;
+    let part = k / s.k_split.max(1) as usize;
+    let rows = match s.x_phase_units as usize * s.k_unit_words as usize * 8 {
+        0 => part,
+        phase => phase.min(part),
+    };
+    let staged = batch * rows * 2;
     let sums = gemv_count(kernel)
         * s.columns_per_workgroup as usize
         * batch
@@ -403,7 +408,12 @@ fn staging_adds_no_wave(arch: Arch, kernel: &Kernel, s: &Schedule, workgroups: u
         return false;
     };
     let batch = batch_of(kernel);
-    let staged = batch * k * 2 / s.k_split.max(1) as usize;
+    let part = k / s.k_split.max(1) as usize;
+    let rows = match s.x_phase_units as usize * s.k_unit_words as usize * 8 {
+        0 => part,
+        phase => phase.min(part),
+    };
+    let staged = batch * rows * 2;
     let sums = s.columns_per_workgroup as usize * batch * s.threads_per_column as usize * 4;
     let lds = u32::try_from(staged + sums).unwrap_or(u32::MAX);
     let per_device = |lds| {
@@ -692,7 +702,13 @@ pub(super) fn staged_fits(kernel: &Kernel, s: &Schedule) -> bool {
     if !gemv_prologue(kernel).is_empty() && !s.materialise_prologue {
         return true;
     }
-    let staged = batch_of(kernel).saturating_mul(k).saturating_mul(2) / s.k_split.max(1) as usize;
+    let part = k / s.k_split.max(1) as usize;
+    // In phases (`Schedule::x_phase_units`) the stage holds one phase's K rows.
+    let rows = match s.x_phase_units as usize * s.k_unit_words as usize * 8 {
+        0 => part,
+        phase => phase.min(part),
+    };
+    let staged = batch_of(kernel).saturating_mul(rows).saturating_mul(2);
     staged <= STAGE_MAX_BYTES
 }
 

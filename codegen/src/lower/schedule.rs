@@ -244,12 +244,14 @@ pub struct Schedule {
     /// stored schedules: false.
     #[serde(default)]
     pub prefetch_before_wait: bool,
-    /// The gfx906 dot2 path with `x_in_lds`: the workgroup's K part of the activations is staged
-    /// in phases of this many units (`batch · units · k_unit_words · 16` bytes of LDS), each
-    /// behind two workgroup barriers, instead of at once — so a part whose activations exceed
-    /// the LDS can still be staged without splitting K over more workgroups. 0: the whole part
-    /// at once. A divisor of the part's units (a multiple of the K slices, `threads_per_column`,
-    /// gives every slice the same units per phase). Absent in stored schedules: 0.
+    /// The gfx906 dot2 and the sm_90 tensor-core paths with `x_in_lds`: the workgroup's K part
+    /// of the activations is staged in phases of this many units (`batch · units ·
+    /// k_unit_words · 16` bytes of LDS), each behind two workgroup barriers, instead of at once
+    /// — so a part whose activations exceed the LDS can still be staged without splitting K
+    /// over more workgroups, and the column warps of a wide tile share them (issue 40). 0: the
+    /// whole part at once. A divisor of the part's units (dot2: a multiple of the K slices,
+    /// `threads_per_column`, gives every slice the same units per phase; tensor cores: it must
+    /// be one, and the pipeline depth 1). Absent in stored schedules: 0.
     #[serde(default)]
     pub x_phase_units: u32,
     /// sm_90: the compiler is asked to keep this many workgroups resident per SM
@@ -486,7 +488,6 @@ impl Schedule {
                     "nibble_decode",
                     "int4_scaling",
                     "accumulators",
-                    "x_phase_units",
                     "batch_tile",
                 ],
             },

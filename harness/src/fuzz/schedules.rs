@@ -267,6 +267,21 @@ fn mma_schedule(rng: &mut ChaCha8Rng, base: Schedule, kdim: usize, group_words: 
     let cw = pick(rng, &[1, 2]);
     let k_warps = pick(rng, &[1, 2, 4]);
     let k_unit_words = unit(rng, group_words, 4);
+    let k_split = k_split(rng, kdim, k_unit_words);
+    let x_in_lds = rng.random_bool(0.5);
+    // The stage in phases, one time in three where it is staged: a multiple of the K warps that
+    // divides the part's units and is smaller than the part, at pipeline depth 1 (a kernel
+    // whose activation a prologue computes ignores it).
+    let part_units = kdim / 8 / k_unit_words as usize / k_split as usize;
+    let phases: Vec<u32> = (1..part_units)
+        .filter(|p| part_units % p == 0 && p % k_warps as usize == 0)
+        .map(|p| p as u32)
+        .collect();
+    let x_phase_units = if x_in_lds && !phases.is_empty() && rng.random_bool(1.0 / 3.0) {
+        pick(rng, &phases)
+    } else {
+        0
+    };
     Schedule {
         int4_dot: Int4Dot::Mma,
         workgroup_size: 32 * cw * k_warps,
@@ -274,14 +289,18 @@ fn mma_schedule(rng: &mut ChaCha8Rng, base: Schedule, kdim: usize, group_words: 
         threads_per_column: k_warps,
         words_per_iteration: 4,
         k_unit_words,
-        k_split: k_split(rng, kdim, k_unit_words),
-        pipeline_depth: pick(rng, &[1, 2]),
+        k_split,
+        pipeline_depth: if x_phase_units > 0 {
+            1
+        } else {
+            pick(rng, &[1, 2])
+        },
         mma_decode: pick(rng, &[MmaDecode::Shift, MmaDecode::Fma]),
         // The scale per unit only: the scale on the weights rounds (q − z)·s to FP16, beyond
         // an FP32 output's tolerance (its own tests: `harness/tests/sim_mma_batch.rs`).
         mma_scale: MmaScale::Unit,
-        x_in_lds: rng.random_bool(0.5),
-        x_phase_units: 0,
+        x_in_lds,
+        x_phase_units,
         stream_weights: rng.random_bool(0.5),
         byte_offsets: rng.random_bool(0.3),
         batch_tile: 0,

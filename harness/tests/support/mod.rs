@@ -63,3 +63,43 @@ pub fn arrival_ordered(ordering: Ordering) -> impl FnMut(Stmt) -> Vec<Stmt> {
         s => vec![s],
     }
 }
+
+/// `body` with the first (or, with `second`, the second) workgroup barrier of the first loop
+/// that holds two of them directly (the phase loop) removed ([`rewrite`] visits loops
+/// after their bodies, so the innermost such loop is the one).
+#[allow(dead_code)] // used by the phased-stage tests only
+pub fn without_phase_barrier(body: Vec<Stmt>, second: bool, removed: &mut bool) -> Vec<Stmt> {
+    rewrite(body, &mut |s| match s {
+        Stmt::For {
+            var,
+            start,
+            end,
+            step,
+            body,
+        } if !*removed
+            && body
+                .iter()
+                .filter(|t| matches!(t, Stmt::WorkgroupBarrier))
+                .count()
+                == 2 =>
+        {
+            *removed = true;
+            let mut seen = 0;
+            let body = body
+                .into_iter()
+                .filter(|t| {
+                    seen += usize::from(matches!(t, Stmt::WorkgroupBarrier));
+                    !matches!(t, Stmt::WorkgroupBarrier) || seen != 1 + usize::from(second)
+                })
+                .collect();
+            vec![Stmt::For {
+                var,
+                start,
+                end,
+                step,
+                body,
+            }]
+        }
+        other => vec![other],
+    })
+}

@@ -163,16 +163,26 @@ impl Lowering<'_> {
         let (begin, units) = self.split_units(kdim / group * upg)?;
         // The activations' staging; with two units in flight the first unit's weight loads
         // (which read no LDS) are issued before it, so their latency overlaps the staging's.
+        // In phases (`x_phase_units`) the stage holds one phase's units and is filled in the
+        // phase loop below instead.
+        let part_units = kdim / group * upg / self.s.k_split.max(1) as usize;
+        let phase = self.mma_phase(part_units, kwarps, x.is_some())?;
+        let ph_reg = phase.map(|_| self.k.reg(Ty::U32, "phase"));
         let mut staging = vec![];
         let xs = if self.s.x_in_lds {
-            let words = kdim / 8 / self.s.k_split as usize;
+            let words = phase.unwrap_or(part_units) * unit;
             let lds = self.k.lds(Ty::U32, batch * words * 4);
             let stage = XStage {
                 lds,
-                begin: mul(begin.clone(), u(unit)),
+                begin: match ph_reg {
+                    Some(ph) => mul(r(ph), u(unit)),
+                    None => mul(begin.clone(), u(unit)),
+                },
                 words,
             };
-            self.stage_x(x.clone(), kdim, (batch, None), &stage, &mut staging)?;
+            if phase.is_none() {
+                self.stage_x(x.clone(), kdim, (batch, None), &stage, &mut staging)?;
+            }
             Some(stage)
         } else {
             None
@@ -194,8 +204,49 @@ impl Lowering<'_> {
             xs,
         };
         let un_reg = self.k.reg(Ty::U32, if upg == 1 { "group" } else { "unit" });
-        match self.s.pipeline_depth {
-            1 => {
+        match (self.s.pipeline_depth, phase.zip(ph_reg)) {
+            (1, Some((p, ph))) => {
+                // The part in phases of `p` units (`Schedule::x_phase_units`), `p / kwarps` per
+                // K warp: each warp's first unit of the phase is loaded (no LDS read) before the
+                // phase's activations are staged, so that load's latency overlaps the staging.
+                // Both workgroup barriers are outside any lane condition (§5.8: the phase bounds
+                // are the workgroup's, every K warp has the same units); the first keeps the last
+                // phase's LDS reads before the overwrite, the second (in `stage_x`) the stage's
+                // writes before any read (§5.2).
+                out.push(comment(format!(
+                    "the K part in phases of {p} units: each K warp's first unit of the phase is loaded, then the phase's activations staged in LDS"
+                )));
+                let buf = self.mma_buffers(&t);
+                let first = self.k.reg(Ty::U32, "phase_unit");
+                let mut body = vec![assign(first, add(r(ph), r(kwarp)))];
+                body.extend(self.mma_loads(&t, &buf, first));
+                body.push(comment(
+                    "every lane is done reading the last phase's activations before they are overwritten",
+                ));
+                body.push(Stmt::WorkgroupBarrier);
+                let stage = t.xs.as_ref().expect("phases stage the activations");
+                self.stage_x(t.x.clone(), kdim, (batch, None), stage, &mut body)?;
+                body.extend(self.mma_compute(&t, &buf, first, &totals));
+                if p > kwarps {
+                    let mut rest = self.mma_loads(&t, &buf, un_reg);
+                    rest.extend(self.mma_compute(&t, &buf, un_reg, &totals));
+                    body.push(for_loop(
+                        un_reg,
+                        add(r(first), u(kwarps)),
+                        add(r(ph), u(p)),
+                        u(kwarps),
+                        rest,
+                    ));
+                }
+                out.push(for_loop(ph, begin, units, u(p), body));
+            }
+            (_, Some(_)) => {
+                return sched(format!(
+                    "INT4 mma: x_phase_units = {} needs pipeline_depth = 1 (not {})",
+                    self.s.x_phase_units, self.s.pipeline_depth
+                ));
+            }
+            (1, None) => {
                 out.append(&mut staging);
                 let buf = self.mma_buffers(&t);
                 let mut body = self.mma_loads(&t, &buf, un_reg);
@@ -203,7 +254,7 @@ impl Lowering<'_> {
                 let start = add(begin, r(kwarp));
                 out.push(for_loop(un_reg, start, units, u(kwarps), body));
             }
-            2 => {
+            (2, None) => {
                 // Software pipelining: unit u + kwarps's loads are in flight while unit u
                 // computes. Every condition is warp-uniform (kwarp is), so the MMAs under them
                 // run with the whole warp.
@@ -231,7 +282,7 @@ impl Lowering<'_> {
                 let start = add(begin, r(kwarp));
                 out.push(for_loop(un_reg, start, units, u(2 * kwarps), body));
             }
-            d => {
+            (d, None) => {
                 return sched(format!("INT4 mma: pipeline depth {d} (1 or 2)"));
             }
         }
@@ -259,6 +310,29 @@ impl Lowering<'_> {
         }
         out.push(Stmt::WorkgroupBarrier);
         Ok(())
+    }
+
+    /// Units per activation phase of the tensor-core path (`Schedule::x_phase_units`), `None`
+    /// when the whole K part is staged at once (0, a phase of the whole part, no staging, or a
+    /// GEMV prologue, which writes its whole stage). A phase divides the part (no phase stages
+    /// past it) and is a multiple of the K warps (every warp the same units per phase, so the
+    /// phase's barriers are reached by all).
+    fn mma_phase(
+        &self,
+        part_units: usize,
+        kwarps: usize,
+        loaded_x: bool,
+    ) -> Result<Option<usize>, LowerError> {
+        let p = self.s.x_phase_units as usize;
+        if p == 0 || p >= part_units || !self.s.x_in_lds || !loaded_x {
+            return Ok(None);
+        }
+        if part_units % p != 0 || p % kwarps != 0 {
+            return sched(format!(
+                "INT4 mma: x_phase_units = {p} must divide the K part's {part_units} units and be a multiple of the {kwarps} K warps"
+            ));
+        }
+        Ok(Some(p))
     }
 
     /// The registers one unit's loads fill.
