@@ -31,7 +31,7 @@ const SCHEDULES: u64 = 2;
 const SEED: u64 = 0x6E6D;
 /// Seeded schedules a synchronisation mutant is swept over (a race needs an interleaving that
 /// shows it; two are not always enough).
-const MUTANT_SCHEDULES: u64 = 16;
+const MUTANT_SCHEDULES: u64 = 64;
 
 /// The forms of the tensor-core path run at every batch (overrides of the simulator's schedule,
 /// which is the default one scaled to 64-lane workgroups): as chosen (activations staged in
@@ -353,6 +353,8 @@ fn mma_phased_stage_matches_the_reference_sm90() {
         "k_unit_words=4,k_split=1,x_in_lds=true,x_phase_units=4",
         "k_unit_words=4,k_split=2,columns_per_workgroup=64,threads_per_column=1,x_in_lds=true,x_phase_units=1",
         "k_unit_words=4,k_split=1,x_in_lds=true,x_phase_units=2,mma_scale=weight",
+        "k_unit_words=4,k_split=1,x_in_lds=true,x_phase_units=2,pipeline_depth=2",
+        "k_unit_words=4,k_split=2,columns_per_workgroup=64,threads_per_column=1,x_in_lds=true,x_phase_units=1,pipeline_depth=2,mma_scale=weight",
     ];
     let cases: [(KernelId, u32, &[usize]); 3] = [
         (KernelId::GemvInt4, 1, &[16, 64]),
@@ -384,17 +386,17 @@ fn mma_phased_stage_matches_the_reference_sm90() {
 
 /// §5.2 with the phased stage: every lane writes the phase's activations and every lane reads
 /// them, so the phase needs both workgroup barriers — before the overwrite (the last phase's
-/// reads done) and after the stage (its writes done). Either removed is caught by the simulator.
+/// reads done) and after the stage (its writes done). Either removed is caught by the simulator,
+/// at pipeline depth 1 and 2 (there the next phase's activations wait in registers, and the
+/// store into the stage is what the first barrier orders after the last phase's reads).
 #[test]
 fn mma_phased_stage_without_either_workgroup_barrier_is_caught_sm90() {
-    for second in [false, true] {
-        let mut p = prepare(
-            KernelId::GemvInt4,
-            1,
-            16,
-            "k_unit_words=4,k_split=1,x_in_lds=true,x_phase_units=2",
-        )
-        .expect("lowers");
+    let specs = [
+        "k_unit_words=4,k_split=1,x_in_lds=true,x_phase_units=2",
+        "k_unit_words=4,k_split=1,x_in_lds=true,x_phase_units=2,pipeline_depth=2",
+    ];
+    for (spec, second) in specs.into_iter().flat_map(|s| [(s, false), (s, true)]) {
+        let mut p = prepare(KernelId::GemvInt4, 1, 16, spec).expect("lowers");
         let mut removed = false;
         p.lowered.body = support::without_phase_barrier(
             std::mem::take(&mut p.lowered.body),
@@ -406,7 +408,7 @@ fn mma_phased_stage_without_either_workgroup_barrier_is_caught_sm90() {
         let text = summary(&p, &r);
         assert!(
             !r.findings.is_empty() || r.failing > 0,
-            "phase barrier {} removed, not caught:\n{text}",
+            "`{spec}`: phase barrier {} removed, not caught:\n{text}",
             if second {
                 "after the stage"
             } else {
@@ -430,8 +432,8 @@ fn mma_phase_out_of_shape_is_refused_sm90() {
             "x_phase_units = 1 must divide the K part's 8 units and be a multiple of the 2 K warps",
         ),
         (
-            "k_unit_words=4,k_split=1,x_in_lds=true,x_phase_units=2,pipeline_depth=2",
-            "x_phase_units = 2 needs pipeline_depth = 1 (not 2)",
+            "k_unit_words=4,k_split=1,x_in_lds=true,x_phase_units=4,pipeline_depth=2",
+            "x_phase_units = 4 at pipeline_depth = 2 needs one unit per K warp per phase (x_phase_units = 2) and an even count of phases (the part has 8 units: 2)",
         ),
     ] {
         match prepare(KernelId::GemvInt4, 1, 16, spec) {

@@ -270,8 +270,8 @@ fn mma_schedule(rng: &mut ChaCha8Rng, base: Schedule, kdim: usize, group_words: 
     let k_split = k_split(rng, kdim, k_unit_words);
     let x_in_lds = rng.random_bool(0.5);
     // The stage in phases, one time in three where it is staged: a multiple of the K warps that
-    // divides the part's units and is smaller than the part, at pipeline depth 1 (a kernel
-    // whose activation a prologue computes ignores it).
+    // divides the part's units and is smaller than the part (a kernel whose activation a
+    // prologue computes ignores it).
     let part_units = kdim / 8 / k_unit_words as usize / k_split as usize;
     let phases: Vec<u32> = (1..part_units)
         .filter(|p| part_units % p == 0 && p % k_warps as usize == 0)
@@ -290,10 +290,13 @@ fn mma_schedule(rng: &mut ChaCha8Rng, base: Schedule, kdim: usize, group_words: 
         words_per_iteration: 4,
         k_unit_words,
         k_split,
-        pipeline_depth: if x_phase_units > 0 {
-            1
-        } else {
+        // Phases pipelined only at one unit per K warp per phase and an even count of them.
+        pipeline_depth: if x_phase_units == 0
+            || (x_phase_units == k_warps && (part_units / x_phase_units as usize) % 2 == 0)
+        {
             pick(rng, &[1, 2])
+        } else {
+            1
         },
         mma_decode: pick(rng, &[MmaDecode::Shift, MmaDecode::Fma]),
         // The scale per unit only: the scale on the weights rounds (q − z)·s to FP16, beyond

@@ -240,10 +240,19 @@ impl Lowering<'_> {
                 }
                 out.push(for_loop(ph, begin, units, u(p), body));
             }
-            (_, Some(_)) => {
+            (2, Some((p, ph))) => {
+                let phases = part_units / p;
+                if p != kwarps || phases % 2 != 0 {
+                    return sched(format!(
+                        "INT4 mma: x_phase_units = {p} at pipeline_depth = 2 needs one unit per K warp per phase (x_phase_units = {kwarps}) and an even count of phases (the part has {part_units} units: {phases})"
+                    ));
+                }
+                self.mma_phases_pipelined(&t, (p, ph, kwarp), (begin, units), un_reg, &totals, out);
+            }
+            (d, Some(_)) => {
                 return sched(format!(
-                    "INT4 mma: x_phase_units = {} needs pipeline_depth = 1 (not {})",
-                    self.s.x_phase_units, self.s.pipeline_depth
+                    "INT4 mma: x_phase_units = {} needs pipeline_depth = 1 or 2 (not {d})",
+                    self.s.x_phase_units
                 ));
             }
             (1, None) => {
@@ -310,6 +319,117 @@ impl Lowering<'_> {
         }
         out.push(Stmt::WorkgroupBarrier);
         Ok(())
+    }
+
+    /// The phased stage at pipeline depth 2 (`x_phase_units` = the K warps, an even count of
+    /// phases): while a phase computes, the next phase's activations are loaded into registers
+    /// and each K warp's unit of it into the other load buffer, so neither load's latency is
+    /// waited for at the phase's barriers; two phases per loop iteration (the buffers alternate).
+    /// The barriers are the phased stage's (§5.2: the last phase's reads done before the stage
+    /// is overwritten, the stage written before it is read), unconditional: the phase count is
+    /// even, so both phases of an iteration exist (§5.8); only the loads of the phase after are
+    /// guarded, by a workgroup-uniform bound.
+    fn mma_phases_pipelined(
+        &mut self,
+        t: &MmaTiling,
+        (p, ph, kwarp): (usize, Reg, Reg),
+        (begin, end): (Expr, Expr),
+        un_reg: Reg,
+        totals: &[Reg],
+        out: &mut Vec<Stmt>,
+    ) {
+        let stage = t.xs.as_ref().expect("phases stage the activations");
+        let (b0, b1) = (self.mma_buffers(t), self.mma_buffers(t));
+        let x = t.x.clone().expect("a loaded activation");
+        let entries = t.batch * stage.words;
+        let per_lane = entries.div_ceil(self.wg());
+        let xr: Vec<Vec<Reg>> = (0..per_lane)
+            .map(|_| (0..8).map(|_| self.k.reg(Ty::F16, "xpre")).collect())
+            .collect();
+        out.push(comment(format!(
+            "the K part in phases of {p} units, pipelined: the next phase's activations ({per_lane} x 16 bytes per lane) and each K warp's unit of it are loaded while this phase computes"
+        )));
+        let nu = self.k.reg(Ty::U32, "next_unit");
+        out.push(assign(ph, begin.clone()));
+        out.push(assign(nu, add(r(ph), r(kwarp))));
+        out.extend(self.mma_loads(t, &b0, nu));
+        out.extend(self.x_phase_load(&x, t, &xr, r(ph)));
+        // `ph` is the phase being computed (the stage's first unit, `XStage::begin`); the loop
+        // steps two phases at a time in `pair`.
+        let pair = self.k.reg(Ty::U32, "phase_pair");
+        let mut body = vec![];
+        for (half, (cur, next)) in [(&b0, &b1), (&b1, &b0)].into_iter().enumerate() {
+            body.push(assign(
+                ph,
+                if half == 0 {
+                    r(pair)
+                } else {
+                    add(r(pair), u(p))
+                },
+            ));
+            let this = r(ph);
+            body.push(comment(
+                "every lane is done reading the last phase's activations before they are overwritten",
+            ));
+            body.push(Stmt::WorkgroupBarrier);
+            body.extend(self.x_phase_store(t, &xr));
+            body.push(comment(
+                "the phase's activations are in LDS before any lane reads them",
+            ));
+            body.push(Stmt::WorkgroupBarrier);
+            let after = add(this.clone(), u(p));
+            let mut pre = vec![assign(nu, add(after.clone(), r(kwarp)))];
+            pre.extend(self.mma_loads(t, next, nu));
+            pre.extend(self.x_phase_load(&x, t, &xr, after.clone()));
+            when(lt(after, end.clone()), pre, &mut body);
+            body.push(assign(un_reg, add(this, r(kwarp))));
+            body.extend(self.mma_compute(t, cur, un_reg, totals));
+        }
+        out.push(for_loop(pair, begin, end, u(2 * p), body));
+    }
+
+    /// The activations of the phase starting at unit `first` into `xr`: entry `i` (batch row
+    /// `i / words`, the phase's K-word `i mod words`) of lane `l` is `l + j·wg` for `xr[j]`, one
+    /// 16-byte load each (none past the entries).
+    fn x_phase_load(&mut self, x: &Base, t: &MmaTiling, xr: &[Vec<Reg>], first: Expr) -> Vec<Stmt> {
+        let words = t.xs.as_ref().expect("staged").words;
+        let (entries, wg) = (t.batch * words, self.wg());
+        let mut out = vec![];
+        for (j, regs) in xr.iter().enumerate() {
+            let i = add(sp(Special::LocalId), u(j * wg));
+            let (row, word) = (div(i.clone(), u(words)), rem(i.clone(), u(words)));
+            let kword = add(mul(first.clone(), u(t.unit)), word);
+            let ld = load(
+                regs.clone(),
+                at(x.clone(), add(mul(row, u(t.kdim)), mul(kword, u(8)))),
+            );
+            if (j + 1) * wg <= entries {
+                out.push(ld);
+            } else {
+                when(lt(i, u(entries)), vec![ld], &mut out);
+            }
+        }
+        out
+    }
+
+    /// `xr` into the stage in B-fragment order, as [`Lowering::stage_x`] writes it.
+    fn x_phase_store(&mut self, t: &MmaTiling, xr: &[Vec<Reg>]) -> Vec<Stmt> {
+        let stage = t.xs.as_ref().expect("staged");
+        let (entries, wg) = (t.batch * stage.words, self.wg());
+        let mut out = vec![];
+        for (j, xh) in xr.iter().enumerate() {
+            let i = add(sp(Special::LocalId), u(j * wg));
+            let packs = (0..4)
+                .map(|h| Expr::PackHalf2(Box::new(r(xh[h])), Box::new(r(xh[h + 4]))))
+                .collect();
+            let st = store(self.lds_at(stage.lds, mul(i.clone(), u(4))), packs);
+            if (j + 1) * wg <= entries {
+                out.push(st);
+            } else {
+                when(lt(i, u(entries)), vec![st], &mut out);
+            }
+        }
+        out
     }
 
     /// Units per activation phase of the tensor-core path (`Schedule::x_phase_units`), `None`
