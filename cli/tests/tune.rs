@@ -105,6 +105,40 @@ fn gfx906_space_offers_larger_activation_phases() {
     assert!(space::summary(&all[i], family).contains("ph16"));
 }
 
+/// sm_90 past batch 8 (issue 40): the quick space offers the wide tensor-core tiles with the
+/// activations staged in phases of one unit per K warp, at both pipeline depths, and every one
+/// of them lowers (the enumeration keeps the phases' relations: a multiple of the K warps that
+/// divides the part, an even count of phases at depth 2); the summary names the phase.
+#[test]
+fn sm90_space_past_batch_8_offers_phased_wide_tiles() {
+    for batch in [16, 64] {
+        let k = suite::op_kernel(&CaseSpec {
+            kernel: KernelId::GemvInt4.into(),
+            tp: 1,
+            batch,
+            shape: ShapeKind::Model,
+        })
+        .unwrap()
+        .unwrap();
+        let all = space::enumerate(Arch::Sm90, &k, true);
+        let phased: Vec<&Schedule> = all
+            .iter()
+            .filter(|s| s.x_phase_units > 0 && s.columns_per_workgroup >= 64)
+            .collect();
+        assert!(
+            phased.iter().any(|s| s.pipeline_depth == 2)
+                && phased.iter().any(|s| s.pipeline_depth == 1),
+            "batch {batch}: {phased:?}"
+        );
+        let family = space::Family::of(&k);
+        for s in phased {
+            assert_eq!(s.x_phase_units, s.threads_per_column, "{s:?}");
+            lower(&k, Arch::Sm90, s).unwrap_or_else(|e| panic!("batch {batch} {s:?}: {e}"));
+            assert!(space::summary(s, family).contains(&format!("ph{}", s.x_phase_units)));
+        }
+    }
+}
+
 #[test]
 fn the_int4_space_keeps_the_documented_relation_and_respects_the_budget() {
     let k = ir(KernelId::GemvInt4, 4);

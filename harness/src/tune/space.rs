@@ -7,7 +7,8 @@
 //!    the columns recomputed from the INT4 / FP16 relation);
 //! 3. every tile (workgroup size × words per lane × K slices, or FP16 lanes per column) with the
 //!    default's other fields;
-//! 4. on sm_90, every tensor-core tile ([`Int4Dot::Mma`]) at pipeline depths 1 and 2, then every
+//! 4. on sm_90, every tensor-core tile ([`Int4Dot::Mma`]) at pipeline depths 1 and 2, past batch
+//!    8 the wide ones also with the activations staged in phases (`x_phase_units`), then every
 //!    FMA tile with the inner loop the issue expects to win (`magic` decode, `per_unit` scaling);
 //! 5. the rest of the full product in a seeded pseudo-random order (skipped by `--quick`).
 //!
@@ -208,6 +209,24 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
             }
         }
     }
+    // Past batch 8: the wide tensor-core tiles (64 columns and more) with the activations staged
+    // in phases of one unit per K warp (issue 40: the tile's column warps share one stage instead
+    // of each reading the activations from L2), the scale on the weights, units of 4 and 8
+    // K-words, the fewest K parts that give two workgroups per SM, both pipeline depths.
+    if let (Family::Int4 { k, group_words, .. }, Int4Dot::Mma, true) =
+        (family, default.int4_dot, batch_of(kernel) > 8)
+    {
+        let gemvs = kernel
+            .ops()
+            .filter(|(_, o)| matches!(o.kind, OpKind::Gemv(_)))
+            .count();
+        let rows = (batch_of(kernel), gemvs);
+        for t in mma.iter().filter(|t| t.columns_per_workgroup >= 64) {
+            for s in phased_wide(arch, t, (k, family_n(family), group_words), rows) {
+                out.push(s);
+            }
+        }
+    }
     if let Family::Int4 { .. } = family {
         for t in &tiles {
             out.push(Schedule {
@@ -239,6 +258,71 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
         }
     }
     out.list
+}
+
+/// The phased forms of the wide tensor-core tile `t` (see `enumerate`): K-words per unit 4 and 8,
+/// the fewest K parts of [`K_SPLITS`] dividing the units that give `2 · SMs` workgroups (else
+/// the most that divide), the activations staged in phases of one unit per K warp where the part
+/// has more than one phase, at pipeline depth 1, and 2 where the phases are even in number;
+/// none whose cross-warp sums (`batch · columns · K warps` f32 per GEMV) and phase stage
+/// (`batch · K warps · unit · 16` bytes) outgrow the workgroup's static LDS.
+fn phased_wide(
+    arch: Arch,
+    t: &Schedule,
+    (k, n, group_words): (usize, usize, u32),
+    (batch, gemvs): (usize, usize),
+) -> Vec<Schedule> {
+    let tiles = n.div_ceil(t.columns_per_workgroup as usize);
+    let kwarps = t.threads_per_column as usize;
+    let sums = gemvs * batch * t.columns_per_workgroup as usize * kwarps * 4;
+    let mut out = Vec::new();
+    for unit in [4, 8].into_iter().filter(|u| group_words % u == 0) {
+        // With room for the few words of flags a kernel declares beside them.
+        let stage = batch * kwarps * unit as usize * 16;
+        if sums + stage + 64 > arch.max_static_lds_per_workgroup() as usize {
+            continue;
+        }
+        let units = k / 8 / unit as usize;
+        let splits: Vec<u32> = K_SPLITS
+            .into_iter()
+            .filter(|p| units % *p as usize == 0)
+            .collect();
+        let fill = 2 * arch.compute_units() as usize;
+        let Some(&k_split) = splits
+            .iter()
+            .find(|&&p| tiles * p as usize >= fill)
+            .or(splits.last())
+        else {
+            continue;
+        };
+        let part = units / k_split as usize;
+        if part <= kwarps || part % kwarps != 0 {
+            continue;
+        }
+        for pipeline_depth in PIPELINE_DEPTHS {
+            if pipeline_depth == 2 && (part / kwarps) % 2 != 0 {
+                continue;
+            }
+            out.push(Schedule {
+                k_unit_words: unit,
+                k_split,
+                x_in_lds: true,
+                x_phase_units: kwarps as u32,
+                mma_scale: MmaScale::Weight,
+                pipeline_depth,
+                ..t.clone()
+            });
+        }
+    }
+    out
+}
+
+/// The widest output of an INT4 family (0 for the others).
+fn family_n(family: Family) -> usize {
+    match family {
+        Family::Int4 { n, .. } => n,
+        _ => 0,
+    }
 }
 
 /// A list that keeps the first of equal schedules.
@@ -577,6 +661,9 @@ pub fn summary(s: &Schedule, family: Family) -> String {
         );
         if s.mma_scale == MmaScale::Weight {
             out.push_str(" sw");
+        }
+        if s.x_in_lds && s.x_phase_units > 0 {
+            out.push_str(&format!(" ph{}", s.x_phase_units));
         }
     } else if let (Family::Int4 { .. }, Int4Dot::Dot2) = (family, s.int4_dot) {
         out.push_str(&format!(" ku{} dot2", s.k_unit_words));
