@@ -17,6 +17,10 @@ struct XStage {
     begin: Expr,
     /// K-words of the part.
     words: usize,
+    /// Entries (16 bytes each) from one batch row to the next in the LDS: `words`, or, on the
+    /// tensor-core path's phases, `words + 4` where `words` is a multiple of 8 (see
+    /// `mma.rs` `stage_pitch`).
+    pitch: usize,
 }
 
 /// A GPTQ GEMV lane's place: its column in the row of lanes, its K slice, its first column.
@@ -280,6 +284,7 @@ impl Lowering<'_> {
                 lds: self.k.lds(Ty::U32, tile.unwrap_or(t.batch) * words * 4),
                 begin: mul(first, u(t.unit)),
                 words,
+                pitch: words,
             };
             if phase.is_none() && tile.is_none() {
                 self.stage_x(t.x.clone(), t.k, (t.batch, None), &stage, out)?;
@@ -1008,7 +1013,15 @@ impl Lowering<'_> {
         let packs = (0..4)
             .map(|j| Expr::PackHalf2(Box::new(r(xh[j])), Box::new(r(xh[j + 4]))))
             .collect();
-        body.push(store(self.lds_at(st.lds, mul(r(i), u(4))), packs));
+        let entry = if st.pitch == st.words {
+            r(i)
+        } else {
+            add(
+                mul(div(r(i), u(st.words)), u(st.pitch)),
+                rem(r(i), u(st.words)),
+            )
+        };
+        body.push(store(self.lds_at(st.lds, mul(entry, u(4))), packs));
         out.push(for_loop(
             i,
             sp(Special::LocalId),

@@ -265,7 +265,7 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
 /// the most that divide), the activations staged in phases of one unit per K warp where the part
 /// has more than one phase, at pipeline depth 1, and 2 where the phases are even in number;
 /// none whose cross-warp sums (`batch · columns · K warps` f32 per GEMV) and phase stage
-/// (`batch · K warps · unit · 16` bytes) outgrow the workgroup's static LDS.
+/// (`batch · (K warps · unit + pad) · 16` bytes) outgrow the workgroup's static LDS.
 fn phased_wide(
     arch: Arch,
     t: &Schedule,
@@ -277,8 +277,10 @@ fn phased_wide(
     let sums = gemvs * batch * t.columns_per_workgroup as usize * kwarps * 4;
     let mut out = Vec::new();
     for unit in [4, 8].into_iter().filter(|u| group_words % u == 0) {
-        // With room for the few words of flags a kernel declares beside them.
-        let stage = batch * kwarps * unit as usize * 16;
+        // The phase's rows padded by 4 entries where they are a multiple of 8 (the lowering's
+        // bank-conflict pad), with room for the few words of flags a kernel declares beside them.
+        let words = kwarps * unit as usize;
+        let stage = batch * (words + if words % 8 == 0 { 4 } else { 0 }) * 16;
         if sums + stage + 64 > arch.max_static_lds_per_workgroup() as usize {
             continue;
         }

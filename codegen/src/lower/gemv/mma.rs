@@ -171,7 +171,12 @@ impl Lowering<'_> {
         let mut staging = vec![];
         let xs = if self.s.x_in_lds {
             let words = phase.unwrap_or(part_units) * unit;
-            let lds = self.k.lds(Ty::U32, batch * words * 4);
+            let pitch = if phase.is_some() {
+                stage_pitch(words)
+            } else {
+                words
+            };
+            let lds = self.k.lds(Ty::U32, batch * pitch * 4);
             let stage = XStage {
                 lds,
                 begin: match ph_reg {
@@ -179,6 +184,7 @@ impl Lowering<'_> {
                     None => mul(begin.clone(), u(unit)),
                 },
                 words,
+                pitch,
             };
             if phase.is_none() {
                 self.stage_x(x.clone(), kdim, (batch, None), &stage, &mut staging)?;
@@ -422,7 +428,11 @@ impl Lowering<'_> {
             let packs = (0..4)
                 .map(|h| Expr::PackHalf2(Box::new(r(xh[h])), Box::new(r(xh[h + 4]))))
                 .collect();
-            let st = store(self.lds_at(stage.lds, mul(i.clone(), u(4))), packs);
+            let entry = add(
+                mul(div(i.clone(), u(stage.words)), u(stage.pitch)),
+                rem(i.clone(), u(stage.words)),
+            );
+            let st = store(self.lds_at(stage.lds, mul(entry, u(4))), packs);
             if (j + 1) * wg <= entries {
                 out.push(st);
             } else {
@@ -584,7 +594,7 @@ impl Lowering<'_> {
             8 => tile_row(t.quad, j),
             _ => sel(in_batch.clone(), tile_row(t.quad, j), u(8 * j)),
         };
-        let idx = mul(add(mul(row, u(xs.words)), word), u(4));
+        let idx = mul(add(mul(row, u(xs.pitch)), word), u(4));
         let bfrag: Vec<Reg> = (0..4).map(|_| self.k.reg(Ty::U32, "bfrag")).collect();
         out.push(load(bfrag.clone(), self.lds_at(xs.lds, idx)));
         if rows < 8 {
@@ -781,6 +791,15 @@ impl Lowering<'_> {
         }
         bfrag
     }
+}
+
+/// The LDS row pitch (16-byte entries) of a phase of `words` K-words: a B-fragment load has the 8
+/// lanes of one access phase read rows `g` and `g + 1` at the same 4 entries (`tq`); with rows a
+/// multiple of 128 bytes apart both land in the same 16 banks (a 2-way conflict on every load),
+/// so a row of a multiple of 8 entries gets 4 more (64 bytes: row `g + 1` in the other 16 banks).
+/// Only the phased stage is padded (the whole-part stage's kernels stay as measured).
+fn stage_pitch(words: usize) -> usize {
+    if words % 8 == 0 { words + 4 } else { words }
 }
 
 /// The largest batch the tensor-core GEMV takes: 8 N tiles of 8 rows.
