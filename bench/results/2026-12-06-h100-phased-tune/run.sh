@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Issue 40, one device call: `wavefuse tune --quick --budget 80` of `gemv_int4` at 5120 -> 17408
-# (qwen27b-tp1) and 17408 -> 5120 (the k17408 model config) at batch 16 and 32, whose space now
+# Issue 40, one short device call (what the session's device time had left): `wavefuse tune
+# --quick --budget 80` of `gemv_int4` at 5120 -> 17408 (qwen27b-tp1) batch 16, whose space now
 # holds the phased wide tensor-core tiles (f0b8dfb); then `ab --timing graphs` of the default and
-# of the tuned schedule (--schedule tuned --tuned-store the tuner's store) at the same rows.
+# of the tuned schedule (--schedule tuned --tuned-store the tuner's store) at that row.
 # Usage, repository root, carry/ from scripts/build-gpu-binary.sh:
 #   bash bench/results/2026-12-06-h100-phased-tune/run.sh
 source bench/device-prelude.sh
@@ -12,22 +12,15 @@ exec > >(tee "$OUT/log.txt") 2>&1
 date -u
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv
 echo "wavefuse $WAVEFUSE_COMMIT"
-C=bench/results/2026-12-03-h200-marlin/k17408-config.json
-SH=qwen27b-tp1-b16,qwen27b-tp1-b32
-for shape in n17408 k17408; do
-  cfg=(); [ $shape = k17408 ] && cfg=(--model-config $C)
-  timeout 150 $W tune gemv_int4 "${cfg[@]}" --shapes $SH --quick --budget 80 --deadline 110 --no-cache-store \
-      --store "$OUT/tuned.toml" --json "$OUT/tune-$shape.json" --md "$OUT/tune-$shape.md" > "$OUT/tune-$shape.txt" 2>&1
-  echo "tune $shape: exit $? ($(el) s)" | tee -a "$OUT/exits.txt"
-done
+SH=qwen27b-tp1-b16
+timeout 120 $W tune gemv_int4 --shapes $SH --quick --budget 80 --deadline 90 --no-cache-store \
+    --store "$OUT/tuned.toml" --json "$OUT/tune.json" --md "$OUT/tune.md" > "$OUT/tune.txt" 2>&1
+echo "tune: exit $? ($(el) s)" | tee -a "$OUT/exits.txt"
 for side in default tuned; do
-  for shape in n17408 k17408; do
-    cfg=(); [ $shape = k17408 ] && cfg=(--model-config $C)
-    extra=(); [ $side = tuned ] && extra=(--schedule tuned --tuned-store "$OUT/tuned.toml")
-    timeout 60 $W ab gemv_int4 "${cfg[@]}" --shapes $SH --timing graphs --iters 200 "${extra[@]}" \
-        --json "$OUT/ab-$side-$shape.json" --md "$OUT/ab-$side-$shape.md" > "$OUT/ab-$side-$shape.txt" 2>&1
-    echo "ab $side $shape: exit $? ($(el) s)" | tee -a "$OUT/exits.txt"
-  done
+  extra=(); [ $side = tuned ] && extra=(--schedule tuned --tuned-store "$OUT/tuned.toml")
+  timeout 45 $W ab gemv_int4 --shapes $SH --timing graphs --iters 200 "${extra[@]}" \
+      --json "$OUT/ab-$side.json" --md "$OUT/ab-$side.md" > "$OUT/ab-$side.txt" 2>&1
+  echo "ab $side: exit $? ($(el) s)" | tee -a "$OUT/exits.txt"
 done
 for f in "$OUT"/ab-*.txt; do echo "== $(basename $f .txt)"; grep -E " generated " "$f" | cut -c1-150; done > "$OUT/summary.txt"
 cat "$OUT/summary.txt"
