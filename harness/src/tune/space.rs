@@ -182,6 +182,24 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
             });
         }
     }
+    // Past batch 8: the wide tensor-core tiles (64 columns and more) with the activations staged
+    // in phases of one unit per K warp (issue 40: the tile's column warps share one stage instead
+    // of each reading the activations from L2), the scale on the weights, units of 4 and 8
+    // K-words, the fewest K parts that give two workgroups per SM, both pipeline depths.
+    if let (Family::Int4 { k, group_words, .. }, Int4Dot::Mma, true) =
+        (family, default.int4_dot, batch_of(kernel) > 8)
+    {
+        let gemvs = kernel
+            .ops()
+            .filter(|(_, o)| matches!(o.kind, OpKind::Gemv(_)))
+            .count();
+        let rows = (batch_of(kernel), gemvs);
+        for t in mma.iter().filter(|t| t.columns_per_workgroup >= 64) {
+            for s in phased_wide(arch, t, (k, family_n(family), group_words), rows) {
+                out.push(s);
+            }
+        }
+    }
     if let Family::Int4 { k, .. } = family {
         for t in &mma {
             let units = k / 8 / t.k_unit_words as usize;
@@ -206,24 +224,6 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
                     k_unit_words,
                     ..t.clone()
                 });
-            }
-        }
-    }
-    // Past batch 8: the wide tensor-core tiles (64 columns and more) with the activations staged
-    // in phases of one unit per K warp (issue 40: the tile's column warps share one stage instead
-    // of each reading the activations from L2), the scale on the weights, units of 4 and 8
-    // K-words, the fewest K parts that give two workgroups per SM, both pipeline depths.
-    if let (Family::Int4 { k, group_words, .. }, Int4Dot::Mma, true) =
-        (family, default.int4_dot, batch_of(kernel) > 8)
-    {
-        let gemvs = kernel
-            .ops()
-            .filter(|(_, o)| matches!(o.kind, OpKind::Gemv(_)))
-            .count();
-        let rows = (batch_of(kernel), gemvs);
-        for t in mma.iter().filter(|t| t.columns_per_workgroup >= 64) {
-            for s in phased_wide(arch, t, (k, family_n(family), group_words), rows) {
-                out.push(s);
             }
         }
     }
