@@ -11,7 +11,7 @@ use wavefuse_codegen::ir::reference::{HostData, HostTensor, PackedInt4, RankInpu
 use wavefuse_codegen::ir::{
     BufferType, GptqLayout, GroupSize, Kernel, Role, ScalarType, WeightFormat, ZeroPoint,
 };
-use wavefuse_codegen::lower::{AllreduceProtocol, Schedule, lower, lower_structured};
+use wavefuse_codegen::lower::{AllreduceProtocol, Int4Dot, Schedule, lower, lower_structured};
 use wavefuse_codegen::lowered::validate::validate;
 use wavefuse_codegen::lowered::{LoweredKernel, ParamKind, Purpose};
 
@@ -655,6 +655,37 @@ fn unsupported_patterns_are_errors_not_panics() {
         lower(&k, Arch::Gfx906, &s),
         Err(LowerError::Schedule(_))
     ));
+}
+
+/// sm_90 at batch 9–16: a GEMV alone takes units of 8 K-words with the K parts the split chose for
+/// units of 16 (the schedule measured on an H100: 36.3 -> 28.6 us at 5120 -> 17408 batch 16,
+/// bench/results/2026-12-06-h100-phased-tune); batch 8 and 17, the fused kernel and the
+/// two-weight GEMV keep what they had.
+#[test]
+fn sm90_gemv_alone_at_batch_9_to_16_takes_units_of_8() {
+    let s = |kernel: &str, tp: u32, batch: usize| {
+        Schedule::default_for(Arch::Sm90, &build(kernel, &Shapes::qwen27b(tp, batch)))
+    };
+    for batch in [9, 16] {
+        let (got, at8, at17) = (
+            s("gemv_int4", 1, batch),
+            s("gemv_int4", 1, 8),
+            s("gemv_int4", 1, 17),
+        );
+        assert_eq!(got.int4_dot, Int4Dot::Mma);
+        assert_eq!(got.k_unit_words, 8, "batch {batch}: {got:?}");
+        assert_eq!((at8.k_unit_words, at17.k_unit_words), (16, 16));
+        // At batch 16 the K parts of units of 16: 2 at 5120 -> 17408, the measured schedule.
+        if batch == 16 {
+            assert_eq!(got.k_split, 2, "{got:?}");
+        }
+        assert_eq!(s("gemv_int4_qkv", 1, batch).k_unit_words, 8);
+    }
+    assert_ne!(s("gemv_int4_allreduce_rmsnorm", 1, 16).k_unit_words, 8);
+    assert_eq!(
+        s("gemv_int4_dual_silu", 1, 16).k_unit_words,
+        s("gemv_int4_dual_silu", 1, 8).k_unit_words
+    );
 }
 
 /// sm_90 stages a K part's activations in LDS only when the staged grid stays one wave (or must be

@@ -218,7 +218,13 @@ fn target(arch: Arch, kernel: &Kernel) -> Schedule {
                         mma_scale,
                         ..fma
                     };
-                    mma_split(arch, kernel, mma)
+                    let mut s = mma_split(arch, kernel, mma);
+                    // Halved after the split, which keeps the K parts it chose for units of 16
+                    // (the measured schedule).
+                    if gemv_alone_at_two_tiles(kernel) && s.k_unit_words == 16 {
+                        s.k_unit_words = 8;
+                    }
+                    s
                 }
                 _ if arch.has_dot2_f32_f16() && group_words % 4 == 0 => floor(kernel, fma),
                 _ => fma,
@@ -232,6 +238,22 @@ fn target(arch: Arch, kernel: &Kernel) -> Schedule {
             _ => base,
         },
     }
+}
+
+/// Whether `kernel` is a GEMV alone (one weight, no allreduce or norm) at batch 9–16 (two N tiles
+/// of the tensor-core MMA): there units of 8 K-words instead of 16, with the K parts the split
+/// chose for 16 (`mma_split`'s; the schedule measured) — one H100, `ab --timing
+/// graphs`, `gemv_int4` at batch 16: 5120 → 17408 36.6 → 28.7 µs and 17408 → 5120 34.1 → 28.4
+/// (`bench/results/2026-12-06-h100-mma-scale/`, `k_unit_words=8`), 36.3 → 28.6 again as the
+/// tuner's winner over 80 candidates (`bench/results/2026-12-06-h100-phased-tune/`). Not at
+/// batch 32 (units of 8 were 16–25 % slower there) nor on the fused or two-weight kernels
+/// (not measured at these batches).
+fn gemv_alone_at_two_tiles(kernel: &Kernel) -> bool {
+    (9..=16).contains(&batch_of(kernel))
+        && widest_gemv_group(kernel) == 1
+        && !kernel
+            .ops()
+            .any(|(_, op)| matches!(op.kind, OpKind::AllReduce(..) | OpKind::RmsNorm(..)))
 }
 
 /// Workgroups per SM the split-K default aims for where no grid stage bounds the grid
