@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 40, one short device call (what the session's device time had left): `wavefuse tune
-# --quick --budget 80 --min-occupancy 1` (the occupancy floor is batch 1's budget) of `gemv_int4` at 5120 -> 17408 (qwen27b-tp1) batch 16, whose space now
+# --quick --budget 80 --min-occupancy 1` (without it the floor is the default's occupancy, which the
+# depth-2 phased tiles are below) of `gemv_int4` at 5120 -> 17408 (qwen27b-tp1) batch 16, whose space now
 # holds the phased wide tensor-core tiles (f0b8dfb); then `ab --timing graphs` of the default and
 # of the tuned schedule (--schedule tuned --tuned-store the tuner's store) at that row.
 # Usage, repository root, carry/ from scripts/build-gpu-binary.sh:
