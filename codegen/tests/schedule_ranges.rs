@@ -373,6 +373,10 @@ fn ignored_fields_name_what_the_chosen_path_does_not_read() {
     let mma = Schedule::default_for(Arch::Sm90, &int4);
     assert!(mma.ignored_fields(&int4).contains(&"accumulators"));
     assert!(!mma.ignored_fields(&int4).contains(&"x_in_lds"));
+    // The tensor-core path stages in phases too (issue 40), only what it stages.
+    assert!(mma.x_in_lds && !mma.ignored_fields(&int4).contains(&"x_phase_units"));
+    let unstaged = mma.clone().with_overrides("x_in_lds=false").unwrap();
+    assert!(unstaged.ignored_fields(&int4).contains(&"x_phase_units"));
     let dot2 = Schedule::default_for(Arch::Gfx906, &int4);
     // The gfx906 floor path stages FP16 activation pairs in LDS and decodes pairs per
     // `mma_decode`: both are read there.

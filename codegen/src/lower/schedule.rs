@@ -510,9 +510,9 @@ impl Schedule {
         if !super::stages::materialises_a_prologue(kernel) {
             out.push("materialise_prologue");
         }
-        // A recomputed GEMV prologue writes its whole LDS stage at once.
-        if !gemv_prologue(kernel).is_empty()
-            && !self.materialise_prologue
+        // A recomputed GEMV prologue writes its whole LDS stage at once; unstaged activations
+        // have no stage to fill in phases.
+        if ((!gemv_prologue(kernel).is_empty() && !self.materialise_prologue) || !self.x_in_lds)
             && !out.contains(&"x_phase_units")
         {
             out.push("x_phase_units");
