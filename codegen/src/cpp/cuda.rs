@@ -94,6 +94,27 @@ impl Builtins for CudaDialect {
         ))
     }
 
+    fn async_copy(&self, dst: &str, src: &str, bytes: u32) -> Option<String> {
+        // `.cg` (L2 only) for 16 bytes: the weights are read once per launch; `.ca` is the
+        // only form for 4 and 8. The shared address is converted inside the asm, so no
+        // intrinsic header is needed (NVRTC and nvcc alike). The "memory" clobber keeps the
+        // compiler from moving LDS accesses across it.
+        let cache = if bytes == 16 { "cg" } else { "ca" };
+        Some(format!(
+            "asm volatile(\"{{ .reg .u64 wf_s; cvta.to.shared.u64 wf_s, %0; cp.async.{cache}.shared.global [wf_s], [%1], {bytes}; }}\" :: \"l\"({dst}), \"l\"({src}) : \"memory\");"
+        ))
+    }
+
+    fn async_commit(&self) -> Option<&'static str> {
+        Some("asm volatile(\"cp.async.commit_group;\" ::: \"memory\");")
+    }
+
+    fn async_wait(&self, pending: u32) -> Option<String> {
+        Some(format!(
+            "asm volatile(\"cp.async.wait_group {pending};\" ::: \"memory\");"
+        ))
+    }
+
     fn streaming_load_v4(&self, var: &str, addr: &str) -> Option<String> {
         Some(format!(
             "uint4 {var}; asm(\"ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {{%0, %1, %2, %3}}, [%4];\" : \"=r\"({var}.x), \"=r\"({var}.y), \"=r\"({var}.z), \"=r\"({var}.w) : \"l\"({addr}));"

@@ -113,6 +113,28 @@ pub trait Builtins {
         None
     }
 
+    /// The statement for [`Stmt::AsyncCopy`](crate::lowered::Stmt::AsyncCopy) of `bytes` (4, 8
+    /// or 16) from `src` (a pointer into a global array) to `dst` (a pointer into a `__shared__`
+    /// array), or `None` where the target has no asynchronous copy: the writer then copies
+    /// synchronously, which completes before any wait.
+    fn async_copy(&self, dst: &str, src: &str, bytes: u32) -> Option<String> {
+        let _ = (dst, src, bytes);
+        None
+    }
+
+    /// The statements for [`Stmt::AsyncCommit`](crate::lowered::Stmt::AsyncCommit) and
+    /// [`Stmt::AsyncWait`](crate::lowered::Stmt::AsyncWait), or `None` where copies are
+    /// synchronous (nothing is written).
+    fn async_commit(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// See [`Dialect::async_commit`].
+    fn async_wait(&self, pending: u32) -> Option<String> {
+        let _ = pending;
+        None
+    }
+
     /// Unsigned bitfield extract of `width` bits at `offset` (both operands already printed).
     fn bfe(&self, value: &str, offset: &str, width: u32) -> String {
         if width >= 32 {

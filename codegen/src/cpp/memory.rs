@@ -185,6 +185,33 @@ impl<D: Dialect> Writer<'_, D> {
         Ok(())
     }
 
+    /// [`Stmt::AsyncCopy`](crate::lowered::Stmt::AsyncCopy): the dialect's asynchronous copy
+    /// of `words` 32-bit elements from `src` to the LDS `dst`, or (where it has none) a
+    /// synchronous one through a register.
+    pub(super) fn async_copy(
+        &mut self,
+        dst: &MemRef,
+        src: &MemRef,
+        words: u32,
+        lvl: Level,
+    ) -> Result<(), Error> {
+        let from = match self.byte_pointer(src, 0)? {
+            Some(ptr) => ptr,
+            None => format!("&{}", self.element(src)?),
+        };
+        let to = format!("&{}", self.element(dst)?);
+        if let Some(text) = self.d.async_copy(&to, &from, words * 4) {
+            self.line(lvl, &text);
+            return Ok(());
+        }
+        let vty = vector_type(words as usize);
+        self.line(
+            lvl,
+            &format!("*reinterpret_cast<{vty}*>({to}) = *reinterpret_cast<const {vty}*>({from});"),
+        );
+        Ok(())
+    }
+
     pub(super) fn store(&mut self, m: &MemRef, values: &[Expr], lvl: Level) -> Result<(), Error> {
         let elem = elem_ty(self.info, m)?;
         for v in values {

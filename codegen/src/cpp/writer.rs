@@ -479,6 +479,19 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 Ok(())
             }
             Stmt::PrefetchL2 { mem } => self.prefetch_l2(mem, lvl),
+            Stmt::AsyncCopy { dst, src, words } => self.async_copy(dst, src, *words, lvl),
+            Stmt::AsyncCommit => {
+                if let Some(text) = self.d.async_commit() {
+                    self.line(lvl, text);
+                }
+                Ok(())
+            }
+            Stmt::AsyncWait { pending } => {
+                if let Some(text) = self.d.async_wait(*pending) {
+                    self.line(lvl, &text);
+                }
+                Ok(())
+            }
             Stmt::StreamWait => {
                 let Some(text) = self.d.stream_wait_then_signal() else {
                     return Err(Error::Unsupported(format!(
@@ -732,6 +745,10 @@ fn count_block(block: &Block, n: &mut SecondaryMap<Reg, u32>) {
                 values.iter().for_each(|v| count_expr(v, n));
             }
             Stmt::PrefetchL2 { mem } => count_mem(mem, n),
+            Stmt::AsyncCopy { dst, src, .. } => {
+                count_mem(dst, n);
+                count_mem(src, n);
+            }
             Stmt::For {
                 var,
                 start,
@@ -786,7 +803,9 @@ fn count_block(block: &Block, n: &mut SecondaryMap<Reg, u32>) {
             | Stmt::Fence { .. }
             | Stmt::Comment(_)
             | Stmt::SchedBarrier
-            | Stmt::StreamWait => {}
+            | Stmt::StreamWait
+            | Stmt::AsyncCommit
+            | Stmt::AsyncWait { .. } => {}
         }
     }
 }

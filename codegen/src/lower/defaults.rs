@@ -156,6 +156,7 @@ fn target(arch: Arch, kernel: &Kernel) -> Schedule {
         prefetch_next_stage: false,
         prefetch_before_wait: false,
         x_phase_units: 0,
+        async_stages: 0,
         min_resident_per_cu: 0,
         reduction: Reduction::Slices,
         batch_tile: 0,

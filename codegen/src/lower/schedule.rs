@@ -254,6 +254,15 @@ pub struct Schedule {
     /// be one, and the pipeline depth 1). Absent in stored schedules: 0.
     #[serde(default)]
     pub x_phase_units: u32,
+    /// Tensor-core INT4 (sm_90): each warp copies the packed weights of its next units into a
+    /// ring of this many unit buffers in LDS with asynchronous copies
+    /// ([`Stmt::AsyncCopy`](crate::lowered::Stmt::AsyncCopy), `cp.async`), `async_stages − 1`
+    /// units ahead of the one it computes, instead of loading them into registers: bytes in
+    /// flight that cost no registers (issue 40). Every lane reads back only the bytes it copied
+    /// itself, so the lane's own wait orders them (§5.2) and no barrier is needed. 0: register
+    /// loads. 2 to [`MAX_ASYNC_STAGES`]; `pipeline_depth` 1. Absent in stored schedules: 0.
+    #[serde(default)]
+    pub async_stages: u32,
     /// sm_90: the compiler is asked to keep this many workgroups resident per SM
     /// (`__launch_bounds__(workgroup_size, n)`: it caps the registers per lane at what `n`
     /// workgroups leave, spilling if it must), so a grid that must be co-resident (§5.9) at `n`
@@ -363,6 +372,12 @@ impl Schedule {
                 self.workgroup_size
             ));
         }
+        if self.async_stages == 1 || self.async_stages > MAX_ASYNC_STAGES {
+            return bad(format!(
+                "async_stages = {} is neither 0 (register loads) nor 2..={MAX_ASYNC_STAGES} (unit buffers of the ring)",
+                self.async_stages
+            ));
+        }
         if self.min_resident_per_cu > 32 {
             return bad(format!(
                 "min_resident_per_cu = {} is more than the 32 workgroups an SM holds",
@@ -445,7 +460,7 @@ impl Schedule {
     /// and the protocol matter; FP16 GEMVs ignore every INT4 field; each INT4 dot-product path
     /// ignores the others' fields; one rank (or no allreduce) ignores the protocol.
     pub fn ignored_fields(&self, kernel: &Kernel) -> Vec<&'static str> {
-        const INT4: [&str; 11] = [
+        const INT4: [&str; 12] = [
             "k_unit_words",
             "nibble_decode",
             "int4_scaling",
@@ -457,6 +472,7 @@ impl Schedule {
             "mma_scale",
             "x_phase_units",
             "batch_tile",
+            "async_stages",
         ];
         let mut out: Vec<&'static str> = match gemv_format(kernel) {
             // The q8 GEMV (`gemv/q8.rs`) tiles like the INT4 paths (columns, threads per column,
@@ -475,6 +491,7 @@ impl Schedule {
                     "mma_scale",
                     "x_phase_units",
                     "batch_tile",
+                    "async_stages",
                 ],
                 // The dot2 path stages its activations as FP16 pairs in LDS (`x_in_lds`, in
                 // phases with `x_phase_units`) and decodes nibble pairs as `mma_decode` says.
@@ -483,6 +500,7 @@ impl Schedule {
                     "int4_scaling",
                     "pipeline_depth",
                     "mma_scale",
+                    "async_stages",
                 ],
                 Int4Dot::Mma => vec![
                     "nibble_decode",
@@ -546,6 +564,8 @@ pub const MAX_K_SPLIT: u32 = 64;
 pub const MAX_K_UNIT_WORDS: u32 = 4096;
 /// Deepest software pipeline of the tensor-core INT4 path ([`Schedule::pipeline_depth`]).
 pub const MAX_PIPELINE_DEPTH: u32 = 2;
+/// Most unit buffers of the asynchronous weight ring ([`Schedule::async_stages`]).
+pub const MAX_ASYNC_STAGES: u32 = 8;
 
 /// The values computed for a GEMV activation that is not a loaded input (a GEMV prologue, see
 /// `plan.rs`): the activation and everything it is computed from except loads. Empty when every

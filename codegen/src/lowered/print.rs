@@ -121,6 +121,11 @@ fn stmts(out: &mut String, block: &[Stmt], depth: usize) {
                 format!("store.x{} {}, {}", values.len(), mem(m), list(values, expr))
             }
             Stmt::PrefetchL2 { mem: m } => format!("prefetch.l2 {}", mem(m)),
+            Stmt::AsyncCopy { dst, src, words } => {
+                format!("async_copy.x{words} {}, {}", mem(dst), mem(src))
+            }
+            Stmt::AsyncCommit => "async_commit".to_owned(),
+            Stmt::AsyncWait { pending } => format!("async_wait {pending}"),
             Stmt::For {
                 var,
                 start,

@@ -169,6 +169,34 @@ pub enum Stmt {
         /// An element of the line.
         mem: MemRef,
     },
+    /// An asynchronous copy by the executing lane of `words` 32-bit words (1, 2 or 4: 4, 8 or 16
+    /// bytes, aligned to their size) of consecutive elements of one 16- or 32-bit type from a
+    /// global array of this rank into an LDS array (sm_80 and later: `cp.async`). The copy joins the lane's open group
+    /// ([`Stmt::AsyncCommit`] closes it); its LDS words are written at some point before the
+    /// [`Stmt::AsyncWait`] that completes the group, so until then no lane may read or write
+    /// them, and after it only the copying lane may read them until a workgroup barrier orders
+    /// the copy before other lanes' accesses (§5.2). The source is read asynchronously too: it
+    /// must not be written during the launch (the lowering copies only read-only weights). The
+    /// HIP writer and the LLVM back end copy synchronously (a load and a store), which is one of
+    /// the executions these rules allow.
+    AsyncCopy {
+        /// First LDS element written.
+        dst: MemRef,
+        /// First global element read.
+        src: MemRef,
+        /// 32-bit words copied (1, 2 or 4).
+        words: u32,
+    },
+    /// Close the executing lane's open group of [`Stmt::AsyncCopy`]s (an empty group if it has
+    /// none): `cp.async.commit_group`.
+    AsyncCommit,
+    /// Wait until at most `pending` of the executing lane's committed groups are incomplete
+    /// (`cp.async.wait_group pending`): the copies of all older groups are in LDS and readable
+    /// by this lane (§5.2: by others after a workgroup barrier).
+    AsyncWait {
+        /// Most recent groups that may still be in flight.
+        pending: u32,
+    },
     /// Where a kernel with [`Schedule::prefetch_before_wait`](crate::lower::Schedule::prefetch_before_wait)
     /// waits for its stream predecessor and then lets its own successor be scheduled (sm_90:
     /// `griddepcontrol.wait; griddepcontrol.launch_dependents;`), instead of the writer's

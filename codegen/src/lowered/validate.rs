@@ -749,6 +749,66 @@ impl Checker<'_> {
                 }
                 Ok(())
             }
+            Stmt::AsyncCopy { dst, src, words } => {
+                // 4, 8 or 16 bytes from one of this rank's read-only global arrays into LDS,
+                // 32-bit elements on both sides (the copy moves bytes, not values).
+                if !matches!(words, 1 | 2 | 4) {
+                    return Err(self.err(StmtError::BadBase(format!(
+                        "an asynchronous copy moves 1, 2 or 4 32-bit elements (not {words})"
+                    ))));
+                }
+                // One element type on both sides, 16 or 32 bits: `words · 4 / bytes` elements.
+                let elem_of = |m: &MemRef| match &m.base {
+                    Base::Lds(l) => self.k.lds.get(*l).map(|d| d.elem),
+                    Base::Param(p) => match self.k.params.get(*p).map(|d| &d.kind) {
+                        Some(ParamKind::Array { elem, .. }) => Some(*elem),
+                        _ => None,
+                    },
+                    Base::Peer { .. } => None,
+                };
+                let elem = elem_of(src).or(elem_of(dst)).unwrap_or(Ty::U32);
+                if !matches!(elem.bytes(), 2 | 4) {
+                    return Err(self.err(StmtError::Mismatch {
+                        what: "asynchronous copy element",
+                        expected: "a 16- or 32-bit type",
+                        found: elem.name(),
+                    }));
+                }
+                let n = *words as usize * 4 / elem.bytes();
+                let to = self.mem(dst, n, "asynchronous copy into", true)?;
+                let from = self.mem(src, n, "asynchronous copy from", false)?;
+                if to.param.is_some() || to.peer {
+                    return Err(self.err(StmtError::BadBase(
+                        "an asynchronous copy writes an LDS array".into(),
+                    )));
+                }
+                match from.param {
+                    Some(p) if !from.peer => {
+                        if from.access != Access::Read {
+                            return Err(self.err(StmtError::Access {
+                                what: "asynchronous copy from",
+                                param: p,
+                                access: from.access,
+                            }));
+                        }
+                    }
+                    _ => {
+                        return Err(self.err(StmtError::BadBase(
+                            "an asynchronous copy reads one of this rank's read-only global arrays"
+                                .into(),
+                        )));
+                    }
+                }
+                if to.elem != from.elem {
+                    return Err(self.err(StmtError::Mismatch {
+                        what: "asynchronous copy destination element",
+                        expected: from.elem.name(),
+                        found: to.elem.name(),
+                    }));
+                }
+                Ok(())
+            }
+            Stmt::AsyncCommit | Stmt::AsyncWait { .. } => Ok(()),
             Stmt::PrefetchL2 { mem } => {
                 // A global array of this rank's (not LDS, not a peer's), in bounds like a load.
                 let t = self.mem(mem, 1, "prefetch", false)?;

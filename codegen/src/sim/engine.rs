@@ -47,6 +47,11 @@ struct Lane {
     wait_at: (u32, u32),
     /// Operand of the wave reduction this lane waits in.
     reduce: u32,
+    /// Asynchronous copies (`Stmt::AsyncCopy`) of the open group, and the committed groups
+    /// oldest first: (array, element, value) each, written into LDS at the wait that
+    /// completes the group.
+    copies_open: Vec<(usize, usize, u32)>,
+    copies: std::collections::VecDeque<Vec<(usize, usize, u32)>>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -179,6 +184,8 @@ pub(super) struct Engine<'a> {
     insts: u64,
     /// Per lane: (local_id, wg_id, num_wgs, lane_id, wave_id) and the rank.
     specials: Vec<([u32; 5], u32)>,
+    /// LDS elements with an asynchronous copy in flight, and the copying lane.
+    in_flight: HashMap<(usize, usize), u32>,
 }
 
 fn is_acquire(o: Ordering) -> bool {
@@ -261,6 +268,8 @@ impl<'a> Engine<'a> {
             deadline: 0,
             wait_at: (0, 0),
             reduce: 0,
+            copies_open: Vec::new(),
+            copies: Default::default(),
         };
         let ranks = (0..tp)
             .map(|_| RankState {
@@ -328,6 +337,7 @@ impl<'a> Engine<'a> {
                     )
                 })
                 .collect(),
+            in_flight: HashMap::new(),
         }
     }
 
@@ -658,6 +668,22 @@ impl<'a> Engine<'a> {
             // The fragments stay in the waiting lanes' registers until the whole wave arrives.
             Inst::Mma { .. } => self.arrive_reduce(a, pc),
             Inst::Barrier => self.arrive_barrier(a, pc),
+            Inst::AsyncCopy { dst, src, elems } => {
+                self.async_copy(a, pc, dst, src, *elems as usize);
+                self.lanes[a].pc += 1;
+            }
+            Inst::AsyncCommit => {
+                let open = std::mem::take(&mut self.lanes[a].copies_open);
+                self.lanes[a].copies.push_back(open);
+                self.lanes[a].pc += 1;
+            }
+            Inst::AsyncWait { pending } => {
+                while self.lanes[a].copies.len() > *pending as usize {
+                    let group = self.lanes[a].copies.pop_front().expect("a group");
+                    self.complete_copies(a, group);
+                }
+                self.lanes[a].pc += 1;
+            }
             _ => unreachable!("not a scheduling point"),
         }
         self.check_fault(a, pc);
@@ -710,6 +736,9 @@ impl<'a> Engine<'a> {
     }
 
     fn check_read(&mut self, a: usize, pc: u32, arr: usize, e: usize) {
+        if !self.in_flight.is_empty() {
+            self.check_in_flight(a, pc, arr, e, "reads");
+        }
         let s = self.mem.arrays[arr].stamps[e];
         if s.is_uninit() {
             let site = self.site(a, pc);
@@ -741,6 +770,9 @@ impl<'a> Engine<'a> {
     }
 
     fn check_write(&mut self, a: usize, pc: u32, arr: usize, e: usize, race: bool) {
+        if race && !self.in_flight.is_empty() {
+            self.check_in_flight(a, pc, arr, e, "writes");
+        }
         let array = &self.mem.arrays[arr];
         if array.read_only {
             let site = self.site(a, pc);
@@ -776,6 +808,61 @@ impl<'a> Engine<'a> {
         for (i, &d) in dst.iter().enumerate() {
             self.check_read(a, pc, arr, first + i);
             self.regs[a * self.nregs + d as usize] = self.mem.arrays[arr].vals[first + i];
+        }
+    }
+
+    /// [`Stmt::AsyncCopy`](crate::lowered::Stmt::AsyncCopy): the source is read now (it is
+    /// read-only), the destination marked in flight until the lane's wait completes the group:
+    /// any access to it before then is a finding, as is a second copy into it.
+    fn async_copy(&mut self, a: usize, pc: u32, dst: &CMem, src: &CMem, n: usize) {
+        let Some((from, first)) = self.resolve(a, pc, src, n) else {
+            return;
+        };
+        let vals: Vec<u32> = (0..n)
+            .map(|i| {
+                self.check_read(a, pc, from, first + i);
+                self.mem.arrays[from].vals[first + i]
+            })
+            .collect();
+        let Some((to, at)) = self.resolve(a, pc, dst, n) else {
+            return;
+        };
+        for (i, v) in vals.into_iter().enumerate() {
+            let e = at + i;
+            self.check_write(a, pc, to, e, true);
+            self.in_flight.insert((to, e), a as u32);
+            self.lanes[a].copies_open.push((to, e, v));
+        }
+    }
+
+    /// A completed group's LDS words, written as the lane's stores at the wait.
+    fn complete_copies(&mut self, a: usize, group: Vec<(usize, usize, u32)>) {
+        let stamp = self.stamp(a, false);
+        for (arr, e, v) in group {
+            self.in_flight.remove(&(arr, e));
+            self.mem.arrays[arr].vals[e] = v;
+            self.mem.arrays[arr].stamps[e] = stamp;
+            self.wake(arr, e);
+        }
+    }
+
+    /// A finding where `arr[e]` has an asynchronous copy in flight (accessed before the wait
+    /// that completes it).
+    fn check_in_flight(&mut self, a: usize, pc: u32, arr: usize, e: usize, what: &str) {
+        if let Some(&other) = self.in_flight.get(&(arr, e)) {
+            let site = self.site(a, pc);
+            let name = self.mem.arrays[arr].name.clone();
+            let writer = self.who(other);
+            let kind = if what == "reads" {
+                FindingKind::StaleRead
+            } else {
+                FindingKind::WriteRace
+            };
+            self.findings.add(kind, self.site_key(pc), || {
+                format!(
+                    "{site}: {what} {name}[{e}] while an asynchronous copy of {writer} into it is in flight (no async_wait completed its group)"
+                )
+            });
         }
     }
 
@@ -1406,6 +1493,18 @@ impl<'a> Engine<'a> {
 
     fn finish(&mut self, a: usize) {
         self.set_state(a, St::Done);
+        // Copies never waited for write nothing anyone may read: the LDS ends with the
+        // workgroup.
+        let lane = &mut self.lanes[a];
+        let left: Vec<_> = lane
+            .copies
+            .drain(..)
+            .flatten()
+            .chain(lane.copies_open.drain(..))
+            .collect();
+        for (arr, e, _) in left {
+            self.in_flight.remove(&(arr, e));
+        }
         let slot = self.slot(a);
         let w = self.wave_index(a);
         self.wgs[slot].finished += 1;
@@ -1539,6 +1638,8 @@ impl<'a> Engine<'a> {
             lane.fence = None;
             lane.pending.clear();
             lane.loads = 0;
+            lane.copies_open.clear();
+            lane.copies.clear();
             self.regs[l * self.nregs..(l + 1) * self.nregs].fill(0);
             self.set_state(l, St::Ready);
         }

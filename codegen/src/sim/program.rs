@@ -111,6 +111,16 @@ pub(super) enum Inst {
         a: [u32; 4],
         b: [u32; 2],
     },
+    /// [`Stmt::AsyncCopy`]: the source read now, the LDS words written at the lane's wait.
+    AsyncCopy {
+        dst: CMem,
+        src: CMem,
+        elems: u32,
+    },
+    AsyncCommit,
+    AsyncWait {
+        pending: u32,
+    },
     Barrier,
     Jump(u32),
     /// Jump to `to` when `cond` is false.
@@ -432,6 +442,36 @@ impl Compiler<'_> {
                 return Err(SimError::NotExpanded(text));
             }
             Stmt::Comment(_) | Stmt::SchedBarrier | Stmt::StreamWait => {}
+            Stmt::AsyncCopy { dst, src, words } => {
+                let (d, _) = self.mem(dst).map_err(|w| type_err(&text, w))?;
+                let (sm, _) = self.mem(src).map_err(|w| type_err(&text, w))?;
+                if !matches!(d.base, CBase::Lds(_)) || matches!(sm.base, CBase::Lds(_)) {
+                    return Err(type_err(
+                        &text,
+                        "copies from a global array into LDS".into(),
+                    ));
+                }
+                if d.elem != sm.elem || !matches!(d.elem.bytes(), 2 | 4) {
+                    return Err(type_err(
+                        &text,
+                        "copies elements of one 16- or 32-bit type".into(),
+                    ));
+                }
+                self.emit(
+                    Inst::AsyncCopy {
+                        elems: *words * 4 / d.elem.bytes() as u32,
+                        dst: d,
+                        src: sm,
+                    },
+                    text,
+                );
+            }
+            Stmt::AsyncCommit => {
+                self.emit(Inst::AsyncCommit, text);
+            }
+            Stmt::AsyncWait { pending } => {
+                self.emit(Inst::AsyncWait { pending: *pending }, text);
+            }
             // A cache hint: no value, no access, nothing to order (the validator checked it
             // addresses an element of one of the rank's arrays).
             Stmt::PrefetchL2 { mem } => {
@@ -817,5 +857,10 @@ pub(super) fn show_stmt(s: &Stmt) -> String {
         Stmt::SchedBarrier => "sched_barrier".into(),
         Stmt::StreamWait => "stream_wait".into(),
         Stmt::PrefetchL2 { mem } => format!("prefetch.l2 {}", show_mem(mem)),
+        Stmt::AsyncCopy { dst, src, words } => {
+            format!("async_copy.x{words} {}, {}", show_mem(dst), show_mem(src))
+        }
+        Stmt::AsyncCommit => "async_commit".into(),
+        Stmt::AsyncWait { pending } => format!("async_wait {pending}"),
     }
 }

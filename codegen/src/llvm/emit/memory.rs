@@ -119,6 +119,26 @@ impl<'c> Emitter<'c, '_> {
         Ok(())
     }
 
+    /// [`Stmt::AsyncCopy`](crate::lowered::Stmt::AsyncCopy), synchronously: one vector load
+    /// of the `words` 32-bit words and one vector store into LDS (complete before any wait,
+    /// which the rules of the statement allow).
+    pub(super) fn copy(&mut self, dst: &MemRef, src: &MemRef, words: u32) -> Result<(), Error> {
+        let elem = self.elem_ty(src)?;
+        if self.elem_ty(dst)? != elem {
+            return Err(malformed("an asynchronous copy between element types"));
+        }
+        let n = words * 4 / elem.bytes() as u32;
+        let vty = vec_ty(self.cx, elem, n);
+        let (from, _) = self.address(src, 0)?;
+        let v = self.b.build_load(vty, from, "copy").map_err(be)?;
+        set_align(v, words * 4)?;
+        let (to, _) = self.address(dst, 0)?;
+        let st = self.b.build_store(to, v).map_err(be)?;
+        st.set_alignment(words * 4)
+            .map_err(|e| Error::Llvm(format!("{e:?}")))?;
+        Ok(())
+    }
+
     pub(super) fn store(&mut self, m: &MemRef, values: &[Expr]) -> Result<(), Error> {
         let elem = self.elem_ty(m)?;
         let mut vals = Vec::new();

@@ -225,6 +225,9 @@ impl<'c, 'k> Emitter<'c, 'k> {
             | Stmt::WaitFlagPerLane { .. } => Err(malformed(
                 "grid barrier or flag not expanded; run lowered::expand::expand_sync first",
             )),
+            Stmt::AsyncCopy { dst, src, words } => self.copy(dst, src, *words),
+            // Copies are synchronous here: nothing to commit or wait for.
+            Stmt::AsyncCommit | Stmt::AsyncWait { .. } => Ok(()),
             // A cache hint with no AMDGPU instruction (gfx906 has no prefetch): nothing.
             Stmt::Comment(_) | Stmt::SchedBarrier | Stmt::StreamWait | Stmt::PrefetchL2 { .. } => {
                 Ok(())

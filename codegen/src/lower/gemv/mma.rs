@@ -32,6 +32,30 @@ struct MmaTiling {
     weights: Vec<Buffer>,
     /// The activations staged in LDS ([`Schedule::x_in_lds`](super::super::Schedule::x_in_lds)).
     xs: Option<XStage>,
+    /// The asynchronous weight ring ([`Schedule::async_stages`](super::super::Schedule::async_stages)).
+    ring: Option<Ring>,
+}
+
+/// The LDS ring of [`Schedule::async_stages`](super::super::Schedule::async_stages) unit
+/// buffers per warp that asynchronous copies fill ahead of the unit a warp computes. Lane `l`
+/// of warp `w` owns, in slot `s`, the 16 bytes of every step's packed words, its 4 scales and
+/// its zero word at `((s · warps + w) · m + mi) ·` (entries per weight) `+ l ·` (entry width):
+/// it copies them and it alone reads them back, so the lane's own `AsyncWait` orders its reads
+/// after the copies (§5.2) and no barrier is needed.
+struct Ring {
+    stages: usize,
+    warps: usize,
+    kwarps: usize,
+    /// `steps · 128` u32 per weight and slot.
+    words: crate::lowered::Lds,
+    /// `128` F16 per weight and slot.
+    scales: crate::lowered::Lds,
+    /// `32` u32 per weight and slot (a weight with zero points).
+    zeros: Option<crate::lowered::Lds>,
+    /// The slot the warp reads next (its units' sequence number mod `stages`).
+    slot: Reg,
+    /// The exclusive bound of the K part's units.
+    end: Expr,
 }
 
 /// The registers one unit's loads fill: per weight the 4 scales, the zero word and
@@ -193,6 +217,31 @@ impl Lowering<'_> {
         } else {
             None
         };
+        let ring = match self.s.async_stages as usize {
+            0 => None,
+            stages => {
+                if self.s.pipeline_depth != 1 {
+                    return sched(format!(
+                        "INT4 mma: async_stages = {stages} needs pipeline_depth = 1 (not {}): the ring is the pipeline",
+                        self.s.pipeline_depth
+                    ));
+                }
+                let per = stages * warps * m;
+                let zeros = (l.zero != ZeroPoint::Symmetric
+                    && !weights.iter().all(|w| self.bufs_have_no_zeros(w)))
+                .then(|| self.k.lds(Ty::U32, per * 32));
+                Some(Ring {
+                    stages,
+                    warps,
+                    kwarps,
+                    words: self.k.lds(Ty::U32, per * (unit / 4) * 128),
+                    scales: self.k.lds(Ty::F16, per * 128),
+                    zeros,
+                    slot: self.k.reg(Ty::U32, "ring_slot"),
+                    end: units.clone(),
+                })
+            }
+        };
         let t = MmaTiling {
             l,
             kdim,
@@ -208,6 +257,7 @@ impl Lowering<'_> {
             tq,
             weights,
             xs,
+            ring,
         };
         let un_reg = self.k.reg(Ty::U32, if upg == 1 { "group" } else { "unit" });
         match (self.s.pipeline_depth, phase.zip(ph_reg)) {
@@ -224,8 +274,9 @@ impl Lowering<'_> {
                 )));
                 let buf = self.mma_buffers(&t);
                 let first = self.k.reg(Ty::U32, "phase_unit");
+                out.extend(self.ring_prologue(&t, add(begin.clone(), r(kwarp))));
                 let mut body = vec![assign(first, add(r(ph), r(kwarp)))];
-                body.extend(self.mma_loads(&t, &buf, first));
+                body.extend(self.mma_unit_loads(&t, &buf, first));
                 body.push(comment(
                     "every lane is done reading the last phase's activations before they are overwritten",
                 ));
@@ -234,7 +285,7 @@ impl Lowering<'_> {
                 self.stage_x(t.x.clone(), kdim, (batch, None), stage, &mut body)?;
                 body.extend(self.mma_compute(&t, &buf, first, &totals));
                 if p > kwarps {
-                    let mut rest = self.mma_loads(&t, &buf, un_reg);
+                    let mut rest = self.mma_unit_loads(&t, &buf, un_reg);
                     rest.extend(self.mma_compute(&t, &buf, un_reg, &totals));
                     body.push(for_loop(
                         un_reg,
@@ -246,6 +297,7 @@ impl Lowering<'_> {
                 }
                 out.push(for_loop(ph, begin, units, u(p), body));
             }
+            (2, _) if t.ring.is_some() => unreachable!("refused above"),
             (2, Some((p, ph))) => {
                 let phases = part_units / p;
                 if p != kwarps || phases % 2 != 0 {
@@ -262,9 +314,12 @@ impl Lowering<'_> {
                 ));
             }
             (1, None) => {
+                // The ring's first copies are issued before the activations' staging, so their
+                // latency overlaps it.
+                out.extend(self.ring_prologue(&t, add(begin.clone(), r(kwarp))));
                 out.append(&mut staging);
                 let buf = self.mma_buffers(&t);
-                let mut body = self.mma_loads(&t, &buf, un_reg);
+                let mut body = self.mma_unit_loads(&t, &buf, un_reg);
                 body.extend(self.mma_compute(&t, &buf, un_reg, &totals));
                 let start = add(begin, r(kwarp));
                 out.push(for_loop(un_reg, start, units, u(kwarps), body));
@@ -465,6 +520,176 @@ impl Lowering<'_> {
         Ok(Some(p))
     }
 
+    /// Unit `unit`'s operands into `b`: the loads of [`Lowering::mma_loads`], or with the
+    /// asynchronous ring the copies of the unit `stages − 1` ahead, the wait for this unit's
+    /// and its reads from the ring.
+    fn mma_unit_loads(&mut self, t: &MmaTiling, b: &MmaBuf, unit: Reg) -> Vec<Stmt> {
+        let Some(ring) = &t.ring else {
+            return self.mma_loads(t, b, unit);
+        };
+        let (stages, kwarps, slot, end) = (ring.stages, ring.kwarps, ring.slot, ring.end.clone());
+        let mut out = vec![];
+        let ahead = self.k.reg(Ty::U32, "copy_unit");
+        out.push(assign(ahead, add(r(unit), u((stages - 1) * kwarps))));
+        // The slot written is the one read the iteration before: this lane's reads of it were
+        // consumed (decoded) before this copy is issued, in program order.
+        let write = sel(eq(r(slot), u(0)), u(stages - 1), sub(r(slot), u(1)));
+        let copies = self.ring_copies(t, ahead, write);
+        when(
+            and(lt(r(ahead), end), lt(r(t.n0), u(t.n))),
+            copies,
+            &mut out,
+        );
+        out.push(Stmt::AsyncCommit);
+        out.push(comment(format!(
+            "§5.2: this lane's copies of this unit (its group, {} groups ago) are in LDS before it reads them; it reads only what it copied",
+            stages - 1
+        )));
+        out.push(Stmt::AsyncWait {
+            pending: (stages - 1) as u32,
+        });
+        out.extend(self.ring_reads(t, b));
+        out.extend(self.mma_x_loads(t, b, unit));
+        let next = add(r(slot), u(1));
+        out.push(assign(slot, sel(eq(next.clone(), u(stages)), u(0), next)));
+        out
+    }
+
+    /// The ring's first `stages − 1` units (the warp's units from `first`, `kwarps` apart), a
+    /// group each (empty past the part), read from slot 0 on.
+    fn ring_prologue(&mut self, t: &MmaTiling, first: Expr) -> Vec<Stmt> {
+        let Some(ring) = &t.ring else {
+            return vec![];
+        };
+        let (stages, kwarps, slot, end) = (ring.stages, ring.kwarps, ring.slot, ring.end.clone());
+        let mut out = vec![comment(format!(
+            "the weights through an LDS ring of {stages} unit buffers per warp, filled by asynchronous copies {} units ahead (each lane copies its own operands)",
+            stages - 1
+        ))];
+        out.push(assign(slot, u(0)));
+        let ahead = self.k.reg(Ty::U32, "copy_unit");
+        for s in 0..stages - 1 {
+            out.push(assign(ahead, add(first.clone(), u(s * kwarps))));
+            let copies = self.ring_copies(t, ahead, u(s));
+            when(
+                and(lt(r(ahead), end.clone()), lt(r(t.n0), u(t.n))),
+                copies,
+                &mut out,
+            );
+            out.push(Stmt::AsyncCommit);
+        }
+        out
+    }
+
+    /// Index of lane `l`'s entry of weight `mi` in `slot` (`width` elements per lane, `per`
+    /// elements per weight and slot).
+    fn ring_entry(ring: &Ring, m: usize, mi: usize, slot: Expr, per: usize, width: usize) -> Expr {
+        let owner = add(
+            mul(add(mul(slot, u(ring.warps)), sp(Special::WaveId)), u(m)),
+            u(mi),
+        );
+        add(mul(owner, u(per)), mul(sp(Special::LaneId), u(width)))
+    }
+
+    /// The asynchronous copies of unit `unit`'s operands into ring slot `slot`.
+    fn ring_copies(&mut self, t: &MmaTiling, unit: Reg, slot: Expr) -> Vec<Stmt> {
+        let ring = t.ring.as_ref().expect("a ring");
+        let m = t.weights.len();
+        let mut out = vec![];
+        let gi = self.k.reg(Ty::U32, "copy_group");
+        out.push(assign(
+            gi,
+            if t.upg == 1 {
+                r(unit)
+            } else {
+                div(r(unit), u(t.upg))
+            },
+        ));
+        for (mi, &w) in t.weights.iter().enumerate() {
+            let BufParams::Gptq {
+                scales,
+                qzeros,
+                qweight,
+                ..
+            } = self.bufs[&w]
+            else {
+                unreachable!("a GPTQ weight")
+            };
+            out.push(Stmt::AsyncCopy {
+                dst: self.lds_at(
+                    ring.scales,
+                    Self::ring_entry(ring, m, mi, slot.clone(), 128, 4),
+                ),
+                src: at(Base::Param(scales), add(mul(r(gi), u(t.n)), r(t.n0))),
+                words: 2,
+            });
+            if let (Some(zp), Some(zl)) = (qzeros, ring.zeros) {
+                out.push(Stmt::AsyncCopy {
+                    dst: self.lds_at(zl, Self::ring_entry(ring, m, mi, slot.clone(), 32, 1)),
+                    src: at(
+                        Base::Param(zp),
+                        add(mul(r(gi), u(t.n / 8)), div(r(t.n0), u(8))),
+                    ),
+                    words: 1,
+                });
+            }
+            for st in 0..t.steps {
+                let kword = add(mul(r(unit), u(t.unit)), add(u(4 * st), r(t.tq)));
+                let entry = Self::ring_entry(ring, m, mi, slot.clone(), t.steps * 128, 4);
+                out.push(Stmt::AsyncCopy {
+                    dst: self.lds_at(ring.words, add(entry, u(st * 128))),
+                    src: at(Base::Param(qweight), add(mul(kword, u(t.n)), r(t.n0))),
+                    words: 4,
+                });
+            }
+        }
+        out
+    }
+
+    /// This unit's weight operands from the ring's read slot into `b` (zero where masked), as
+    /// [`Lowering::mma_loads`] loads them (unstaged activations are loaded as there).
+    fn ring_reads(&mut self, t: &MmaTiling, b: &MmaBuf) -> Vec<Stmt> {
+        let ring = t.ring.as_ref().expect("a ring");
+        let m = t.weights.len();
+        let mut out = vec![];
+        let mut guarded = vec![];
+        let slot = r(ring.slot);
+        for mi in 0..m {
+            b.scales[mi]
+                .iter()
+                .for_each(|&h| out.push(assign(h, Expr::Float(0.0, Ty::F16))));
+            out.push(assign(b.zero_words[mi], u(0)));
+            guarded.push(load(
+                b.scales[mi].clone(),
+                self.lds_at(
+                    ring.scales,
+                    Self::ring_entry(ring, m, mi, slot.clone(), 128, 4),
+                ),
+            ));
+            let BufParams::Gptq { qzeros, .. } = self.bufs[&t.weights[mi]] else {
+                unreachable!("a GPTQ weight")
+            };
+            if let (Some(_), Some(zl)) = (qzeros, ring.zeros) {
+                guarded.push(load(
+                    vec![b.zero_words[mi]],
+                    self.lds_at(zl, Self::ring_entry(ring, m, mi, slot.clone(), 32, 1)),
+                ));
+            }
+            for st in 0..t.steps {
+                b.words[mi][st]
+                    .iter()
+                    .for_each(|&q| out.push(assign(q, u(0))));
+                let entry = Self::ring_entry(ring, m, mi, slot.clone(), t.steps * 128, 4);
+                guarded.push(load(
+                    b.words[mi][st].clone(),
+                    self.lds_at(ring.words, add(entry, u(st * 128))),
+                ));
+            }
+        }
+        when(lt(r(t.n0), u(t.n)), guarded, &mut out);
+        out
+    }
+
     /// The registers one unit's loads fill.
     fn mma_buffers(&mut self, t: &MmaTiling) -> MmaBuf {
         let m = t.weights.len();
@@ -547,9 +772,17 @@ impl Lowering<'_> {
             }
         }
         when(col_ok, guarded, &mut out);
+        out.extend(self.mma_x_loads(t, b, unit));
+        out
+    }
+
+    /// Unit `unit`'s activations into `b` where they are not staged (nothing where they are).
+    fn mma_x_loads(&mut self, t: &MmaTiling, b: &MmaBuf, unit: Reg) -> Vec<Stmt> {
+        let mut out = vec![];
         if t.xs.is_some() {
             return out;
         }
+        let h0 = || Expr::Float(0.0, Ty::F16);
         for st in 0..t.steps {
             for j in 0..t.ntiles {
                 let xs = &b.xs[st * t.ntiles + j];

@@ -1,0 +1,163 @@
+//! The sm_90 tensor-core INT4 GEMV with its weights through an LDS ring filled by asynchronous
+//! copies (`async_stages`, issue 40: bytes in flight that cost no registers). Each lane copies
+//! its own operands of the unit `stages − 1` ahead (`Stmt::AsyncCopy`, one group per unit) and
+//! waits for the unit it computes (`Stmt::AsyncWait`) before reading them back.
+//!
+//! The generated kernels run in the protocol simulator against the f64 reference on fresh
+//! random inputs (every schedule its own data), held to the FP16 outputs' tolerance (relative L2
+//! error ≤ 1e-3, `wavefuse_codegen::sim::tolerance`). The simulator writes a copy's LDS words
+//! only at the wait that completes its group and reports any access before it, so a kernel
+//! without its wait, or waiting for one group too few, is caught (§5.2).
+
+mod support;
+
+use wavefuse_codegen::Arch;
+use wavefuse_codegen::ir::ScalarType;
+use wavefuse_codegen::lower::{Int4Dot, LowerError, Schedule, lower};
+use wavefuse_codegen::lowered::Stmt;
+use wavefuse_codegen::sim::{FindingKind, PeerTable, tolerance};
+use wavefuse_harness::sim::{Prepared, SmallShapes, small_kernel, small_schedule, summary, sweep};
+use wavefuse_kernels::{KernelId, Shapes};
+
+const ARCH: Arch = Arch::Sm90;
+/// Two GPTQ groups of 128 along K for every GEMV (hidden → FFN and FFN → hidden).
+const SMALL: SmallShapes = SmallShapes {
+    hidden: 256,
+    ffn: 256,
+    q: 16,
+    kv: 16,
+};
+const SCHEDULES: u64 = 2;
+const SEED: u64 = 0xA5C0;
+
+fn prepare(id: KernelId, tp: u32, batch: usize, spec: &str) -> Result<Prepared, LowerError> {
+    let shapes = Shapes {
+        batch,
+        ..Shapes::qwen27b(tp)
+    };
+    let ir = small_kernel(id, &shapes, &SMALL).expect("small kernel");
+    let s: Schedule = small_schedule(ARCH, &ir).with_overrides(spec)?;
+    assert_eq!(s.int4_dot, Int4Dot::Mma, "{id}: the tensor-core path");
+    let lowered = lower(&ir, ARCH, &s)?;
+    Ok(Prepared {
+        ir,
+        lowered,
+        shapes: Some(shapes),
+        peer_table: PeerTable::Shared,
+    })
+}
+
+fn count(body: &[Stmt], f: &dyn Fn(&Stmt) -> bool) -> usize {
+    let mut n = 0;
+    support::rewrite(body.to_vec(), &mut |s| {
+        n += usize::from(f(&s));
+        vec![s]
+    });
+    n
+}
+
+/// The ring in every form the lowering offers: 2 to 4 stages, units of one MMA step (so a warp
+/// cycles through the ring several times) and of a whole group, the activations staged at once,
+/// in phases and not at all, the scale per unit and on the weights; `gemv_int4` at batch 1, 16
+/// and 64, the fused kernel (TP 2) and the two-weight kernel at batch 16.
+#[test]
+fn mma_async_ring_matches_the_reference_sm90() {
+    let tol = tolerance(ScalarType::F16);
+    let specs = [
+        "async_stages=2,k_unit_words=4,k_split=1",
+        "async_stages=3,k_unit_words=4,k_split=1,x_in_lds=false",
+        "async_stages=4,k_unit_words=4,k_split=1,x_in_lds=true,x_phase_units=2",
+        "async_stages=4,k_unit_words=16,k_split=1,mma_scale=weight",
+        "async_stages=3,k_unit_words=4,k_split=2,columns_per_workgroup=64,threads_per_column=1,x_in_lds=true,x_phase_units=1",
+    ];
+    let cases: [(KernelId, u32, &[usize]); 3] = [
+        (KernelId::GemvInt4, 1, &[1, 16, 64]),
+        (KernelId::GemvInt4AllreduceRmsnorm, 2, &[16]),
+        (KernelId::GemvInt4DualSilu, 1, &[16]),
+    ];
+    for (id, tp, batches) in cases {
+        for &batch in batches {
+            for spec in specs {
+                let label = format!("{id} tp {tp} batch {batch} `{spec}`");
+                let p = match prepare(id, tp, batch, spec) {
+                    Ok(p) => p,
+                    // Only the LDS limit may refuse a form here (the two-weight kernel's
+                    // whole-part stage past it), with the numbers.
+                    Err(LowerError::Schedule(m)) if m.contains("LDS") => {
+                        eprintln!("{label}: refused: {m}");
+                        continue;
+                    }
+                    Err(e) => panic!("{label}: {e}"),
+                };
+                let copies = count(&p.lowered.body, &|s| matches!(s, Stmt::AsyncCopy { .. }));
+                assert!(copies > 0, "{label}: no asynchronous copy\n{}", p.lowered);
+                let r = sweep(&p, SEED ^ batch as u64, 0, SCHEDULES, |_, _| {}).expect("simulates");
+                let text = summary(&p, &r);
+                eprintln!("{label}: {}", text.lines().next().unwrap_or(""));
+                assert!(r.not_checked.is_none(), "{label}: {text}");
+                assert!(r.findings.is_empty() && r.failing == 0, "{label}: {text}");
+                assert!(r.max_rel_l2 <= tol, "{label}: {text}");
+            }
+        }
+    }
+}
+
+/// §5.2 for the ring: a lane reads its copies only after the wait that completes their group.
+/// Without the waits, or with each wait letting one group more stay in flight (the unit being
+/// computed among them), the simulator reports the read of a word whose copy is in flight.
+#[test]
+fn mma_async_ring_without_its_wait_is_caught_sm90() {
+    let spec = "async_stages=3,k_unit_words=4,k_split=1";
+    for (what, drop) in [("removed", true), ("one group too lax", false)] {
+        let mut p = prepare(KernelId::GemvInt4, 1, 16, spec).expect("lowers");
+        let mut changed = 0;
+        p.lowered.body = support::rewrite(std::mem::take(&mut p.lowered.body), &mut |s| match s {
+            Stmt::AsyncWait { pending } => {
+                changed += 1;
+                if drop {
+                    vec![]
+                } else {
+                    vec![Stmt::AsyncWait {
+                        pending: pending + 1,
+                    }]
+                }
+            }
+            s => vec![s],
+        });
+        assert!(changed > 0, "no wait to mutate");
+        let r = sweep(&p, SEED, 0, SCHEDULES, |_, _| {}).expect("simulates");
+        let text = summary(&p, &r);
+        assert!(
+            r.findings
+                .iter()
+                .any(|f| f.first.kind == FindingKind::StaleRead
+                    && f.first.message.contains("asynchronous copy")),
+            "wait {what}: not caught\n{text}"
+        );
+    }
+}
+
+/// Out of range or combined with the register pipeline, the ring is refused, naming the field.
+#[test]
+fn mma_async_ring_out_of_range_is_refused_sm90() {
+    for (spec, needle) in [
+        (
+            "async_stages=1",
+            "async_stages = 1 is neither 0 (register loads) nor 2..=8",
+        ),
+        (
+            "async_stages=9",
+            "async_stages = 9 is neither 0 (register loads) nor 2..=8",
+        ),
+        (
+            "async_stages=3,pipeline_depth=2",
+            "async_stages = 3 needs pipeline_depth = 1 (not 2)",
+        ),
+    ] {
+        match prepare(KernelId::GemvInt4, 1, 16, spec) {
+            Err(LowerError::Schedule(m)) => assert!(m.contains(needle), "{spec}: {m}"),
+            Err(e) => panic!("{spec}: {e}"),
+            Ok(_) => panic!("{spec}: lowered"),
+        }
+    }
+}
