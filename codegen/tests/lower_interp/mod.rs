@@ -525,6 +525,29 @@ impl<'k> Machine<'k> {
                     arr[i..i + vals.len()].copy_from_slice(&vals);
                 }
             }
+            // Synchronously (one of the executions the statement allows); commit and wait
+            // then have nothing to do.
+            Stmt::AsyncCopy { dst, src, words } => {
+                for t in Self::active(mask).collect::<Vec<_>>() {
+                    let (from, i) = self.locate(src, t);
+                    let (to, j) = self.locate(dst, t);
+                    let arr = self.array(from);
+                    let n = match arr.get(i) {
+                        Some(V::F16(_)) => *words as usize * 2,
+                        _ => *words as usize,
+                    };
+                    if i + n > arr.len() {
+                        return Err(format!("copy out of bounds: {from:?}[{i}..+{n}]"));
+                    }
+                    let vals: Vec<V> = arr[i..i + n].to_vec();
+                    let out = self.array(to);
+                    if j + n > out.len() {
+                        return Err(format!("copy out of bounds: {to:?}[{j}..+{n}]"));
+                    }
+                    out[j..j + n].copy_from_slice(&vals);
+                }
+            }
+            Stmt::AsyncCommit | Stmt::AsyncWait { .. } => {}
             Stmt::For {
                 var,
                 start,

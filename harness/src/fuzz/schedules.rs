@@ -282,6 +282,11 @@ fn mma_schedule(rng: &mut ChaCha8Rng, base: Schedule, kdim: usize, group_words: 
     } else {
         0
     };
+    let async_stages = if rng.random_bool(1.0 / 3.0) {
+        pick(rng, &[2, 3, 4])
+    } else {
+        0
+    };
     Schedule {
         int4_dot: Int4Dot::Mma,
         workgroup_size: 32 * cw * k_warps,
@@ -290,14 +295,17 @@ fn mma_schedule(rng: &mut ChaCha8Rng, base: Schedule, kdim: usize, group_words: 
         words_per_iteration: 4,
         k_unit_words,
         k_split,
-        // Phases pipelined only at one unit per K warp per phase and an even count of them.
-        pipeline_depth: if x_phase_units == 0
-            || (x_phase_units == k_warps && (part_units / x_phase_units as usize) % 2 == 0)
+        // Phases pipelined only at one unit per K warp per phase and an even count of them;
+        // the asynchronous weight ring (a third of the draws) only at depth 1.
+        pipeline_depth: if async_stages == 0
+            && (x_phase_units == 0
+                || (x_phase_units == k_warps && (part_units / x_phase_units as usize) % 2 == 0))
         {
             pick(rng, &[1, 2])
         } else {
             1
         },
+        async_stages,
         mma_decode: pick(rng, &[MmaDecode::Shift, MmaDecode::Fma]),
         // The scale per unit only: the scale on the weights rounds (q − z)·s to FP16, beyond
         // an FP32 output's tolerance (its own tests: `harness/tests/sim_mma_batch.rs`).

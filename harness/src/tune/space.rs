@@ -315,6 +315,26 @@ fn phased_wide(
                 ..t.clone()
             });
         }
+        // The weights through the asynchronous LDS ring (depth 1), 2 and 4 unit buffers per
+        // warp where they fit beside the stage: per warp, weight and buffer the unit's packed
+        // words (512 bytes per 4 K-words), 4 scales and a zero word per lane.
+        let warps = t.workgroup_size as usize / 32;
+        for stages in [2, 4] {
+            let ring = stages * warps * gemvs * (unit as usize / 4 * 512 + 256 + 128);
+            if sums + stage + ring + 64 > arch.max_static_lds_per_workgroup() as usize {
+                continue;
+            }
+            out.push(Schedule {
+                k_unit_words: unit,
+                k_split,
+                x_in_lds: true,
+                x_phase_units: kwarps as u32,
+                mma_scale: MmaScale::Weight,
+                pipeline_depth: 1,
+                async_stages: stages as u32,
+                ..t.clone()
+            });
+        }
     }
     out
 }
@@ -666,6 +686,9 @@ pub fn summary(s: &Schedule, family: Family) -> String {
         }
         if s.x_in_lds && s.x_phase_units > 0 {
             out.push_str(&format!(" ph{}", s.x_phase_units));
+        }
+        if s.async_stages > 0 {
+            out.push_str(&format!(" ring{}", s.async_stages));
         }
     } else if let (Family::Int4 { .. }, Int4Dot::Dot2) = (family, s.int4_dot) {
         out.push_str(&format!(" ku{} dot2", s.k_unit_words));
