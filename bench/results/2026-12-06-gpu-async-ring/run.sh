@@ -3,7 +3,7 @@
 # and zero words copied into a per-warp LDS ring by cp.async (`async_stages`, 7504125), units
 # ahead of the one computed, against the same tiles with register loads, the default and Marlin.
 # 1. `wavefuse ab --timing graphs --iters 200` of `gemv_int4` at 5120 -> 17408 (qwen27b-tp1) and
-#    17408 -> 5120 (the k17408 model config) at batch 16, 32, 64, once per schedule override
+#    17408 -> 5120 (the k17408 model config) at batch 1, 8, 16, 32, 64, once per schedule override
 #    (WAVEFUSE_SCHEDULE_SM90; each checked against the f64 reference first).
 # 2. Marlin, tinygemm and cuBLAS FP16 at the same rows (bench/torch/marlin_bench.py).
 # Everything goes into one tarball and summary.txt (the device returns few files).
@@ -27,7 +27,7 @@ sed -i -e '/createpolicy\.fractional\.L2::evict_first/d' \
     echo "nvcc exit $? at $(el) s" >> "$OUT/marlin-build.txt") &
 BUILD=$!
 C=bench/results/2026-12-03-h200-marlin
-SH=qwen27b-tp1-b16,qwen27b-tp1-b32,qwen27b-tp1-b64
+SH=qwen27b-tp1-b1,qwen27b-tp1-b8,qwen27b-tp1-b16,qwen27b-tp1-b32,qwen27b-tp1-b64
 # W64: 64 columns = 2 column warps sharing the phased activation stage, one K warp, 64 lanes;
 # W128: 4 column warps, 128 lanes. K parts: 4 at 5120 -> 17408, 8 at 17408 -> 5120.
 W64="columns_per_workgroup=64,threads_per_column=1,workgroup_size=64,x_in_lds=true,x_phase_units=1"
@@ -42,6 +42,8 @@ OVS=(
   "$W128,k_unit_words=8,mma_scale=weight,async_stages=2"
   "$W128,k_unit_words=8,mma_scale=weight"
   "$W64,k_unit_words=8,mma_scale=weight,async_stages=2"
+  "async_stages=4"
+  "async_stages=3,k_unit_words=8"
 )
 split() { [ "$1" = n17408 ] && echo 4 || echo 8; }
 for round in 1 2; do
@@ -55,13 +57,13 @@ for round in 1 2; do
       echo "$tag [$ov]: exit $? ($(el) s)" >> "$OUT/exits.txt"
     done
   done
-  [ $(el) -gt 200 ] && break # a second round only if the first was quick
+  [ $(el) -gt 280 ] && break # a second round only if the first was quick
 done
 wait $BUILD
 tail -1 "$OUT/marlin-build.txt"
 timeout 150 python3 bench/torch/marlin_bench.py "$OUT/others.json" --lib $M/libmarlin.so \
     --marlin-dir carry/marlin --marlin-commit "$(cat carry/marlin/COMMIT)" \
-    --shapes 5120x17408,17408x5120 --batches 16,32,64 > "$OUT/others.txt" 2>&1
+    --shapes 5120x17408,17408x5120 --batches 1,8,16,32,64 > "$OUT/others.txt" 2>&1
 echo "others: exit $? ($(el) s)" >> "$OUT/exits.txt"
 {
   cat "$OUT/exits.txt"
