@@ -55,9 +55,11 @@ for round in 1 2; do
       WAVEFUSE_SCHEDULE_SM90="$ov" timeout 90 $W ab gemv_int4 "${cfg[@]}" --shapes $SH \
           --timing graphs --iters 200 --json "$OUT/$tag.json" > "$OUT/$tag.txt" 2>&1
       echo "$tag [$ov]: exit $? ($(el) s)" >> "$OUT/exits.txt"
+      # Progressively into the returned folder (a call cut short still returns what ran).
+      { tail -1 "$OUT/exits.txt"; grep -E " generated |error|refused|LDS" "$OUT/$tag.txt" | cut -c1-160; } >> "$FINAL/progress.txt"
     done
   done
-  [ $(el) -gt 280 ] && break # a second round only if the first was quick
+  [ $(el) -gt 150 ] && break # a second round only if the first was quick
 done
 wait $BUILD
 tail -1 "$OUT/marlin-build.txt"
