@@ -161,3 +161,44 @@ fn mma_async_ring_out_of_range_is_refused_sm90() {
         }
     }
 }
+
+/// Where the cross-slice sums' LDS is large enough, the ring shares it (`Ring::shared`): the
+/// sums are stored only after a workgroup barrier that follows every warp's main loop (§5.2:
+/// the last ring reads of every warp before the overwrite). Without that barrier the simulator
+/// reports the overwrite (a write race with another lane's copy, or a read of the ring after
+/// the sums overwrote it: a wrong result).
+#[test]
+fn mma_async_ring_sharing_the_sums_without_its_barrier_is_caught_sm90() {
+    let spec = "async_stages=2,k_unit_words=4,k_split=1";
+    let mut p = prepare(KernelId::GemvInt4, 1, 16, spec).expect("lowers");
+    let text = p.lowered.to_string();
+    assert!(
+        text.contains("ring shares their LDS"),
+        "the ring does not share the sums' LDS here:\n{text}"
+    );
+    let mut removed = false;
+    let mut next = false;
+    p.lowered.body = support::rewrite(std::mem::take(&mut p.lowered.body), &mut |s| match s {
+        Stmt::Comment(c) if c.contains("ring shares their LDS") => {
+            next = true;
+            vec![Stmt::Comment(c)]
+        }
+        Stmt::WorkgroupBarrier if next => {
+            next = false;
+            removed = true;
+            vec![]
+        }
+        s => {
+            next = false;
+            vec![s]
+        }
+    });
+    assert!(removed, "no barrier after the comment");
+    let r = sweep(&p, SEED, 0, 16, |_, _| {}).expect("simulates");
+    let text = summary(&p, &r);
+    assert!(
+        !r.findings.is_empty() || r.failing > 0,
+        "barrier removed, not caught:\n{text}"
+    );
+    eprintln!("{}", text.lines().take(3).collect::<Vec<_>>().join("\n"));
+}

@@ -170,8 +170,9 @@ pub enum Stmt {
         mem: MemRef,
     },
     /// An asynchronous copy by the executing lane of `words` 32-bit words (1, 2 or 4: 4, 8 or 16
-    /// bytes, aligned to their size) of consecutive elements of one 16- or 32-bit type from a
-    /// global array of this rank into an LDS array (sm_80 and later: `cp.async`). The copy joins the lane's open group
+    /// bytes, aligned to their size) of consecutive elements from a global array of this rank into
+    /// an LDS array, both of one 16-bit type or both of 32-bit types (bits are copied: a u32
+    /// word may land in an f32 array) (sm_80 and later: `cp.async`). The copy joins the lane's open group
     /// ([`Stmt::AsyncCommit`] closes it); its LDS words are written at some point before the
     /// [`Stmt::AsyncWait`] that completes the group, so until then no lane may read or write
     /// them, and after it only the copying lane may read them until a workgroup barrier orders

@@ -767,6 +767,10 @@ impl Checker<'_> {
                     Base::Peer { .. } => None,
                 };
                 let elem = elem_of(src).or(elem_of(dst)).unwrap_or(Ty::U32);
+                let elem = match elem_of(dst) {
+                    Some(d) if d.bytes() != elem.bytes() => d,
+                    _ => elem,
+                };
                 if !matches!(elem.bytes(), 2 | 4) {
                     return Err(self.err(StmtError::Mismatch {
                         what: "asynchronous copy element",
@@ -799,7 +803,9 @@ impl Checker<'_> {
                         )));
                     }
                 }
-                if to.elem != from.elem {
+                // A 32-bit word may land in an array of another 32-bit type (the copy moves
+                // bits: the weight ring shares the f32 cross-slice sums' LDS); 16-bit types match.
+                if to.elem != from.elem && (to.elem.bytes() != 4 || from.elem.bytes() != 4) {
                     return Err(self.err(StmtError::Mismatch {
                         what: "asynchronous copy destination element",
                         expected: from.elem.name(),

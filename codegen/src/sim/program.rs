@@ -451,10 +451,11 @@ impl Compiler<'_> {
                         "copies from a global array into LDS".into(),
                     ));
                 }
-                if d.elem != sm.elem || !matches!(d.elem.bytes(), 2 | 4) {
+                let same = d.elem == sm.elem || (d.elem.bytes() == 4 && sm.elem.bytes() == 4);
+                if !same || !matches!(d.elem.bytes(), 2 | 4) {
                     return Err(type_err(
                         &text,
-                        "copies elements of one 16- or 32-bit type".into(),
+                        "copies 32-bit words, or elements of one 16-bit type".into(),
                     ));
                 }
                 self.emit(

@@ -124,8 +124,9 @@ impl<'c> Emitter<'c, '_> {
     /// which the rules of the statement allow).
     pub(super) fn copy(&mut self, dst: &MemRef, src: &MemRef, words: u32) -> Result<(), Error> {
         let elem = self.elem_ty(src)?;
-        if self.elem_ty(dst)? != elem {
-            return Err(malformed("an asynchronous copy between element types"));
+        let to = self.elem_ty(dst)?;
+        if to != elem && (to.bytes() != 4 || elem.bytes() != 4) {
+            return Err(malformed("an asynchronous copy between element sizes"));
         }
         let n = words * 4 / elem.bytes() as u32;
         let vty = vec_ty(self.cx, elem, n);

@@ -46,8 +46,11 @@ struct Ring {
     stages: usize,
     warps: usize,
     kwarps: usize,
-    /// `steps · 128` u32 per weight and slot.
+    /// `steps · 128` 32-bit words per weight and slot: a u32 array of its own, or the first
+    /// weight's f32 cross-slice sums where they are large enough (`shared`: the sums are
+    /// written only after the main loop, behind a workgroup barrier).
     words: crate::lowered::Lds,
+    shared: bool,
     /// `128` F16 per weight and slot.
     scales: crate::lowered::Lds,
     /// `32` u32 per weight and slot (a weight with zero points).
@@ -230,11 +233,18 @@ impl Lowering<'_> {
                 let zeros = (l.zero != ZeroPoint::Symmetric
                     && !weights.iter().all(|w| self.bufs_have_no_zeros(w)))
                 .then(|| self.k.lds(Ty::U32, per * 32));
+                let need = per * (unit / 4) * 128;
+                let shared = self
+                    .red
+                    .first()
+                    .copied()
+                    .filter(|&l| self.k.lds[l].len >= need);
                 Some(Ring {
                     stages,
                     warps,
                     kwarps,
-                    words: self.k.lds(Ty::U32, per * (unit / 4) * 128),
+                    words: shared.unwrap_or_else(|| self.k.lds(Ty::U32, need)),
+                    shared: shared.is_some(),
                     scales: self.k.lds(Ty::F16, per * 128),
                     zeros,
                     slot: self.k.reg(Ty::U32, "ring_slot"),
@@ -357,6 +367,12 @@ impl Lowering<'_> {
             }
         }
 
+        if t.ring.as_ref().is_some_and(|ring| ring.shared) {
+            out.push(comment(
+                "§5.2: every warp is done reading its ring slots before the sums overwrite them (the ring shares their LDS)",
+            ));
+            out.push(Stmt::WorkgroupBarrier);
+        }
         out.push(comment("cross-slice reduction: each K slice's sums to LDS (batch rows 2t, 2t+1 of the D fragment), added in slice order after the barrier"));
         for mi in 0..m {
             for j in 0..ntiles {
@@ -680,10 +696,17 @@ impl Lowering<'_> {
                     .iter()
                     .for_each(|&q| out.push(assign(q, u(0))));
                 let entry = Self::ring_entry(ring, m, mi, slot.clone(), t.steps * 128, 4);
-                guarded.push(load(
-                    b.words[mi][st].clone(),
-                    self.lds_at(ring.words, add(entry, u(st * 128))),
-                ));
+                let at_words = self.lds_at(ring.words, add(entry, u(st * 128)));
+                if ring.shared {
+                    // The f32 array holds the copied bits: loaded as f32, reinterpreted.
+                    let f: Vec<Reg> = (0..4).map(|_| self.k.reg(Ty::F32, "ring_bits")).collect();
+                    guarded.push(load(f.clone(), at_words));
+                    for (&q, &fr) in b.words[mi][st].iter().zip(&f) {
+                        guarded.push(assign(q, Expr::bitcast(Ty::U32, r(fr))));
+                    }
+                } else {
+                    guarded.push(load(b.words[mi][st].clone(), at_words));
+                }
             }
         }
         when(lt(r(t.n0), u(t.n)), guarded, &mut out);
