@@ -13,7 +13,7 @@ for b in 1 64; do for p in "c0:" "c1:$R,async_stages=2" "c2:$R"; do
       --metrics "$MET" --csv --page raw $W run gemv_int4 --tp 1 --batch $b --device gpu > "$FINAL/ncu-$n-b$b.csv" 2> "$FINAL/ncu-$n-b$b.err"
   echo "ncu-$n-b$b: exit $?"
 done; done
-python3 - "$FINAL" <<'PY'
+python3 - "$FINAL" <<'PY' | tee "$FINAL/ncu-summary.txt"
 import csv, sys, glob, os
 for f in sorted(glob.glob(os.path.join(sys.argv[1], "ncu-c*.csv"))):
     rows = [r for r in csv.reader(open(f)) if r]
@@ -24,3 +24,5 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "ncu-c*.csv"))):
     for k, u, v in zip(h, units, vals):
         if "__" in k or k.startswith("launch"): print(f"  {k} = {v} {u}")
 PY
+# The device returns few files: the raw CSVs go into one tarball.
+tar czf "$FINAL/ncu.tgz" -C "$FINAL" $(cd "$FINAL" && ls ncu-c*) && rm -f "$FINAL"/ncu-c*
