@@ -9,7 +9,7 @@ use wavefuse_ir::ops::Compression;
 use wavefuse_ir::{BufferType, Kernel, OpKind, ScalarType, WeightFormat};
 
 use super::fit::{Trials, fits_coresident};
-use super::gemv::mma_takes;
+use super::gemv::{MMA_MAX_BATCH, mma_takes};
 use super::schedule::{
     batch_of, common_k, gcd, gemv_count, gemv_format, gemv_ns, gemv_prologue, gptq_group_words,
     gptq_k, q8_gemv, widest_gemv_group,
@@ -225,6 +225,9 @@ fn target(arch: Arch, kernel: &Kernel) -> Schedule {
                     if gemv_alone_at_two_tiles(kernel) && s.k_unit_words == 16 {
                         s.k_unit_words = 8;
                     }
+                    if gemv_alone_past_four_tiles(kernel) && fp16_outputs(kernel) {
+                        s = wide_phased(arch, kernel, s);
+                    }
                     s
                 }
                 _ if arch.has_dot2_f32_f16() && group_words % 4 == 0 => floor(kernel, fma),
@@ -255,6 +258,59 @@ fn gemv_alone_at_two_tiles(kernel: &Kernel) -> bool {
         && !kernel
             .ops()
             .any(|(_, op)| matches!(op.kind, OpKind::AllReduce(..) | OpKind::RmsNorm(..)))
+}
+
+/// Whether `kernel` is a GEMV alone (one weight, no allreduce or norm) at batch 33–64 (five to
+/// eight N tiles of the tensor-core MMA): there [`wide_phased`].
+fn gemv_alone_past_four_tiles(kernel: &Kernel) -> bool {
+    (33..=MMA_MAX_BATCH).contains(&batch_of(kernel))
+        && widest_gemv_group(kernel) == 1
+        && !kernel
+            .ops()
+            .any(|(_, op)| matches!(op.kind, OpKind::AllReduce(..) | OpKind::RmsNorm(..)))
+}
+
+/// Workgroups per SM [`wide_phased`] fills: the measured K parts (4 at 5120 → 17408, 8 at
+/// 17408 → 5120) are the fewest of at least 4 that give two per SM.
+const WIDE_PHASED_PER_SM: usize = 2;
+
+/// The tensor-core GEMV in tiles of 128 columns (four column warps, one K warp, 128 lanes)
+/// sharing one LDS stage of the activations, staged in phases of one unit of 8 K-words, the
+/// scale on the decoded weights (FP16 outputs only), K in the fewest parts of at least 4 that
+/// divide the units and give [`WIDE_PHASED_PER_SM`] workgroups per SM (none: `s` unchanged).
+/// Measured twice on one H100 (`ab --timing graphs`, `gemv_int4` at batch 64): 5120 → 17408
+/// 89.9 → 85.0 µs and 17408 → 5120 82.0 → 75.3 µs (`bench/results/2026-12-06-gpu-async-ring/`,
+/// c7), 90.2 → 85.2 and 82.1 → 76.1 in the run before (`bench/results/2026-12-06-gpu-mma-phases/`,
+/// c1): the activations read from L2 halve (Nsight Compute there: 191 → 104 MB). At batch 32
+/// the same tile was slower (47.9 vs 42.0 µs at 5120 → 17408), so it starts past 32; batch
+/// 33–63, the TP rank shapes and the fused and two-weight kernels are not measured (the
+/// latter keep what they had).
+fn wide_phased(arch: Arch, kernel: &Kernel, s: Schedule) -> Schedule {
+    let (Some(k), Some(n)) = (common_k(kernel), gemv_ns(kernel).max()) else {
+        return s;
+    };
+    if k % 64 != 0 || s.k_unit_words % 8 != 0 {
+        return s;
+    }
+    let (units, tiles) = (k / 64, n.div_ceil(128));
+    let target = WIDE_PHASED_PER_SM * arch.compute_units() as usize;
+    let Some(parts) =
+        (4..=super::schedule::MAX_K_SPLIT as usize).find(|p| units % p == 0 && tiles * p >= target)
+    else {
+        return s;
+    };
+    Schedule {
+        workgroup_size: 128,
+        columns_per_workgroup: 128,
+        threads_per_column: 1,
+        k_unit_words: 8,
+        k_split: parts as u32,
+        x_in_lds: true,
+        x_phase_units: 1,
+        mma_scale: MmaScale::Weight,
+        pipeline_depth: 1,
+        ..s
+    }
 }
 
 /// Workgroups per SM the split-K default aims for where no grid stage bounds the grid

@@ -65,7 +65,7 @@ mod mma;
 mod q8;
 mod serial;
 
-pub(super) use mma::mma_takes;
+pub(super) use mma::{MMA_MAX_BATCH, mma_takes};
 pub(super) use q8::q8_lds_bytes;
 use serial::SliceSums;
 
