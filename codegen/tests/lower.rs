@@ -11,7 +11,9 @@ use wavefuse_codegen::ir::reference::{HostData, HostTensor, PackedInt4, RankInpu
 use wavefuse_codegen::ir::{
     BufferType, GptqLayout, GroupSize, Kernel, Role, ScalarType, WeightFormat, ZeroPoint,
 };
-use wavefuse_codegen::lower::{AllreduceProtocol, Int4Dot, Schedule, lower, lower_structured};
+use wavefuse_codegen::lower::{
+    AllreduceProtocol, Int4Dot, MmaScale, Schedule, lower, lower_structured,
+};
 use wavefuse_codegen::lowered::validate::validate;
 use wavefuse_codegen::lowered::{LoweredKernel, ParamKind, Purpose};
 
@@ -685,6 +687,81 @@ fn sm90_gemv_alone_at_batch_9_to_16_takes_units_of_8() {
     assert_eq!(
         s("gemv_int4_dual_silu", 1, 16).k_unit_words,
         s("gemv_int4_dual_silu", 1, 8).k_unit_words
+    );
+}
+
+/// sm_90, a GEMV alone at batch 33–64: the 128-column tile (four column warps, one K warp)
+/// sharing a stage of the activations in phases of one unit of 8 K-words, the scale on the
+/// weights, K in the fewest parts of at least 4 giving two workgroups per SM — 4 at
+/// 5120 → 17408 (136 tiles: 544 workgroups) and 8 at 17408 → 5120 (40 tiles: 320), the
+/// measured schedules (bench/results/2026-12-06-gpu-async-ring, c7); it lowers within the
+/// static LDS at batch 64. Batch 32, the fused and the two-weight kernels keep what they had.
+#[test]
+fn sm90_gemv_alone_at_batch_33_to_64_takes_the_phased_wide_tile() {
+    let at = |kernel: &str, shapes: &Shapes| {
+        (
+            build(kernel, shapes),
+            Schedule::default_for(Arch::Sm90, &build(kernel, shapes)),
+        )
+    };
+    let down = |batch: usize| Shapes {
+        hidden: 17408,
+        ffn: 5120,
+        ..Shapes::qwen27b(1, batch)
+    };
+    for (shapes, parts) in [
+        (Shapes::qwen27b(1, 64), 4),
+        (Shapes::qwen27b(1, 33), 4),
+        (down(64), 8),
+    ] {
+        let (ir, s) = at("gemv_int4", &shapes);
+        assert_eq!(
+            (
+                s.int4_dot,
+                s.workgroup_size,
+                s.columns_per_workgroup,
+                s.threads_per_column,
+                s.k_unit_words,
+                s.x_in_lds,
+                s.x_phase_units,
+                s.mma_scale,
+                s.k_split,
+            ),
+            (
+                Int4Dot::Mma,
+                128,
+                128,
+                1,
+                8,
+                true,
+                1,
+                MmaScale::Weight,
+                parts
+            ),
+            "batch {}: {s:?}",
+            shapes.batch
+        );
+        let lowered = lower(&ir, Arch::Sm90, &s).expect("lowers");
+        let lds: usize = lowered.lds.values().map(|d| d.len * d.elem.bytes()).sum();
+        assert!(lds <= 48 * 1024, "{lds} bytes of LDS");
+    }
+    assert_ne!(
+        at("gemv_int4", &Shapes::qwen27b(1, 32))
+            .1
+            .columns_per_workgroup,
+        128
+    );
+    assert_ne!(
+        at("gemv_int4_allreduce_rmsnorm", &Shapes::qwen27b(1, 64))
+            .1
+            .columns_per_workgroup,
+        128
+    );
+    assert_ne!(
+        at("gemv_int4_dual_silu", &Shapes::qwen27b(1, 64))
+            .1
+            .columns_per_workgroup,
+        128
     );
 }
 
