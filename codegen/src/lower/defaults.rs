@@ -225,7 +225,7 @@ fn target(arch: Arch, kernel: &Kernel) -> Schedule {
                     if gemv_alone_at_two_tiles(kernel) && s.k_unit_words == 16 {
                         s.k_unit_words = 8;
                     }
-                    if gemv_alone_past_four_tiles(kernel) && fp16_outputs(kernel) {
+                    if gemv_alone_at_eight_tiles(kernel) && fp16_outputs(kernel) {
                         s = wide_phased(arch, kernel, s);
                     }
                     s
@@ -260,10 +260,10 @@ fn gemv_alone_at_two_tiles(kernel: &Kernel) -> bool {
             .any(|(_, op)| matches!(op.kind, OpKind::AllReduce(..) | OpKind::RmsNorm(..)))
 }
 
-/// Whether `kernel` is a GEMV alone (one weight, no allreduce or norm) at batch 33–64 (five to
-/// eight N tiles of the tensor-core MMA): there [`wide_phased`].
-fn gemv_alone_past_four_tiles(kernel: &Kernel) -> bool {
-    (33..=MMA_MAX_BATCH).contains(&batch_of(kernel))
+/// Whether `kernel` is a GEMV alone (one weight, no allreduce or norm) at batch 57–64 (eight N
+/// tiles of the tensor-core MMA, as measured): there [`wide_phased`].
+fn gemv_alone_at_eight_tiles(kernel: &Kernel) -> bool {
+    (57..=MMA_MAX_BATCH).contains(&batch_of(kernel))
         && widest_gemv_group(kernel) == 1
         && !kernel
             .ops()
@@ -282,9 +282,10 @@ const WIDE_PHASED_PER_SM: usize = 2;
 /// 89.9 → 85.0 µs and 17408 → 5120 82.0 → 75.3 µs (`bench/results/2026-12-06-gpu-async-ring/`,
 /// c7), 90.2 → 85.2 and 82.1 → 76.1 in the run before (`bench/results/2026-12-06-gpu-mma-phases/`,
 /// c1): the activations read from L2 halve (Nsight Compute there: 191 → 104 MB). At batch 32
-/// the same tile was slower (47.9 vs 42.0 µs at 5120 → 17408), so it starts past 32; batch
-/// 33–63, the TP rank shapes and the fused and two-weight kernels are not measured (the
-/// latter keep what they had).
+/// the same tile was slower (47.9 vs 42.0 µs at 5120 → 17408) and batch 33–56 was not
+/// measured, so it takes only the batches of eight N tiles; the TP rank shapes (their K parts
+/// follow the rule) and the fused and two-weight kernels (which keep what they had) were not
+/// measured either.
 fn wide_phased(arch: Arch, kernel: &Kernel, s: Schedule) -> Schedule {
     let (Some(k), Some(n)) = (common_k(kernel), gemv_ns(kernel).max()) else {
         return s;
