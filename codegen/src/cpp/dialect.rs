@@ -129,7 +129,7 @@ pub trait Builtins {
         None
     }
 
-    /// See [`Dialect::async_commit`].
+    /// See [`Builtins::async_commit`].
     fn async_wait(&self, pending: u32) -> Option<String> {
         let _ = pending;
         None
