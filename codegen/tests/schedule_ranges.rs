@@ -23,7 +23,7 @@ use lower_kernels::{NAMES, Shapes, build};
 
 /// The numeric fields and the values each is tried with: 0, 1, small, the documented limits
 /// and one past them, and huge.
-const NUMERIC: [&str; 8] = [
+const NUMERIC: [&str; 9] = [
     "workgroup_size",
     "columns_per_workgroup",
     "threads_per_column",
@@ -32,6 +32,7 @@ const NUMERIC: [&str; 8] = [
     "accumulators",
     "k_unit_words",
     "pipeline_depth",
+    "async_stages",
 ];
 const VALUES: [u32; 22] = [
     0,
