@@ -107,7 +107,7 @@ fn gfx906_space_offers_larger_activation_phases() {
 
 /// sm_90 past batch 8 (issue 40): the quick space offers the wide tensor-core tiles with the
 /// activations staged in phases of one unit per K warp, at both pipeline depths, and every one
-/// of them lowers (the enumeration keeps the phases' relations: a multiple of the K warps that
+/// of them lowers (those whose stage would not fit the LDS are left out) (the enumeration keeps the phases' relations: a multiple of the K warps that
 /// divides the part, an even count of phases at depth 2); the summary names the phase.
 #[test]
 fn sm90_space_past_batch_8_offers_phased_wide_tiles() {
@@ -132,7 +132,9 @@ fn sm90_space_past_batch_8_offers_phased_wide_tiles() {
         );
         let family = space::Family::of(&k);
         for s in phased {
-            assert_eq!(s.x_phase_units, s.threads_per_column, "{s:?}");
+            // A multiple of the K warps (the lowering's rule); one unit per K warp where the
+            // space built it, more where it scaled a phased default's phase.
+            assert_eq!(s.x_phase_units % s.threads_per_column, 0, "{s:?}");
             lower(&k, Arch::Sm90, s).unwrap_or_else(|e| panic!("batch {batch} {s:?}: {e}"));
             assert!(space::summary(s, family).contains(&format!("ph{}", s.x_phase_units)));
         }

@@ -189,11 +189,7 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
     if let (Family::Int4 { k, group_words, .. }, Int4Dot::Mma, true) =
         (family, default.int4_dot, batch_of(kernel) > 8)
     {
-        let gemvs = kernel
-            .ops()
-            .filter(|(_, o)| matches!(o.kind, OpKind::Gemv(_)))
-            .count();
-        let rows = (batch_of(kernel), gemvs);
+        let rows = (batch_of(kernel), gemv_ops(kernel));
         for t in mma.iter().filter(|t| t.columns_per_workgroup >= 64) {
             for s in phased_wide(arch, t, (k, family_n(family), group_words), rows) {
                 out.push(s);
@@ -257,7 +253,13 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
             out.push(s);
         }
     }
+    // Phased tensor-core schedules whose stage does not fit beside the sums (a larger unit or
+    // phase than the phased default's) are left out: the lowering would refuse them.
+    let rows = (batch_of(kernel), gemv_ops(kernel));
     out.list
+        .into_iter()
+        .filter(|s| phased_fits(arch, s, rows))
+        .collect()
 }
 
 /// The phased forms of the wide tensor-core tile `t` (see `enumerate`): K-words per unit 4 and 8,
@@ -274,14 +276,16 @@ fn phased_wide(
 ) -> Vec<Schedule> {
     let tiles = n.div_ceil(t.columns_per_workgroup as usize);
     let kwarps = t.threads_per_column as usize;
-    let sums = gemvs * batch * t.columns_per_workgroup as usize * kwarps * 4;
     let mut out = Vec::new();
     for unit in [4, 8].into_iter().filter(|u| group_words % u == 0) {
-        // The phase's rows padded by 4 entries where they are a multiple of 8 (the lowering's
-        // bank-conflict pad), with room for the few words of flags a kernel declares beside them.
-        let words = kwarps * unit as usize;
-        let stage = batch * (words + if words % 8 == 0 { 4 } else { 0 }) * 16;
-        if sums + stage + 64 > arch.max_static_lds_per_workgroup() as usize {
+        let phased = Schedule {
+            k_unit_words: unit,
+            x_in_lds: true,
+            x_phase_units: kwarps as u32,
+            async_stages: 0,
+            ..t.clone()
+        };
+        if !phased_fits(arch, &phased, (batch, gemvs)) {
             continue;
         }
         let units = k / 8 / unit as usize;
@@ -316,12 +320,13 @@ fn phased_wide(
             });
         }
         // The weights through the asynchronous LDS ring (depth 1), 2 and 4 unit buffers per
-        // warp where they fit beside the stage: per warp, weight and buffer the unit's packed
-        // words (512 bytes per 4 K-words), 4 scales and a zero word per lane.
-        let warps = t.workgroup_size as usize / 32;
+        // warp where they fit beside the stage.
         for stages in [2, 4] {
-            let ring = stages * warps * gemvs * (unit as usize / 4 * 512 + 256 + 128);
-            if sums + stage + ring + 64 > arch.max_static_lds_per_workgroup() as usize {
+            let ringed = Schedule {
+                async_stages: stages,
+                ..phased.clone()
+            };
+            if !phased_fits(arch, &ringed, (batch, gemvs)) {
                 continue;
             }
             out.push(Schedule {
@@ -331,12 +336,44 @@ fn phased_wide(
                 x_phase_units: kwarps as u32,
                 mma_scale: MmaScale::Weight,
                 pipeline_depth: 1,
-                async_stages: stages as u32,
+                async_stages: stages,
                 ..t.clone()
             });
         }
     }
     out
+}
+
+/// The kernel's GEMV ops.
+fn gemv_ops(kernel: &Kernel) -> usize {
+    kernel
+        .ops()
+        .filter(|(_, o)| matches!(o.kind, OpKind::Gemv(_)))
+        .count()
+}
+
+/// Whether a tensor-core schedule whose activations are staged in phases fits the static LDS
+/// (true for every other schedule): the cross-warp sums (`gemvs · batch · columns · K warps`
+/// f32), the phase's stage (its rows padded by 4 entries where they are a multiple of 8, the
+/// lowering's bank-conflict pad) and the asynchronous ring (per warp, weight and buffer 512
+/// bytes per 4 K-words of the unit, 384 for scales and zero words; counted whole although its
+/// words may share the sums), with room for the few words of flags a kernel declares beside
+/// them. The lowering refuses the others; the space leaves them out.
+fn phased_fits(arch: Arch, s: &Schedule, (batch, gemvs): (usize, usize)) -> bool {
+    if s.int4_dot != Int4Dot::Mma || !s.x_in_lds || s.x_phase_units == 0 {
+        return true;
+    }
+    let (kwarps, cols) = (
+        s.threads_per_column as usize,
+        s.columns_per_workgroup as usize,
+    );
+    let sums = gemvs * batch * cols * kwarps * 4;
+    let words = s.x_phase_units as usize * s.k_unit_words as usize;
+    let stage = batch * (words + if words % 8 == 0 { 4 } else { 0 }) * 16;
+    let warps = s.workgroup_size as usize / 32;
+    let unit = s.k_unit_words as usize;
+    let ring = s.async_stages as usize * warps * gemvs * (unit / 4 * 512 + 384);
+    sums + stage + ring + 64 <= arch.max_static_lds_per_workgroup() as usize
 }
 
 /// The widest output of an INT4 family (0 for the others).
@@ -390,6 +427,11 @@ fn tiles(arch: Arch, family: Family, d: &Schedule) -> Vec<Schedule> {
                             words_per_iteration: v,
                             int4_dot: Int4Dot::Fma,
                             pipeline_depth: 1,
+                            // Fields the FMA path ignores, not inherited from a phased or
+                            // ringed tensor-core default (they would make equal kernels look
+                            // like distinct candidates).
+                            x_phase_units: 0,
+                            async_stages: 0,
                             ..d.clone()
                         });
                     }
@@ -475,6 +517,9 @@ fn mma_tiles(arch: Arch, family: Family, d: &Schedule) -> Vec<Schedule> {
                 k_unit_words: unit,
                 int4_dot: Int4Dot::Mma,
                 pipeline_depth: 1,
+                // A phased default (the wide tile past batch 56) keeps its phases on every
+                // tile at one unit per K warp, a multiple of them as the lowering needs.
+                x_phase_units: if d.x_phase_units > 0 { wg / c } else { 0 },
                 ..d.clone()
             });
         }
@@ -494,7 +539,12 @@ fn mma_product(family: Family, tiles: &[Schedule]) -> Vec<Schedule> {
     };
     let mut out = Vec::new();
     for t in tiles {
-        for k_unit_words in MMA_K_UNITS.into_iter().filter(|k| group_words % k == 0) {
+        // A phased tile's stage grows with the unit: no larger units than the tile's own (the
+        // phased default's stage is sized to fit the LDS beside the cross-warp sums).
+        let units = MMA_K_UNITS
+            .into_iter()
+            .filter(|k| group_words % k == 0 && (t.x_phase_units == 0 || *k <= t.k_unit_words));
+        for k_unit_words in units {
             for pipeline_depth in PIPELINE_DEPTHS {
                 for &protocol in &protocols {
                     out.push(Schedule {

@@ -36,6 +36,13 @@ struct MmaTiling {
     ring: Option<Ring>,
 }
 
+/// One weight's operands of a unit in global memory ([`Lowering::unit_sources`]).
+struct UnitSources {
+    scales: crate::lowered::MemRef,
+    zero: Option<crate::lowered::MemRef>,
+    words: Vec<crate::lowered::MemRef>,
+}
+
 /// The LDS ring of [`Schedule::async_stages`](super::super::Schedule::async_stages) unit
 /// buffers per warp that asynchronous copies fill ahead of the unit a warp computes. Lane `l`
 /// of warp `w` owns, in slot `s`, the 16 bytes of every step's packed words, its 4 scales and
@@ -536,6 +543,49 @@ impl Lowering<'_> {
         Ok(Some(p))
     }
 
+    /// Where unit `unit`'s global operands are, per weight: the lane's 4 scales, its zero word
+    /// (weights with zero points) and per MMA step its 4 packed words — what [`Lowering::mma_loads`]
+    /// loads and [`Lowering::ring_copies`] copies. The group index goes into a register first.
+    fn unit_sources(&mut self, t: &MmaTiling, unit: Reg, out: &mut Vec<Stmt>) -> Vec<UnitSources> {
+        let gi = self.k.reg(Ty::U32, "group");
+        out.push(assign(
+            gi,
+            if t.upg == 1 {
+                r(unit)
+            } else {
+                div(r(unit), u(t.upg))
+            },
+        ));
+        t.weights
+            .iter()
+            .map(|w| {
+                let BufParams::Gptq {
+                    scales,
+                    qzeros,
+                    qweight,
+                } = self.bufs[w]
+                else {
+                    unreachable!("a GPTQ weight")
+                };
+                UnitSources {
+                    scales: at(Base::Param(scales), add(mul(r(gi), u(t.n)), r(t.n0))),
+                    zero: qzeros.map(|zp| {
+                        at(
+                            Base::Param(zp),
+                            add(mul(r(gi), u(t.n / 8)), div(r(t.n0), u(8))),
+                        )
+                    }),
+                    words: (0..t.steps)
+                        .map(|st| {
+                            let kword = add(mul(r(unit), u(t.unit)), add(u(4 * st), r(t.tq)));
+                            at(Base::Param(qweight), add(mul(kword, u(t.n)), r(t.n0)))
+                        })
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+
     /// Unit `unit`'s operands into `b`: the loads of [`Lowering::mma_loads`], or with the
     /// asynchronous ring the copies of the unit `stages − 1` ahead, the wait for this unit's
     /// and its reads from the ring.
@@ -609,52 +659,31 @@ impl Lowering<'_> {
 
     /// The asynchronous copies of unit `unit`'s operands into ring slot `slot`.
     fn ring_copies(&mut self, t: &MmaTiling, unit: Reg, slot: Expr) -> Vec<Stmt> {
+        let mut out = vec![];
+        let sources = self.unit_sources(t, unit, &mut out);
         let ring = t.ring.as_ref().expect("a ring");
         let m = t.weights.len();
-        let mut out = vec![];
-        let gi = self.k.reg(Ty::U32, "copy_group");
-        out.push(assign(
-            gi,
-            if t.upg == 1 {
-                r(unit)
-            } else {
-                div(r(unit), u(t.upg))
-            },
-        ));
-        for (mi, &w) in t.weights.iter().enumerate() {
-            let BufParams::Gptq {
-                scales,
-                qzeros,
-                qweight,
-                ..
-            } = self.bufs[&w]
-            else {
-                unreachable!("a GPTQ weight")
-            };
+        for (mi, src) in sources.into_iter().enumerate() {
             out.push(Stmt::AsyncCopy {
                 dst: self.lds_at(
                     ring.scales,
                     Self::ring_entry(ring, m, mi, slot.clone(), 128, 4),
                 ),
-                src: at(Base::Param(scales), add(mul(r(gi), u(t.n)), r(t.n0))),
+                src: src.scales,
                 words: 2,
             });
-            if let (Some(zp), Some(zl)) = (qzeros, ring.zeros) {
+            if let (Some(zero), Some(zl)) = (src.zero, ring.zeros) {
                 out.push(Stmt::AsyncCopy {
                     dst: self.lds_at(zl, Self::ring_entry(ring, m, mi, slot.clone(), 32, 1)),
-                    src: at(
-                        Base::Param(zp),
-                        add(mul(r(gi), u(t.n / 8)), div(r(t.n0), u(8))),
-                    ),
+                    src: zero,
                     words: 1,
                 });
             }
-            for st in 0..t.steps {
-                let kword = add(mul(r(unit), u(t.unit)), add(u(4 * st), r(t.tq)));
+            for (st, words) in src.words.into_iter().enumerate() {
                 let entry = Self::ring_entry(ring, m, mi, slot.clone(), t.steps * 128, 4);
                 out.push(Stmt::AsyncCopy {
                     dst: self.lds_at(ring.words, add(entry, u(st * 128))),
-                    src: at(Base::Param(qweight), add(mul(kword, u(t.n)), r(t.n0))),
+                    src: words,
                     words: 4,
                 });
             }
@@ -746,52 +775,22 @@ impl Lowering<'_> {
     /// weight, 8·steps activations, the scales and zero words), zero where masked.
     fn mma_loads(&mut self, t: &MmaTiling, b: &MmaBuf, unit: Reg) -> Vec<Stmt> {
         let mut out = vec![];
-        let gi = self.k.reg(Ty::U32, "group");
-        out.push(assign(
-            gi,
-            if t.upg == 1 {
-                r(unit)
-            } else {
-                div(r(unit), u(t.upg))
-            },
-        ));
+        let sources = self.unit_sources(t, unit, &mut out);
         let col_ok = lt(r(t.n0), u(t.n));
         let h0 = || Expr::Float(0.0, Ty::F16);
         let mut guarded = vec![];
-        for (mi, &w) in t.weights.iter().enumerate() {
-            let BufParams::Gptq {
-                scales,
-                qzeros,
-                qweight,
-                ..
-            } = self.bufs[&w]
-            else {
-                unreachable!("a GPTQ weight")
-            };
+        for (mi, src) in sources.into_iter().enumerate() {
             b.scales[mi].iter().for_each(|&h| out.push(assign(h, h0())));
             out.push(assign(b.zero_words[mi], u(0)));
-            guarded.push(load(
-                b.scales[mi].clone(),
-                at(Base::Param(scales), add(mul(r(gi), u(t.n)), r(t.n0))),
-            ));
-            if let Some(zp) = qzeros {
-                guarded.push(load(
-                    vec![b.zero_words[mi]],
-                    at(
-                        Base::Param(zp),
-                        add(mul(r(gi), u(t.n / 8)), div(r(t.n0), u(8))),
-                    ),
-                ));
+            guarded.push(load(b.scales[mi].clone(), src.scales));
+            if let Some(zero) = src.zero {
+                guarded.push(load(vec![b.zero_words[mi]], zero));
             }
-            for st in 0..t.steps {
+            for (st, words) in src.words.into_iter().enumerate() {
                 b.words[mi][st]
                     .iter()
                     .for_each(|&q| out.push(assign(q, u(0))));
-                let kword = add(mul(r(unit), u(t.unit)), add(u(4 * st), r(t.tq)));
-                guarded.push(load(
-                    b.words[mi][st].clone(),
-                    at(Base::Param(qweight), add(mul(kword, u(t.n)), r(t.n0))),
-                ));
+                guarded.push(load(b.words[mi][st].clone(), words));
             }
         }
         when(col_ok, guarded, &mut out);
