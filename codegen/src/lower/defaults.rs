@@ -253,7 +253,12 @@ fn target(arch: Arch, kernel: &Kernel) -> Schedule {
 /// batch 32 (units of 8 were 16–25 % slower there) nor on the fused or two-weight kernels
 /// (not measured at these batches).
 fn gemv_alone_at_two_tiles(kernel: &Kernel) -> bool {
-    (9..=16).contains(&batch_of(kernel))
+    gemv_alone(kernel, 9..=16)
+}
+
+/// Whether `kernel` is a GEMV alone (one weight, no allreduce or norm) at a batch in `batches`.
+fn gemv_alone(kernel: &Kernel, batches: std::ops::RangeInclusive<usize>) -> bool {
+    batches.contains(&batch_of(kernel))
         && widest_gemv_group(kernel) == 1
         && !kernel
             .ops()
@@ -263,11 +268,7 @@ fn gemv_alone_at_two_tiles(kernel: &Kernel) -> bool {
 /// Whether `kernel` is a GEMV alone (one weight, no allreduce or norm) at batch 57–64 (eight N
 /// tiles of the tensor-core MMA, as measured): there [`wide_phased`].
 fn gemv_alone_at_eight_tiles(kernel: &Kernel) -> bool {
-    (57..=MMA_MAX_BATCH).contains(&batch_of(kernel))
-        && widest_gemv_group(kernel) == 1
-        && !kernel
-            .ops()
-            .any(|(_, op)| matches!(op.kind, OpKind::AllReduce(..) | OpKind::RmsNorm(..)))
+    gemv_alone(kernel, 57..=MMA_MAX_BATCH)
 }
 
 /// Workgroups per SM [`wide_phased`] fills: the measured K parts (4 at 5120 → 17408, 8 at

@@ -750,26 +750,19 @@ impl Checker<'_> {
                 Ok(())
             }
             Stmt::AsyncCopy { dst, src, words } => {
-                // 4, 8 or 16 bytes from one of this rank's read-only global arrays into LDS,
-                // 32-bit elements on both sides (the copy moves bytes, not values).
+                // 4, 8 or 16 bytes from one of this rank's read-only global arrays into LDS;
+                // the source's element type (16 or 32 bits) counts the elements.
                 if !matches!(words, 1 | 2 | 4) {
                     return Err(self.err(StmtError::BadBase(format!(
-                        "an asynchronous copy moves 1, 2 or 4 32-bit elements (not {words})"
+                        "an asynchronous copy moves 1, 2 or 4 32-bit words (not {words})"
                     ))));
                 }
-                // One element type on both sides, 16 or 32 bits: `words · 4 / bytes` elements.
-                let elem_of = |m: &MemRef| match &m.base {
-                    Base::Lds(l) => self.k.lds.get(*l).map(|d| d.elem),
+                let elem = match &src.base {
                     Base::Param(p) => match self.k.params.get(*p).map(|d| &d.kind) {
-                        Some(ParamKind::Array { elem, .. }) => Some(*elem),
-                        _ => None,
+                        Some(ParamKind::Array { elem, .. }) => *elem,
+                        _ => Ty::U32, // `mem` below names what is wrong with it
                     },
-                    Base::Peer { .. } => None,
-                };
-                let elem = elem_of(src).or(elem_of(dst)).unwrap_or(Ty::U32);
-                let elem = match elem_of(dst) {
-                    Some(d) if d.bytes() != elem.bytes() => d,
-                    _ => elem,
+                    _ => Ty::U32,
                 };
                 if !matches!(elem.bytes(), 2 | 4) {
                     return Err(self.err(StmtError::Mismatch {
