@@ -319,9 +319,9 @@ fn phased_wide(
                 ..t.clone()
             });
         }
-        // The weights through the asynchronous LDS ring (depth 1), 2 and 4 unit buffers per
-        // warp where they fit beside the stage.
-        for stages in [2, 4] {
+        // The activations and weights through asynchronous LDS rings (depth 1) of 2, 3 and 4
+        // phase buffers where they fit beside the sums.
+        for stages in [2, 3, 4] {
             let ringed = Schedule {
                 async_stages: stages,
                 ..phased.clone()
@@ -355,7 +355,7 @@ fn gemv_ops(kernel: &Kernel) -> usize {
 /// Whether a tensor-core schedule whose activations are staged in phases fits the static LDS
 /// (true for every other schedule): the cross-warp sums (`gemvs · batch · columns · K warps`
 /// f32), the phase's stage (its rows padded by 4 entries where they are a multiple of 8, the
-/// lowering's bank-conflict pad) and the asynchronous ring (per warp, weight and buffer 512
+/// lowering's bank-conflict pad; one per buffer of the ring where there is one) and the asynchronous ring (per warp, weight and buffer 512
 /// bytes per 4 K-words of the unit, 384 for scales and zero words; counted whole although its
 /// words may share the sums), with room for the few words of flags a kernel declares beside
 /// them. The lowering refuses the others; the space leaves them out.
@@ -369,7 +369,11 @@ fn phased_fits(arch: Arch, s: &Schedule, (batch, gemvs): (usize, usize)) -> bool
     );
     let sums = gemvs * batch * cols * kwarps * 4;
     let words = s.x_phase_units as usize * s.k_unit_words as usize;
-    let stage = batch * (words + if words % 8 == 0 { 4 } else { 0 }) * 16;
+    // With the ring the stage is a ring of phase buffers too (one per unit buffer).
+    let stage = batch
+        * (words + if words % 8 == 0 { 4 } else { 0 })
+        * 16
+        * (s.async_stages as usize).max(1);
     let warps = s.workgroup_size as usize / 32;
     let unit = s.k_unit_words as usize;
     let ring = s.async_stages as usize * warps * gemvs * (unit / 4 * 512 + 384);

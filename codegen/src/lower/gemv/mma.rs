@@ -34,6 +34,10 @@ struct MmaTiling {
     xs: Option<XStage>,
     /// The asynchronous weight ring ([`Schedule::async_stages`](super::super::Schedule::async_stages)).
     ring: Option<Ring>,
+    /// The phased activation stage is a ring too (`async_stages` with `x_phase_units`): `xs`
+    /// is an F16 array of `stages` phase buffers in the activations' own order, filled by
+    /// asynchronous copies, the buffer read the ring's slot (see `mma_phases_async`).
+    x_async: bool,
 }
 
 /// One weight's operands of a unit in global memory ([`Lowering::unit_sources`]).
@@ -203,6 +207,17 @@ impl Lowering<'_> {
         let phase = self.mma_phase(part_units, kwarps, x.is_some())?;
         let ph_reg = phase.map(|_| self.k.reg(Ty::U32, "phase"));
         let mut staging = vec![];
+        // With the weight ring, a phased stage becomes a ring of phase buffers filled by the
+        // same asynchronous groups (one per phase: a unit per K warp).
+        let x_async = phase.is_some() && self.s.async_stages > 0;
+        if let (true, Some(p)) = (x_async, phase)
+            && p != kwarps
+        {
+            return sched(format!(
+                "INT4 mma: async_stages = {} with x_phase_units = {p} needs one unit per K warp per phase (x_phase_units = {kwarps}): each phase is one asynchronous group of the stage and the weights' ring",
+                self.s.async_stages
+            ));
+        }
         let xs = if self.s.x_in_lds {
             let words = phase.unwrap_or(part_units) * unit;
             let pitch = if phase.is_some() {
@@ -210,7 +225,12 @@ impl Lowering<'_> {
             } else {
                 words
             };
-            let lds = self.k.lds(Ty::U32, batch * pitch * 4);
+            let lds = if x_async {
+                let stages = self.s.async_stages as usize;
+                self.k.lds(Ty::F16, stages * batch * pitch * 8)
+            } else {
+                self.k.lds(Ty::U32, batch * pitch * 4)
+            };
             let stage = XStage {
                 lds,
                 begin: match ph_reg {
@@ -275,9 +295,13 @@ impl Lowering<'_> {
             weights,
             xs,
             ring,
+            x_async,
         };
         let un_reg = self.k.reg(Ty::U32, if upg == 1 { "group" } else { "unit" });
         match (self.s.pipeline_depth, phase.zip(ph_reg)) {
+            (1, Some((p, ph))) if t.x_async => {
+                self.mma_phases_async(&t, (p, ph, kwarp), (begin, units), un_reg, &totals, out);
+            }
             (1, Some((p, ph))) => {
                 // The part in phases of `p` units (`Schedule::x_phase_units`), `p / kwarps` per
                 // K warp: each warp's first unit of the phase is loaded (no LDS read) before the
@@ -470,6 +494,111 @@ impl Lowering<'_> {
             body.extend(self.mma_compute(t, cur, un_reg, totals));
         }
         out.push(for_loop(pair, begin, end, u(2 * p), body));
+    }
+
+    /// The phased stage and the weights both through asynchronous rings of `stages` buffers
+    /// (`async_stages` with `x_phase_units` = the K warps): phase `i`'s activations (every lane
+    /// copies its share of the stage, 16 bytes each) and each K warp's unit of it (each lane its
+    /// own operands, as [`Lowering::ring_copies`]) are one `cp.async` group, issued `stages − 1`
+    /// phases ahead into buffer `i mod stages`. Per phase, one wait and one workgroup barrier
+    /// (§5.2): the wait completes this lane's copies of the phase, the barrier makes every
+    /// lane's visible to all and keeps every lane's reads of the buffer the next copies
+    /// overwrite (the previous phase's) before them. Both outside any lane condition (§5.8: the
+    /// phase bounds are the workgroup's); the copies past the part are skipped by a
+    /// workgroup-uniform bound, their (empty) groups still committed so the count holds.
+    fn mma_phases_async(
+        &mut self,
+        t: &MmaTiling,
+        (p, ph, kwarp): (usize, Reg, Reg),
+        (begin, end): (Expr, Expr),
+        un_reg: Reg,
+        totals: &[Reg],
+        out: &mut Vec<Stmt>,
+    ) {
+        let ring = t.ring.as_ref().expect("the weights' ring");
+        let (stages, slot) = (ring.stages, ring.slot);
+        let buf = self.mma_buffers(t);
+        let (copy_ph, copy_unit) = (
+            self.k.reg(Ty::U32, "copy_phase"),
+            self.k.reg(Ty::U32, "copy_unit"),
+        );
+        out.push(comment(format!(
+            "the K part in phases of {p} units, the activations and the weights through rings of {stages} buffers filled by asynchronous copies {} phases ahead: one group per phase, one wait and one barrier per phase",
+            stages - 1
+        )));
+        out.push(assign(slot, u(0)));
+        let copies = |me: &mut Self, phase: Expr, dst: Expr, out: &mut Vec<Stmt>| {
+            out.push(assign(copy_ph, phase));
+            let mut body = me.x_phase_copies(t, r(copy_ph), dst.clone());
+            body.push(assign(copy_unit, add(r(copy_ph), r(kwarp))));
+            let w = me.ring_copies(t, copy_unit, dst);
+            when(lt(r(t.n0), u(t.n)), w, &mut body);
+            when(lt(r(copy_ph), end.clone()), body, out);
+            out.push(Stmt::AsyncCommit);
+        };
+        for s in 0..stages - 1 {
+            copies(self, add(begin.clone(), u(s * p)), u(s), out);
+        }
+        let mut body = vec![
+            comment(format!(
+                "§5.2: this lane's copies of this phase (its group, {} groups ago) are complete",
+                stages - 1
+            )),
+            Stmt::AsyncWait {
+                pending: (stages - 2) as u32,
+            },
+            comment(
+                "§5.2: every lane's copies of this phase are visible to all, and every lane is done reading the buffer the next copies overwrite (the last phase's)",
+            ),
+            Stmt::WorkgroupBarrier,
+        ];
+        let write = sel(eq(r(slot), u(0)), u(stages - 1), sub(r(slot), u(1)));
+        copies(self, add(r(ph), u((stages - 1) * p)), write, &mut body);
+        body.push(assign(un_reg, add(r(ph), r(kwarp))));
+        body.extend(self.ring_reads(t, &buf));
+        body.extend(self.mma_compute(t, &buf, un_reg, totals));
+        let next = add(r(slot), u(1));
+        body.push(assign(slot, sel(eq(next.clone(), u(stages)), u(0), next)));
+        out.push(for_loop(ph, begin, end, u(p), body));
+    }
+
+    /// The asynchronous copies of the phase starting at unit `first` into stage buffer `buf`:
+    /// entry `i` (batch row `i / words`, the phase's K-word `i mod words`, 8 activations, 16
+    /// bytes) is copied by lane `i mod wg`, into `((buf · batch + row) · pitch + word) · 8`.
+    fn x_phase_copies(&mut self, t: &MmaTiling, first: Expr, buf: Expr) -> Vec<Stmt> {
+        let stage = t.xs.as_ref().expect("staged");
+        let x = t.x.clone().expect("a loaded activation");
+        let (entries, wg) = (t.batch * stage.words, self.wg());
+        let mut out = vec![];
+        for j in 0..entries.div_ceil(wg) {
+            let i = add(sp(Special::LocalId), u(j * wg));
+            let (row, word) = (
+                div(i.clone(), u(stage.words)),
+                rem(i.clone(), u(stage.words)),
+            );
+            let kword = add(mul(first.clone(), u(t.unit)), word.clone());
+            let dst = mul(
+                add(
+                    mul(
+                        add(mul(buf.clone(), u(t.batch)), row.clone()),
+                        u(stage.pitch),
+                    ),
+                    word,
+                ),
+                u(8),
+            );
+            let cp = Stmt::AsyncCopy {
+                dst: self.lds_at(stage.lds, dst),
+                src: at(x.clone(), add(mul(row, u(t.kdim)), mul(kword, u(8)))),
+                words: 4,
+            };
+            if (j + 1) * wg <= entries {
+                out.push(cp);
+            } else {
+                when(lt(i, u(entries)), vec![cp], &mut out);
+            }
+        }
+        out
     }
 
     /// The activations of the phase starting at unit `first` into `xr`: entry `i` (batch row
@@ -849,9 +978,25 @@ impl Lowering<'_> {
             8 => tile_row(t.quad, j),
             _ => sel(in_batch.clone(), tile_row(t.quad, j), u(8 * j)),
         };
-        let idx = mul(add(mul(row, u(xs.pitch)), word), u(4));
         let bfrag: Vec<Reg> = (0..4).map(|_| self.k.reg(Ty::U32, "bfrag")).collect();
-        out.push(load(bfrag.clone(), self.lds_at(xs.lds, idx)));
+        if t.x_async {
+            // The ring's buffers hold the activations in their own order: the 8 of the entry,
+            // packed into the fragment's pairs (x[h], x[h + 4]) here.
+            let slot = r(t.ring.as_ref().expect("the ring").slot);
+            let row = add(mul(slot, u(t.batch)), row);
+            let idx = mul(add(mul(row, u(xs.pitch)), word), u(8));
+            let xh: Vec<Reg> = (0..8).map(|_| self.k.reg(Ty::F16, "xs")).collect();
+            out.push(load(xh.clone(), self.lds_at(xs.lds, idx)));
+            for (h, &b) in bfrag.iter().enumerate() {
+                out.push(assign(
+                    b,
+                    Expr::PackHalf2(Box::new(r(xh[h])), Box::new(r(xh[h + 4]))),
+                ));
+            }
+        } else {
+            let idx = mul(add(mul(row, u(xs.pitch)), word), u(4));
+            out.push(load(bfrag.clone(), self.lds_at(xs.lds, idx)));
+        }
         if rows < 8 {
             for &b in &bfrag {
                 out.push(assign(b, sel(in_batch.clone(), r(b), u(0))));

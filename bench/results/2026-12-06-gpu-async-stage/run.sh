@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Issue 40, one device call: the phased activation stage filled by cp.async in a ring of phase
+# buffers, the weights in the same groups (`async_stages` with `x_phase_units`, one wait and one
+# barrier per phase), against the defaults, with Marlin, tinygemm and cuBLAS FP16 in the same
+# call. Every row is checked against the f64 reference before it is timed.
+# A. The defaults at every row of the issue's table: gemv_int4 at 5120 -> 17408, 17408 -> 5120
+#    and the TP 4 rank shapes 5120 -> 4352, 4352 -> 5120, batch 1, 2, 4, 8, 16, 32, 64.
+# B. Overrides at 5120 -> 17408 and 17408 -> 5120, batch 16, 32, 64 (`ab --timing graphs`).
+# C. bench/torch/marlin_bench.py at the table's shapes and batches.
+# Usage, repository root, carry/ (the release binary, its COMMIT) plus carry/marlin:
+#   bash bench/results/2026-12-06-gpu-async-stage/run.sh
+source bench/device-prelude.sh
+T0=$(date +%s)
+el() { echo $(($(date +%s) - T0)); }
+exec > >(tee "$OUT/log.txt") 2>&1
+date -u
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv | tee "$FINAL/gpu.txt"
+echo "wavefuse $WAVEFUSE_COMMIT; marlin $(cat carry/marlin/COMMIT)" | tee -a "$FINAL/gpu.txt"
+M=/tmp/marlin
+mkdir -p $M
+cp carry/marlin/marlin/marlin_cuda_kernel.cu $M/
+sed -i -e '/createpolicy\.fractional\.L2::evict_first/d' \
+    -e 's/cp\.async\.cg\.shared\.global\.L2::cache_hint \[%0\], \[%1\], %2, p;/cp.async.cg.shared.global [%0], [%1], %2;/' \
+    $M/marlin_cuda_kernel.cu
+(timeout 300 nvcc -O3 -std=c++17 -arch=sm_90 --expt-relaxed-constexpr -shared -Xcompiler -fPIC -I$M \
+    -o $M/libmarlin.so bench/torch/marlin_shim.cu > "$OUT/marlin-build.txt" 2>&1
+    echo "nvcc exit $? at $(el) s" >> "$OUT/marlin-build.txt") &
+BUILD=$!
+C=bench/results/2026-12-03-h200-marlin
+shapes() { local s=""; for b in $2; do s="$s,$1-b$b"; done; echo "${s#,}"; }
+cfg() { case $1 in k17408) echo "--model-config $C/k17408-config.json" ;; k4352) echo "--model-config $C/k4352-config.json" ;; esac; }
+pre() { [ "$1" = n4352 ] && echo qwen27b-tp4 || echo qwen27b-tp1; }
+run_ab() { # tag shape batches override
+  local tag=$1 shape=$2 bs=$3 ov=$4
+  # shellcheck disable=SC2046
+  WAVEFUSE_SCHEDULE_SM90="$ov" timeout 120 $W ab gemv_int4 $(cfg $shape) --shapes "$(shapes $(pre $shape) "$bs")" \
+      --timing graphs --iters 200 --json "$OUT/$tag.json" > "$OUT/$tag.txt" 2>&1
+  echo "$tag [$ov]: exit $? ($(el) s)" >> "$OUT/exits.txt"
+  { tail -1 "$OUT/exits.txt"; grep -E " generated |ERROR|refused" "$OUT/$tag.txt" | cut -c1-150; } >> "$FINAL/progress.txt"
+}
+for shape in n17408 k17408 n4352 k4352; do run_ab "a-$shape" $shape "1 2 4 8 16 32 64" ""; done
+W128="columns_per_workgroup=128,threads_per_column=1,workgroup_size=128,x_in_lds=true,x_phase_units=1,mma_scale=weight"
+OVS=(
+  "$W128,k_unit_words=8"
+  "$W128,k_unit_words=8,async_stages=2"
+  "$W128,k_unit_words=8,async_stages=3"
+  "$W128,k_unit_words=8,async_stages=4"
+  "$W128,k_unit_words=4,async_stages=2"
+  "$W128,k_unit_words=4,async_stages=4"
+)
+for i in "${!OVS[@]}"; do
+  for shape in n17408 k17408; do
+    for ks in 4 8; do
+      [ $shape = k17408 ] && [ $ks = 4 ] && continue
+      run_ab "b$i-$shape-ks$ks" $shape "16 32 64" "${OVS[$i]},k_split=$ks"
+    done
+  done
+done
+wait $BUILD
+tail -1 "$OUT/marlin-build.txt"
+timeout 240 python3 bench/torch/marlin_bench.py "$OUT/others.json" --lib $M/libmarlin.so \
+    --marlin-dir carry/marlin --marlin-commit "$(cat carry/marlin/COMMIT)" \
+    --shapes 5120x17408,17408x5120,5120x4352,4352x5120 --batches 1,2,4,8,16,32,64 > "$OUT/others.txt" 2>&1
+echo "others: exit $? ($(el) s)" >> "$OUT/exits.txt"
+{
+  cat "$FINAL/gpu.txt" "$OUT/exits.txt"
+  for f in "$OUT"/[ab]*.txt; do echo "== $(basename $f .txt)"; grep -E " generated |ERROR|refused" "$f" | cut -c1-150; done
+  tail -40 "$OUT/others.txt"
+} > "$OUT/summary.txt"
+cp "$OUT/summary.txt" "$FINAL/"
+tar czf "$FINAL/results.tgz" -C "$OUT" .
