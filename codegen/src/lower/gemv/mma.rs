@@ -68,6 +68,10 @@ struct Ring {
     zeros: Option<crate::lowered::Lds>,
     /// The slot the warp reads next (its units' sequence number mod `stages`).
     slot: Reg,
+    /// Scales and zero words copied once per quad (and quad pair) instead of by every lane:
+    /// only where a workgroup barrier follows each wait (`MmaTiling::x_async`), so that the
+    /// other lanes' reads of them are ordered after the copies (§5.2).
+    by_quad: bool,
     /// The exclusive bound of the K part's units.
     end: Expr,
 }
@@ -257,9 +261,11 @@ impl Lowering<'_> {
                     ));
                 }
                 let per = stages * warps * m;
+                let by_quad = x_async;
+                let (scales_per, zeros_per) = if by_quad { (32, 4) } else { (128, 32) };
                 let zeros = (l.zero != ZeroPoint::Symmetric
                     && !weights.iter().all(|w| self.bufs_have_no_zeros(w)))
-                .then(|| self.k.lds(Ty::U32, per * 32));
+                .then(|| self.k.lds(Ty::U32, per * zeros_per));
                 let need = per * (unit / 4) * 128;
                 let shared = self
                     .red
@@ -272,9 +278,10 @@ impl Lowering<'_> {
                     kwarps,
                     words: shared.unwrap_or_else(|| self.k.lds(Ty::U32, need)),
                     shared: shared.is_some(),
-                    scales: self.k.lds(Ty::F16, per * 128),
+                    scales: self.k.lds(Ty::F16, per * scales_per),
                     zeros,
                     slot: self.k.reg(Ty::U32, "ring_slot"),
+                    by_quad,
                     end: units.clone(),
                 })
             }
@@ -786,27 +793,66 @@ impl Lowering<'_> {
         add(mul(owner, u(per)), mul(sp(Special::LaneId), u(width)))
     }
 
+    /// Where weight `mi`'s 4 scales of the lane are in `slot`: the lane's own entry, or its
+    /// quad's ([`Ring::by_quad`]).
+    fn ring_scales(t: &MmaTiling, ring: &Ring, mi: usize, slot: Expr) -> Expr {
+        let m = t.weights.len();
+        if !ring.by_quad {
+            return Self::ring_entry(ring, m, mi, slot, 128, 4);
+        }
+        let owner = add(
+            mul(add(mul(slot, u(ring.warps)), sp(Special::WaveId)), u(m)),
+            u(mi),
+        );
+        add(mul(owner, u(32)), mul(r(t.quad), u(4)))
+    }
+
+    /// Where weight `mi`'s zero word of the lane is in `slot`: the lane's own entry, or its
+    /// quad pair's ([`Ring::by_quad`]: columns `n0 .. n0 + 8` share it).
+    fn ring_zero(t: &MmaTiling, ring: &Ring, mi: usize, slot: Expr) -> Expr {
+        let m = t.weights.len();
+        if !ring.by_quad {
+            return Self::ring_entry(ring, m, mi, slot, 32, 1);
+        }
+        let owner = add(
+            mul(add(mul(slot, u(ring.warps)), sp(Special::WaveId)), u(m)),
+            u(mi),
+        );
+        add(mul(owner, u(4)), div(r(t.quad), u(2)))
+    }
+
     /// The asynchronous copies of unit `unit`'s operands into ring slot `slot`.
     fn ring_copies(&mut self, t: &MmaTiling, unit: Reg, slot: Expr) -> Vec<Stmt> {
         let mut out = vec![];
         let sources = self.unit_sources(t, unit, &mut out);
         let ring = t.ring.as_ref().expect("a ring");
         let m = t.weights.len();
+        // By quad: lane t = 0 of each quad copies the quad's scales, of an even quad also the
+        // pair's zero word.
+        let first = eq(r(t.tq), u(0));
+        let pair_first = and(first.clone(), eq(rem(r(t.quad), u(2)), u(0)));
         for (mi, src) in sources.into_iter().enumerate() {
-            out.push(Stmt::AsyncCopy {
-                dst: self.lds_at(
-                    ring.scales,
-                    Self::ring_entry(ring, m, mi, slot.clone(), 128, 4),
-                ),
+            let cp = Stmt::AsyncCopy {
+                dst: self.lds_at(ring.scales, Self::ring_scales(t, ring, mi, slot.clone())),
                 src: src.scales,
                 words: 2,
-            });
+            };
+            if ring.by_quad {
+                when(first.clone(), vec![cp], &mut out);
+            } else {
+                out.push(cp);
+            }
             if let (Some(zero), Some(zl)) = (src.zero, ring.zeros) {
-                out.push(Stmt::AsyncCopy {
-                    dst: self.lds_at(zl, Self::ring_entry(ring, m, mi, slot.clone(), 32, 1)),
+                let cp = Stmt::AsyncCopy {
+                    dst: self.lds_at(zl, Self::ring_zero(t, ring, mi, slot.clone())),
                     src: zero,
                     words: 1,
-                });
+                };
+                if ring.by_quad {
+                    when(pair_first.clone(), vec![cp], &mut out);
+                } else {
+                    out.push(cp);
+                }
             }
             for (st, words) in src.words.into_iter().enumerate() {
                 let entry = Self::ring_entry(ring, m, mi, slot.clone(), t.steps * 128, 4);
@@ -835,10 +881,7 @@ impl Lowering<'_> {
             out.push(assign(b.zero_words[mi], u(0)));
             guarded.push(load(
                 b.scales[mi].clone(),
-                self.lds_at(
-                    ring.scales,
-                    Self::ring_entry(ring, m, mi, slot.clone(), 128, 4),
-                ),
+                self.lds_at(ring.scales, Self::ring_scales(t, ring, mi, slot.clone())),
             ));
             let BufParams::Gptq { qzeros, .. } = self.bufs[&t.weights[mi]] else {
                 unreachable!("a GPTQ weight")
@@ -846,7 +889,7 @@ impl Lowering<'_> {
             if let (Some(_), Some(zl)) = (qzeros, ring.zeros) {
                 guarded.push(load(
                     vec![b.zero_words[mi]],
-                    self.lds_at(zl, Self::ring_entry(ring, m, mi, slot.clone(), 32, 1)),
+                    self.lds_at(zl, Self::ring_zero(t, ring, mi, slot.clone())),
                 ));
             }
             for st in 0..t.steps {
