@@ -32,7 +32,7 @@ pub struct AbArgs {
     #[arg(long, conflicts_with_all = ["kernels", "shapes", "tps", "model_config", "reference_dir"])]
     pub kernel_file: Option<PathBuf>,
     /// Shape sets, comma-separated: qwen27b-tp1, -tp2, -tp4, -tp8, each optionally with a batch
-    /// (-b1 … -b8). Default: qwen27b-tp4,qwen27b-tp1.
+    /// (-b1 … -b64). Default: qwen27b-tp4,qwen27b-tp1.
     #[arg(long, value_delimiter = ',', value_parser = parse_shape)]
     pub shapes: Vec<ShapeSet>,
     /// TP sizes (the qwen27b shapes at batch 1), in addition to --shapes.

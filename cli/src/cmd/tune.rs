@@ -27,7 +27,7 @@ pub struct TuneArgs {
     /// … --schedule tuned` reads it back).
     #[arg(long, conflicts_with_all = ["kernels", "shapes", "model_config"])]
     pub kernel_file: Option<PathBuf>,
-    /// Shape sets, comma-separated (qwen27b-tp1 … -tp8, optionally -b1 … -b8). Default:
+    /// Shape sets, comma-separated (qwen27b-tp1 … -tp8, optionally -b1 … -b64). Default:
     /// qwen27b-tp4.
     #[arg(long, value_delimiter = ',', value_parser = parse_shape)]
     pub shapes: Vec<ShapeSet>,
