@@ -287,6 +287,16 @@ fn mma_schedule(rng: &mut ChaCha8Rng, base: Schedule, kdim: usize, group_words: 
     } else {
         0
     };
+    // With the ring, phases are one unit per K warp (the stage's ring of phase buffers).
+    let x_phase_units = if async_stages > 0 && x_phase_units != 0 {
+        if phases.contains(&k_warps) {
+            k_warps
+        } else {
+            0
+        }
+    } else {
+        x_phase_units
+    };
     Schedule {
         int4_dot: Int4Dot::Mma,
         workgroup_size: 32 * cw * k_warps,
