@@ -53,13 +53,13 @@ OVS=(
 for i in "${!OVS[@]}"; do
   for shape in n17408 k17408; do
     ks=4; [ $shape = k17408 ] && ks=8
-    [ $(el) -gt 220 ] && continue # leave the time for Marlin's rows
+    [ $(el) -gt 170 ] && continue # leave the time for Marlin's rows
     run_ab "b$i-$shape-ks$ks" $shape "16 32 64" "${OVS[$i]},k_split=$ks"
   done
 done
 wait $BUILD
 tail -1 "$OUT/marlin-build.txt"
-timeout 170 python3 bench/torch/marlin_bench.py "$OUT/others.json" --lib $M/libmarlin.so \
+timeout 130 python3 bench/torch/marlin_bench.py "$OUT/others.json" --lib $M/libmarlin.so \
     --marlin-dir carry/marlin --marlin-commit "$(cat carry/marlin/COMMIT)" \
     --shapes 5120x17408,17408x5120,5120x4352,4352x5120 --batches 1,2,4,8,16,32,64 > "$OUT/others.txt" 2>&1
 echo "others: exit $? ($(el) s)" >> "$OUT/exits.txt"
