@@ -9,7 +9,7 @@
 # B. Overrides at 5120 -> 17408 and 17408 -> 5120, batch 16, 32, 64 (`ab --timing graphs`).
 # C. bench/torch/marlin_bench.py at the table's shapes and batches.
 # Usage, repository root, carry/ (the release binary, its COMMIT) plus carry/marlin:
-#   bash bench/results/2026-12-06-gpu-async-stage/run.sh
+#   bash bench/results/2026-12-06-gpu-async-stage/run.sh   (LEAN=1: see below)
 source bench/device-prelude.sh
 T0=$(date +%s)
 el() { echo $(($(date +%s) - T0)); }
@@ -50,6 +50,12 @@ OVS=(
   "$W256,k_unit_words=4,async_stages=4"
   "$W128,k_unit_words=4,async_stages=2"
 )
+# LEAN=1 (little device time left): the default and two forms, Marlin at their rows only.
+MS=5120x17408,17408x5120,5120x4352,4352x5120; MB=1,2,4,8,16,32,64
+if [ "${LEAN:-0}" = 1 ]; then
+  OVS=("" "$W128,k_unit_words=4,async_stages=3" "$W128,k_unit_words=8,async_stages=2")
+  MS=5120x17408,17408x5120; MB=16,32,64
+fi
 # K parts: 4 at 5120 -> 17408, 8 at 17408 -> 5120 (the batch-64 default's).
 for i in "${!OVS[@]}"; do
   for shape in n17408 k17408; do
@@ -63,11 +69,11 @@ wait $BUILD
 tail -1 "$OUT/marlin-build.txt"
 timeout 130 python3 bench/torch/marlin_bench.py "$OUT/others.json" --lib $M/libmarlin.so \
     --marlin-dir carry/marlin --marlin-commit "$(cat carry/marlin/COMMIT)" \
-    --shapes 5120x17408,17408x5120,5120x4352,4352x5120 --batches 1,2,4,8,16,32,64 > "$OUT/others.txt" 2>&1
+    --shapes $MS --batches $MB > "$OUT/others.txt" 2>&1
 echo "others: exit $? ($(el) s)" >> "$OUT/exits.txt"
 tail -40 "$OUT/others.txt" > "$FINAL/others-tail.txt"
 # The defaults' remaining rows, last (a call cut short still returns the above).
-for shape in n17408 k17408 n4352 k4352; do run_ab "a-$shape" $shape "1 2 4 8 16 32 64" ""; done
+[ "${LEAN:-0}" = 1 ] || for shape in n17408 k17408 n4352 k4352; do run_ab "a-$shape" $shape "1 2 4 8 16 32 64" ""; done
 {
   cat "$FINAL/gpu.txt" "$OUT/exits.txt"
   for f in "$OUT"/[ab]*.txt; do echo "== $(basename $f .txt)"; grep -E " generated |ERROR|refused" "$f" | cut -c1-150; done
