@@ -401,7 +401,8 @@ impl<'g, D: Device> KernelInstance<'g, D> {
     /// Enqueues one launch of rank `rank` alone (the others do not run): how a kernel that does not
     /// communicate is timed as deployed, one rank per device, without the other ranks sharing the
     /// device. Refused for a kernel with peer arrays (its rank would wait for peers that never
-    /// arrive) and on a fused-grid group. The rank's counters and flags advance on their own
+    /// arrive) and for a kernel a fused-grid group launches through its ranks entry (all ranks
+    /// one grid). The rank's counters and flags advance on their own
     /// epoch; a later [`KernelInstance::launch`] of every rank continues from the ranks' common
     /// epoch, or re-zeroes all state first when they differ. Returns the rank's epoch; wait with
     /// [`KernelInstance::wait`].
@@ -418,12 +419,13 @@ impl<'g, D: Device> KernelInstance<'g, D> {
                     .into(),
             ));
         }
-        if matches!(
-            self.group.placement(),
-            Placement::SameDevice(SameDeviceMode::FusedGrid)
-        ) {
+        // A fused-grid group launches a kernel without a ranks entry one rank per stream, as
+        // a streams group does, so one rank may run alone; through the ranks entry all ranks
+        // are one grid.
+        if self.launches_ranks_entry() {
             return Err(Error::RankGroup(
-                "a FusedGrid group launches all ranks as one grid".into(),
+                "a FusedGrid group launches this kernel's ranks as one grid (its ranks entry)"
+                    .into(),
             ));
         }
         if self.poisoned {

@@ -664,6 +664,35 @@ fn fused_grid_launches_a_kernel_without_ranks_entry_per_rank() {
     );
 }
 
+/// `wavefuse ab` times a TP kernel that does not communicate as rank 0 alone on one GPU, in a
+/// fused-grid group (found on an H100: every TP 4 row of `gemv_int4` failed with "a FusedGrid
+/// group launches all ranks as one grid"). A kernel without a ranks entry launches per rank
+/// there, so one rank runs alone; through a ranks entry it is refused.
+#[test]
+fn fused_grid_launches_a_rank_alone_unless_through_the_ranks_entry() {
+    let s = Setup::new();
+    let group = RankGroup::on_one_device(s.device(0), 4, SameDeviceMode::FusedGrid).unwrap();
+    let mut inst = KernelInstance::new(&group, &abi(local_kernel("k", 4, 3)), &artifact()).unwrap();
+    assert!(!inst.launches_ranks_entry());
+    let _d = bind_data(&mut inst, &group);
+    assert_eq!(inst.launch_alone(0).unwrap(), 1);
+    inst.wait().unwrap();
+    let l = s.take();
+    assert_eq!(l.len(), 1, "rank 0 alone");
+    assert_eq!((l[0].kernel.as_str(), l[0].spec.grid), ("k", [3, 1, 1]));
+    assert_eq!(l[0].args[3], KernelArg::U32(0), "the rank scalar");
+
+    let pair = RankGroup::on_one_device(s.device(0), 2, SameDeviceMode::FusedGrid).unwrap();
+    let mut a = abi(local_kernel("fused", 2, 3));
+    a.ranks_symbol = Some("fused_ranks".into());
+    let mut fused = KernelInstance::new(&pair, &a, &artifact()).unwrap();
+    assert!(fused.launches_ranks_entry());
+    let _f = bind_data(&mut fused, &pair);
+    let err = fused.launch_alone(0).unwrap_err().to_string();
+    assert!(err.contains("as one grid"), "{err}");
+    assert!(s.take().is_empty(), "nothing launched");
+}
+
 #[test]
 fn invalid_bindings_are_typed_errors() {
     let s = Setup::new();
