@@ -130,6 +130,17 @@ fn sm90_space_past_batch_8_offers_phased_wide_tiles() {
                 && phased.iter().any(|s| s.pipeline_depth == 1),
             "batch {batch}: {phased:?}"
         );
+        // Each wide tile at the fill's K parts and at twice as many (the fill's grid left three
+        // quarters of the SM's warps idle: bench/results/2026-12-06-gpu-async-stage/).
+        let parts: std::collections::BTreeSet<u32> = phased
+            .iter()
+            .filter(|s| s.columns_per_workgroup == 128 && s.k_unit_words == 8)
+            .map(|s| s.k_split)
+            .collect();
+        assert!(
+            parts.iter().any(|p| parts.iter().any(|q| *q >= 2 * p)),
+            "batch {batch}: the 128-column tile's K parts {parts:?}"
+        );
         let family = space::Family::of(&k);
         for s in phased {
             // A multiple of the K warps (the lowering's rule); one unit per K warp where the

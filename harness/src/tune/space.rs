@@ -264,8 +264,8 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
 
 /// The phased forms of the wide tensor-core tile `t` (see `enumerate`): K-words per unit 4 and 8,
 /// the fewest K parts of [`K_SPLITS`] dividing the units that give `2 · SMs` workgroups (else
-/// the most that divide), the activations staged in phases of one unit per K warp where the part
-/// has more than one phase, at pipeline depth 1, and 2 where the phases are even in number;
+/// the most that divide) and the fewest of at least twice that many, the activations staged
+/// in phases of one unit per K warp where the part has more than one phase ([`phased_forms`]);
 /// none whose cross-warp sums (`batch · columns · K warps` f32 per GEMV) and phase stage
 /// (`batch · (K warps · unit + pad) · 16` bytes) outgrow the workgroup's static LDS.
 fn phased_wide(
@@ -301,47 +301,74 @@ fn phased_wide(
         else {
             continue;
         };
-        let part = units / k_split as usize;
-        if part <= kwarps || part % kwarps != 0 {
-            continue;
-        }
-        for pipeline_depth in PIPELINE_DEPTHS {
-            if pipeline_depth == 2 && (part / kwarps) % 2 != 0 {
-                continue;
-            }
-            out.push(Schedule {
-                k_unit_words: unit,
-                k_split,
-                x_in_lds: true,
-                x_phase_units: kwarps as u32,
-                mma_scale: MmaScale::Weight,
-                pipeline_depth,
-                ..t.clone()
-            });
-        }
-        // The activations and weights through asynchronous LDS rings (depth 1) of 2, 3 and 4
-        // phase buffers where they fit beside the sums.
-        for stages in [2, 3, 4] {
-            let ringed = Schedule {
-                async_stages: stages,
-                ..phased.clone()
-            };
-            if !phased_fits(arch, &ringed, (batch, gemvs)) {
-                continue;
-            }
-            out.push(Schedule {
-                k_unit_words: unit,
-                k_split,
-                x_in_lds: true,
-                x_phase_units: kwarps as u32,
-                mma_scale: MmaScale::Weight,
-                pipeline_depth: 1,
-                async_stages: stages,
-                ..t.clone()
-            });
+        // Also twice the parts where they divide: at the fill's parts the phased tiles ran at
+        // a quarter of the SM's warps (Nsight Compute, bench/results/2026-12-06-gpu-async-stage/).
+        let more = splits.iter().copied().find(|&p| p >= 2 * k_split);
+        for k_split in std::iter::once(k_split).chain(more) {
+            phased_forms(
+                &mut out,
+                t,
+                &phased,
+                (k_split, units, kwarps),
+                arch,
+                (batch, gemvs),
+            );
         }
     }
     out
+}
+
+/// The phased forms of tile `t` at `k_split` parts (see [`phased_wide`]): pipeline depth 1 and
+/// 2 (where the phases are even in number), and the asynchronous rings of 2, 3 and 4 phase
+/// buffers where they fit beside the sums.
+fn phased_forms(
+    out: &mut Vec<Schedule>,
+    t: &Schedule,
+    phased: &Schedule,
+    (k_split, units, kwarps): (u32, usize, usize),
+    arch: Arch,
+    (batch, gemvs): (usize, usize),
+) {
+    let unit = phased.k_unit_words;
+    let part = units / k_split as usize;
+    if part <= kwarps || part % kwarps != 0 {
+        return;
+    }
+    for pipeline_depth in PIPELINE_DEPTHS {
+        if pipeline_depth == 2 && (part / kwarps) % 2 != 0 {
+            continue;
+        }
+        out.push(Schedule {
+            k_unit_words: unit,
+            k_split,
+            x_in_lds: true,
+            x_phase_units: kwarps as u32,
+            mma_scale: MmaScale::Weight,
+            pipeline_depth,
+            ..t.clone()
+        });
+    }
+    // The activations and weights through asynchronous LDS rings (depth 1) of 2, 3 and 4
+    // phase buffers where they fit beside the sums.
+    for stages in [2, 3, 4] {
+        let ringed = Schedule {
+            async_stages: stages,
+            ..phased.clone()
+        };
+        if !phased_fits(arch, &ringed, (batch, gemvs)) {
+            continue;
+        }
+        out.push(Schedule {
+            k_unit_words: unit,
+            k_split,
+            x_in_lds: true,
+            x_phase_units: kwarps as u32,
+            mma_scale: MmaScale::Weight,
+            pipeline_depth: 1,
+            async_stages: stages,
+            ..t.clone()
+        });
+    }
 }
 
 /// The kernel's GEMV ops.
