@@ -47,6 +47,37 @@ fn prepare(id: KernelId, tp: u32, batch: usize, spec: &str) -> Result<Prepared, 
     })
 }
 
+/// The kernel, or `None` (said on stderr) where the LDS limit refuses the form.
+fn prepare_unless_lds(
+    id: KernelId,
+    (tp, batch): (u32, usize),
+    spec: &str,
+    label: &str,
+) -> Option<Prepared> {
+    match prepare(id, tp, batch, spec) {
+        Ok(p) => Some(p),
+        Err(LowerError::Schedule(m)) if m.contains("LDS") => {
+            eprintln!("{label}: refused: {m}");
+            None
+        }
+        Err(e) => panic!("{label}: {e}"),
+    }
+}
+
+/// `p` in the simulator on fresh random inputs: no finding, every output within the FP16
+/// outputs' tolerance of the f64 reference.
+fn matches_reference(p: &Prepared, seed: u64, label: &str) {
+    let r = sweep(p, seed, 0, SCHEDULES, |_, _| {}).expect("simulates");
+    let text = summary(p, &r);
+    eprintln!("{label}: {}", text.lines().next().unwrap_or(""));
+    assert!(r.not_checked.is_none(), "{label}: {text}");
+    assert!(r.findings.is_empty() && r.failing == 0, "{label}: {text}");
+    assert!(
+        r.max_rel_l2 <= tolerance(ScalarType::F16),
+        "{label}: {text}"
+    );
+}
+
 fn count(body: &[Stmt], f: &dyn Fn(&Stmt) -> bool) -> usize {
     let mut n = 0;
     support::rewrite(body.to_vec(), &mut |s| {
@@ -62,7 +93,6 @@ fn count(body: &[Stmt], f: &dyn Fn(&Stmt) -> bool) -> usize {
 /// and 64, the fused kernel (TP 2) and the two-weight kernel at batch 16.
 #[test]
 fn mma_async_ring_matches_the_reference_sm90() {
-    let tol = tolerance(ScalarType::F16);
     let specs = [
         "async_stages=2,k_unit_words=4,k_split=1",
         "async_stages=3,k_unit_words=4,k_split=1,x_in_lds=false",
@@ -79,24 +109,14 @@ fn mma_async_ring_matches_the_reference_sm90() {
         for &batch in batches {
             for spec in specs {
                 let label = format!("{id} tp {tp} batch {batch} `{spec}`");
-                let p = match prepare(id, tp, batch, spec) {
-                    Ok(p) => p,
-                    // Only the LDS limit may refuse a form here (the two-weight kernel's
-                    // whole-part stage past it), with the numbers.
-                    Err(LowerError::Schedule(m)) if m.contains("LDS") => {
-                        eprintln!("{label}: refused: {m}");
-                        continue;
-                    }
-                    Err(e) => panic!("{label}: {e}"),
+                // Only the LDS limit may refuse a form here (the two-weight kernel's
+                // whole-part stage past it), with the numbers.
+                let Some(p) = prepare_unless_lds(id, (tp, batch), spec, &label) else {
+                    continue;
                 };
                 let copies = count(&p.lowered.body, &|s| matches!(s, Stmt::AsyncCopy { .. }));
                 assert!(copies > 0, "{label}: no asynchronous copy\n{}", p.lowered);
-                let r = sweep(&p, SEED ^ batch as u64, 0, SCHEDULES, |_, _| {}).expect("simulates");
-                let text = summary(&p, &r);
-                eprintln!("{label}: {}", text.lines().next().unwrap_or(""));
-                assert!(r.not_checked.is_none(), "{label}: {text}");
-                assert!(r.findings.is_empty() && r.failing == 0, "{label}: {text}");
-                assert!(r.max_rel_l2 <= tol, "{label}: {text}");
+                matches_reference(&p, SEED ^ batch as u64, &label);
             }
         }
     }
@@ -214,7 +234,6 @@ const ASYNC_STAGE: &str = "one wait and one barrier per phase";
 
 #[test]
 fn mma_async_phased_stage_matches_the_reference_sm90() {
-    let tol = tolerance(ScalarType::F16);
     let specs = [
         "async_stages=2,k_unit_words=4,k_split=1,columns_per_workgroup=64,threads_per_column=1,workgroup_size=64,x_in_lds=true,x_phase_units=1",
         "async_stages=3,k_unit_words=4,k_split=1,columns_per_workgroup=128,threads_per_column=1,workgroup_size=128,x_in_lds=true,x_phase_units=1,mma_scale=weight",
@@ -231,25 +250,15 @@ fn mma_async_phased_stage_matches_the_reference_sm90() {
         for &batch in batches {
             for spec in specs {
                 let label = format!("{id} tp {tp} batch {batch} `{spec}`");
-                let p = match prepare(id, tp, batch, spec) {
-                    Ok(p) => p,
-                    Err(LowerError::Schedule(m)) if m.contains("LDS") => {
-                        eprintln!("{label}: refused: {m}");
-                        continue;
-                    }
-                    Err(e) => panic!("{label}: {e}"),
+                let Some(p) = prepare_unless_lds(id, (tp, batch), spec, &label) else {
+                    continue;
                 };
                 assert!(
                     p.lowered.to_string().contains(ASYNC_STAGE),
                     "{label}: not the asynchronous stage\n{}",
                     p.lowered
                 );
-                let r = sweep(&p, SEED ^ batch as u64, 0, SCHEDULES, |_, _| {}).expect("simulates");
-                let text = summary(&p, &r);
-                eprintln!("{label}: {}", text.lines().next().unwrap_or(""));
-                assert!(r.not_checked.is_none(), "{label}: {text}");
-                assert!(r.findings.is_empty() && r.failing == 0, "{label}: {text}");
-                assert!(r.max_rel_l2 <= tol, "{label}: {text}");
+                matches_reference(&p, SEED ^ batch as u64, &label);
                 ran += 1;
             }
         }

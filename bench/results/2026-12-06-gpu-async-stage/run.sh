@@ -18,15 +18,8 @@ date -u
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv | tee "$FINAL/gpu.txt"
 echo "wavefuse $WAVEFUSE_COMMIT; marlin $(cat carry/marlin/COMMIT)" | tee -a "$FINAL/gpu.txt"
 M=/tmp/marlin
-mkdir -p $M
-cp carry/marlin/marlin/marlin_cuda_kernel.cu $M/
-sed -i -e '/createpolicy\.fractional\.L2::evict_first/d' \
-    -e 's/cp\.async\.cg\.shared\.global\.L2::cache_hint \[%0\], \[%1\], %2, p;/cp.async.cg.shared.global [%0], [%1], %2;/' \
-    $M/marlin_cuda_kernel.cu
 # LEAN=2 (least device time): no Marlin (its build alone takes ~100 s), the forms only.
-[ "${LEAN:-0}" = 2 ] || (timeout 300 nvcc -O3 -std=c++17 -arch=sm_90 --expt-relaxed-constexpr -shared -Xcompiler -fPIC -I$M \
-    -o $M/libmarlin.so bench/torch/marlin_shim.cu > "$OUT/marlin-build.txt" 2>&1
-    echo "nvcc exit $? at $(el) s" >> "$OUT/marlin-build.txt") &
+[ "${LEAN:-0}" = 2 ] || bash bench/marlin-build.sh $M "$OUT/marlin-build.txt" &
 BUILD=$!
 C=bench/results/2026-12-03-h200-marlin
 shapes() { local s=""; for b in $2; do s="$s,$1-b$b"; done; echo "${s#,}"; }

@@ -329,23 +329,25 @@ fn phased_forms(
     arch: Arch,
     (batch, gemvs): (usize, usize),
 ) {
-    let unit = phased.k_unit_words;
     let part = units / k_split as usize;
     if part <= kwarps || part % kwarps != 0 {
         return;
     }
+    let form = Schedule {
+        k_unit_words: phased.k_unit_words,
+        k_split,
+        x_in_lds: true,
+        x_phase_units: kwarps as u32,
+        mma_scale: MmaScale::Weight,
+        ..t.clone()
+    };
     for pipeline_depth in PIPELINE_DEPTHS {
         if pipeline_depth == 2 && (part / kwarps) % 2 != 0 {
             continue;
         }
         out.push(Schedule {
-            k_unit_words: unit,
-            k_split,
-            x_in_lds: true,
-            x_phase_units: kwarps as u32,
-            mma_scale: MmaScale::Weight,
             pipeline_depth,
-            ..t.clone()
+            ..form.clone()
         });
     }
     // The activations and weights through asynchronous LDS rings (depth 1) of 2, 3 and 4
@@ -359,14 +361,9 @@ fn phased_forms(
             continue;
         }
         out.push(Schedule {
-            k_unit_words: unit,
-            k_split,
-            x_in_lds: true,
-            x_phase_units: kwarps as u32,
-            mma_scale: MmaScale::Weight,
             pipeline_depth: 1,
             async_stages: stages,
-            ..t.clone()
+            ..form.clone()
         });
     }
 }

@@ -575,34 +575,44 @@ impl Lowering<'_> {
     fn x_phase_copies(&mut self, t: &MmaTiling, first: Expr, buf: Expr) -> Vec<Stmt> {
         let stage = t.xs.as_ref().expect("staged");
         let x = t.x.clone().expect("a loaded activation");
-        let (entries, wg) = (t.batch * stage.words, self.wg());
-        let mut out = vec![];
-        for j in 0..entries.div_ceil(wg) {
-            let i = add(sp(Special::LocalId), u(j * wg));
-            let (row, word) = (
-                div(i.clone(), u(stage.words)),
-                rem(i.clone(), u(stage.words)),
-            );
+        let lds = stage.lds;
+        let pitch = stage.pitch;
+        self.per_stage_entry(t, |me, _, row, word| {
             let kword = add(mul(first.clone(), u(t.unit)), word.clone());
             let dst = mul(
                 add(
-                    mul(
-                        add(mul(buf.clone(), u(t.batch)), row.clone()),
-                        u(stage.pitch),
-                    ),
+                    mul(add(mul(buf.clone(), u(t.batch)), row.clone()), u(pitch)),
                     word,
                 ),
                 u(8),
             );
-            let cp = Stmt::AsyncCopy {
-                dst: self.lds_at(stage.lds, dst),
+            Stmt::AsyncCopy {
+                dst: me.lds_at(lds, dst),
                 src: at(x.clone(), add(mul(row, u(t.kdim)), mul(kword, u(8)))),
                 words: 4,
-            };
+            }
+        })
+    }
+
+    /// One statement per entry of a phase's stage (batch row `i / words`, K-word `i mod words`):
+    /// entry `i` is lane `i mod wg`'s `j`-th, `j = i / wg`, guarded where the last round of
+    /// lanes runs past the entries.
+    fn per_stage_entry(
+        &mut self,
+        t: &MmaTiling,
+        mut stmt: impl FnMut(&mut Self, usize, Expr, Expr) -> Stmt,
+    ) -> Vec<Stmt> {
+        let words = t.xs.as_ref().expect("staged").words;
+        let (entries, wg) = (t.batch * words, self.wg());
+        let mut out = vec![];
+        for j in 0..entries.div_ceil(wg) {
+            let i = add(sp(Special::LocalId), u(j * wg));
+            let (row, word) = (div(i.clone(), u(words)), rem(i.clone(), u(words)));
+            let st = stmt(self, j, row, word);
             if (j + 1) * wg <= entries {
-                out.push(cp);
+                out.push(st);
             } else {
-                when(lt(i, u(entries)), vec![cp], &mut out);
+                when(lt(i, u(entries)), vec![st], &mut out);
             }
         }
         out
@@ -612,24 +622,13 @@ impl Lowering<'_> {
     /// `i / words`, the phase's K-word `i mod words`) of lane `l` is `l + j·wg` for `xr[j]`, one
     /// 16-byte load each (none past the entries).
     fn x_phase_load(&mut self, x: &Base, t: &MmaTiling, xr: &[Vec<Reg>], first: Expr) -> Vec<Stmt> {
-        let words = t.xs.as_ref().expect("staged").words;
-        let (entries, wg) = (t.batch * words, self.wg());
-        let mut out = vec![];
-        for (j, regs) in xr.iter().enumerate() {
-            let i = add(sp(Special::LocalId), u(j * wg));
-            let (row, word) = (div(i.clone(), u(words)), rem(i.clone(), u(words)));
+        self.per_stage_entry(t, |_, j, row, word| {
             let kword = add(mul(first.clone(), u(t.unit)), word);
-            let ld = load(
-                regs.clone(),
+            load(
+                xr[j].clone(),
                 at(x.clone(), add(mul(row, u(t.kdim)), mul(kword, u(8)))),
-            );
-            if (j + 1) * wg <= entries {
-                out.push(ld);
-            } else {
-                when(lt(i, u(entries)), vec![ld], &mut out);
-            }
-        }
-        out
+            )
+        })
     }
 
     /// `xr` into the stage in B-fragment order, as [`Lowering::stage_x`] writes it.
