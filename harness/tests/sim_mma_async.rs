@@ -89,8 +89,9 @@ fn count(body: &[Stmt], f: &dyn Fn(&Stmt) -> bool) -> usize {
 
 /// The ring in every form the lowering offers: 2 to 4 stages, units of one MMA step (so a warp
 /// cycles through the ring several times) and of a whole group, the activations staged at once,
-/// in phases and not at all, the scale per unit and on the weights; `gemv_int4` at batch 1, 16
-/// and 64, the fused kernel (TP 2) and the two-weight kernel at batch 16.
+/// in phases (then a ring too: the asynchronous stage, tested below) and not at all, the scale
+/// per unit and on the weights; `gemv_int4` at batch 1, 16 and 64, the fused kernel (TP 2) and
+/// the two-weight kernel at batch 16.
 #[test]
 fn mma_async_ring_matches_the_reference_sm90() {
     let specs = [

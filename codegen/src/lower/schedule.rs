@@ -250,8 +250,9 @@ pub struct Schedule {
     /// — so a part whose activations exceed the LDS can still be staged without splitting K
     /// over more workgroups, and the column warps of a wide tile share them (issue 40). 0: the
     /// whole part at once. A divisor of the part's units (dot2: a multiple of the K slices,
-    /// `threads_per_column`, gives every slice the same units per phase; tensor cores: it must
-    /// be one, and the pipeline depth 1). Absent in stored schedules: 0.
+    /// `threads_per_column`, gives every slice the same units per phase; tensor cores: a multiple
+    /// of the K warps, exactly one unit per K warp at pipeline depth 2 or with `async_stages`).
+    /// Absent in stored schedules: 0.
     #[serde(default)]
     pub x_phase_units: u32,
     /// Tensor-core INT4 (sm_90): each warp copies the packed weights of its next units into a
