@@ -1021,7 +1021,7 @@ impl Lowering<'_> {
                 rem(r(i), u(st.words)),
             )
         };
-        body.push(store(self.lds_at(st.lds, mul(entry, u(4))), packs));
+        body.push(self.store_words(st.lds, mul(entry, u(4)), packs));
         out.push(for_loop(
             i,
             sp(Special::LocalId),

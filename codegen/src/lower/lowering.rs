@@ -482,4 +482,35 @@ impl Lowering<'_> {
     pub fn lds_at(&self, l: Lds, index: Expr) -> crate::lowered::MemRef {
         at(Base::Lds(l), index)
     }
+
+    /// A store of 32-bit `values` (u32) into LDS array `l` at `index`: reinterpreted as f32
+    /// where `l` is an f32 array another use shares (a stage in the cross-slice sums).
+    pub fn store_words(&self, l: Lds, index: Expr, values: Vec<Expr>) -> Stmt {
+        let values = if self.k.lds[l].elem == Ty::F32 {
+            values
+                .into_iter()
+                .map(|v| Expr::Bitcast(Ty::F32, Box::new(v)))
+                .collect()
+        } else {
+            values
+        };
+        store(self.lds_at(l, index), values)
+    }
+
+    /// A load of u32 registers `dst` from LDS array `l` at `index`, through f32 registers and
+    /// reinterpreted where `l` is an f32 array (see [`Lowering::store_words`]).
+    pub fn load_words(&mut self, dst: Vec<Reg>, l: Lds, index: Expr) -> Vec<Stmt> {
+        if self.k.lds[l].elem != Ty::F32 {
+            return vec![load(dst, self.lds_at(l, index))];
+        }
+        let f: Vec<Reg> = dst
+            .iter()
+            .map(|_| self.k.reg(Ty::F32, "lds_bits"))
+            .collect();
+        let mut out = vec![load(f.clone(), self.lds_at(l, index))];
+        for (&d, &fr) in dst.iter().zip(&f) {
+            out.push(assign(d, Expr::Bitcast(Ty::U32, Box::new(r(fr)))));
+        }
+        out
+    }
 }

@@ -222,6 +222,7 @@ impl Lowering<'_> {
                 self.s.async_stages
             ));
         }
+        let mut stage_shared = false;
         let xs = if self.s.x_in_lds {
             let words = phase.unwrap_or(part_units) * unit;
             let pitch = if phase.is_some() {
@@ -232,6 +233,15 @@ impl Lowering<'_> {
             let lds = if x_async {
                 let stages = self.s.async_stages as usize;
                 self.k.lds(Ty::F16, stages * batch * pitch * 8)
+            } else if let Some(sums) = phase.and(self.red.first().copied()) {
+                // The phased stage in the first weight's cross-slice sums (4-byte words both,
+                // the array as long as the longer): the sums are written only after the phase
+                // loop, behind a workgroup barrier (`stage_shared` below), so the LDS is the
+                // larger of the two, not their sum.
+                let len = &mut self.k.lds[sums].len;
+                *len = (*len).max(batch * pitch * 4);
+                stage_shared = true;
+                sums
             } else {
                 self.k.lds(Ty::U32, batch * pitch * 4)
             };
@@ -271,7 +281,7 @@ impl Lowering<'_> {
                     .red
                     .first()
                     .copied()
-                    .filter(|&l| self.k.lds[l].len >= need);
+                    .filter(|&l| !stage_shared && self.k.lds[l].len >= need);
                 Some(Ring {
                     stages,
                     warps,
@@ -408,6 +418,11 @@ impl Lowering<'_> {
         if t.ring.as_ref().is_some_and(|ring| ring.shared) {
             out.push(comment(
                 "§5.2: every warp is done reading its ring slots before the sums overwrite them (the ring shares their LDS)",
+            ));
+            out.push(Stmt::WorkgroupBarrier);
+        } else if stage_shared {
+            out.push(comment(
+                "§5.2: every lane is done reading the last phase's activations before the sums overwrite them (the stage shares their LDS)",
             ));
             out.push(Stmt::WorkgroupBarrier);
         }
@@ -645,7 +660,7 @@ impl Lowering<'_> {
                 mul(div(i.clone(), u(stage.words)), u(stage.pitch)),
                 rem(i.clone(), u(stage.words)),
             );
-            let st = store(self.lds_at(stage.lds, mul(entry, u(4))), packs);
+            let st = self.store_words(stage.lds, mul(entry, u(4)), packs);
             if (j + 1) * wg <= entries {
                 out.push(st);
             } else {
@@ -1037,7 +1052,7 @@ impl Lowering<'_> {
             }
         } else {
             let idx = mul(add(mul(row, u(xs.pitch)), word), u(4));
-            out.push(load(bfrag.clone(), self.lds_at(xs.lds, idx)));
+            out.extend(self.load_words(bfrag.clone(), xs.lds, idx));
         }
         if rows < 8 {
             for &b in &bfrag {
