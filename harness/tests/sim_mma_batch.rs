@@ -406,7 +406,15 @@ fn mma_phased_stage_without_either_workgroup_barrier_is_caught_sm90() {
             &mut removed,
         );
         assert!(removed, "no phase loop with two barriers");
-        let r = sweep(&p, SEED, 0, MUTANT_SCHEDULES, |_, _| {}).expect("simulates");
+        // Without the barrier before the overwrite, a lane must lag a whole phase behind the
+        // lane that overwrites its entry: 1–3 % of seeded schedules show it (8 and 3 of 256 for
+        // the two specs), so that case sweeps 4× the schedules.
+        let schedules = if second {
+            MUTANT_SCHEDULES
+        } else {
+            4 * MUTANT_SCHEDULES
+        };
+        let r = sweep(&p, SEED, 0, schedules, |_, _| {}).expect("simulates");
         let text = summary(&p, &r);
         assert!(
             !r.findings.is_empty() || r.failing > 0,
@@ -416,6 +424,53 @@ fn mma_phased_stage_without_either_workgroup_barrier_is_caught_sm90() {
             } else {
                 "before the overwrite"
             }
+        );
+    }
+}
+
+/// The phased stage lives in the first weight's cross-slice sums (the LDS the larger of the two):
+/// the sums are stored only after a workgroup barrier that follows the phase loop (§5.2: every
+/// lane's reads of the last phase's activations before the overwrite). Without that barrier the
+/// simulator reports the overwrite — a write racing another lane's read of the stage, or a
+/// wrong result — for a tile of two K warps and for a wide tile (two column warps, one K warp),
+/// at depth 1 and 2.
+#[test]
+fn mma_phased_stage_sharing_the_sums_without_its_barrier_is_caught_sm90() {
+    let specs = [
+        "k_unit_words=4,k_split=1,x_in_lds=true,x_phase_units=2",
+        "k_unit_words=4,k_split=2,columns_per_workgroup=64,threads_per_column=1,x_in_lds=true,x_phase_units=1",
+        "k_unit_words=4,k_split=1,x_in_lds=true,x_phase_units=2,pipeline_depth=2",
+    ];
+    const SHARED: &str = "the stage shares their LDS";
+    for spec in specs {
+        let mut p = prepare(KernelId::GemvInt4, 1, 16, spec).expect("lowers");
+        let text = p.lowered.to_string();
+        assert!(
+            text.contains(SHARED),
+            "`{spec}`: the stage does not share the sums:\n{text}"
+        );
+        let mut removed = false;
+        let mut next = false;
+        p.lowered.body = support::rewrite(std::mem::take(&mut p.lowered.body), &mut |s| match s {
+            Stmt::Comment(c) if c.contains(SHARED) => {
+                next = true;
+                vec![Stmt::Comment(c)]
+            }
+            Stmt::WorkgroupBarrier if next => {
+                (next, removed) = (false, true);
+                vec![]
+            }
+            s => {
+                next = false;
+                vec![s]
+            }
+        });
+        assert!(removed, "`{spec}`: no barrier after the comment");
+        let r = sweep(&p, SEED, 0, MUTANT_SCHEDULES, |_, _| {}).expect("simulates");
+        let text = summary(&p, &r);
+        assert!(
+            !r.findings.is_empty() || r.failing > 0,
+            "`{spec}`: the barrier before the sums removed, not caught:\n{text}"
         );
     }
 }

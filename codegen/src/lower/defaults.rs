@@ -428,17 +428,22 @@ fn stage_and_sums_fit(arch: Arch, kernel: &Kernel, s: &Schedule) -> bool {
         return false;
     };
     let part = k / s.k_split.max(1) as usize;
-    let rows = match s.x_phase_units as usize * s.k_unit_words as usize * 8 {
+    let phase = s.x_phase_units as usize * s.k_unit_words as usize * 8;
+    let rows = match phase {
         0 => part,
         phase => phase.min(part),
     };
     let staged = batch * rows * 2;
-    let sums = gemv_count(kernel)
-        * s.columns_per_workgroup as usize
-        * batch
-        * s.threads_per_column as usize
-        * 4;
-    staged + sums <= arch.max_static_lds_per_workgroup() as usize
+    let per_gemv = s.columns_per_workgroup as usize * batch * s.threads_per_column as usize * 4;
+    let sums = gemv_count(kernel) * per_gemv;
+    // A phased stage on the tensor cores lives in the first weight's sums (`mma.rs`).
+    let phased = phase > 0 && phase < part && s.int4_dot == Int4Dot::Mma;
+    let total = if phased {
+        staged.max(per_gemv) + sums - per_gemv
+    } else {
+        staged + sums
+    };
+    total <= arch.max_static_lds_per_workgroup() as usize
 }
 
 /// The K warps of the tensor-core GEMV's 128-lane workgroup (`threads_per_column`).

@@ -401,7 +401,13 @@ fn phased_fits(arch: Arch, s: &Schedule, (batch, gemvs): (usize, usize)) -> bool
     let warps = s.workgroup_size as usize / 32;
     let unit = s.k_unit_words as usize;
     let ring = s.async_stages as usize * warps * gemvs * (unit / 4 * 512 + 384);
-    sums + stage + ring + 64 <= arch.max_static_lds_per_workgroup() as usize
+    // The synchronous stage lives in the first weight's sums (the larger of the two).
+    let stage_and_sums = if s.async_stages == 0 {
+        stage.max(sums / gemvs) + sums - sums / gemvs
+    } else {
+        sums + stage
+    };
+    stage_and_sums + ring + 64 <= arch.max_static_lds_per_workgroup() as usize
 }
 
 /// The widest output of an INT4 family (0 for the others).
