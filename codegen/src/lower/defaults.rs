@@ -436,7 +436,8 @@ fn stage_and_sums_fit(arch: Arch, kernel: &Kernel, s: &Schedule) -> bool {
     let staged = batch * rows * 2;
     let per_gemv = s.columns_per_workgroup as usize * batch * s.threads_per_column as usize * 4;
     let sums = gemv_count(kernel) * per_gemv;
-    // A phased stage on the tensor cores lives in the first weight's sums (`mma.rs`).
+    // A phased stage on the tensor cores fits wherever the larger of it and the first weight's
+    // sums does (it lives in the sums where the two do not fit side by side, `mma.rs`).
     let phased = phase > 0 && phase < part && s.int4_dot == Int4Dot::Mma;
     let total = if phased {
         staged.max(per_gemv) + sums - per_gemv

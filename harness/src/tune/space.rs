@@ -401,7 +401,8 @@ fn phased_fits(arch: Arch, s: &Schedule, (batch, gemvs): (usize, usize)) -> bool
     let warps = s.workgroup_size as usize / 32;
     let unit = s.k_unit_words as usize;
     let ring = s.async_stages as usize * warps * gemvs * (unit / 4 * 512 + 384);
-    // The synchronous stage lives in the first weight's sums (the larger of the two).
+    // The synchronous stage fits wherever the larger of it and the first weight's sums does (it
+    // lives in the sums where the two do not fit side by side).
     let stage_and_sums = if s.async_stages == 0 {
         stage.max(sums / gemvs) + sums - sums / gemvs
     } else {

@@ -233,11 +233,15 @@ impl Lowering<'_> {
             let lds = if x_async {
                 let stages = self.s.async_stages as usize;
                 self.k.lds(Ty::F16, stages * batch * pitch * 8)
-            } else if let Some(sums) = phase.and(self.red.first().copied()) {
-                // The phased stage in the first weight's cross-slice sums (4-byte words both,
-                // the array as long as the longer): the sums are written only after the phase
-                // loop, behind a workgroup barrier (`stage_shared` below), so the LDS is the
-                // larger of the two, not their sum.
+            } else if let Some(sums) = phase.and(self.red.first().copied()).filter(|_| {
+                self.k.lds_bytes() + batch * pitch * 16
+                    > self.k.arch.max_static_lds_per_workgroup() as usize
+            }) {
+                // Where the two do not fit side by side, the phased stage in the first weight's
+                // cross-slice sums (4-byte words both, the array as long as the longer): the
+                // sums are written only after the phase loop, behind a workgroup barrier
+                // (`stage_shared` below), so the LDS is the larger of the two, not their sum.
+                // (Where they fit, the kernels stay as measured.)
                 let len = &mut self.k.lds[sums].len;
                 *len = (*len).max(batch * pitch * 4);
                 stage_shared = true;
