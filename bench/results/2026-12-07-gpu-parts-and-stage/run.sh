@@ -3,7 +3,7 @@
 # B1. Batch 1-8 with the activations unstaged (x_in_lds=false) against the default (staged at
 #     batch 1-4 where the stage fits; batch 8 is unstaged by default), at the four shapes.
 # B2. The 128-column phased tiles (synchronous stage, and the cp.async ring) at more K parts than
-#     the batch-64 rule's (2x and 4x), batch 16, 32, 64, at 5120 -> 17408 and 17408 -> 5120.
+#     the batch-64 rule's (2x; with FULL=1 also 4x and a ring of 3), batch 16, 32, 64, at 5120 -> 17408 and 17408 -> 5120.
 # B3. The synchronous phased stage aliased into the sums' LDS: phases of 2 and 4 units at b32/64.
 # C.  bench/torch/marlin_bench.py (Marlin, tinygemm, cuBLAS FP16) at the four shapes, batch 1-64.
 # A.  The defaults at every row of the issue's table (four shapes, batch 1, 2, 4, 8, 16, 32, 64).
@@ -37,6 +37,7 @@ for shape in n17408 k17408; do
   if [ $shape = n17408 ]; then P2=8 P4=16; else P2=16 P4=34; fi
   run_ab "b2-$shape-sync8-ks$P2" $shape "16 32 64" "$W128,k_unit_words=8,k_split=$P2"
   run_ab "b2-$shape-ring2u8-ks$P2" $shape "16 32 64" "$W128,k_unit_words=8,async_stages=2,k_split=$P2"
+  [ "${FULL:-0}" = 1 ] || continue # the device budget: two forms only
   run_ab "b2-$shape-ring2u8-ks$P4" $shape "16 32 64" "$W128,k_unit_words=8,async_stages=2,k_split=$P4"
   run_ab "b2-$shape-ring3u4-ks$P2" $shape "16 32 64" "$W128,k_unit_words=4,async_stages=3,k_split=$P2"
 done
