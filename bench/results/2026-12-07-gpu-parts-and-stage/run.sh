@@ -30,17 +30,10 @@ run_ab() { # tag shape batches override
       --timing graphs --iters 200 --json "$OUT/$tag.json" > "$OUT/$tag.txt" 2>&1
   echo "$tag [$ov]: exit $? ($(el) s)" >> "$OUT/exits.txt"
   { tail -1 "$OUT/exits.txt"; grep -E " generated |ERROR|refused" "$OUT/$tag.txt" | cut -c1-150; } >> "$FINAL/progress.txt"
+  mkdir -p "$FINAL/ab"; cp "$OUT/$tag.txt" "$FINAL/ab/" # kept as it runs: a call cut short returns it
 }
 for shape in n17408 k17408 n4352 k4352; do run_ab "b1-$shape-unstaged" $shape "1 2 4 8" "x_in_lds=false"; done
 W128="columns_per_workgroup=128,threads_per_column=1,workgroup_size=128,x_in_lds=true,x_phase_units=1,mma_scale=weight"
-for shape in n17408 k17408; do
-  if [ $shape = n17408 ]; then P2=8 P4=16; else P2=16 P4=34; fi
-  run_ab "b2-$shape-sync8-ks$P2" $shape "16 32 64" "$W128,k_unit_words=8,k_split=$P2"
-  run_ab "b2-$shape-ring2u8-ks$P2" $shape "16 32 64" "$W128,k_unit_words=8,async_stages=2,k_split=$P2"
-  [ "${FULL:-0}" = 1 ] || continue # the device budget: two forms only
-  run_ab "b2-$shape-ring2u8-ks$P4" $shape "16 32 64" "$W128,k_unit_words=8,async_stages=2,k_split=$P4"
-  run_ab "b2-$shape-ring3u4-ks$P2" $shape "16 32 64" "$W128,k_unit_words=4,async_stages=3,k_split=$P2"
-done
 # B3. The synchronous phased stage in the sums' LDS (max of the two, not the sum): phases of 2
 #     and 4 units now fit at batch 64; batch 32 and 64, the batch-64 rule's K parts.
 for shape in n17408 k17408; do
@@ -53,8 +46,17 @@ timeout 150 python3 bench/torch/marlin_bench.py "$OUT/others.json" --lib $M/libm
     --marlin-dir carry/marlin --marlin-commit "$(cat carry/marlin/COMMIT)" \
     --shapes 5120x17408,17408x5120,5120x4352,4352x5120 --batches 1,2,4,8,16,32,64 > "$OUT/others.txt" 2>&1
 echo "others: exit $? ($(el) s)" >> "$OUT/exits.txt"
-tail -60 "$OUT/others.txt" > "$FINAL/others-tail.txt"
+tail -60 "$OUT/others.txt" > "$FINAL/others-tail.txt"; cp "$OUT/others.txt" "$OUT/others.json" "$FINAL/ab/" 2>/dev/null
 for shape in n17408 k17408 n4352 k4352; do run_ab "a-$shape" $shape "1 2 4 8 16 32 64" ""; done
+for shape in n17408 k17408; do
+  [ $(el) -gt 330 ] && continue # the device budget
+  if [ $shape = n17408 ]; then P2=8 P4=16; else P2=16 P4=34; fi
+  run_ab "b2-$shape-sync8-ks$P2" $shape "16 32 64" "$W128,k_unit_words=8,k_split=$P2"
+  run_ab "b2-$shape-ring2u8-ks$P2" $shape "16 32 64" "$W128,k_unit_words=8,async_stages=2,k_split=$P2"
+  [ "${FULL:-0}" = 1 ] || continue # the device budget: two forms only
+  run_ab "b2-$shape-ring2u8-ks$P4" $shape "16 32 64" "$W128,k_unit_words=8,async_stages=2,k_split=$P4"
+  run_ab "b2-$shape-ring3u4-ks$P2" $shape "16 32 64" "$W128,k_unit_words=4,async_stages=3,k_split=$P2"
+done
 {
   cat "$FINAL/gpu.txt" "$OUT/exits.txt"
   for f in "$OUT"/[ab]*.txt; do echo "== $(basename $f .txt)"; grep -E " generated |ERROR|refused" "$f" | cut -c1-150; done
