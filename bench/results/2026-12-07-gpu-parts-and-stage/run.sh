@@ -49,7 +49,7 @@ echo "others: exit $? ($(el) s)" >> "$OUT/exits.txt"
 tail -60 "$OUT/others.txt" > "$FINAL/others-tail.txt"; cp "$OUT/others.txt" "$OUT/others.json" "$FINAL/ab/" 2>/dev/null
 for shape in n17408 k17408 n4352 k4352; do run_ab "a-$shape" $shape "1 2 4 8 16 32 64" ""; done
 for shape in n17408 k17408; do
-  [ $(el) -gt 330 ] && continue # the device budget
+  [ $(el) -gt 250 ] && continue # the device budget
   if [ $shape = n17408 ]; then P2=8 P4=16; else P2=16 P4=34; fi
   run_ab "b2-$shape-sync8-ks$P2" $shape "16 32 64" "$W128,k_unit_words=8,k_split=$P2"
   run_ab "b2-$shape-ring2u8-ks$P2" $shape "16 32 64" "$W128,k_unit_words=8,async_stages=2,k_split=$P2"
