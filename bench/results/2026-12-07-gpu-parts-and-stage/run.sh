@@ -40,6 +40,7 @@ for shape in n17408 k17408; do
   ks=4; [ $shape = k17408 ] && ks=8
   for ph in 2 4; do run_ab "b3-$shape-sync8-ph$ph" $shape "32 64" "$W128,k_unit_words=8,x_phase_units=$ph,k_split=$ks"; done
 done
+for shape in n17408 k17408 n4352 k4352; do run_ab "a-$shape" $shape "1 2 4 8 16 32 64" ""; done
 wait $BUILD
 tail -1 "$OUT/marlin-build.txt" | tee -a "$FINAL/progress.txt"
 timeout 150 python3 bench/torch/marlin_bench.py "$OUT/others.json" --lib $M/libmarlin.so \
@@ -47,9 +48,8 @@ timeout 150 python3 bench/torch/marlin_bench.py "$OUT/others.json" --lib $M/libm
     --shapes 5120x17408,17408x5120,5120x4352,4352x5120 --batches 1,2,4,8,16,32,64 > "$OUT/others.txt" 2>&1
 echo "others: exit $? ($(el) s)" >> "$OUT/exits.txt"
 tail -60 "$OUT/others.txt" > "$FINAL/others-tail.txt"; cp "$OUT/others.txt" "$OUT/others.json" "$FINAL/ab/" 2>/dev/null
-for shape in n17408 k17408 n4352 k4352; do run_ab "a-$shape" $shape "1 2 4 8 16 32 64" ""; done
 for shape in n17408 k17408; do
-  [ $(el) -gt 250 ] && continue # the device budget
+  [ $(el) -gt 200 ] && continue # the device budget
   if [ $shape = n17408 ]; then P2=8 P4=16; else P2=16 P4=34; fi
   run_ab "b2-$shape-sync8-ks$P2" $shape "16 32 64" "$W128,k_unit_words=8,k_split=$P2"
   run_ab "b2-$shape-ring2u8-ks$P2" $shape "16 32 64" "$W128,k_unit_words=8,async_stages=2,k_split=$P2"
