@@ -141,6 +141,15 @@ fn sm90_space_past_batch_8_offers_phased_wide_tiles() {
             parts.iter().any(|p| parts.iter().any(|q| *q >= 2 * p)),
             "batch {batch}: the 128-column tile's K parts {parts:?}"
         );
+        // Longer phases at depth 1 (2 and 4 units per K warp): at batch 64 the 128-column tile's
+        // fit only with the stage in the sums' LDS.
+        assert!(
+            phased.iter().any(|s| s.columns_per_workgroup == 128
+                && s.x_phase_units >= 2 * s.threads_per_column
+                && s.pipeline_depth == 1
+                && s.async_stages == 0),
+            "batch {batch}: no longer phases"
+        );
         let family = space::Family::of(&k);
         for s in phased {
             // A multiple of the K warps (the lowering's rule); one unit per K warp where the

@@ -319,7 +319,8 @@ fn phased_wide(
 }
 
 /// The phased forms of tile `t` at `k_split` parts (see [`phased_wide`]): pipeline depth 1 and
-/// 2 (where the phases are even in number), and the asynchronous rings of 2, 3 and 4 phase
+/// 2 (where the phases are even in number), phases of 2 and 4 units per K warp at depth 1
+/// (where they divide the part and fit), and the asynchronous rings of 2, 3 and 4 phase
 /// buffers where they fit beside the sums.
 fn phased_forms(
     out: &mut Vec<Schedule>,
@@ -349,6 +350,21 @@ fn phased_forms(
             pipeline_depth,
             ..form.clone()
         });
+    }
+    // Longer phases (2 and 4 units per K warp) at depth 1: a quarter to a half of the barriers
+    // and 2–4× the activation loads in flight per phase; at batch 64 they fit only with the
+    // stage in the sums' LDS (`mma.rs`; not measured yet: bench/results/2026-12-07-gpu-parts-and-stage/).
+    for per_warp in [2, 4] {
+        let longer = Schedule {
+            x_phase_units: (per_warp * kwarps) as u32,
+            ..form.clone()
+        };
+        if part % (per_warp * kwarps) == 0
+            && part > per_warp * kwarps
+            && phased_fits(arch, &longer, (batch, gemvs))
+        {
+            out.push(longer);
+        }
     }
     // The activations and weights through asynchronous LDS rings (depth 1) of 2, 3 and 4
     // phase buffers where they fit beside the sums.
