@@ -11,28 +11,11 @@
 # Usage, repository root, carry/ (the release binary, its COMMIT) plus carry/marlin:
 #   bash bench/results/2026-12-06-gpu-async-stage/run.sh   (LEAN=1: see below)
 source bench/device-prelude.sh
-T0=$(date +%s)
-el() { echo $(($(date +%s) - T0)); }
-exec > >(tee "$OUT/log.txt") 2>&1
-date -u
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv | tee "$FINAL/gpu.txt"
-echo "wavefuse $WAVEFUSE_COMMIT; marlin $(cat carry/marlin/COMMIT)" | tee -a "$FINAL/gpu.txt"
+source bench/ab-rows.sh
 M=/tmp/marlin
 # LEAN=2 (least device time): no Marlin (its build alone takes ~100 s), the forms only.
 [ "${LEAN:-0}" = 2 ] || bash bench/marlin-build.sh $M "$OUT/marlin-build.txt" &
 BUILD=$!
-C=bench/results/2026-12-03-h200-marlin
-shapes() { local s=""; for b in $2; do s="$s,$1-b$b"; done; echo "${s#,}"; }
-cfg() { case $1 in k17408) echo "--model-config $C/k17408-config.json" ;; k4352) echo "--model-config $C/k4352-config.json" ;; esac; }
-pre() { [ "$1" = n4352 ] && echo qwen27b-tp4 || echo qwen27b-tp1; }
-run_ab() { # tag shape batches override
-  local tag=$1 shape=$2 bs=$3 ov=$4
-  # shellcheck disable=SC2046
-  WAVEFUSE_SCHEDULE_SM90="$ov" timeout 120 $W ab gemv_int4 $(cfg $shape) --shapes "$(shapes $(pre $shape) "$bs")" \
-      --timing graphs --iters 200 --json "$OUT/$tag.json" > "$OUT/$tag.txt" 2>&1
-  echo "$tag [$ov]: exit $? ($(el) s)" >> "$OUT/exits.txt"
-  { tail -1 "$OUT/exits.txt"; grep -E " generated |ERROR|refused" "$OUT/$tag.txt" | cut -c1-150; } >> "$FINAL/progress.txt"
-}
 W128="columns_per_workgroup=128,threads_per_column=1,workgroup_size=128,x_in_lds=true,x_phase_units=1,mma_scale=weight"
 W256="columns_per_workgroup=256,threads_per_column=1,workgroup_size=256,x_in_lds=true,x_phase_units=1,mma_scale=weight"
 # Where a form's LDS does not fit a batch, `ab` reports that row as an error and goes on.

@@ -10,29 +10,11 @@
 # Usage, repository root, carry/ (the release binary, its COMMIT) plus carry/marlin:
 #   bash bench/results/2026-12-07-gpu-parts-and-stage/run.sh
 source bench/device-prelude.sh
-T0=$(date +%s)
-el() { echo $(($(date +%s) - T0)); }
-exec > >(tee "$OUT/log.txt") 2>&1
-date -u
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv | tee "$FINAL/gpu.txt"
-echo "wavefuse $WAVEFUSE_COMMIT; marlin $(cat carry/marlin/COMMIT)" | tee -a "$FINAL/gpu.txt"
+source bench/ab-rows.sh
 M=/tmp/marlin
 # MINI=1 (the device budget's last ~150 s): no Marlin, the defaults only at the rows B1 and B3 ran.
 [ "${MINI:-0}" = 1 ] || bash bench/marlin-build.sh $M "$OUT/marlin-build.txt" &
 BUILD=$!
-C=bench/results/2026-12-03-h200-marlin
-shapes() { local s=""; for b in $2; do s="$s,$1-b$b"; done; echo "${s#,}"; }
-cfg() { case $1 in k17408) echo "--model-config $C/k17408-config.json" ;; k4352) echo "--model-config $C/k4352-config.json" ;; esac; }
-pre() { [ "$1" = n4352 ] && echo qwen27b-tp4 || echo qwen27b-tp1; }
-run_ab() { # tag shape batches override
-  local tag=$1 shape=$2 bs=$3 ov=$4
-  # shellcheck disable=SC2046
-  WAVEFUSE_SCHEDULE_SM90="$ov" timeout 120 $W ab gemv_int4 $(cfg $shape) --shapes "$(shapes $(pre $shape) "$bs")" \
-      --timing graphs --iters 200 --json "$OUT/$tag.json" > "$OUT/$tag.txt" 2>&1
-  echo "$tag [$ov]: exit $? ($(el) s)" >> "$OUT/exits.txt"
-  { tail -1 "$OUT/exits.txt"; grep -E " generated |ERROR|refused" "$OUT/$tag.txt" | cut -c1-150; } >> "$FINAL/progress.txt"
-  mkdir -p "$FINAL/ab"; cp "$OUT/$tag.txt" "$FINAL/ab/" # kept as it runs: a call cut short returns it
-}
 for shape in n17408 k17408 n4352 k4352; do run_ab "b1-$shape-unstaged" $shape "1 2 4 8" "x_in_lds=false"; done
 W128="columns_per_workgroup=128,threads_per_column=1,workgroup_size=128,x_in_lds=true,x_phase_units=1,mma_scale=weight"
 # B3. The synchronous phased stage in the sums' LDS (max of the two, not the sum): phases of 2

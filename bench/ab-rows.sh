@@ -1,0 +1,27 @@
+# Sourced (not run) by the issue-40 device run scripts under bench/results/ after
+# bench/device-prelude.sh: the run's header (date, card, commits into $FINAL/gpu.txt, the log
+# into $OUT/log.txt), `el` (seconds since the start) and `run_ab TAG SHAPE "BATCHES" OVERRIDE`,
+# one `wavefuse ab gemv_int4 --timing graphs --iters 200` at the issue's shapes:
+#   n17408 = 5120 -> 17408, k17408 = 17408 -> 5120, n4352 = 5120 -> 4352 (TP 4 rank),
+#   k4352 = 4352 -> 5120 (TP 4 rank); its report in $OUT/TAG.txt and $FINAL/ab/ (kept as it
+#   runs: a call cut short returns it), a line per call in $OUT/exits.txt and $FINAL/progress.txt.
+T0=$(date +%s)
+el() { echo $(($(date +%s) - T0)); }
+exec > >(tee "$OUT/log.txt") 2>&1
+date -u
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv | tee "$FINAL/gpu.txt"
+echo "wavefuse $WAVEFUSE_COMMIT; marlin $(cat carry/marlin/COMMIT)" | tee -a "$FINAL/gpu.txt"
+AB_CONFIGS=bench/results/2026-12-03-h200-marlin
+shapes() { local s=""; for b in $2; do s="$s,$1-b$b"; done; echo "${s#,}"; }
+cfg() { case $1 in k17408) echo "--model-config $AB_CONFIGS/k17408-config.json" ;; k4352) echo "--model-config $AB_CONFIGS/k4352-config.json" ;; esac; }
+pre() { [ "$1" = n4352 ] && echo qwen27b-tp4 || echo qwen27b-tp1; }
+run_ab() { # tag shape batches override
+  local tag=$1 shape=$2 bs=$3 ov=$4
+  # shellcheck disable=SC2046
+  WAVEFUSE_SCHEDULE_SM90="$ov" timeout 120 $W ab gemv_int4 $(cfg $shape) --shapes "$(shapes $(pre $shape) "$bs")" \
+      --timing graphs --iters 200 --json "$OUT/$tag.json" > "$OUT/$tag.txt" 2>&1
+  echo "$tag [$ov]: exit $? ($(el) s)" >> "$OUT/exits.txt"
+  { tail -1 "$OUT/exits.txt"; grep -E " generated |ERROR|refused" "$OUT/$tag.txt" | cut -c1-150; } >> "$FINAL/progress.txt"
+  mkdir -p "$FINAL/ab"
+  cp "$OUT/$tag.txt" "$FINAL/ab/"
+}
