@@ -252,7 +252,9 @@ pub struct Schedule {
     /// whole part at once. A divisor of the part's units (dot2: a multiple of the K slices,
     /// `threads_per_column`, gives every slice the same units per phase; tensor cores: a multiple
     /// of the K warps, exactly one unit per K warp at pipeline depth 2 or with `async_stages`).
-    /// Absent in stored schedules: 0.
+    /// On the tensor cores, where the stage and the cross-slice sums do not fit the static LDS
+    /// side by side, the stage lives in the first weight's sums (one more workgroup barrier
+    /// after the phases). Absent in stored schedules: 0.
     #[serde(default)]
     pub x_phase_units: u32,
     /// Tensor-core INT4 (sm_90): each warp copies the packed weights of its next units into a
