@@ -157,6 +157,7 @@ fn target(arch: Arch, kernel: &Kernel) -> Schedule {
         prefetch_before_wait: false,
         x_phase_units: 0,
         async_stages: 0,
+        l2_prefetch_units: 0,
         min_resident_per_cu: 0,
         reduction: Reduction::Slices,
         batch_tile: 0,

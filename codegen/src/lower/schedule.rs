@@ -271,6 +271,18 @@ pub struct Schedule {
     /// schedules: 0.
     #[serde(default)]
     pub async_stages: u32,
+    /// Tensor-core INT4 (sm_90), register loads (`async_stages` 0): with each unit's loads a
+    /// warp asks the L2 cache for the packed words, scales and zero words of its unit this many
+    /// of its units ahead (`prefetch.global.L2`, [`Stmt::PrefetchL2`](crate::lowered::Stmt::PrefetchL2):
+    /// lane `l` below the unit's K-words the line of K-word `l`, 128 bytes of the warp's 32
+    /// columns; lane 0 the scales' and zero words' lines), within the workgroup's K part, so
+    /// the DRAM latency of unit `u + D` overlaps units `u .. u + D` and the loads of a unit
+    /// find it in L2: bytes in flight that cost no registers and no LDS (issue 40: the batch
+    /// 16–64 GEMV was measured bound by its bytes in flight). A hint: it reads no value and
+    /// orders nothing. 0: none. At most [`MAX_L2_PREFETCH_UNITS`]. gfx906 has no prefetch
+    /// instruction: no effect there. Absent in stored schedules: 0.
+    #[serde(default)]
+    pub l2_prefetch_units: u32,
     /// sm_90: the compiler is asked to keep this many workgroups resident per SM
     /// (`__launch_bounds__(workgroup_size, n)`: it caps the registers per lane at what `n`
     /// workgroups leave, spilling if it must), so a grid that must be co-resident (§5.9) at `n`
@@ -386,6 +398,12 @@ impl Schedule {
                 self.async_stages
             ));
         }
+        if self.l2_prefetch_units > MAX_L2_PREFETCH_UNITS {
+            return bad(format!(
+                "l2_prefetch_units = {} is more than {MAX_L2_PREFETCH_UNITS} units ahead",
+                self.l2_prefetch_units
+            ));
+        }
         if self.min_resident_per_cu > 32 {
             return bad(format!(
                 "min_resident_per_cu = {} is more than the 32 workgroups an SM holds",
@@ -468,7 +486,7 @@ impl Schedule {
     /// and the protocol matter; FP16 GEMVs ignore every INT4 field; each INT4 dot-product path
     /// ignores the others' fields; one rank (or no allreduce) ignores the protocol.
     pub fn ignored_fields(&self, kernel: &Kernel) -> Vec<&'static str> {
-        const INT4: [&str; 12] = [
+        const INT4: [&str; 13] = [
             "k_unit_words",
             "nibble_decode",
             "int4_scaling",
@@ -481,6 +499,7 @@ impl Schedule {
             "x_phase_units",
             "batch_tile",
             "async_stages",
+            "l2_prefetch_units",
         ];
         let mut out: Vec<&'static str> = match gemv_format(kernel) {
             // The q8 GEMV (`gemv/q8.rs`) tiles like the INT4 paths (columns, threads per column,
@@ -500,6 +519,7 @@ impl Schedule {
                     "x_phase_units",
                     "batch_tile",
                     "async_stages",
+                    "l2_prefetch_units",
                 ],
                 // The dot2 path stages its activations as FP16 pairs in LDS (`x_in_lds`, in
                 // phases with `x_phase_units`) and decodes nibble pairs as `mma_decode` says.
@@ -509,6 +529,7 @@ impl Schedule {
                     "pipeline_depth",
                     "mma_scale",
                     "async_stages",
+                    "l2_prefetch_units",
                 ],
                 Int4Dot::Mma => vec![
                     "nibble_decode",
@@ -574,6 +595,9 @@ pub const MAX_K_UNIT_WORDS: u32 = 4096;
 pub const MAX_PIPELINE_DEPTH: u32 = 2;
 /// Most unit buffers of the asynchronous weight ring ([`Schedule::async_stages`]).
 pub const MAX_ASYNC_STAGES: u32 = 8;
+/// Furthest L2 prefetch of the tensor-core INT4 path, in a warp's units
+/// ([`Schedule::l2_prefetch_units`]).
+pub const MAX_L2_PREFETCH_UNITS: u32 = 32;
 
 /// The values computed for a GEMV activation that is not a loaded input (a GEMV prologue, see
 /// `plan.rs`): the activation and everything it is computed from except loads. Empty when every

@@ -297,7 +297,7 @@ fn mma_schedule(rng: &mut ChaCha8Rng, base: Schedule, kdim: usize, group_words: 
     } else {
         x_phase_units
     };
-    Schedule {
+    let s = Schedule {
         int4_dot: Int4Dot::Mma,
         workgroup_size: 32 * cw * k_warps,
         columns_per_workgroup: 32 * cw,
@@ -326,5 +326,16 @@ fn mma_schedule(rng: &mut ChaCha8Rng, base: Schedule, kdim: usize, group_words: 
         byte_offsets: rng.random_bool(0.3),
         batch_tile: 0,
         ..base
+    };
+    // The weights' L2 prefetch (register loads only), a third of the draws: a hint, so the
+    // simulator checks only that every line it asks for is in the arrays.
+    let l2_prefetch_units = if async_stages == 0 && rng.random_bool(1.0 / 3.0) {
+        pick(rng, &[1, 2, 4, 8])
+    } else {
+        0
+    };
+    Schedule {
+        l2_prefetch_units,
+        ..s
     }
 }

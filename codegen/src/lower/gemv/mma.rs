@@ -38,6 +38,10 @@ struct MmaTiling {
     /// is an F16 array of `stages` phase buffers in the activations' own order, filled by
     /// asynchronous copies, the buffer read the ring's slot (see `mma_phases_async`).
     x_async: bool,
+    /// K warps: a warp's units are this many apart.
+    kwarps: usize,
+    /// The exclusive bound of the K part's units.
+    end: Expr,
 }
 
 /// One weight's operands of a unit in global memory ([`Lowering::unit_sources`]).
@@ -317,7 +321,15 @@ impl Lowering<'_> {
             xs,
             ring,
             x_async,
+            kwarps,
+            end: units.clone(),
         };
+        if self.s.l2_prefetch_units > 0 && t.ring.is_some() {
+            return sched(format!(
+                "INT4 mma: l2_prefetch_units = {} needs register loads (async_stages = 0, not {}): the ring copies its units ahead itself",
+                self.s.l2_prefetch_units, self.s.async_stages
+            ));
+        }
         let un_reg = self.k.reg(Ty::U32, if upg == 1 { "group" } else { "unit" });
         match (self.s.pipeline_depth, phase.zip(ph_reg)) {
             (1, Some((p, ph))) if t.x_async => {
@@ -964,7 +976,7 @@ impl Lowering<'_> {
     /// Unit `unit`'s loads into `b`: every load of the unit at once (4·steps packed words per
     /// weight, 8·steps activations, the scales and zero words), zero where masked.
     fn mma_loads(&mut self, t: &MmaTiling, b: &MmaBuf, unit: Reg) -> Vec<Stmt> {
-        let mut out = vec![];
+        let mut out = self.weights_prefetch(t, unit);
         let sources = self.unit_sources(t, unit, &mut out);
         let col_ok = lt(r(t.n0), u(t.n));
         let h0 = || Expr::Float(0.0, Ty::F16);
@@ -985,6 +997,76 @@ impl Lowering<'_> {
         }
         when(col_ok, guarded, &mut out);
         out.extend(self.mma_x_loads(t, b, unit));
+        out
+    }
+
+    /// [`Schedule::l2_prefetch_units`](super::super::Schedule::l2_prefetch_units) `= D`: the
+    /// warp's unit `D` of its units after `unit` (`unit + D · kwarps`), where it is in the K
+    /// part, asked into L2 — per weight, lane `l` below the unit's K-words the 128-byte line of
+    /// K-word `l` over the warp's 32 columns, lane 0 the lines of its group's scales and zero
+    /// words. Nothing where the field is 0 or the target has no L2 prefetch. A hint: no value,
+    /// no ordering, so nothing of §5 rests on it; the conditions only keep the addresses in
+    /// the arrays and the requests useful (the bounds are the warp's: its part, its columns).
+    fn weights_prefetch(&mut self, t: &MmaTiling, unit: Reg) -> Vec<Stmt> {
+        let d = self.s.l2_prefetch_units as usize;
+        if d == 0 || !self.k.arch.has_l2_prefetch() {
+            return vec![];
+        }
+        let ahead = self.k.reg(Ty::U32, "prefetch_unit");
+        let mut out = vec![assign(ahead, add(r(unit), u(d * t.kwarps)))];
+        // The warp's first column: lane quad 0's n0.
+        let c0 = sub(r(t.n0), mul(r(t.quad), u(4)));
+        let lane = sp(Special::LaneId);
+        let group = if t.upg == 1 {
+            r(ahead)
+        } else {
+            div(r(ahead), u(t.upg))
+        };
+        let mut lines = vec![];
+        for w in &t.weights {
+            let BufParams::Gptq {
+                scales,
+                qzeros,
+                qweight,
+            } = self.bufs[w]
+            else {
+                unreachable!("a GPTQ weight")
+            };
+            for first in (0..t.unit).step_by(32) {
+                let kword = add(mul(r(ahead), u(t.unit)), add(lane.clone(), u(first)));
+                let words = vec![Stmt::PrefetchL2 {
+                    mem: at(Base::Param(qweight), add(mul(kword, u(t.n)), c0.clone())),
+                }];
+                when(
+                    lt(add(lane.clone(), u(first)), u(t.unit)),
+                    words,
+                    &mut lines,
+                );
+            }
+            let mut by_lane0 = vec![Stmt::PrefetchL2 {
+                mem: at(
+                    Base::Param(scales),
+                    add(mul(group.clone(), u(t.n)), c0.clone()),
+                ),
+            }];
+            if let Some(zp) = qzeros {
+                by_lane0.push(Stmt::PrefetchL2 {
+                    mem: at(
+                        Base::Param(zp),
+                        add(mul(group.clone(), u(t.n / 8)), div(c0.clone(), u(8))),
+                    ),
+                });
+            }
+            when(eq(lane.clone(), u(0)), by_lane0, &mut lines);
+        }
+        out.push(comment(format!(
+            "the warp's unit {d} of its units ahead into L2 (a hint: no value, no ordering), within its K part"
+        )));
+        when(
+            and(lt(r(ahead), t.end.clone()), lt(c0, u(t.n))),
+            lines,
+            &mut out,
+        );
         out
     }
 
