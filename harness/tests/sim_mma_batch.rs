@@ -510,3 +510,80 @@ fn mma_phase_out_of_shape_is_refused_sm90() {
         }
     }
 }
+
+/// Whether `body` holds an L2 prefetch (at any depth).
+fn prefetches(body: &Block) -> usize {
+    let mut n = 0;
+    support::rewrite(body.clone(), &mut |s| {
+        n += usize::from(matches!(s, Stmt::PrefetchL2 { .. }));
+        vec![s]
+    });
+    n
+}
+
+/// `l2_prefetch_units` (issue 40): with each unit's register loads a warp asks L2 for its unit
+/// D of its units ahead. A hint — no value, no ordering — so the kernel must match the f64
+/// reference as without it (FP16 tolerance, relative L2 ≤ 1e-3), and every line asked for must
+/// be in its array: the simulator checks each prefetch's address when a lane runs it. Forms:
+/// the default at batch 1, 16 and 64, unstaged, pipelined (depth 2), phased (synchronous stage),
+/// the wide phased tile; the fused kernel at TP 2 and the two-weight kernel at batch 16. With
+/// the bound that keeps the unit ahead in the warp's K part removed, the last part's warps ask
+/// past the weights and the simulator reports it out of bounds.
+#[test]
+fn mma_l2_prefetch_stays_in_its_arrays_and_matches_sm90() {
+    let tol = tolerance(ScalarType::F16);
+    let forms = [
+        "l2_prefetch_units=1",
+        "l2_prefetch_units=4,x_in_lds=false",
+        "k_unit_words=4,pipeline_depth=2,l2_prefetch_units=3",
+        "k_unit_words=4,k_split=1,x_in_lds=true,x_phase_units=2,l2_prefetch_units=2",
+        "k_unit_words=4,k_split=2,columns_per_workgroup=64,threads_per_column=1,x_in_lds=true,x_phase_units=1,mma_scale=weight,l2_prefetch_units=8",
+    ];
+    let cases: [(KernelId, u32, &[usize]); 3] = [
+        (KernelId::GemvInt4, 1, &[1, 16, 64]),
+        (KernelId::GemvInt4AllreduceRmsnorm, 2, &[16]),
+        (KernelId::GemvInt4DualSilu, 1, &[16]),
+    ];
+    for (id, tp, batches) in cases {
+        for &batch in batches {
+            for spec in forms {
+                let label = format!("{id} tp {tp} batch {batch} `{spec}`");
+                let p = prepare(id, tp, batch, spec).unwrap_or_else(|e| panic!("{label}: {e}"));
+                assert!(prefetches(&p.lowered.body) > 0, "{label}: no L2 prefetch");
+                clean_sweep(&p, SEED ^ 0x2F ^ batch as u64, &label, tol);
+            }
+        }
+    }
+    // The mutant: the guard of the unit ahead (`prefetch_unit < part end && column < N`) dropped,
+    // its lane conditions kept.
+    let unguard = &mut |s: Stmt| match s {
+        Stmt::If {
+            then_body,
+            else_body,
+            ..
+        } if else_body.is_empty()
+            && !then_body.is_empty()
+            && then_body.iter().all(|t| {
+                matches!(t, Stmt::If { then_body: inner, .. }
+                    if inner.iter().all(|i| matches!(i, Stmt::PrefetchL2 { .. })))
+            }) =>
+        {
+            then_body
+        }
+        s => vec![s],
+    };
+    for spec in [
+        "l2_prefetch_units=1",
+        "k_unit_words=4,pipeline_depth=2,l2_prefetch_units=3",
+    ] {
+        let p = mutant(spec, unguard);
+        let r = sweep(&p, SEED, 0, SCHEDULES, |_, _| {}).expect("simulates");
+        let text = summary(&p, &r);
+        assert!(
+            r.findings
+                .iter()
+                .any(|f| f.first.kind == FindingKind::OutOfBounds),
+            "`{spec}` without the part bound: {text}"
+        );
+    }
+}

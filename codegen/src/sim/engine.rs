@@ -610,6 +610,11 @@ impl<'a> Engine<'a> {
                     self.load(a, pc, dst, mem);
                     self.lanes[a].pc += 1;
                 }
+                Inst::Prefetch { mem } => {
+                    // Out of its array: a finding (and the run aborted), as for a load.
+                    let _ = self.resolve(a, pc, mem, 1);
+                    self.lanes[a].pc += 1;
+                }
                 Inst::End => {
                     self.finish(a);
                     return;

@@ -121,6 +121,11 @@ pub(super) enum Inst {
     AsyncWait {
         pending: u32,
     },
+    /// [`Stmt::PrefetchL2`]: the address evaluated and checked to be in its array (a hint: no
+    /// value read, no access recorded, not a scheduling point).
+    Prefetch {
+        mem: CMem,
+    },
     Barrier,
     Jump(u32),
     /// Jump to `to` when `cond` is false.
@@ -141,6 +146,7 @@ impl Inst {
                 | Inst::Jump(_)
                 | Inst::BranchFalse { .. }
                 | Inst::Load { local: true, .. }
+                | Inst::Prefetch { .. }
                 | Inst::End
         )
     }
@@ -473,10 +479,12 @@ impl Compiler<'_> {
             Stmt::AsyncWait { pending } => {
                 self.emit(Inst::AsyncWait { pending: *pending }, text);
             }
-            // A cache hint: no value, no access, nothing to order (the validator checked it
-            // addresses an element of one of the rank's arrays).
+            // A cache hint: no value, no access, nothing to order; its address is checked to be
+            // in the array when a lane runs it (a prefetch past an array is a lowering bug even
+            // though the hardware would drop it).
             Stmt::PrefetchL2 { mem } => {
-                self.mem(mem).map_err(|w| type_err(&text, w))?;
+                let (m, _) = self.mem(mem).map_err(|w| type_err(&text, w))?;
+                self.emit(Inst::Prefetch { mem: m }, text);
             }
         }
         Ok(())
