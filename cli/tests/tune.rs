@@ -161,6 +161,48 @@ fn sm90_space_past_batch_8_offers_phased_wide_tiles() {
     }
 }
 
+/// sm_90 (issue 40): the quick space offers the weights' L2 prefetch 4 units ahead on the
+/// tensor-core default at batch 1, 16 and 64; it lowers with `prefetch.l2` statements and its
+/// summary names it. gfx906, which has no prefetch instruction, is offered none.
+#[test]
+fn sm90_space_offers_the_weights_l2_prefetch_and_gfx906_none() {
+    for batch in [1, 16, 64] {
+        let k = suite::op_kernel(&CaseSpec {
+            kernel: KernelId::GemvInt4.into(),
+            tp: 1,
+            batch,
+            shape: ShapeKind::Model,
+        })
+        .unwrap()
+        .unwrap();
+        let default = Schedule::default_for(Arch::Sm90, &k);
+        let all = space::enumerate(Arch::Sm90, &k, true);
+        let family = space::Family::of(&k);
+        let d = 4;
+        let s = all
+            .iter()
+            .find(|s| {
+                **s == Schedule {
+                    l2_prefetch_units: d,
+                    ..default.clone()
+                }
+            })
+            .unwrap_or_else(|| panic!("batch {batch}: the default with l2_prefetch_units = {d}"));
+        let lowered =
+            lower(&k, Arch::Sm90, s).unwrap_or_else(|e| panic!("batch {batch} {s:?}: {e}"));
+        assert!(
+            lowered.to_string().contains("prefetch.l2"),
+            "batch {batch}: no prefetch in\n{lowered}"
+        );
+        assert!(space::summary(s, family).contains(&format!("pf{d}")));
+        let amd = space::enumerate(Arch::Gfx906, &k, true);
+        assert!(
+            amd.iter().all(|s| s.l2_prefetch_units == 0),
+            "batch {batch}: gfx906 offered a prefetch"
+        );
+    }
+}
+
 #[test]
 fn the_int4_space_keeps_the_documented_relation_and_respects_the_budget() {
     let k = ir(KernelId::GemvInt4, 4);

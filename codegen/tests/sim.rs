@@ -194,6 +194,60 @@ fn invalid_lds_read_without_barrier_is_a_race_or_uninitialised() {
     );
 }
 
+/// lds[local] = local; barrier; v = lds[local + 1]; [barrier]; lds[local] = v: each lane
+/// overwrites the slot its neighbour read. Without the second barrier the write may land before
+/// the neighbour's read (which would then see the new value): a write after read, whichever
+/// order the scheduler picks — the write is found racing the read, or the read stale.
+fn lds_overwrite_after_read(with_barrier: bool) -> (LoweredKernel, Param) {
+    let mut k = LoweredKernel::new("lds_war", Arch::Gfx906, 1, 64, 1);
+    let out = array(&mut k, "out", Ty::U32, 64, Access::Write, Purpose::Scratch);
+    let l = k.lds(Ty::U32, 64);
+    let v = k.reg(Ty::U32, "v");
+    let mut body = vec![
+        store(lds_at(l, lid()), lid()),
+        Stmt::WorkgroupBarrier,
+        load(v, lds_at(l, bin(BinOp::Rem, add(lid(), u(1)), u(64)))),
+    ];
+    if with_barrier {
+        body.push(Stmt::WorkgroupBarrier);
+    }
+    body.push(store(lds_at(l, lid()), add(r(v), u(100))));
+    body.push(store(at(out, lid()), r(v)));
+    k.body = body;
+    (k, out)
+}
+
+#[test]
+fn a_barrier_between_reads_and_overwrites_keeps_lds_reads_whole() {
+    let (k, out) = lds_overwrite_after_read(true);
+    for seed in 0..10 {
+        let mut host = RawHost::default().output(out);
+        let rep = run(&k, &mut host, 1, &opts(seed));
+        assert!(rep.findings.is_empty(), "{:?}", rep.findings);
+        let o = host.get(0, 0, out);
+        assert!((0..64).all(|i| o[i] == ((i + 1) % 64) as f64), "{o:?}");
+    }
+}
+
+/// Every seed reports the write after read (whether or not some lane also read a value written
+/// too early, a stale read): the check is of happens-before, not of the values a lane happens
+/// to read, so it does not depend on a lane lagging.
+#[test]
+fn invalid_lds_overwrite_after_read_without_barrier_is_a_race_on_every_schedule() {
+    let (k, out) = lds_overwrite_after_read(false);
+    for seed in 0..10 {
+        let mut host = RawHost::default().output(out);
+        let rep = run(&k, &mut host, 1, &opts(seed));
+        assert!(
+            rep.findings
+                .iter()
+                .any(|f| f.kind == FindingKind::WriteRace && f.message.contains("read by")),
+            "seed {seed}: {:?}",
+            rep.findings
+        );
+    }
+}
+
 /// Each workgroup writes a partial, a grid barrier, then every workgroup sums all partials.
 fn grid_sum(tp: u32) -> (LoweredKernel, Param, Param) {
     grid_sum_of(tp, 4)

@@ -278,8 +278,10 @@ pub struct Schedule {
     /// columns; lane 0 the scales' and zero words' lines), within the workgroup's K part, so
     /// the DRAM latency of unit `u + D` overlaps units `u .. u + D` and the loads of a unit
     /// find it in L2: bytes in flight that cost no registers and no LDS (issue 40: the batch
-    /// 16–64 GEMV was measured bound by its bytes in flight). A hint: it reads no value and
-    /// orders nothing. 0: none. At most [`MAX_L2_PREFETCH_UNITS`]. gfx906 has no prefetch
+    /// 16–64 GEMV was measured bound by its bytes in flight). Measured slower than without it
+    /// at every row of the two TP 1 shapes on an H100 and 1–5 % faster at some TP 4 rank rows
+    /// (`bench/results/2026-12-07-gpu-l2-prefetch/`): no default takes it, the tuner tries 4. A
+    /// hint: it reads no value and orders nothing. 0: none. At most [`MAX_L2_PREFETCH_UNITS`]. gfx906 has no prefetch
     /// instruction: no effect there. Absent in stored schedules: 0.
     #[serde(default)]
     pub l2_prefetch_units: u32,

@@ -744,6 +744,16 @@ impl<'a> Engine<'a> {
         if !self.in_flight.is_empty() {
             self.check_in_flight(a, pc, arr, e, "reads");
         }
+        // LDS: the read recorded (the lane's last one replaces its earlier ones) for the
+        // write-after-read check of the next write by another lane.
+        if !self.mem.arrays[arr].reads.is_empty() {
+            let stamp = self.stamp(a, false);
+            let reads = &mut self.mem.arrays[arr].reads[e];
+            match reads.iter_mut().find(|r| r.agent == a as u32) {
+                Some(r) => *r = stamp,
+                None => reads.push(stamp),
+            }
+        }
         let s = self.mem.arrays[arr].stamps[e];
         if s.is_uninit() {
             let site = self.site(a, pc);
@@ -799,6 +809,27 @@ impl<'a> Engine<'a> {
             };
             self.findings
                 .add(FindingKind::WriteRace, self.site_key(pc), msg);
+        }
+        // LDS, write after read: every other lane's read of the element since its last write
+        // must be ordered before this write (a barrier, a release→acquire chain), or the reader
+        // may have read this write's value instead of the one it was meant to (§5.2).
+        if race && !self.mem.arrays[arr].reads.is_empty() {
+            let reads = std::mem::take(&mut self.mem.arrays[arr].reads[e]);
+            if let Some(r) = reads
+                .iter()
+                .find(|r| r.agent != a as u32 && !self.visible(a, r))
+            {
+                let site = self.site(a, pc);
+                let name = &self.mem.arrays[arr].name;
+                let reader = self.who(r.agent);
+                let msg = || {
+                    format!(
+                        "{site}: writes {name}[{e}], read by {reader} with no barrier or release→acquire chain between that read and this write"
+                    )
+                };
+                self.findings
+                    .add(FindingKind::WriteRace, self.site_key(pc), msg);
+            }
         }
     }
 

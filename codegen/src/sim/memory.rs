@@ -18,6 +18,9 @@ pub(super) struct Array {
     pub rank: u32,
     pub vals: Vec<u32>,
     pub stamps: Vec<Stamp>,
+    /// LDS arrays only (empty for the others): per element, each lane's last read of it since
+    /// its last write — what a write by another lane must be ordered after (write after read).
+    pub reads: Vec<Vec<Stamp>>,
 }
 
 impl Array {
@@ -29,6 +32,7 @@ impl Array {
             rank,
             vals: vec![0; len],
             stamps: vec![Stamp::INITIAL; len],
+            reads: Vec::new(),
         }
     }
 }
@@ -104,6 +108,7 @@ impl Memory {
                     rank,
                 );
                 a.stamps.fill(Stamp::UNINIT);
+                a.reads = vec![Vec::new(); d.len];
                 arrays.push(a);
             }
         }
@@ -125,6 +130,7 @@ impl Memory {
             let p = poison(a.elem);
             a.vals.fill(p);
             a.stamps.fill(Stamp::UNINIT);
+            a.reads.iter_mut().for_each(Vec::clear);
         }
     }
 }

@@ -45,6 +45,9 @@ pub const MAX_COLUMNS: u32 = 512;
 pub const MMA_K_UNITS: [u32; 3] = [4, 8, 16];
 /// Tensor-core INT4: pipeline depths tried.
 pub const PIPELINE_DEPTHS: [u32; 2] = [1, 2];
+/// How far ahead, in a warp's units, the tensor-core candidate asks L2 for the weights
+/// ([`Schedule::l2_prefetch_units`]).
+pub const L2_PREFETCH_UNITS: u32 = 4;
 /// Tensor-core INT4: workgroups per column tile tried (split-K). 5 is there for K = 5120 (40
 /// units of 16 words): 2 units per K warp of 4, the split the sm_90 default takes at TP > 1
 /// (`bench/results/2026-11-30-h200-ksplit/`), which powers of two cannot give.
@@ -181,6 +184,17 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
                 ..t.clone()
             });
         }
+    }
+    // The weights asked into L2 four of a warp's units ahead of its register loads
+    // (`l2_prefetch_units`, issue 40), on the tensor-core default: on one H100 it cost 4–40 %
+    // at 5120 → 17408 and 17408 → 5120 (batch 1–64) and gained 2–5 % at the TP 4 rank shapes'
+    // batch 1, 8 and 32 (bench/results/2026-12-07-gpu-l2-prefetch/), so only the tuner tries it.
+    // sm_90 only (gfx906 has no prefetch); not with the asynchronous ring.
+    if arch.has_l2_prefetch() && default.int4_dot == Int4Dot::Mma && default.async_stages == 0 {
+        out.push(Schedule {
+            l2_prefetch_units: L2_PREFETCH_UNITS,
+            ..default.clone()
+        });
     }
     // Past batch 8: the wide tensor-core tiles (64 columns and more) with the activations staged
     // in phases of one unit per K warp (issue 40: the tile's column warps share one stage instead
@@ -790,6 +804,9 @@ pub fn summary(s: &Schedule, family: Family) -> String {
         }
         if s.async_stages > 0 {
             out.push_str(&format!(" ring{}", s.async_stages));
+        }
+        if s.l2_prefetch_units > 0 {
+            out.push_str(&format!(" pf{}", s.l2_prefetch_units));
         }
     } else if let (Family::Int4 { .. }, Int4Dot::Dot2) = (family, s.int4_dot) {
         out.push_str(&format!(" ku{} dot2", s.k_unit_words));

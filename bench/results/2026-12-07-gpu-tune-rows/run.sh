@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Issue 40, one device call: `wavefuse tune --quick --budget 60 --min-occupancy 1` of `gemv_int4`
+# at the rows of the issue's table where the default is behind Marlin (2026-12-07-gpu-table-and-tune,
+# the call before on the same machine), most important first, then `ab --timing graphs` of each
+# tuned schedule (checked against the f64 reference before it is timed) beside the default.
+# Usage, repository root, carry/ (the release binary, its COMMIT):
+#   bash bench/results/2026-12-07-gpu-tune-rows/run.sh
+source bench/device-prelude.sh
+source bench/ab-rows.sh
+ROWS="n17408:32 k17408:32 n4352:64 k4352:64 n17408:16 k17408:16 n17408:64 k17408:64 n17408:2 n17408:4"
+for row in $ROWS; do
+  [ $(el) -gt 420 ] && continue # the call's limit
+  shape=${row%:*} b=${row#*:} tag="$shape-b${row#*:}"
+  sh="$(pre $shape)-b$b"
+  # shellcheck disable=SC2046
+  timeout 80 $W tune gemv_int4 $(cfg $shape) --shapes "$sh" --quick --budget 60 --min-occupancy 1 \
+      --deadline 60 --no-cache-store --store "$OUT/tuned-$tag.toml" --md "$OUT/tune-$tag.md" \
+      > "$OUT/tune-$tag.txt" 2>&1
+  echo "tune $tag: exit $? ($(el) s)" | tee -a "$OUT/exits.txt" "$FINAL/progress.txt"
+  for side in default tuned; do
+    extra=(); [ $side = tuned ] && extra=(--schedule tuned --tuned-store "$OUT/tuned-$tag.toml")
+    # shellcheck disable=SC2046
+    timeout 40 $W ab gemv_int4 $(cfg $shape) --shapes "$sh" --timing graphs --iters 200 "${extra[@]}" \
+        > "$OUT/ab-$side-$tag.txt" 2>&1
+    echo "ab $side $tag: exit $? ($(el) s)" >> "$OUT/exits.txt"
+    grep -E " generated " "$OUT/ab-$side-$tag.txt" | sed "s/^/$side /" | cut -c1-150 >> "$FINAL/progress.txt"
+  done
+done
+{
+  cat "$FINAL/gpu.txt" "$OUT/exits.txt"
+  for f in "$OUT"/tune-*.txt; do echo "== $(basename $f .txt)"; grep -E "winner|enumerated" "$f" | cut -c1-200; done
+  for f in "$OUT"/ab-*.txt; do echo "== $(basename $f .txt)"; grep -E " generated |ERROR" "$f" | cut -c1-150; done
+} > "$OUT/summary.txt"
+cp "$OUT/summary.txt" "$FINAL/"
+tar czf "$FINAL/results.tgz" -C "$OUT" .
