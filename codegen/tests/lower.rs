@@ -676,11 +676,15 @@ fn sm90_gemv_alone_at_batch_9_to_16_takes_units_of_8() {
         );
         assert_eq!(got.int4_dot, Int4Dot::Mma);
         assert_eq!(got.k_unit_words, 8, "batch {batch}: {got:?}");
-        assert_eq!((at8.k_unit_words, at17.k_unit_words), (16, 16));
-        // At batch 16 the K parts of units of 16: 2 at 5120 -> 17408, the measured schedule.
-        if batch == 16 {
-            assert_eq!(got.k_split, 2, "{got:?}");
-        }
+        // Batch 8 keeps units of 16; batch 17 is the next regime of `whole_rounds` (units of
+        // 8 with the scale on the weights).
+        assert_eq!(
+            (at8.k_unit_words, at17.k_unit_words, at17.mma_scale),
+            (16, 8, MmaScale::Weight)
+        );
+        // No K split at 5120 -> 17408: 544 tiles fit one round of 6 workgroups per SM
+        // (`whole_rounds`; 28.66 -> 25.34 us against 2 parts, bench/results/2026-12-07-gpu-round-rules).
+        assert_eq!(got.k_split, 1, "{got:?}");
         assert_eq!(s("gemv_int4_qkv", 1, batch).k_unit_words, 8);
     }
     assert_ne!(s("gemv_int4_allreduce_rmsnorm", 1, 16).k_unit_words, 8);
@@ -690,79 +694,111 @@ fn sm90_gemv_alone_at_batch_9_to_16_takes_units_of_8() {
     );
 }
 
-/// sm_90, a GEMV alone at batch 57–64 (eight N tiles): the 128-column tile (four column warps, one K warp)
-/// sharing a stage of the activations in phases of one unit of 8 K-words, the scale on the
-/// weights, K in the fewest parts of at least 4 giving two workgroups per SM — 4 at
-/// 5120 → 17408 (136 tiles: 544 workgroups) and 8 at 17408 → 5120 (40 tiles: 320), the
-/// measured schedules (bench/results/2026-12-06-gpu-async-ring, c7); it lowers within the
-/// static LDS at batch 64. Batch 56, the fused and the two-weight kernels keep what they had.
+/// sm_90, a GEMV alone at batch 57–64 (eight N tiles), `whole_rounds`: at K up to 8192 the
+/// 64-column tile (two K warps) staged in phases of one unit of 8 K-words per K warp, the scale
+/// on the weights, the most K parts that keep the grid within one round of 3 workgroups per SM
+/// with an even count of units per part — no split at 5120 -> 17408 (272 tiles), 5 parts at one
+/// TP 4 rank's 5120 -> 4352 (68 tiles), 2 at 4352 -> 5120 (80 tiles, 68 units: 4 parts leave 17);
+/// past it (17408 -> 5120) the 128-column tile of `wide_phased` with units of 16 in 8 parts. The
+/// measured schedules (bench/results/2026-12-07-gpu-round-rules); each lowers within the static
+/// LDS. Batch 32, the fused and the two-weight kernels keep what they had.
 #[test]
-fn sm90_gemv_alone_at_batch_57_to_64_takes_the_phased_wide_tile() {
+fn sm90_gemv_alone_at_batch_57_to_64_fits_one_round() {
     let at = |kernel: &str, shapes: &Shapes| {
         (
             build(kernel, shapes),
             Schedule::default_for(Arch::Sm90, &build(kernel, shapes)),
         )
     };
-    let down = |batch: usize| Shapes {
-        hidden: 17408,
-        ffn: 5120,
-        ..Shapes::qwen27b(1, batch)
+    let shaped = |hidden: usize, ffn: usize, tp: u32, batch: usize| Shapes {
+        hidden,
+        ffn,
+        ..Shapes::qwen27b(tp, batch)
     };
-    for (shapes, parts) in [
-        (Shapes::qwen27b(1, 64), 4),
-        (Shapes::qwen27b(1, 57), 4),
-        (down(64), 8),
+    for (shapes, form) in [
+        (Shapes::qwen27b(1, 64), (64, 2, 8, 2, 1)),
+        (Shapes::qwen27b(1, 57), (64, 2, 8, 2, 1)),
+        (Shapes::qwen27b(4, 64), (64, 2, 8, 2, 5)),
+        (shaped(4352, 5120, 1, 64), (64, 2, 8, 2, 2)),
+        (shaped(17408, 5120, 1, 64), (128, 1, 16, 1, 8)),
     ] {
         let (ir, s) = at("gemv_int4", &shapes);
         assert_eq!(
             (
                 s.int4_dot,
                 s.workgroup_size,
+                s.x_in_lds,
+                s.mma_scale,
+                s.pipeline_depth,
+            ),
+            (Int4Dot::Mma, 128, true, MmaScale::Weight, 1),
+            "{shapes:?}: {s:?}"
+        );
+        assert_eq!(
+            (
                 s.columns_per_workgroup,
                 s.threads_per_column,
                 s.k_unit_words,
-                s.x_in_lds,
                 s.x_phase_units,
-                s.mma_scale,
-                s.k_split,
+                s.k_split
             ),
-            (
-                Int4Dot::Mma,
-                128,
-                128,
-                1,
-                8,
-                true,
-                1,
-                MmaScale::Weight,
-                parts
-            ),
-            "batch {}: {s:?}",
-            shapes.batch
+            form,
+            "{shapes:?}: {s:?}"
         );
         let lowered = lower(&ir, Arch::Sm90, &s).expect("lowers");
         let lds: usize = lowered.lds.values().map(|d| d.len * d.elem.bytes()).sum();
         assert!(lds <= 48 * 1024, "{lds} bytes of LDS");
     }
-    assert_ne!(
-        at("gemv_int4", &Shapes::qwen27b(1, 32))
-            .1
-            .columns_per_workgroup,
-        128
-    );
-    assert_ne!(
-        at("gemv_int4_allreduce_rmsnorm", &Shapes::qwen27b(1, 64))
-            .1
-            .columns_per_workgroup,
-        128
-    );
-    assert_ne!(
-        at("gemv_int4_dual_silu", &Shapes::qwen27b(1, 64))
-            .1
-            .columns_per_workgroup,
-        128
-    );
+    assert_ne!(at("gemv_int4", &Shapes::qwen27b(1, 32)).1.x_phase_units, 2);
+    for kernel in ["gemv_int4_allreduce_rmsnorm", "gemv_int4_dual_silu"] {
+        let s = at(kernel, &Shapes::qwen27b(1, 64)).1;
+        assert!(
+            s.columns_per_workgroup != 64 && s.columns_per_workgroup != 128,
+            "{kernel}: {s:?}"
+        );
+    }
+}
+
+/// sm_90, `gemv_int4` alone at batch 2–4 and 17–32 (`whole_rounds`): at batch 2 and 4 the K
+/// parts raised from 2 to 5 at 5120 -> 17408 (1088 workgroups were a last round of 32 past the
+/// 1056 an H100 holds at 64 registers; 2720 are 2.6 rounds), unchanged where the fill's parts
+/// already leave the last round at least half full (17408 -> 5120: 4 parts, one TP 4 rank: 5);
+/// at batch 17–32 units of 8 with the scale on the weights in the most K parts within one round
+/// of 5 per SM (5120 -> 17408: none, 17408 -> 5120 and the TP 4 rank: 4) — the measured
+/// schedules (bench/results/2026-12-07-gpu-round-rules); batch 1 and 8 keep theirs.
+#[test]
+fn sm90_gemv_alone_fits_whole_rounds_at_batch_2_to_4_and_17_to_32() {
+    let s = |hidden: usize, ffn: usize, tp: u32, batch: usize| {
+        let shapes = Shapes {
+            hidden,
+            ffn,
+            ..Shapes::qwen27b(tp, batch)
+        };
+        Schedule::default_for(Arch::Sm90, &build("gemv_int4", &shapes))
+    };
+    for batch in [2, 4] {
+        let got = s(5120, 17408, 1, batch);
+        assert_eq!(
+            (got.k_unit_words, got.k_split),
+            (16, 5),
+            "batch {batch}: {got:?}"
+        );
+        assert_eq!(s(17408, 5120, 1, batch).k_split, 4);
+        assert_eq!(s(5120, 17408, 4, batch).k_split, 5);
+    }
+    assert_eq!(s(5120, 17408, 1, 1).k_split, 2);
+    for (hidden, ffn, tp, parts) in [
+        (5120, 17408, 1, 1),
+        (17408, 5120, 1, 4),
+        (5120, 17408, 4, 4),
+    ] {
+        let got = s(hidden, ffn, tp, 32);
+        assert_eq!(
+            (got.k_unit_words, got.mma_scale, got.k_split),
+            (8, MmaScale::Weight, parts),
+            "{hidden} -> {ffn} tp {tp}: {got:?}"
+        );
+    }
 }
 
 /// sm_90 stages a K part's activations in LDS only when the staged grid stays one wave (or must be

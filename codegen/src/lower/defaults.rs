@@ -229,6 +229,9 @@ fn target(arch: Arch, kernel: &Kernel) -> Schedule {
                     if gemv_alone_at_eight_tiles(kernel) && fp16_outputs(kernel) {
                         s = wide_phased(arch, kernel, s);
                     }
+                    if gemv_alone(kernel, 2..=MMA_MAX_BATCH) && single_gemv(kernel) {
+                        s = whole_rounds(arch, kernel, s);
+                    }
                     s
                 }
                 _ if arch.has_dot2_f32_f16() && group_words % 4 == 0 => floor(kernel, fma),
@@ -271,6 +274,155 @@ fn gemv_alone(kernel: &Kernel, batches: std::ops::RangeInclusive<usize>) -> bool
 fn gemv_alone_at_eight_tiles(kernel: &Kernel) -> bool {
     gemv_alone(kernel, 57..=MMA_MAX_BATCH)
 }
+
+/// The tensor-core GEMV alone past batch 1: its grid fitted to whole rounds of the workgroups an
+/// SM holds at the registers nvcc gives the form (`ptxas`, in `tune`'s reports of
+/// `bench/results/2026-12-07-gpu-tune-rows/`). The tuner's winners at the rows behind Marlin
+/// (one H100, `ab --timing graphs`) all fit that way where the default did not:
+/// - batch 2–4 (one N tile, units of 16, 64 registers: 8 workgroups of 128 lanes per SM):
+///   memory-bound, so several rounds do no harm, but a last round under half full does — at
+///   5120 → 17408 the fill's 2 parts are 1088 workgroups on the 1056 an H100 holds; by K parts
+///   the tuner timed 2: 26.5, 4: 26.2, 5: 23.7, 8: 28.7 µs (1.03, 2.06, 2.58, 4.12 rounds). The
+///   parts are raised to the fewest dividing the units evenly over the K warps whose last
+///   round is at least half full (`ab`: 24.45 → 21.45 µs at batch 2; Marlin 23.47);
+/// - batch 9–16 (units of 8, 78–80 registers, 6 per SM): the most K parts that keep the grid
+///   within one round (each part writes and reads `batch · N` f32 partial sums): at 5120 →
+///   17408 no split instead of 2 parts (`ab`: 28.72 → 25.08 µs);
+/// - batch 17–32, FP16 outputs (units of 8 with the scale on the weights: 94 registers, 5 per
+///   SM, against 128–168 and 3–4 per SM for the scale per unit): the most K parts within one
+///   round (17408 → 5120: 44.30 → 38.05 µs at 4 parts);
+/// - batch 57–64, FP16 outputs: 64-column tiles of two K warps, units of 8, the scale on the
+///   weights, phases of one unit per K warp (129–158 registers, 3 per SM), the most K parts
+///   within one round that leave each part an even count of units (the phases): the winners
+///   at 5120 → 17408 (no split: 85.05 → 77.01 µs), 5120 → 4352 (5 parts: 39.98 → 31.80) and
+///   4352 → 5120 (2 parts: 46.51 → 39.83).
+/// Measured as defaults (each changed row's kernel byte-identical to an override timed beside
+/// the old default and Marlin in one H100 call, `bench/results/2026-12-07-gpu-round-rules/`):
+/// 5120 → 17408 b2 / b4 / b16 / b32 / b64 24.47 → 21.55, 24.82 → 21.71, 28.66 → 25.34, 41.85
+/// → 35.27, 85.45 → 77.13 µs; b32 17408 → 5120 43.78 → 37.89, 5120 → 4352 19.97 → 15.20,
+/// 4352 → 5120 20.67 → 14.61; b64 5120 → 4352 39.59 → 31.83, 4352 → 5120 46.63 → 39.68, and
+/// at 17408 → 5120 (K past [`ROUND_RULE_MAX_K`], the wide tile with units of 16) 75.82 →
+/// 72.00. A single GEMV only (the fused, two-weight and QKV kernels keep what they had); batch
+/// 5–8 and 33–56 unchanged (not measured). Each regime is switched by [`ROUND_RULES`]. Where
+/// no count fits (more tiles than a round holds), `s` is unchanged.
+fn whole_rounds(arch: Arch, kernel: &Kernel, s: Schedule) -> Schedule {
+    let (Some(k), Some(n)) = (common_k(kernel), gemv_ns(kernel).max()) else {
+        return s;
+    };
+    let batch = batch_of(kernel);
+    let sms = arch.compute_units() as usize;
+    let tiles = |s: &Schedule| n.div_ceil(s.columns_per_workgroup as usize);
+    let units = |s: &Schedule| k / 8 / s.k_unit_words.max(1) as usize;
+    // The most K parts dividing the units, each with at least `per` units, whose grid fits one
+    // round of `round` workgroups.
+    let most_within = |s: &Schedule, round: usize, per: usize, even: bool| {
+        let (t, u) = (tiles(s), units(s));
+        (1..=super::schedule::MAX_K_SPLIT as usize)
+            .rev()
+            .find(|&p| u % p == 0 && u / p >= per && (!even || (u / p) % 2 == 0) && t * p <= round)
+    };
+    let restage = |mut s: Schedule| {
+        s.x_in_lds = s.x_in_lds && staged_fits(kernel, &s) && stage_and_sums_fit(arch, kernel, &s);
+        s
+    };
+    match batch {
+        2..=4 if ROUND_RULES[0] => {
+            let round = 8 * sms;
+            let (t, u, p) = (tiles(&s), units(&s), s.k_split.max(1) as usize);
+            let full = |p: usize| {
+                let last = (t * p) % round;
+                last == 0 || 2 * last >= round
+            };
+            if full(p) {
+                return s;
+            }
+            match (p + 1..=u / MMA_K_WARPS)
+                .find(|&q| u % q == 0 && (u / q) % MMA_K_WARPS == 0 && full(q))
+            {
+                Some(q) => restage(Schedule {
+                    k_split: q as u32,
+                    ..s
+                }),
+                None => s,
+            }
+        }
+        9..=16 if ROUND_RULES[1] => match most_within(&s, 6 * sms, MMA_K_WARPS, false) {
+            Some(p) => restage(Schedule {
+                k_split: p as u32,
+                ..s
+            }),
+            None => s,
+        },
+        17..=32 if ROUND_RULES[2] && fp16_outputs(kernel) && s.k_unit_words % 8 == 0 => {
+            let form = Schedule {
+                k_unit_words: 8,
+                mma_scale: MmaScale::Weight,
+                ..s.clone()
+            };
+            match most_within(&form, 5 * sms, MMA_K_WARPS, false) {
+                Some(p) => restage(Schedule {
+                    k_split: p as u32,
+                    ..form
+                }),
+                None => s,
+            }
+        }
+        // Long K (17408 → 5120): the 64-column form was 2.6 % slower than the wide phased
+        // tile there (77.83 vs 75.82 µs); that tile with units of 16 was faster (72.00), the
+        // tuner's winner. Same K parts (`wide_phased` counts them at units of 8 and 16 alike
+        // there: 8).
+        57..=64 if ROUND_RULES[3] && k > ROUND_RULE_MAX_K => {
+            let wide = s.columns_per_workgroup == 128 && s.x_phase_units == 1;
+            match gptq_group_words(kernel) {
+                Some(g) if wide && g % 16 == 0 && (k / 128) % s.k_split.max(1) as usize == 0 => {
+                    Schedule {
+                        k_unit_words: 16,
+                        ..s
+                    }
+                }
+                _ => s,
+            }
+        }
+        57..=64 if ROUND_RULES[3] && fp16_outputs(kernel) && s.k_unit_words % 8 == 0 => {
+            let form = Schedule {
+                workgroup_size: 128,
+                columns_per_workgroup: 64,
+                threads_per_column: 2,
+                k_unit_words: 8,
+                mma_scale: MmaScale::Weight,
+                x_in_lds: true,
+                x_phase_units: 2,
+                pipeline_depth: 1,
+                ..s.clone()
+            };
+            match most_within(&form, 3 * sms, 2, true) {
+                Some(p) => Schedule {
+                    k_split: p as u32,
+                    ..form
+                },
+                None => s,
+            }
+        }
+        _ => s,
+    }
+}
+
+/// Whether `kernel` has one GEMV (the grid [`whole_rounds`] counts is its tiles times parts;
+/// measured on `gemv_int4` alone).
+fn single_gemv(kernel: &Kernel) -> bool {
+    kernel
+        .ops()
+        .filter(|(_, op)| matches!(op.kind, OpKind::Gemv(_)))
+        .count()
+        == 1
+}
+
+/// Which regimes of [`whole_rounds`] are on: batch 2–4, 9–16, 17–32, 57–64.
+const ROUND_RULES: [bool; 4] = [true, true, true, true];
+
+/// The longest K the batch-57–64 rule of [`whole_rounds`] gives the 64-column form: it was
+/// faster at K = 4352 and 5120 and slower at 17408.
+const ROUND_RULE_MAX_K: usize = 8192;
 
 /// Workgroups per SM [`wide_phased`] fills: the measured K parts (4 at 5120 → 17408, 8 at
 /// 17408 → 5120) are the fewest of at least 4 that give two per SM.
