@@ -195,6 +195,20 @@ fn sm90_space_offers_the_weights_l2_prefetch_and_gfx906_none() {
             "batch {batch}: no prefetch in\n{lowered}"
         );
         assert!(space::summary(s, family).contains(&format!("pf{d}")));
+        // Staged whole or not, the summary tells (two candidates that differ only there read
+        // apart).
+        let staged = |x_in_lds: bool| {
+            space::summary(
+                &Schedule {
+                    x_in_lds,
+                    x_phase_units: 0,
+                    ..default.clone()
+                },
+                family,
+            )
+        };
+        assert_ne!(staged(true), staged(false));
+        assert!(staged(true).ends_with(" xs") || staged(true).contains(" xs "));
         let amd = space::enumerate(Arch::Gfx906, &k, true);
         assert!(
             amd.iter().all(|s| s.l2_prefetch_units == 0),

@@ -775,8 +775,9 @@ fn shuffle(v: &mut [Schedule], seed: u64) {
 }
 
 /// A schedule in a few characters: `wg256 c32 t8 w1 a2 ku16 convert per_weight`,
-/// `wg256 c32 t8 w1 a2 ku4 dot2` on gfx906's dot2 path, or `wg256 c64 t4 w4 ku16 mma d2` on the
-/// tensor cores (and the protocol for kernels with an allreduce).
+/// `wg256 c32 t8 w1 a2 ku4 dot2` on gfx906's dot2 path, or `wg256 c64 t4 w4 ku16 mma d2 xs` on the
+/// tensor cores (`xs`: the activations staged whole in LDS, `phN`: in phases of N units; and the
+/// protocol for kernels with an allreduce).
 pub fn summary(s: &Schedule, family: Family) -> String {
     let mut out = format!(
         "wg{} c{} t{} w{} a{}",
@@ -799,8 +800,11 @@ pub fn summary(s: &Schedule, family: Family) -> String {
         if s.mma_scale == MmaScale::Weight {
             out.push_str(" sw");
         }
+        // The activations staged in LDS: whole (`xs`) or in phases (`phN`); unstaged: nothing.
         if s.x_in_lds && s.x_phase_units > 0 {
             out.push_str(&format!(" ph{}", s.x_phase_units));
+        } else if s.x_in_lds {
+            out.push_str(" xs");
         }
         if s.async_stages > 0 {
             out.push_str(&format!(" ring{}", s.async_stages));
