@@ -248,6 +248,81 @@ fn invalid_lds_overwrite_after_read_without_barrier_is_a_race_on_every_schedule(
     }
 }
 
+/// The write-after-read check on a global data array (not only LDS): workgroup 0 reads a
+/// scratch word that workgroup 1 overwrites with nothing ordering the two. Reported on every
+/// seed, as a write racing the read (or, where the write came first, the read stale). With the
+/// overwrite ordered after the read by a release→acquire chain (workgroup 0 releases a counter
+/// after its read, workgroup 1 waits for it), clean.
+fn scratch_overwrite_after_read(ordered: bool) -> (LoweredKernel, Param) {
+    let mut k = LoweredKernel::new("global_war", Arch::Gfx906, 1, 64, 2);
+    let scratch = array(
+        &mut k,
+        "scratch",
+        Ty::U32,
+        1,
+        Access::ReadWrite,
+        Purpose::Scratch,
+    );
+    let counter = array(
+        &mut k,
+        "counter",
+        Ty::U32,
+        1,
+        Access::ReadWrite,
+        Purpose::Counter,
+    );
+    let out = array(&mut k, "out", Ty::U32, 1, Access::Write, Purpose::Scratch);
+    let v = k.reg(Ty::U32, "v");
+    let mut reader = vec![load(v, at(scratch, u(0))), store(at(out, u(0)), r(v))];
+    let mut writer = vec![];
+    if ordered {
+        reader.push(atomic(
+            AtomicOp::Add,
+            at(counter, u(0)),
+            Some(u(1)),
+            Ordering::Release,
+            Scope::Agent,
+        ));
+        writer.push(wait_ge(
+            &mut k,
+            at(counter, u(0)),
+            u(1),
+            Ordering::Acquire,
+            Scope::Agent,
+            1 << 20,
+            1,
+        ));
+    }
+    writer.push(store(at(scratch, u(0)), u(7)));
+    k.body = vec![if_(
+        eq(lid(), u(0)),
+        vec![if_(eq(wg(), u(0)), reader), if_(eq(wg(), u(1)), writer)],
+    )];
+    (k, out)
+}
+
+#[test]
+fn invalid_global_overwrite_after_read_is_a_race_and_ordered_is_clean() {
+    for seed in 0..10 {
+        let (k, out) = scratch_overwrite_after_read(false);
+        let mut host = RawHost::default().output(out);
+        let rep = run(&k, &mut host, 1, &opts(seed));
+        let war = rep
+            .findings
+            .iter()
+            .any(|f| f.kind == FindingKind::WriteRace && f.message.contains("read by"));
+        assert!(
+            war || kinds(&rep).contains(&FindingKind::StaleRead),
+            "seed {seed}: {:?}",
+            rep.findings
+        );
+        let (k, out) = scratch_overwrite_after_read(true);
+        let mut host = RawHost::default().output(out);
+        let rep = run(&k, &mut host, 1, &opts(seed));
+        assert!(rep.findings.is_empty(), "seed {seed}: {:?}", rep.findings);
+    }
+}
+
 /// Each workgroup writes a partial, a grid barrier, then every workgroup sums all partials.
 fn grid_sum(tp: u32) -> (LoweredKernel, Param, Param) {
     grid_sum_of(tp, 4)

@@ -744,8 +744,8 @@ impl<'a> Engine<'a> {
         if !self.in_flight.is_empty() {
             self.check_in_flight(a, pc, arr, e, "reads");
         }
-        // LDS: the read recorded (the lane's last one replaces its earlier ones) for the
-        // write-after-read check of the next write by another lane.
+        // LDS and written data arrays: the read recorded (the lane's last one replaces its
+        // earlier ones) for the write-after-read check of the next write by another lane.
         if !self.mem.arrays[arr].reads.is_empty() {
             let stamp = self.stamp(a, false);
             let reads = &mut self.mem.arrays[arr].reads[e];
@@ -810,9 +810,10 @@ impl<'a> Engine<'a> {
             self.findings
                 .add(FindingKind::WriteRace, self.site_key(pc), msg);
         }
-        // LDS, write after read: every other lane's read of the element since its last write
-        // must be ordered before this write (a barrier, a release→acquire chain), or the reader
-        // may have read this write's value instead of the one it was meant to (§5.2).
+        // Write after read (LDS, written data arrays): every other lane's read of the element
+        // since its last write must be ordered before this write (a barrier, a release→acquire
+        // chain), or the reader may have read this write's value instead of the one it was
+        // meant to (§5.2).
         if race && !self.mem.arrays[arr].reads.is_empty() {
             let reads = std::mem::take(&mut self.mem.arrays[arr].reads[e]);
             if let Some(r) = reads

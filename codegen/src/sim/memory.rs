@@ -3,7 +3,7 @@
 
 use cranelift_entity::EntityRef;
 
-use crate::lowered::{Access, LoweredKernel, Param, ParamKind, Ty};
+use crate::lowered::{Access, LoweredKernel, Param, ParamKind, Purpose, Ty};
 
 use super::clock::Stamp;
 use super::eval;
@@ -18,8 +18,9 @@ pub(super) struct Array {
     pub rank: u32,
     pub vals: Vec<u32>,
     pub stamps: Vec<Stamp>,
-    /// LDS arrays only (empty for the others): per element, each lane's last read of it since
-    /// its last write — what a write by another lane must be ordered after (write after read).
+    /// LDS arrays and written data arrays (empty for the others: read-only inputs, flags,
+    /// counters, the error word): per element, each lane's last read of it since its last
+    /// write — what a write by another lane must be ordered after (write after read).
     pub reads: Vec<Vec<Stamp>>,
 }
 
@@ -73,13 +74,21 @@ impl Memory {
         let mut param_arrays = Vec::with_capacity(k.params.len());
         for (p, d) in k.params.iter() {
             let mut per_rank = Vec::new();
-            let (elem, len, access) = match &d.kind {
+            let (elem, len, access, purpose) = match &d.kind {
                 ParamKind::Array {
-                    elem, len, access, ..
+                    elem,
+                    len,
+                    access,
+                    purpose,
+                    ..
                 }
                 | ParamKind::PeerArrays {
-                    elem, len, access, ..
-                } => (*elem, *len, *access),
+                    elem,
+                    len,
+                    access,
+                    purpose,
+                    ..
+                } => (*elem, *len, *access, purpose),
                 ParamKind::Scalar { .. } => {
                     param_arrays.push(per_rank);
                     continue;
@@ -89,6 +98,15 @@ impl Memory {
                 per_rank.push(arrays.len());
                 let name = format!("{p} `{}` of rank {r}", d.name);
                 let mut a = Array::new(name, elem, len, access == Access::Read, r);
+                // Written data (an output, published partials, a peer's exchange buffer): its
+                // plain reads are kept for the write-after-read check too. Flags, counters and
+                // the error word are synchronisation words, read and written concurrently by
+                // design.
+                if access != Access::Read
+                    && matches!(purpose, Purpose::Data { .. } | Purpose::Scratch)
+                {
+                    a.reads = vec![Vec::new(); len];
+                }
                 if let Some((_, v)) = preset.iter().find(|(n, _)| *n == d.name) {
                     a.vals.fill(*v);
                 }
