@@ -303,8 +303,8 @@ fn gemv_alone_at_eight_tiles(kernel: &Kernel) -> bool {
 /// 4352 → 5120 20.67 → 14.61; b64 5120 → 4352 39.59 → 31.83, 4352 → 5120 46.63 → 39.68, and
 /// at 17408 → 5120 (K past [`ROUND_RULE_MAX_K`], the wide tile with units of 16) 75.82 →
 /// 72.00. A single GEMV only (the fused, two-weight and QKV kernels keep what they had); batch
-/// 5–8 and 33–56 unchanged (not measured). Each regime is switched by [`ROUND_RULES`]. Where
-/// no count fits (more tiles than a round holds), `s` is unchanged.
+/// 5–8 and 33–56 unchanged (not measured). Where no count fits (more tiles than a round
+/// holds), `s` is unchanged.
 fn whole_rounds(arch: Arch, kernel: &Kernel, s: Schedule) -> Schedule {
     let (Some(k), Some(n)) = (common_k(kernel), gemv_ns(kernel).max()) else {
         return s;
@@ -326,7 +326,7 @@ fn whole_rounds(arch: Arch, kernel: &Kernel, s: Schedule) -> Schedule {
         s
     };
     match batch {
-        2..=4 if ROUND_RULES[0] => {
+        2..=4 => {
             let round = 8 * sms;
             let (t, u, p) = (tiles(&s), units(&s), s.k_split.max(1) as usize);
             let full = |p: usize| {
@@ -346,14 +346,14 @@ fn whole_rounds(arch: Arch, kernel: &Kernel, s: Schedule) -> Schedule {
                 None => s,
             }
         }
-        9..=16 if ROUND_RULES[1] => match most_within(&s, 6 * sms, MMA_K_WARPS, false) {
+        9..=16 => match most_within(&s, 6 * sms, MMA_K_WARPS, false) {
             Some(p) => restage(Schedule {
                 k_split: p as u32,
                 ..s
             }),
             None => s,
         },
-        17..=32 if ROUND_RULES[2] && fp16_outputs(kernel) && s.k_unit_words % 8 == 0 => {
+        17..=32 if fp16_outputs(kernel) && s.k_unit_words % 8 == 0 => {
             let form = Schedule {
                 k_unit_words: 8,
                 mma_scale: MmaScale::Weight,
@@ -371,7 +371,7 @@ fn whole_rounds(arch: Arch, kernel: &Kernel, s: Schedule) -> Schedule {
         // tile there (77.83 vs 75.82 µs); that tile with units of 16 was faster (72.00), the
         // tuner's winner. Same K parts (`wide_phased` counts them at units of 8 and 16 alike
         // there: 8).
-        57..=64 if ROUND_RULES[3] && k > ROUND_RULE_MAX_K => {
+        57..=64 if k > ROUND_RULE_MAX_K => {
             let wide = s.columns_per_workgroup == 128 && s.x_phase_units == 1;
             match gptq_group_words(kernel) {
                 Some(g) if wide && g % 16 == 0 && (k / 128) % s.k_split.max(1) as usize == 0 => {
@@ -383,7 +383,7 @@ fn whole_rounds(arch: Arch, kernel: &Kernel, s: Schedule) -> Schedule {
                 _ => s,
             }
         }
-        57..=64 if ROUND_RULES[3] && fp16_outputs(kernel) && s.k_unit_words % 8 == 0 => {
+        57..=64 if fp16_outputs(kernel) && s.k_unit_words % 8 == 0 => {
             let form = Schedule {
                 workgroup_size: 128,
                 columns_per_workgroup: 64,
@@ -416,9 +416,6 @@ fn single_gemv(kernel: &Kernel) -> bool {
         .count()
         == 1
 }
-
-/// Which regimes of [`whole_rounds`] are on: batch 2–4, 9–16, 17–32, 57–64.
-const ROUND_RULES: [bool; 4] = [true, true, true, true];
 
 /// The longest K the batch-57–64 rule of [`whole_rounds`] gives the 64-column form: it was
 /// faster at K = 4352 and 5120 and slower at 17408.
