@@ -113,10 +113,20 @@ pub trait Builtins {
         None
     }
 
+    /// The declaration of `var`, the 32-bit shared-window address of the `__shared__` array
+    /// `array`, for the [`Stmt::AsyncCopy`](crate::lowered::Stmt::AsyncCopy)s into it; `None`
+    /// where the target has no asynchronous copy. Declared once with the arrays, so no copy in
+    /// a loop converts a generic address again.
+    fn shared_address(&self, var: &str, array: &str) -> Option<String> {
+        let _ = (var, array);
+        None
+    }
+
     /// The statement for [`Stmt::AsyncCopy`](crate::lowered::Stmt::AsyncCopy) of `bytes` (4, 8
-    /// or 16) from `src` (a pointer into a global array) to `dst` (a pointer into a `__shared__`
-    /// array), or `None` where the target has no asynchronous copy: the writer then copies
-    /// synchronously, which completes before any wait.
+    /// or 16) from `src` (a pointer into a global array) to `dst` (a 32-bit shared-window
+    /// address: [`Builtins::shared_address`] plus the byte offset), or `None` where the target
+    /// has no asynchronous copy: the writer then copies synchronously, which completes before
+    /// any wait.
     fn async_copy(&self, dst: &str, src: &str, bytes: u32) -> Option<String> {
         let _ = (dst, src, bytes);
         None

@@ -7,6 +7,7 @@
 
 use crate::lowered::{Access, Base, Expr, MemRef, ParamKind, Purpose, Reg, Ty};
 
+use super::writer::shared_address_var;
 use super::{Dialect, Error, Level, Writer, elem_ty, expr_ty};
 use crate::back::vector_words;
 
@@ -199,11 +200,21 @@ impl<D: Dialect> Writer<'_, D> {
             Some(ptr) => ptr,
             None => format!("&{}", self.element(src)?),
         };
-        let to = format!("&{}", self.element(dst)?);
-        if let Some(text) = self.d.async_copy(&to, &from, words * 4) {
-            self.line(lvl, &text);
-            return Ok(());
+        if let Base::Lds(l) = dst.base
+            && self.shared_addressed.contains(&l)
+        {
+            let to = format!(
+                "{} + ({}) * {}u",
+                shared_address_var(self.names.lds(l)),
+                self.expr(&dst.index)?,
+                self.k.lds[l].elem.bytes()
+            );
+            if let Some(text) = self.d.async_copy(&to, &from, words * 4) {
+                self.line(lvl, &text);
+                return Ok(());
+            }
         }
+        let to = format!("&{}", self.element(dst)?);
         let vty = vector_type(words as usize);
         self.line(
             lvl,

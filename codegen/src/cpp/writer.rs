@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use cranelift_entity::SecondaryMap;
 
 use crate::lowered::{
-    Access, Base, Block, Expr, LoweredInfo, LoweredKernel, MemRef, Param, ParamKind, Purpose,
+    Access, Base, Block, Expr, Lds, LoweredInfo, LoweredKernel, MemRef, Param, ParamKind, Purpose,
     ReduceKind, Reg, Stmt, Ty,
 };
 
@@ -23,6 +23,9 @@ pub struct Writer<'k, D> {
     pub(super) helpers: std::cell::RefCell<BTreeMap<String, String>>,
     /// Induction variables declared in their `for` header (defined and used only there).
     loop_local: HashSet<Reg>,
+    /// The LDS arrays that asynchronous copies fill, where the dialect addresses them by a
+    /// 32-bit shared address declared once ([`Dialect::shared_address`]).
+    pub(super) shared_addressed: Vec<Lds>,
     /// The body being written.
     pub(super) out: String,
     /// Writing the ranks entry ([`Writer::with_ranks_entry`]): the workgroup is `wf_wg`, the
@@ -51,6 +54,11 @@ impl<'k, D: Dialect> Writer<'k, D> {
     /// A writer for `k`, whose facts are `info` ([`validate`](crate::lowered::validate::validate)'s
     /// result, or [`LoweredInfo::derive`]).
     pub fn new(k: &'k LoweredKernel, info: &'k LoweredInfo, d: D) -> Self {
+        let shared_addressed = if d.shared_address("a", "b").is_some() {
+            async_copy_targets(&k.body)
+        } else {
+            vec![]
+        };
         Writer {
             k,
             info,
@@ -58,6 +66,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
             names: Names::new(k),
             helpers: Default::default(),
             loop_local: loop_local_regs(&k.body),
+            shared_addressed,
             out: String::new(),
             ranks_entry: false,
             want_ranks_entry: false,
@@ -364,6 +373,12 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 self.names.lds(l),
                 d.len
             );
+        }
+        for &l in &self.shared_addressed {
+            let name = self.names.lds(l);
+            if let Some(text) = self.d.shared_address(&shared_address_var(name), name) {
+                let _ = writeln!(f, "{lvl}{text}");
+            }
         }
         for (r, d) in self.k.regs.iter() {
             if !self.loop_local.contains(&r) {
@@ -687,6 +702,41 @@ pub(super) fn access_name(a: Access) -> &'static str {
         Access::Write => "write",
         Access::ReadWrite => "read_write",
     }
+}
+
+/// The name of the 32-bit shared address of the LDS array `array` ([`Dialect::shared_address`]).
+pub(super) fn shared_address_var(array: &str) -> String {
+    format!("{array}_sa")
+}
+
+/// The LDS arrays some [`Stmt::AsyncCopy`] writes, in order of first appearance.
+fn async_copy_targets(body: &Block) -> Vec<Lds> {
+    fn walk(block: &Block, out: &mut Vec<Lds>) {
+        for s in block {
+            match s {
+                Stmt::AsyncCopy { dst, .. } => {
+                    if let Base::Lds(l) = dst.base
+                        && !out.contains(&l)
+                    {
+                        out.push(l);
+                    }
+                }
+                Stmt::For { body, .. } => walk(body, out),
+                Stmt::If {
+                    then_body,
+                    else_body,
+                    ..
+                } => {
+                    walk(then_body, out);
+                    walk(else_body, out);
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut out = vec![];
+    walk(body, &mut out);
+    out
 }
 
 /// Registers that are the induction variable of exactly one loop and are mentioned nowhere
