@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::lower::{Int4Dot, NibbleDecode, Origin, Schedule, lower};
+use wavefuse_codegen::lower::{Int4Dot, MmaScale, NibbleDecode, Origin, Schedule, lower};
 use wavefuse_harness::KernelId;
 use wavefuse_harness::ab::report::NO_TIMING;
 use wavefuse_harness::policy::{Placement, SchedulePolicy, Tuned};
@@ -157,6 +157,42 @@ fn sm90_space_past_batch_8_offers_phased_wide_tiles() {
             assert_eq!(s.x_phase_units % s.threads_per_column, 0, "{s:?}");
             lower(&k, Arch::Sm90, s).unwrap_or_else(|e| panic!("batch {batch} {s:?}: {e}"));
             assert!(space::summary(s, family).contains(&format!("ph{}", s.x_phase_units)));
+        }
+    }
+}
+
+/// sm_90 (issue 40): past batch 8 the quick space offers the default's tile with 6 K warps
+/// (192 lanes), with the default's scale and with the scale on the weights, and it lowers; at
+/// batch 8 and below it does not (measured only past 8).
+#[test]
+fn sm90_space_past_batch_8_offers_six_k_warps() {
+    for batch in [8, 16, 32] {
+        let k = suite::op_kernel(&CaseSpec {
+            kernel: KernelId::GemvInt4.into(),
+            tp: 1,
+            batch,
+            shape: ShapeKind::Model,
+        })
+        .unwrap()
+        .unwrap();
+        let default = Schedule::default_for(Arch::Sm90, &k);
+        let all = space::enumerate(Arch::Sm90, &k, true);
+        let six = |scale: MmaScale| Schedule {
+            workgroup_size: 192,
+            threads_per_column: 6,
+            mma_scale: scale,
+            ..default.clone()
+        };
+        for scale in [default.mma_scale, MmaScale::Weight] {
+            let found = all.iter().find(|s| **s == six(scale));
+            if batch <= 8 {
+                assert!(found.is_none(), "batch {batch}: 6 K warps offered");
+                continue;
+            }
+            let s = found.unwrap_or_else(|| panic!("batch {batch}: 6 K warps, {scale:?}"));
+            let lowered =
+                lower(&k, Arch::Sm90, s).unwrap_or_else(|e| panic!("batch {batch} {s:?}: {e}"));
+            assert_eq!(lowered.workgroup_size, 192, "batch {batch}");
         }
     }
 }

@@ -8,8 +8,8 @@
 //! 3. every tile (workgroup size × words per lane × K slices, or FP16 lanes per column) with the
 //!    default's other fields;
 //! 4. on sm_90, every tensor-core tile ([`Int4Dot::Mma`]) at pipeline depths 1 and 2, past batch
-//!    8 the wide ones also with the activations staged in phases (`x_phase_units`), then every
-//!    FMA tile with the inner loop the issue expects to win (`magic` decode, `per_unit` scaling);
+//!    8 the wide ones also with the activations staged in phases (`x_phase_units`) and the
+//!    default's tile with 5 and 6 K warps ([`MMA_EXTRA_K_WARPS`]), then every FMA tile with the inner loop the issue expects to win (`magic` decode, `per_unit` scaling);
 //! 5. the rest of the full product in a seeded pseudo-random order (skipped by `--quick`).
 //!
 //! Only schedules that satisfy the field relations documented on [`Schedule`] are produced; the
@@ -48,6 +48,12 @@ pub const PIPELINE_DEPTHS: [u32; 2] = [1, 2];
 /// How far ahead, in a warp's units, the tensor-core candidate asks L2 for the weights
 /// ([`Schedule::l2_prefetch_units`]).
 pub const L2_PREFETCH_UNITS: u32 = 4;
+/// Tensor-core INT4 past batch 8: K warps per workgroup tried on the default's tile besides
+/// the powers of two that [`WORKGROUP_SIZES`] gives (160 and 192 lanes at 32 columns). Six
+/// K warps with the scale on the weights were 6.2–6.7 % faster than the default at 17408 → 5120
+/// batch 16 and slower at three other shapes, on one H100
+/// (`bench/results/2026-12-07-gpu-kwarps/`, `…-kwarps-units4/`): a per-shape choice.
+pub const MMA_EXTRA_K_WARPS: [u32; 2] = [5, 6];
 /// Tensor-core INT4: workgroups per column tile tried (split-K). 5 is there for K = 5120 (40
 /// units of 16 words): 2 units per K warp of 4, the split the sm_90 default takes at TP > 1
 /// (`bench/results/2026-11-30-h200-ksplit/`), which powers of two cannot give.
@@ -219,6 +225,33 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
                     ..t.clone()
                 });
             }
+        }
+    }
+    // Past batch 8: the default's tile with 5 and 6 K warps ([`MMA_EXTRA_K_WARPS`]), with the
+    // default's scale and with the scale on the weights (64 registers where the default's
+    // scale per unit takes 78 at batch 16, so more workgroups of the wider size stay resident).
+    // Not on a phased default (its phases are a multiple of its K warps).
+    if let (Int4Dot::Mma, true, 0) = (
+        default.int4_dot,
+        batch_of(kernel) > 8,
+        default.x_phase_units,
+    ) {
+        let column_warps = default.columns_per_workgroup / 32;
+        for kw in MMA_EXTRA_K_WARPS {
+            let wg = 32 * column_warps * kw;
+            if wg > arch.max_workgroup_size() || default.columns_per_workgroup % 32 != 0 {
+                continue;
+            }
+            let form = Schedule {
+                workgroup_size: wg,
+                threads_per_column: kw,
+                ..default.clone()
+            };
+            out.push(Schedule {
+                mma_scale: MmaScale::Weight,
+                ..form.clone()
+            });
+            out.push(form);
         }
     }
     // Past batch 8 (several N tiles of the MMA): the scale on the decoded weights, which halves
