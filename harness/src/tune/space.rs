@@ -4,12 +4,13 @@
 //! promising ones, not the first N of an arbitrary product. It is, deterministically:
 //! 1. the default;
 //! 2. its neighbours: one field changed at a time (a tile field changed with the others kept and
-//!    the columns recomputed from the INT4 / FP16 relation);
+//!    the columns recomputed from the INT4 / FP16 relation), and past batch 8 on the tensor
+//!    cores the default's tile with 5 and 6 K warps ([`MMA_EXTRA_K_WARPS`]);
 //! 3. every tile (workgroup size × words per lane × K slices, or FP16 lanes per column) with the
 //!    default's other fields;
 //! 4. on sm_90, every tensor-core tile ([`Int4Dot::Mma`]) at pipeline depths 1 and 2, past batch
-//!    8 the wide ones also with the activations staged in phases (`x_phase_units`) and the
-//!    default's tile with 5 and 6 K warps ([`MMA_EXTRA_K_WARPS`]), then every FMA tile with the inner loop the issue expects to win (`magic` decode, `per_unit` scaling);
+//!    8 the wide ones also with the activations staged in phases (`x_phase_units`), then every
+//!    FMA tile with the inner loop the issue expects to win (`magic` decode, `per_unit` scaling);
 //! 5. the rest of the full product in a seeded pseudo-random order (skipped by `--quick`).
 //!
 //! Only schedules that satisfy the field relations documented on [`Schedule`] are produced; the
@@ -152,6 +153,35 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
     for s in neighbours(&default, family, &tiles) {
         out.push(s);
     }
+    // Past batch 8: the default's tile with 5 and 6 K warps ([`MMA_EXTRA_K_WARPS`]), with the
+    // default's scale and with the scale on the weights (64 registers where the default's scale
+    // per unit takes 78 at batch 16, so more workgroups of the wider size stay resident), next
+    // to the neighbours: the one form measured faster than the default at a batch-16 row (a
+    // quick budget of 60 cut it when it came after the FMA tiles).
+    // Not on a phased default (its phases are a multiple of its K warps).
+    if let (Int4Dot::Mma, true, 0) = (
+        default.int4_dot,
+        batch_of(kernel) > 8,
+        default.x_phase_units,
+    ) {
+        let column_warps = default.columns_per_workgroup / 32;
+        for kw in MMA_EXTRA_K_WARPS {
+            let wg = 32 * column_warps * kw;
+            if wg > arch.max_workgroup_size() || default.columns_per_workgroup % 32 != 0 {
+                continue;
+            }
+            let form = Schedule {
+                workgroup_size: wg,
+                threads_per_column: kw,
+                ..default.clone()
+            };
+            out.push(Schedule {
+                mma_scale: MmaScale::Weight,
+                ..form.clone()
+            });
+            out.push(form);
+        }
+    }
     // The dot2 stage in phases (the gfx906 default at batch > 1): phases of 2 and 4 times the
     // default's units, where they divide the K part (fewer barriers, more LDS).
     if let (Family::Int4 { k, .. }, true) = (family, default.x_phase_units > 0) {
@@ -225,33 +255,6 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
                     ..t.clone()
                 });
             }
-        }
-    }
-    // Past batch 8: the default's tile with 5 and 6 K warps ([`MMA_EXTRA_K_WARPS`]), with the
-    // default's scale and with the scale on the weights (64 registers where the default's
-    // scale per unit takes 78 at batch 16, so more workgroups of the wider size stay resident).
-    // Not on a phased default (its phases are a multiple of its K warps).
-    if let (Int4Dot::Mma, true, 0) = (
-        default.int4_dot,
-        batch_of(kernel) > 8,
-        default.x_phase_units,
-    ) {
-        let column_warps = default.columns_per_workgroup / 32;
-        for kw in MMA_EXTRA_K_WARPS {
-            let wg = 32 * column_warps * kw;
-            if wg > arch.max_workgroup_size() || default.columns_per_workgroup % 32 != 0 {
-                continue;
-            }
-            let form = Schedule {
-                workgroup_size: wg,
-                threads_per_column: kw,
-                ..default.clone()
-            };
-            out.push(Schedule {
-                mma_scale: MmaScale::Weight,
-                ..form.clone()
-            });
-            out.push(form);
         }
     }
     // Past batch 8 (several N tiles of the MMA): the scale on the decoded weights, which halves
