@@ -19,6 +19,11 @@ struct MmaTiling {
     batch: usize,
     /// N tiles of the MMA: batch rows `8j .. 8j + 8` are tile `j`'s B columns and D columns.
     ntiles: usize,
+    /// The pass's first batch row with batch tiles ([`Schedule::batch_tile`]; `batch` is then
+    /// the tile's rows), `None` for one pass over every row.
+    ///
+    /// [`Schedule::batch_tile`]: super::super::Schedule::batch_tile
+    row0: Option<Expr>,
     /// K words per unit (a multiple of 4) and units per group.
     unit: usize,
     upg: usize,
@@ -160,8 +165,34 @@ impl Lowering<'_> {
         let x = self.activations();
         let weights: Vec<Buffer> = g.gemvs.iter().map(|&(_, w)| w).collect();
         let m = weights.len();
-        let ntiles = batch.div_ceil(8);
-        let accumulators = mma_accumulators(m, batch, self.s.mma_scale);
+        // Batch tiles (`Schedule::batch_tile`): the rows in passes of `rows`, each with its own
+        // accumulators (the registers of a batch of `rows`), the weights read once per pass.
+        let tile_rows = match self.s.batch_tile as usize {
+            rows if rows > 0 && rows < batch => Some(rows),
+            _ => None,
+        };
+        if let Some(rows) = tile_rows {
+            let failed: Vec<String> = [
+                (rows % 8 != 0).then(|| format!("batch_tile a multiple of 8 (not {rows})")),
+                self.s.x_in_lds.then(|| "x_in_lds = false".to_owned()),
+                (self.s.x_phase_units > 0).then(|| "x_phase_units = 0".to_owned()),
+                (self.s.async_stages > 0).then(|| "async_stages = 0".to_owned()),
+                x.is_none()
+                    .then(|| "activations loaded, not a GEMV prologue".to_owned()),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            if !failed.is_empty() {
+                return sched(format!(
+                    "INT4 mma with batch_tile = {rows} (each pass loads its rows' activations itself) needs {}",
+                    failed.join(", ")
+                ));
+            }
+        }
+        let rows = tile_rows.unwrap_or(batch);
+        let ntiles = rows.div_ceil(8);
+        let accumulators = mma_accumulators(m, rows, self.s.mma_scale);
         if accumulators > MMA_MAX_ACCUMULATORS {
             return sched(format!(
                 "INT4 mma at batch {batch} with {m} weights keeps {accumulators} f32 accumulators per lane \
@@ -205,7 +236,11 @@ impl Lowering<'_> {
             add(r(self.tile0), add(mul(r(cwarp), u(32)), mul(r(quad), u(4)))),
         ));
         // totals[(mi · ntiles + j) · 8 + 4p + i]: D fragment slot i of column pair p, N tile j.
-        let totals = self.zeros(m * 8 * ntiles, "acc", out);
+        // (Batch tiles zero their own per pass.)
+        let totals = match tile_rows {
+            None => self.zeros(m * 8 * ntiles, "acc", out),
+            Some(_) => vec![],
+        };
         let (begin, units) = self.split_units(kdim / group * upg)?;
         // The activations' staging; with two units in flight the first unit's weight loads
         // (which read no LDS) are issued before it, so their latency overlaps the staging's.
@@ -308,8 +343,9 @@ impl Lowering<'_> {
             l,
             kdim,
             n,
-            batch,
+            batch: rows,
             ntiles,
+            row0: None,
             unit,
             upg,
             steps,
@@ -331,6 +367,56 @@ impl Lowering<'_> {
             ));
         }
         let un_reg = self.k.reg(Ty::U32, if upg == 1 { "group" } else { "unit" });
+        if let Some(rows) = tile_rows {
+            // Batch tiles: refused above with a stage, phases or the ring, so each pass is the
+            // unstaged K loop of `rows` rows; its sums go to the cross-slice reduction's rows
+            // of the pass (the reduction holds every row), added after the last pass.
+            let (full, rest) = (batch / rows, batch % rows);
+            out.push(comment(format!(
+                "batch tiles (batch_tile = {rows}): rows [tile*{rows}, tile*{rows} + {rows}) of {batch} per pass, each with its own accumulators over the whole K part (the weights read once per pass){}",
+                if rest > 0 {
+                    format!(", then the last {rest} row(s)")
+                } else {
+                    String::new()
+                }
+            )));
+            self.k.weight_passes = (full + usize::from(rest > 0)) as u32;
+            let tile_reg = self.k.reg(Ty::U32, "batch_tile");
+            let mut body = vec![];
+            let pass = |me: &mut Self, t: &MmaTiling, out: &mut Vec<Stmt>| {
+                let totals = me.zeros(m * 8 * t.ntiles, "acc", out);
+                me.mma_unphased(
+                    t,
+                    kwarp,
+                    (begin.clone(), units.clone()),
+                    un_reg,
+                    &totals,
+                    out,
+                    vec![],
+                )?;
+                me.mma_sums_to_lds((cwarp, kwarp, c, batch), t, &totals, out);
+                Ok::<(), LowerError>(())
+            };
+            let tiled = MmaTiling {
+                row0: Some(mul(r(tile_reg), u(rows))),
+                weights: t.weights.clone(),
+                x: t.x.clone(),
+                ..t
+            };
+            pass(self, &tiled, &mut body)?;
+            out.push(for_loop(tile_reg, u(0), u(full), u(1), body));
+            if rest > 0 {
+                let last = MmaTiling {
+                    batch: rest,
+                    ntiles: rest.div_ceil(8),
+                    row0: Some(u(full * rows)),
+                    ..tiled
+                };
+                pass(self, &last, out)?;
+            }
+            out.push(Stmt::WorkgroupBarrier);
+            return Ok(());
+        }
         match (self.s.pipeline_depth, phase.zip(ph_reg)) {
             (1, Some((p, ph))) if t.x_async => {
                 self.mma_phases_async(&t, (p, ph, kwarp), (begin, units), un_reg, &totals, out);
@@ -387,44 +473,9 @@ impl Lowering<'_> {
                     self.s.x_phase_units
                 ));
             }
-            (1, None) => {
-                // The ring's first copies are issued before the activations' staging, so their
-                // latency overlaps it.
+            (1 | 2, None) => {
                 out.extend(self.ring_prologue(&t, add(begin.clone(), r(kwarp))));
-                out.append(&mut staging);
-                let buf = self.mma_buffers(&t);
-                let mut body = self.mma_unit_loads(&t, &buf, un_reg);
-                body.extend(self.mma_compute(&t, &buf, un_reg, &totals));
-                let start = add(begin, r(kwarp));
-                out.push(for_loop(un_reg, start, units, u(kwarps), body));
-            }
-            (2, None) => {
-                // Software pipelining: unit u + kwarps's loads are in flight while unit u
-                // computes. Every condition is warp-uniform (kwarp is), so the MMAs under them
-                // run with the whole warp.
-                out.push(comment(if t.xs.is_some() {
-                    "pipelined: the next unit's loads are issued before this unit's MMAs, the first unit's before the activations' staging"
-                } else {
-                    "pipelined: the next unit's loads are issued before this unit's MMAs"
-                }));
-                let (b0, b1) = (self.mma_buffers(&t), self.mma_buffers(&t));
-                let u1 = self.k.reg(Ty::U32, "next_unit");
-                let u2 = self.k.reg(Ty::U32, "after_next");
-                out.push(assign(u1, add(begin.clone(), r(kwarp))));
-                let first = self.mma_loads(&t, &b0, u1);
-                when(lt(r(u1), units.clone()), first, out);
-                out.append(&mut staging);
-                let mut body = vec![assign(u1, add(r(un_reg), u(kwarps)))];
-                let next = self.mma_loads(&t, &b1, u1);
-                when(lt(r(u1), units.clone()), next, &mut body);
-                body.extend(self.mma_compute(&t, &b0, un_reg, &totals));
-                body.push(assign(u2, add(r(un_reg), u(2 * kwarps))));
-                let after = self.mma_loads(&t, &b0, u2);
-                when(lt(r(u2), units.clone()), after, &mut body);
-                let second = self.mma_compute(&t, &b1, u1, &totals);
-                when(lt(r(u1), units.clone()), second, &mut body);
-                let start = add(begin, r(kwarp));
-                out.push(for_loop(un_reg, start, units, u(2 * kwarps), body));
+                self.mma_unphased(&t, kwarp, (begin, units), un_reg, &totals, out, staging)?;
             }
             (d, None) => {
                 return sched(format!("INT4 mma: pipeline depth {d} (1 or 2)"));
@@ -442,29 +493,108 @@ impl Lowering<'_> {
             ));
             out.push(Stmt::WorkgroupBarrier);
         }
+        self.mma_sums_to_lds((cwarp, kwarp, c, batch), &t, &totals, out);
+        out.push(Stmt::WorkgroupBarrier);
+        Ok(())
+    }
+
+    /// The K loop of a GEMV without a phased stage (`x_phase_units` 0): one unit per iteration
+    /// at pipeline depth 1 (its loads, or the ring's copies ahead and its reads, then its
+    /// MMAs), or two units in flight at depth 2; `staging` (the whole part's activations, if
+    /// staged) before it. The ring's prologue, if any, is the caller's.
+    #[allow(clippy::too_many_arguments)]
+    fn mma_unphased(
+        &mut self,
+        t: &MmaTiling,
+        kwarp: Reg,
+        (begin, units): (Expr, Expr),
+        un_reg: Reg,
+        totals: &[Reg],
+        out: &mut Vec<Stmt>,
+        mut staging: Vec<Stmt>,
+    ) -> Result<(), LowerError> {
+        let kwarps = t.kwarps;
+        match self.s.pipeline_depth {
+            1 => {
+                // The ring's first copies are issued before the activations' staging, so their
+                // latency overlaps it.
+                out.append(&mut staging);
+                let buf = self.mma_buffers(t);
+                let mut body = self.mma_unit_loads(t, &buf, un_reg);
+                body.extend(self.mma_compute(t, &buf, un_reg, totals));
+                let start = add(begin, r(kwarp));
+                out.push(for_loop(un_reg, start, units, u(kwarps), body));
+            }
+            2 => {
+                // Software pipelining: unit u + kwarps's loads are in flight while unit u
+                // computes. Every condition is warp-uniform (kwarp is), so the MMAs under them
+                // run with the whole warp.
+                out.push(comment(if t.xs.is_some() {
+                    "pipelined: the next unit's loads are issued before this unit's MMAs, the first unit's before the activations' staging"
+                } else {
+                    "pipelined: the next unit's loads are issued before this unit's MMAs"
+                }));
+                let (b0, b1) = (self.mma_buffers(t), self.mma_buffers(t));
+                let u1 = self.k.reg(Ty::U32, "next_unit");
+                let u2 = self.k.reg(Ty::U32, "after_next");
+                out.push(assign(u1, add(begin.clone(), r(kwarp))));
+                let first = self.mma_loads(t, &b0, u1);
+                when(lt(r(u1), units.clone()), first, out);
+                out.append(&mut staging);
+                let mut body = vec![assign(u1, add(r(un_reg), u(kwarps)))];
+                let next = self.mma_loads(t, &b1, u1);
+                when(lt(r(u1), units.clone()), next, &mut body);
+                body.extend(self.mma_compute(t, &b0, un_reg, totals));
+                body.push(assign(u2, add(r(un_reg), u(2 * kwarps))));
+                let after = self.mma_loads(t, &b0, u2);
+                when(lt(r(u2), units.clone()), after, &mut body);
+                let second = self.mma_compute(t, &b1, u1, totals);
+                when(lt(r(u1), units.clone()), second, &mut body);
+                let start = add(begin, r(kwarp));
+                out.push(for_loop(un_reg, start, units, u(2 * kwarps), body));
+            }
+            d => return sched(format!("INT4 mma: pipeline depth {d} (1 or 2)")),
+        }
+        Ok(())
+    }
+
+    /// The cross-slice reduction's stores: each K warp's D fragments (`totals`) to the LDS sums
+    /// of its weight, batch rows `row0 + 8j + 2t + i % 2` of the pass (those inside it), at
+    /// `(kwarp · batch + row) · c + column` (`batch` every row of the GEMV: the epilogue adds
+    /// the K warps' sums of every row after the workgroup barrier that follows).
+    fn mma_sums_to_lds(
+        &mut self,
+        (cwarp, kwarp, c, batch): (Reg, Reg, usize, usize),
+        t: &MmaTiling,
+        totals: &[Reg],
+        out: &mut Vec<Stmt>,
+    ) {
+        let (tq, quad) = (t.tq, t.quad);
         out.push(comment("cross-slice reduction: each K slice's sums to LDS (batch rows 2t, 2t+1 of the D fragment), added in slice order after the barrier"));
-        for mi in 0..m {
-            for j in 0..ntiles {
+        for mi in 0..t.weights.len() {
+            for j in 0..t.ntiles {
                 for p in 0..2 {
                     for i in 0..4 {
                         let row = add(mul(r(tq), u(2)), u(i % 2));
                         let b = if j == 0 { row } else { add(u(8 * j), row) };
+                        let at_row = match &t.row0 {
+                            Some(row0) => add(row0.clone(), b.clone()),
+                            None => b.clone(),
+                        };
                         let col = add(
                             mul(r(cwarp), u(32)),
                             add(mul(r(quad), u(4)), u(2 * p + i / 2)),
                         );
-                        let idx = add(mul(add(mul(r(kwarp), u(batch)), b.clone()), u(c)), col);
+                        let idx = add(mul(add(mul(r(kwarp), u(batch)), at_row), u(c)), col);
                         let st = store(
                             self.lds_at(self.red[mi], idx),
-                            vec![r(totals[(mi * ntiles + j) * 8 + p * 4 + i])],
+                            vec![r(totals[(mi * t.ntiles + j) * 8 + p * 4 + i])],
                         );
-                        when(lt(b, u(batch)), vec![st], out);
+                        when(lt(b, u(t.batch)), vec![st], out);
                     }
                 }
             }
         }
-        out.push(Stmt::WorkgroupBarrier);
-        Ok(())
     }
 
     /// The phased stage at pipeline depth 2 (`x_phase_units` = the K warps, an even count of
@@ -1086,7 +1216,7 @@ impl Lowering<'_> {
                     xs.clone(),
                     at(
                         t.x.clone().expect("unstaged activations"),
-                        add(mul(tile_row(t.quad, j), u(t.kdim)), mul(kword, u(8))),
+                        add(mul(t.x_row(j), u(t.kdim)), mul(kword, u(8))),
                     ),
                 );
                 when(lt(r(t.quad), u(t.rows_in(j))), vec![ld], &mut out);
@@ -1380,6 +1510,14 @@ fn tile_row(quad: Reg, j: usize) -> Expr {
 }
 
 impl MmaTiling {
+    /// The batch row lane quad `quad` loads for N tile `j`: `row0 + 8j + quad`.
+    fn x_row(&self, j: usize) -> Expr {
+        match &self.row0 {
+            Some(row0) => add(row0.clone(), tile_row(self.quad, j)),
+            None => tile_row(self.quad, j),
+        }
+    }
+
     /// The batch rows N tile `j` holds (8, fewer in a last partial tile).
     fn rows_in(&self, j: usize) -> usize {
         (self.batch - 8 * j).min(8)
