@@ -197,6 +197,45 @@ fn sm90_space_past_batch_8_offers_six_k_warps() {
     }
 }
 
+/// sm_90 (issue 40): past batch 32 the quick space offers the rows in passes of 16 and 32 on
+/// the tensor cores (the unstaged 32-column form), at several K splits, and they lower with one
+/// weight pass per tile; at batch 32 it offers none.
+#[test]
+fn sm90_space_past_batch_32_offers_batch_tiles() {
+    for batch in [32, 64] {
+        let k = suite::op_kernel(&CaseSpec {
+            kernel: KernelId::GemvInt4.into(),
+            tp: 1,
+            batch,
+            shape: ShapeKind::Model,
+        })
+        .unwrap()
+        .unwrap();
+        let all = space::enumerate(Arch::Sm90, &k, true);
+        for rows in [16, 32] {
+            let tiled: Vec<&Schedule> = all.iter().filter(|s| s.batch_tile == rows).collect();
+            if batch <= 32 {
+                assert!(tiled.is_empty(), "batch {batch}: tiles of {rows} offered");
+                continue;
+            }
+            assert!(
+                tiled.len() >= 2,
+                "batch {batch}: {} forms with tiles of {rows}",
+                tiled.len()
+            );
+            for s in tiled {
+                let lowered =
+                    lower(&k, Arch::Sm90, s).unwrap_or_else(|e| panic!("batch {batch} {s:?}: {e}"));
+                assert_eq!(
+                    lowered.weight_passes,
+                    (batch as u32).div_ceil(rows),
+                    "{s:?}"
+                );
+            }
+        }
+    }
+}
+
 /// sm_90 (issue 40): the quick space offers the weights' L2 prefetch 4 units ahead on the
 /// tensor-core default at batch 1, 16 and 64; it lowers with `prefetch.l2` statements and its
 /// summary names it. gfx906, which has no prefetch instruction, is offered none.

@@ -208,7 +208,7 @@ fn invalid_batch_tile_on_the_fma_path_is_refused_gfx906() {
         .expect_err("refused")
         .to_string();
     assert!(
-        e.contains("batch_tile = 8 is lowered on the dot2 path only"),
+        e.contains("batch_tile = 8 is lowered on the dot2 and tensor-core paths only"),
         "{e}"
     );
 }

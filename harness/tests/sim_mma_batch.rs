@@ -589,3 +589,101 @@ fn mma_l2_prefetch_stays_in_its_arrays_and_matches_sm90() {
         );
     }
 }
+
+/// Batch tiles on the tensor cores (`batch_tile`, a multiple of 8, activations unstaged): batch
+/// 64 in passes of 32 and 16, batch 40 in passes of 16 and a last one of 8, with the scale per
+/// unit and on the weights, at pipeline depths 1 and 2, for `gemv_int4` and the fused
+/// allreduce + RMSNorm kernel (TP 2: its epilogue reads every pass's rows), against the f64
+/// reference. Each pass holds only its rows' accumulators: a pass's MMAs are `ceil(rows / 8)`
+/// per A fragment, and the weights are read once per pass (`weight_passes`).
+#[test]
+fn mma_batch_tiles_match_the_reference_sm90() {
+    let tol = tolerance(ScalarType::F16);
+    let unstaged = "x_in_lds=false,x_phase_units=0,k_unit_words=4,columns_per_workgroup=32,threads_per_column=2,workgroup_size=64";
+    let cases: [(KernelId, u32, usize, usize, &str); 6] = [
+        (KernelId::GemvInt4, 1, 64, 32, "mma_scale=weight"),
+        (KernelId::GemvInt4, 1, 64, 16, "mma_scale=unit"),
+        (KernelId::GemvInt4, 1, 40, 16, "mma_scale=unit"),
+        (
+            KernelId::GemvInt4,
+            1,
+            40,
+            16,
+            "mma_scale=weight,pipeline_depth=2",
+        ),
+        (
+            KernelId::GemvInt4AllreduceRmsnorm,
+            2,
+            64,
+            32,
+            "mma_scale=weight",
+        ),
+        (
+            KernelId::GemvInt4AllreduceRmsnorm,
+            2,
+            40,
+            16,
+            "mma_scale=unit",
+        ),
+    ];
+    for (id, tp, batch, rows, spec) in cases {
+        let spec = format!("{unstaged},{spec},batch_tile={rows}");
+        let p = prepare(id, tp, batch, &spec)
+            .unwrap_or_else(|e| panic!("{id} tp {tp} batch {batch} `{spec}`: {e}"));
+        let passes = batch.div_ceil(rows);
+        assert_eq!(
+            p.lowered.weight_passes as usize, passes,
+            "{id} {batch} `{spec}`"
+        );
+        // Per A fragment, the MMAs of one pass's N tiles: rows / 8 in the tile loop, and the
+        // last pass's where the rows do not divide.
+        let all = mmas(&p.lowered.body);
+        let mut distinct: Vec<[Reg; 4]> = all.iter().map(|m| m.0).collect();
+        distinct.dedup();
+        let per_fragment: Vec<usize> = distinct
+            .iter()
+            .map(|a| all.iter().filter(|m| m.0 == *a).count())
+            .collect();
+        let rest = batch % rows;
+        assert!(
+            per_fragment
+                .iter()
+                .all(|&n| n == rows / 8 || (rest > 0 && n == rest.div_ceil(8))),
+            "{id} {batch} `{spec}`: MMAs per A fragment {per_fragment:?}"
+        );
+        clean_sweep(
+            &p,
+            SEED ^ 0x71E5 ^ batch as u64,
+            &format!("{id} tp {tp} batch {batch} `{spec}`"),
+            tol,
+        );
+    }
+}
+
+/// Batch tiles on the tensor cores where a pass cannot load its own rows are refused, naming
+/// what the tiles need: a staged stage (whole or in phases), the asynchronous ring, rows not a
+/// multiple of 8.
+#[test]
+fn mma_batch_tiles_out_of_shape_are_refused_sm90() {
+    let cases = [
+        ("x_in_lds=true,batch_tile=32", "x_in_lds = false"),
+        (
+            "x_in_lds=false,x_phase_units=0,batch_tile=12",
+            "a multiple of 8",
+        ),
+        (
+            "x_in_lds=false,x_phase_units=0,k_unit_words=4,async_stages=2,pipeline_depth=1,batch_tile=32",
+            "async_stages = 0",
+        ),
+    ];
+    for (spec, needs) in cases {
+        let e = prepare(KernelId::GemvInt4, 1, 64, spec)
+            .err()
+            .unwrap_or_else(|| panic!("`{spec}` lowered"));
+        let text = e.to_string();
+        assert!(
+            text.contains("batch_tile") && text.contains(needs),
+            "`{spec}`: {text}"
+        );
+    }
+}

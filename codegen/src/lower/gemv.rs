@@ -366,7 +366,7 @@ impl Lowering<'_> {
         }
         if !t.dot2 {
             return sched(format!(
-                "batch_tile = {rows} is lowered on the dot2 path only (int4_dot = dot2)"
+                "batch_tile = {rows} is lowered on the dot2 and tensor-core paths only (int4_dot = dot2 or mma, not fma)"
             ));
         }
         if t.x.is_none() {

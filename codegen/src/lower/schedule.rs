@@ -307,8 +307,13 @@ pub struct Schedule {
     /// instead of growing with the batch (214 VGPRs, one wave per SIMD, at batch 32). The weights of the workgroup's K part are loaded and decoded
     /// once per tile (`ceil(batch / batch_tile)` times; each decoded pair still feeds a dot2 per
     /// row of the tile). A last tile of `batch mod batch_tile` rows where it does not divide.
-    /// 0 (or at least the batch): one tile of all rows. Not lowered on the other INT4 paths or
-    /// with a GEMV prologue. Absent in stored schedules: 0.
+    /// The sm_90 tensor-core path takes it too (`gemv/mma.rs`): a multiple of 8 (whole N tiles),
+    /// activations unstaged (`x_in_lds` false, no phases, no ring); each pass its rows' MMAs
+    /// and accumulators, its sums into the cross-slice reduction's rows, one workgroup barrier
+    /// after the last (issue 40; measured on an H100 level to 17 % faster than the batch-64
+    /// defaults at two shapes and slower at two, `bench/results/2026-12-07-gpu-mma-batch-tiles/`:
+    /// no default takes it, the tuner tries it). 0 (or at least the batch): one tile of all
+    /// rows. Not lowered on the FMA path or with a GEMV prologue. Absent in stored schedules: 0.
     #[serde(default)]
     pub batch_tile: u32,
 }
@@ -533,12 +538,7 @@ impl Schedule {
                     "async_stages",
                     "l2_prefetch_units",
                 ],
-                Int4Dot::Mma => vec![
-                    "nibble_decode",
-                    "int4_scaling",
-                    "accumulators",
-                    "batch_tile",
-                ],
+                Int4Dot::Mma => vec!["nibble_decode", "int4_scaling", "accumulators"],
             },
         };
         // One batch row: nothing to tile.

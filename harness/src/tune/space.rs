@@ -9,8 +9,8 @@
 //! 3. every tile (workgroup size × words per lane × K slices, or FP16 lanes per column) with the
 //!    default's other fields;
 //! 4. on sm_90, every tensor-core tile ([`Int4Dot::Mma`]) at pipeline depths 1 and 2, past batch
-//!    8 the wide ones also with the activations staged in phases (`x_phase_units`), then every
-//!    FMA tile with the inner loop the issue expects to win (`magic` decode, `per_unit` scaling);
+//!    8 the wide ones also with the activations staged in phases (`x_phase_units`), past 32 the
+//!    rows in passes ([`MMA_BATCH_TILES`]), then every FMA tile with the inner loop the issue expects to win (`magic` decode, `per_unit` scaling);
 //! 5. the rest of the full product in a seeded pseudo-random order (skipped by `--quick`).
 //!
 //! Only schedules that satisfy the field relations documented on [`Schedule`] are produced; the
@@ -55,6 +55,11 @@ pub const L2_PREFETCH_UNITS: u32 = 4;
 /// batch 16 and slower at three other shapes, on one H100
 /// (`bench/results/2026-12-07-gpu-kwarps/`, `…-kwarps-units4/`): a per-shape choice.
 pub const MMA_EXTRA_K_WARPS: [u32; 2] = [5, 6];
+/// Tensor-core INT4 past batch 32: batch tiles tried ([`Schedule::batch_tile`]), each pass the
+/// unstaged 32-column form of that batch. Passes of 16 were 17 % faster than the default at
+/// 4352 → 5120 batch 64 and 21 % slower at 5120 → 17408, passes of 32 the other way round
+/// (−2.7 %, +7 %), on one H100 (`bench/results/2026-12-07-gpu-mma-batch-tiles/`).
+pub const MMA_BATCH_TILES: [u32; 2] = [16, 32];
 /// Tensor-core INT4: workgroups per column tile tried (split-K). 5 is there for K = 5120 (40
 /// units of 16 words): 2 units per K warp of 4, the split the sm_90 default takes at TP > 1
 /// (`bench/results/2026-11-30-h200-ksplit/`), which powers of two cannot give.
@@ -253,6 +258,41 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
                 out.push(Schedule {
                     k_split,
                     ..t.clone()
+                });
+            }
+        }
+    }
+    // Past batch 32: the rows in passes of 16 or 32 ([`MMA_BATCH_TILES`]), each pass the
+    // unstaged 32-column form (4 K warps, units of 8; the scale per unit for passes of 16, on
+    // the weights for 32, as the defaults take them at those batches), at every K split.
+    if let (Family::Int4 { k, group_words, .. }, Int4Dot::Mma, true) =
+        (family, default.int4_dot, batch_of(kernel) > 32)
+        && group_words % 8 == 0
+    {
+        let units = k / 64;
+        for rows in MMA_BATCH_TILES
+            .into_iter()
+            .filter(|&r| (r as usize) < batch_of(kernel))
+        {
+            for k_split in K_SPLITS.into_iter().filter(|p| units % *p as usize == 0) {
+                out.push(Schedule {
+                    workgroup_size: 128,
+                    columns_per_workgroup: 32,
+                    threads_per_column: 4,
+                    k_unit_words: 8,
+                    x_in_lds: false,
+                    x_phase_units: 0,
+                    pipeline_depth: 1,
+                    async_stages: 0,
+                    l2_prefetch_units: 0,
+                    mma_scale: if rows == 16 {
+                        MmaScale::Unit
+                    } else {
+                        MmaScale::Weight
+                    },
+                    batch_tile: rows,
+                    k_split,
+                    ..default.clone()
                 });
             }
         }
