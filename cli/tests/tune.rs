@@ -223,6 +223,7 @@ fn sm90_space_past_batch_32_offers_batch_tiles() {
                 "batch {batch}: {} forms with tiles of {rows}",
                 tiled.len()
             );
+            let family = space::Family::of(&k);
             for s in tiled {
                 let lowered =
                     lower(&k, Arch::Sm90, s).unwrap_or_else(|e| panic!("batch {batch} {s:?}: {e}"));
@@ -231,6 +232,7 @@ fn sm90_space_past_batch_32_offers_batch_tiles() {
                     (batch as u32).div_ceil(rows),
                     "{s:?}"
                 );
+                assert!(space::summary(s, family).contains(&format!(" bt{rows}")));
             }
         }
     }

@@ -695,12 +695,14 @@ fn sm90_gemv_alone_at_batch_9_to_16_takes_units_of_8() {
 }
 
 /// sm_90, a GEMV alone at batch 57–64 (eight N tiles), `whole_rounds`: at K up to 8192 the
-/// 64-column tile (two K warps) staged in phases of one unit of 8 K-words per K warp, the scale
-/// on the weights, the most K parts that keep the grid within one round of 3 workgroups per SM
-/// with an even count of units per part — no split at 5120 -> 17408 (272 tiles), 5 parts at one
-/// TP 4 rank's 5120 -> 4352 (68 tiles), 2 at 4352 -> 5120 (80 tiles, 68 units: 4 parts leave 17);
-/// past it (17408 -> 5120) the 128-column tile of `wide_phased` with units of 16 in 8 parts. The
-/// measured schedules (bench/results/2026-12-07-gpu-round-rules); each lowers within the static
+/// 64-column tile (two K warps) staged in phases of one unit per K warp, the scale on the
+/// weights, the most K parts that keep the grid within one round of 3 workgroups per SM with an
+/// even count of units per part, in units of 16 K-words where they allow as many parts as
+/// units of 8 — no split at 5120 -> 17408 (272 tiles; units of 16), 5 parts at one TP 4 rank's
+/// 5120 -> 4352 (68 tiles; units of 16), 2 at 4352 -> 5120 (80 tiles, units of 8: 68 units, 4
+/// parts leave 17; of 16, 2 parts leave 17); past it (17408 -> 5120) the 128-column tile of
+/// `wide_phased` with units of 16 in 8 parts. The measured schedules
+/// (bench/results/2026-12-07-gpu-round-rules, …-tune-new-space); each lowers within the static
 /// LDS. Batch 32, the fused and the two-weight kernels keep what they had.
 #[test]
 fn sm90_gemv_alone_at_batch_57_to_64_fits_one_round() {
@@ -716,9 +718,9 @@ fn sm90_gemv_alone_at_batch_57_to_64_fits_one_round() {
         ..Shapes::qwen27b(tp, batch)
     };
     for (shapes, form) in [
-        (Shapes::qwen27b(1, 64), (64, 2, 8, 2, 1)),
-        (Shapes::qwen27b(1, 57), (64, 2, 8, 2, 1)),
-        (Shapes::qwen27b(4, 64), (64, 2, 8, 2, 5)),
+        (Shapes::qwen27b(1, 64), (64, 2, 16, 2, 1)),
+        (Shapes::qwen27b(1, 57), (64, 2, 16, 2, 1)),
+        (Shapes::qwen27b(4, 64), (64, 2, 16, 2, 5)),
         (shaped(4352, 5120, 1, 64), (64, 2, 8, 2, 2)),
         (shaped(17408, 5120, 1, 64), (128, 1, 16, 1, 8)),
     ] {

@@ -395,12 +395,28 @@ fn whole_rounds(arch: Arch, kernel: &Kernel, s: Schedule) -> Schedule {
                 pipeline_depth: 1,
                 ..s.clone()
             };
-            match most_within(&form, 3 * sms, 2, true) {
-                Some(p) => Schedule {
+            // Units of 16 (a whole group of 128) where they keep the grid as large: the tuner's
+            // winner at 5120 → 17408 and 5120 → 4352 (67.04 vs 76.90 µs and 29.58 vs 31.95 by
+            // `ab`, one H100 call, bench/results/2026-12-07-gpu-tune-new-space/); at 4352 →
+            // 5120 they would halve the K parts (17 units of 16 per part is odd), so units of 8.
+            let wide = Schedule {
+                k_unit_words: 16,
+                ..form.clone()
+            };
+            let p8 = most_within(&form, 3 * sms, 2, true);
+            let p16 = gptq_group_words(kernel)
+                .filter(|g| g % 16 == 0)
+                .and_then(|_| most_within(&wide, 3 * sms, 2, true));
+            match (p8, p16) {
+                (Some(p8), Some(p16)) if p16 >= p8 => Schedule {
+                    k_split: p16 as u32,
+                    ..wide
+                },
+                (Some(p), _) => Schedule {
                     k_split: p as u32,
                     ..form
                 },
-                None => s,
+                (None, _) => s,
             }
         }
         _ => s,

@@ -346,9 +346,18 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
     // Phased tensor-core schedules whose stage does not fit beside the sums (a larger unit or
     // phase than the phased default's) are left out: the lowering would refuse them.
     let rows = (batch_of(kernel), gemv_ops(kernel));
+    // And phases that divide their K part (a K split or unit of a phased default can leave a
+    // part of 5 units for phases of 2: the lowering refuses it).
+    let phases_divide = |s: &Schedule| match family {
+        Family::Int4 { k, .. } if s.x_phase_units > 0 => {
+            let part = k / 8 / s.k_unit_words.max(1) as usize / s.k_split.max(1) as usize;
+            part % s.x_phase_units as usize == 0
+        }
+        _ => true,
+    };
     out.list
         .into_iter()
-        .filter(|s| phased_fits(arch, s, rows))
+        .filter(|s| phased_fits(arch, s, rows) && phases_divide(s))
         .collect()
 }
 
@@ -887,6 +896,10 @@ pub fn summary(s: &Schedule, family: Family) -> String {
         }
         if s.l2_prefetch_units > 0 {
             out.push_str(&format!(" pf{}", s.l2_prefetch_units));
+        }
+        // Rows in passes: two candidates that differ only there read apart.
+        if s.batch_tile > 0 {
+            out.push_str(&format!(" bt{}", s.batch_tile));
         }
     } else if let (Family::Int4 { .. }, Int4Dot::Dot2) = (family, s.int4_dot) {
         out.push_str(&format!(" ku{} dot2", s.k_unit_words));
