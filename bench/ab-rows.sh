@@ -4,7 +4,8 @@
 # one `wavefuse ab gemv_int4 --timing graphs --iters 200` at the issue's shapes:
 #   n17408 = 5120 -> 17408, k17408 = 17408 -> 5120, n4352 = 5120 -> 4352 (TP 4 rank),
 #   k4352 = 4352 -> 5120 (TP 4 rank); its report in $OUT/TAG.txt and $FINAL/ab/ (kept as it
-#   runs: a call cut short returns it), a line per call in $OUT/exits.txt and $FINAL/progress.txt.
+#   runs: a call cut short returns it), a line per call in $OUT/exits.txt and $FINAL/progress.txt;
+# and `start_marlin` / `run_others` for Marlin, tinygemm and cuBLAS in the same call (below).
 T0=$(date +%s)
 el() { echo $(($(date +%s) - T0)); }
 exec > >(tee "$OUT/log.txt") 2>&1
@@ -24,4 +25,21 @@ run_ab() { # tag shape batches override
   { tail -1 "$OUT/exits.txt"; grep -E " generated |ERROR|refused" "$OUT/$tag.txt" | cut -c1-150; } >> "$FINAL/progress.txt"
   mkdir -p "$FINAL/ab"
   cp "$OUT/$tag.txt" "$FINAL/ab/"
+}
+# Marlin beside the wavefuse rows: `start_marlin` builds it in the background (bench/marlin-build.sh
+# into /tmp/marlin), `run_others "B1,B2,…"` waits for the build and runs bench/torch/marlin_bench.py
+# (Marlin, tinygemm, cuBLAS FP16) at the four shapes and those batches into
+# $OUT/others.txt, its Markdown table into $FINAL/others.md.
+start_marlin() {
+  bash bench/marlin-build.sh /tmp/marlin "$OUT/marlin-build.txt" &
+  MARLIN_BUILD=$!
+}
+run_others() {
+  wait "$MARLIN_BUILD"
+  tail -1 "$OUT/marlin-build.txt" | tee -a "$FINAL/progress.txt"
+  timeout 150 python3 bench/torch/marlin_bench.py "$OUT/others.json" --lib /tmp/marlin/libmarlin.so \
+      --marlin-dir carry/marlin --marlin-commit "$(cat carry/marlin/COMMIT)" \
+      --shapes 5120x17408,17408x5120,5120x4352,4352x5120 --batches "$1" > "$OUT/others.txt" 2>&1
+  echo "others: exit $? ($(el) s)" | tee -a "$OUT/exits.txt" "$FINAL/progress.txt"
+  grep -E "^\|" "$OUT/others.txt" > "$FINAL/others.md"
 }

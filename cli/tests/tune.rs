@@ -26,6 +26,18 @@ fn ir(id: KernelId, tp: u32) -> wavefuse::ir::Kernel {
     .unwrap()
 }
 
+/// `gemv_int4` at the model shapes, TP 1, `batch` rows.
+fn gemv_int4_at(batch: usize) -> wavefuse::ir::Kernel {
+    suite::op_kernel(&CaseSpec {
+        kernel: KernelId::GemvInt4.into(),
+        tp: 1,
+        batch,
+        shape: ShapeKind::Model,
+    })
+    .unwrap()
+    .unwrap()
+}
+
 fn wavefuse(args: &[&str], cache: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_wavefuse"))
         .args(args)
@@ -112,14 +124,7 @@ fn gfx906_space_offers_larger_activation_phases() {
 #[test]
 fn sm90_space_past_batch_8_offers_phased_wide_tiles() {
     for batch in [16, 64] {
-        let k = suite::op_kernel(&CaseSpec {
-            kernel: KernelId::GemvInt4.into(),
-            tp: 1,
-            batch,
-            shape: ShapeKind::Model,
-        })
-        .unwrap()
-        .unwrap();
+        let k = gemv_int4_at(batch);
         let all = space::enumerate(Arch::Sm90, &k, true);
         let phased: Vec<&Schedule> = all
             .iter()
@@ -167,14 +172,7 @@ fn sm90_space_past_batch_8_offers_phased_wide_tiles() {
 #[test]
 fn sm90_space_past_batch_8_offers_six_k_warps() {
     for batch in [8, 16, 32] {
-        let k = suite::op_kernel(&CaseSpec {
-            kernel: KernelId::GemvInt4.into(),
-            tp: 1,
-            batch,
-            shape: ShapeKind::Model,
-        })
-        .unwrap()
-        .unwrap();
+        let k = gemv_int4_at(batch);
         let default = Schedule::default_for(Arch::Sm90, &k);
         let all = space::enumerate(Arch::Sm90, &k, true);
         let six = |scale: MmaScale| Schedule {
@@ -203,14 +201,7 @@ fn sm90_space_past_batch_8_offers_six_k_warps() {
 #[test]
 fn sm90_space_past_batch_32_offers_batch_tiles() {
     for batch in [32, 64] {
-        let k = suite::op_kernel(&CaseSpec {
-            kernel: KernelId::GemvInt4.into(),
-            tp: 1,
-            batch,
-            shape: ShapeKind::Model,
-        })
-        .unwrap()
-        .unwrap();
+        let k = gemv_int4_at(batch);
         let all = space::enumerate(Arch::Sm90, &k, true);
         for rows in [16, 32] {
             let tiled: Vec<&Schedule> = all.iter().filter(|s| s.batch_tile == rows).collect();
@@ -244,14 +235,7 @@ fn sm90_space_past_batch_32_offers_batch_tiles() {
 #[test]
 fn sm90_space_offers_the_weights_l2_prefetch_and_gfx906_none() {
     for batch in [1, 16, 64] {
-        let k = suite::op_kernel(&CaseSpec {
-            kernel: KernelId::GemvInt4.into(),
-            tp: 1,
-            batch,
-            shape: ShapeKind::Model,
-        })
-        .unwrap()
-        .unwrap();
+        let k = gemv_int4_at(batch);
         let default = Schedule::default_for(Arch::Sm90, &k);
         let all = space::enumerate(Arch::Sm90, &k, true);
         let family = space::Family::of(&k);
