@@ -399,8 +399,6 @@ impl Lowering<'_> {
             };
             let tiled = MmaTiling {
                 row0: Some(mul(r(tile_reg), u(rows))),
-                weights: t.weights.clone(),
-                x: t.x.clone(),
                 ..t
             };
             pass(self, &tiled, &mut body)?;
