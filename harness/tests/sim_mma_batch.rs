@@ -687,3 +687,32 @@ fn mma_batch_tiles_out_of_shape_are_refused_sm90() {
         );
     }
 }
+
+/// The workgroup barrier after the passes of the tensor-core GEMV in batch tiles (§5.2: every pass's sums
+/// stored in the cross-slice reduction before the epilogue reads them, other K warps' rows
+/// included) removed: the simulator reports the read of another lane's sums with no barrier
+/// between, on every schedule of the sweep. No barrier between passes is needed (they store
+/// disjoint rows and read no LDS), and the unmutated kernel is clean
+/// (`mma_batch_tiles_match_the_reference_sm90`).
+#[test]
+fn mma_batch_tiles_without_the_reduction_barrier_are_caught_sm90() {
+    let spec = "x_in_lds=false,x_phase_units=0,k_unit_words=4,columns_per_workgroup=32,threads_per_column=2,workgroup_size=64,mma_scale=weight,batch_tile=16";
+    let mut p = prepare(KernelId::GemvInt4, 1, 40, spec).expect("lowers");
+    // The first barrier in program order: the passes stage nothing, so it is the one after
+    // the last pass (the epilogue's own follow it).
+    let mut removed = false;
+    p.lowered.body = support::rewrite(std::mem::take(&mut p.lowered.body), &mut |s| match s {
+        Stmt::WorkgroupBarrier if !removed => {
+            removed = true;
+            vec![]
+        }
+        s => vec![s],
+    });
+    assert!(removed, "no workgroup barrier");
+    let r = sweep(&p, SEED, 0, BARRIER_MUTANT_SCHEDULES, |_, _| {}).expect("simulates");
+    let text = summary(&p, &r);
+    assert!(
+        r.failing == BARRIER_MUTANT_SCHEDULES,
+        "the reduction barrier removed, not caught on every schedule:\n{text}"
+    );
+}
