@@ -168,13 +168,22 @@ fn sm90_space_past_batch_8_offers_phased_wide_tiles() {
 
 /// sm_90 (issue 40): past batch 8 the quick space offers the default's tile with 6 K warps
 /// (192 lanes), with the default's scale and with the scale on the weights, and it lowers; at
-/// batch 8 and below it does not (measured only past 8).
+/// batch 8 and below it does not (measured only past 8). Past 8 the FMA tiles (4–16× slower
+/// there) come after every tensor-core form, so a quick budget reaches those first.
 #[test]
 fn sm90_space_past_batch_8_offers_six_k_warps() {
     for batch in [8, 16, 32] {
         let k = gemv_int4_at(batch);
         let default = Schedule::default_for(Arch::Sm90, &k);
         let all = space::enumerate(Arch::Sm90, &k, true);
+        let first_fma = all.iter().position(|s| s.int4_dot == Int4Dot::Fma);
+        let last_mma = all.iter().rposition(|s| s.int4_dot == Int4Dot::Mma);
+        if batch > 8 {
+            assert!(
+                first_fma > last_mma,
+                "batch {batch}: FMA at {first_fma:?}, MMA to {last_mma:?}"
+            );
+        }
         let six = |scale: MmaScale| Schedule {
             workgroup_size: 192,
             threads_per_column: 6,

@@ -7,7 +7,8 @@
 //!    the columns recomputed from the INT4 / FP16 relation), and past batch 8 on the tensor
 //!    cores the default's tile with 5 and 6 K warps ([`MMA_EXTRA_K_WARPS`]);
 //! 3. every tile (workgroup size × words per lane × K slices, or FP16 lanes per column) with the
-//!    default's other fields;
+//!    default's other fields (on the tensor cores past batch 8 these and the FMA neighbours come
+//!    after 4);
 //! 4. on sm_90, every tensor-core tile ([`Int4Dot::Mma`]) at pipeline depths 1 and 2, past batch
 //!    8 the wide ones also with the activations staged in phases (`x_phase_units`), past 32 the
 //!    rows in passes ([`MMA_BATCH_TILES`]), then every FMA tile with the inner loop the issue expects to win (`magic` decode, `per_unit` scaling);
@@ -155,8 +156,18 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
     let mut out = Ordered::default();
     out.push(default.clone());
     let tiles = tiles(arch, family, &default);
+    // On the tensor cores past batch 8 the FMA forms (neighbours and tiles) come after the
+    // tensor-core ones: there they took 170–400 µs against 26–58 (17408 → 5120 batch 16 on an
+    // H100, bench/results/2026-12-07-gpu-store-check/tune-k17408-b16.md) and, first, filled
+    // most of a quick budget of 60.
+    let fma_late = default.int4_dot == Int4Dot::Mma && batch_of(kernel) > 8;
+    let mut late = vec![];
     for s in neighbours(&default, family, &tiles) {
-        out.push(s);
+        if fma_late && s.int4_dot == Int4Dot::Fma {
+            late.push(s);
+        } else {
+            out.push(s);
+        }
     }
     // Past batch 8: the default's tile with 5 and 6 K warps ([`MMA_EXTRA_K_WARPS`]), with the
     // default's scale and with the scale on the weights (64 registers where the default's scale
@@ -214,8 +225,10 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
             }
         }
     }
-    for t in &tiles {
-        out.push(t.clone());
+    if !fma_late {
+        for t in &tiles {
+            out.push(t.clone());
+        }
     }
     let mma = mma_tiles(arch, family, &default);
     for t in &mma {
@@ -311,6 +324,11 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
                     ..t.clone()
                 });
             }
+        }
+    }
+    if fma_late {
+        for s in late.into_iter().chain(tiles.iter().cloned()) {
+            out.push(s);
         }
     }
     if let Family::Int4 { .. } = family {
