@@ -54,11 +54,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
     /// A writer for `k`, whose facts are `info` ([`validate`](crate::lowered::validate::validate)'s
     /// result, or [`LoweredInfo::derive`]).
     pub fn new(k: &'k LoweredKernel, info: &'k LoweredInfo, d: D) -> Self {
-        let shared_addressed = if d.shared_address("a", "b").is_some() {
-            async_copy_targets(&k.body)
-        } else {
-            vec![]
-        };
+        // Where the dialect has no asynchronous copy it declares no shared address either and
+        // the copies fall back to synchronous ones (`Writer::async_copy`).
+        let shared_addressed = async_copy_targets(&k.body);
         Writer {
             k,
             info,
