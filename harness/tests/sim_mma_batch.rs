@@ -716,3 +716,65 @@ fn mma_batch_tiles_without_the_reduction_barrier_are_caught_sm90() {
         "the reduction barrier removed, not caught on every schedule:\n{text}"
     );
 }
+
+/// Pipeline depths 2 to 4 (`mma.rs` `mma_unphased`: the weights of the next `depth − 1` units
+/// in flight, each in its own buffer; the activations read into one set just before their
+/// unit's MMAs). At the small shapes a K warp has 4 units of 4 K-words (2 of 8): depth 3 leaves
+/// a last iteration with one unit of three, depth 4 with 8-word units asks for more units than
+/// the warp has — the tails the loop's conditions mask. Batch 1 (one N tile), 9 (a partial
+/// tile), 32 and 64 (the scale on the weights), staged and unstaged activations, the fused TP 2
+/// kernel: every one against the f64 reference.
+#[test]
+fn mma_deeper_pipelines_match_the_reference_sm90() {
+    let tol = tolerance(ScalarType::F16);
+    let cases: [(KernelId, u32, usize, &str); 6] = [
+        (KernelId::GemvInt4, 1, 9, "x_in_lds=false,k_unit_words=4"),
+        (KernelId::GemvInt4, 1, 9, "x_in_lds=true,k_unit_words=4"),
+        (KernelId::GemvInt4, 1, 32, "x_in_lds=false,k_unit_words=8"),
+        (
+            KernelId::GemvInt4,
+            1,
+            64,
+            "x_in_lds=false,x_phase_units=0,k_unit_words=4,mma_scale=weight",
+        ),
+        (
+            KernelId::GemvInt4AllreduceRmsnorm,
+            2,
+            16,
+            "x_in_lds=false,k_unit_words=4",
+        ),
+        (KernelId::GemvInt4DualSilu, 1, 16, "x_in_lds=false,k_unit_words=8"),
+    ];
+    for (id, tp, batch, form) in cases {
+        for depth in 2..=4 {
+            let spec = format!("{form},pipeline_depth={depth}");
+            let p = prepare(id, tp, batch, &spec)
+                .unwrap_or_else(|e| panic!("{id} tp {tp} batch {batch} `{spec}`: {e}"));
+            clean_sweep(
+                &p,
+                SEED ^ (batch * 16 + depth) as u64,
+                &format!("{id} tp {tp} batch {batch} `{spec}`"),
+                tol,
+            );
+        }
+    }
+    // Batch 1 through the TP 1 kernel's default form at each depth.
+    for depth in 1..=4 {
+        let spec = format!("pipeline_depth={depth}");
+        let shapes = Shapes {
+            batch: 1,
+            ..Shapes::qwen27b(1)
+        };
+        let ir = small_kernel(KernelId::GemvInt4, &shapes, &SMALL).expect("small kernel");
+        let s = small_schedule(ARCH, &ir)
+            .with_overrides(&spec)
+            .expect("a depth in range");
+        let p = Prepared {
+            lowered: lower(&ir, ARCH, &s).expect("lowers"),
+            ir,
+            shapes: Some(shapes),
+            peer_table: PeerTable::Shared,
+        };
+        clean_sweep(&p, SEED ^ depth as u64, &format!("batch 1 `{spec}`"), tol);
+    }
+}
