@@ -176,12 +176,9 @@ pub struct Schedule {
     pub int4_scaling: Int4Scaling,
     /// INT4: FMAs or tensor-core MMAs for the dot products.
     pub int4_dot: Int4Dot,
-    /// INT4 with MMAs: units whose weights are in flight at once per warp — 1, or 2 to
-    /// [`MAX_PIPELINE_DEPTH`] to issue the next `depth − 1` units' weight loads (packed words,
-    /// scales, zero words) before this unit's MMAs (software pipelining; each further unit costs
-    /// its weight registers, the activations are read just before their unit's MMAs into one
-    /// set). The phased stage (`x_phase_units`) takes 1 or 2, the ring (`async_stages`) 1.
-    /// 1 to [`MAX_PIPELINE_DEPTH`] whatever the kernel.
+    /// INT4 with MMAs: units whose loads are in flight at once per warp — 1, or 2 to issue the
+    /// next unit's loads before this unit's MMAs (software pipelining, twice the registers).
+    /// 1 or 2 whatever the kernel.
     pub pipeline_depth: u32,
     /// Packed INT4 weights are loaded as a stream (CUDA: `ld.global.nc.L1::no_allocate.L2::256B`
     /// for 16-byte loads): see [`LoweredKernel::stream_weights`](crate::lowered::LoweredKernel::stream_weights).
@@ -597,7 +594,7 @@ pub const MAX_K_SPLIT: u32 = 64;
 /// group of the model's shapes.
 pub const MAX_K_UNIT_WORDS: u32 = 4096;
 /// Deepest software pipeline of the tensor-core INT4 path ([`Schedule::pipeline_depth`]).
-pub const MAX_PIPELINE_DEPTH: u32 = 4;
+pub const MAX_PIPELINE_DEPTH: u32 = 2;
 /// Most unit buffers of the asynchronous weight ring ([`Schedule::async_stages`]).
 pub const MAX_ASYNC_STAGES: u32 = 8;
 /// Furthest L2 prefetch of the tensor-core INT4 path, in a warp's units

@@ -455,7 +455,7 @@ impl Lowering<'_> {
                 }
                 out.push(for_loop(ph, begin, units, u(p), body));
             }
-            (2.., _) if t.ring.is_some() => unreachable!("refused above"),
+            (2, _) if t.ring.is_some() => unreachable!("refused above"),
             (2, Some((p, ph))) => {
                 let phases = part_units / p;
                 if p != kwarps || phases % 2 != 0 {
@@ -471,9 +471,12 @@ impl Lowering<'_> {
                     self.s.x_phase_units
                 ));
             }
-            (_, None) => {
+            (1 | 2, None) => {
                 out.extend(self.ring_prologue(&t, add(begin.clone(), r(kwarp))));
                 self.mma_unphased(&t, kwarp, (begin, units), un_reg, &totals, out, staging)?;
+            }
+            (d, None) => {
+                return sched(format!("INT4 mma: pipeline depth {d} (1 or 2)"));
             }
         }
 
@@ -520,63 +523,35 @@ impl Lowering<'_> {
                 let start = add(begin, r(kwarp));
                 out.push(for_loop(un_reg, start, units, u(kwarps), body));
             }
-            d => {
-                let d = d as usize;
-                // Software pipelining: the packed words, scales and zero words of the warp's
-                // next `d − 1` units are in flight while a unit computes, each in a buffer of
-                // its own; the activations (unstaged: L1/L2 hits, or staged in LDS) are read
-                // just before their unit's MMAs, into one set of registers for every buffer, so
-                // a deeper pipeline costs only the weights' registers. Every condition is
-                // warp-uniform (kwarp is), so the MMAs under them run with the whole warp.
-                out.push(comment(format!(
-                    "pipelined: the weights of the next {} unit(s) are loaded before this unit's MMAs{}",
-                    d - 1,
-                    if t.xs.is_some() {
-                        ", the first ones before the activations' staging"
-                    } else {
-                        ", the activations just before their unit's MMAs"
-                    }
-                )));
-                let first = self.mma_buffers(t);
-                let mut bufs = vec![];
-                for _ in 1..d {
-                    let b = self.mma_buffers_sharing_x(t, &first);
-                    bufs.push(b);
-                }
-                bufs.insert(0, first);
-                let (ahead, cur) = (
-                    self.k.reg(Ty::U32, "ahead_unit"),
-                    self.k.reg(Ty::U32, "pipelined_unit"),
-                );
-                for (i, b) in bufs.iter().enumerate().take(d - 1) {
-                    out.push(assign(ahead, add(begin.clone(), add(r(kwarp), u(i * kwarps)))));
-                    let loads = self.mma_weight_loads(t, b, ahead);
-                    when(lt(r(ahead), units.clone()), loads, out);
-                }
+            2 => {
+                // Software pipelining: unit u + kwarps's loads are in flight while unit u
+                // computes. Every condition is warp-uniform (kwarp is), so the MMAs under them
+                // run with the whole warp.
+                out.push(comment(if t.xs.is_some() {
+                    "pipelined: the next unit's loads are issued before this unit's MMAs, the first unit's before the activations' staging"
+                } else {
+                    "pipelined: the next unit's loads are issued before this unit's MMAs"
+                }));
+                let (b0, b1) = (self.mma_buffers(t), self.mma_buffers(t));
+                let u1 = self.k.reg(Ty::U32, "next_unit");
+                let u2 = self.k.reg(Ty::U32, "after_next");
+                out.push(assign(u1, add(begin.clone(), r(kwarp))));
+                let first = self.mma_loads(t, &b0, u1);
+                when(lt(r(u1), units.clone()), first, out);
                 out.append(&mut staging);
-                let mut body = vec![];
-                for i in 0..d {
-                    // Buffer `(i + d − 1) mod d` was computed at the step before (this
-                    // iteration's, or the last of the one before): it takes unit `i + d − 1`.
-                    body.push(assign(ahead, add(r(un_reg), u((i + d - 1) * kwarps))));
-                    let loads = self.mma_weight_loads(t, &bufs[(i + d - 1) % d], ahead);
-                    when(lt(r(ahead), units.clone()), loads, &mut body);
-                    let unit = if i == 0 { un_reg } else { cur };
-                    let mut step = vec![];
-                    if i > 0 {
-                        body.push(assign(cur, add(r(un_reg), u(i * kwarps))));
-                    }
-                    step.extend(self.mma_x_loads(t, &bufs[i], unit));
-                    step.extend(self.mma_compute(t, &bufs[i], unit, totals));
-                    if i == 0 {
-                        body.append(&mut step);
-                    } else {
-                        when(lt(r(cur), units.clone()), step, &mut body);
-                    }
-                }
+                let mut body = vec![assign(u1, add(r(un_reg), u(kwarps)))];
+                let next = self.mma_loads(t, &b1, u1);
+                when(lt(r(u1), units.clone()), next, &mut body);
+                body.extend(self.mma_compute(t, &b0, un_reg, totals));
+                body.push(assign(u2, add(r(un_reg), u(2 * kwarps))));
+                let after = self.mma_loads(t, &b0, u2);
+                when(lt(r(u2), units.clone()), after, &mut body);
+                let second = self.mma_compute(t, &b1, u1, totals);
+                when(lt(r(u1), units.clone()), second, &mut body);
                 let start = add(begin, r(kwarp));
-                out.push(for_loop(un_reg, start, units, u(d * kwarps), body));
+                out.push(for_loop(un_reg, start, units, u(2 * kwarps), body));
             }
+            d => return sched(format!("INT4 mma: pipeline depth {d} (1 or 2)")),
         }
         Ok(())
     }
@@ -1098,28 +1073,7 @@ impl Lowering<'_> {
     }
 
     /// The registers one unit's loads fill.
-    /// A further weight buffer of a pipeline ([`Lowering::mma_unphased`] at depth ≥ 2): its own
-    /// scales, zero words and packed words, the activation registers of `first`.
-    fn mma_buffers_sharing_x(&mut self, t: &MmaTiling, first: &MmaBuf) -> MmaBuf {
-        MmaBuf {
-            xs: first.xs.clone(),
-            ..self.mma_weight_buffers(t)
-        }
-    }
-
     fn mma_buffers(&mut self, t: &MmaTiling) -> MmaBuf {
-        let mut b = self.mma_weight_buffers(t);
-        // Staged activations come from LDS in the compute (`mma_bfrags_lds`): no registers here.
-        if t.xs.is_none() {
-            b.xs = (0..t.steps * t.ntiles)
-                .map(|_| (0..8).map(|_| self.k.reg(Ty::F16, "x")).collect())
-                .collect();
-        }
-        b
-    }
-
-    /// One unit's weight registers (no activations: `xs` empty).
-    fn mma_weight_buffers(&mut self, t: &MmaTiling) -> MmaBuf {
         let m = t.weights.len();
         let scales = (0..m)
             .map(|_| (0..4).map(|_| self.k.reg(Ty::F16, "scale_h")).collect())
@@ -1132,26 +1086,24 @@ impl Lowering<'_> {
                     .collect()
             })
             .collect();
+        // Staged activations come from LDS in the compute (`mma_bfrags_lds`): no registers here.
+        let xs = match t.xs {
+            Some(_) => vec![],
+            None => (0..t.steps * t.ntiles)
+                .map(|_| (0..8).map(|_| self.k.reg(Ty::F16, "x")).collect())
+                .collect(),
+        };
         MmaBuf {
             scales,
             zero_words,
             words,
-            xs: vec![],
+            xs,
         }
     }
 
     /// Unit `unit`'s loads into `b`: every load of the unit at once (4·steps packed words per
     /// weight, 8·steps activations, the scales and zero words), zero where masked.
     fn mma_loads(&mut self, t: &MmaTiling, b: &MmaBuf, unit: Reg) -> Vec<Stmt> {
-        let mut out = self.mma_weight_loads(t, b, unit);
-        out.extend(self.mma_x_loads(t, b, unit));
-        out
-    }
-
-    /// Unit `unit`'s weight loads into `b` (the packed words, scales and zero words, zero where
-    /// masked; the L2 prefetch ahead where asked): [`Lowering::mma_loads`] without the
-    /// activations.
-    fn mma_weight_loads(&mut self, t: &MmaTiling, b: &MmaBuf, unit: Reg) -> Vec<Stmt> {
         let mut out = self.weights_prefetch(t, unit);
         let sources = self.unit_sources(t, unit, &mut out);
         let col_ok = lt(r(t.n0), u(t.n));
@@ -1172,6 +1124,7 @@ impl Lowering<'_> {
             }
         }
         when(col_ok, guarded, &mut out);
+        out.extend(self.mma_x_loads(t, b, unit));
         out
     }
 
