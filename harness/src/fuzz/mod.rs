@@ -58,7 +58,8 @@ pub struct FuzzConfig {
     pub simulations: usize,
     /// Interleavings (seeded simulator schedules, `sim::sweep`) per simulation.
     pub interleavings: u64,
-    /// Largest lowered kernel simulated, in lanes over all ranks (`tp · grid · workgroup`).
+    /// Largest lowered kernel simulated, in lanes over all ranks (`tp · grid · workgroup`), times
+    /// `ceil(batch / 8)` past batch 8 (a lane computes every batch row).
     pub max_lanes: u64,
     /// A kernel that computes longer than this (CPU time of the worker thread) is a finding (a
     /// hang) and ends the run.
@@ -873,7 +874,12 @@ fn simulate(
     }
     let lanes =
         |l: &LoweredKernel| u64::from(l.tp) * u64::from(l.grid) * u64::from(l.workgroup_size);
-    lowered.retain(|l| lanes(&l.kernel) <= config.max_lanes);
+    // A lane's simulated work grows with the batch rows it computes: past 8 rows a kernel
+    // counts as `ceil(batch / 8)` times its lanes, so that a batch-64 kernel is simulated where
+    // it costs about what one at batch 8 does (larger ones ran past the hang timeout in the
+    // soak: a 30-s CPU budget per kernel is for hangs, not for slow simulations).
+    let rows = (schedules::batch(k) as u64).div_ceil(8).max(1);
+    lowered.retain(|l| lanes(&l.kernel) * rows <= config.max_lanes);
     if lowered.is_empty() {
         report.too_large += 1;
         return false;

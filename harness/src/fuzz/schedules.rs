@@ -87,7 +87,8 @@ fn int8_block(k: &Kernel) -> Option<usize> {
 }
 
 /// Batch rows of the kernel's first 2-D buffer.
-fn batch(k: &Kernel) -> usize {
+/// The kernel's batch: the rows of its first two-dimensional tensor (1 without one).
+pub(crate) fn batch(k: &Kernel) -> usize {
     k.buffers()
         .find_map(|(_, d)| match &d.ty {
             BufferType::Tensor(t) if t.shape.len() == 2 => Some(t.shape[0]),
@@ -152,9 +153,12 @@ pub fn random_schedule(arch: Arch, k: &Kernel, rng: &mut ChaCha8Rng) -> Schedule
         }
         WeightFormat::Gptq(l) => {
             let group_words = (l.group.rows(kdim) / 8).max(1) as u32;
-            let mma = arch.has_fp16_mma() && batch(k) <= 8 && group_words % 4 == 0;
-            if mma && rng.random_bool(0.5) {
-                return mma_schedule(rng, base, kdim, group_words);
+            // The tensor cores take batch 1–64 (8 N tiles of 8 rows; past that the lowering
+            // refuses, with the limit).
+            // Past batch 8 (where they are the default) three times in four.
+            let mma = arch.has_fp16_mma() && batch(k) <= 64 && group_words % 4 == 0;
+            if mma && rng.random_bool(if batch(k) > 8 { 0.75 } else { 0.5 }) {
+                return mma_schedule(rng, base, kdim, group_words, batch(k));
             }
             int4_schedule(arch, rng, base, (kdim, n, batch(k)), group_words)
         }
@@ -189,7 +193,7 @@ fn k_split(rng: &mut ChaCha8Rng, kdim: usize, unit: u32) -> u32 {
 /// (three in four past batch 8, where the gfx906 default tiles too):
 /// a power of two below the batch (the tiles the defaults and the tuner use) or any count below
 /// it (a last, shorter tile of any size; tiles of one row); else 0, one pass over every row. The
-/// other INT4 paths refuse tiles, so they get none.
+/// FMA path refuses tiles, so it gets none (the tensor-core path draws its own: `mma_schedule`).
 fn batch_tile(rng: &mut ChaCha8Rng, dot2: bool, batch: usize) -> u32 {
     if !dot2 || batch < 2 || rng.random_bool(if batch > 8 { 0.25 } else { 0.5 }) {
         return 0;
@@ -262,8 +266,17 @@ fn int4_schedule(
     }
 }
 
-/// The tensor-core tiling (sm_90): 16-byte loads, 32-column warps, `k_warps` K-slicing warps.
-fn mma_schedule(rng: &mut ChaCha8Rng, base: Schedule, kdim: usize, group_words: u32) -> Schedule {
+/// The tensor-core tiling (sm_90): 16-byte loads, 32-column warps, `k_warps` K-slicing warps;
+/// past batch 8, one time in two, the rows in passes of a multiple of 8 (`batch_tile`, which
+/// takes unstaged activations and no ring: a kernel whose activation a prologue computes
+/// refuses it, and the fuzzer counts the refusal).
+fn mma_schedule(
+    rng: &mut ChaCha8Rng,
+    base: Schedule,
+    kdim: usize,
+    group_words: u32,
+    batch: usize,
+) -> Schedule {
     let cw = pick(rng, &[1, 2]);
     let k_warps = pick(rng, &[1, 2, 4]);
     let k_unit_words = unit(rng, group_words, 4);
@@ -334,6 +347,18 @@ fn mma_schedule(rng: &mut ChaCha8Rng, base: Schedule, kdim: usize, group_words: 
     } else {
         0
     };
+    let tiles: Vec<u32> = (8..batch as u32).step_by(8).collect();
+    if batch > 8 && !tiles.is_empty() && rng.random_bool(0.5) {
+        return Schedule {
+            batch_tile: pick(rng, &tiles),
+            x_in_lds: false,
+            x_phase_units: 0,
+            async_stages: 0,
+            pipeline_depth: pick(rng, &[1, 2]),
+            l2_prefetch_units,
+            ..s
+        };
+    }
     Schedule {
         l2_prefetch_units,
         ..s
