@@ -78,7 +78,8 @@ impl Arch {
 
     /// Largest LDS one workgroup of the generated C++ may declare statically, in bytes: the whole
     /// 64 KiB on gfx906; 48 KiB on sm_90, where more needs dynamic shared memory and an opt-in
-    /// attribute, which the CUDA writer does not emit (it declares every LDS array statically).
+    /// attribute: past it the writer carves the arrays out of one dynamic allocation
+    /// (`LoweredKernel::dynamic_lds_layout`) and the runtime sets the attribute at launch.
     pub fn max_static_lds_per_workgroup(self) -> u32 {
         match self {
             Arch::Gfx906 => 64 * 1024,

@@ -214,7 +214,7 @@ fn mma_staging_past_the_lds_is_refused_with_the_limit_sm90() {
     match lower(&ir, ARCH, &staged) {
         Err(LowerError::Schedule(m)) => {
             for needle in [
-                "bytes of LDS exceed the 49152",
+                "bytes of LDS exceed the 232448",
                 "at batch 64",
                 "fits up to batch",
             ] {

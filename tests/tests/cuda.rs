@@ -473,3 +473,70 @@ fn pipelined_mma_gemv_issues_its_first_weight_loads_before_the_staging_barrier_s
         "depth 1: loads after the barrier"
     );
 }
+
+/// Past the 48 KiB a CUDA kernel may declare statically, a generated kernel carves its LDS
+/// arrays out of one dynamic shared-memory allocation (issue 40: the tensor-core GEMV's
+/// `cp.async` rings at Marlin's tile sizes): `gemv_int4` at 5120 → 17408 batch 32 with a
+/// 256-lane, 128-column tile and a 3-deep ring (65 KB of LDS). The source declares no static
+/// array, each array's pointer sits at a 16-byte offset, the arrays do not overlap and fit the
+/// allocation, the ABI passes its size as `dynamic_lds_bytes` (the runtime's launch sets the
+/// opt-in attribute and passes it), and nvcc compiles it with no static shared memory and no
+/// spills. The same kernel's default schedule stays static. (Values: the simulator's sweeps of
+/// these forms at small shapes, `harness/tests/sim_mma_*.rs`; on the GPU, `ab` checks them
+/// against the f64 reference before timing.)
+#[test]
+fn a_kernel_past_48_kib_of_lds_declares_it_dynamic_sm90() {
+    use wavefuse_codegen::lower::Schedule;
+    use wavefuse_harness::generate::compile_source;
+    use wavefuse_harness::pipeline::{Purpose, compiler};
+    use wavefuse_runtime::compile::Bounds;
+    let shapes = wavefuse_kernels::Shapes {
+        batch: 32,
+        ..wavefuse_kernels::Shapes::qwen27b(1)
+    };
+    let ir = KernelId::GemvInt4.build(&shapes);
+    let default = Schedule::default_for(ARCH, &ir);
+    let g = wavefuse_codegen::compile(&ir, ARCH, &default).expect("the default compiles");
+    assert!(g.lowered.dynamic_lds_layout().is_none());
+    assert_eq!(g.abi.dynamic_lds_bytes, 0);
+    assert_eq!(g.abi.static_lds_bytes, g.lowered.lds_bytes() as u64);
+    let ring = default
+        .with_overrides(
+            "mma_scale=weight,x_in_lds=true,workgroup_size=256,columns_per_workgroup=128,\
+             threads_per_column=2,k_unit_words=8,x_phase_units=2,async_stages=3",
+        )
+        .expect("a valid override");
+    let g = wavefuse_codegen::compile(&ir, ARCH, &ring).expect("the ring compiles");
+    let k = &g.lowered;
+    assert!(k.lds_bytes() > 48 * 1024, "{} bytes", k.lds_bytes());
+    let (offsets, bytes) = k.dynamic_lds_layout().expect("dynamic past 48 KiB");
+    assert!(bytes >= k.lds_bytes() && bytes <= ARCH.max_lds_per_workgroup() as usize);
+    assert_eq!(offsets.len(), k.lds.len());
+    let mut end = 0;
+    for &(l, off) in &offsets {
+        assert_eq!(off % 16, 0, "{l:?} at {off}");
+        assert!(off >= end, "{l:?} at {off} overlaps the array before (ends at {end})");
+        end = off + k.lds[l].elem.bytes() * k.lds[l].len;
+    }
+    assert!(end <= bytes);
+    assert_eq!(
+        (g.abi.static_lds_bytes, g.abi.dynamic_lds_bytes),
+        (0, bytes as u64)
+    );
+    let src = &g.source.text;
+    assert!(
+        src.contains("alignas(16) extern __shared__ unsigned char wf_lds[];"),
+        "{src}"
+    );
+    assert!(!src.contains("alignas(16) __shared__"), "a static array left");
+    for &(_, off) in &offsets {
+        assert!(src.contains(&format!("(wf_lds + {off});")), "offset {off}");
+    }
+    if !nvcc() {
+        return;
+    }
+    let compiler = compiler(ARCH, Purpose::Check(&Bounds::default()));
+    let c = compile_source(compiler.as_ref(), &g.source).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.usage.lds_bytes(), 0, "static shared memory");
+    assert_eq!(c.usage.spilled(), 0);
+}

@@ -416,8 +416,11 @@ impl Abi {
             wave_size: k.wave_size(),
             workgroup_size: k.workgroup_size,
             grid: k.grid,
-            static_lds_bytes: k.lds_bytes() as u64,
-            dynamic_lds_bytes: 0,
+            static_lds_bytes: match k.dynamic_lds_layout() {
+                Some(_) => 0,
+                None => k.lds_bytes() as u64,
+            },
+            dynamic_lds_bytes: k.dynamic_lds_layout().map_or(0, |(_, bytes)| bytes as u64),
             barriers_per_launch: k.barriers_per_launch,
             flag_rounds_per_launch: k.flag_rounds_per_launch,
             epoch_param: name_of(k.epoch),

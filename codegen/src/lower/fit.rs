@@ -192,6 +192,11 @@ pub(super) struct Trials<'k> {
     kernel: &'k Kernel,
     arch: Arch,
     done: Vec<(Schedule, Lowered)>,
+    /// Whether a lowering with dynamic LDS ([`LoweredKernel::lds_is_dynamic`]: sm_90 past
+    /// 48 KiB) counts as lowering. Only for a schedule asked for — exact, preferred (a tuned
+    /// entry) or overridden — that is dynamic itself; the defaults and the fit's own steps keep
+    /// to static LDS, so the kernels they give stay the ones measured.
+    dynamic_lds: bool,
 }
 
 impl<'k> Trials<'k> {
@@ -200,18 +205,38 @@ impl<'k> Trials<'k> {
             kernel,
             arch,
             done: Vec::new(),
+            dynamic_lds: false,
         }
     }
 
     /// `kernel` lowered with `s` ([`lower_any_grid`](super::lower_any_grid): no co-residency
-    /// refusal), once per `s`.
+    /// refusal), once per `s`; with dynamic LDS, refused unless this fit takes it.
     pub(super) fn lower(&mut self, s: &Schedule) -> Result<LoweredKernel, LowerError> {
-        if let Some((_, r)) = self.done.iter().find(|(d, _)| d == s) {
-            return r.clone().map(|(k, _)| k);
+        let r = match self.done.iter().find(|(d, _)| d == s) {
+            Some((_, r)) => r.clone(),
+            None => {
+                let r = lower_validated(self.kernel, self.arch, s);
+                self.done.push((s.clone(), r.clone()));
+                r
+            }
+        };
+        match r {
+            Ok((k, _)) if k.lds_is_dynamic() && !self.dynamic_lds => {
+                Err(LowerError::Schedule(format!(
+                    "{} bytes of LDS exceed the {} one {} workgroup declares statically: dynamic shared memory is for a schedule asked for (an override, a tuned or exact schedule), not the defaults' or the fit's",
+                    k.lds_bytes(),
+                    self.arch.max_static_lds_per_workgroup(),
+                    self.arch
+                )))
+            }
+            r => r.map(|(k, _)| k),
         }
-        let r = lower_validated(self.kernel, self.arch, s);
-        self.done.push((s.clone(), r.clone()));
-        r.map(|(k, _)| k)
+    }
+
+    /// Take dynamic LDS from here on where `s`, a schedule asked for, lowers with it.
+    fn take_dynamic_lds_of(&mut self, s: &Schedule) {
+        self.dynamic_lds = true;
+        self.dynamic_lds = self.lower(s).is_ok_and(|k| k.lds_is_dynamic());
     }
 
     /// The validator's facts about `k`, the kernel these trials lowered with `s` (kept from its
@@ -253,6 +278,7 @@ pub fn fit(kernel: &Kernel, arch: Arch, inputs: &ScheduleInputs) -> Result<Fitte
     let mut t = Trials::new(kernel, arch);
     let (mut s, origin) = match &inputs.source {
         ScheduleSource::Exact(s) => {
+            t.dynamic_lds = true;
             let k = t.lower(s)?;
             k.coresident(1, Occupancy::HardwareMax)
                 .map_err(LowerError::from)?;
@@ -268,16 +294,17 @@ pub fn fit(kernel: &Kernel, arch: Arch, inputs: &ScheduleInputs) -> Result<Fitte
             });
         }
         ScheduleSource::Preferred(s) => {
+            t.take_dynamic_lds_of(s);
             let lowers = t.lower(s).and_then(|k| {
                 k.coresident(1, Occupancy::HardwareMax)
                     .map_err(LowerError::from)
             });
             match lowers {
                 Ok(()) => (s.clone(), Origin::Preferred),
-                Err(e) => (
-                    defaults::default_in(&mut t, rpd),
-                    Origin::PreferredRefused(e),
-                ),
+                Err(e) => {
+                    t.dynamic_lds = false;
+                    (defaults::default_in(&mut t, rpd), Origin::PreferredRefused(e))
+                }
             }
         }
         ScheduleSource::Default => (defaults::default_in(&mut t, rpd), Origin::Default),
@@ -308,6 +335,9 @@ pub fn fit(kernel: &Kernel, arch: Arch, inputs: &ScheduleInputs) -> Result<Fitte
                 kernel.name()
             )
         }));
+    }
+    if !inputs.overrides.is_empty() {
+        t.take_dynamic_lds_of(&s);
     }
     let (k, s) = fit_in(&mut t, s, rpd)?;
     Ok(Fitted {

@@ -444,14 +444,15 @@ impl<'a> Lowering<'a> {
         if self.plan.prologue.is_some() {
             self.check_prologue_lds()?;
         }
-        // The static limit, not the hardware's: the C++ writer declares every LDS array
-        // statically (sm_90: 48 KiB without the dynamic opt-in), so a kernel above it would lower
-        // and then fail to print; refused here, the schedule policy can fall back instead.
+        // The hardware's limit: past the static one (sm_90: 48 KiB) the C++ writer carves the
+        // arrays out of dynamic shared memory (`LoweredKernel::dynamic_lds_layout`) and the
+        // launch passes its size, so a kernel lowers up to what one workgroup can hold (sm_90:
+        // 227 KiB); the defaults and the tuner's space keep to the static limit.
         let lds = self.k.lds_bytes();
-        let max = self.arch.max_static_lds_per_workgroup() as usize;
+        let max = self.arch.max_lds_per_workgroup() as usize;
         if lds > max {
             return Err(LowerError::Schedule(format!(
-                "{lds} bytes of LDS exceed the {max} one {} workgroup can declare{}",
+                "{lds} bytes of LDS exceed the {max} one {} workgroup can hold{}",
                 self.arch,
                 self.batch_that_fits(lds, max)
             )));

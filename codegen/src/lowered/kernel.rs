@@ -400,6 +400,36 @@ impl LoweredKernel {
         self.lds.values().map(|l| l.elem.bytes() * l.len).sum()
     }
 
+    /// Whether the kernel's LDS exceeds what one workgroup may declare statically
+    /// ([`Arch::max_static_lds_per_workgroup`]: sm_90 past 48 KiB), so that the C++ writer
+    /// carves every array out of one dynamic shared-memory allocation instead
+    /// ([`LoweredKernel::dynamic_lds_layout`]) and the launch passes its size (the ABI's
+    /// `dynamic_lds_bytes`).
+    pub fn lds_is_dynamic(&self) -> bool {
+        self.lds_bytes() > self.arch.max_static_lds_per_workgroup() as usize
+    }
+
+    /// The dynamic shared-memory layout of a kernel whose LDS is dynamic
+    /// ([`LoweredKernel::lds_is_dynamic`]): each array's byte offset, in declaration order, each
+    /// at a multiple of 16 bytes (the widest vector access, as the static declarations align
+    /// them), and the allocation's size; `None` where the LDS is declared statically.
+    pub fn dynamic_lds_layout(&self) -> Option<(Vec<(Lds, usize)>, usize)> {
+        if !self.lds_is_dynamic() {
+            return None;
+        }
+        let mut at = 0;
+        let offsets = self
+            .lds
+            .iter()
+            .map(|(l, d)| {
+                let off = at;
+                at = (at + d.elem.bytes() * d.len).next_multiple_of(16);
+                (l, off)
+            })
+            .collect();
+        Some((offsets, at))
+    }
+
     /// Whether the grids of `ranks_per_device` ranks of this kernel fit on one device at once
     /// at `occupancy` (always, for a kernel whose workgroups do not wait for each other or for
     /// other ranks): the compile-time half of the co-residency rule (DESIGN.md §5.9), from
