@@ -58,7 +58,7 @@ pub fn check_against_generated(a: &HandAbi, g: &LoweredKernel) -> Vec<String> {
     }
     if a.dynamic_lds_bytes > 0 {
         out.push(format!(
-            "dynamic_lds_bytes = {}: the runtime launches without dynamic LDS; declare it static",
+            "dynamic_lds_bytes = {}: a hand-written kernel is bound with static LDS only (the generated kernels' dynamic LDS is sized by wavefuse); declare it static",
             a.dynamic_lds_bytes
         ));
     }
