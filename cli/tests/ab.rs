@@ -915,6 +915,45 @@ fn gpu_times_generated_and_hand_written_against_the_copy_bandwidth() {
     }
 }
 
+/// A generated kernel whose LDS is dynamic (sm_90 past 48 KiB: the tensor-core GEMV's ring at a
+/// 256-lane, 128-column tile, 65 KB at batch 32) launches with its `dynamic_lds_bytes` and is
+/// correct against the f64 reference on the GPU (without the runtime passing the size, the
+/// launch fails or the arrays overlap past the first 48 KiB).
+#[test]
+#[ignore = "needs an NVIDIA sm_90 GPU; run with --ignored where there is one"]
+fn gpu_checks_a_kernel_in_dynamic_shared_memory() {
+    if !wavefuse_runtime::CudaDevice::count().is_ok_and(|n| n > 0) {
+        println!("skipped: no GPU");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("ab.json");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_wavefuse"))
+        .args([
+            "ab",
+            "gemv_int4",
+            "--shapes",
+            "qwen27b-tp1-b32",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .env_remove("WAVEFUSE_SCHEDULE")
+        .env_remove("WAVEFUSE_SCHEDULE_GFX906")
+        .env(
+            "WAVEFUSE_SCHEDULE_SM90",
+            "mma_scale=weight,x_in_lds=true,workgroup_size=256,columns_per_workgroup=128,\
+             threads_per_column=2,k_unit_words=8,x_phase_units=2,async_stages=3",
+        )
+        .output()
+        .expect("wavefuse runs");
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let j = read_json(&json);
+    for r in j["rows"].as_array().unwrap() {
+        assert!(r["verdict"].as_str().unwrap().starts_with("correct"), "{r}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Placement without a GPU (issue 34)
 // ---------------------------------------------------------------------------------------------
