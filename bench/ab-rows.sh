@@ -5,7 +5,8 @@
 #   n17408 = 5120 -> 17408, k17408 = 17408 -> 5120, n4352 = 5120 -> 4352 (TP 4 rank),
 #   k4352 = 4352 -> 5120 (TP 4 rank); its report in $OUT/TAG.txt and $FINAL/ab/ (kept as it
 #   runs: a call cut short returns it), a line per call in $OUT/exits.txt and $FINAL/progress.txt;
-# and `start_marlin` / `run_others` for Marlin, tinygemm and cuBLAS in the same call (below).
+# `start_marlin` / `run_others` for Marlin, tinygemm and cuBLAS in the same call, and `tune_row`
+# (a quick tune and its winner beside the default; below).
 T0=$(date +%s)
 el() { echo $(($(date +%s) - T0)); }
 exec > >(tee "$OUT/log.txt") 2>&1
@@ -42,4 +43,27 @@ run_others() {
       --shapes 5120x17408,17408x5120,5120x4352,4352x5120 --batches "$1" > "$OUT/others.txt" 2>&1
   echo "others: exit $? ($(el) s)" | tee -a "$OUT/exits.txt" "$FINAL/progress.txt"
   grep -E "^\|" "$OUT/others.txt" > "$FINAL/others.md"
+}
+# `tune_row SHAPE BATCH DEADLINE`: `wavefuse tune --quick --budget 120` at one row (its report in
+# $OUT/tune-SHAPE-bBATCH.md, copied to $FINAL, its store in $OUT/tuned-….toml), then `ab --timing
+# graphs` of the default and of the tuned winner in the same call (progress lines in $FINAL).
+tune_row() {
+  local shape=$1 b=$2 deadline=$3
+  local tag="$shape-b$b" sh
+  sh="$(pre "$shape")-b$b"
+  # shellcheck disable=SC2046
+  timeout $((deadline + 40)) $W tune gemv_int4 $(cfg "$shape") --shapes "$sh" --quick --budget 120 --min-occupancy 1 \
+      --deadline "$deadline" --no-cache-store --store "$OUT/tuned-$tag.toml" --md "$OUT/tune-$tag.md" \
+      > "$OUT/tune-$tag.txt" 2>&1
+  echo "tune $tag: exit $? ($(el) s)" | tee -a "$OUT/exits.txt" "$FINAL/progress.txt"
+  cp "$OUT/tune-$tag.md" "$FINAL/" 2>/dev/null
+  for side in default tuned; do
+    local extra=()
+    [ $side = tuned ] && extra=(--schedule tuned --tuned-store "$OUT/tuned-$tag.toml")
+    # shellcheck disable=SC2046
+    timeout 40 $W ab gemv_int4 $(cfg "$shape") --shapes "$sh" --timing graphs --iters 200 "${extra[@]}" \
+        > "$OUT/ab-$side-$tag.txt" 2>&1
+    echo "ab $side $tag: exit $? ($(el) s)" >> "$OUT/exits.txt"
+    grep -E " generated " "$OUT/ab-$side-$tag.txt" | sed "s/^/$side /" | cut -c1-150 >> "$FINAL/progress.txt"
+  done
 }

@@ -11,21 +11,7 @@ source bench/ab-rows.sh
 for row in k17408:64:240 n17408:16:60; do
   IFS=: read -r shape b deadline <<< "$row"
   [ $(el) -gt 420 ] && continue # the call's limit
-  tag="$shape-b$b" sh="$(pre $shape)-b$b"
-  # shellcheck disable=SC2046
-  timeout $((deadline + 40)) $W tune gemv_int4 $(cfg $shape) --shapes "$sh" --quick --budget 120 --min-occupancy 1 \
-      --deadline $deadline --no-cache-store --store "$OUT/tuned-$tag.toml" --md "$OUT/tune-$tag.md" \
-      > "$OUT/tune-$tag.txt" 2>&1
-  echo "tune $tag: exit $? ($(el) s)" | tee -a "$OUT/exits.txt" "$FINAL/progress.txt"
-  cp "$OUT/tune-$tag.md" "$FINAL/" 2>/dev/null
-  for side in default tuned; do
-    extra=(); [ $side = tuned ] && extra=(--schedule tuned --tuned-store "$OUT/tuned-$tag.toml")
-    # shellcheck disable=SC2046
-    timeout 40 $W ab gemv_int4 $(cfg $shape) --shapes "$sh" --timing graphs --iters 200 "${extra[@]}" \
-        > "$OUT/ab-$side-$tag.txt" 2>&1
-    echo "ab $side $tag: exit $? ($(el) s)" >> "$OUT/exits.txt"
-    grep -E " generated " "$OUT/ab-$side-$tag.txt" | sed "s/^/$side /" | cut -c1-150 >> "$FINAL/progress.txt"
-  done
+  tune_row "$shape" "$b" "$deadline"
 done
 {
   cat "$FINAL/gpu.txt" "$OUT/exits.txt"
