@@ -515,7 +515,10 @@ fn a_kernel_past_48_kib_of_lds_declares_it_dynamic_sm90() {
     let mut end = 0;
     for &(l, off) in &offsets {
         assert_eq!(off % 16, 0, "{l:?} at {off}");
-        assert!(off >= end, "{l:?} at {off} overlaps the array before (ends at {end})");
+        assert!(
+            off >= end,
+            "{l:?} at {off} overlaps the array before (ends at {end})"
+        );
         end = off + k.lds[l].elem.bytes() * k.lds[l].len;
     }
     assert!(end <= bytes);
@@ -528,7 +531,10 @@ fn a_kernel_past_48_kib_of_lds_declares_it_dynamic_sm90() {
         src.contains("alignas(16) extern __shared__ unsigned char wf_lds[];"),
         "{src}"
     );
-    assert!(!src.contains("alignas(16) __shared__"), "a static array left");
+    assert!(
+        !src.contains("alignas(16) __shared__"),
+        "a static array left"
+    );
     for &(_, off) in &offsets {
         assert!(src.contains(&format!("(wf_lds + {off});")), "offset {off}");
     }

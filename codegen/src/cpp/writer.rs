@@ -376,7 +376,10 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 f,
                 "{lvl}// {bytes} bytes of dynamic shared memory (the launch passes them): the LDS arrays at 16-byte offsets."
             );
-            let _ = writeln!(f, "{lvl}alignas(16) extern __shared__ unsigned char wf_lds[];");
+            let _ = writeln!(
+                f,
+                "{lvl}alignas(16) extern __shared__ unsigned char wf_lds[];"
+            );
             for (l, off) in offsets {
                 let ty = self.ty(self.k.lds[l].elem)?;
                 let _ = writeln!(

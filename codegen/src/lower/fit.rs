@@ -303,7 +303,10 @@ pub fn fit(kernel: &Kernel, arch: Arch, inputs: &ScheduleInputs) -> Result<Fitte
                 Ok(()) => (s.clone(), Origin::Preferred),
                 Err(e) => {
                     t.dynamic_lds = false;
-                    (defaults::default_in(&mut t, rpd), Origin::PreferredRefused(e))
+                    (
+                        defaults::default_in(&mut t, rpd),
+                        Origin::PreferredRefused(e),
+                    )
                 }
             }
         }
