@@ -6,7 +6,8 @@
 #   k4352 = 4352 -> 5120 (TP 4 rank); its report in $OUT/TAG.txt and $FINAL/ab/ (kept as it
 #   runs: a call cut short returns it), a line per call in $OUT/exits.txt and $FINAL/progress.txt;
 # `start_marlin` / `run_others` for Marlin, tinygemm and cuBLAS in the same call, and `tune_row`
-# (a quick tune and its winner beside the default; below).
+# (a quick tune and its winner beside the default; below), `run_manual` (a hand-written kernel beside
+# the default in one `ab`).
 T0=$(date +%s)
 el() { echo $(($(date +%s) - T0)); }
 exec > >(tee "$OUT/log.txt") 2>&1
@@ -24,6 +25,20 @@ run_ab() { # tag shape batches override
       --timing graphs --iters 200 --json "$OUT/$tag.json" > "$OUT/$tag.txt" 2>&1
   echo "$tag [$ov]: exit $? ($(el) s)" >> "$OUT/exits.txt"
   { tail -1 "$OUT/exits.txt"; grep -E " generated |ERROR|refused" "$OUT/$tag.txt" | cut -c1-150; } >> "$FINAL/progress.txt"
+  mkdir -p "$FINAL/ab"
+  cp "$OUT/$tag.txt" "$FINAL/ab/"
+}
+# `run_manual TAG SHAPE "BATCHES" ABI`: as `run_ab` with the defaults, plus a hand-written kernel
+# (`--manual`: the ABI file's `source` beside it) checked against the f64 reference and timed
+# beside the generated one in the same `ab`.
+run_manual() {
+  local tag=$1 shape=$2 bs=$3 abi=$4 src
+  src="$(dirname "$abi")/$(sed -n 's/^source = "\(.*\)"/\1/p' "$abi")"
+  # shellcheck disable=SC2046
+  timeout 200 $W ab gemv_int4 $(cfg $shape) --shapes "$(shapes $(pre $shape) "$bs")" --manual "$src" --abi "$abi" \
+      --timing graphs --iters 200 --json "$OUT/$tag.json" > "$OUT/$tag.txt" 2>&1
+  echo "$tag [$(basename "$abi")]: exit $? ($(el) s)" >> "$OUT/exits.txt"
+  { tail -1 "$OUT/exits.txt"; grep -E " generated | hand-written |ERROR|refused|WRONG" "$OUT/$tag.txt" | cut -c1-150; } >> "$FINAL/progress.txt"
   mkdir -p "$FINAL/ab"
   cp "$OUT/$tag.txt" "$FINAL/ab/"
 }

@@ -677,6 +677,32 @@ fn mismatch(edit: impl Fn(&str) -> String) -> Vec<String> {
     load(dir.path(), &edit(&abi), "cu").check(&g.lowered)
 }
 
+/// A hand-written kernel may take dynamic LDS (Marlin-style kernels do): the description's
+/// `dynamic_lds_bytes` reaches the launch the runtime makes, and past what one workgroup may have
+/// on the target it is refused with the limit named.
+#[test]
+fn a_hand_written_kernel_takes_dynamic_lds_up_to_the_targets_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (g, abi) = as_hand_written(dir.path(), KernelId::GemvInt4, 4, Arch::Sm90);
+    assert!(abi.contains("dynamic_lds_bytes = 0"), "{abi}");
+    let with = |bytes: u32| {
+        abi.replace(
+            "dynamic_lds_bytes = 0",
+            &format!("dynamic_lds_bytes = {bytes}"),
+        )
+    };
+    let h = load(dir.path(), &with(96 * 1024), "cu");
+    assert_eq!(h.check(&g.lowered), Vec::<String>::new());
+    assert_eq!(h.launch_abi(4).dynamic_lds_bytes, 96 * 1024);
+    let past = load(dir.path(), &with(227 * 1024 + 1), "cu").check(&g.lowered);
+    assert_eq!(
+        past,
+        [
+            "dynamic_lds_bytes = 232449 is past the 232448 bytes of LDS one workgroup may have on sm90"
+        ],
+    );
+}
+
 fn without_param(abi: &str, name: &str) -> String {
     abi.split("[[params]]")
         .filter(|b| !b.contains(&format!("name = \"{name}\"")))

@@ -168,7 +168,7 @@ impl<'g, D: Device> KernelInstance<'g, D> {
             grid: abi.grid_dims.unwrap_or([abi.grid, 1, 1]),
             block: abi.block_dims.unwrap_or([abi.workgroup_size, 1, 1]),
             // Generated sm_90 kernels past 48 KiB of LDS declare it dynamic (the ABI says how
-            // much); hand-written ones are refused with dynamic LDS before they get here.
+            // much); a hand-written kernel's description says its own (`dynamic_lds_bytes`).
             dynamic_lds: u32::try_from(abi.dynamic_lds_bytes)
                 .map_err(|_| binding_err(&abi.symbol, "dynamic_lds_bytes past 4 GiB".into()))?,
             coresidency: if abi.synchronises() {

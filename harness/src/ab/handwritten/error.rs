@@ -26,7 +26,7 @@ pub enum HandError {
     /// A description of several launches gives a launch's fields at its top level too.
     #[error(
         "{}: {given} at the top level and [[launches]]: with several launches each launch gives \
-         its own (symbol, workgroup_size, grid, [[launches.params]], [launches.model])",
+         its own (symbol, workgroup_size, grid, [[launches.params]], [launches.model], dynamic_lds_bytes)",
         path.display()
     )]
     TopLevelWithLaunches {

@@ -94,6 +94,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<HandAbi, HandError> {
         (abi.workgroup_size != Dims::default(), "workgroup_size"),
         (!abi.params.is_empty(), "[[params]]"),
         (abi.model.is_some(), "[model]"),
+        (abi.dynamic_lds_bytes != 0, "dynamic_lds_bytes"),
     ]
     .into_iter()
     .filter_map(|(g, what)| g.then_some(what))
@@ -109,5 +110,6 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<HandAbi, HandError> {
     abi.workgroup_size = first.workgroup_size;
     abi.params = first.params;
     abi.model = first.model;
+    abi.dynamic_lds_bytes = first.dynamic_lds_bytes;
     Ok(abi)
 }

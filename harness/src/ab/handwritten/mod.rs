@@ -130,7 +130,10 @@ pub struct HandAbi {
     /// An input the kernel takes quantised to INT8 (`[quantise]`).
     #[serde(default)]
     pub quantise: Option<Quantise>,
-    /// Dynamic LDS per workgroup (the runtime launches with none).
+    /// Dynamic LDS per workgroup, in bytes: the `extern __shared__` allocation the runtime gives
+    /// every workgroup at launch (CUDA: past 48 KiB it also sets the kernel's opt-in attribute).
+    /// At most the target's LDS per workgroup (227 KiB on sm_90, 64 KiB on gfx906) less the
+    /// kernel's static LDS; 0 (absent): none.
     #[serde(default)]
     pub dynamic_lds_bytes: u64,
     /// Flag rounds per launch.
@@ -181,6 +184,9 @@ pub struct LaunchDecl {
     /// What the MI50 model cannot read from this launch's loop.
     #[serde(default)]
     pub model: Option<ModelHints>,
+    /// Dynamic LDS of this launch, in bytes (as the top-level field of a one-launch description).
+    #[serde(default)]
+    pub dynamic_lds_bytes: u64,
 }
 
 /// `[[scratch]]`: an array the runtime allocates once per rank (zeroed once, never reset) and
@@ -640,6 +646,15 @@ impl Hand {
                 Err(e) => p.push(format!("{}: {e}", self.source_path.display())),
             }
             p.extend(st.check_shared_scratch());
+            let max_lds = self.arch.max_lds_per_workgroup();
+            if st.abi.dynamic_lds_bytes > u64::from(max_lds) {
+                p.push(format!(
+                    "dynamic_lds_bytes = {} is past the {} bytes of LDS one workgroup may have on {}",
+                    st.abi.dynamic_lds_bytes,
+                    max_lds,
+                    self.arch.name()
+                ));
+            }
             let prefix = if multi {
                 format!("launch {} `{}`: ", i + 1, st.abi.symbol)
             } else {
