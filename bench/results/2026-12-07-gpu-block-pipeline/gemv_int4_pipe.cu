@@ -2,7 +2,7 @@
 // the block-wide pipelined form that Marlin uses, but on the unpermuted GPTQ layout the generated
 // kernels read (`qweight` u32 [K/8][N], `scales` f16 [K/G][N], `qzeros` u32 [K/G][N/8], v1 zero
 // points: stored nibble + 1). The question it answers: does the kernel *form* - every thread
-// copying 16-byte pieces of a 256-column x 64-row K stage with `cp.async` into a ring of STAGES
+// copying 16-byte pieces of a 256-column x 64-row (or 128-row) K stage with `cp.async` into a ring of STAGES
 // buffers of dynamic shared memory, one workgroup barrier per stage, a persistent grid walking
 // an even stripe of (tile, K stage) pairs - close the gap to Marlin without Marlin's offline
 // weight permutation? Bound with `wavefuse ab --manual` (checked against the f64 reference,
@@ -25,6 +25,9 @@
 
 typedef unsigned short f16;
 
+#ifndef WF_KS
+#define WF_KS 64
+#endif
 #ifndef WF_B
 #error "WF_B (batch), WF_K, WF_N, WF_G (group size), WF_STAGES, WF_MINB come from the ABI's [build] defines"
 #endif
@@ -36,7 +39,7 @@ constexpr int GS = WF_G;
 constexpr int STAGES = WF_STAGES;
 constexpr int THREADS = 256;
 constexpr int NT = 256; // columns per tile: 8 warps x 32
-constexpr int KS = 64;  // K rows per stage
+constexpr int KS = WF_KS; // K rows per stage (64 or 128)
 constexpr int QR = KS / 8;
 constexpr int NTILES = N / NT;
 constexpr int KSTAGES = K / KS;
@@ -50,7 +53,8 @@ constexpr int S_BYTES = NT * 2;
 constexpr int Z_BYTES = NT / 2;
 constexpr int STAGE_BYTES = W_BYTES + X_BYTES + S_BYTES + Z_BYTES;
 static_assert(B % 8 == 0 && B >= 8 && B <= 64, "batch: a multiple of 8, at most 64");
-static_assert(N % NT == 0 && K % KS == 0 && GS % KS == 0, "shape: N % 256, K % 64, group % 64");
+static_assert(KS % 32 == 0 && KS <= 128, "a stage: whole 32-row quads, at most 128 rows");
+static_assert(N % NT == 0 && K % KS == 0 && GS % KS == 0, "shape: N % 256, K and the group a multiple of the stage");
 static_assert(STAGE_BYTES % 16 == 0, "16-byte stage buffers");
 
 static __device__ __forceinline__ unsigned smem_u32(const void* p) {
@@ -195,7 +199,7 @@ gemv_int4_pipe(const unsigned* __restrict__ qweight, const f16* __restrict__ sca
             }
         }
 #pragma unroll
-        for (int q = 0; q < 2; ++q) {
+        for (int q = 0; q < KS / 32; ++q) {
             const uint4 wv = *reinterpret_cast<const uint4*>(wbuf + (4 * q + t) * W_ROW + cw * 4);
             const unsigned qw[4] = {wv.x, wv.y, wv.z, wv.w};
             unsigned P[4][4]; // [pair (i, i + 4)][column]
