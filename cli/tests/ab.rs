@@ -980,6 +980,42 @@ fn gpu_checks_a_kernel_in_dynamic_shared_memory() {
     }
 }
 
+/// The Marlin-style hand-written kernel of `no_gpu_ab_binds_a_pipelined_kernel_in_dynamic_lds`
+/// on the GPU: launched with its description's dynamic LDS (44-70 KB, past the 48 KiB a kernel
+/// gets without the opt-in) and correct against the f64 reference at batch 16 and 64; replayed
+/// in the timing graphs (it zeroes its own partials and counters for the next launch).
+#[test]
+#[ignore = "needs an NVIDIA sm_90 GPU; run with --ignored where there is one"]
+fn gpu_checks_a_hand_written_kernel_in_dynamic_shared_memory() {
+    if !wavefuse_runtime::CudaDevice::count().is_ok_and(|n| n > 0) {
+        println!("skipped: no GPU");
+        return;
+    }
+    let (src, abi) = user_kernel("gemv_int4_pipelined", "cu");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("ab.json");
+    let o = wavefuse(&[
+        "ab",
+        "gemv_int4",
+        "--shapes",
+        "qwen27b-tp4-b16,qwen27b-tp4-b64",
+        "--manual",
+        src.to_str().unwrap(),
+        "--abi",
+        abi.to_str().unwrap(),
+        "--iters",
+        "20",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    for r in read_json(&json)["rows"].as_array().unwrap() {
+        assert!(r["verdict"].as_str().unwrap().starts_with("correct"), "{r}");
+        assert_eq!(r["manual"]["check"]["pass"], true, "{r}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Placement without a GPU (issue 34)
 // ---------------------------------------------------------------------------------------------
@@ -1300,6 +1336,66 @@ fn no_gpu_ab_binds_and_compiles_the_users_hand_written_kernels() {
             // Every one says how many weights a trip handles: 8, from its ABI's `[model]`.
             assert!(counted.contains("8 weights per trip (the ABI's"), "{r}");
         }
+    }
+}
+
+/// A user's Marlin-style kernel (`gemv_int4_pipelined.cu`: a block-wide `cp.async` pipeline in
+/// dynamic shared memory on a persistent grid): its parametric description sizes the dynamic LDS
+/// and the grid from the batch and checks clean against the generated kernel at batch 16 and 64
+/// of the TP 4 rank (5120 -> 4352: 17 tiles of 256 columns x 80 stages of 64 K rows), and NVRTC
+/// compiles it without spills (`ab --no-gpu`).
+#[test]
+fn no_gpu_ab_binds_a_pipelined_kernel_in_dynamic_lds() {
+    let (src, abi) = user_kernel("gemv_int4_pipelined", "cu");
+    for batch in [16usize, 64] {
+        let case = CaseSpec {
+            batch,
+            ..spec(KernelId::GemvInt4, 4)
+        };
+        let g = suite::generate(
+            &case,
+            Arch::Sm90,
+            &Default::default(),
+            wavefuse_harness::policy::Placement::PerDevice,
+        )
+        .unwrap();
+        let h = Hand::load_for(&abi, Some(&src), Some(&g.ir)).unwrap();
+        assert_eq!(h.check(&g.lowered), Vec::<String>::new(), "b{batch}");
+        let bound = h.launch_abi(4);
+        // Per stage: 8 padded rows of 256 packed words, the batch's 64 activations per row,
+        // 256 scales and 32 zero words; 4 stages.
+        let stage = 8 * (256 * 4 + 32) + batch as u64 * 64 * 2 + 256 * 2 + 32 * 4;
+        assert_eq!(bound.dynamic_lds_bytes, 4 * stage, "b{batch}");
+        let per_sm = if batch <= 32 { 2 } else { 1 };
+        assert_eq!(bound.grid, 132 * per_sm, "b{batch}");
+        assert_eq!(bound.workgroup_size, 256);
+
+        let tmp = tempfile::tempdir().unwrap();
+        let json = tmp.path().join("ab.json");
+        let o = wavefuse(&[
+            "ab",
+            "gemv_int4",
+            "--shapes",
+            &format!("qwen27b-tp4-b{batch}"),
+            "--no-gpu",
+            "--manual",
+            src.to_str().unwrap(),
+            "--abi",
+            abi.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "b{batch}\n{out}\n{err}");
+        let manual = &read_json(&json)["rows"][0]["manual"];
+        assert!(manual["error"].is_null(), "b{batch}: {}", manual["error"]);
+        if !compiler_of("cu") {
+            continue;
+        }
+        let r = &manual["resources"][0];
+        assert_eq!(r["arch"], "sm90", "{r}");
+        assert!(r["usage"]["registers"].as_u64().unwrap() > 0, "{r}");
+        assert_eq!(r["usage"]["spills"], 0, "{r}");
     }
 }
 

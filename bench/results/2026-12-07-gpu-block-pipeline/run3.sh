@@ -19,6 +19,12 @@ done
 for shape in n4352 k4352; do
   run_manual "p4-$shape" $shape "32 64" $P/gemv_int4_pipe3.abi.toml
 done
+# The test fixture cli/tests/handwritten/gemv_int4_pipelined.cu (version 2 of the probe) as the
+# ignored GPU test `gpu_checks_a_hand_written_kernel_in_dynamic_shared_memory` runs it.
+timeout 100 $W ab gemv_int4 --shapes qwen27b-tp4-b16,qwen27b-tp4-b64 --manual cli/tests/handwritten/gemv_int4_pipelined.cu \
+    --abi cli/tests/handwritten/gemv_int4_pipelined.cu.abi.toml --iters 20 > "$OUT/fixture.txt" 2>&1
+echo "fixture: exit $? ($(el) s)" | tee -a "$OUT/exits.txt" "$FINAL/progress.txt"
+grep -E "correct|WRONG|error" "$OUT/fixture.txt" | cut -c1-150 >> "$FINAL/progress.txt"
 run_others "16,32,64"
 # Nsight Compute of the probe (4 stages) at 5120 -> 17408 batch 32 and 64: the stall census and
 # pipe use beside ../2026-12-07-gpu-stall-census's Marlin and default rows (one launch inside the
