@@ -1396,6 +1396,9 @@ fn no_gpu_ab_binds_a_pipelined_kernel_in_dynamic_lds() {
         assert_eq!(r["arch"], "sm90", "{r}");
         assert!(r["usage"]["registers"].as_u64().unwrap() > 0, "{r}");
         assert_eq!(r["usage"]["spills"], 0, "{r}");
+        // The report counts the dynamic LDS with the compiler's static figure.
+        let lds = r["usage"]["lds_bytes"].as_u64().unwrap();
+        assert!((4 * stage..4 * stage + 1024).contains(&lds), "{r}");
     }
 }
 

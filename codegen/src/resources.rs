@@ -106,9 +106,29 @@ impl ResourceUsage {
     /// Resident waves per SIMD (AMD, as the compiler reported it) or warps per SM sub-partition
     /// (NVIDIA, [`sm90_occupancy`] for blocks of `workgroup_size` threads).
     pub fn occupancy(&self, workgroup_size: u32) -> u32 {
+        self.occupancy_with_dynamic_lds(workgroup_size, 0)
+    }
+
+    /// [`ResourceUsage::occupancy`] of a launch that also gives each workgroup `dynamic_lds`
+    /// bytes of dynamic LDS, which no compiler report counts: NVIDIA with the static and dynamic
+    /// shared memory together; AMD the compiler's figure, capped by [`gfx906_occupancy`] with
+    /// the LDS together where there is dynamic LDS.
+    pub fn occupancy_with_dynamic_lds(&self, workgroup_size: u32, dynamic_lds: u32) -> u32 {
         match self {
+            ResourceUsage::Amd(u) if dynamic_lds > 0 => {
+                let together = AmdUsage {
+                    lds_bytes: u.lds_bytes.saturating_add(dynamic_lds),
+                    ..u.clone()
+                };
+                u.occupancy_waves_per_simd
+                    .min(gfx906_occupancy(&together, workgroup_size))
+            }
             ResourceUsage::Amd(u) => u.occupancy_waves_per_simd,
-            ResourceUsage::Nvidia(u) => sm90_occupancy(u.registers, u.shared_bytes, workgroup_size),
+            ResourceUsage::Nvidia(u) => sm90_occupancy(
+                u.registers,
+                u.shared_bytes.saturating_add(dynamic_lds),
+                workgroup_size,
+            ),
         }
     }
 }
@@ -150,6 +170,31 @@ pub fn gfx906_occupancy(u: &AmdUsage, workgroup_size: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A launch's dynamic LDS counts with the static LDS no compiler report includes it in.
+    #[test]
+    fn dynamic_lds_lowers_the_occupancy() {
+        // 128 registers, 8 warps, 16 bytes static: 2 blocks by registers (4 warps per
+        // sub-partition); with 69 120 bytes of dynamic LDS 3 fit by shared memory, still 2.
+        let nv = ResourceUsage::Nvidia(NvidiaUsage {
+            registers: 128,
+            shared_bytes: 16,
+            ..Default::default()
+        });
+        assert_eq!(nv.occupancy(256), 4);
+        assert_eq!(nv.occupancy_with_dynamic_lds(256, 69_120), 4);
+        // 150 KiB dynamic: one block of 8 warps (2 per sub-partition).
+        assert_eq!(nv.occupancy_with_dynamic_lds(256, 150 * 1024), 2);
+        // gfx906: 32 KiB of dynamic LDS leaves 2 workgroups of 4 waves per CU, 2 waves per SIMD.
+        let amd = ResourceUsage::Amd(AmdUsage {
+            vgprs: 64,
+            sgprs: 32,
+            occupancy_waves_per_simd: 4,
+            ..Default::default()
+        });
+        assert_eq!(amd.occupancy_with_dynamic_lds(256, 0), 4);
+        assert_eq!(amd.occupancy_with_dynamic_lds(256, 32 * 1024), 2);
+    }
 
     #[test]
     fn sm90_occupancy_is_the_tightest_limit() {

@@ -182,7 +182,12 @@ pub fn compile(kernel: &Kernel, target: Target) -> Result<Compiled, Error> {
     let generated = generate(kernel, target)?;
     let artifact = artifact(&generated)?;
     let wg = generated.lowered.workgroup_size;
-    let mut resources = ab::usage_of(&artifact, &generated.abi.symbol, wg);
+    let mut resources = ab::usage_of(
+        &artifact,
+        &generated.abi.symbol,
+        wg,
+        generated.abi.dynamic_lds_bytes,
+    );
     if let Ok(u) = &resources.usage {
         let occupancy = Occupancy::Compiled {
             waves_per_simd: u.occupancy,

@@ -209,10 +209,13 @@ fn check_manual(
             );
             return Ok(ExitCode::FAILURE);
         };
-        let occupancy = r.occupancy(launch.lanes());
+        // The launch's dynamic LDS, which the compiler's report does not count.
+        let dynamic = u32::try_from(st.abi.dynamic_lds_bytes).unwrap_or(u32::MAX);
+        let occupancy = r.occupancy_with_dynamic_lds(launch.lanes(), dynamic);
+        let lds = r.lds_bytes().saturating_add(dynamic);
         if *symbol == main.abi.symbol {
             main_occupancy = occupancy;
-            main_lds = r.lds_bytes();
+            main_lds = lds;
         }
         let head = if multi {
             format!("launch {} `{symbol}`:", i + 1)
@@ -241,7 +244,7 @@ fn check_manual(
             r.sgprs().map_or("-".to_owned(), |s| s.to_string()),
             r.spilled(),
             r.scratch_bytes(),
-            r.lds_bytes(),
+            lds,
             occupancy,
             if arch == Arch::Sm90 {
                 "SM sub-partition"

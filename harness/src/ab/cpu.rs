@@ -49,6 +49,8 @@ struct Job {
     request: CompileRequest,
     symbol: String,
     workgroup_size: u32,
+    /// Dynamic LDS per workgroup at launch (the ABI's `dynamic_lds_bytes`).
+    dynamic_lds: u64,
     /// Workgroups of the launch (all dimensions).
     grid: u32,
     /// gfx906: the generated kernel (whose data parameters give the bytes and weights, which a
@@ -171,6 +173,7 @@ fn row_without_gpu(i: usize, c: &CaseSpec, o: &Options) -> (Row, Vec<Job>) {
             request: pipeline::request(g),
             symbol: g.source.symbol.clone(),
             workgroup_size: g.lowered.workgroup_size,
+            dynamic_lds: g.abi.dynamic_lds_bytes,
             grid: g.lowered.grid,
             model: for_model(&generated, g.lowered.arch, c.batch),
             hand: None,
@@ -212,6 +215,7 @@ fn row_without_gpu(i: usize, c: &CaseSpec, o: &Options) -> (Row, Vec<Job>) {
                     // model adds the others).
                     symbol: h.main_stage().abi.symbol.clone(),
                     workgroup_size: h.main_stage().workgroup_size(),
+                    dynamic_lds: h.main_stage().abi.dynamic_lds_bytes,
                     grid: h.main_stage().launch().map_or(0, |l| l.workgroups()),
                     model: for_model(&generated, h.arch, c.batch),
                     hand: Some(h.symbol_launch()),
@@ -411,7 +415,7 @@ fn compile(cache: &Cache, job: &Job, o: &Options) -> Resources {
     let c = compiler(job, o);
     match exec::artifact_for(cache, c.as_ref(), &job.request) {
         Ok((a, _)) => {
-            let mut r = usage_of(&a, &job.symbol, job.workgroup_size);
+            let mut r = usage_of(&a, &job.symbol, job.workgroup_size, job.dynamic_lds);
             if let (Some((k, batch)), Ok(u)) = (&job.model, &r.usage) {
                 // A model that could not be made (llvm-objdump missing, failing or past the
                 // timeout) is said, not dropped: its column is empty in the report (issue 39).
@@ -508,6 +512,7 @@ pub fn prebuild(cases: &[CaseSpec], o: &Options) -> Vec<Prebuilt> {
             request: pipeline::request(&g),
             symbol: g.source.symbol.clone(),
             workgroup_size: g.lowered.workgroup_size,
+            dynamic_lds: g.abi.dynamic_lds_bytes,
             grid: g.lowered.grid,
             model: None,
             hand: None,
@@ -529,6 +534,7 @@ pub fn prebuild(cases: &[CaseSpec], o: &Options) -> Vec<Prebuilt> {
                     // model adds the others).
                     symbol: h.main_stage().abi.symbol.clone(),
                     workgroup_size: h.main_stage().workgroup_size(),
+                    dynamic_lds: h.main_stage().abi.dynamic_lds_bytes,
                     grid: h.main_stage().launch().map_or(0, |l| l.workgroups()),
                     model: None,
                     hand: None,

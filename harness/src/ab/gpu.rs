@@ -430,6 +430,7 @@ fn bind_generated<'g, D: Device>(
         &artifact,
         &g.lowered.name,
         g.lowered.workgroup_size,
+        g.abi.dynamic_lds_bytes,
     ));
     let k = run_once(
         &mut v,
@@ -495,8 +496,12 @@ fn bind_hand<'g, D: Device>(
         }
     };
     let main = h.main_stage();
-    v.resources
-        .push(usage_of(&artifact, &main.abi.symbol, main.workgroup_size()));
+    v.resources.push(usage_of(
+        &artifact,
+        &main.abi.symbol,
+        main.workgroup_size(),
+        main.abi.dynamic_lds_bytes,
+    ));
     for st in h.stages() {
         if let Err(e) = check_loaded(group, &artifact, &st) {
             v.error = Some(e.to_string());

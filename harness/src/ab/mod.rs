@@ -306,14 +306,24 @@ pub fn check_of(on: &str, ms: &[OutputMetrics], tol: f64) -> Check {
     }
 }
 
-/// The resource report of kernel `symbol` in `artifact`, launched with `workgroup_size` lanes.
-pub fn usage_of(artifact: &Artifact, symbol: &str, workgroup_size: u32) -> Resources {
+/// The resource report of kernel `symbol` in `artifact`, launched with `workgroup_size` lanes
+/// and `dynamic_lds` bytes of dynamic LDS per workgroup (its ABI's `dynamic_lds_bytes`).
+pub fn usage_of(
+    artifact: &Artifact,
+    symbol: &str,
+    workgroup_size: u32,
+    dynamic_lds: u64,
+) -> Resources {
     let usage = match artifact.usage_of(symbol) {
         None => Err(format!(
             "{} gave no resource report for `{symbol}`",
             artifact.compiler
         )),
-        Some(u) => Ok(Usage::of(u, workgroup_size)),
+        Some(u) => Ok(Usage::of(
+            u,
+            workgroup_size,
+            u32::try_from(dynamic_lds).unwrap_or(u32::MAX),
+        )),
     };
     Resources {
         arch: artifact.arch.name().to_owned(),

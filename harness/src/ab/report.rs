@@ -290,21 +290,23 @@ pub struct Usage {
     /// Spilled registers (AMD) or spill bytes (NVIDIA), plus scratch / stack-frame bytes per lane
     /// ([`ResourceUsage::spilled`] + [`ResourceUsage::scratch_bytes`]); 0 is the budget.
     pub spills: u32,
-    /// Static LDS / shared memory per workgroup, bytes.
+    /// LDS / shared memory per workgroup, bytes: the compiler's static figure plus the
+    /// launch's dynamic LDS.
     pub lds_bytes: u32,
-    /// Waves per SIMD (AMD, from the compiler) or warps per SM sub-partition (NVIDIA, computed
-    /// from registers, shared memory and the block size).
+    /// Waves per SIMD (AMD, from the compiler, capped by the LDS with the dynamic part) or warps
+    /// per SM sub-partition (NVIDIA, computed from registers, shared memory and the block size).
     pub occupancy: u32,
 }
 
 impl Usage {
-    /// The table's numbers of `u` for blocks of `workgroup_size` lanes.
-    pub fn of(u: &ResourceUsage, workgroup_size: u32) -> Usage {
+    /// The table's numbers of `u` for blocks of `workgroup_size` lanes that each get
+    /// `dynamic_lds` bytes of dynamic LDS at launch (the ABI's `dynamic_lds_bytes`).
+    pub fn of(u: &ResourceUsage, workgroup_size: u32, dynamic_lds: u32) -> Usage {
         Usage {
             registers: u.registers(),
             spills: u.spilled() + u.scratch_bytes(),
-            lds_bytes: u.lds_bytes(),
-            occupancy: u.occupancy(workgroup_size),
+            lds_bytes: u.lds_bytes().saturating_add(dynamic_lds),
+            occupancy: u.occupancy_with_dynamic_lds(workgroup_size, dynamic_lds),
         }
     }
 }

@@ -186,7 +186,12 @@ fn compile_one(
     match result {
         Ok((a, src)) => Compiled {
             index,
-            resources: usage_of(&a, &g.source.symbol, g.lowered.workgroup_size),
+            resources: usage_of(
+                &a,
+                &g.source.symbol,
+                g.lowered.workgroup_size,
+                g.abi.dynamic_lds_bytes,
+            ),
             usage: a.usage_of(&g.source.symbol).cloned(),
             workgroup_size: g.lowered.workgroup_size,
             artifact: Ok(a),

@@ -286,7 +286,14 @@ fn hand_floor(
     let Ok((a, _)) = exec::artifact_for(&cache, compiler.as_ref(), &req) else {
         return;
     };
-    if let Ok(u) = usage_of(&a, &h.abi.symbol, h.workgroup_size()).usage {
+    if let Ok(u) = usage_of(
+        &a,
+        &h.abi.symbol,
+        h.workgroup_size(),
+        h.abi.dynamic_lds_bytes,
+    )
+    .usage
+    {
         case.occupancy_floor = Some(u.occupancy);
         case.floor_from = "hand-written".into();
     }
