@@ -228,8 +228,9 @@ fn mma_async_ring_sharing_the_sums_without_its_barrier_is_caught_sm90() {
 }
 
 /// The phased activation stage as a ring too (`async_stages` with `x_phase_units` = the K
-/// warps): each phase's activations (every lane its share) and each K warp's unit of it are one
-/// asynchronous group, issued `stages − 1` phases ahead into buffer `phase mod stages`, with
+/// warps): each K warp's unit of a phase is one asynchronous group, issued `stages − 1` phases
+/// ahead into buffer `phase mod stages`, the phase's activations (every lane its share) loaded
+/// into registers with it and stored into that buffer in B-fragment order a phase later, with
 /// one wait and one workgroup barrier per phase; the scales and zero words copied once per
 /// quad. 2 to 4 buffers, units of 4 and 8 K-words, one and two K warps, 32 to 128 columns, the
 /// scale per unit and on the weights; `gemv_int4` at batch 1, 13 (a partial N tile), 16 and 64,
@@ -315,6 +316,38 @@ fn mma_async_phased_stage_without_its_wait_or_barrier_is_caught_sm90() {
             text.lines().take(3).collect::<Vec<_>>().join("\n")
         );
     }
+}
+
+/// The activation ring's stores (a phase's activations, loaded with its weights' group, stored
+/// into their buffer at the top of the next phase): without them the phases past the
+/// prologue's read buffers no lane of this launch wrote, and the simulator reports it. (Stores
+/// into the buffer one phase off were caught the same way while the form was written: a write
+/// race with the phase still reading it, and stale reads.)
+#[test]
+fn mma_async_phased_stage_without_its_activation_stores_is_caught_sm90() {
+    let spec = "async_stages=3,k_unit_words=4,k_split=1,columns_per_workgroup=64,threads_per_column=1,workgroup_size=64,x_in_lds=true,x_phase_units=1";
+    let mut p = prepare(KernelId::GemvInt4, 1, 16, spec).expect("lowers");
+    let (mut dropped, mut next) = (0, false);
+    p.lowered.body = support::rewrite(std::mem::take(&mut p.lowered.body), &mut |s| match s {
+        Stmt::Comment(c) if c.contains("loaded a phase ago") => {
+            next = true;
+            vec![Stmt::Comment(c)]
+        }
+        // The guarded stores after that comment (their children, all stores, come first).
+        Stmt::If { .. } if next => {
+            next = false;
+            dropped += 1;
+            vec![]
+        }
+        s => vec![s],
+    });
+    assert_eq!(dropped, 1, "the loop's activation stores, once");
+    let r = sweep(&p, SEED, 0, 8, |_, _| {}).expect("simulates");
+    let text = summary(&p, &r);
+    assert!(
+        r.findings.iter().any(|f| f.first.kind == FindingKind::UninitRead),
+        "stores dropped, not caught:\n{text}"
+    );
 }
 
 /// A phase of more than one unit per K warp cannot be one group of both rings: refused, naming

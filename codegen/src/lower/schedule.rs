@@ -266,8 +266,9 @@ pub struct Schedule {
     /// reads back only the bytes it copied itself, so the lane's own wait orders them (§5.2);
     /// where the words share the cross-slice sums' LDS a workgroup barrier precedes the sums.
     /// With `x_phase_units` (one unit per K warp) the phased activation stage becomes a ring of
-    /// this many phase buffers too, filled in the same groups, one wait and one workgroup
-    /// barrier per phase. 0: register loads. 2 to [`MAX_ASYNC_STAGES`]; `pipeline_depth` 1. Absent in stored
+    /// this many phase buffers too: each phase's activations are loaded into registers with
+    /// its weights' group and stored in B-fragment order a phase later; one wait and one
+    /// workgroup barrier per phase. 0: register loads. 2 to [`MAX_ASYNC_STAGES`]; `pipeline_depth` 1. Absent in stored
     /// schedules: 0.
     #[serde(default)]
     pub async_stages: u32,

@@ -271,7 +271,7 @@ impl Lowering<'_> {
             };
             let lds = if x_async {
                 let stages = self.s.async_stages as usize;
-                self.k.lds(Ty::F16, stages * batch * pitch * 8)
+                self.k.lds(Ty::U32, stages * batch * pitch * 4)
             } else if let Some(sums) = phase.and(self.red.first().copied()).filter(|_| {
                 self.k.lds_bytes() + batch * pitch * 16
                     > self.k.arch.max_static_lds_per_workgroup() as usize
@@ -646,7 +646,7 @@ impl Lowering<'_> {
                 "every lane is done reading the last phase's activations before they are overwritten",
             ));
             body.push(Stmt::WorkgroupBarrier);
-            body.extend(self.x_phase_store(t, &xr));
+            body.extend(self.x_phase_store(t, &xr, None));
             body.push(comment(
                 "the phase's activations are in LDS before any lane reads them",
             ));
@@ -662,15 +662,21 @@ impl Lowering<'_> {
         out.push(for_loop(pair, begin, end, u(2 * p), body));
     }
 
-    /// The phased stage and the weights both through asynchronous rings of `stages` buffers
-    /// (`async_stages` with `x_phase_units` = the K warps): phase `i`'s activations (every lane
-    /// copies its share of the stage, 16 bytes each) and each K warp's unit of it (each lane its
-    /// own operands, as [`Lowering::ring_copies`]) are one `cp.async` group, issued `stages − 1`
-    /// phases ahead into buffer `i mod stages`. Per phase, one wait and one workgroup barrier
-    /// (§5.2): the wait completes this lane's copies of the phase, the barrier makes every
-    /// lane's visible to all and keeps every lane's reads of the buffer the next copies
-    /// overwrite (the previous phase's) before them. Both outside any lane condition (§5.8: the
-    /// phase bounds are the workgroup's); the copies past the part are skipped by a
+    /// The phased stage and the weights both through rings of `stages` buffers (`async_stages`
+    /// with `x_phase_units` = the K warps), `stages − 1` phases ahead: phase `i`'s weights (each
+    /// lane its own operands, as [`Lowering::ring_copies`]) are one `cp.async` group into buffer
+    /// `i mod stages`; its activations are loaded into registers with that group (every lane
+    /// its share of the stage, 16 bytes each) and stored into buffer `i mod stages` in
+    /// B-fragment order one phase later, at the top of the next phase (the loads' latency is
+    /// covered by a phase's MMAs, and no lane packs pairs after its LDS reads). Per phase, one
+    /// wait and one workgroup barrier (§5.2): the wait completes this lane's copies of the
+    /// phase, the barrier makes every lane's copies and stores of it visible to all and keeps
+    /// every lane's reads of the buffer the next copies overwrite (the previous phase's) before
+    /// them. The stores at the top of phase `i` go to buffer `(i + stages − 2) mod stages`,
+    /// last read in phase `i − 2` (before phase `i − 1`'s barrier) and next read in phase
+    /// `i + stages − 2 ≥ i` (after its barrier); not the buffer phase `i − 1` may still be
+    /// reading (`stages ≥ 2`). Both the wait and the barrier are outside any lane condition
+    /// (§5.8: the phase bounds are the workgroup's); the copies past the part are skipped by a
     /// workgroup-uniform bound, their (empty) groups still committed so the count holds.
     fn mma_phases_async(
         &mut self,
@@ -684,28 +690,60 @@ impl Lowering<'_> {
         let ring = t.ring.as_ref().expect("the weights' ring");
         let (stages, slot) = (ring.stages, ring.slot);
         let buf = self.mma_buffers(t);
+        let x = t.x.clone().expect("a loaded activation");
+        let stage = t.xs.as_ref().expect("phases stage the activations");
+        let per_lane = (t.batch * stage.words).div_ceil(self.wg());
+        let xr: Vec<Vec<Reg>> = (0..per_lane)
+            .map(|_| (0..8).map(|_| self.k.reg(Ty::F16, "xpre")).collect())
+            .collect();
         let (copy_ph, copy_unit) = (
             self.k.reg(Ty::U32, "copy_phase"),
             self.k.reg(Ty::U32, "copy_unit"),
         );
         out.push(comment(format!(
-            "the K part in phases of {p} units, the activations and the weights through rings of {stages} buffers filled by asynchronous copies {} phases ahead: one group per phase, one wait and one barrier per phase",
+            "the K part in phases of {p} units through rings of {stages} buffers, {} phases ahead: the weights by asynchronous copies (one group per phase), the activations loaded into registers ({per_lane} x 16 bytes per lane) and stored in B-fragment order a phase later; one wait and one barrier per phase",
             stages - 1
         )));
         out.push(assign(slot, u(0)));
-        let copies = |me: &mut Self, phase: Expr, dst: Expr, out: &mut Vec<Stmt>| {
-            out.push(assign(copy_ph, phase));
-            let mut body = me.x_phase_copies(t, r(copy_ph), dst.clone());
-            body.push(assign(copy_unit, add(r(copy_ph), r(kwarp))));
-            let w = me.ring_copies(t, copy_unit, dst);
-            when(lt(r(t.n0), u(t.n)), w, &mut body);
-            when(lt(r(copy_ph), end.clone()), body, out);
-            out.push(Stmt::AsyncCommit);
-        };
+        // The phase's weight copies (a group) and activation loads; in the prologue the loads
+        // are stored at once (`store`: their buffer).
+        let copies =
+            |me: &mut Self, phase: Expr, dst: Expr, store: bool, out: &mut Vec<Stmt>| {
+                out.push(assign(copy_ph, phase));
+                let mut body = me.x_phase_load(&x, t, &xr, r(copy_ph));
+                body.push(assign(copy_unit, add(r(copy_ph), r(kwarp))));
+                let w = me.ring_copies(t, copy_unit, dst.clone());
+                when(lt(r(t.n0), u(t.n)), w, &mut body);
+                if store {
+                    body.extend(me.x_phase_store(t, &xr, Some(dst)));
+                }
+                when(lt(r(copy_ph), end.clone()), body, out);
+                out.push(Stmt::AsyncCommit);
+            };
         for s in 0..stages - 1 {
-            copies(self, add(begin.clone(), u(s * p)), u(s), out);
+            copies(self, add(begin.clone(), u(s * p)), u(s), true, out);
         }
-        let mut body = vec![
+        // Phase `ph + back·p` was loaded a phase ago; its buffer is `(slot + back) mod stages`
+        // (`slot` is phase `ph`'s), i.e. `slot − 2` modulo the ring.
+        let back = stages - 2;
+        let store_slot = if back == 0 {
+            r(slot)
+        } else {
+            sel(lt(r(slot), u(2)), add(r(slot), u(back)), sub(r(slot), u(2)))
+        };
+        let mut body = vec![comment(format!(
+            "the activations loaded a phase ago (phase + {back}) into their buffer, which no lane reads before this phase's barrier"
+        ))];
+        let stores = self.x_phase_store(t, &xr, Some(store_slot));
+        when(
+            and(
+                ne(r(ph), begin.clone()),
+                lt(add(r(ph), u(back * p)), end.clone()),
+            ),
+            stores,
+            &mut body,
+        );
+        body.extend([
             comment(format!(
                 "§5.2: this lane's copies of this phase (its group, {} groups ago) are complete",
                 stages - 1
@@ -714,43 +752,18 @@ impl Lowering<'_> {
                 pending: (stages - 2) as u32,
             },
             comment(
-                "§5.2: every lane's copies of this phase are visible to all, and every lane is done reading the buffer the next copies overwrite (the last phase's)",
+                "§5.2: every lane's copies and stores of this phase are visible to all, and every lane is done reading the buffer the next copies overwrite (the last phase's)",
             ),
             Stmt::WorkgroupBarrier,
-        ];
+        ]);
         let write = sel(eq(r(slot), u(0)), u(stages - 1), sub(r(slot), u(1)));
-        copies(self, add(r(ph), u((stages - 1) * p)), write, &mut body);
+        copies(self, add(r(ph), u((stages - 1) * p)), write, false, &mut body);
         body.push(assign(un_reg, add(r(ph), r(kwarp))));
         body.extend(self.ring_reads(t, &buf));
         body.extend(self.mma_compute(t, &buf, un_reg, totals));
         let next = add(r(slot), u(1));
         body.push(assign(slot, sel(eq(next.clone(), u(stages)), u(0), next)));
         out.push(for_loop(ph, begin, end, u(p), body));
-    }
-
-    /// The asynchronous copies of the phase starting at unit `first` into stage buffer `buf`:
-    /// entry `i` (batch row `i / words`, the phase's K-word `i mod words`, 8 activations, 16
-    /// bytes) is copied by lane `i mod wg`, into `((buf · batch + row) · pitch + word) · 8`.
-    fn x_phase_copies(&mut self, t: &MmaTiling, first: Expr, buf: Expr) -> Vec<Stmt> {
-        let stage = t.xs.as_ref().expect("staged");
-        let x = t.x.clone().expect("a loaded activation");
-        let lds = stage.lds;
-        let pitch = stage.pitch;
-        self.per_stage_entry(t, |me, _, row, word| {
-            let kword = add(mul(first.clone(), u(t.unit)), word.clone());
-            let dst = mul(
-                add(
-                    mul(add(mul(buf.clone(), u(t.batch)), row.clone()), u(pitch)),
-                    word,
-                ),
-                u(8),
-            );
-            Stmt::AsyncCopy {
-                dst: me.lds_at(lds, dst),
-                src: at(x.clone(), add(mul(row, u(t.kdim)), mul(kword, u(8)))),
-                words: 4,
-            }
-        })
     }
 
     /// One statement per entry of a phase's stage (batch row `i / words`, K-word `i mod words`):
@@ -790,8 +803,9 @@ impl Lowering<'_> {
         })
     }
 
-    /// `xr` into the stage in B-fragment order, as [`Lowering::stage_x`] writes it.
-    fn x_phase_store(&mut self, t: &MmaTiling, xr: &[Vec<Reg>]) -> Vec<Stmt> {
+    /// `xr` into the stage in B-fragment order, as [`Lowering::stage_x`] writes it; into ring
+    /// buffer `slot` of the phased ring (`MmaTiling::x_async`: `batch · pitch` entries each).
+    fn x_phase_store(&mut self, t: &MmaTiling, xr: &[Vec<Reg>], slot: Option<Expr>) -> Vec<Stmt> {
         let stage = t.xs.as_ref().expect("staged");
         let (entries, wg) = (t.batch * stage.words, self.wg());
         let mut out = vec![];
@@ -800,10 +814,12 @@ impl Lowering<'_> {
             let packs = (0..4)
                 .map(|h| Expr::PackHalf2(Box::new(r(xh[h])), Box::new(r(xh[h + 4]))))
                 .collect();
-            let entry = add(
-                mul(div(i.clone(), u(stage.words)), u(stage.pitch)),
-                rem(i.clone(), u(stage.words)),
-            );
+            let row = div(i.clone(), u(stage.words));
+            let row = match &slot {
+                Some(slot) => add(mul(slot.clone(), u(t.batch)), row),
+                None => row,
+            };
+            let entry = add(mul(row, u(stage.pitch)), rem(i.clone(), u(stage.words)));
             let st = self.store_words(stage.lds, mul(entry, u(4)), packs);
             if (j + 1) * wg <= entries {
                 out.push(st);
@@ -1251,19 +1267,12 @@ impl Lowering<'_> {
         };
         let bfrag: Vec<Reg> = (0..4).map(|_| self.k.reg(Ty::U32, "bfrag")).collect();
         if t.x_async {
-            // The ring's buffers hold the activations in their own order: the 8 of the entry,
-            // packed into the fragment's pairs (x[h], x[h + 4]) here.
+            // The ring's buffers hold the activations in B-fragment order too, `batch · pitch`
+            // entries per buffer (`x_phase_store`).
             let slot = r(t.ring.as_ref().expect("the ring").slot);
             let row = add(mul(slot, u(t.batch)), row);
-            let idx = mul(add(mul(row, u(xs.pitch)), word), u(8));
-            let xh: Vec<Reg> = (0..8).map(|_| self.k.reg(Ty::F16, "xs")).collect();
-            out.push(load(xh.clone(), self.lds_at(xs.lds, idx)));
-            for (h, &b) in bfrag.iter().enumerate() {
-                out.push(assign(
-                    b,
-                    Expr::PackHalf2(Box::new(r(xh[h])), Box::new(r(xh[h + 4]))),
-                ));
-            }
+            let idx = mul(add(mul(row, u(xs.pitch)), word), u(4));
+            out.extend(self.load_words(bfrag.clone(), xs.lds, idx));
         } else {
             let idx = mul(add(mul(row, u(xs.pitch)), word), u(4));
             out.extend(self.load_words(bfrag.clone(), xs.lds, idx));
