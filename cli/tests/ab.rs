@@ -1402,6 +1402,50 @@ fn no_gpu_ab_binds_a_pipelined_kernel_in_dynamic_lds() {
     }
 }
 
+/// A user's kernel outside the batches its description covers (`min_batch` / `max_batch`: the
+/// pipelined fixture tiles the batch in MMA columns of 8 and `static_assert`s it) is reported
+/// absent at those rows, with the range, not compiled into an error; the rows inside it are
+/// bound as usual, in the same `ab`.
+#[test]
+fn a_user_kernel_below_its_min_batch_is_absent_not_an_error() {
+    let (src, abi) = user_kernel("gemv_int4_pipelined", "cu");
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("ab.json");
+    let o = wavefuse(&[
+        "ab",
+        "gemv_int4",
+        "--shapes",
+        "qwen27b-tp4-b1,qwen27b-tp4-b16",
+        "--no-gpu",
+        "--manual",
+        src.to_str().unwrap(),
+        "--abi",
+        abi.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let j = read_json(&json);
+    let why = j["rows"][0]["manual"]["absent"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{j}"));
+    assert!(
+        why.contains("batch 1 is outside the batch 8-64 the description covers"),
+        "{why}"
+    );
+    assert!(
+        j["rows"][1]["manual"]["absent"].is_null(),
+        "{}",
+        j["rows"][1]
+    );
+    assert!(
+        j["rows"][1]["manual"]["error"].is_null(),
+        "{}",
+        j["rows"][1]
+    );
+}
+
 /// `check --manual` compiles the named symbol of a file of two kernels, prints its resources and
 /// values, and (gfx906) the model of that symbol with the loop it counted.
 #[test]

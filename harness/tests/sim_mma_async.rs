@@ -345,7 +345,9 @@ fn mma_async_phased_stage_without_its_activation_stores_is_caught_sm90() {
     let r = sweep(&p, SEED, 0, 8, |_, _| {}).expect("simulates");
     let text = summary(&p, &r);
     assert!(
-        r.findings.iter().any(|f| f.first.kind == FindingKind::UninitRead),
+        r.findings
+            .iter()
+            .any(|f| f.first.kind == FindingKind::UninitRead),
         "stores dropped, not caught:\n{text}"
     );
 }

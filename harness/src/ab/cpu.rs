@@ -180,12 +180,17 @@ fn row_without_gpu(i: usize, c: &CaseSpec, o: &Options) -> (Row, Vec<Job>) {
         })
         .collect();
     let hands: Vec<Hand> = match &o.choice {
-        Choice::User(h) => generated
-            .iter()
-            .filter(|g| g.lowered.arch == h.arch)
-            .take(1)
-            .filter_map(|g| h.for_kernel(&g.ir).ok())
-            .collect(),
+        Choice::User(h) => match generated.iter().find(|g| g.lowered.arch == h.arch) {
+            Some(g) => match h.for_kernel(&g.ir) {
+                Ok(h) => vec![h],
+                Err(e) => {
+                    // Outside the description's batches, say, as the GPU side reports it.
+                    row.manual = Manual::Absent(e.to_string());
+                    vec![]
+                }
+            },
+            None => vec![],
+        },
         Choice::Reference(dir) => {
             let mut found = Vec::new();
             let mut absent = Vec::new();

@@ -707,19 +707,18 @@ impl Lowering<'_> {
         out.push(assign(slot, u(0)));
         // The phase's weight copies (a group) and activation loads; in the prologue the loads
         // are stored at once (`store`: their buffer).
-        let copies =
-            |me: &mut Self, phase: Expr, dst: Expr, store: bool, out: &mut Vec<Stmt>| {
-                out.push(assign(copy_ph, phase));
-                let mut body = me.x_phase_load(&x, t, &xr, r(copy_ph));
-                body.push(assign(copy_unit, add(r(copy_ph), r(kwarp))));
-                let w = me.ring_copies(t, copy_unit, dst.clone());
-                when(lt(r(t.n0), u(t.n)), w, &mut body);
-                if store {
-                    body.extend(me.x_phase_store(t, &xr, Some(dst)));
-                }
-                when(lt(r(copy_ph), end.clone()), body, out);
-                out.push(Stmt::AsyncCommit);
-            };
+        let copies = |me: &mut Self, phase: Expr, dst: Expr, store: bool, out: &mut Vec<Stmt>| {
+            out.push(assign(copy_ph, phase));
+            let mut body = me.x_phase_load(&x, t, &xr, r(copy_ph));
+            body.push(assign(copy_unit, add(r(copy_ph), r(kwarp))));
+            let w = me.ring_copies(t, copy_unit, dst.clone());
+            when(lt(r(t.n0), u(t.n)), w, &mut body);
+            if store {
+                body.extend(me.x_phase_store(t, &xr, Some(dst)));
+            }
+            when(lt(r(copy_ph), end.clone()), body, out);
+            out.push(Stmt::AsyncCommit);
+        };
         for s in 0..stages - 1 {
             copies(self, add(begin.clone(), u(s * p)), u(s), true, out);
         }
@@ -757,7 +756,13 @@ impl Lowering<'_> {
             Stmt::WorkgroupBarrier,
         ]);
         let write = sel(eq(r(slot), u(0)), u(stages - 1), sub(r(slot), u(1)));
-        copies(self, add(r(ph), u((stages - 1) * p)), write, false, &mut body);
+        copies(
+            self,
+            add(r(ph), u((stages - 1) * p)),
+            write,
+            false,
+            &mut body,
+        );
         body.push(assign(un_reg, add(r(ph), r(kwarp))));
         body.extend(self.ring_reads(t, &buf));
         body.extend(self.mma_compute(t, &buf, un_reg, totals));

@@ -63,6 +63,20 @@ pub enum HandError {
         /// The name it gives.
         name: String,
     },
+    /// The kernel's batch is outside the batches the description covers.
+    #[error(
+        "{}: batch {batch} is outside the batch {covered} the description covers (its \
+         `min_batch` / `max_batch`)",
+        path.display()
+    )]
+    BatchOutside {
+        /// The description.
+        path: PathBuf,
+        /// The kernel's batch.
+        batch: i64,
+        /// The covered batches, as the message gives them.
+        covered: String,
+    },
     /// Neither the description nor the source's extension says the target.
     #[error(
         "{}: cannot tell the target from the extension (.cu for sm90, .hip for gfx906); set \

@@ -67,14 +67,24 @@ pub fn find_reference(dir: Option<&Path>, generated: &LoweredKernel, ir: &Kernel
         return Found::Absent(format!("hand-written version unreadable: {e}"));
     }
     let batch = parametric::Bindings::of(ir).int("batch").unwrap_or(1);
-    let limits: Vec<u32> = candidates.iter().filter_map(|h| h.abi.max_batch).collect();
-    candidates.retain(|h| h.abi.max_batch.is_none_or(|m| batch <= i64::from(m)));
-    if candidates.is_empty()
-        && let Some(m) = limits.iter().max()
-    {
+    let limited: Vec<(u32, Option<u32>)> = candidates
+        .iter()
+        .map(|h| h.abi.batch_range())
+        .filter(|&(min, max)| min > 1 || max.is_some())
+        .collect();
+    candidates.retain(|h| {
+        let (min, max) = h.abi.batch_range();
+        batch >= i64::from(min) && max.is_none_or(|m| batch <= i64::from(m))
+    });
+    if candidates.is_empty() && !limited.is_empty() {
+        let spans: Vec<String> = limited
+            .iter()
+            .map(|&(min, max)| super::batch_span(min, max))
+            .collect();
         return Found::Absent(format!(
-            "no hand-written version at batch {batch} (the reference covers batch 1-{m}: its \
-             `max_batch`)"
+            "no hand-written version at batch {batch} (the reference covers batch {}: its \
+             `min_batch` / `max_batch`)",
+            spans.join(", ")
         ));
     }
     let want = data_arrays(generated);

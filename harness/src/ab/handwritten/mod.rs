@@ -110,10 +110,14 @@ pub struct HandAbi {
     /// Ranks in the TP group.
     #[serde(default)]
     pub tp: Option<u32>,
-    /// The largest batch the kernel supports (its source's limit); a project reference above it
-    /// is reported absent with this reason, not compiled into an error. None: any batch.
+    /// The largest batch the kernel supports (its source's limit); above it `ab` reports the
+    /// kernel absent with this reason instead of compiling it into an error. None: any batch.
     #[serde(default)]
     pub max_batch: Option<u32>,
+    /// The smallest batch the kernel supports (a source that tiles the batch in MMA columns of
+    /// 8, say); below it `ab` reports the kernel absent with this reason. None: from batch 1.
+    #[serde(default)]
+    pub min_batch: Option<u32>,
     /// Lanes per workgroup: a number, an expression, or `[x, y, z]`.
     #[serde(alias = "block", default)]
     pub workgroup_size: Dims,
@@ -163,6 +167,35 @@ pub struct HandAbi {
     /// order.
     #[serde(default)]
     pub dependent_launch: bool,
+}
+
+impl HandAbi {
+    /// The batches the description covers: `min_batch`..=`max_batch` (absent: 1 and any).
+    pub fn batch_range(&self) -> (u32, Option<u32>) {
+        (self.min_batch.unwrap_or(1), self.max_batch)
+    }
+
+    /// `Err` when `ir`'s batch is outside [`HandAbi::batch_range`].
+    fn covers_batch(&self, path: &Path, ir: &Kernel) -> Result<(), HandError> {
+        let batch = parametric::Bindings::of(ir).int("batch").unwrap_or(1);
+        let (min, max) = self.batch_range();
+        if batch < i64::from(min) || max.is_some_and(|m| batch > i64::from(m)) {
+            return Err(HandError::BatchOutside {
+                path: path.to_owned(),
+                batch,
+                covered: batch_span(min, max),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// `min-max` (or `min and up`) for a message.
+fn batch_span(min: u32, max: Option<u32>) -> String {
+    match max {
+        Some(m) => format!("{min}-{m}"),
+        None => format!("{min} and up"),
+    }
 }
 
 /// `[[launches]]`: one launch of an op made of several, in stream order. Its fields are a
@@ -377,21 +410,26 @@ impl Hand {
 
     /// This kernel at the shapes of `ir`: a parametric description instantiated again, any other
     /// as it is.
+    /// A kernel whose batch is outside the description's `min_batch`..`max_batch` is an error
+    /// ([`HandError::BatchOutside`]) that `ab` reports as the hand-written side's absence.
     pub fn for_kernel(&self, ir: &Kernel) -> Result<Hand, HandError> {
         let shape = Some(parametric::Bindings::shape_of(ir));
-        let Some(template) = &self.template else {
-            return Ok(Hand {
+        let hand = match &self.template {
+            None => Hand {
                 shape,
                 ..self.clone()
-            });
+            },
+            Some(template) => {
+                let text = instantiate(&self.abi_path, template, ir)?;
+                Hand {
+                    abi: parse(&self.abi_path, &text)?,
+                    shape,
+                    ..self.clone()
+                }
+            }
         };
-        let text = instantiate(&self.abi_path, template, ir)?;
-        let abi = parse(&self.abi_path, &text)?;
-        Ok(Hand {
-            abi,
-            shape,
-            ..self.clone()
-        })
+        hand.abi.covers_batch(&self.abi_path, ir)?;
+        Ok(hand)
     }
 
     /// The launch and the `value` scalars at the shape the description was loaded for; `Err`
