@@ -40,8 +40,9 @@ struct MmaTiling {
     /// The asynchronous weight ring ([`Schedule::async_stages`](super::super::Schedule::async_stages)).
     ring: Option<Ring>,
     /// The phased activation stage is a ring too (`async_stages` with `x_phase_units`): `xs`
-    /// is an F16 array of `stages` phase buffers in the activations' own order, filled by
-    /// asynchronous copies, the buffer read the ring's slot (see `mma_phases_async`).
+    /// is a u32 array of `stages` phase buffers in B-fragment order (`batch · pitch` entries
+    /// each), stored a phase after their loads, the buffer read the ring's slot (see
+    /// `mma_phases_async`).
     x_async: bool,
     /// K warps: a warp's units are this many apart.
     kwarps: usize,
@@ -250,8 +251,8 @@ impl Lowering<'_> {
         let phase = self.mma_phase(part_units, kwarps, x.is_some())?;
         let ph_reg = phase.map(|_| self.k.reg(Ty::U32, "phase"));
         let mut staging = vec![];
-        // With the weight ring, a phased stage becomes a ring of phase buffers filled by the
-        // same asynchronous groups (one per phase: a unit per K warp).
+        // With the weight ring, a phased stage becomes a ring of phase buffers, loaded with
+        // the weights' asynchronous groups (one per phase: a unit per K warp).
         let x_async = phase.is_some() && self.s.async_stages > 0;
         if let (true, Some(p)) = (x_async, phase)
             && p != kwarps
