@@ -166,6 +166,50 @@ fn sm90_space_past_batch_8_offers_phased_wide_tiles() {
     }
 }
 
+/// sm_90 from batch 32 (issue 40): the quick space offers the 128-column tile of one K warp
+/// with its weights and phased activations through a ring of 3 buffers in dynamic shared
+/// memory where it does not fit the 48 KiB a kernel declares statically (a tuned schedule may
+/// take it: batch 64), and it lowers with that dynamic LDS; at batch 16 no form in dynamic LDS
+/// is offered.
+#[test]
+fn sm90_space_from_batch_32_offers_the_ring_in_dynamic_lds() {
+    for batch in [16, 32, 64] {
+        let k = gemv_int4_at(batch);
+        let all = space::enumerate(Arch::Sm90, &k, true);
+        let rings: Vec<&Schedule> = all
+            .iter()
+            .filter(|s| {
+                s.async_stages == 3
+                    && s.x_phase_units == 1
+                    && s.threads_per_column == 1
+                    && s.columns_per_workgroup == 128
+            })
+            .collect();
+        let dynamic: Vec<usize> = rings
+            .iter()
+            .map(|s| {
+                lower(&k, Arch::Sm90, s).unwrap_or_else(|e| panic!("batch {batch} {s:?}: {e}"))
+            })
+            .filter(|l| l.lds_is_dynamic())
+            .map(|l| l.lds_bytes())
+            .collect();
+        match batch {
+            16 => assert!(dynamic.is_empty(), "batch {batch}: {dynamic:?}"),
+            // Units of 8: the space's estimate (the ring counted whole) is past the static LDS,
+            // so only the dynamic limit offers it; it lowers into 35 780 bytes (the words in
+            // the sums' LDS), static after all.
+            32 => assert!(
+                rings.iter().any(|s| s.k_unit_words == 8),
+                "batch {batch}: {rings:?}"
+            ),
+            _ => assert!(
+                dynamic.iter().any(|&b| b > 48 * 1024 && b <= 227 * 1024),
+                "batch {batch}: {rings:?}"
+            ),
+        }
+    }
+}
+
 /// sm_90 (issue 40): past batch 8 the quick space offers the default's tile with 6 K warps
 /// (192 lanes), with the default's scale and with the scale on the weights, and it lowers; at
 /// batch 8 and below it does not (measured only past 8). Past 8 the FMA tiles (4–16× slower

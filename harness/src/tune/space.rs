@@ -375,7 +375,9 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
     };
     out.list
         .into_iter()
-        .filter(|s| phased_fits(arch, s, rows) && phases_divide(s))
+        .filter(|s| {
+            (phased_fits(arch, s, rows) || ring_in_dynamic_lds(arch, s, rows)) && phases_divide(s)
+        })
         .collect()
 }
 
@@ -484,13 +486,18 @@ fn phased_forms(
         }
     }
     // The activations and weights through asynchronous LDS rings (depth 1) of 2, 3 and 4
-    // phase buffers where they fit beside the sums.
+    // phase buffers where they fit beside the sums; from batch 32 on a tile of one K warp also
+    // the ring of 3 in dynamic shared memory (sm_90: a tuned schedule may take it; issue 40,
+    // the form of bench/results/2026-12-07-gpu-ring-bfrag/, its activations stored in
+    // B-fragment order).
     for stages in [2, 3, 4] {
         let ringed = Schedule {
             async_stages: stages,
             ..phased.clone()
         };
-        if !phased_fits(arch, &ringed, (batch, gemvs)) {
+        if !phased_fits(arch, &ringed, (batch, gemvs))
+            && !ring_in_dynamic_lds(arch, &ringed, (batch, gemvs))
+        {
             continue;
         }
         out.push(Schedule {
@@ -516,7 +523,23 @@ fn gemv_ops(kernel: &Kernel) -> usize {
 /// bytes per 4 K-words of the unit, 384 for scales and zero words; counted whole although its
 /// words may share the sums), with room for the few words of flags a kernel declares beside
 /// them. The lowering refuses the others; the space leaves them out.
-fn phased_fits(arch: Arch, s: &Schedule, (batch, gemvs): (usize, usize)) -> bool {
+fn phased_fits(arch: Arch, s: &Schedule, rows: (usize, usize)) -> bool {
+    phased_fits_in(arch.max_static_lds_per_workgroup(), s, rows)
+}
+
+/// The ring of 3 phase buffers of a tile of one K warp from batch 32 on, where it fits the
+/// dynamic shared memory of an asked-for sm_90 schedule (see `phased_forms`).
+fn ring_in_dynamic_lds(arch: Arch, s: &Schedule, rows: (usize, usize)) -> bool {
+    s.async_stages == 3
+        && s.x_phase_units > 0
+        && s.threads_per_column == 1
+        && rows.0 >= 32
+        && phased_fits_in(arch.max_lds_per_workgroup(), s, rows)
+}
+
+/// [`phased_fits`] within `limit` bytes of LDS (the static or, for an asked-for sm_90 schedule,
+/// the dynamic limit).
+fn phased_fits_in(limit: u32, s: &Schedule, (batch, gemvs): (usize, usize)) -> bool {
     if s.int4_dot != Int4Dot::Mma || !s.x_in_lds || s.x_phase_units == 0 {
         return true;
     }
@@ -541,7 +564,7 @@ fn phased_fits(arch: Arch, s: &Schedule, (batch, gemvs): (usize, usize)) -> bool
     } else {
         sums + stage
     };
-    stage_and_sums + ring + 64 <= arch.max_static_lds_per_workgroup() as usize
+    stage_and_sums + ring + 64 <= limit as usize
 }
 
 /// The widest output of an INT4 family (0 for the others).
