@@ -992,25 +992,14 @@ fn gpu_checks_a_hand_written_kernel_in_dynamic_shared_memory() {
         return;
     }
     let (src, abi) = user_kernel("gemv_int4_pipelined", "cu");
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("ab.json");
-    let o = wavefuse(&[
-        "ab",
-        "gemv_int4",
+    let select = [
         "--shapes",
         "qwen27b-tp4-b16,qwen27b-tp4-b64",
-        "--manual",
-        src.to_str().unwrap(),
-        "--abi",
-        abi.to_str().unwrap(),
         "--iters",
         "20",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    let (out, err) = text(&o);
-    assert!(o.status.success(), "{out}\n{err}");
-    for r in read_json(&json)["rows"].as_array().unwrap() {
+    ];
+    let (j, _) = ab_manual("b16 and b64", &select, false, &src, &abi);
+    for r in j["rows"].as_array().unwrap() {
         assert!(r["verdict"].as_str().unwrap().starts_with("correct"), "{r}");
         assert_eq!(r["manual"]["check"]["pass"], true, "{r}");
     }
@@ -1143,6 +1132,31 @@ fn user_kernel(name: &str, ext: &str) -> (std::path::PathBuf, std::path::PathBuf
             d.join(format!("{name}.{ext}.abi.toml")),
         ),
     }
+}
+
+/// `wavefuse ab gemv_int4 SELECT... [--no-gpu] --manual SRC --abi ABI --json J`: asserts it
+/// succeeded (the message names `what` and gives the output) and returns its JSON report and
+/// standard output.
+fn ab_manual(what: &str, select: &[&str], no_gpu: bool, src: &Path, abi: &Path) -> (Json, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("ab.json");
+    let mut args = vec!["ab", "gemv_int4"];
+    args.extend_from_slice(select);
+    if no_gpu {
+        args.push("--no-gpu");
+    }
+    args.extend_from_slice(&[
+        "--manual",
+        src.to_str().unwrap(),
+        "--abi",
+        abi.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let o = wavefuse(&args);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{what}\n{out}\n{err}");
+    (read_json(&json), out)
 }
 
 /// The compiler of a source's target is installed (else "skipped", a failure under CI).
@@ -1287,24 +1301,7 @@ fn no_gpu_ab_binds_and_compiles_the_users_hand_written_kernels() {
         ("gemv_int4_w4a8.host", "hip"),
     ] {
         let (src, abi) = user_kernel(name, ext);
-        let tmp = tempfile::tempdir().unwrap();
-        let json = tmp.path().join("ab.json");
-        let o = wavefuse(&[
-            "ab",
-            "gemv_int4",
-            "--tp",
-            "4",
-            "--no-gpu",
-            "--manual",
-            src.to_str().unwrap(),
-            "--abi",
-            abi.to_str().unwrap(),
-            "--json",
-            json.to_str().unwrap(),
-        ]);
-        let (out, err) = text(&o);
-        assert!(o.status.success(), "{name}.{ext}\n{out}\n{err}");
-        let j = read_json(&json);
+        let (j, out) = ab_manual(&format!("{name}.{ext}"), &["--tp", "4"], true, &src, &abi);
         let row = &j["rows"][0];
         assert_eq!(row["generated"]["check"]["pass"], true, "{out}");
         let manual = &row["manual"];
@@ -1370,24 +1367,9 @@ fn no_gpu_ab_binds_a_pipelined_kernel_in_dynamic_lds() {
         assert_eq!(bound.grid, 132 * per_sm, "b{batch}");
         assert_eq!(bound.workgroup_size, 256);
 
-        let tmp = tempfile::tempdir().unwrap();
-        let json = tmp.path().join("ab.json");
-        let o = wavefuse(&[
-            "ab",
-            "gemv_int4",
-            "--shapes",
-            &format!("qwen27b-tp4-b{batch}"),
-            "--no-gpu",
-            "--manual",
-            src.to_str().unwrap(),
-            "--abi",
-            abi.to_str().unwrap(),
-            "--json",
-            json.to_str().unwrap(),
-        ]);
-        let (out, err) = text(&o);
-        assert!(o.status.success(), "b{batch}\n{out}\n{err}");
-        let manual = &read_json(&json)["rows"][0]["manual"];
+        let shape = format!("qwen27b-tp4-b{batch}");
+        let (j, _) = ab_manual(&shape, &["--shapes", &shape], true, &src, &abi);
+        let manual = &j["rows"][0]["manual"];
         assert!(manual["error"].is_null(), "b{batch}: {}", manual["error"]);
         if !compiler_of("cu") {
             continue;
@@ -1409,24 +1391,8 @@ fn no_gpu_ab_binds_a_pipelined_kernel_in_dynamic_lds() {
 #[test]
 fn a_user_kernel_below_its_min_batch_is_absent_not_an_error() {
     let (src, abi) = user_kernel("gemv_int4_pipelined", "cu");
-    let tmp = tempfile::tempdir().unwrap();
-    let json = tmp.path().join("ab.json");
-    let o = wavefuse(&[
-        "ab",
-        "gemv_int4",
-        "--shapes",
-        "qwen27b-tp4-b1,qwen27b-tp4-b16",
-        "--no-gpu",
-        "--manual",
-        src.to_str().unwrap(),
-        "--abi",
-        abi.to_str().unwrap(),
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    let (out, err) = text(&o);
-    assert!(o.status.success(), "{out}\n{err}");
-    let j = read_json(&json);
+    let shapes = ["--shapes", "qwen27b-tp4-b1,qwen27b-tp4-b16"];
+    let (j, _) = ab_manual("b1 and b16", &shapes, true, &src, &abi);
     let why = j["rows"][0]["manual"]["absent"]
         .as_str()
         .unwrap_or_else(|| panic!("{j}"));
@@ -1955,23 +1921,7 @@ fn gpu_ab_runs_the_users_split_k_and_w4a8_kernels_of_several_launches() {
     }
     for name in ["gemv_int4_splitk2", "gemv_int4_w4a8", "gemv_int4_w4a8.host"] {
         let (src, abi) = user_kernel(name, "cu");
-        let dir = tempfile::tempdir().unwrap();
-        let json = dir.path().join("ab.json");
-        let o = wavefuse(&[
-            "ab",
-            "gemv_int4",
-            "--tp",
-            "4",
-            "--manual",
-            src.to_str().unwrap(),
-            "--abi",
-            abi.to_str().unwrap(),
-            "--json",
-            json.to_str().unwrap(),
-        ]);
-        let (out, err) = text(&o);
-        assert!(o.status.success(), "{name}\n{out}\n{err}");
-        let j = read_json(&json);
+        let (j, _) = ab_manual(name, &["--tp", "4"], false, &src, &abi);
         let m = &j["rows"][0]["manual"];
         assert!(m["error"].is_null(), "{name}: {m}");
         assert_eq!(m["check"]["pass"], true, "{name}: {m}");

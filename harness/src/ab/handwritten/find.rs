@@ -72,10 +72,7 @@ pub fn find_reference(dir: Option<&Path>, generated: &LoweredKernel, ir: &Kernel
         .map(|h| h.abi.batch_range())
         .filter(|&(min, max)| min > 1 || max.is_some())
         .collect();
-    candidates.retain(|h| {
-        let (min, max) = h.abi.batch_range();
-        batch >= i64::from(min) && max.is_none_or(|m| batch <= i64::from(m))
-    });
+    candidates.retain(|h| h.abi.covers(batch));
     if candidates.is_empty() && !limited.is_empty() {
         let spans: Vec<String> = limited
             .iter()

@@ -175,11 +175,17 @@ impl HandAbi {
         (self.min_batch.unwrap_or(1), self.max_batch)
     }
 
+    /// Whether `batch` lies in [`HandAbi::batch_range`].
+    pub fn covers(&self, batch: i64) -> bool {
+        let (min, max) = self.batch_range();
+        batch >= i64::from(min) && max.is_none_or(|m| batch <= i64::from(m))
+    }
+
     /// `Err` when `ir`'s batch is outside [`HandAbi::batch_range`].
     fn covers_batch(&self, path: &Path, ir: &Kernel) -> Result<(), HandError> {
         let batch = parametric::Bindings::of(ir).int("batch").unwrap_or(1);
-        let (min, max) = self.batch_range();
-        if batch < i64::from(min) || max.is_some_and(|m| batch > i64::from(m)) {
+        if !self.covers(batch) {
+            let (min, max) = self.batch_range();
             return Err(HandError::BatchOutside {
                 path: path.to_owned(),
                 batch,
