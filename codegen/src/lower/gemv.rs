@@ -997,18 +997,8 @@ impl Lowering<'_> {
         ));
         let i = self.k.reg(Ty::U32, "xi");
         let xh: Vec<Reg> = (0..8).map(|_| self.k.reg(Ty::F16, "xh")).collect();
-        // Where the workgroup spans whole rows of entries (`words` divides it), each lane keeps
-        // one K-word and walks the batch rows: the loop counts rows, so the addresses advance by
-        // a constant stride per trip (entry `i` of the flat walk is row `i / words`, word
-        // `i % words`, and `wg` is a multiple of `words`: the same entries per lane, in the same
-        // order). Otherwise the flat walk over the entries.
-        let by_rows = batch > 1 && self.wg() % st.words == 0;
         let (row, word) = if batch == 1 {
             (u(0), r(i))
-        } else if by_rows {
-            let w = self.k.reg(Ty::U32, "xw");
-            out.push(assign(w, rem(sp(Special::LocalId), u(st.words))));
-            (r(i), r(w))
         } else {
             (div(r(i), u(st.words)), rem(r(i), u(st.words)))
         };
@@ -1018,17 +1008,12 @@ impl Lowering<'_> {
             (Some(r0), 1) => r0.clone(),
             (Some(r0), _) => add(r0.clone(), row),
         };
-        let src = add(
-            mul(row, u(kdim)),
-            mul(add(st.begin.clone(), word.clone()), u(8)),
-        );
+        let src = add(mul(row, u(kdim)), mul(add(st.begin.clone(), word), u(8)));
         let mut body = vec![load(xh.clone(), at(x, src))];
         let packs = (0..4)
             .map(|j| Expr::PackHalf2(Box::new(r(xh[j])), Box::new(r(xh[j + 4]))))
             .collect();
-        let entry = if by_rows {
-            add(mul(r(i), u(st.pitch)), word)
-        } else if st.pitch == st.words {
+        let entry = if st.pitch == st.words {
             r(i)
         } else {
             add(
@@ -1037,16 +1022,13 @@ impl Lowering<'_> {
             )
         };
         body.push(self.store_words(st.lds, mul(entry, u(4)), packs));
-        let (start, end, step) = if by_rows {
-            (
-                div(sp(Special::LocalId), u(st.words)),
-                batch,
-                self.wg() / st.words,
-            )
-        } else {
-            (sp(Special::LocalId), batch * st.words, self.wg())
-        };
-        out.push(for_loop(i, start, u(end), u(step), body));
+        out.push(for_loop(
+            i,
+            sp(Special::LocalId),
+            u(batch * st.words),
+            u(self.wg()),
+            body,
+        ));
         out.push(Stmt::WorkgroupBarrier);
         Ok(())
     }
