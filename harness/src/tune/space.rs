@@ -493,7 +493,7 @@ fn phased_forms(
     // phase buffers where they fit beside the sums; from batch 32 on a tile of one K warp also
     // the ring of 3 in dynamic shared memory (sm_90: a tuned schedule may take it; issue 40,
     // the form of bench/results/2026-12-07-gpu-ring-bfrag/, its activations stored in
-    // B-fragment order).
+    // B-fragment order), which `enumerate` keeps in the full space only.
     for stages in [2, 3, 4] {
         let ringed = Schedule {
             async_stages: stages,
