@@ -161,6 +161,7 @@ fn target(arch: Arch, kernel: &Kernel) -> Schedule {
         min_resident_per_cu: 0,
         reduction: Reduction::Slices,
         batch_tile: 0,
+        stripe_workgroups: 0,
     };
     if let Some((k, block)) = q8_gemv(kernel) {
         return q8_default(arch, kernel, k, block, base);

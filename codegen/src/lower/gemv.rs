@@ -278,6 +278,8 @@ impl Lowering<'_> {
             // The dot2 pairs (x_h, x_h+4) are the MMA path's B-fragment order.
             let (words, first) = match (phase, phase_reg) {
                 (Some(units), Some(ph)) => (units * t.unit, r(ph)),
+                // A stripe's whole-part stage is the whole K, from K-word 0 (`striped`).
+                _ if self.striped() => (t.k / 8, u(0)),
                 _ => (t.k / 8 / self.s.k_split as usize, begin.clone()),
             };
             let stage = XStage {

@@ -122,11 +122,18 @@ pub(super) fn ty_of(dtype: ScalarType, what: &str) -> Result<Ty, LowerError> {
 }
 
 impl<'a> Lowering<'a> {
-    pub fn new(plan: Plan<'a>, arch: Arch, s: Schedule) -> Result<Self, LowerError> {
+    pub fn new(plan: Plan<'a>, arch: Arch, mut s: Schedule) -> Result<Self, LowerError> {
         s.check(arch)?;
+        // A stripe grid splits K itself (`Schedule::stripe_workgroups`: `k_split` ignored).
+        if stripe_applies(&plan, &s) {
+            s.k_split = 1;
+        }
         let cols = s.columns_per_workgroup as usize;
         let tiles = plan.n.div_ceil(cols);
-        let grid = tiles * s.k_split as usize;
+        let grid = match stripe_applies(&plan, &s) {
+            true => s.stripe_workgroups as usize,
+            false => tiles * s.k_split as usize,
+        };
         let grid32 =
             u32::try_from(grid).map_err(|_| LowerError::Schedule("grid too large".into()))?;
         let mut k = LoweredKernel::new(
@@ -163,7 +170,10 @@ impl<'a> Lowering<'a> {
         s.check(arch)?;
         let cols = s.columns_per_workgroup as usize;
         let tiles = plan.n.div_ceil(cols);
-        let grid = tiles * s.k_split as usize;
+        let grid = match stripe_applies(&plan, &s) {
+            true => s.stripe_workgroups as usize,
+            false => tiles * s.k_split as usize,
+        };
         let Carry {
             mut k,
             bufs,
@@ -387,13 +397,17 @@ impl<'a> Lowering<'a> {
             self.plan.batch,
             c = self.cols,
         ))];
+        if let Some(plan) = self.stripe_plan()? {
+            self.stripe_body(plan, &mut body)?;
+            return Ok(body);
+        }
         if self.s.k_split > 1 {
             let tile = self.k.reg(Ty::U32, "tile");
             body.push(assign(tile, rem(self.wg.clone(), u(self.tiles))));
             self.tile = r(tile);
         }
         body.push(assign(self.tile0, mul(self.tile.clone(), u(self.cols))));
-        self.declare_split(&mut body)?;
+        self.declare_split(None, &mut body)?;
         self.declare_sync(&mut body)?;
         if self.plan.gemv.is_some() {
             self.gemv(&mut body)?;
@@ -514,4 +528,15 @@ impl Lowering<'_> {
         }
         out
     }
+}
+
+/// Whether [`Schedule::stripe_workgroups`] shapes this kernel's grid: asked for, and the kernel
+/// has a GPTQ INT4 GEMV off the q8 path (elsewhere the field is ignored,
+/// [`Schedule::ignored_fields`]).
+pub(super) fn stripe_applies(plan: &Plan<'_>, s: &Schedule) -> bool {
+    s.stripe_workgroups > 0
+        && plan
+            .gemv
+            .as_ref()
+            .is_some_and(|g| g.q8.is_none() && matches!(g.weight.format, WeightFormat::Gptq(_)))
 }

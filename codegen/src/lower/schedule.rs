@@ -317,6 +317,21 @@ pub struct Schedule {
     /// rows. Not lowered on the FMA path or with a GEMV prologue. Absent in stored schedules: 0.
     #[serde(default)]
     pub batch_tile: u32,
+    /// A GPTQ GEMV alone (no allreduce, RMSNorm or GEMV prologue; it replaces `k_split`, which
+    /// is then ignored): a persistent
+    /// grid of this many workgroups that splits the work evenly (issue 40). The GEMV's
+    /// `tiles · U / g` (column tile, K granule) pairs, tile by tile, are cut into as many
+    /// consecutive stripes of equal length (±1 granule; a granule is `g` = `x_phase_units`
+    /// units where the activations are staged in phases, else one unit); workgroup `w` takes
+    /// stripe `w`, one segment per tile it touches, each summed as a K part of that tile:
+    /// partial sums to global memory, an arrival on the tile's counter, and the tile's last
+    /// arriver adds the contributions in stripe order and runs the epilogue (`splitk.rs`). Where
+    /// `tiles` is not a multiple of the SMs' resident workgroups, a grid of whole tiles leaves
+    /// some SMs a workgroup more than others; a stripe grid of `SMs · resident` workgroups
+    /// does not. 0: one workgroup per tile and K part. At most [`MAX_STRIPE_WORKGROUPS`].
+    /// Absent in stored schedules: 0.
+    #[serde(default)]
+    pub stripe_workgroups: u32,
 }
 
 impl Schedule {
@@ -412,6 +427,12 @@ impl Schedule {
                 self.l2_prefetch_units
             ));
         }
+        if self.stripe_workgroups > MAX_STRIPE_WORKGROUPS {
+            return bad(format!(
+                "stripe_workgroups = {} is more than {MAX_STRIPE_WORKGROUPS} workgroups",
+                self.stripe_workgroups
+            ));
+        }
         if self.min_resident_per_cu > 32 {
             return bad(format!(
                 "min_resident_per_cu = {} is more than the 32 workgroups an SM holds",
@@ -494,7 +515,7 @@ impl Schedule {
     /// and the protocol matter; FP16 GEMVs ignore every INT4 field; each INT4 dot-product path
     /// ignores the others' fields; one rank (or no allreduce) ignores the protocol.
     pub fn ignored_fields(&self, kernel: &Kernel) -> Vec<&'static str> {
-        const INT4: [&str; 13] = [
+        const INT4: [&str; 14] = [
             "k_unit_words",
             "nibble_decode",
             "int4_scaling",
@@ -508,6 +529,7 @@ impl Schedule {
             "batch_tile",
             "async_stages",
             "l2_prefetch_units",
+            "stripe_workgroups",
         ];
         let mut out: Vec<&'static str> = match gemv_format(kernel) {
             // The q8 GEMV (`gemv/q8.rs`) tiles like the INT4 paths (columns, threads per column,
@@ -542,6 +564,13 @@ impl Schedule {
                 Int4Dot::Mma => vec!["nibble_decode", "int4_scaling", "accumulators"],
             },
         };
+        // The stripe splits K itself.
+        if self.stripe_workgroups > 0
+            && !out.contains(&"stripe_workgroups")
+            && matches!(gemv_format(kernel), Some(WeightFormat::Gptq(_)))
+        {
+            out.push("k_split");
+        }
         // One batch row: nothing to tile.
         if batch_of(kernel) == 1 && !out.contains(&"batch_tile") {
             out.push("batch_tile");
@@ -594,6 +623,9 @@ pub const MAX_K_SPLIT: u32 = 64;
 /// Largest INT4 work unit in K words ([`Schedule::k_unit_words`]): 32768 K rows, more than any
 /// group of the model's shapes.
 pub const MAX_K_UNIT_WORDS: u32 = 4096;
+/// Most workgroups of a stripe grid ([`Schedule::stripe_workgroups`]): 32 per SM of a
+/// 132-SM H100, more than any SM holds.
+pub const MAX_STRIPE_WORKGROUPS: u32 = 4224;
 /// Deepest software pipeline of the tensor-core INT4 path ([`Schedule::pipeline_depth`]).
 pub const MAX_PIPELINE_DEPTH: u32 = 2;
 /// Most unit buffers of the asynchronous weight ring ([`Schedule::async_stages`]).

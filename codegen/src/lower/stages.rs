@@ -384,6 +384,12 @@ pub(super) fn lower_stages(
     s: &Schedule,
 ) -> Result<LoweredKernel, LowerError> {
     let n = stages.len();
+    if s.stripe_workgroups > 0 {
+        return Err(LowerError::Schedule(format!(
+            "stripe_workgroups = {}: the stripe grid is lowered for a kernel of one GEMV stage; this one has {n} (their GEMVs loop over tiles on the stages' grid: stripe_workgroups = 0)",
+            s.stripe_workgroups
+        )));
+    }
     let all = stages.last().expect("at least two stages");
     let originals = kernel.buffers().len();
     let mut carry = None;

@@ -41,6 +41,18 @@ pub fn weight(arrivals: u32, designated: Expr) -> Expr {
     }
 }
 
+/// [`weight`] for a round of `arrivals` arrivals known only when the kernel runs (a register),
+/// at most `most`: the counter's round is `Q = round_len(most)` whatever `arrivals` is, so the
+/// designated arrival adds `Q − arrivals + 1` (at least 1) and every round still sums to `Q`.
+pub fn weight_of(most: u32, arrivals: Expr, designated: Expr) -> Expr {
+    let q = round_len(most);
+    Expr::Select(
+        Box::new(designated),
+        Box::new(Expr::bin(BinOp::Sub, Expr::u32(q + 1), arrivals)),
+        Box::new(Expr::u32(1)),
+    )
+}
+
 /// True for the round's last arrival: `ticket + weight` is a multiple of `Q`.
 pub fn completes_round(ticket: Reg, weight: Expr, arrivals: u32) -> Expr {
     let after = Expr::add(Expr::Reg(ticket), weight);

@@ -291,8 +291,11 @@ impl Lowering<'_> {
             };
             let stage = XStage {
                 lds,
+                // A stripe's whole-part stage is the whole K (its segments' units are any of
+                // the tile's), staged from K-word 0.
                 begin: match ph_reg {
                     Some(ph) => mul(r(ph), u(unit)),
+                    None if self.striped() => u(0),
                     None => mul(begin.clone(), u(unit)),
                 },
                 words,
