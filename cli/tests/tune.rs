@@ -218,6 +218,32 @@ fn sm90_space_from_batch_32_offers_the_ring_in_dynamic_lds() {
     }
 }
 
+/// Issue 40: for a GEMV alone the quick space offers the default on stripe grids of 2–6
+/// workgroups per SM (the stripe replaces the K split), and each lowers at the model's shapes
+/// on both targets to a grid of exactly that many workgroups.
+#[test]
+fn space_offers_the_default_on_stripe_grids_for_a_gemv_alone() {
+    for arch in [Arch::Sm90, Arch::Gfx906] {
+        for batch in [1, 16, 64] {
+            let k = gemv_int4_at(batch);
+            let stripes: Vec<Schedule> = space::enumerate(arch, &k, true)
+                .into_iter()
+                .filter(|s| s.stripe_workgroups > 0)
+                .collect();
+            let want: Vec<u32> = space::STRIPE_PER_SM
+                .iter()
+                .map(|n| n * arch.compute_units())
+                .collect();
+            let got: Vec<u32> = stripes.iter().map(|s| s.stripe_workgroups).collect();
+            assert_eq!(got, want, "{arch} batch {batch}");
+            for s in &stripes {
+                let l = lower(&k, arch, s).unwrap_or_else(|e| panic!("{arch} b{batch} {s:?}: {e}"));
+                assert_eq!(l.grid, s.stripe_workgroups, "{arch} batch {batch}");
+            }
+        }
+    }
+}
+
 /// sm_90 (issue 40): past batch 8 the quick space offers the default's tile with 6 K warps
 /// (192 lanes), with the default's scale and with the scale on the weights, and it lowers; at
 /// batch 8 and below it does not (measured only past 8). Past 8 the FMA tiles (4–16× slower

@@ -5,7 +5,8 @@
 //! 1. the default;
 //! 2. its neighbours: one field changed at a time (a tile field changed with the others kept and
 //!    the columns recomputed from the INT4 / FP16 relation), and past batch 8 on the tensor
-//!    cores the default's tile with 5 and 6 K warps ([`MMA_EXTRA_K_WARPS`]);
+//!    cores the default's tile with 5 and 6 K warps ([`MMA_EXTRA_K_WARPS`]); for a GPTQ GEMV
+//!    alone, the default on stripe grids of [`STRIPE_PER_SM`] workgroups per SM;
 //! 3. every tile (workgroup size × words per lane × K slices, or FP16 lanes per column) with the
 //!    default's other fields (on the tensor cores past batch 8 these and the FMA neighbours come
 //!    after 4);
@@ -167,6 +168,19 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
             late.push(s);
         } else {
             out.push(s);
+        }
+    }
+    // The default on a stripe grid ([`STRIPE_PER_SM`] workgroups per SM, one of which is the
+    // form's residency): a GPTQ GEMV alone, whose default grid is seldom a whole number of
+    // rounds of the SMs. Not measured yet (`bench/results/2026-12-08-gpu-stripe/`); the
+    // lowering refuses the kernels it does not serve (a fused allreduce or norm, a prologue).
+    if matches!(family, Family::Int4 { allreduce: false, .. }) && !has_norm(kernel) {
+        let sms = arch.compute_units();
+        for per in STRIPE_PER_SM {
+            out.push(Schedule {
+                stripe_workgroups: sms * per,
+                ..default.clone()
+            });
         }
     }
     // Past batch 8: the default's tile with 5 and 6 K warps ([`MMA_EXTRA_K_WARPS`]), with the
@@ -383,6 +397,18 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
                 && phases_divide(s)
         })
         .collect()
+}
+
+/// Workgroups per SM of the stripe grids the space tries
+/// ([`Schedule::stripe_workgroups`] `= SMs · n`): the residencies the tensor-core forms have at
+/// batch 2–64 (2–8 per SM by their registers).
+pub const STRIPE_PER_SM: [u32; 5] = [2, 3, 4, 5, 6];
+
+/// Whether `kernel` has an RMSNorm (the stripe grid is not lowered with one).
+fn has_norm(kernel: &Kernel) -> bool {
+    kernel
+        .ops()
+        .any(|(_, o)| matches!(o.kind, OpKind::RmsNorm(..)))
 }
 
 /// The phased forms of the wide tensor-core tile `t` (see `enumerate`): K-words per unit 4 and 8,
