@@ -174,7 +174,14 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
     // form's residency): a GPTQ GEMV alone, whose default grid is seldom a whole number of
     // rounds of the SMs. Not measured yet (`bench/results/2026-12-08-gpu-stripe/`); the
     // lowering refuses the kernels it does not serve (a fused allreduce or norm, a prologue).
-    if matches!(family, Family::Int4 { allreduce: false, .. }) && !has_norm(kernel) {
+    if matches!(
+        family,
+        Family::Int4 {
+            allreduce: false,
+            ..
+        }
+    ) && !has_norm(kernel)
+    {
         let sms = arch.compute_units();
         for per in STRIPE_PER_SM {
             out.push(Schedule {
