@@ -172,7 +172,10 @@ pub fn enumerate(arch: Arch, kernel: &Kernel, quick: bool) -> Vec<Schedule> {
     }
     // The default on a stripe grid ([`STRIPE_PER_SM`] workgroups per SM, one of which is the
     // form's residency): a GPTQ GEMV alone, whose default grid is seldom a whole number of
-    // rounds of the SMs. Not measured yet (`bench/results/2026-12-08-gpu-stripe/`); the
+    // rounds of the SMs (an H100 runs the default at 5120 -> 17408 b64 as fast with 46 % more
+    // columns, `bench/results/2026-12-08-gpu-grid-evenness/`). Its first form was slower than
+    // the defaults at every row (`bench/results/2026-12-08-gpu-stripe/`, before its finish was
+    // unrolled): five candidates, so the tuner times what a quick budget can afford. The
     // lowering refuses the kernels it does not serve (a fused allreduce or norm, a prologue).
     if matches!(
         family,
