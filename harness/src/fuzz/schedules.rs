@@ -156,11 +156,29 @@ pub fn random_schedule(arch: Arch, k: &Kernel, rng: &mut ChaCha8Rng) -> Schedule
             // The tensor cores take batch 1–64 (8 N tiles of 8 rows; past that the lowering
             // refuses, with the limit).
             // Past batch 8 (where they are the default) three times in four.
+            // A stripe grid (`stripe_workgroups`) one time in five for a GEMV without an
+            // allreduce or norm, drawn from a clone of the generator so that every other draw
+            // (and the kernels and schedules of a seed) stays as it was.
+            let stripe = {
+                let mut side = rng.clone();
+                let alone = !k
+                    .ops()
+                    .any(|(_, o)| matches!(o.kind, OpKind::AllReduce(_) | OpKind::RmsNorm(..)));
+                let draw = side.random_range(0..5u32) == 0;
+                let g = side.random_range(1..=48u32);
+                if alone && draw { g } else { 0 }
+            };
             let mma = arch.has_fp16_mma() && batch(k) <= 64 && group_words % 4 == 0;
-            if mma && rng.random_bool(if batch(k) > 8 { 0.75 } else { 0.5 }) {
-                return mma_schedule(rng, base, kdim, group_words, batch(k));
+            let s = if mma && rng.random_bool(if batch(k) > 8 { 0.75 } else { 0.5 }) {
+                mma_schedule(rng, base, kdim, group_words, batch(k))
+            } else {
+                int4_schedule(arch, rng, base, (kdim, n, batch(k)), group_words)
+            };
+            // (Not with batch tiles: the CI's count of simulated batch-tile lowerings stays.)
+            Schedule {
+                stripe_workgroups: if s.batch_tile == 0 { stripe } else { 0 },
+                ..s
             }
-            int4_schedule(arch, rng, base, (kdim, n, batch(k)), group_words)
         }
         WeightFormat::Awq(_) => base,
     }
