@@ -12,10 +12,9 @@
 mod support;
 
 use wavefuse_codegen::Arch;
-use wavefuse_codegen::ir::ScalarType;
 use wavefuse_codegen::lower::{Int4Dot, LowerError, Schedule, lower};
 use wavefuse_codegen::lowered::Stmt;
-use wavefuse_codegen::sim::{FindingKind, PeerTable, tolerance};
+use wavefuse_codegen::sim::{FindingKind, PeerTable};
 use wavefuse_harness::sim::{Prepared, SmallShapes, small_kernel, small_schedule, summary, sweep};
 use wavefuse_kernels::{KernelId, Shapes};
 
@@ -64,20 +63,6 @@ fn prepare_unless_lds(
     }
 }
 
-/// `p` in the simulator on fresh random inputs: no finding, every output within the FP16
-/// outputs' tolerance of the f64 reference.
-fn matches_reference(p: &Prepared, seed: u64, label: &str) {
-    let r = sweep(p, seed, 0, SCHEDULES, |_, _| {}).expect("simulates");
-    let text = summary(p, &r);
-    eprintln!("{label}: {}", text.lines().next().unwrap_or(""));
-    assert!(r.not_checked.is_none(), "{label}: {text}");
-    assert!(r.findings.is_empty() && r.failing == 0, "{label}: {text}");
-    assert!(
-        r.max_rel_l2 <= tolerance(ScalarType::F16),
-        "{label}: {text}"
-    );
-}
-
 fn count(body: &[Stmt], f: &dyn Fn(&Stmt) -> bool) -> usize {
     let mut n = 0;
     support::rewrite(body.to_vec(), &mut |s| {
@@ -120,7 +105,7 @@ fn mma_async_ring_matches_the_reference_sm90() {
                 };
                 let copies = count(&p.lowered.body, &|s| matches!(s, Stmt::AsyncCopy { .. }));
                 assert!(copies > 0, "{label}: no asynchronous copy\n{}", p.lowered);
-                matches_reference(&p, SEED ^ batch as u64, &label);
+                support::matches_reference(&p, SEED ^ batch as u64, SCHEDULES, &label);
             }
         }
     }
@@ -263,7 +248,7 @@ fn mma_async_phased_stage_matches_the_reference_sm90() {
                     "{label}: not the asynchronous stage\n{}",
                     p.lowered
                 );
-                matches_reference(&p, SEED ^ batch as u64, &label);
+                support::matches_reference(&p, SEED ^ batch as u64, SCHEDULES, &label);
                 ran += 1;
             }
         }

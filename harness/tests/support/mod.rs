@@ -1,7 +1,25 @@
 //! Helpers shared by the simulator mutation tests.
 
-use wavefuse_codegen::ir::Ordering;
+use wavefuse_codegen::ir::{Ordering, ScalarType};
 use wavefuse_codegen::lowered::{AtomicOp, Block, Stmt};
+use wavefuse_codegen::sim::tolerance;
+use wavefuse_harness::sim::{Prepared, summary, sweep};
+
+/// `p` swept over `schedules` seeded schedules from `seed` (each with fresh random inputs and
+/// back-to-back launches): every output checked, no finding, no failing run, and the largest
+/// relative L2 error against the f64 reference within the FP16 outputs' tolerance.
+#[allow(dead_code)] // not every test crate that includes this module sweeps an FP16 kernel
+pub fn matches_reference(p: &Prepared, seed: u64, schedules: u64, label: &str) {
+    let r = sweep(p, seed, 0, schedules, |_, _| {}).expect("simulates");
+    let text = summary(p, &r);
+    eprintln!("{label}: {}", text.lines().next().unwrap_or(""));
+    assert!(r.not_checked.is_none(), "{label}: {text}");
+    assert!(r.findings.is_empty() && r.failing == 0, "{label}: {text}");
+    assert!(
+        r.max_rel_l2 <= tolerance(ScalarType::F16),
+        "{label}: {text}"
+    );
+}
 
 /// Apply `f` to every statement, depth first; `f` returns the statements that replace it.
 pub fn rewrite(block: Block, f: &mut dyn FnMut(Stmt) -> Vec<Stmt>) -> Block {
