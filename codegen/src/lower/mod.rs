@@ -160,8 +160,8 @@ pub use limits::{MAX_INDEXED_ELEMENTS, MAX_OP_DEPTH};
 pub use schedule::{
     AllreduceProtocol, Int4Dot, Int4Scaling, MAX_ACCUMULATORS, MAX_ASYNC_STAGES,
     MAX_COLUMNS_PER_LANE, MAX_K_SPLIT, MAX_K_UNIT_WORDS, MAX_L2_PREFETCH_UNITS, MAX_PIPELINE_DEPTH,
-    MmaDecode, MmaScale, NibbleDecode, Reduction, Schedule, assumed_waves_per_simd, batch_of,
-    prologue_input_bytes,
+    MAX_STRIPE_WORKGROUPS, MmaDecode, MmaScale, NibbleDecode, Reduction, Schedule,
+    assumed_waves_per_simd, batch_of, prologue_input_bytes,
 };
 pub use stages::PREFETCH_BEFORE_WAIT_BYTES;
 
