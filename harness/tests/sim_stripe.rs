@@ -177,39 +177,22 @@ fn stripe_weight_from_the_most_contributors_is_caught() {
         .and_then(|n| n.parse().ok())
         .expect("the stripe's comment names the most contributors");
     let mut replaced = 0;
-    let mut f = |s: Stmt| match s {
-        Stmt::Atomic {
-            dst,
+    let mut f = |mut s: Stmt| {
+        if let Stmt::Atomic {
             op: AtomicOp::Add,
-            mem,
-            value: Some(Expr::Select(c, a, b)),
-            ordering,
-            scope,
-            why,
-        } => {
+            value: Some(Expr::Select(_, a, _)),
+            ..
+        } = &mut s
+            && let Expr::Bin(BinOp::Sub, q1, _) = a.as_ref()
+        {
             // `Q + 1 − contributors` → the constant `Q + 1 − most`.
-            let a = match *a {
-                Expr::Bin(BinOp::Sub, q1, _) => {
-                    replaced += 1;
-                    let q1 = match *q1 {
-                        Expr::Int(v, ty) => Expr::Int(v - most, ty),
-                        other => panic!("Q + 1 is a constant: {other:?}"),
-                    };
-                    Box::new(q1)
-                }
-                other => Box::new(other),
+            let Expr::Int(v, ty) = **q1 else {
+                panic!("Q + 1 is a constant: {q1:?}")
             };
-            vec![Stmt::Atomic {
-                dst,
-                op: AtomicOp::Add,
-                mem,
-                value: Some(Expr::Select(c, a, b)),
-                ordering,
-                scope,
-                why,
-            }]
+            **a = Expr::Int(v - most, ty);
+            replaced += 1;
         }
-        s => vec![s],
+        vec![s]
     };
     p.lowered.body = rewrite(std::mem::take(&mut p.lowered.body), &mut f);
     assert!(replaced > 0, "the arrival's weight was found");
